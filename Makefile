@@ -1,0 +1,159 @@
+# kvferry: plain Makefile, out-of-tree build.
+#   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels when nvcc exists)
+#   make check           unit + integration tests (Check), CPU mode
+#   make asan            the same under ASan+UBSan, in build-asan/
+#   make fuzz-short      each libFuzzer target for a short run (clang)
+#   make bench-copy      CPU copy executor vs memcpy
+#   make install PREFIX=/usr/local DESTDIR=
+# Sources are found by directory: lib/*.c -> libkvferry, daemon/*.c -> kvferryd,
+# tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
+# tests/integration/check_*.c -> one Check binary each.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+DESTDIR ?=
+SAN     ?=
+CC      ?= cc
+OPT     ?= -O2
+
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+          -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
+CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) -MMD -MP \
+          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Idaemon
+
+LIB_PKGS    := jansson yaml-0.1
+DAEMON_PKGS := libuv ucx libsystemd libsodium
+PKG_CFLAGS  := $(shell pkg-config --cflags $(LIB_PKGS) $(DAEMON_PKGS) 2>/dev/null)
+LIB_LIBS    := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread
+DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) $(LIB_LIBS) -lm
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+
+ifneq ($(SAN),)
+CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS     += -fsanitize=$(SAN)
+CUDA        ?= 0
+endif
+
+# CUDA: on when nvcc is found (override with CUDA=0). The rest builds without it.
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(NVCC),)
+CUDA ?= 0
+endif
+CUDA ?= 1
+CUDA_ARCH ?= -arch=sm_90
+ifeq ($(CUDA),1)
+CFLAGS_BASE += -DKVF_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+KERNEL_SRCS := $(wildcard kernels/*.cu)
+else
+CUDA_LIBS   :=
+KERNEL_SRCS :=
+endif
+
+CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
+
+LIB_SRCS     := $(wildcard lib/*.c) $(wildcard kernels/*.c)
+DAEMON_SRCS  := $(wildcard daemon/*.c)
+TOOL_MAINS   := $(filter-out $(wildcard tools/*_*.c),$(wildcard tools/*.c))
+TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_MAINS))
+UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c))
+INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/check_*.c))
+GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
+BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+
+LIB_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+KERNEL_OBJS  := $(patsubst %.cu,$(BUILD)/%.cu.o,$(KERNEL_SRCS))
+DAEMON_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRCS))
+DAEMON_CORE  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
+
+LIBA  := $(BUILD)/libkvferry.a
+LIBSO := $(BUILD)/libkvferry.so
+
+.PHONY: all check unit integration gpu-check asan fuzz fuzz-short bench-copy bench install clean format
+all: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
+
+$(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(LIBSO): $(LIB_OBJS) $(KERNEL_OBJS)
+	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -Wl,-soname,libkvferry.so.0
+
+$(BUILD)/kvferryd: $(DAEMON_OBJS) $(LIBA)
+	$(CC) -o $@ $(DAEMON_OBJS) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+
+# tools/<name>.c plus its helpers tools/<name>_*.c
+.SECONDEXPANSION:
+$(BUILD)/%: tools/%.c $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*_*.c)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(LIBA) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
+
+# Tests link the library and every daemon object but main.o, so daemon modules are testable.
+$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(LIBA) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
+
+$(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+
+check: all
+	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+
+unit: all
+	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
+
+integration: all
+	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS)
+
+asan:
+	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
+
+# libFuzzer targets: tests/fuzz/fuzz_<name>.c, built with clang against the lib sources.
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZERS   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+FUZZ_TIME ?= 20
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard lib/*.c lib/*.h)
+	@mkdir -p $(dir $@)
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels \
+	  -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $< $(wildcard lib/*.c) $(LIB_LIBS)
+fuzz: $(FUZZERS)
+fuzz-short: $(FUZZERS)
+	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
+	  seeds=tests/fuzz/corpus/$$n; [ -d $$seeds ] || seeds=; \
+	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
+	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$n $$seeds >$(BUILD)/fuzz/$$n.log 2>&1 \
+	    || { tail -40 $(BUILD)/fuzz/$$n.log; exit 1; }; done; echo "fuzz: all targets clean"
+
+bench-copy: all
+	$(BUILD)/bench/bench_copy
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)/etc/kvferry $(DESTDIR)$(PREFIX)/lib/systemd/system
+	install -m 0755 $(BUILD)/kvferryd $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libkvferry.so.0
+	ln -sf libkvferry.so.0 $(DESTDIR)$(PREFIX)/lib/libkvferry.so
+	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 config/kvferry.yaml $(DESTDIR)/etc/kvferry/kvferry.yaml
+	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/kvferry.service
+
+clean:
+	rm -rf build build-asan
+
+format:
+	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

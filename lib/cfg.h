@@ -1,0 +1,132 @@
+/* cfg.h: kvferryd's configuration. One table (cfg_table.c) drives parsing, defaults, bounds,
+ * printing and the documentation in config/kvferry.yaml: key, type, offset into struct kvf_config,
+ * default, bounds, doc. YAML via libyaml. Errors are "file:line:column: message".
+ * A struct kvf_config owns its strings and lists; cfg_free releases them.
+ * Not thread-safe; the daemon loads on its loop thread. */
+#ifndef KVF_CFG_H
+#define KVF_CFG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CFG_ERR_MAX 512
+#define CFG_FILE_MAX (1024 * 1024) /* larger config files are refused */
+#define CFG_LIST_MAX 256           /* entries per list */
+
+typedef enum { CFG_STRING, CFG_PATH, CFG_BOOL, CFG_INT, CFG_SIZE, CFG_DURATION, CFG_ENUM, CFG_LIST } cfg_type_t;
+
+struct cfg_list {
+    uint32_t n;
+    char **items; /* owned */
+};
+
+struct kvf_config {
+    /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
+     * /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, else ./run */
+    char *sockets_dir;
+    char *sockets_control;
+    char *sockets_worker;
+    int64_t sockets_mode;          /* octal, default 0660 */
+
+    /* access.*: uids/gids (names or numbers) allowed on the sockets; the daemon's own uid and
+     * root are always allowed. admin_*: may run mutating control commands. */
+    struct cfg_list access_allow_uids, access_allow_gids;
+    struct cfg_list access_admin_uids, access_admin_gids;
+
+    /* control.* limits */
+    uint64_t control_max_line;     /* size, bytes */
+    int64_t control_max_conns;
+    int64_t control_max_conns_per_uid;
+    uint64_t control_idle_timeout_ms;
+
+    /* log.* */
+    int64_t log_level;             /* enum: error, warn, info, debug */
+
+    /* daemon.* */
+    uint64_t daemon_drain_timeout_ms;
+
+    /* workers.* limits of the local worker socket */
+    int64_t workers_max_conns;
+    uint64_t workers_max_frame;    /* size */
+    int64_t workers_max_blocks;    /* block ids per request */
+    int64_t workers_max_inflight;  /* requests in flight per worker connection */
+
+    /* listen.* and transport.*: inter-daemon UCX */
+    char *listen_address;
+    int64_t listen_port;           /* 0: no listener (single-node) */
+    char *transport_ucx_tls;       /* "": let UCX choose; a troubleshooting override */
+    char *cluster_secret_file;     /* path to a 0600 file; "": inter-daemon traffic refused */
+    int64_t peers_max_inflight;    /* requests in flight per peer daemon */
+
+    /* arena.* */
+    uint64_t arena_size;
+    uint64_t arena_chunk;
+    uint64_t arena_reserve_timeout_ms;
+    int64_t arena_placement;       /* enum: auto, host, device */
+
+    /* gates.* */
+    uint64_t gates_min_bytes;      /* payloads with recurrent state: bounce at or above */
+    int64_t gates_min_blocks;      /* plain KV payloads: bounce at or above */
+
+    /* deadlines.* (per phase) */
+    uint64_t deadlines_lookup_ms;
+    uint64_t deadlines_validate_ms;
+    uint64_t deadlines_send_wait_ms; /* RECV waiting for the context side's SEND */
+    uint64_t deadlines_transfer_ms;
+
+    /* Where it came from ("" for built-in defaults). Owned. */
+    char *source_path;
+};
+
+/* One row of the table. */
+struct cfg_key {
+    const char *key;       /* "arena.size" */
+    cfg_type_t type;
+    size_t offset;         /* into struct kvf_config */
+    const char *def;       /* default, as YAML text */
+    int64_t min, max;      /* bounds for int/size/duration (ms) */
+    const char *const *enum_names; /* NULL-terminated, for CFG_ENUM */
+    bool live;             /* may change on SIGHUP without a restart */
+    const char *doc;
+};
+
+extern const struct cfg_key cfg_table[];
+extern const size_t cfg_table_len;
+
+/* Defaults only. Returns 0 or -ENOMEM. */
+int cfg_defaults(struct kvf_config *ret);
+/* Loads a YAML file over the defaults. On error returns -EINVAL (or -errno for I/O) and writes
+ * "file:line:column: message" into err; *ret untouched. */
+int cfg_load_file(const char *path, struct kvf_config *ret, char *err, size_t errlen);
+/* The same from memory; `name` stands for the file in messages. */
+int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_config *ret,
+                    char *err, size_t errlen);
+void cfg_free(struct kvf_config *c);
+/* Deep copy. Returns 0 or -ENOMEM. */
+int cfg_copy(const struct kvf_config *src, struct kvf_config *ret);
+
+/* Effective socket paths after derivation (see sockets.*). Return static-lifetime-free strings
+ * written into buf; 0 or -ENAMETOOLONG. */
+int cfg_socket_dir(const struct kvf_config *c, char *buf, size_t len);
+int cfg_control_path(const struct kvf_config *c, char *buf, size_t len);
+int cfg_worker_path(const struct kvf_config *c, char *buf, size_t len);
+
+/* Text helpers, also used by kvferryctl: "4GiB", "512MiB", "1024", "64k"; "200ms", "30s", "5m". */
+int cfg_parse_size(const char *s, uint64_t *ret);
+int cfg_parse_duration_ms(const char *s, uint64_t *ret);
+int cfg_format_size(uint64_t v, char *buf, size_t len);
+int cfg_format_duration_ms(uint64_t v, char *buf, size_t len);
+
+/* The effective config as YAML text (every key, one per line; malloc'd) and as a JSON object
+ * (jansson, new reference). */
+char *cfg_to_yaml(const struct kvf_config *c);
+struct json_t;
+struct json_t *cfg_to_json(const struct kvf_config *c);
+
+/* Keys whose values differ and that are not live: for the reload report. Writes up to n keys
+ * into ret and returns the total count. */
+size_t cfg_diff_restart_needed(const struct kvf_config *a, const struct kvf_config *b,
+                               const char **ret, size_t n);
+
+#endif

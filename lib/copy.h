@@ -1,0 +1,34 @@
+/* copy.h: the CPU copy executor: runs a plan writer's copy program between in-memory pools and
+ * extent bytes. The twin of the CUDA kernels (kernels/kvf_kernels.h) and their reference.
+ * Gather and scatter take any byte sub-range [lo, hi) of the extent, so chunks cut anywhere.
+ * Large runs go through memcpy. Thread-safe (no shared state). */
+#ifndef KVF_COPY_H
+#define KVF_COPY_H
+
+#include <stdint.h>
+
+#include "layout.h"
+#include "plan.h"
+
+/* Base address and size of each pool of one side, by pool index. */
+struct copy_mem {
+    uint32_t n;
+    uint8_t *base[LAYOUT_MAX_POOLS];
+    uint64_t size[LAYOUT_MAX_POOLS];
+};
+
+/* Checks every op of the program lies inside the given pools (side: 's' source, 'd' dest).
+ * Returns 0 or -ERANGE. Run once per plan before executing with trusted programs. */
+int copy_check(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem, char side);
+
+/* Extent bytes [lo, hi) from the source pools into out (out[0] is extent byte lo). */
+void copy_gather(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                 uint64_t lo, uint64_t hi, uint8_t *out);
+/* Extent bytes [lo, hi) from in (in[0] is extent byte lo) into the destination pools. */
+void copy_scatter(const struct copy_op *ops, uint32_t n_ops, const uint8_t *in, uint64_t lo,
+                  uint64_t hi, const struct copy_mem *dst);
+/* Source pools straight into destination pools (the local path). */
+void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                 const struct copy_mem *dst);
+
+#endif

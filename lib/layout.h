@@ -1,0 +1,117 @@
+/* layout.h: what one rank registers (DESIGN.md §1, §3, §4): identity, parallelism, the global
+ * layers it holds, its memory pools and, per group, the pool views that locate every tensor.
+ * Plain data with fixed-size arrays: a layout is copied by value and needs no destructor.
+ * Pure: no I/O. The JSON codec (layout_json.c) is the one encoding used on every wire.
+ * Any thread may call these functions on layouts it owns. */
+#ifndef KVF_LAYOUT_H
+#define KVF_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LAYOUT_MAX_LAYERS 256   /* global layer ids < this */
+#define LAYOUT_MAX_POOLS 16
+#define LAYOUT_MAX_GROUPS 8
+#define LAYOUT_MAX_VIEWS 4      /* per group */
+#define LAYOUT_MAX_TENSORS 4    /* per view */
+#define LAYOUT_MAX_TP 64
+#define LAYOUT_MAX_PP 64
+#define LAYOUT_NAME_MAX 64      /* instance id, including NUL */
+#define LAYOUT_SHORT_MAX 24     /* group/view/tensor names, including NUL */
+#define LAYOUT_FP_MAX 65        /* fingerprint, including NUL */
+#define LAYOUT_JSON_MAX (256 * 1024) /* largest accepted encoding */
+
+typedef enum { ROLE_CONTEXT = 0, ROLE_GENERATION = 1 } layout_role_t;
+typedef enum { GROUP_PAGED = 0, GROUP_STATE = 1 } group_kind_t;
+typedef enum { SHARD_SHARDED = 0, SHARD_REPLICATED = 1 } shard_mode_t;
+typedef enum { DTYPE_BF16 = 0, DTYPE_FP16, DTYPE_FP32, DTYPE_FP8, DTYPE_U8 } dtype_t;
+typedef enum { POOL_HOST = 0, POOL_CUDA = 1 } pool_kind_t;
+
+/* One memory region the rank hands over (a memfd or a CUDA IPC allocation). */
+struct layout_pool {
+    pool_kind_t kind;
+    int32_t device; /* CUDA device ordinal for POOL_CUDA, -1 for host */
+    uint64_t bytes;
+};
+
+/* A head-structured tensor inside a view's region: bytes [offset, offset + outer*heads*inner)
+ * of the region, laid out [outer][heads][inner]; `heads` are this rank's local heads. */
+struct layout_tensor {
+    char name[LAYOUT_SHORT_MAX]; /* "conv", "ssm", "kv", "k_pe", ... */
+    uint64_t offset;             /* within the region */
+    uint32_t outer, heads, inner; /* inner: bytes per (outer, head) */
+    uint32_t global_heads;
+    shard_mode_t shard;
+    dtype_t dtype;
+};
+
+/* One tensor family of a group in memory. The region of (local layer l, item i) starts at
+ * pool + base + l * layer_stride + i * item_stride and is region_bytes long; its tensors tile
+ * it exactly (sum of tensor bytes == region_bytes, no overlap, no gap). */
+struct layout_view {
+    char name[LAYOUT_SHORT_MAX];
+    uint32_t pool; /* index into layout.pools */
+    uint64_t base, layer_stride, item_stride, region_bytes;
+    uint32_t n_tensors;
+    struct layout_tensor tensors[LAYOUT_MAX_TENSORS];
+};
+
+/* Paged group: n_items blocks, a request owns a block list. State group: n_items slots, a request
+ * owns one slot. layers[] are global ids (ascending); local layer index = position in layers[]. */
+struct layout_group {
+    char name[LAYOUT_SHORT_MAX]; /* groups match across sides by name */
+    group_kind_t kind;
+    uint32_t n_layers;
+    uint16_t layers[LAYOUT_MAX_LAYERS];
+    uint32_t n_items;
+    uint32_t n_views;
+    struct layout_view views[LAYOUT_MAX_VIEWS];
+};
+
+struct layout {
+    char instance[LAYOUT_NAME_MAX];
+    layout_role_t role;
+    uint32_t tp_size, tp_rank, pp_size, pp_rank;
+    bool attention_dp;
+    int32_t device;                 /* -1: CPU mode */
+    char fingerprint[LAYOUT_FP_MAX]; /* model identity; equal on both sides */
+    uint32_t tokens_per_block;
+    uint32_t n_layers_total;        /* layers of the whole model */
+    uint32_t n_pools;
+    struct layout_pool pools[LAYOUT_MAX_POOLS];
+    uint32_t n_groups;
+    struct layout_group groups[LAYOUT_MAX_GROUPS];
+};
+
+/* Rank index within its instance: pp_rank * tp_size + tp_rank. */
+static inline uint32_t layout_rank(const struct layout *l) { return l->pp_rank * l->tp_size + l->tp_rank; }
+/* Shards a sharded tensor is split into: 1 under attention-DP, else tp_size (DESIGN §4 rule 4). */
+static inline uint32_t layout_tp_eff(const struct layout *l) { return l->attention_dp ? 1 : l->tp_size; }
+
+uint32_t dtype_size(dtype_t t);
+const char *dtype_to_string(dtype_t t);
+int dtype_from_string(const char *s, dtype_t *ret);
+const char *group_kind_to_string(group_kind_t k);
+const char *shard_mode_to_string(shard_mode_t s);
+const char *layout_role_to_string(layout_role_t r);
+
+/* Full consistency check (the decoder runs it too): counts within limits, names non-empty, every
+ * view's tensors tile its region, heads divide, every region of every (layer, item) lies inside
+ * its pool, regions of different (layer, item, view) never overlap, layer ids ascending and
+ * unique. Returns 0, or -EINVAL with a message naming the field in err. */
+int layout_validate(const struct layout *l, char *err, size_t errlen);
+
+/* Canonical JSON (jansson). Encode returns a malloc'd NUL-terminated string (caller frees) or
+ * NULL on OOM. Decode is strict: unknown keys, wrong types, out-of-range values, over-long
+ * strings, input over LAYOUT_JSON_MAX, and anything layout_validate refuses are -EINVAL with a
+ * message naming the field; *ret is written only on success. */
+char *layout_to_json(const struct layout *l);
+int layout_from_json(const char *text, size_t len, struct layout *ret, char *err, size_t errlen);
+
+/* Forward declaration for the jansson-object variants used inside bigger messages. */
+struct json_t;
+struct json_t *layout_to_jobj(const struct layout *l);
+int layout_from_jobj(const struct json_t *obj, struct layout *ret, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,85 @@
+/* plan.h: the transfer plan for one request and one generation rank (DESIGN.md §4): its writers
+ * (context ranks), each writer's extent in canonical order, and the copy program that maps
+ * context pool bytes <-> extent bytes <-> generation pool bytes. Also the one byte accounting.
+ * Pure: no I/O. Both daemons compute the same plan from the same inputs. */
+#ifndef KVF_PLAN_H
+#define KVF_PLAN_H
+
+#include <stdint.h>
+
+#include "compat.h"
+#include "kvferry.h"
+#include "layout.h"
+
+#define PLAN_POOL_UNKNOWN 0xffffffffu /* source side not resolved (ids unknown here) */
+#define PLAN_MAX_IDS (1u << 20)       /* most item ids of one group in one request */
+
+/* One strided copy: `count` runs of `len` bytes. Run k reads/writes
+ *   context pool src_pool at src_off + k * src_stride,
+ *   extent bytes         at ext_off + k * len        (the extent is always packed),
+ *   generation pool dst_pool at dst_off + k * dst_stride.
+ * The same program serves gather (src -> ext), scatter (ext -> dst) and direct (src -> dst). */
+struct copy_op {
+    uint32_t src_pool, dst_pool;
+    uint64_t src_off, ext_off, dst_off;
+    uint64_t len, count;
+    int64_t src_stride, dst_stride;
+};
+
+/* Item ids of one request on one rank, per group index of that rank's layout:
+ * paged groups list block ids (n >= 0), state groups one slot id (n == 1). */
+struct plan_ids {
+    uint32_t n[LAYOUT_MAX_GROUPS];
+    const uint32_t *ids[LAYOUT_MAX_GROUPS]; /* borrowed */
+};
+
+struct plan_writer {
+    uint32_t ctx_rank;            /* index into the context table */
+    uint64_t bytes;               /* extent length == sum of ops' len * count */
+    uint64_t state_bytes, kv_bytes;
+    uint32_t n_ops;
+    struct copy_op *ops;          /* owned; ascending ext_off, tiling [0, bytes) */
+};
+
+struct plan {
+    uint32_t gen_rank;
+    uint64_t total_bytes, state_bytes, kv_bytes;
+    uint32_t n_writers;
+    struct plan_writer *writers;  /* owned */
+};
+
+struct plan_input {
+    const struct layout *gen;      /* borrowed */
+    struct plan_ids gen_ids;
+    const struct layout *ctx;      /* the context instance's table, indexed by rank; borrowed */
+    uint32_t n_ctx;
+    /* Context ids per context rank (n_ctx entries), or NULL where unknown (the generation daemon
+     * does not know them): then src offsets are unresolved (src_pool == PLAN_POOL_UNKNOWN) but
+     * extents and destinations are exact. Entries with NULL ids but n set give the count. */
+    const struct plan_ids *ctx_ids;
+    int32_t ctx_dp_rank;           /* attention-DP context: the DP rank that ran it; else -1 */
+};
+
+struct plan_error {
+    kvf_error_t code;              /* PEER_INCOMPATIBLE, BAD_REQUEST, INTERNAL */
+    compat_reason_t reason;        /* for PEER_INCOMPATIBLE */
+    char message[512];
+};
+
+/* Checks compatibility, then plans. Returns 0 and fills *ret (free with plan_done), or -EINVAL /
+ * -ENOMEM with *err filled. Coverage of every generation byte exactly once is verified. */
+int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err);
+void plan_done(struct plan *p);
+
+/* The one accounting (DESIGN §4 rule 3): a request's bytes on one rank, summing every pool view of
+ * every group, given the item count per group index. */
+struct request_bytes {
+    uint64_t total, state, kv;
+};
+void plan_bytes(const struct layout *l, const uint32_t n_items[LAYOUT_MAX_GROUPS],
+                struct request_bytes *ret);
+/* Items per group for a request of `tokens` tokens: ceil(tokens / tokens_per_block) blocks for
+ * paged groups, 1 slot for state groups. */
+void plan_items_for_tokens(const struct layout *l, uint64_t tokens, uint32_t ret[LAYOUT_MAX_GROUPS]);
+
+#endif
