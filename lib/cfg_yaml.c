@@ -28,7 +28,7 @@ struct yctx {
     struct kvf_config *cfg; /* borrowed: being filled */
     yaml_mark_t *key_mark; /* owned: where each table key was set, line 0 = not set */
     struct {
-        char name[32];
+        char name[128]; /* as long as any key read_key accepts */
         yaml_mark_t mark;
     } sections[SECTIONS_MAX];
     size_t n_sections;
@@ -192,7 +192,7 @@ static int parse_section(struct yctx *y, const char *section, yaml_mark_t mark)
     if (rc < 0 || empty)
         return rc;
     for (;;) {
-        char key[128], full[160];
+        char key[128], full[2 * 128 + 2];
         yaml_mark_t km;
         if ((rc = read_key(y, key, sizeof(key), &km)) != 0)
             return rc < 0 ? rc : 0;
