@@ -25,6 +25,8 @@ struct yctx {
     const char *name;      /* borrowed: the file name for messages */
     char *err;             /* borrowed: caller's buffer */
     size_t errlen;
+    const char *text;      /* borrowed: the file's bytes, for positions of reader errors */
+    size_t len;
     struct kvf_config *cfg; /* borrowed: being filled */
     yaml_mark_t *key_mark; /* owned: where each table key was set, line 0 = not set */
     struct {
@@ -54,8 +56,12 @@ static int next(struct yctx *y, yaml_event_t *ev)
         if (p->error == YAML_MEMORY_ERROR)
             return -ENOMEM;
         yaml_mark_t m = p->problem_mark;
-        if (p->error == YAML_READER_ERROR) /* reader errors only know the byte offset */
-            m.line = 0, m.column = p->problem_offset;
+        if (p->error == YAML_READER_ERROR) { /* bad encoding: only the byte offset is known */
+            m.line = m.column = 0;
+            for (size_t i = 0; i < p->problem_offset && i < y->len; i++, m.column++)
+                if (y->text[i] == '\n')
+                    m.line++, m.column = (size_t)-1;
+        }
         if (p->context)
             return fail(y, m, "YAML syntax error: %s (%s)", p->problem ? p->problem : "error",
                         p->context);
@@ -260,7 +266,8 @@ int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_c
                     char *err, size_t errlen)
 {
     struct kvf_config c;
-    struct yctx y = {.name = name, .err = err, .errlen = errlen, .cfg = &c};
+    struct yctx y = {.name = name, .err = err, .errlen = errlen, .cfg = &c,
+                     .text = text ? text : "", .len = text ? len : 0};
     const char *blame[2];
     char msg[CFG_ERR_MAX];
     int rc;
@@ -278,7 +285,7 @@ int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_c
         goto err_free_cfg_nomem;
     if (!yaml_parser_initialize(&y.parser))
         goto err_free_marks_nomem;
-    yaml_parser_set_input_string(&y.parser, (const unsigned char *)text, len);
+    yaml_parser_set_input_string(&y.parser, (const unsigned char *)y.text, y.len);
     rc = parse_stream(&y);
     yaml_parser_delete(&y.parser);
     if (rc == 0 && (rc = cfg_check_rules(&c, blame, msg, sizeof(msg))) < 0) {

@@ -266,6 +266,8 @@ static const struct {
     {"- 1\n- 2\n", "t.yaml:1:1: expected a mapping of sections (like 'arena:'), got a list"},
     {"[a]: 1\n", "t.yaml:1:1: expected a key name, got a list"},
     {"arena:\n  size: 1GiB\n chunk: 1MiB\n", "t.yaml:3:2: YAML syntax error: "},
+    {"log:\n  level: inf\xff\n", "t.yaml:2:13: YAML syntax error: invalid leading UTF-8 octet"},
+    {"log:\n  level: info\x01\n", "t.yaml:2:14: YAML syntax error: control characters are not allowed"},
     {"arena:\n\tsize: 1GiB\n", "t.yaml:2:1: YAML syntax error: "},
     {"log: {level: info\n", "t.yaml:2:1: YAML syntax error: "},
     {"a: &x 1\n", "t.yaml:1:1: unknown key 'a'"},
