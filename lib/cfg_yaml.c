@@ -113,6 +113,8 @@ static int parse_list(struct yctx *y, const struct cfg_key *k, yaml_event_t *sta
         if (ev.type != YAML_SCALAR_EVENT)
             rc = fail(y, ev.start_mark, "%s: list entries must be scalars, got %s", k->key,
                       shape(&ev));
+        else if (strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
+            rc = fail(y, ev.start_mark, "%s: a NUL character is not allowed", k->key);
         else if ((rc = cfg_list_append(k, (const char *)ev.data.scalar.value, y->cfg, msg,
                                        sizeof(msg))) == -EINVAL)
             rc = fail(y, ev.start_mark, "%s", msg);
@@ -144,7 +146,10 @@ static int parse_key(struct yctx *y, const char *key, yaml_mark_t key_mark)
     int rc = next(y, &ev);
     if (rc < 0)
         return rc;
-    if (k->type == CFG_LIST)
+    if (ev.type == YAML_SCALAR_EVENT && strlen((const char *)ev.data.scalar.value) !=
+                                           ev.data.scalar.length)
+        rc = fail(y, ev.start_mark, "%s: a NUL character is not allowed", key);
+    else if (k->type == CFG_LIST)
         rc = parse_list(y, k, &ev);
     else if (ev.type != YAML_SCALAR_EVENT)
         rc = fail(y, ev.start_mark, "%s: expected a single value, got %s", key, shape(&ev));

@@ -189,6 +189,8 @@ START_TEST(nested_dotted_and_list_forms_load_every_type)
                        "listen:\n"
                        "  address: '10.0.0.1'\n"
                        "  port: 40123\n"
+                       "transport: {ucx_tls: \"null\"}\n"
+                       "cluster: {secret_file: ~}\n"
                        "control:\n"
                        "gates:\n"
                        "  min_blocks: 0\n";
@@ -206,6 +208,8 @@ START_TEST(nested_dotted_and_list_forms_load_every_type)
     ck_assert_int_eq(c.arena_placement, 1);
     ck_assert_uint_eq(c.arena_reserve_timeout_ms, 250);
     ck_assert_str_eq(c.listen_address, "10.0.0.1");
+    ck_assert_str_eq(c.transport_ucx_tls, "null"); /* quoted: a string, not a YAML null */
+    ck_assert_str_eq(c.cluster_secret_file, ""); /* plain null: the empty string */
     ck_assert_int_eq(c.listen_port, 40123);
     ck_assert_int_eq(c.control_max_conns, 64); /* empty section: defaults */
     ck_assert_int_eq(c.gates_min_blocks, 0);
@@ -283,6 +287,11 @@ static const struct {
     {"sockets:\n  mode: 0999\n",
      "t.yaml:2:9: sockets.mode: expected an octal number like 0660, got '0999'"},
     {"arena:\n  size:\n", "t.yaml:2:8: arena.size: expected a size like 512MiB, got nothing"},
+    {"arena:\n  size: ''\n", "t.yaml:2:9: arena.size: expected a size like 512MiB, got ''"},
+    {"sockets:\n  mode: 660\n", "t.yaml:2:9: sockets.mode: 660 is above the maximum 0777"},
+    {"sockets:\n  dir: \"/a\\0b\"\n", "t.yaml:2:8: sockets.dir: a NUL character is not allowed"},
+    {"access:\n  allow_uids: [\"a\\0\"]\n",
+     "t.yaml:2:16: access.allow_uids: a NUL character is not allowed"},
 };
 
 START_TEST(bad_file_reports_file_line_column_and_what_is_wrong)
