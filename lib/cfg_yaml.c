@@ -172,7 +172,8 @@ static int read_key(struct yctx *y, char *buf, size_t len, yaml_mark_t *mark)
         rc = 1;
     else if (ev.type != YAML_SCALAR_EVENT)
         rc = fail(y, ev.start_mark, "expected a key name, got %s", shape(&ev));
-    else if (ev.data.scalar.length >= len)
+    else if (ev.data.scalar.length >= len ||
+             strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
         rc = fail(y, ev.start_mark, "unknown key '%.40s...'", (const char *)ev.data.scalar.value);
     else
         memcpy(buf, ev.data.scalar.value, ev.data.scalar.length + 1);

@@ -268,6 +268,7 @@ static const struct {
     {"access:\n  allow_uids: [ok, \"no way\"]\n",
      "t.yaml:2:20: access.allow_uids: expected a user or group name or number, got 'no way'"},
     {"- 1\n- 2\n", "t.yaml:1:1: expected a mapping of sections (like 'arena:'), got a list"},
+    {"\"log\\0x\": {}\n", "t.yaml:1:1: unknown key 'log...'"},
     {"[a]: 1\n", "t.yaml:1:1: expected a key name, got a list"},
     {"arena:\n  size: 1GiB\n chunk: 1MiB\n", "t.yaml:3:2: YAML syntax error: "},
     {"log:\n  level: inf\xff\n", "t.yaml:2:13: YAML syntax error: invalid leading UTF-8 octet"},
