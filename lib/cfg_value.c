@@ -199,7 +199,8 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
     if (!text)
         snprintf(msg, len, "%s: expected %s, got nothing", k->key, want);
     else
-        snprintf(msg, len, "%s: expected %s, got '%s'", k->key, want, shown(text, got, sizeof(got)));
+        snprintf(msg, len, "%s: expected %s, got '%s'", k->key, want,
+                 shown(text, got, sizeof(got)));
     return -EINVAL;
 }
 
@@ -354,7 +355,8 @@ bool cfg_value_equal(const struct cfg_key *k, const void *a, const void *b)
     case CFG_DURATION:
         return *CFIELD(a, k, int64_t) == *CFIELD(b, k, int64_t);
     case CFG_LIST: {
-        const struct cfg_list *x = CFIELD(a, k, struct cfg_list), *y = CFIELD(b, k, struct cfg_list);
+        const struct cfg_list *x = CFIELD(a, k, struct cfg_list),
+                              *y = CFIELD(b, k, struct cfg_list);
         if (x->n != y->n)
             return false;
         for (uint32_t i = 0; i < x->n; i++)

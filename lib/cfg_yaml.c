@@ -22,13 +22,13 @@
 
 struct yctx {
     yaml_parser_t parser;
-    const char *name;      /* borrowed: the file name for messages */
-    char *err;             /* borrowed: caller's buffer */
+    const char *name; /* borrowed: the file name for messages */
+    char *err;        /* borrowed: caller's buffer */
     size_t errlen;
-    const char *text;      /* borrowed: the file's bytes, for positions of reader errors */
+    const char *text; /* borrowed: the file's bytes, for positions of reader errors */
     size_t len;
     struct kvf_config *cfg; /* borrowed: being filled */
-    yaml_mark_t *key_mark; /* owned: where each table key was set, line 0 = not set */
+    yaml_mark_t *key_mark;  /* owned: where each table key was set, line 0 = not set */
     struct {
         char name[128]; /* as long as any key read_key accepts */
         yaml_mark_t mark;
@@ -99,8 +99,8 @@ static int parse_list(struct yctx *y, const struct cfg_key *k, yaml_event_t *sta
     if (plain_null(start))
         return 0;
     if (start->type != YAML_SEQUENCE_START_EVENT)
-        return fail(y, start->start_mark, "%s: expected a list like [1000, alice], got %s",
-                    k->key, shape(start));
+        return fail(y, start->start_mark, "%s: expected a list like [1000, alice], got %s", k->key,
+                    shape(start));
     for (;;) {
         yaml_event_t ev;
         int rc = next(y, &ev);
@@ -146,8 +146,8 @@ static int parse_key(struct yctx *y, const char *key, yaml_mark_t key_mark)
     int rc = next(y, &ev);
     if (rc < 0)
         return rc;
-    if (ev.type == YAML_SCALAR_EVENT && strlen((const char *)ev.data.scalar.value) !=
-                                           ev.data.scalar.length)
+    if (ev.type == YAML_SCALAR_EVENT &&
+        strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
         rc = fail(y, ev.start_mark, "%s: a NUL character is not allowed", key);
     else if (k->type == CFG_LIST)
         rc = parse_list(y, k, &ev);
@@ -198,8 +198,8 @@ static int parse_section(struct yctx *y, const char *section, yaml_mark_t mark)
         return rc;
     bool empty = plain_null(&ev), mapping = ev.type == YAML_MAPPING_START_EVENT;
     if (!empty && !mapping)
-        rc = fail(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s", section,
-                  section, shape(&ev));
+        rc = fail(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s", section, section,
+                  shape(&ev));
     yaml_event_delete(&ev);
     if (rc < 0 || empty)
         return rc;
@@ -272,8 +272,12 @@ int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_c
                     char *err, size_t errlen)
 {
     struct kvf_config c;
-    struct yctx y = {.name = name, .err = err, .errlen = errlen, .cfg = &c,
-                     .text = text ? text : "", .len = text ? len : 0};
+    struct yctx y = {.name = name,
+                     .err = err,
+                     .errlen = errlen,
+                     .cfg = &c,
+                     .text = text ? text : "",
+                     .len = text ? len : 0};
     const char *blame[2];
     char msg[CFG_ERR_MAX];
     int rc;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include "cfg_priv.h"
+#include "log.h"
 #include "testutil.h"
 
 #define MIB (1ULL << 20)
@@ -74,12 +75,23 @@ END_TEST
 
 START_TEST(live_keys_are_exactly_the_reloadable_ones)
 {
-    static const char *const live[] = {
-        "log.level", "access.allow_uids", "access.allow_gids", "access.admin_uids",
-        "access.admin_gids", "control.max_line", "control.max_conns",
-        "control.max_conns_per_uid", "control.idle_timeout", "gates.min_bytes",
-        "gates.min_blocks", "deadlines.lookup", "deadlines.validate", "deadlines.send_wait",
-        "deadlines.transfer", "arena.reserve_timeout", "peers.max_inflight"};
+    static const char *const live[] = {"log.level",
+                                       "access.allow_uids",
+                                       "access.allow_gids",
+                                       "access.admin_uids",
+                                       "access.admin_gids",
+                                       "control.max_line",
+                                       "control.max_conns",
+                                       "control.max_conns_per_uid",
+                                       "control.idle_timeout",
+                                       "gates.min_bytes",
+                                       "gates.min_blocks",
+                                       "deadlines.lookup",
+                                       "deadlines.validate",
+                                       "deadlines.send_wait",
+                                       "deadlines.transfer",
+                                       "arena.reserve_timeout",
+                                       "peers.max_inflight"};
     size_t n_live = 0;
     for (size_t i = 0; i < cfg_table_len; i++) {
         bool want = false;
@@ -92,6 +104,20 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
 }
 END_TEST
 
+START_TEST(log_level_enum_is_numbered_like_log_level_t)
+{
+    const struct cfg_key *k = cfg_key_find("log.level");
+    ck_assert_ptr_nonnull(k);
+    int64_t n = 0;
+    for (; k->enum_names[n]; n++) {
+        log_level_t lvl;
+        ck_assert_int_eq(log_level_from_string(k->enum_names[n], &lvl), 0);
+        ck_assert_int_eq((int64_t)lvl, n); /* the daemon casts log_level to log_level_t */
+    }
+    ck_assert_int_eq(n, LOG_LVL_DEBUG + 1);
+}
+END_TEST
+
 START_TEST(defaults_are_the_documented_values)
 {
     struct kvf_config c;
@@ -101,7 +127,8 @@ START_TEST(defaults_are_the_documented_values)
     ck_assert_str_eq(c.sockets_worker, "");
     ck_assert_int_eq(c.sockets_mode, 0660);
     ck_assert_uint_eq(c.access_allow_uids.n + c.access_allow_gids.n + c.access_admin_uids.n +
-                          c.access_admin_gids.n, 0);
+                          c.access_admin_gids.n,
+                      0);
     ck_assert_uint_eq(c.control_max_line, MIB);
     ck_assert_int_eq(c.control_max_conns, 64);
     ck_assert_int_eq(c.control_max_conns_per_uid, 16);
@@ -209,7 +236,7 @@ START_TEST(nested_dotted_and_list_forms_load_every_type)
     ck_assert_uint_eq(c.arena_reserve_timeout_ms, 250);
     ck_assert_str_eq(c.listen_address, "10.0.0.1");
     ck_assert_str_eq(c.transport_ucx_tls, "null"); /* quoted: a string, not a YAML null */
-    ck_assert_str_eq(c.cluster_secret_file, ""); /* plain null: the empty string */
+    ck_assert_str_eq(c.cluster_secret_file, "");   /* plain null: the empty string */
     ck_assert_int_eq(c.listen_port, 40123);
     ck_assert_int_eq(c.control_max_conns, 64); /* empty section: defaults */
     ck_assert_int_eq(c.gates_min_blocks, 0);
@@ -244,7 +271,8 @@ static const struct {
     {"arena:\n  size: lots\n", "t.yaml:2:9: arena.size: expected a size like 512MiB, got 'lots'"},
     {"deadlines:\n  lookup: soon\n",
      "t.yaml:2:11: deadlines.lookup: expected a duration like 30s or 200ms, got 'soon'"},
-    {"workers:\n  max_conns: many\n", "t.yaml:2:14: workers.max_conns: expected an integer, got 'many'"},
+    {"workers:\n  max_conns: many\n",
+     "t.yaml:2:14: workers.max_conns: expected an integer, got 'many'"},
     {"arena:\n  size: 1GiB\n  chunk: 1KiB\n",
      "t.yaml:3:10: arena.chunk: 1KiB is below the minimum 64KiB"},
     {"listen:\n  port: 65536\n", "t.yaml:2:9: listen.port: 65536 is above the maximum 65535"},
@@ -252,7 +280,8 @@ static const struct {
      "t.yaml:2:13: control.max_line: 65MiB is above the maximum 64MiB"},
     {"arena:\n  placement: gpu\n",
      "t.yaml:2:14: arena.placement: 'gpu' is not one of auto, host, device"},
-    {"log:\n  level: loud\n", "t.yaml:2:10: log.level: 'loud' is not one of error, warn, info, debug"},
+    {"log:\n  level: loud\n",
+     "t.yaml:2:10: log.level: 'loud' is not one of error, warn, info, debug"},
     {"arena:\n  size: 1GiB\n  size: 2GiB\n",
      "t.yaml:3:3: duplicate key 'arena.size' (first set at line 2)"},
     {"arena.size: 1GiB\narena:\n  size: 2GiB\n",
@@ -272,7 +301,8 @@ static const struct {
     {"[a]: 1\n", "t.yaml:1:1: expected a key name, got a list"},
     {"arena:\n  size: 1GiB\n chunk: 1MiB\n", "t.yaml:3:2: YAML syntax error: "},
     {"log:\n  level: inf\xff\n", "t.yaml:2:13: YAML syntax error: invalid leading UTF-8 octet"},
-    {"log:\n  level: info\x01\n", "t.yaml:2:14: YAML syntax error: control characters are not allowed"},
+    {"log:\n  level: info\x01\n",
+     "t.yaml:2:14: YAML syntax error: control characters are not allowed"},
     {"arena:\n\tsize: 1GiB\n", "t.yaml:2:1: YAML syntax error: "},
     {"log: {level: info\n", "t.yaml:2:1: YAML syntax error: "},
     {"a: &x 1\n", "t.yaml:1:1: unknown key 'a'"},
@@ -281,8 +311,7 @@ static const struct {
     {"arena:\n  chunk: 65537\n", "t.yaml:2:3: arena.chunk: 65537 is not a multiple of 4KiB"},
     {"arena:\n  size: 4MiB\n  chunk: 8MiB\n",
      "t.yaml:3:3: arena.chunk: 8MiB is larger than arena.size 4MiB"},
-    {"arena:\n  size: 16MiB\n",
-     "t.yaml:2:3: arena.chunk: 32MiB is larger than arena.size 16MiB"},
+    {"arena:\n  size: 16MiB\n", "t.yaml:2:3: arena.chunk: 32MiB is larger than arena.size 16MiB"},
     {"control:\n  max_conns: 4\n",
      "t.yaml:2:3: control.max_conns_per_uid: 16 is larger than control.max_conns 4"},
     {"sockets:\n  mode: 0999\n",
@@ -298,8 +327,8 @@ static const struct {
 START_TEST(bad_file_reports_file_line_column_and_what_is_wrong)
 {
     const char *got = load_err(bad[_i].text);
-    ck_assert_msg(strncmp(got, bad[_i].msg, strlen(bad[_i].msg)) == 0, "case %d:\n got: %s\nwant: %s",
-                  _i, got, bad[_i].msg);
+    ck_assert_msg(strncmp(got, bad[_i].msg, strlen(bad[_i].msg)) == 0,
+                  "case %d:\n got: %s\nwant: %s", _i, got, bad[_i].msg);
 }
 END_TEST
 
@@ -332,8 +361,9 @@ START_TEST(socket_path_longer_than_sun_path_is_refused)
             ck_assert_uint_eq(strlen(c.sockets_control), 107);
             cfg_free(&c);
         } else {
-            snprintf(want, sizeof(want), "t.yaml:2:12: sockets.control: 108 characters is above "
-                                         "the maximum 107");
+            snprintf(want, sizeof(want),
+                     "t.yaml:2:12: sockets.control: 108 characters is above "
+                     "the maximum 107");
             ck_assert_str_eq(load_err(text), want);
         }
     }
@@ -345,7 +375,8 @@ START_TEST(socket_path_longer_than_sun_path_is_refused)
     ck_assert_uint_eq(strlen(buf), 107);
     cfg_free(&c);
     snprintf(text, sizeof(text), "sockets:\n  dir: /%0*d\n", 94, 0);
-    ck_assert_ptr_nonnull(strstr(load_err(text), "sockets.dir: 95 characters is above the maximum 94"));
+    ck_assert_ptr_nonnull(
+        strstr(load_err(text), "sockets.dir: 95 characters is above the maximum 94"));
 }
 END_TEST
 
@@ -429,8 +460,8 @@ START_TEST(to_json_groups_sections_with_bytes_and_milliseconds)
     ck_assert_ptr_nonnull(j);
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "arena"), "size")),
                      1 << 30);
-    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "deadlines"),
-                                                        "send_wait")), 30000);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(j, "deadlines"), "send_wait")), 30000);
     ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "log"), "level")),
                      "info");
     json_t *g = json_object_get(json_object_get(j, "access"), "allow_gids");
@@ -469,11 +500,15 @@ START_TEST(diff_reports_only_changed_keys_that_need_a_restart)
     const char *keys[4];
     ck_assert_int_eq(cfg_defaults(&a), 0);
     ck_assert_msg(load("log: {level: debug}\naccess: {allow_uids: [5]}\ndeadlines: {lookup: 1s}\n"
-                       "arena: {reserve_timeout: 1s}\n", &b) == 0, "%s", err);
+                       "arena: {reserve_timeout: 1s}\n",
+                       &b) == 0,
+                  "%s", err);
     ck_assert_uint_eq(cfg_diff_restart_needed(&a, &b, keys, 4), 0); /* all live */
     cfg_free(&b);
     ck_assert_msg(load("log: {level: debug}\narena: {size: 1GiB}\nlisten: {port: 5000}\n"
-                       "sockets: {dir: /y}\n", &b) == 0, "%s", err);
+                       "sockets: {dir: /y}\n",
+                       &b) == 0,
+                  "%s", err);
     ck_assert_uint_eq(cfg_diff_restart_needed(&a, &b, keys, 4), 3);
     ck_assert_str_eq(keys[0], "sockets.dir");
     ck_assert_str_eq(keys[1], "listen.port");
@@ -493,7 +528,7 @@ static int check_user_paths(const struct kvf_config *c)
     int wrong = 0;
     setenv("XDG_RUNTIME_DIR", "/run/user/1234", 1);
     wrong |= cfg_control_path(c, buf, sizeof(buf)) != 0 ||
-           strcmp(buf, "/run/user/1234/kvferry/control.sock") != 0;
+             strcmp(buf, "/run/user/1234/kvferry/control.sock") != 0;
     setenv("XDG_RUNTIME_DIR", "", 1);
     wrong |= cfg_worker_path(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run/worker.sock") != 0;
     unsetenv("XDG_RUNTIME_DIR");
@@ -547,6 +582,7 @@ static Suite *cfg_suite(void)
     TCase *tc = tcase_create("table");
     tcase_add_test(tc, table_rows_are_well_formed_and_grouped_by_section);
     tcase_add_test(tc, live_keys_are_exactly_the_reloadable_ones);
+    tcase_add_test(tc, log_level_enum_is_numbered_like_log_level_t);
     tcase_add_test(tc, defaults_are_the_documented_values);
     tcase_add_test(tc, shipped_config_parses_to_the_defaults_and_documents_every_key);
     suite_add_tcase(s, tc);
