@@ -546,6 +546,25 @@ START_TEST(json_decode_refuses_malformed_input)
 }
 END_TEST
 
+START_TEST(json_object_variants_share_the_decoder)
+{
+    struct layout l = base("tiny:tp=2,blocks=2,slots=1"), back;
+    json_t *o = layout_to_jobj(&l);
+    ck_assert_ptr_nonnull(o);
+    memset(&back, 0, sizeof(back));
+    ck_assert_msg(layout_from_jobj(o, &back, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(memcmp(&back, &l, sizeof(l)), 0);
+    json_object_set_new(o, "tp_rank", json_integer(2));
+    ck_assert_int_eq(layout_from_jobj(o, &back, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "tp_rank: 2 is not below tp_size 2"), "%s", err);
+    json_decref(o);
+    json_t *arr = json_array();
+    ck_assert_int_eq(layout_from_jobj(arr, &back, err, sizeof(err)), -EINVAL);
+    json_decref(arr);
+    ck_assert_int_eq(layout_from_jobj(NULL, &back, err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("layout");
@@ -568,6 +587,7 @@ int main(void)
     tcase_add_test(tc, json_encoding_is_canonical_with_fixed_keys);
     tcase_add_test(tc, json_decode_refuses_bad_fields_naming_them);
     tcase_add_test(tc, json_decode_refuses_malformed_input);
+    tcase_add_test(tc, json_object_variants_share_the_decoder);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
