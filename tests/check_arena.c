@@ -12,10 +12,7 @@
 /* Records every callback, in order. */
 struct rec {
     uint32_t n_grants;
-    struct {
-        struct arena_resv *r;
-        struct arena_grant g;
-    } grants[LOG_MAX];
+    struct { struct arena_resv *r; struct arena_grant g; } grants[LOG_MAX];
     uint32_t n_timeouts;
     struct arena_resv *timeouts[LOG_MAX];
     /* optional hook: runs inside on_grant */
@@ -27,10 +24,9 @@ static struct arena *cur_arena;
 
 static void on_grant(struct arena_resv *r, const struct arena_grant *g, uint32_t n, void *user)
 {
-    ck_assert_ptr_eq(user, &rec);
-    ck_assert_uint_ge(n, 1);
+    if (user != &rec || n < 1 || rec.n_grants + n > LOG_MAX)
+        ck_abort_msg("on_grant: bad call (n %u, logged %u)", n, rec.n_grants);
     for (uint32_t i = 0; i < n; i++) {
-        ck_assert_uint_lt(rec.n_grants, LOG_MAX);
         rec.grants[rec.n_grants].r = r;
         rec.grants[rec.n_grants].g = g[i];
         rec.n_grants++;
@@ -41,21 +37,16 @@ static void on_grant(struct arena_resv *r, const struct arena_grant *g, uint32_t
 
 static void on_timeout(struct arena_resv *r, void *user)
 {
-    ck_assert_ptr_eq(user, &rec);
-    ck_assert_uint_lt(rec.n_timeouts, LOG_MAX);
+    if (user != &rec || rec.n_timeouts >= LOG_MAX)
+        ck_abort_msg("on_timeout: bad call");
     rec.timeouts[rec.n_timeouts++] = r;
 }
 
 static struct arena_params params(uint64_t size, uint64_t chunk)
 {
-    return (struct arena_params){.size = size,
-                                 .chunk = chunk,
-                                 .reserve_timeout_ms = 500,
-                                 .max_waiters = 64,
-                                 .max_credits = 16,
-                                 .on_grant = on_grant,
-                                 .on_timeout = on_timeout,
-                                 .user = &rec};
+    return (struct arena_params){.size = size, .chunk = chunk, .reserve_timeout_ms = 500,
+                                 .max_waiters = 64, .max_credits = 16, .on_grant = on_grant,
+                                 .on_timeout = on_timeout, .user = &rec};
 }
 
 static struct arena *mk(uint64_t size, uint64_t chunk)
@@ -151,10 +142,8 @@ START_TEST(arena_credits_go_fifo_and_head_of_line_waits)
 {
     struct arena *a = mk(4 * MIB, 1 * MIB); /* 4 slots */
     struct arena_resv A, B, C, D;
-    arena_resv_init(&A, 1, 1, 4 * MIB);
-    arena_resv_init(&B, 2, 1, 2 * MIB);
-    arena_resv_init(&C, 3, 1, 1 * MIB);
-    arena_resv_init(&D, 4, 1, 2 * MIB);
+    arena_resv_init(&A, 1, 1, 4 * MIB); arena_resv_init(&B, 2, 1, 2 * MIB);
+    arena_resv_init(&C, 3, 1, 1 * MIB); arena_resv_init(&D, 4, 1, 2 * MIB);
     ck_assert_int_eq(arena_want(a, &A, 4, 0), 4);
     ck_assert_uint_eq(rec.n_grants, 4);
     ck_assert_int_eq(A.state, RESV_IDLE);
@@ -212,8 +201,7 @@ START_TEST(arena_stale_generation_report_is_rejected_not_consumed)
 {
     struct arena *a = mk(1 * MIB, 1 * MIB); /* 1 slot */
     struct arena_resv A, B;
-    arena_resv_init(&A, 1, 1, 1 * MIB);
-    arena_resv_init(&B, 2, 1, 1 * MIB);
+    arena_resv_init(&A, 1, 1, 1 * MIB); arena_resv_init(&B, 2, 1, 1 * MIB);
     ck_assert_int_eq(arena_want(a, &A, 1, 0), 1);
     struct arena_grant ga = rec.grants[0].g;
     ck_assert_int_eq(arena_report(a, &A, ga.slot, ga.generation, 0, 1 * MIB, NULL), 0);
@@ -280,8 +268,7 @@ START_TEST(arena_reserve_timeout_fires_exactly_at_deadline_without_leak)
 {
     struct arena *a = mk(1 * MIB, 1 * MIB); /* 1 slot, timeout 500 ms */
     struct arena_resv A, B;
-    arena_resv_init(&A, 1, 1, 1 * MIB);
-    arena_resv_init(&B, 2, 1, 1 * MIB);
+    arena_resv_init(&A, 1, 1, 1 * MIB); arena_resv_init(&B, 2, 1, 1 * MIB);
     ck_assert_int_eq(arena_want(a, &A, 1, 900), 1);
     ck_assert_int_eq(arena_want(a, &B, 1, 1000), 1);
     uint64_t dl = 0;
@@ -357,10 +344,8 @@ START_TEST(arena_want_limits_are_enforced)
     struct arena *a = NULL;
     ck_assert_int_eq(arena_new(&p, &a), 0);
     struct arena_resv A, B, C, D, Z;
-    arena_resv_init(&A, 1, 1, 100 * MIB);
-    arena_resv_init(&B, 2, 1, 1 * MIB);
-    arena_resv_init(&C, 3, 1, 1 * MIB);
-    arena_resv_init(&D, 4, 1, 1 * MIB);
+    arena_resv_init(&A, 1, 1, 100 * MIB); arena_resv_init(&B, 2, 1, 1 * MIB);
+    arena_resv_init(&C, 3, 1, 1 * MIB); arena_resv_init(&D, 4, 1, 1 * MIB);
     arena_resv_init(&Z, 5, 1, 0);
     ck_assert_int_eq(arena_want(a, &A, 5, 0), -E2BIG);
     ck_assert_int_eq(arena_want(a, &A, 0, 0), -EINVAL);
@@ -391,8 +376,7 @@ START_TEST(arena_quarantine_holds_slots_until_the_peer_is_reclaimed)
 {
     struct arena *a = mk(4 * MIB, 1 * MIB);
     struct arena_resv A, B, C;
-    arena_resv_init(&A, 1, 7, 3 * MIB);
-    arena_resv_init(&B, 2, 8, 1 * MIB);
+    arena_resv_init(&A, 1, 7, 3 * MIB); arena_resv_init(&B, 2, 8, 1 * MIB);
     arena_resv_init(&C, 3, 9, 4 * MIB);
     ck_assert_int_eq(arena_want(a, &A, 3, 0), 3);
     ck_assert_int_eq(arena_want(a, &B, 1, 0), 1);
@@ -482,8 +466,7 @@ START_TEST(arena_callbacks_may_reenter_the_arena)
     struct arena *a = mk(2 * MIB, 1 * MIB);
     rec.hook = land_hook;
     struct arena_resv A, B;
-    arena_resv_init(&A, 1, 1, 20 * MIB);
-    arena_resv_init(&B, 2, 1, 7 * MIB + 1);
+    arena_resv_init(&A, 1, 1, 20 * MIB); arena_resv_init(&B, 2, 1, 7 * MIB + 1);
     ck_assert_int_eq(arena_want(a, &A, 2, 0), 2);
     ck_assert_int_eq(arena_want(a, &B, 2, 0), 2);
     ck_assert_uint_eq(A.landed, 20 * MIB);
@@ -502,8 +485,7 @@ START_TEST(arena_stats_json_has_every_counter)
 {
     struct arena *a = mk(8 * MIB, 1 * MIB);
     struct arena_resv A, B;
-    arena_resv_init(&A, 1, 3, 8 * MIB);
-    arena_resv_init(&B, 2, 3, 1 * MIB);
+    arena_resv_init(&A, 1, 3, 8 * MIB); arena_resv_init(&B, 2, 3, 1 * MIB);
     ck_assert_int_eq(arena_want(a, &A, 8, 0), 8);
     ck_assert_int_eq(arena_want(a, &B, 1, 0), 1);
     struct arena_grant g = rec.grants[0].g;
@@ -541,6 +523,13 @@ END_TEST
 
 /* ---- randomized: a model of the queue checks FIFO; invariants checked after every step ---- */
 
+/* Check records every ck_assert (one write each); the hot loop checks quietly, fails loudly. */
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c))                                                                                  \
+            ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #c);                                     \
+    } while (0)
+
 #define NR 24
 static struct arena_resv *model_q[NR * 2];
 static uint32_t model_n;
@@ -557,10 +546,8 @@ static void model_remove(struct arena_resv *r)
 
 static void fifo_hook(struct arena_resv *r, const struct arena_grant *g, uint32_t n)
 {
-    (void)g;
-    (void)n;
-    ck_assert_uint_gt(model_n, 0);
-    ck_assert_ptr_eq(model_q[0], r); /* only the head is ever served */
+    (void)g, (void)n;
+    CHECK(model_n > 0 && model_q[0] == r); /* only the head is ever served */
     if (r->state != RESV_WAITING)
         model_remove(r);
 }
@@ -577,12 +564,7 @@ START_TEST(arena_randomized_sequences_keep_invariants)
     uint64_t now = 0;
     uint32_t log_pos = 0;
     /* live grants per slot, from the log: (holder, generation, filled) */
-    struct {
-        struct arena_resv *r;
-        uint32_t gen;
-        uint64_t ext_off, length;
-        bool filled, live;
-    } sl[16];
+    struct { struct arena_resv *r; uint32_t gen; uint64_t ext_off, length; bool filled, live; } sl[16];
     memset(sl, 0, sizeof(sl));
     for (int step = 0; step < 20000; step++) {
         if (rec.n_grants > LOG_MAX - 64) {
@@ -593,14 +575,10 @@ START_TEST(arena_randomized_sequences_keep_invariants)
         struct arena_resv *r = &rs[rand() % NR];
         int op = rand() % 100;
         if (op < 35) {
-            if (r->state == RESV_IDLE) {
-                bool was = r->granted < r->bytes;
-                uint32_t c = 1 + (uint32_t)(rand() % 6);
-                if (r->held + c <= 16 && was) {
-                    model_q[model_n++] = r; /* enqueue in the model before the call grants */
-                    int rc = arena_want(a, r, c, now);
-                    ck_assert_int_ge(rc, 1);
-                }
+            uint32_t c = 1 + (uint32_t)(rand() % 6);
+            if (r->state == RESV_IDLE && r->held + c <= 16 && r->granted < r->bytes) {
+                model_q[model_n++] = r; /* enqueue in the model before the call grants */
+                CHECK(arena_want(a, r, c, now) >= 1);
             }
         } else if (op < 75) {
             /* report or release a random live slot of this reservation */
@@ -610,11 +588,11 @@ START_TEST(arena_randomized_sequences_keep_invariants)
                     int bad = rand() % 10;
                     uint32_t gen = sl[s].gen - (bad == 0);
                     int rc = arena_report(a, r, (uint32_t)s, gen, UINT64_MAX, 0, NULL);
-                    ck_assert_int_eq(rc, bad == 0 ? -ESTALE : -ERANGE);
+                    CHECK((rc) == (bad == 0 ? -ESTALE : -ERANGE));
                     /* an unreported credit cannot be released */
-                    ck_assert_int_eq(arena_release(a, r, (uint32_t)s, sl[s].gen), -EBUSY);
+                    CHECK((arena_release(a, r, (uint32_t)s, sl[s].gen)) == (-EBUSY));
                 } else {
-                    ck_assert_int_eq(arena_release(a, r, (uint32_t)s, sl[s].gen), 0);
+                    CHECK((arena_release(a, r, (uint32_t)s, sl[s].gen)) == (0));
                     sl[s].live = false;
                 }
             }
@@ -643,11 +621,11 @@ START_TEST(arena_randomized_sequences_keep_invariants)
         for (; log_pos < rec.n_grants; log_pos++) {
             const struct arena_grant *g = &rec.grants[log_pos].g;
             struct arena_resv *h = rec.grants[log_pos].r;
-            ck_assert_uint_lt(g->slot, 16);
-            ck_assert_uint_eq(g->offset, (uint64_t)g->slot * MIB);
-            ck_assert_uint_le(g->ext_off + g->length, h->bytes);
-            ck_assert(!sl[g->slot].live);
-            ck_assert_uint_gt(g->generation, sl[g->slot].gen);
+            CHECK((g->slot) < (16));
+            CHECK((g->offset) == ((uint64_t)g->slot * MIB));
+            CHECK((g->ext_off + g->length) <= (h->bytes));
+            CHECK(!sl[g->slot].live);
+            CHECK((g->generation) > (sl[g->slot].gen));
             sl[g->slot].r = h;
             sl[g->slot].gen = g->generation;
             sl[g->slot].ext_off = g->ext_off;
@@ -657,8 +635,8 @@ START_TEST(arena_randomized_sequences_keep_invariants)
         }
         for (int s = 0; s < 16; s++) {
             if (sl[s].live && !sl[s].filled && rand() % 2) {
-                ck_assert_int_eq(arena_report(a, sl[s].r, (uint32_t)s, sl[s].gen, sl[s].ext_off,
-                                              sl[s].length, NULL), 0);
+                CHECK((arena_report(a, sl[s].r, (uint32_t)s, sl[s].gen, sl[s].ext_off,
+                                              sl[s].length, NULL)) == (0));
                 sl[s].filled = true;
             }
         }
@@ -669,24 +647,24 @@ START_TEST(arena_randomized_sequences_keep_invariants)
             if (rs[i].state == RESV_IDLE || rs[i].state == RESV_WAITING)
                 held += rs[i].held;
             waiting += rs[i].state == RESV_WAITING;
-            ck_assert_uint_le(rs[i].granted, rs[i].bytes);
-            ck_assert_uint_le(rs[i].landed, rs[i].granted);
+            CHECK((rs[i].granted) <= (rs[i].bytes));
+            CHECK((rs[i].landed) <= (rs[i].granted));
         }
         for (int s = 0; s < 16; s++)
             live += sl[s].live;
-        ck_assert_uint_eq(held, st.slots_in_use);
-        ck_assert_uint_eq(live, st.slots_in_use);
-        ck_assert_uint_eq(waiting, st.waiting_requests);
-        ck_assert_uint_eq(model_n, st.waiting_requests);
-        ck_assert(st.waiting_requests == 0 || st.slots_free == 0); /* no idle slot while anyone waits */
+        CHECK((held) == (st.slots_in_use));
+        CHECK((live) == (st.slots_in_use));
+        CHECK((waiting) == (st.waiting_requests));
+        CHECK((model_n) == (st.waiting_requests));
+        CHECK(st.waiting_requests == 0 || st.slots_free == 0); /* no idle slot while anyone waits */
     }
-    ck_assert_uint_gt(stats(a).grants_total, 1000);
-    ck_assert_uint_gt(stats(a).timeouts_total, 0);
+    CHECK((stats(a).grants_total) > (1000));
+    CHECK((stats(a).timeouts_total) > (0));
     for (int i = 0; i < NR; i++)
         arena_resv_close(a, &rs[i], false);
     for (uint64_t p = 0; p < 4; p++)
         arena_reclaim_peer(a, p);
-    ck_assert_uint_eq(stats(a).slots_free, 16);
+    CHECK((stats(a).slots_free) == (16));
     arena_free(a);
 }
 END_TEST
@@ -694,31 +672,19 @@ END_TEST
 static Suite *arena_suite(void)
 {
     Suite *s = suite_create("arena");
-    TCase *tc = tcase_create("setup");
+    TCase *tc = tcase_create("arena");
     tcase_add_test(tc, arena_new_refuses_bad_params);
     tcase_add_test(tc, arena_slots_are_aligned_and_rounded_up);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("credits");
     tcase_add_test(tc, arena_credits_go_fifo_and_head_of_line_waits);
     tcase_add_test(tc, arena_want_limits_are_enforced);
     tcase_add_test(tc, arena_callbacks_may_reenter_the_arena);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("reports");
     tcase_add_test(tc, arena_stale_generation_report_is_rejected_not_consumed);
     tcase_add_test(tc, arena_report_length_must_equal_the_grant);
     tcase_add_test(tc, arena_release_then_regrant_bumps_the_generation);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("timeouts");
     tcase_add_test(tc, arena_reserve_timeout_fires_exactly_at_deadline_without_leak);
     tcase_add_test(tc, arena_exhaustion_waits_then_times_out_but_refills_never_do);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("quarantine");
     tcase_add_test(tc, arena_quarantine_holds_slots_until_the_peer_is_reclaimed);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("stats");
     tcase_add_test(tc, arena_stats_json_has_every_counter);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("random");
     tcase_add_test(tc, arena_randomized_sequences_keep_invariants);
     suite_add_tcase(s, tc);
     return s;
