@@ -418,6 +418,13 @@ static void get_body(struct rd *r, struct wire_msg *m)
 
 /* ---- public ---- */
 
+int wire_grant_check(const struct wire_grant *g, uint64_t ext_off, uint64_t length)
+{
+    if (!g || ext_off != g->ext_off || length != g->length)
+        return -ERANGE;
+    return 0;
+}
+
 int wire_validate(const struct wire_msg *m)
 {
     size_t n;
