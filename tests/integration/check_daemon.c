@@ -428,6 +428,13 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
         printf("SKIP daemon_under_valgrind_answers_and_exits_clean: valgrind not installed\n");
         return;
     }
+    char probe[512], probe_out[256], pbin[256];
+    snprintf(probe, sizeof(probe), "ldd %s | grep -c libasan", tu_bin("kvferryd", pbin, sizeof(pbin)));
+    if (dh_sh(probe, probe_out, sizeof(probe_out)) == 0) {
+        printf("SKIP daemon_under_valgrind_answers_and_exits_clean: kvferryd is built with ASan, "
+               "which valgrind cannot run\n");
+        return;
+    }
     static const char *const vg[] = {"valgrind", "--leak-check=full",
                                      "--show-leak-kinds=definite,indirect",
                                      "--errors-for-leak-kinds=definite,indirect",
