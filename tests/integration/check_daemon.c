@@ -120,6 +120,28 @@ START_TEST(daemon_sighup_with_broken_config_keeps_old_and_status_shows_file_line
 }
 END_TEST
 
+START_TEST(daemon_reload_with_unknown_access_user_keeps_old_config)
+{
+    struct dh h;
+    dh_start(&h, NULL);
+    dh_config(&h, "control.max_conns: 30\naccess.allow_uids: [no-such-user-kvf]\n");
+    json_t *r = dh_call(&h, "{\"id\":1,\"cmd\":\"reload\"}");
+    ck_assert_ptr_nonnull(r);
+    ck_assert(json_is_false(json_object_get(r, "ok")));
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(r, "message")),
+                                 "no-such-user-kvf"));
+    json_decref(r);
+    r = dh_call(&h, "{\"id\":2,\"cmd\":\"status\"}");
+    json_t *res = result_of(r);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(res, "control"), "max_conns")), 64);
+    ck_assert(json_is_false(json_object_get(json_object_get(res, "last_reload"), "ok")));
+    json_decref(r);
+    ck_assert_int_eq(dh_stop(&h), 0);
+    dh_cleanup(&h);
+}
+END_TEST
+
 START_TEST(daemon_good_reload_changes_live_key_and_reports_restart_keys)
 {
     struct dh h;
@@ -403,6 +425,31 @@ START_TEST(daemon_check_config_exits_0_for_good_and_1_with_position_for_bad)
 }
 END_TEST
 
+START_TEST(daemon_print_config_shows_effective_values_and_round_trips)
+{
+    char dir[64], path[128], out_path[160], cmd[512], out[16384], bin[256];
+    tu_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/k.yaml", dir);
+    snprintf(out_path, sizeof(out_path), "%s/printed.yaml", dir);
+    tu_bin("kvferryd", bin, sizeof(bin));
+    dh_write_file(path, "control.idle_timeout: 42s\n");
+    snprintf(cmd, sizeof(cmd), "%s --config %s --print-config", bin, path);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
+    ck_assert_msg(strstr(out, "idle_timeout: 42s") != NULL, "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "max_conns_per_uid"));
+    dh_write_file(out_path, out);
+    snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, out_path);
+    ck_assert_msg(dh_sh(cmd, out, sizeof(out)) == 0, "printed config does not load: %s", out);
+    snprintf(cmd, sizeof(cmd), "%s --version", bin);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
+    ck_assert_ptr_nonnull(strstr(out, KVF_VERSION));
+    snprintf(cmd, sizeof(cmd), "%s --no-such-option 2>&1", bin);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 2);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+END_TEST
+
 START_TEST(daemon_startup_failure_is_fatal_before_ready)
 {
     struct dh h;
@@ -480,12 +527,14 @@ int main(void)
     tcase_add_test(life, daemon_watchdog_sends_watchdog_when_watchdog_usec_is_set);
     tcase_add_test(life, daemon_no_watchdog_without_watchdog_usec);
     tcase_add_test(life, daemon_check_config_exits_0_for_good_and_1_with_position_for_bad);
+    tcase_add_test(life, daemon_print_config_shows_effective_values_and_round_trips);
     tcase_add_test(life, daemon_startup_failure_is_fatal_before_ready);
     suite_add_tcase(s, life);
     TCase *rel = tcase_create("reload");
     tcase_set_timeout(rel, 60);
     tcase_add_test(rel, daemon_sighup_with_broken_config_keeps_old_and_status_shows_file_line_col);
     tcase_add_test(rel, daemon_good_reload_changes_live_key_and_reports_restart_keys);
+    tcase_add_test(rel, daemon_reload_with_unknown_access_user_keeps_old_config);
     suite_add_tcase(s, rel);
     TCase *lim = tcase_create("limits");
     tcase_set_timeout(lim, 60);
