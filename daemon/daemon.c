@@ -364,6 +364,8 @@ json_t *daemon_status_json(struct daemon *d)
                           d->config_path ? json_string(d->config_path) : json_null(),
                           "log_level", log_level_to_string(log_get_level()), "last_reload",
                           daemon_reload_json(&d->last_reload));
+    if (o)
+        json_object_set_new(o, "watchdog_usec", json_integer((json_int_t)d->notify.watchdog_usec));
     if (o && add_sections(d, o, false) < 0) {
         json_decref(o);
         return NULL;

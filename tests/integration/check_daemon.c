@@ -45,6 +45,32 @@ START_TEST(daemon_sends_ready_with_status_and_kvferryctl_status_answers)
 }
 END_TEST
 
+START_TEST(kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon)
+{
+    char dir[64], path[100], cmd[512], out[2048], bin[256];
+    tu_tmpdir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/silent.sock", dir);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(fd, 4), 0); /* connects succeed, nobody ever answers */
+    tu_bin("kvferryctl", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd), "%s --socket %s --timeout 0.3 status 2>&1", bin, path);
+    int64_t t0 = dh_now_ms();
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 3);
+    ck_assert_int_lt(dh_now_ms() - t0, 3000);
+    ck_assert_ptr_nonnull(strstr(out, "timeout"));
+    close(fd);
+    snprintf(cmd, sizeof(cmd), "%s --socket %s/none.sock status 2>&1", bin, dir);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 3);
+    snprintf(cmd, sizeof(cmd), "%s 2>&1", bin);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 2);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+END_TEST
+
 START_TEST(daemon_sigterm_sends_stopping_exits_zero_and_removes_socket)
 {
     struct dh h;
@@ -523,6 +549,7 @@ int main(void)
     tcase_set_timeout(life, 60);
     tcase_add_test(life, daemon_sends_ready_with_status_and_kvferryctl_status_answers);
     tcase_add_test(life, daemon_sigterm_sends_stopping_exits_zero_and_removes_socket);
+    tcase_add_test(life, kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon);
     tcase_add_test(life, daemon_drain_command_stops_it_with_exit_zero);
     tcase_add_test(life, daemon_watchdog_sends_watchdog_when_watchdog_usec_is_set);
     tcase_add_test(life, daemon_no_watchdog_without_watchdog_usec);
