@@ -47,6 +47,7 @@ static void conn_closed(void *ctx, struct ctl_conn *c)
         if (*pp == c) {
             *pp = *ctl_conn_next(c);
             ctl->n_conns--;
+            log_debug("control: pid %d disconnected", (int)ctl_conn_peer(c)->pid);
             return;
         }
 }
@@ -130,8 +131,12 @@ static void accept_one(struct control *ctl, int fd)
         refuse(fd, EUSERS, msg);
         return;
     }
-    if (control_adopt(ctl, fd, &peer) < 0)
+    if (control_adopt(ctl, fd, &peer) < 0) {
         log_warn("control: cannot serve pid %d: out of memory or handles", (int)peer.pid);
+        return;
+    }
+    log_debug("control: pid %d uid %u connected%s", (int)peer.pid, (unsigned)peer.uid,
+              peer.admin ? " (admin)" : "");
 }
 
 static void poll_cb(uv_poll_t *p, int status, int events)

@@ -24,6 +24,27 @@ const char *daemon_state_to_string(daemon_state_t s)
     return "unknown";
 }
 
+/* Allowed edges of the daemon's state machine: starting -> running -> draining -> stopped. A
+ * drain may also begin before READY=1 (SIGTERM during start). */
+static const bool state_edges[DAEMON_STOPPED + 1][DAEMON_STOPPED + 1] = {
+    [DAEMON_STARTING] = {[DAEMON_RUNNING] = true, [DAEMON_DRAINING] = true},
+    [DAEMON_RUNNING] = {[DAEMON_DRAINING] = true},
+    [DAEMON_DRAINING] = {[DAEMON_STOPPED] = true},
+};
+
+/* Returns 0, or -EINVAL (and changes nothing) for an edge the table does not allow. */
+static int daemon_set_state(struct daemon *d, daemon_state_t to)
+{
+    if (!state_edges[d->state][to]) {
+        log_debug("daemon: %s -> %s refused", daemon_state_to_string(d->state),
+                  daemon_state_to_string(to));
+        return -EINVAL;
+    }
+    log_info("daemon: %s -> %s", daemon_state_to_string(d->state), daemon_state_to_string(to));
+    d->state = to;
+    return 0;
+}
+
 static void on_signal(uv_signal_t *s, int signum)
 {
     struct daemon *d = s->data;
@@ -91,7 +112,8 @@ int daemon_ready(struct daemon *d)
         return r;
     if ((r = notify_start(&d->notify, &d->loop)) < 0)
         return r;
-    d->state = DAEMON_RUNNING;
+    if ((r = daemon_set_state(d, DAEMON_RUNNING)) < 0)
+        return r;
     char st[256];
     snprintf(st, sizeof(st), "running; control %s", d->control ? control_path(d->control) : "-");
     notify_ready(st);
@@ -252,16 +274,15 @@ static void drain_tick(uv_timer_t *t)
     else
         log_info("drain: nothing in flight: stopping");
     uv_timer_stop(t);
-    d->state = DAEMON_STOPPED;
+    daemon_set_state(d, DAEMON_STOPPED);
     d->exit_code = 0;
     uv_stop(&d->loop);
 }
 
 void daemon_drain(struct daemon *d)
 {
-    if (d->state == DAEMON_DRAINING || d->state == DAEMON_STOPPED)
-        return;
-    d->state = DAEMON_DRAINING;
+    if (daemon_set_state(d, DAEMON_DRAINING) < 0)
+        return; /* already draining or stopped */
     notify_stopping("draining");
     for (size_t i = 0; i < daemon_modules_len; i++)
         if (daemon_modules[i].drain_start)
