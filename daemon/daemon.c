@@ -16,10 +16,14 @@
 const char *daemon_state_to_string(daemon_state_t s)
 {
     switch (s) {
-    case DAEMON_STARTING: return "starting";
-    case DAEMON_RUNNING: return "running";
-    case DAEMON_DRAINING: return "draining";
-    case DAEMON_STOPPED: return "stopped";
+    case DAEMON_STARTING:
+        return "starting";
+    case DAEMON_RUNNING:
+        return "running";
+    case DAEMON_DRAINING:
+        return "draining";
+    case DAEMON_STOPPED:
+        return "stopped";
     }
     return "unknown";
 }
@@ -127,13 +131,18 @@ static size_t field_size(cfg_type_t t)
 {
     switch (t) {
     case CFG_STRING:
-    case CFG_PATH: return sizeof(char *);
-    case CFG_BOOL: return sizeof(bool);
+    case CFG_PATH:
+        return sizeof(char *);
+    case CFG_BOOL:
+        return sizeof(bool);
     case CFG_INT:
-    case CFG_ENUM: return sizeof(int64_t);
+    case CFG_ENUM:
+        return sizeof(int64_t);
     case CFG_SIZE:
-    case CFG_DURATION: return sizeof(uint64_t);
-    case CFG_LIST: return sizeof(struct cfg_list);
+    case CFG_DURATION:
+        return sizeof(uint64_t);
+    case CFG_LIST:
+        return sizeof(struct cfg_list);
     }
     return 0;
 }
@@ -344,8 +353,8 @@ json_t *daemon_reload_json(const struct daemon_reload *r)
 {
     if (!r->attempted)
         return json_pack("{s:b}", "attempted", 0);
-    json_t *o = json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s",
-                          (json_int_t)r->time_s);
+    json_t *o =
+        json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s", (json_int_t)r->time_s);
     if (!o)
         return NULL;
     if (!r->ok)
@@ -378,13 +387,12 @@ static int add_sections(struct daemon *d, json_t *doc, bool stats)
 
 json_t *daemon_status_json(struct daemon *d)
 {
-    json_t *o = json_pack("{s:s,s:i,s:s,s:I,s:I,s:o,s:s,s:o}", "version", KVF_VERSION, "pid",
-                          (int)getpid(), "state", daemon_state_to_string(d->state), "uptime_s",
-                          (json_int_t)daemon_uptime_s(d), "started_at_s",
-                          (json_int_t)d->start_wall_s, "config_path",
-                          d->config_path ? json_string(d->config_path) : json_null(),
-                          "log_level", log_level_to_string(log_get_level()), "last_reload",
-                          daemon_reload_json(&d->last_reload));
+    json_t *o = json_pack(
+        "{s:s,s:i,s:s,s:I,s:I,s:o,s:s,s:o}", "version", KVF_VERSION, "pid", (int)getpid(), "state",
+        daemon_state_to_string(d->state), "uptime_s", (json_int_t)daemon_uptime_s(d),
+        "started_at_s", (json_int_t)d->start_wall_s, "config_path",
+        d->config_path ? json_string(d->config_path) : json_null(), "log_level",
+        log_level_to_string(log_get_level()), "last_reload", daemon_reload_json(&d->last_reload));
     if (o)
         json_object_set_new(o, "watchdog_usec", json_integer((json_int_t)d->notify.watchdog_usec));
     if (o && add_sections(d, o, false) < 0) {
@@ -396,9 +404,8 @@ json_t *daemon_status_json(struct daemon *d)
 
 json_t *daemon_stats_json(struct daemon *d)
 {
-    json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s",
-                          (json_int_t)daemon_uptime_s(d), "reloads_ok",
-                          (json_int_t)d->counters.reloads_ok, "reloads_failed",
+    json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s", (json_int_t)daemon_uptime_s(d),
+                          "reloads_ok", (json_int_t)d->counters.reloads_ok, "reloads_failed",
                           (json_int_t)d->counters.reloads_failed);
     if (o)
         json_object_set_new(json_object_get(o, "daemon"), "watchdog_sent",

@@ -47,14 +47,13 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
-            "[ARGS]\n"
-            "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, help\n"
-            "commands (offline): version\n"
-            "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
-            "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
-            "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
+    fprintf(f, "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
+               "[ARGS]\n"
+               "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, help\n"
+               "commands (offline): version\n"
+               "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
+               "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
+               "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
 }
 
 static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
@@ -68,8 +67,8 @@ static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
                 if (strcmp(positional[p].cmd, cmd) == 0)
                     key = positional[p].key;
             if (!key || json_object_get(args, key)) {
-                fprintf(stderr, "kvferryctl: %s: unexpected argument '%s' (use key=value)\n",
-                        cmd, argv[i]);
+                fprintf(stderr, "kvferryctl: %s: unexpected argument '%s' (use key=value)\n", cmd,
+                        argv[i]);
                 json_decref(args);
                 return -EINVAL;
             }
@@ -125,9 +124,15 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt_long(argc, argv, "+s:c:jt:h", opts, NULL)) != -1) {
         switch (o) {
-        case 's': sock = optarg; break;
-        case 'c': config = optarg; break;
-        case 'j': as_json = true; break;
+        case 's':
+            sock = optarg;
+            break;
+        case 'c':
+            config = optarg;
+            break;
+        case 'j':
+            as_json = true;
+            break;
         case 't': {
             char *end;
             timeout_s = strtod(optarg, &end);
@@ -137,8 +142,12 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return EXIT_USAGE;
         }
     }
     if (optind >= argc) {
@@ -163,8 +172,7 @@ int main(int argc, char **argv)
     }
     int fd = ctl_client_connect(sock);
     if (fd < 0) {
-        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock,
-                strerror(-fd));
+        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock, strerror(-fd));
         json_decref(args);
         return EXIT_UNREACHABLE;
     }

@@ -138,8 +138,9 @@ START_TEST(daemon_sighup_with_broken_config_keeps_old_and_status_shows_file_line
         20);
     json_decref(r);
     r = dh_call(&h, "{\"id\":3,\"cmd\":\"stats\"}");
-    ck_assert_int_eq(json_integer_value(json_object_get(
-                         json_object_get(result_of(r), "daemon"), "reloads_failed")), 1);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(result_of(r), "daemon"),
+                                                        "reloads_failed")),
+                     1);
     json_decref(r);
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);
@@ -154,8 +155,8 @@ START_TEST(daemon_reload_with_unknown_access_user_keeps_old_config)
     json_t *r = dh_call(&h, "{\"id\":1,\"cmd\":\"reload\"}");
     ck_assert_ptr_nonnull(r);
     ck_assert(json_is_false(json_object_get(r, "ok")));
-    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(r, "message")),
-                                 "no-such-user-kvf"));
+    ck_assert_ptr_nonnull(
+        strstr(json_string_value(json_object_get(r, "message")), "no-such-user-kvf"));
     json_decref(r);
     r = dh_call(&h, "{\"id\":2,\"cmd\":\"status\"}");
     json_t *res = result_of(r);
@@ -295,11 +296,11 @@ START_TEST(daemon_closes_idle_connection_after_idle_timeout)
     ck_assert_int_ge(fd, 0);
     int64_t t0 = dh_now_ms();
     char buf[512];
-    ck_assert_int_gt(dh_read_line(fd, buf, sizeof(buf), 5000), 0);
+    ck_assert_int_gt(dh_read_line(fd, buf, sizeof(buf), 10000), 0);
     int64_t waited = dh_now_ms() - t0;
     ck_assert_ptr_nonnull(strstr(buf, "ETIMEDOUT"));
     ck_assert_int_ge(waited, 900);
-    ck_assert_int_lt(waited, 3000);
+    ck_assert_int_lt(waited, 6000); /* 1 s, with room for a loaded 2-core CI machine */
     ck_assert_int_eq(dh_read_line(fd, buf, sizeof(buf), 2000), 0);
     close(fd);
     ck_assert_int_eq(dh_stop(&h), 0);
@@ -336,7 +337,7 @@ START_TEST(daemon_ten_mib_line_does_not_hurt_other_clients)
         json_t *r = dh_call_fd(other, "{\"id\":1,\"cmd\":\"status\"}");
         result_of(r);
         json_decref(r);
-        ck_assert_int_lt(dh_now_ms() - t0, 1000);
+        ck_assert_int_lt(dh_now_ms() - t0, 1500); /* ~30 us unloaded; the bound allows CI load */
     }
     int st;
     ck_assert_int_eq(waitpid(child, &st, 0), child);
@@ -364,8 +365,8 @@ static int as_nobody(struct dh *h, const char *line, const char *want)
         if (fd < 0)
             _exit(4);
         char buf[1024];
-        if (line && (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0 ||
-                     send(fd, "\n", 1, MSG_NOSIGNAL) < 0))
+        if (line &&
+            (send(fd, line, strlen(line), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0))
             _exit(5);
         int n = dh_read_line(fd, buf, sizeof(buf), 5000);
         _exit(n > 0 && strstr(buf, want) ? 0 : 1);
@@ -397,7 +398,8 @@ START_TEST(daemon_refuses_uid_not_allowed)
     ck_assert_int_eq(as_nobody(&h, NULL, "EACCES"), 0);
     json_t *r = dh_call(&h, "{\"id\":1,\"cmd\":\"stats\"}");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(result_of(r), "control"),
-                                                        "connections_refused_access")), 1);
+                                                        "connections_refused_access")),
+                     1);
     json_decref(r);
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);
@@ -502,16 +504,19 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
         return;
     }
     char probe[512], probe_out[256], pbin[256];
-    snprintf(probe, sizeof(probe), "ldd %s | grep -c libasan", tu_bin("kvferryd", pbin, sizeof(pbin)));
+    snprintf(probe, sizeof(probe), "ldd %s | grep -c libasan",
+             tu_bin("kvferryd", pbin, sizeof(pbin)));
     if (dh_sh(probe, probe_out, sizeof(probe_out)) == 0) {
         printf("SKIP daemon_under_valgrind_answers_and_exits_clean: kvferryd is built with ASan, "
                "which valgrind cannot run\n");
         return;
     }
-    static const char *const vg[] = {"valgrind", "--leak-check=full",
+    static const char *const vg[] = {"valgrind",
+                                     "--leak-check=full",
                                      "--show-leak-kinds=definite,indirect",
                                      "--errors-for-leak-kinds=definite,indirect",
-                                     "--error-exitcode=1", NULL};
+                                     "--error-exitcode=1",
+                                     NULL};
     struct dh h;
     dh_start_full(&h, NULL, NULL, vg, 60000);
     char cmd[512], out[8192], bin[256];

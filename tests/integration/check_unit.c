@@ -56,11 +56,17 @@ START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
     char exec[256];
     snprintf(exec, sizeof(exec), "ExecStart=%s/bin/kvferryd --config /etc/kvferry/kvferry.yaml\n",
              dir);
-    const char *want[] = {exec, "Type=notify\n", "ExecReload=/bin/kill -HUP $MAINPID\n",
-                          "Restart=on-failure\n", "WatchdogSec=30s\n",
-                          "RuntimeDirectory=kvferry\n", "LimitMEMLOCK=infinity\n",
-                          "LimitNOFILE=65536\n", "DevicePolicy=closed\n",
-                          "DeviceAllow=char-nvidia-uvm rw\n", "ProtectSystem=strict\n"};
+    const char *want[] = {exec,
+                          "Type=notify\n",
+                          "ExecReload=/bin/kill -HUP $MAINPID\n",
+                          "Restart=on-failure\n",
+                          "WatchdogSec=30s\n",
+                          "RuntimeDirectory=kvferry\n",
+                          "LimitMEMLOCK=infinity\n",
+                          "LimitNOFILE=65536\n",
+                          "DevicePolicy=closed\n",
+                          "DeviceAllow=char-nvidia-uvm rw\n",
+                          "ProtectSystem=strict\n"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "unit lacks %s", want[i]);
     ck_assert_ptr_null(strstr(out, "@PREFIX@"));
