@@ -71,6 +71,36 @@ START_TEST(kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon)
 }
 END_TEST
 
+static bool log_has(const struct dh *h, const char *needle)
+{
+    char cmd[256], out[16384];
+    snprintf(cmd, sizeof(cmd), "cat %s", h->log);
+    dh_sh(cmd, out, sizeof(out));
+    return strstr(out, needle) != NULL;
+}
+
+START_TEST(daemon_log_level_set_at_run_time_changes_what_is_logged)
+{
+    struct dh h;
+    dh_start(&h, NULL);
+    json_t *r = dh_call(&h, "{\"id\":1,\"cmd\":\"status\"}");
+    result_of(r);
+    json_decref(r);
+    ck_assert(!log_has(&h, "debug: control: pid"));
+    char cmd[512], out[1024], bin[256];
+    snprintf(cmd, sizeof(cmd), "%s --socket %s log-level debug",
+             tu_bin("kvferryctl", bin, sizeof(bin)), h.sock);
+    ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
+    r = dh_call(&h, "{\"id\":2,\"cmd\":\"status\"}");
+    ck_assert_str_eq(json_string_value(json_object_get(result_of(r), "log_level")), "debug");
+    json_decref(r);
+    usleep(50000);
+    ck_assert(log_has(&h, "debug: control: pid"));
+    ck_assert_int_eq(dh_stop(&h), 0);
+    dh_cleanup(&h);
+}
+END_TEST
+
 START_TEST(daemon_sigterm_sends_stopping_exits_zero_and_removes_socket)
 {
     struct dh h;
@@ -554,6 +584,7 @@ int main(void)
     tcase_set_timeout(life, 60);
     tcase_add_test(life, daemon_sends_ready_with_status_and_kvferryctl_status_answers);
     tcase_add_test(life, daemon_sigterm_sends_stopping_exits_zero_and_removes_socket);
+    tcase_add_test(life, daemon_log_level_set_at_run_time_changes_what_is_logged);
     tcase_add_test(life, kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon);
     tcase_add_test(life, daemon_drain_command_stops_it_with_exit_zero);
     tcase_add_test(life, daemon_watchdog_sends_watchdog_when_watchdog_usec_is_set);
