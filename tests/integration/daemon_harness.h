@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -98,6 +99,8 @@ static inline void dh_start_full(struct dh *h, const char *extra, const char *wa
     h->pid = fork();
     ck_assert_int_ge(h->pid, 0);
     if (h->pid == 0) {
+        /* A failed test ends its process without cleanup: take the daemon down with it. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
         int fd = open(h->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd >= 0)
             dup2(fd, 2);
