@@ -557,7 +557,18 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
     /* exercise reload and a refused long line too, so their paths are checked for leaks */
     kill(h.pid, SIGHUP);
     ck_assert(dh_wait_notify(&h, "RELOADING=1", 20000));
+    /* error paths too: malformed JSON, an unknown command, a non-object */
     int fd = dh_connect(&h);
+    ck_assert_int_ge(fd, 0);
+    const char *bad[] = {"garbage", "{\"id\":1,\"cmd\":\"nope\"}", "[1]"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *r = dh_call_fd(fd, bad[i]);
+        ck_assert_ptr_nonnull(r);
+        ck_assert(json_is_false(json_object_get(r, "ok")));
+        json_decref(r);
+    }
+    close(fd);
+    fd = dh_connect(&h);
     ck_assert_int_ge(fd, 0);
     static char big[2 << 20];
     memset(big, 'x', sizeof(big));
