@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "gpu_priv.h"
 #include "log.h"
@@ -145,6 +146,14 @@ int gpu_device_count(const struct gpu *g) { return g->n_devices; }
 const struct gpu_device *gpu_device(const struct gpu *g, int ordinal)
 {
     return ordinal >= 0 && ordinal < g->n_devices ? &g->dev[ordinal] : NULL;
+}
+
+int gpu_device_by_pci(const struct gpu *g, const char *pci_bus_id)
+{
+    for (int i = 0; pci_bus_id && i < g->n_devices; i++)
+        if (strcasecmp(g->dev[i].pci_bus_id, pci_bus_id) == 0)
+            return i;
+    return -ENODEV;
 }
 
 struct CUstream_st *gpu_stream(const struct gpu *g, int device, unsigned idx)

@@ -68,6 +68,10 @@ bool gpu_cpu_mode(const struct gpu *g);
 const char *gpu_cpu_reason(const struct gpu *g);  /* "" in GPU mode */
 int gpu_device_count(const struct gpu *g);         /* 0 in CPU mode */
 const struct gpu_device *gpu_device(const struct gpu *g, int ordinal); /* NULL out of range */
+/* This daemon's ordinal of the GPU with that PCI bus id (as cudaDeviceGetPCIBusId writes it, any
+ * case), or -ENODEV. Workers may number GPUs differently (CUDA_VISIBLE_DEVICES); the bus id
+ * names the same GPU in every process. */
+int gpu_device_by_pci(const struct gpu *g, const char *pci_bus_id);
 
 /* Peer access: can a's kernels reach b's memory (cudaDeviceCanAccessPeer), and did we enable it. */
 bool gpu_peer_can_access(const struct gpu *g, int a, int b);
@@ -103,8 +107,9 @@ struct CUstream_st *gpu_stream(const struct gpu *g, int device, unsigned idx);
 /* Completion: cb(arg, status) runs on the loop thread once all work enqueued on `stream` before
  * this call has finished (status 0), or with -errno when the stream's device reports an error
  * (the device is then marked failed), or -ECANCELED from gpu_free. `device` names the stream's
- * device. While completions are outstanding the loop stays alive. Returns 0, or -errno with a
- * message (the callback will then never run). */
+ * device. While completions are outstanding the loop stays alive. A foreign stream must outlive
+ * its completions (the daemon's own streams do). Returns 0, or -errno with a message (the
+ * callback will then never run). */
 typedef void (*gpu_done_cb)(void *arg, int status);
 int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_cb cb, void *arg,
                char *err, size_t errlen);

@@ -77,7 +77,13 @@ static void deliver(struct gpu *g)
             g->completions_failed++;
         outstanding_dec(g);
         n->cb(n->arg, n->status);
-        free(n);
+        if (n->watch_failed) {
+            pthread_mutex_lock(&g->done_mu);
+            list_append(&g->zombies, n);
+            pthread_mutex_unlock(&g->done_mu);
+        } else {
+            free(n);
+        }
     }
 }
 
@@ -96,28 +102,48 @@ static void CUDART_CB host_fn(void *arg)
     uv_async_send(&g->done_async);
 }
 
-/* Loop thread, every GPU_WATCH_MS while completions are outstanding. */
+#define WATCH_MAX 64 /* distinct streams asked per tick; errors are per device, so it suffices */
+
+/* Loop thread, every GPU_WATCH_MS while completions are outstanding. CUDA is never called with
+ * the mutex held (a host function may be waiting for it). Nodes are freed only on this thread,
+ * so the streams read under the mutex stay meaningful after it is released. */
 static void on_watch(uv_timer_t *t)
 {
     struct gpu *g = t->data;
-    int failed = 0;
+    struct CUstream_st *streams[WATCH_MAX];
+    int devs[WATCH_MAX], n = 0, failed = 0;
 
     pthread_mutex_lock(&g->done_mu);
-    for (struct gpu_done_node *n = g->pending.next, *next; n != &g->pending; n = next) {
-        next = n->next;
-        cudaError_t st = cudaStreamQuery((cudaStream_t)n->stream);
+    for (struct gpu_done_node *p = g->pending.next; p != &g->pending && n < WATCH_MAX;
+         p = p->next) {
+        int k = 0;
+        while (k < n && streams[k] != p->stream)
+            k++;
+        if (k == n) {
+            streams[n] = p->stream;
+            devs[n++] = p->device;
+        }
+    }
+    pthread_mutex_unlock(&g->done_mu);
+
+    for (int k = 0; k < n; k++) {
+        cudaError_t st = cudaStreamQuery((cudaStream_t)streams[k]);
         if (st == cudaSuccess || st == cudaErrorNotReady)
             continue;
         char err[GPU_REASON_MAX];
-        int dev = n->device;
-        fire_locked(g, n, cuda_err_check(st, "cudaStreamQuery", dev, err, sizeof(err)));
-        failed++;
-        pthread_mutex_unlock(&g->done_mu);
-        gpu_device_fail(g, dev, err);
+        int rc = cuda_err_check(st, "cudaStreamQuery", devs[k], err, sizeof(err));
         pthread_mutex_lock(&g->done_mu);
-        next = g->pending.next; /* the list may have changed while unlocked: start over */
+        for (struct gpu_done_node *p = g->pending.next, *next; p != &g->pending; p = next) {
+            next = p->next;
+            if (p->stream == streams[k] || p->device == devs[k]) {
+                fire_locked(g, p, rc);
+                p->watch_failed = true;
+                failed++;
+            }
+        }
+        pthread_mutex_unlock(&g->done_mu);
+        gpu_device_fail(g, devs[k], err);
     }
-    pthread_mutex_unlock(&g->done_mu);
     if (failed)
         deliver(g);
 }
@@ -177,12 +203,15 @@ static void sync_streams(struct gpu *g)
     for (;;) {
         struct CUstream_st *st = NULL;
         pthread_mutex_lock(&g->done_mu);
-        for (struct gpu_done_node *n = g->pending.next; n != &g->pending; n = n->next)
-            if (!n->synced) {
-                n->synced = true;
-                st = n->stream;
-                break;
-            }
+        for (int l = 0; l < 2 && !st; l++) {
+            struct gpu_done_node *s = l == 0 ? &g->pending : &g->zombies;
+            for (struct gpu_done_node *n = s->next; n != s; n = n->next)
+                if (!n->synced) {
+                    n->synced = true;
+                    st = n->stream;
+                    break;
+                }
+        }
         pthread_mutex_unlock(&g->done_mu);
         if (!st)
             break;
@@ -210,6 +239,7 @@ int gpu_done_init(struct gpu *g)
     int rc;
     list_init(&g->pending);
     list_init(&g->done);
+    list_init(&g->zombies);
     if ((rc = pthread_mutex_init(&g->done_mu, NULL)) != 0)
         return -rc;
     if ((rc = uv_async_init(g->loop, &g->done_async, on_async)) < 0) {
@@ -240,6 +270,12 @@ void gpu_done_stop(struct gpu *g)
         fire_locked(g, g->pending.next, -ECANCELED);
     pthread_mutex_unlock(&g->done_mu);
     deliver(g);
+    /* every stream is synchronized: no host function can run any more */
+    while (!list_empty(&g->zombies)) {
+        struct gpu_done_node *n = g->zombies.next;
+        list_unlink(n);
+        free(n);
+    }
 }
 
 size_t gpu_notify_outstanding(const struct gpu *g) { return g->outstanding; }

@@ -42,6 +42,8 @@ struct gpu_done_node {
     int status;
     bool fired;
     bool synced;                   /* gpu_free waited for its stream */
+    bool watch_failed;             /* failed by the watch: kept (a zombie) until gpu_free, in
+                                      case CUDA runs its host function after all */
 };
 
 struct gpu {
@@ -76,6 +78,7 @@ struct gpu {
     pthread_mutex_t done_mu;       /* guards pending, done and every node's fired/status */
     struct gpu_done_node pending;  /* sentinel: outstanding, not fired */
     struct gpu_done_node done;     /* sentinel: fired, awaiting the loop */
+    struct gpu_done_node zombies;  /* sentinel: delivered after a watch failure, not yet freed */
     size_t outstanding;            /* loop thread only */
     uint64_t completions_ok, completions_failed;
 };

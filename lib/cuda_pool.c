@@ -56,6 +56,9 @@ int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *
     p->bytes = bytes;
     if ((rc = CUDA_ERR_TRY(cudaSetDevice(dev))) < 0)
         goto err_free_struct;
+    if ((rc = CUDA_ERR_TRY(
+             cudaDeviceGetPCIBusId(p->pci_bus_id, (int)sizeof(p->pci_bus_id), dev))) < 0)
+        goto err_free_struct;
     if ((rc = CUDA_ERR_TRY(cudaMalloc(&p->dptr, bytes))) < 0) {
         p->dptr = NULL;
         goto err_free_struct;

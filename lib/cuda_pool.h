@@ -6,8 +6,9 @@
  *
  * Builds without CUDA: every call that needs a GPU returns -ENOTSUP with CUDA_ERR_NO_CUDA
  * ("this build has no CUDA; use host pools").
- * Ownership: a pool owns its allocation; cuda_pool_free releases it (the daemon's mappings of it
- * keep the memory alive until they close, as CUDA IPC does).
+ * Ownership: a pool owns its allocation. CUDA leaves undefined what happens to a process that
+ * still maps memory whose exporter freed it (or exited): free a pool only after the daemon
+ * closed its mapping (the rank unregistered); the daemon never touches a gone rank's memory.
  * Threads: one pool from one thread at a time. Calls set the current device of the calling
  * thread to the pool's device and leave it there (CUDA's usual worker convention).
  * Processes: CUDA does not survive fork(); create pools after the last fork. */
@@ -19,12 +20,15 @@
 
 #define CUDA_POOL_HANDLE_BYTES 64        /* sizeof(cudaIpcMemHandle_t) */
 #define CUDA_POOL_MAX_BYTES (1ull << 42) /* 4 TiB: larger requests are refused, not attempted */
+#define CUDA_POOL_PCI_ID_MAX 32
 
 struct cuda_pool {
     int32_t device;                               /* CUDA ordinal in this process */
     uint64_t bytes;                               /* as asked */
     void *dptr;                                   /* owned: device address of the allocation */
     uint8_t handle[CUDA_POOL_HANDLE_BYTES];       /* cudaIpcMemHandle_t of dptr */
+    char pci_bus_id[CUDA_POOL_PCI_ID_MAX];        /* "0000:18:00.0": names the GPU across
+                                                     processes whatever CUDA_VISIBLE_DEVICES */
 };
 
 /* Allocates `bytes` (1..CUDA_POOL_MAX_BYTES) on `device`, zero-filled, and exports its IPC handle.

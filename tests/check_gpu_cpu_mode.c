@@ -44,6 +44,8 @@ START_TEST(discovery_without_gpu_reports_cpu_mode_with_reason)
     ck_assert(gpu_cpu_mode(g));
     ck_assert_int_eq(gpu_device_count(g), 0);
     ck_assert_ptr_null(gpu_device(g, 0));
+    ck_assert_int_eq(gpu_device_by_pci(g, "0000:18:00.0"), -ENODEV);
+    ck_assert_int_eq(gpu_device_by_pci(g, NULL), -ENODEV);
     const char *why = gpu_cpu_reason(g);
 #ifdef KVF_HAVE_CUDA
     /* no driver, no device, or none visible: the failing call is named */
