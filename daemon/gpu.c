@@ -31,8 +31,8 @@ static int discover(struct gpu *g, char *err, size_t errlen)
         return rc;
     if (n <= 0) {
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
-        snprintf(err, errlen, "no CUDA device visible%s%s%s", vis ? " (CUDA_VISIBLE_DEVICES=\"" : "",
-                 vis ? vis : "", vis ? "\")" : "");
+        snprintf(err, errlen, "no CUDA device visible%s%s%s",
+                 vis ? " (CUDA_VISIBLE_DEVICES=\"" : "", vis ? vis : "", vis ? "\")" : "");
         return -ENODEV;
     }
     if (n > GPU_MAX_DEVICES) {
@@ -49,7 +49,8 @@ static int discover(struct gpu *g, char *err, size_t errlen)
         d->memory_bytes = prop.totalGlobalMem;
         d->cc_major = prop.major;
         d->cc_minor = prop.minor;
-        if ((rc = GPU_TRY(cudaDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof(d->pci_bus_id), dev))) < 0)
+        if ((rc = GPU_TRY(cudaDeviceGetPCIBusId(d->pci_bus_id, (int)sizeof(d->pci_bus_id), dev))) <
+            0)
             return rc;
         if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
             return rc;
@@ -66,7 +67,10 @@ static int discover(struct gpu *g, char *err, size_t errlen)
 
 #else /* !KVF_HAVE_CUDA */
 
-static void destroy_streams(struct gpu *g) { (void)g; }
+static void destroy_streams(struct gpu *g)
+{
+    (void)g;
+}
 
 static int discover(struct gpu *g, char *err, size_t errlen)
 {
@@ -139,9 +143,18 @@ void gpu_device_fail(struct gpu *g, int ordinal, const char *why)
     log_error("gpu: device %d failed, new work on it is refused: %s", ordinal, why);
 }
 
-bool gpu_cpu_mode(const struct gpu *g) { return g->cpu_mode; }
-const char *gpu_cpu_reason(const struct gpu *g) { return g->cpu_reason; }
-int gpu_device_count(const struct gpu *g) { return g->n_devices; }
+bool gpu_cpu_mode(const struct gpu *g)
+{
+    return g->cpu_mode;
+}
+const char *gpu_cpu_reason(const struct gpu *g)
+{
+    return g->cpu_reason;
+}
+int gpu_device_count(const struct gpu *g)
+{
+    return g->n_devices;
+}
 
 const struct gpu_device *gpu_device(const struct gpu *g, int ordinal)
 {
@@ -165,7 +178,10 @@ struct CUstream_st *gpu_stream(const struct gpu *g, int device, unsigned idx)
 
 /* status */
 
-static int set(json_t *o, const char *k, json_t *v) { return json_object_set_new(o, k, v); }
+static int set(json_t *o, const char *k, json_t *v)
+{
+    return json_object_set_new(o, k, v);
+}
 
 static json_t *devices_json(const struct gpu *g)
 {
@@ -174,8 +190,8 @@ static json_t *devices_json(const struct gpu *g)
         const struct gpu_device *d = &g->dev[i];
         char cc[16];
         snprintf(cc, sizeof(cc), "%d.%d", d->cc_major, d->cc_minor);
-        json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:s, s:b, s:s}", "ordinal", d->ordinal,
-                              "name", d->name, "pci_bus_id", d->pci_bus_id, "memory_bytes",
+        json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:s, s:b, s:s}", "ordinal", d->ordinal, "name",
+                              d->name, "pci_bus_id", d->pci_bus_id, "memory_bytes",
                               (json_int_t)d->memory_bytes, "compute_capability", cc, "ok",
                               !d->failed, "failed_reason", d->failed_reason);
         if (!o || json_array_append_new(a, o) < 0) {
@@ -210,13 +226,12 @@ int gpu_status(const struct gpu *g, json_t *ret)
     for (size_t i = 0; i < g->n_pinned; i++)
         pinned_bytes += g->pinned[i].bytes;
 
-    json_t *arena = g->placement_decided
-                        ? json_pack("{s:s, s:s, s:b}", "placement",
-                                    g->placement_rc < 0 ? "refused"
-                                                        : gpu_place_to_string(g->placement),
-                                    "why", g->placement_why, "decided", 1)
-                        : json_pack("{s:n, s:s, s:b}", "placement", "why", "not decided yet",
-                                    "decided", 0);
+    json_t *arena =
+        g->placement_decided
+            ? json_pack("{s:s, s:s, s:b}", "placement",
+                        g->placement_rc < 0 ? "refused" : gpu_place_to_string(g->placement), "why",
+                        g->placement_why, "decided", 1)
+            : json_pack("{s:n, s:s, s:b}", "placement", "why", "not decided yet", "decided", 0);
     int bad = 0;
     bad |= set(ret, "mode", json_string(g->cpu_mode ? "cpu" : "gpu"));
     bad |= set(ret, "reason", json_string(g->cpu_reason));
@@ -224,16 +239,17 @@ int gpu_status(const struct gpu *g, json_t *ret)
     bad |= set(ret, "devices", devices_json(g));
     bad |= set(ret, "peer_access", peers_json(g));
     bad |= set(ret, "arena", arena);
-    bad |= set(ret, "pinned", json_pack("{s:I, s:I}", "count", (json_int_t)g->n_pinned,
-                                        "bytes", (json_int_t)pinned_bytes));
-    bad |= set(ret, "mappings", json_pack("{s:I, s:I, s:I, s:I}", "count",
-                                          (json_int_t)g->n_mappings, "bytes",
-                                          (json_int_t)g->mapped_bytes, "opened_total",
-                                          (json_int_t)g->mappings_opened, "close_errors",
-                                          (json_int_t)g->mapping_close_errors));
-    bad |= set(ret, "completions", json_pack("{s:I, s:I, s:I}", "in_flight",
-                                             (json_int_t)g->outstanding, "ok",
-                                             (json_int_t)g->completions_ok, "failed",
-                                             (json_int_t)g->completions_failed));
+    bad |= set(ret, "pinned",
+               json_pack("{s:I, s:I}", "count", (json_int_t)g->n_pinned, "bytes",
+                         (json_int_t)pinned_bytes));
+    bad |=
+        set(ret, "mappings",
+            json_pack("{s:I, s:I, s:I, s:I}", "count", (json_int_t)g->n_mappings, "bytes",
+                      (json_int_t)g->mapped_bytes, "opened_total", (json_int_t)g->mappings_opened,
+                      "close_errors", (json_int_t)g->mapping_close_errors));
+    bad |=
+        set(ret, "completions",
+            json_pack("{s:I, s:I, s:I}", "in_flight", (json_int_t)g->outstanding, "ok",
+                      (json_int_t)g->completions_ok, "failed", (json_int_t)g->completions_failed));
     return bad ? -ENOMEM : 0;
 }

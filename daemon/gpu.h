@@ -33,12 +33,12 @@
 
 #define GPU_MAX_DEVICES 16
 #define GPU_STREAMS_PER_DEVICE 4
-#define GPU_IPC_HANDLE_BYTES 64     /* sizeof(cudaIpcMemHandle_t), = CUDA_POOL_HANDLE_BYTES */
-#define GPU_MAX_MAPPINGS 4096       /* open IPC mappings per daemon */
+#define GPU_IPC_HANDLE_BYTES 64 /* sizeof(cudaIpcMemHandle_t), = CUDA_POOL_HANDLE_BYTES */
+#define GPU_MAX_MAPPINGS 4096   /* open IPC mappings per daemon */
 #define GPU_MAX_MAPPING_BYTES (1ull << 42) /* 4 TiB: a larger declared pool is refused */
-#define GPU_MAX_PINNED 64           /* page-locked host ranges */
+#define GPU_MAX_PINNED 64                  /* page-locked host ranges */
 #define GPU_REASON_MAX 256
-#define GPU_WATCH_MS 100            /* error check period while completions are outstanding */
+#define GPU_WATCH_MS 100 /* error check period while completions are outstanding */
 
 struct CUstream_st;
 struct gpu;
@@ -47,10 +47,10 @@ struct gpu_mapping;
 struct gpu_device {
     int ordinal;
     char name[256];
-    char pci_bus_id[32];            /* "0000:18:00.0" */
+    char pci_bus_id[32]; /* "0000:18:00.0" */
     uint64_t memory_bytes;
     int cc_major, cc_minor;
-    bool failed;                    /* a sticky CUDA error was seen: refuse new work */
+    bool failed; /* a sticky CUDA error was seen: refuse new work */
     char failed_reason[GPU_REASON_MAX];
 };
 
@@ -65,8 +65,8 @@ struct gpu *gpu_free(struct gpu *g);
 
 /* Discovery results. */
 bool gpu_cpu_mode(const struct gpu *g);
-const char *gpu_cpu_reason(const struct gpu *g);  /* "" in GPU mode */
-int gpu_device_count(const struct gpu *g);         /* 0 in CPU mode */
+const char *gpu_cpu_reason(const struct gpu *g);                       /* "" in GPU mode */
+int gpu_device_count(const struct gpu *g);                             /* 0 in CPU mode */
 const struct gpu_device *gpu_device(const struct gpu *g, int ordinal); /* NULL out of range */
 /* This daemon's ordinal of the GPU with that PCI bus id (as cudaDeviceGetPCIBusId writes it, any
  * case), or -ENODEV. Workers may number GPUs differently (CUDA_VISIBLE_DEVICES); the bus id
@@ -82,26 +82,31 @@ int gpu_peer_enable(struct gpu *g, int a, int b, char *err, size_t errlen);
 /* Enables every pair that can. Returns the number of pairs enabled, or the first error. */
 int gpu_peer_enable_all(struct gpu *g, char *err, size_t errlen);
 
-/* Opens a worker's pool from its IPC handle; `device` is the worker's ordinal, a hint: the
+/* Maps the allocation a worker's pool lives in, from its IPC handle (the handle of a
+ * cudaMalloc allocation; the pool is bytes [offset, offset + bytes) of it, as when a framework's
+ * caching allocator hands out part of a block). `device` is the worker's ordinal, a hint: the
  * mapping lands on the device that holds the memory (workers may see other ordinals through
- * CUDA_VISIBLE_DEVICES), which gpu_mapping_device reports. `bytes` is the size the worker
- * declared: refused (-ERANGE) when the allocation is smaller. The same handle opened again
- * returns the same mapping with one more reference. Returns 0 and *ret, or -errno with a message:
- * -ENODEV (CPU mode with its reason, bad or failed device), -EINVAL (size), -ENOSPC
- * (GPU_MAX_MAPPINGS), -ERANGE, or the CUDA error of cudaIpcOpenMemHandle. */
+ * CUDA_VISIBLE_DEVICES; gpu_device_by_pci names it exactly), which gpu_mapping_device reports.
+ * The declared range must lie inside the allocation (-ERANGE otherwise). The same handle opened
+ * again (another pool of the same allocation, a re-registration) returns the same mapping with
+ * one more reference. Returns 0 and *ret, or -errno with a message: -ENODEV (CPU mode with its
+ * reason, bad or failed device), -EINVAL (empty or oversized range), -ENOSPC (GPU_MAX_MAPPINGS),
+ * -ERANGE, or the error of cudaIpcOpenMemHandle named as such. */
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
-                 uint64_t bytes, struct gpu_mapping **ret, char *err, size_t errlen);
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen);
 /* Drops one reference; the last closes the IPC mapping (cudaIpcCloseMemHandle). No work that
  * touches the mapping may be in flight. A CUDA error on close is logged and counted; the mapping
  * is released anyway. Accepts NULL; returns NULL. */
 struct gpu_mapping *gpu_ipc_close(struct gpu *g, struct gpu_mapping *m);
-void *gpu_mapping_ptr(const struct gpu_mapping *m);       /* device address in this process */
-int gpu_mapping_device(const struct gpu_mapping *m);      /* where the memory lives */
-uint64_t gpu_mapping_bytes(const struct gpu_mapping *m);  /* allocation size */
+void *gpu_mapping_ptr(const struct gpu_mapping *m);      /* allocation base in this process */
+int gpu_mapping_device(const struct gpu_mapping *m);     /* where the memory lives */
+uint64_t gpu_mapping_bytes(const struct gpu_mapping *m); /* allocation size */
 size_t gpu_mapping_count(const struct gpu *g);
 uint64_t gpu_mapping_total_bytes(const struct gpu *g);
 
-/* Daemon-owned stream idx % GPU_STREAMS_PER_DEVICE of a device; NULL in CPU mode or out of range. */
+/* Daemon-owned stream idx % GPU_STREAMS_PER_DEVICE of a device; NULL in CPU mode or out of range.
+ */
 struct CUstream_st *gpu_stream(const struct gpu *g, int device, unsigned idx);
 
 /* Completion: cb(arg, status) runs on the loop thread once all work enqueued on `stream` before
@@ -133,8 +138,8 @@ const char *gpu_place_to_string(gpu_place_t p);
 int gpu_arena_decide(gpu_place_t want, bool have_gpu, const char *no_gpu_reason, bool ucx_cuda,
                      gpu_place_t *ret, char *why, size_t whylen);
 /* The same from g's discovery; records the outcome (or the refusal) for gpu_status. */
-int gpu_arena_placement(struct gpu *g, gpu_place_t want, bool ucx_cuda, gpu_place_t *ret,
-                        char *why, size_t whylen);
+int gpu_arena_placement(struct gpu *g, gpu_place_t want, bool ucx_cuda, gpu_place_t *ret, char *why,
+                        size_t whylen);
 
 /* Status section: mode and reason, devices, peer matrix, arena placement and why, pinned
  * ranges, open mappings (count, bytes), completions. Fills ret (an object the caller owns).

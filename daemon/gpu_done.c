@@ -15,8 +15,14 @@
 #include <cuda_runtime_api.h>
 #endif
 
-static void list_init(struct gpu_done_node *s) { s->prev = s->next = s; }
-static bool list_empty(const struct gpu_done_node *s) { return s->next == s; }
+static void list_init(struct gpu_done_node *s)
+{
+    s->prev = s->next = s;
+}
+static bool list_empty(const struct gpu_done_node *s)
+{
+    return s->next == s;
+}
 
 static void list_unlink(struct gpu_done_node *n)
 {
@@ -87,7 +93,10 @@ static void deliver(struct gpu *g)
     }
 }
 
-static void on_async(uv_async_t *a) { deliver(a->data); }
+static void on_async(uv_async_t *a)
+{
+    deliver(a->data);
+}
 
 #ifdef KVF_HAVE_CUDA
 
@@ -230,7 +239,10 @@ int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_c
     return -ENODEV;
 }
 
-static void sync_streams(struct gpu *g) { (void)g; }
+static void sync_streams(struct gpu *g)
+{
+    (void)g;
+}
 
 #endif
 
@@ -278,4 +290,7 @@ void gpu_done_stop(struct gpu *g)
     }
 }
 
-size_t gpu_notify_outstanding(const struct gpu *g) { return g->outstanding; }
+size_t gpu_notify_outstanding(const struct gpu *g)
+{
+    return g->outstanding;
+}

@@ -123,15 +123,24 @@ static struct gpu_mapping *find(const struct gpu *g, const uint8_t *handle)
     return NULL;
 }
 
-static int too_small(const struct gpu_mapping *m, uint64_t bytes, char *err, size_t errlen)
+/* The declared pool [offset, offset + bytes) against the allocation; offset + bytes cannot
+ * overflow (both are bounded by GPU_MAX_MAPPING_BYTES). */
+static int range_check(const struct gpu_mapping *m, uint64_t offset, uint64_t bytes, char *err,
+                       size_t errlen)
 {
-    snprintf(err, errlen, "pool declared as %llu bytes but its allocation on device %d holds %llu",
-             (unsigned long long)bytes, m->device, (unsigned long long)m->bytes);
+    if (!m->size_verified || offset + bytes <= m->bytes)
+        return 0;
+    snprintf(err, errlen,
+             "pool declared as bytes [%llu, %llu) of its allocation, but the "
+             "allocation on device %d holds %llu",
+             (unsigned long long)offset, (unsigned long long)(offset + bytes), m->device,
+             (unsigned long long)m->bytes);
     return -ERANGE;
 }
 
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
-                 uint64_t bytes, struct gpu_mapping **ret, char *err, size_t errlen)
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen)
 {
     struct gpu_mapping *m;
     int rc;
@@ -146,14 +155,17 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
                  g->n_devices, g->n_devices == 1 ? "" : "s");
         return -ENODEV;
     }
-    if (bytes == 0 || bytes > GPU_MAX_MAPPING_BYTES) {
-        snprintf(err, errlen, "GPU pool size %llu outside 1..%llu bytes",
-                 (unsigned long long)bytes, (unsigned long long)GPU_MAX_MAPPING_BYTES);
+    if (bytes == 0 || bytes > GPU_MAX_MAPPING_BYTES || offset > GPU_MAX_MAPPING_BYTES) {
+        snprintf(err, errlen,
+                 "GPU pool of %llu bytes at offset %llu: size must be 1..%llu "
+                 "bytes and offset at most that",
+                 (unsigned long long)bytes, (unsigned long long)offset,
+                 (unsigned long long)GPU_MAX_MAPPING_BYTES);
         return -EINVAL;
     }
     if ((m = find(g, handle))) {
-        if (m->size_verified && bytes > m->bytes)
-            return too_small(m, bytes, err, errlen);
+        if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
+            return rc;
         m->refs++;
         *ret = m;
         return 0;
@@ -172,13 +184,11 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
     }
     memcpy(m->handle, handle, GPU_IPC_HANDLE_BYTES);
     m->declared_device = device;
-    m->bytes = bytes;
+    m->bytes = offset + bytes; /* what we know until the driver says */
     if ((rc = map(g, m, err, errlen)) < 0)
         goto err_free;
-    if (m->size_verified && bytes > m->bytes) {
-        rc = too_small(m, bytes, err, errlen);
+    if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
         goto err_unmap;
-    }
     m->refs = 1;
     m->next = g->mappings;
     g->mappings = m;
@@ -229,8 +239,23 @@ void gpu_ipc_close_all(struct gpu *g)
     }
 }
 
-void *gpu_mapping_ptr(const struct gpu_mapping *m) { return m->ptr; }
-int gpu_mapping_device(const struct gpu_mapping *m) { return m->device; }
-uint64_t gpu_mapping_bytes(const struct gpu_mapping *m) { return m->bytes; }
-size_t gpu_mapping_count(const struct gpu *g) { return g->n_mappings; }
-uint64_t gpu_mapping_total_bytes(const struct gpu *g) { return g->mapped_bytes; }
+void *gpu_mapping_ptr(const struct gpu_mapping *m)
+{
+    return m->ptr;
+}
+int gpu_mapping_device(const struct gpu_mapping *m)
+{
+    return m->device;
+}
+uint64_t gpu_mapping_bytes(const struct gpu_mapping *m)
+{
+    return m->bytes;
+}
+size_t gpu_mapping_count(const struct gpu *g)
+{
+    return g->n_mappings;
+}
+uint64_t gpu_mapping_total_bytes(const struct gpu *g)
+{
+    return g->mapped_bytes;
+}

@@ -31,8 +31,9 @@ static int check_pair(const struct gpu *g, int a, int b, char *err, size_t errle
         return -ENODEV;
     }
     if (!g->peer_can[a][b] || !g->peer_can[b][a]) {
-        snprintf(err, errlen, "peer access %d <-> %d: not supported between these devices "
-                              "(cudaDeviceCanAccessPeer says %d -> %d: %s, %d -> %d: %s)",
+        snprintf(err, errlen,
+                 "peer access %d <-> %d: not supported between these devices "
+                 "(cudaDeviceCanAccessPeer says %d -> %d: %s, %d -> %d: %s)",
                  a, b, a, b, g->peer_can[a][b] ? "yes" : "no", b, a,
                  g->peer_can[b][a] ? "yes" : "no");
         return -ENOTSUP;
@@ -53,8 +54,8 @@ int gpu_peer_discover(struct gpu *g, char *err, size_t errlen)
             if ((rc = GPU_TRY(cudaDeviceCanAccessPeer(&can, dev, b))) < 0)
                 return rc;
             g->peer_can[dev][b] = can ? 1 : 0;
-            if (can && (rc = GPU_TRY(cudaDeviceGetP2PAttribute(
-                            &rank, cudaDevP2PAttrPerformanceRank, dev, b))) < 0)
+            if (can && (rc = GPU_TRY(cudaDeviceGetP2PAttribute(&rank, cudaDevP2PAttrPerformanceRank,
+                                                               dev, b))) < 0)
                 return rc;
             g->peer_rank[dev][b] = rank;
         }

@@ -33,8 +33,8 @@ static int pin(void *ptr, uint64_t bytes, void **dev_ret, char *err, size_t errl
     void *d = NULL;
     if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
         return rc;
-    if ((rc = GPU_TRY(cudaHostRegister(ptr, bytes,
-                                       cudaHostRegisterPortable | cudaHostRegisterMapped))) < 0)
+    if ((rc = GPU_TRY(
+             cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped))) < 0)
         return rc;
     if ((rc = GPU_TRY(cudaHostGetDevicePointer(&d, ptr, 0))) < 0) {
         cudaHostUnregister(ptr);
@@ -74,8 +74,10 @@ int gpu_host_register(struct gpu *g, void *ptr, uint64_t bytes, void **dev_ret, 
 {
     int rc;
     if (g->cpu_mode) {
-        snprintf(err, errlen, "page-locking host memory for CUDA: CPU mode (%s); host memory "
-                              "needs no page-locking there", g->cpu_reason);
+        snprintf(err, errlen,
+                 "page-locking host memory for CUDA: CPU mode (%s); host memory "
+                 "needs no page-locking there",
+                 g->cpu_reason);
         return -ENODEV;
     }
     if (!ptr || bytes == 0) {
@@ -150,14 +152,17 @@ int gpu_arena_decide(gpu_place_t want, bool have_gpu, const char *no_gpu_reason,
         return 0;
     case GPU_PLACE_DEVICE:
         if (!have_gpu) {
-            snprintf(why, whylen, "arena.placement is device but there is no GPU (%s): set "
-                                  "arena.placement to auto or host", r);
+            snprintf(why, whylen,
+                     "arena.placement is device but there is no GPU (%s): set "
+                     "arena.placement to auto or host",
+                     r);
             return -ENODEV;
         }
         if (!ucx_cuda) {
-            snprintf(why, whylen, "arena.placement is device but the UCX in use has no CUDA "
-                                  "memory support (a stock Debian UCX has none): set "
-                                  "arena.placement to auto or host, or run a CUDA-aware UCX");
+            snprintf(why, whylen,
+                     "arena.placement is device but the UCX in use has no CUDA "
+                     "memory support (a stock Debian UCX has none): set "
+                     "arena.placement to auto or host, or run a CUDA-aware UCX");
             return -ENOTSUP;
         }
         snprintf(why, whylen, "arena.placement is device and UCX reports CUDA memory support");
@@ -167,8 +172,9 @@ int gpu_arena_decide(gpu_place_t want, bool have_gpu, const char *no_gpu_reason,
         if (!have_gpu)
             snprintf(why, whylen, "auto: no GPU (%s): host memory", r);
         else if (!ucx_cuda)
-            snprintf(why, whylen, "auto: UCX has no CUDA memory support: host memory "
-                                  "page-locked for CUDA (cudaHostRegister portable|mapped)");
+            snprintf(why, whylen,
+                     "auto: UCX has no CUDA memory support: host memory "
+                     "page-locked for CUDA (cudaHostRegister portable|mapped)");
         else
             snprintf(why, whylen, "auto: UCX reports CUDA memory support: device memory");
         *ret = have_gpu && ucx_cuda ? GPU_PLACE_DEVICE : GPU_PLACE_HOST;
@@ -178,8 +184,8 @@ int gpu_arena_decide(gpu_place_t want, bool have_gpu, const char *no_gpu_reason,
     return -EINVAL;
 }
 
-int gpu_arena_placement(struct gpu *g, gpu_place_t want, bool ucx_cuda, gpu_place_t *ret,
-                        char *why, size_t whylen)
+int gpu_arena_placement(struct gpu *g, gpu_place_t want, bool ucx_cuda, gpu_place_t *ret, char *why,
+                        size_t whylen)
 {
     gpu_place_t p = GPU_PLACE_HOST;
     int rc = gpu_arena_decide(want, !g->cpu_mode, g->cpu_reason, ucx_cuda, &p, g->placement_why,

@@ -17,16 +17,16 @@
 struct gpu_mapping {
     struct gpu_mapping *next;
     uint8_t handle[GPU_IPC_HANDLE_BYTES];
-    void *ptr;                     /* owned: the IPC mapping */
-    int device;                    /* where the memory lives */
-    int declared_device;           /* what the worker said */
-    uint64_t bytes;                /* allocation size (declared size when it cannot be read) */
+    void *ptr;           /* owned: the IPC mapping */
+    int device;          /* where the memory lives */
+    int declared_device; /* what the worker said */
+    uint64_t bytes;      /* allocation size (declared size when it cannot be read) */
     bool size_verified;
     unsigned refs;
 };
 
 struct gpu_pinned {
-    void *ptr;                     /* borrowed: the caller's memory */
+    void *ptr; /* borrowed: the caller's memory */
     void *dev_ptr;
     uint64_t bytes;
 };
@@ -41,13 +41,13 @@ struct gpu_done_node {
     void *arg;
     int status;
     bool fired;
-    bool synced;                   /* gpu_free waited for its stream */
-    bool watch_failed;             /* failed by the watch: kept (a zombie) until gpu_free, in
-                                      case CUDA runs its host function after all */
+    bool synced;       /* gpu_free waited for its stream */
+    bool watch_failed; /* failed by the watch: kept (a zombie) until gpu_free, in
+                          case CUDA runs its host function after all */
 };
 
 struct gpu {
-    uv_loop_t *loop;               /* borrowed: must outlive us */
+    uv_loop_t *loop; /* borrowed: must outlive us */
     bool cpu_mode;
     char cpu_reason[GPU_REASON_MAX];
     int n_devices;
@@ -57,7 +57,7 @@ struct gpu {
     uint8_t peer_on[GPU_MAX_DEVICES][GPU_MAX_DEVICES];
     int peer_rank[GPU_MAX_DEVICES][GPU_MAX_DEVICES]; /* cudaDevP2PAttrPerformanceRank */
 
-    struct gpu_mapping *mappings;  /* owned list */
+    struct gpu_mapping *mappings; /* owned list */
     size_t n_mappings;
     uint64_t mapped_bytes;
     uint64_t mappings_opened, mapping_close_errors;
@@ -66,20 +66,20 @@ struct gpu {
     size_t n_pinned;
 
     bool placement_decided;
-    int placement_rc;              /* 0 or the refusal */
+    int placement_rc; /* 0 or the refusal */
     gpu_place_t placement;
     char placement_why[GPU_REASON_MAX];
 
     /* completions */
     uv_async_t done_async;
     uv_timer_t watch_timer;
-    int handles_open;              /* freed when the last close callback ran */
+    int handles_open; /* freed when the last close callback ran */
     bool freeing;
-    pthread_mutex_t done_mu;       /* guards pending, done and every node's fired/status */
-    struct gpu_done_node pending;  /* sentinel: outstanding, not fired */
-    struct gpu_done_node done;     /* sentinel: fired, awaiting the loop */
-    struct gpu_done_node zombies;  /* sentinel: delivered after a watch failure, not yet freed */
-    size_t outstanding;            /* loop thread only */
+    pthread_mutex_t done_mu;      /* guards pending, done and every node's fired/status */
+    struct gpu_done_node pending; /* sentinel: outstanding, not fired */
+    struct gpu_done_node done;    /* sentinel: fired, awaiting the loop */
+    struct gpu_done_node zombies; /* sentinel: delivered after a watch failure, not yet freed */
+    size_t outstanding;           /* loop thread only */
     uint64_t completions_ok, completions_failed;
 };
 

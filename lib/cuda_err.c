@@ -48,13 +48,22 @@ int cuda_err_to_errno(int status)
     }
 }
 
-static const char *reason(int status) { return cudaGetErrorString((cudaError_t)status); }
+static const char *reason(int status)
+{
+    return cudaGetErrorString((cudaError_t)status);
+}
 
-static void clear_last(void) { (void)cudaGetLastError(); }
+static void clear_last(void)
+{
+    (void)cudaGetLastError();
+}
 
 #else /* !KVF_HAVE_CUDA */
 
-int cuda_err_to_errno(int status) { return status == 0 ? 0 : -ENOTSUP; }
+int cuda_err_to_errno(int status)
+{
+    return status == 0 ? 0 : -ENOTSUP;
+}
 
 static const char *reason(int status)
 {

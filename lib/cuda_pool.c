@@ -30,8 +30,7 @@ int cuda_pool_device_count(char *err, size_t errlen)
     return n;
 }
 
-int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err,
-                  size_t errlen)
+int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err, size_t errlen)
 {
     int dev = device, rc, n;
     struct cuda_pool *p;
@@ -56,8 +55,8 @@ int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *
     p->bytes = bytes;
     if ((rc = CUDA_ERR_TRY(cudaSetDevice(dev))) < 0)
         goto err_free_struct;
-    if ((rc = CUDA_ERR_TRY(
-             cudaDeviceGetPCIBusId(p->pci_bus_id, (int)sizeof(p->pci_bus_id), dev))) < 0)
+    if ((rc = CUDA_ERR_TRY(cudaDeviceGetPCIBusId(p->pci_bus_id, (int)sizeof(p->pci_bus_id), dev))) <
+        0)
         goto err_free_struct;
     if ((rc = CUDA_ERR_TRY(cudaMalloc(&p->dptr, bytes))) < 0) {
         p->dptr = NULL;
@@ -131,10 +130,12 @@ static int no_cuda(char *err, size_t errlen)
     return -ENOTSUP;
 }
 
-int cuda_pool_device_count(char *err, size_t errlen) { return no_cuda(err, errlen); }
+int cuda_pool_device_count(char *err, size_t errlen)
+{
+    return no_cuda(err, errlen);
+}
 
-int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err,
-                  size_t errlen)
+int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err, size_t errlen)
 {
     (void)device, (void)bytes, (void)ret;
     return no_cuda(err, errlen);

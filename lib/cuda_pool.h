@@ -23,19 +23,18 @@
 #define CUDA_POOL_PCI_ID_MAX 32
 
 struct cuda_pool {
-    int32_t device;                               /* CUDA ordinal in this process */
-    uint64_t bytes;                               /* as asked */
-    void *dptr;                                   /* owned: device address of the allocation */
-    uint8_t handle[CUDA_POOL_HANDLE_BYTES];       /* cudaIpcMemHandle_t of dptr */
-    char pci_bus_id[CUDA_POOL_PCI_ID_MAX];        /* "0000:18:00.0": names the GPU across
-                                                     processes whatever CUDA_VISIBLE_DEVICES */
+    int32_t device;                         /* CUDA ordinal in this process */
+    uint64_t bytes;                         /* as asked */
+    void *dptr;                             /* owned: device address of the allocation */
+    uint8_t handle[CUDA_POOL_HANDLE_BYTES]; /* cudaIpcMemHandle_t of dptr */
+    char pci_bus_id[CUDA_POOL_PCI_ID_MAX];  /* "0000:18:00.0": names the GPU across
+                                               processes whatever CUDA_VISIBLE_DEVICES */
 };
 
 /* Allocates `bytes` (1..CUDA_POOL_MAX_BYTES) on `device`, zero-filled, and exports its IPC handle.
  * Returns 0 and *ret, or -errno with a message in err: -EINVAL (bad size or device ordinal),
  * -ENODEV (no such device / no GPU), -ENOMEM, -ENOTSUP (no CUDA in this build), -EIO. */
-int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err,
-                  size_t errlen);
+int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *err, size_t errlen);
 /* Frees the allocation. Accepts NULL; returns NULL. */
 struct cuda_pool *cuda_pool_free(struct cuda_pool *p);
 

@@ -74,7 +74,7 @@ START_TEST(ipc_open_in_cpu_mode_is_refused_with_the_reason)
     struct gpu_mapping *m = (struct gpu_mapping *)0x1; /* must stay untouched */
     char err[512] = "";
     memset(handle, 0x5a, sizeof(handle));
-    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, 1 << 20, &m, err, sizeof(err)), -ENODEV);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, 0, 1 << 20, &m, err, sizeof(err)), -ENODEV);
     ck_assert_ptr_eq(m, (struct gpu_mapping *)0x1);
     ck_assert_msg(strstr(err, "CPU mode") && strstr(err, gpu_cpu_reason(g)), "err: %s", err);
 #ifndef KVF_HAVE_CUDA
@@ -153,9 +153,9 @@ START_TEST(cuda_errors_convert_once_into_errno_and_a_named_message)
     ck_assert_str_eq(err, "untouched");
 #ifdef KVF_HAVE_CUDA
     ck_assert_int_eq(CUDA_ERR_TRY(cudaErrorInvalidValue), -EINVAL);
-    ck_assert_int_eq(cuda_err_check(cudaErrorInvalidValue, "cudaIpcOpenMemHandle(&p, h, flags)", 1,
-                                    err, errlen),
-                     -EINVAL);
+    ck_assert_int_eq(
+        cuda_err_check(cudaErrorInvalidValue, "cudaIpcOpenMemHandle(&p, h, flags)", 1, err, errlen),
+        -EINVAL);
     ck_assert_str_eq(err, "cudaIpcOpenMemHandle: invalid argument (device 1)");
     ck_assert_int_eq(cuda_err_check(cudaErrorMemoryAllocation, "cudaMalloc", -1, err, errlen),
                      -ENOMEM);
@@ -169,7 +169,8 @@ START_TEST(cuda_errors_convert_once_into_errno_and_a_named_message)
 #else
     ck_assert_int_eq(cuda_err_check(1, "cudaIpcOpenMemHandle(&p, h, flags)", 1, err, errlen),
                      -ENOTSUP);
-    ck_assert_str_eq(err, "cudaIpcOpenMemHandle: this build has no CUDA; use host pools (device 1)");
+    ck_assert_str_eq(err,
+                     "cudaIpcOpenMemHandle: this build has no CUDA; use host pools (device 1)");
 #endif
     /* a tiny buffer truncates, never overflows */
     char small[8];
@@ -184,9 +185,8 @@ START_TEST(placement_auto_without_gpu_is_host_with_the_reason)
 {
     gpu_place_t p = GPU_PLACE_DEVICE;
     char why[512];
-    ck_assert_int_eq(gpu_arena_decide(GPU_PLACE_AUTO, false, "no driver", true, &p, why,
-                                      sizeof(why)),
-                     0);
+    ck_assert_int_eq(
+        gpu_arena_decide(GPU_PLACE_AUTO, false, "no driver", true, &p, why, sizeof(why)), 0);
     ck_assert_int_eq(p, GPU_PLACE_HOST);
     ck_assert_str_eq(why, "auto: no GPU (no driver): host memory");
 }
@@ -210,9 +210,9 @@ START_TEST(placement_device_is_refused_with_what_to_change)
 {
     gpu_place_t p = GPU_PLACE_AUTO;
     char why[512];
-    ck_assert_int_eq(gpu_arena_decide(GPU_PLACE_DEVICE, false, "no driver", true, &p, why,
-                                      sizeof(why)),
-                     -ENODEV);
+    ck_assert_int_eq(
+        gpu_arena_decide(GPU_PLACE_DEVICE, false, "no driver", true, &p, why, sizeof(why)),
+        -ENODEV);
     ck_assert_ptr_nonnull(strstr(why, "no GPU (no driver)"));
     ck_assert_ptr_nonnull(strstr(why, "set arena.placement to auto or host"));
     ck_assert_int_eq(gpu_arena_decide(GPU_PLACE_DEVICE, true, "", false, &p, why, sizeof(why)),

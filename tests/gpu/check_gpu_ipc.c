@@ -204,9 +204,9 @@ static void gpu_down(void)
 static void read_mapping(const struct gpu_mapping *m, uint8_t *buf, uint64_t off, uint64_t len)
 {
     ck_assert_int_eq(cudaSetDevice(gpu_mapping_device(m)), cudaSuccess);
-    ck_assert_int_eq(cudaMemcpy(buf, (const char *)gpu_mapping_ptr(m) + off, len,
-                                cudaMemcpyDeviceToHost),
-                     cudaSuccess);
+    ck_assert_int_eq(
+        cudaMemcpy(buf, (const char *)gpu_mapping_ptr(m) + off, len, cudaMemcpyDeviceToHost),
+        cudaSuccess);
 }
 
 static json_t *status_get(const char *section)
@@ -258,12 +258,12 @@ START_TEST(worker_pool_maps_once_and_reads_back_bitwise_both_ways)
     ck_assert_int_eq(gpu_device_by_pci(g, w.h.pci_bus_id), 0);
 
     /* a pool declared larger than its allocation is refused before anything is kept */
-    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, POOL_BYTES + (64u << 20), &m, err, sizeof(err)),
-                     -ERANGE);
+    ck_assert_int_eq(
+        gpu_ipc_open(g, 0, w.h.handle, 0, POOL_BYTES + (64u << 20), &m, err, sizeof(err)), -ERANGE);
     ck_assert_msg(strstr(err, "declared as") != NULL, "err: %s", err);
     ck_assert_uint_eq(gpu_mapping_count(g), 0);
 
-    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, POOL_BYTES, &m, err, sizeof(err)), 0);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, 0, POOL_BYTES, &m, err, sizeof(err)), 0);
     ck_assert_int_eq(gpu_mapping_device(m), 0);
     ck_assert_uint_ge(gpu_mapping_bytes(m), POOL_BYTES);
     ck_assert_uint_eq(gpu_mapping_count(g), 1);
@@ -284,9 +284,19 @@ START_TEST(worker_pool_maps_once_and_reads_back_bitwise_both_ways)
     ck_assert_int_eq(worker_verify(&w, 0, half, seed), -1);
     ck_assert_int_ne(worker_verify(&w, 0, half, seed2), -1); /* the check can fail */
 
-    /* the same handle again: the same mapping, one more reference */
-    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, POOL_BYTES, &m2, err, sizeof(err)), 0);
+    /* another pool inside the same allocation: the same mapping, one more reference; a range
+     * that leaves the allocation is refused and takes no reference */
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, half, POOL_BYTES - half, &m2, err, sizeof(err)),
+                     0);
     ck_assert_ptr_eq(m2, m);
+    struct gpu_mapping *m3 = NULL;
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, half, gpu_mapping_bytes(m) - half + 1, &m3, err,
+                                  sizeof(err)),
+                     -ERANGE);
+    ck_assert_ptr_null(m3);
+    ck_assert_int_eq(
+        gpu_ipc_open(g, 0, w.h.handle, GPU_MAX_MAPPING_BYTES + 1, 1, &m3, err, sizeof(err)),
+        -EINVAL);
     ck_assert_uint_eq(gpu_mapping_count(g), 1);
     json_t *ms = status_get("mappings");
     ck_assert_int_eq(json_integer_value(json_object_get(ms, "count")), 1);
@@ -314,20 +324,20 @@ START_TEST(bogus_handle_and_bad_arguments_fail_with_named_errors_and_we_stay_up)
 
     for (int i = 0; i < GPU_IPC_HANDLE_BYTES; i++)
         handle[i] = (uint8_t)(i * 37 + 11);
-    int rc = gpu_ipc_open(g, 0, handle, 1 << 20, &m, err, sizeof(err));
+    int rc = gpu_ipc_open(g, 0, handle, 0, 1 << 20, &m, err, sizeof(err));
     ck_assert_int_lt(rc, 0);
     ck_assert_ptr_null(m);
     ck_assert_msg(strncmp(err, "cudaIpcOpenMemHandle: ", 22) == 0 && strstr(err, "(device 0)"),
                   "err: %s", err);
     printf("bogus handle: %s (rc %d)\n", err, rc);
     memset(handle, 0, sizeof(handle));
-    ck_assert_int_lt(gpu_ipc_open(g, 0, handle, 1 << 20, &m, err, sizeof(err)), 0);
+    ck_assert_int_lt(gpu_ipc_open(g, 0, handle, 0, 1 << 20, &m, err, sizeof(err)), 0);
 
-    ck_assert_int_eq(gpu_ipc_open(g, n_gpus, handle, 1 << 20, &m, err, sizeof(err)), -ENODEV);
+    ck_assert_int_eq(gpu_ipc_open(g, n_gpus, handle, 0, 1 << 20, &m, err, sizeof(err)), -ENODEV);
     ck_assert_ptr_nonnull(strstr(err, "this daemon sees"));
-    ck_assert_int_eq(gpu_ipc_open(g, -1, handle, 1 << 20, &m, err, sizeof(err)), -ENODEV);
-    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, 0, &m, err, sizeof(err)), -EINVAL);
-    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, GPU_MAX_MAPPING_BYTES + 1, &m, err, sizeof(err)),
+    ck_assert_int_eq(gpu_ipc_open(g, -1, handle, 0, 1 << 20, &m, err, sizeof(err)), -ENODEV);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, 0, 0, &m, err, sizeof(err)), -EINVAL);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, handle, 0, GPU_MAX_MAPPING_BYTES + 1, &m, err, sizeof(err)),
                      -EINVAL);
     ck_assert_uint_eq(gpu_mapping_count(g), 0);
     ck_assert_ptr_null(m);
@@ -355,7 +365,7 @@ START_TEST(worker_killed_while_mapped_leaves_the_daemon_up_and_releasing)
 
     worker_start(&w, 0, POOL_BYTES, 7);
     gpu_up();
-    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, POOL_BYTES, &m, err, sizeof(err)), 0);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w.h.handle, 0, POOL_BYTES, &m, err, sizeof(err)), 0);
     read_mapping(m, buf, 0, 4096);
     ck_assert_int_eq(pattern_diff(buf, 7, 0, 4096), -1);
 
@@ -373,7 +383,7 @@ START_TEST(worker_killed_while_mapped_leaves_the_daemon_up_and_releasing)
 
     /* and serves the next worker as before; fork+exec keeps our CUDA state out of the child */
     worker_start(&w2, 0, POOL_BYTES, 8);
-    ck_assert_int_eq(gpu_ipc_open(g, 0, w2.h.handle, POOL_BYTES, &m, err, sizeof(err)), 0);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w2.h.handle, 0, POOL_BYTES, &m, err, sizeof(err)), 0);
     read_mapping(m, buf, 0, POOL_BYTES);
     ck_assert_int_eq(pattern_diff(buf, 8, 0, POOL_BYTES), -1);
     m = gpu_ipc_close(g, m);
@@ -506,9 +516,9 @@ START_TEST(host_arena_is_page_locked_and_written_by_the_gpu_through_its_alias)
         ck_assert_int_eq(cudaSetDevice(d), cudaSuccess);
         ck_assert_int_eq(cudaMalloc(&dbuf, 4096), cudaSuccess);
         ck_assert_int_eq(cudaMemsetAsync(dbuf, 0x40 + d, 4096, st), cudaSuccess);
-        ck_assert_int_eq(cudaMemcpyAsync((char *)alias + (size_t)d * 4096, dbuf, 4096,
-                                         cudaMemcpyDefault, st),
-                         cudaSuccess);
+        ck_assert_int_eq(
+            cudaMemcpyAsync((char *)alias + (size_t)d * 4096, dbuf, 4096, cudaMemcpyDefault, st),
+            cudaSuccess);
         ck_assert_int_eq(cudaStreamSynchronize(st), cudaSuccess);
         cudaFree(dbuf);
         ck_assert_int_eq(arena[(size_t)d * 4096], 0x40 + d);
@@ -584,7 +594,7 @@ START_TEST(peer_access_between_two_gpus_copies_bitwise_and_ipc_maps_on_the_ownin
     }
 
     /* the worker says device 0 (as with its own CUDA_VISIBLE_DEVICES); the memory is on 1 */
-    int rc = gpu_ipc_open(g, 0, w.h.handle, POOL_BYTES, &m, err, sizeof(err));
+    int rc = gpu_ipc_open(g, 0, w.h.handle, 0, POOL_BYTES, &m, err, sizeof(err));
     ck_assert_msg(rc == 0, "open: %s", err);
     ck_assert_int_eq(gpu_mapping_device(m), 1);
     ck_assert_int_eq(gpu_device_by_pci(g, w.h.pci_bus_id), 1);
@@ -629,8 +639,7 @@ static int probe(char *why, size_t len)
 int main(int argc, char **argv)
 {
     if (argc == 5 && strcmp(argv[1], "--worker") == 0)
-        return worker_main(atoi(argv[2]), strtoull(argv[3], NULL, 10),
-                           strtoull(argv[4], NULL, 10));
+        return worker_main(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     char why[256];
     n_gpus = probe(why, sizeof(why));
     if (n_gpus <= 0) {
@@ -662,7 +671,8 @@ int main(int argc, char **argv)
     tc = tcase_create("peer");
     tcase_set_timeout(tc, 60);
     if (n_gpus >= 2)
-        tcase_add_test(tc, peer_access_between_two_gpus_copies_bitwise_and_ipc_maps_on_the_owning_device);
+        tcase_add_test(
+            tc, peer_access_between_two_gpus_copies_bitwise_and_ipc_maps_on_the_owning_device);
     else
         printf("SKIP: peer access test needs 2 GPUs, this machine has %d\n", n_gpus);
     suite_add_tcase(s, tc);
