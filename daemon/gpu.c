@@ -129,6 +129,12 @@ struct gpu *gpu_free(struct gpu *g)
     gpu_ipc_close_all(g);
     gpu_pin_release_all(g);
     destroy_streams(g);
+    /* a loop-wide close walk that ran first owns the handles now: leak g rather than abort */
+    if (uv_is_closing((uv_handle_t *)&g->done_async) ||
+        uv_is_closing((uv_handle_t *)&g->watch_timer)) {
+        log_warn("gpu: handles closed by someone else before gpu_free; not freeing");
+        return NULL;
+    }
     uv_close((uv_handle_t *)&g->done_async, gpu_handle_closed);
     uv_close((uv_handle_t *)&g->watch_timer, gpu_handle_closed);
     return NULL;

@@ -60,7 +60,9 @@ int gpu_new(uv_loop_t *loop, struct gpu **ret);
 /* Waits for the daemon streams (and any stream with a completion outstanding) to finish,
  * delivers outstanding completions with -ECANCELED, closes every mapping, unregisters pinned
  * memory, destroys the streams and closes the handles; the struct is freed by the last close
- * callback, so run the loop afterwards. Accepts NULL; returns NULL. */
+ * callback, so run the loop afterwards; call it before any walk that closes the loop's remaining
+ * handles (daemon teardown: modules stop, then the walk). Blocks until the GPU work already
+ * queued on the streams ends. Accepts NULL; returns NULL. */
 struct gpu *gpu_free(struct gpu *g);
 
 /* Discovery results. */

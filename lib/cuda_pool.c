@@ -62,7 +62,8 @@ int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *
         p->dptr = NULL;
         goto err_free_struct;
     }
-    if ((rc = CUDA_ERR_TRY(cudaMemset(p->dptr, 0, bytes))) < 0)
+    if ((rc = CUDA_ERR_TRY(cudaMemset(p->dptr, 0, bytes))) < 0 ||
+        (rc = CUDA_ERR_TRY(cudaDeviceSynchronize())) < 0)
         goto err_free_mem;
     cudaIpcMemHandle_t h;
     if ((rc = CUDA_ERR_TRY(cudaIpcGetMemHandle(&h, p->dptr))) < 0)
@@ -97,7 +98,12 @@ int cuda_pool_write(struct cuda_pool *p, uint64_t off, const void *src, uint64_t
         return rc;
     if ((rc = CUDA_ERR_TRY(cudaSetDevice(dev))) < 0)
         return rc;
-    return CUDA_ERR_TRY(cudaMemcpy((char *)p->dptr + off, src, len, cudaMemcpyHostToDevice));
+    if ((rc = CUDA_ERR_TRY(cudaMemcpy((char *)p->dptr + off, src, len, cudaMemcpyHostToDevice))) <
+        0)
+        return rc;
+    /* from pageable memory cudaMemcpy may return before the DMA lands: wait, so another process
+     * told "written" sees the bytes */
+    return CUDA_ERR_TRY(cudaDeviceSynchronize());
 }
 
 int cuda_pool_read(const struct cuda_pool *p, uint64_t off, void *dst, uint64_t len, char *err,
@@ -119,7 +125,9 @@ int cuda_pool_fill(struct cuda_pool *p, uint64_t off, uint64_t len, uint8_t byte
         return rc;
     if ((rc = CUDA_ERR_TRY(cudaSetDevice(dev))) < 0)
         return rc;
-    return CUDA_ERR_TRY(cudaMemset((char *)p->dptr + off, byte, len));
+    if ((rc = CUDA_ERR_TRY(cudaMemset((char *)p->dptr + off, byte, len))) < 0)
+        return rc;
+    return CUDA_ERR_TRY(cudaDeviceSynchronize());
 }
 
 #else /* !KVF_HAVE_CUDA: refuse, saying why */

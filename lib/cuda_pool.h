@@ -39,7 +39,8 @@ int cuda_pool_new(int32_t device, uint64_t bytes, struct cuda_pool **ret, char *
 struct cuda_pool *cuda_pool_free(struct cuda_pool *p);
 
 /* Copies len bytes between host memory and pool bytes [off, off + len). -ERANGE when the range
- * leaves the pool; -errno with a message on CUDA failure. Synchronous. */
+ * leaves the pool; -errno with a message on CUDA failure. Synchronous: written bytes are in
+ * device memory, visible to every process mapping the pool, when it returns. */
 int cuda_pool_write(struct cuda_pool *p, uint64_t off, const void *src, uint64_t len, char *err,
                     size_t errlen);
 int cuda_pool_read(const struct cuda_pool *p, uint64_t off, void *dst, uint64_t len, char *err,
