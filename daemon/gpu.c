@@ -89,6 +89,7 @@ int gpu_new(uv_loop_t *loop, struct gpu **ret)
     if (!g)
         return -ENOMEM;
     g->loop = loop;
+    g->max_mappings = GPU_MAX_MAPPINGS;
     if ((rc = gpu_done_init(g)) < 0) {
         if (g->handles_open == 0)
             free(g);

@@ -101,6 +101,9 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
  * touches the mapping may be in flight. A CUDA error on close is logged and counted; the mapping
  * is released anyway. Accepts NULL; returns NULL. */
 struct gpu_mapping *gpu_ipc_close(struct gpu *g, struct gpu_mapping *m);
+/* Lowers the open-mapping limit (1..GPU_MAX_MAPPINGS; default GPU_MAX_MAPPINGS): 0 or -EINVAL.
+ * Mappings already open stay. */
+int gpu_set_max_mappings(struct gpu *g, size_t max);
 void *gpu_mapping_ptr(const struct gpu_mapping *m);      /* allocation base in this process */
 int gpu_mapping_device(const struct gpu_mapping *m);     /* where the memory lives */
 uint64_t gpu_mapping_bytes(const struct gpu_mapping *m); /* allocation size */

@@ -170,8 +170,8 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
         *ret = m;
         return 0;
     }
-    if (g->n_mappings >= GPU_MAX_MAPPINGS) {
-        snprintf(err, errlen, "too many GPU pool mappings open (limit %d)", GPU_MAX_MAPPINGS);
+    if (g->n_mappings >= g->max_mappings) {
+        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
         return -ENOSPC;
     }
     if (g->dev[device].failed) {
@@ -237,6 +237,14 @@ void gpu_ipc_close_all(struct gpu *g)
         g->mappings = m->next;
         release(g, m);
     }
+}
+
+int gpu_set_max_mappings(struct gpu *g, size_t max)
+{
+    if (max < 1 || max > GPU_MAX_MAPPINGS)
+        return -EINVAL;
+    g->max_mappings = max;
+    return 0;
 }
 
 void *gpu_mapping_ptr(const struct gpu_mapping *m)

@@ -59,6 +59,7 @@ struct gpu {
 
     struct gpu_mapping *mappings; /* owned list */
     size_t n_mappings;
+    size_t max_mappings; /* <= GPU_MAX_MAPPINGS */
     uint64_t mapped_bytes;
     uint64_t mappings_opened, mapping_close_errors;
 

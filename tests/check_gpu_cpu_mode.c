@@ -82,6 +82,9 @@ START_TEST(ipc_open_in_cpu_mode_is_refused_with_the_reason)
 #endif
     ck_assert_uint_eq(gpu_mapping_count(g), 0);
     ck_assert_uint_eq(gpu_mapping_total_bytes(g), 0);
+    ck_assert_int_eq(gpu_set_max_mappings(g, 0), -EINVAL);
+    ck_assert_int_eq(gpu_set_max_mappings(g, GPU_MAX_MAPPINGS + 1), -EINVAL);
+    ck_assert_int_eq(gpu_set_max_mappings(g, 1), 0);
     /* closing nothing is fine */
     ck_assert_ptr_null(gpu_ipc_close(g, NULL));
 }

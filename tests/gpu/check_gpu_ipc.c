@@ -393,6 +393,33 @@ START_TEST(worker_killed_while_mapped_leaves_the_daemon_up_and_releasing)
 }
 END_TEST
 
+START_TEST(mapping_limit_refuses_a_new_allocation_but_not_a_known_one)
+{
+    struct worker w1, w2;
+    struct gpu_mapping *m1 = NULL, *again = NULL, *m2 = (struct gpu_mapping *)0x1;
+    char err[512];
+
+    worker_start(&w1, 0, 1 << 20, 1);
+    worker_start(&w2, 0, 1 << 20, 2);
+    gpu_up();
+    ck_assert_int_eq(gpu_set_max_mappings(g, 1), 0);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w1.h.handle, 0, 1 << 20, &m1, err, sizeof(err)), 0);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w2.h.handle, 0, 1 << 20, &m2, err, sizeof(err)), -ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "limit 1"));
+    ck_assert_ptr_eq(m2, (struct gpu_mapping *)0x1);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w1.h.handle, 0, 4096, &again, err, sizeof(err)), 0);
+    ck_assert_ptr_eq(again, m1);
+    again = gpu_ipc_close(g, again);
+    m1 = gpu_ipc_close(g, m1);
+    ck_assert_int_eq(gpu_ipc_open(g, 0, w2.h.handle, 0, 1 << 20, &m2, err, sizeof(err)), 0);
+    m2 = gpu_ipc_close(g, m2);
+    ck_assert_uint_eq(gpu_mapping_count(g), 0);
+    ck_assert_int_eq(worker_stop(&w1), 0);
+    ck_assert_int_eq(worker_stop(&w2), 0);
+    gpu_down();
+}
+END_TEST
+
 /* completions */
 
 struct done_rec {
@@ -539,6 +566,18 @@ START_TEST(host_arena_is_page_locked_and_written_by_the_gpu_through_its_alias)
 
     ck_assert_int_eq(gpu_host_unregister(g, arena, err, sizeof(err)), 0);
     ck_assert_int_eq(gpu_host_unregister(g, arena, err, sizeof(err)), -ENOENT);
+
+    /* the page-locked range limit: GPU_MAX_PINNED ranges (4 KiB pages of the arena), then no */
+    ck_assert_uint_ge(len, (GPU_MAX_PINNED + 1) * 4096u);
+    for (int i = 0; i < GPU_MAX_PINNED; i++)
+        ck_assert_int_eq(
+            gpu_host_register(g, arena + (size_t)i * 4096, 4096, &alias, err, sizeof(err)), 0);
+    ck_assert_int_eq(
+        gpu_host_register(g, arena + (size_t)GPU_MAX_PINNED * 4096, 4096, &alias, err, sizeof(err)),
+        -ENOSPC);
+    ck_assert_ptr_nonnull(strstr(err, "too many ranges"));
+    for (int i = 0; i < GPU_MAX_PINNED; i++)
+        ck_assert_int_eq(gpu_host_unregister(g, arena + (size_t)i * 4096, err, sizeof(err)), 0);
     /* left registered at teardown: gpu_free undoes it */
     ck_assert_int_eq(gpu_host_register(g, arena, len, &alias, err, sizeof(err)), 0);
     gpu_down();
@@ -655,6 +694,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, worker_pool_maps_once_and_reads_back_bitwise_both_ways);
     tcase_add_test(tc, bogus_handle_and_bad_arguments_fail_with_named_errors_and_we_stay_up);
     tcase_add_test(tc, worker_killed_while_mapped_leaves_the_daemon_up_and_releasing);
+    tcase_add_test(tc, mapping_limit_refuses_a_new_allocation_but_not_a_known_one);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("completions");
