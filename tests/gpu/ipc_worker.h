@@ -10,6 +10,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,13 +127,20 @@ struct worker {
     struct hello h;
 };
 
-static inline void worker_start(struct worker *w, int device, uint64_t bytes, uint64_t seed)
+/* Starts a worker and reads its hello. 0, or the worker's error (its message in w->h.err), or
+ * -EIO when it could not be started or died. No Check asserts: usable outside a test. */
+static inline int worker_spawn(struct worker *w, int device, uint64_t bytes, uint64_t seed)
 {
     int in[2], out[2];
-    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-    ck_assert_int_eq(pipe2(out, O_CLOEXEC), 0);
+    memset(w, 0, sizeof(*w));
+    if (pipe2(in, O_CLOEXEC) < 0)
+        return -errno;
+    if (pipe2(out, O_CLOEXEC) < 0) {
+        close(in[0]);
+        close(in[1]);
+        return -errno;
+    }
     w->pid = fork();
-    ck_assert_int_ge(w->pid, 0);
     if (w->pid == 0) {
         char d[16], b[32], s[32];
         snprintf(d, sizeof(d), "%d", device);
@@ -147,8 +155,17 @@ static inline void worker_start(struct worker *w, int device, uint64_t bytes, ui
     close(out[1]);
     w->to = in[1];
     w->from = out[0];
-    ck_assert_int_eq(read_full(w->from, &w->h, sizeof(w->h)), 0);
-    ck_assert_msg(w->h.rc == 0, "worker: %s", w->h.err);
+    if (w->pid < 0 || read_full(w->from, &w->h, sizeof(w->h)) < 0) {
+        snprintf(w->h.err, sizeof(w->h.err), "worker did not start or died");
+        return -EIO;
+    }
+    return w->h.rc;
+}
+
+static inline void worker_start(struct worker *w, int device, uint64_t bytes, uint64_t seed)
+{
+    int rc = worker_spawn(w, device, bytes, seed);
+    ck_assert_msg(rc == 0, "worker: %s (%d)", w->h.err, rc);
     ck_assert_uint_eq(w->h.bytes, bytes);
 }
 
@@ -161,14 +178,24 @@ static inline int64_t worker_verify(struct worker *w, uint64_t off, uint64_t len
     return res;
 }
 
-static inline int worker_stop(struct worker *w)
+/* Tells the worker to quit and reaps it; returns its wait status. */
+static inline int worker_reap(struct worker *w)
 {
     struct cmd c = {.op = 'q'};
-    int st = 0;
-    write_full(w->to, &c, sizeof(c));
+    int st = -1;
+    if (write_full(w->to, &c, sizeof(c)) < 0)
+        kill(w->pid, SIGKILL);
     close(w->to);
     close(w->from);
-    ck_assert_int_eq(waitpid(w->pid, &st, 0), w->pid);
+    if (w->pid > 0 && waitpid(w->pid, &st, 0) != w->pid)
+        st = -1;
+    return st;
+}
+
+static inline int worker_stop(struct worker *w)
+{
+    int st = worker_reap(w);
+    ck_assert_int_ne(st, -1);
     return st;
 }
 
