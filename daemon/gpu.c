@@ -27,8 +27,17 @@ static int discover(struct gpu *g, char *err, size_t errlen)
 {
     int n = 0, dev = -1, rc;
 
-    if ((rc = GPU_TRY(cudaGetDeviceCount(&n))) < 0)
+    cudaError_t cst = cudaGetDeviceCount(&n);
+    if ((rc = cuda_err_check(cst, "cudaGetDeviceCount", dev, err, errlen)) < 0) {
+        if (cst == cudaErrorInsufficientDriver) { /* what CUDA says when there is no driver */
+            size_t used = strlen(err);
+            snprintf(err + used, errlen - used,
+                     " (no NVIDIA driver loaded, or one older than "
+                     "this build's CUDA %d.%d runtime)",
+                     CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
+        }
         return rc;
+    }
     if (n <= 0) {
         const char *vis = getenv("CUDA_VISIBLE_DEVICES");
         snprintf(err, errlen, "no CUDA device visible%s%s%s",
