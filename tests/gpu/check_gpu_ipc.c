@@ -340,6 +340,43 @@ START_TEST(completions_arrive_on_the_loop_in_stream_order_and_the_loop_closes)
 }
 END_TEST
 
+struct rt {
+    int calls;
+};
+
+static void on_rt(void *arg, int status)
+{
+    struct rt *r = arg;
+    if (status == 0)
+        r->calls++;
+}
+
+/* Measures (and prints) the round trip of one completion on an idle stream: gpu_notify until the
+ * callback runs on the loop. Bounded loosely so a lost wakeup fails rather than hangs. */
+START_TEST(completion_round_trip_latency_is_printed)
+{
+    enum { N = 200 };
+    struct rt r = {0};
+    char err[512];
+    uint64_t worst = 0, total = 0;
+
+    gpu_up();
+    for (int i = 0; i < N; i++) {
+        uint64_t t0 = uv_hrtime();
+        ck_assert_int_eq(gpu_notify(g, 0, gpu_stream(g, 0, 2), on_rt, &r, err, sizeof(err)), 0);
+        ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+        uint64_t dt = uv_hrtime() - t0;
+        total += dt;
+        worst = dt > worst ? dt : worst;
+        ck_assert_int_eq(r.calls, i + 1);
+    }
+    printf("completion round trip on an idle stream: mean %.1f us, worst %.1f us (%d trips)\n",
+           total / 1e3 / N, worst / 1e3, N);
+    ck_assert_uint_lt(worst, 1000000000ull); /* 1 s */
+    gpu_down();
+}
+END_TEST
+
 START_TEST(gpu_free_delivers_outstanding_completions)
 {
     struct done_rec r = {.loop_thread = pthread_self()};
@@ -372,7 +409,8 @@ START_TEST(host_arena_is_page_locked_and_written_by_the_gpu_through_its_alias)
     char err[512];
     void *alias = NULL;
     gpu_up();
-    uint8_t *arena = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* shared memory, as UCX allocates an arena a same-host peer can put into */
+    uint8_t *arena = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(arena, MAP_FAILED);
     memset(arena, 0, len);
 
@@ -584,7 +622,8 @@ int main(int argc, char **argv)
     if (argc == 5 && strcmp(argv[1], "--worker") == 0)
         return worker_main(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     char why[256];
-    signal(SIGPIPE, SIG_IGN); /* a worker that quit early is an EPIPE, not our death */
+    signal(SIGPIPE, SIG_IGN);         /* a worker that quit early is an EPIPE, not our death */
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines printed by forked tests reach the log */
     n_gpus = probe(why, sizeof(why));
     if (n_gpus <= 0) {
         printf("SKIP: %s\n", why);
@@ -617,6 +656,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, completions_arrive_on_the_loop_in_stream_order_and_the_loop_closes);
     tcase_add_test(tc, gpu_free_delivers_outstanding_completions);
+    tcase_add_test(tc, completion_round_trip_latency_is_printed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("pinned");
