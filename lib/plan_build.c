@@ -319,8 +319,11 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
                 if (rc)
                     goto fail;
             }
-    for (uint32_t c = 0; c < in->n_ctx; c++)
+    for (uint32_t c = 0; c < in->n_ctx; c++) {
+        if (plan_opvec_finish(&b.vecs[c]))
+            goto nomem;
         p.n_writers += b.vecs[c].bytes > 0;
+    }
     p.writers = calloc(p.n_writers ? p.n_writers : 1, sizeof(*p.writers));
     if (!p.writers)
         goto nomem;

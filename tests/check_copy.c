@@ -201,12 +201,14 @@ START_TEST(plan_compression_merges_runs_without_changing_bytes)
     /* 10 contiguous runs -> one op with a long len */
     for (int i = 0; i < 10; i++)
         ck_assert_int_eq(plan_opvec_add(&v, 0, 1000 + i * 8, 1, 500 + i * 8, 8, false), 0);
+    ck_assert_int_eq(plan_opvec_finish(&v), 0);
     ck_assert_uint_eq(v.n, 1);
     ck_assert_uint_eq(v.ops[0].len, 80);
     ck_assert_uint_eq(v.ops[0].count, 1);
     /* 5 strided runs (src +100, dst -64) -> one op with count 5 */
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(plan_opvec_add(&v, 1, 4000 + i * 100, 0, 9000 - i * 64, 32, true), 0);
+    ck_assert_int_eq(plan_opvec_finish(&v), 0);
     ck_assert_uint_eq(v.n, 2);
     ck_assert_uint_eq(v.ops[1].count, 5);
     ck_assert_int_eq(v.ops[1].src_stride, 100);
@@ -214,8 +216,10 @@ START_TEST(plan_compression_merges_runs_without_changing_bytes)
     ck_assert_uint_eq(v.ops[1].ext_off, 80);
     /* a run breaking the stride starts a new op; a different pool too */
     ck_assert_int_eq(plan_opvec_add(&v, 1, 4000 + 5 * 100 + 1, 0, 9000 - 5 * 64, 32, true), 0);
+    ck_assert_int_eq(plan_opvec_finish(&v), 0);
     ck_assert_uint_eq(v.n, 3);
     ck_assert_int_eq(plan_opvec_add(&v, 0, 0, 0, 0, 32, true), 0);
+    ck_assert_int_eq(plan_opvec_finish(&v), 0);
     ck_assert_uint_eq(v.n, 4);
     ck_assert_uint_eq(v.bytes, 80 + 5 * 32 + 32 + 32);
     ck_assert_uint_eq(v.state_bytes, 5 * 32 + 64);
@@ -224,6 +228,7 @@ START_TEST(plan_compression_merges_runs_without_changing_bytes)
     struct plan_opvec u = {0};
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(plan_opvec_add(&u, PLAN_POOL_UNKNOWN, 12345 * i, 0, i * 16, 16, false), 0);
+    ck_assert_int_eq(plan_opvec_finish(&u), 0);
     ck_assert_uint_eq(u.n, 1);
     ck_assert_uint_eq(u.ops[0].len, 64);
     ck_assert_uint_eq(u.ops[0].src_off, 0);
