@@ -335,6 +335,68 @@ START_TEST(plan_bytes_kimi_linear_48b_per_token)
 }
 END_TEST
 
+/* ---- compression: op counts for a kimi-k3 8k-token request (they size the GPU kernels) ---- */
+
+static void k3_ops(const char *cs, const char *gs, uint32_t gr, bool ids_known, uint32_t *ops,
+                   uint32_t *n)
+{
+    static struct layout c[8], g[8];
+    static uint32_t blocks[128], slot = 0;
+    build_one(cs, c);
+    build_one(gs, g);
+    struct preset_spec sc;
+    char err[128];
+    ck_assert_int_eq(preset_parse(cs, &sc, err, sizeof(err)), 0);
+    for (uint32_t i = 0; i < 128; i++)
+        blocks[i] = i;
+    struct plan_ids cids[8];
+    memset(cids, 0, sizeof(cids));
+    for (uint32_t r = 0; r < preset_n_ranks(&sc); r++)
+        for (uint32_t gi = 0; gi < c[r].n_groups; gi++) {
+            bool st = c[r].groups[gi].kind == GROUP_STATE;
+            cids[r].n[gi] = st ? 1 : 128;
+            cids[r].ids[gi] = ids_known ? (st ? &slot : blocks) : NULL;
+        }
+    struct plan_input in = {.gen = &g[gr], .ctx = c, .n_ctx = preset_n_ranks(&sc),
+                            .ctx_ids = cids, .ctx_dp_rank = -1};
+    for (uint32_t gi = 0; gi < g[gr].n_groups; gi++) {
+        bool st = g[gr].groups[gi].kind == GROUP_STATE;
+        in.gen_ids.n[gi] = st ? 1 : 128;
+        in.gen_ids.ids[gi] = st ? &slot : blocks;
+    }
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s", pe.message);
+    *n = p.n_writers;
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        ops[w] = p.writers[w].n_ops;
+    plan_done(&p);
+}
+
+START_TEST(plan_compresses_kimi_k3_8k_request_to_few_ops)
+{
+    uint32_t ops[8], n;
+    for (int known = 0; known < 2; known++) {
+        /* TP1: one op for all 69 KDA layers (strided), one for all 24 MLA layers */
+        k3_ops("kimi-k3", "kimi-k3", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_eq(ops[0], 2);
+        /* block-major: the MLA blocks of a layer are strided, not contiguous */
+        k3_ops("kimi-k3:arr=block", "kimi-k3", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_le(ops[0], 2 + 24);
+        /* TP4 -> TP2 fan-in: per KDA layer a 3-row conv op and an ssm op, plus the MLA */
+        k3_ops("kimi-k3:tp=4", "kimi-k3:tp=2", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_uint_eq(ops[0], 2 * 69 + 1);
+        ck_assert_uint_eq(ops[1], 2 * 69);
+        k3_ops("kimi-k3:tp=4", "kimi-k3:tp=2", 1, known, ops, &n);
+        ck_assert_uint_eq(n, 3);
+        ck_assert_uint_eq(ops[0], 1);
+    }
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -366,6 +428,7 @@ static Suite *plan_suite(void)
     tc = tcase_create("accounting");
     tcase_add_test(tc, plan_bytes_kimi_k3_state_per_request);
     tcase_add_test(tc, plan_bytes_kimi_linear_48b_per_token);
+    tcase_add_test(tc, plan_compresses_kimi_k3_8k_request_to_few_ops);
     suite_add_tcase(s, tc);
     return s;
 }
