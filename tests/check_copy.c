@@ -238,6 +238,65 @@ START_TEST(plan_compression_merges_runs_without_changing_bytes)
 }
 END_TEST
 
+/* Copies of at least 8 MiB take the streaming-store path: unaligned destinations, odd run
+ * lengths, sub-ranges cutting runs; the bytes must equal plain memcpy's. */
+START_TEST(copy_large_streaming_path_equals_memcpy)
+{
+    const uint64_t pool = 24u << 20;
+    uint64_t s = 42;
+    struct copy_mem src = {1, {malloc(pool)}, {pool}}, dst = {1, {calloc(1, pool)}, {pool}},
+                    ref = {1, {calloc(1, pool)}, {pool}};
+    ck_assert_ptr_nonnull(src.base[0]);
+    for (uint64_t i = 0; i < pool / 8; i++) {
+        uint64_t v = rnd(&s);
+        memcpy(src.base[0] + i * 8, &v, 8);
+    }
+    struct copy_op ops[200];
+    uint64_t ext = 0, dcur = 3;
+    uint32_t n = 0;
+    while (n < 200 && dcur + 140000 * 2 < pool) {
+        struct copy_op *o = &ops[n++];
+        o->src_pool = o->dst_pool = 0;
+        o->len = 4096 + rnd(&s) % 65536 + (rnd(&s) % 2) * 7;
+        o->count = 1 + rnd(&s) % 2;
+        o->src_stride = (int64_t)(o->len + rnd(&s) % 99);
+        o->src_off = rnd(&s) % (pool - 3 * 140000);
+        o->dst_stride = (int64_t)(o->len + 1 + rnd(&s) % 13);
+        o->dst_off = dcur;
+        dcur += o->count * (uint64_t)o->dst_stride + 5;
+        o->ext_off = ext;
+        ext += o->len * o->count;
+    }
+    ck_assert_uint_ge(ext, 8u << 20);
+    ck_assert_int_eq(copy_check(ops, n, &src, 's'), 0);
+    ck_assert_int_eq(copy_check(ops, n, &dst, 'd'), 0);
+    uint8_t *want = malloc(ext), *got = malloc(ext);
+    for (uint32_t i = 0; i < n; i++)
+        for (uint64_t k = 0; k < ops[i].count; k++) {
+            memcpy(want + ops[i].ext_off + k * ops[i].len,
+                   src.base[0] + ops[i].src_off + k * ops[i].src_stride, ops[i].len);
+            memcpy(ref.base[0] + ops[i].dst_off + k * ops[i].dst_stride,
+                   src.base[0] + ops[i].src_off + k * ops[i].src_stride, ops[i].len);
+        }
+    copy_gather(ops, n, &src, 0, ext, got);
+    ck_assert(memcmp(got, want, ext) == 0);
+    uint64_t cut = 1 + rnd(&s) % 1000; /* a big sub-range starting mid-run */
+    memset(got, 0, ext);
+    copy_gather(ops, n, &src, cut, ext, got);
+    ck_assert(memcmp(got, want + cut, ext - cut) == 0);
+    copy_scatter(ops, n, want, 0, ext, &dst);
+    ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
+    memset(dst.base[0], 0, pool);
+    copy_direct(ops, n, &src, &dst);
+    ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
+    free(want);
+    free(got);
+    free(src.base[0]);
+    free(dst.base[0]);
+    free(ref.base[0]);
+}
+END_TEST
+
 static Suite *copy_suite(void)
 {
     Suite *s = suite_create("copy");
@@ -245,6 +304,7 @@ static Suite *copy_suite(void)
     tcase_add_test(tc, copy_gather_any_subrange_equals_the_full_gather);
     tcase_add_test(tc, copy_scatter_in_pieces_equals_direct_copy);
     tcase_add_test(tc, copy_check_refuses_programs_outside_their_pools);
+    tcase_add_test(tc, copy_large_streaming_path_equals_memcpy);
     suite_add_tcase(s, tc);
     tc = tcase_create("compression");
     tcase_add_test(tc, plan_compression_merges_runs_without_changing_bytes);
