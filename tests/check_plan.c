@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "parity.h"
+#include "plan_internal.h"
 #include "testutil.h"
 
 static const struct par_opts base_opts = {.ctx_dp_rank = -1, .seed = 7, .chunked = 1};
@@ -146,6 +147,85 @@ START_TEST(plan_writers_follow_head_ranges_and_replication_rules)
     ASSERT_WRITERS(T ",tp=2,adp=1", T ",tp=4", 2, 0, 0);
     ASSERT_WRITERS(T ",pp=2", T, 0, -1, 0, 1);            /* both stages */
     ASSERT_WRITERS(T ",pp=2,tp=2", T ",tp=2", 1, -1, 1, 3);
+}
+END_TEST
+
+START_TEST(plan_empty_intersection_is_zero_bytes_of_that_kind)
+{
+    char err[256];
+    uint64_t rng = 9;
+    struct par_side c, g;
+    /* tiny's MLA layers are 3 and 7 (0-based): stage 0 of pp_layers=3+5 holds none */
+    ck_assert_int_eq(par_side_init(&c, T ",pp=2,pp_layers=3+5", ROLE_CONTEXT, 3, &rng, err,
+                                   sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T, ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_build(&in, &p, &pe), 0);
+    ck_assert_uint_eq(p.n_writers, 2);
+    ck_assert_uint_eq(p.writers[0].ctx_rank, 0);
+    ck_assert_uint_eq(p.writers[0].kv_bytes, 0);
+    ck_assert_uint_gt(p.writers[0].state_bytes, 0);
+    ck_assert_uint_gt(p.writers[1].kv_bytes, 0);
+    /* per rank sizing: stage 0 holds 3 KDA layers, stage 1 holds 3 of 5 */
+    ck_assert_uint_eq(p.writers[0].state_bytes, p.writers[1].state_bytes);
+    ck_assert_uint_eq(p.writers[0].bytes + p.writers[1].bytes, p.total_bytes);
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+/* The coverage check (rule 8) on tampered plans: a gap, a double write, a stray write. */
+START_TEST(plan_cover_check_refuses_gaps_overlaps_and_strays)
+{
+    char err[256], msg[256];
+    uint64_t rng = 13;
+    struct par_side c, g;
+    ck_assert_int_eq(par_side_init(&c, T ",tp=2", ROLE_CONTEXT, 3, &rng, err, sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T ",tp=2", ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_build(&in, &p, &pe), 0);
+    const struct layout *l = &g.ranks[0];
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), 0);
+    struct plan_writer *w = &p.writers[0];
+    ck_assert_uint_ge(w->n_ops, 2);
+    struct copy_op keep = w->ops[1];
+    /* the state/kv of the request differs from what ops carry */
+    w->n_ops--;
+    uint64_t last = w->ops[w->n_ops].len * w->ops[w->n_ops].count;
+    w->bytes -= last;
+    w->kv_bytes -= last; /* the last op is the MLA group's */
+    p.total_bytes -= last;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_msg(strstr(msg, "plan_bytes"), "%s", msg);
+    w->n_ops++;
+    w->kv_bytes += last;
+    w->bytes += last;
+    p.total_bytes += last;
+    /* op 1 writes over op 0's destination */
+    w->ops[1].dst_pool = w->ops[0].dst_pool;
+    w->ops[1].dst_off = w->ops[0].dst_off;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "more than once"));
+    /* op 1 writes outside the request (and leaves its own bytes uncovered) */
+    w->ops[1] = keep;
+    w->ops[1].dst_off = g.mem[0].size[w->ops[1].dst_pool] + 4096;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "coverage differs"));
+    /* extents that do not tile */
+    w->ops[1] = keep;
+    w->ops[1].ext_off++;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "not tiled"));
+    w->ops[1] = keep;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), 0);
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
 }
 END_TEST
 
@@ -420,6 +500,8 @@ static Suite *plan_suite(void)
     tc = tcase_create("writers");
     tcase_add_test(tc, plan_writers_follow_head_ranges_and_replication_rules);
     tcase_add_test(tc, plan_extent_follows_canonical_order);
+    tcase_add_test(tc, plan_empty_intersection_is_zero_bytes_of_that_kind);
+    tcase_add_test(tc, plan_cover_check_refuses_gaps_overlaps_and_strays);
     suite_add_tcase(s, tc);
     tc = tcase_create("request");
     tcase_add_test(tc, plan_refuses_bad_block_lists_with_bad_request);
