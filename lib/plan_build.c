@@ -245,7 +245,15 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
         uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
-            for (uint32_t o = 0; o < gt->outer; o++)
+            /* One writer holding all heads on both sides: the tensor is one contiguous run
+             * (the common case: MLA latent, matched TP); emit it once, not row by row. */
+            uint32_t outer = gt->outer, rows = 1;
+            if (nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
+                ws[t][0].h1 - ws[t][0].h0 == ws[t][0].ct->heads) {
+                rows = outer;
+                outer = 1;
+            }
+            for (uint32_t o = 0; o < outer; o++)
                 for (uint32_t i = 0; i < nw[t]; i++) {
                     const struct wsrc *w = &ws[t][i];
                     const struct layout_tensor *ct = w->ct;
@@ -261,7 +269,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint64_t d = gregion + gt->offset +
                                  ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
                     if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d,
-                                       (uint64_t)(w->h1 - w->h0) * gt->inner, state))
+                                       (uint64_t)rows * (w->h1 - w->h0) * gt->inner, state))
                         return -ENOMEM;
                 }
         }
