@@ -229,6 +229,53 @@ START_TEST(plan_cover_check_refuses_gaps_overlaps_and_strays)
 }
 END_TEST
 
+/* Both daemons compute the same plan from the same inputs: planning twice gives identical
+ * programs, and the generation daemon (context ids unknown) gets the same writers and extents. */
+START_TEST(plan_is_deterministic_and_extents_match_without_context_ids)
+{
+    const char *pairs[][2] = {{T ",tp=4", T ",tp=2"}, {T ",tp=2,adp=1", T ",tp=4"},
+                              {K ",pp=2", K ",tp=2,arr=block"}};
+    for (int pi = 0; pi < 3; pi++) {
+        char err[256];
+        uint64_t rng = 21;
+        struct par_side c, g;
+        ck_assert_int_eq(par_side_init(&c, pairs[pi][0], ROLE_CONTEXT, 4, &rng, err, sizeof(err)), 0);
+        ck_assert_int_eq(par_side_init(&g, pairs[pi][1], ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+        struct plan_ids counts[8];
+        memset(counts, 0, sizeof(counts));
+        for (uint32_t r = 0; r < c.n; r++)
+            memcpy(counts[r].n, c.ids[r].n, sizeof(counts[r].n));
+        for (uint32_t gr = 0; gr < g.n; gr++) {
+            struct plan a, b, u;
+            struct plan_error pe;
+            struct plan_input in = par_input(&c, &g, gr, c.ids, 1);
+            ck_assert_int_eq(plan_build(&in, &a, &pe), 0);
+            ck_assert_int_eq(plan_build(&in, &b, &pe), 0);
+            in.ctx_ids = counts;
+            ck_assert_int_eq(plan_build(&in, &u, &pe), 0);
+            ck_assert_uint_eq(a.n_writers, b.n_writers);
+            ck_assert_uint_eq(a.n_writers, u.n_writers);
+            ck_assert_uint_eq(a.total_bytes, u.total_bytes);
+            for (uint32_t w = 0; w < a.n_writers; w++) {
+                ck_assert_uint_eq(a.writers[w].n_ops, b.writers[w].n_ops);
+                ck_assert(memcmp(a.writers[w].ops, b.writers[w].ops,
+                                 a.writers[w].n_ops * sizeof(struct copy_op)) == 0);
+                ck_assert_uint_eq(a.writers[w].ctx_rank, u.writers[w].ctx_rank);
+                ck_assert_uint_eq(a.writers[w].bytes, u.writers[w].bytes);
+                ck_assert_uint_eq(a.writers[w].state_bytes, u.writers[w].state_bytes);
+                for (uint32_t i = 0; i < u.writers[w].n_ops; i++)
+                    ck_assert_uint_eq(u.writers[w].ops[i].src_pool, PLAN_POOL_UNKNOWN);
+            }
+            plan_done(&a);
+            plan_done(&b);
+            plan_done(&u);
+        }
+        par_side_free(&c);
+        par_side_free(&g);
+    }
+}
+END_TEST
+
 /* ---- canonical order (rule 9): an independent walk of the generation rank's rows ---- */
 
 START_TEST(plan_extent_follows_canonical_order)
@@ -500,6 +547,7 @@ static Suite *plan_suite(void)
     tc = tcase_create("writers");
     tcase_add_test(tc, plan_writers_follow_head_ranges_and_replication_rules);
     tcase_add_test(tc, plan_extent_follows_canonical_order);
+    tcase_add_test(tc, plan_is_deterministic_and_extents_match_without_context_ids);
     tcase_add_test(tc, plan_empty_intersection_is_zero_bytes_of_that_kind);
     tcase_add_test(tc, plan_cover_check_refuses_gaps_overlaps_and_strays);
     suite_add_tcase(s, tc);
