@@ -106,10 +106,16 @@ struct wsrc {
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
 };
 
+/* Most copy runs one plan may emit before compression: bounds planning time and memory against
+ * pathological layouts. Counted as (outer rows x writers) per tensor and item, before merging
+ * whole tensors: a kimi-k3 8k request counts about 4 x 10^5. */
+#define PLAN_MAX_RUNS (1ull << 24)
+
 struct bctx {
     const struct plan_input *in;
     struct plan_error *err;
     struct plan_opvec *vecs;         /* one per context rank */
+    uint64_t runs;                   /* emitted so far */
 };
 
 static const struct layout_tensor *ctx_tensor(const struct layout_group *g, const char *name,
@@ -241,6 +247,14 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
             return rc;
         head_range(gen, &gv->tensors[t], &glo[t], &ghi[t]);
     }
+    uint64_t per_item = 0;
+    for (uint32_t t = 0; t < gv->n_tensors; t++)
+        per_item += (uint64_t)gv->tensors[t].outer * nw[t];
+    b->runs += per_item * n_gen;
+    if (b->runs > PLAN_MAX_RUNS)
+        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: the plan needs more than %llu copy runs",
+                       LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
         uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
@@ -313,7 +327,7 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     int rc = check_request(in, err);
     if (rc)
         return rc;
-    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec))};
+    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
     if (!b.vecs)
         goto nomem;

@@ -325,6 +325,8 @@ END_TEST
 
 /* ---- request limits ---- */
 
+static void build_one(const char *spec, struct layout *ranks);
+
 static int try_plan(struct par_side *c, struct par_side *g, struct plan_error *pe)
 {
     struct plan_input in = par_input(c, g, 0, c->ids, -1);
@@ -386,6 +388,40 @@ START_TEST(plan_refuses_bad_block_lists_with_bad_request)
     ck_assert_int_eq(try_plan(&c, &g, &pe), 0);
     par_side_free(&c);
     par_side_free(&g);
+}
+END_TEST
+
+START_TEST(plan_refuses_requests_needing_too_many_copy_runs)
+{
+    static struct layout c[1], g[1];
+    static uint32_t ids[140000];
+    uint32_t slot = 0;
+    build_one("tiny:blocks=140000", c);
+    build_one("tiny:blocks=140000", g);
+    for (uint32_t i = 0; i < 140000; i++)
+        ids[i] = i;
+    struct plan_ids cids = {0};
+    struct plan_input in = {.gen = g, .ctx = c, .n_ctx = 1, .ctx_ids = &cids, .ctx_dp_rank = -1};
+    uint32_t n_ok = 60000, n_bad = 140000; /* 2 MLA layers x 2 tensors x 64 rows per block */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t n = pass ? n_bad : n_ok;
+        for (uint32_t gi = 0; gi < g->n_groups; gi++) {
+            bool st = g->groups[gi].kind == GROUP_STATE;
+            cids.n[gi] = in.gen_ids.n[gi] = st ? 1 : n;
+            cids.ids[gi] = in.gen_ids.ids[gi] = st ? &slot : ids;
+        }
+        struct plan p;
+        struct plan_error pe;
+        int rc = plan_build(&in, &p, &pe);
+        if (pass == 0) {
+            ck_assert_msg(rc == 0, "%s", pe.message);
+            plan_done(&p);
+        } else {
+            ck_assert_int_eq(rc, -EINVAL);
+            ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+            ck_assert_msg(strstr(pe.message, "copy runs"), "%s", pe.message);
+        }
+    }
 }
 END_TEST
 
@@ -554,6 +590,7 @@ static Suite *plan_suite(void)
     tc = tcase_create("request");
     tcase_add_test(tc, plan_refuses_bad_block_lists_with_bad_request);
     tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank);
+    tcase_add_test(tc, plan_refuses_requests_needing_too_many_copy_runs);
     suite_add_tcase(s, tc);
     tc = tcase_create("accounting");
     tcase_add_test(tc, plan_bytes_kimi_k3_state_per_request);
