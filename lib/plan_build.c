@@ -59,18 +59,19 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32 " %s ids, limit %u",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n, what, PLAN_MAX_IDS);
+    if (!ids && !need_ids)
+        return 0; /* context ids unknown here: only the count matters */
     if (g->kind == GROUP_STATE && n != 1)
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32
                        " slot ids, a state group takes exactly one",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n);
-    if (!ids) {
-        if (need_ids && n > 0)
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
-                           LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
+    if (!ids && n > 0)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
+                       LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
+    if (!ids)
         return 0;
-    }
     for (uint32_t k = 0; k < n; k++)
         if (ids[k] >= g->n_items)
             return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
