@@ -10,7 +10,7 @@
  *   from every context rank of the stage whose head range meets its own (fan-in, head split).
  * - Replicated data (rule 5): a context tensor every rank holds in full (replicated, G == 1, or
  *   an attention-DP context) has ONE writer: under context attention-DP the DP rank that ran
- *   the request (in_put->ctx_dp_rank == tp_rank), else context tp rank gen_tp_rank % ctx_tp,
+ *   the request (plan_input.ctx_dp_rank == its tp_rank), else context tp rank gen_tp_rank % ctx_tp,
  *   in the stage holding the layer. It supplies the generation rank's head range.
  * - Blocks (rule 6): suffix-aligned. Generation block k of n_gen is context block
  *   n_ctx - n_gen + k; n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
@@ -19,6 +19,11 @@
  *   generation view index, item in request order, tensor index within the view, outer, head
  *   run). Each writer's extent is its subsequence of that order, packed.
  * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
+ * - Writers are listed by ascending context rank; a rank with nothing to send is not a writer.
+ *   Without context ids (the generation daemon) sources stay unresolved; extents and
+ *   destinations are the same as the context daemon's.
+ * Layouts are assumed to have passed layout_validate (the decoder runs it); compat_check
+ * still bounds every array index. A plan is capped at PLAN_MAX_RUNS copy runs.
  * Pure; thread-safe. */
 #include <errno.h>
 #include <inttypes.h>
