@@ -48,7 +48,7 @@ static void side_spec(char *buf, size_t len, const char *model, uint32_t n_layer
 static void random_geo(struct geo *g, uint64_t *rng)
 {
     static const uint32_t tiny_tps[] = {1, 2, 4}, k_tps[] = {1, 2, 4, 8};
-    g->tiny = par_rand(rng) % 16 != 0;
+    g->tiny = par_rand(rng) % 32 != 0; /* kimi-linear-48b: ~45 MiB pools, costly */
     const char *model = g->tiny ? "tiny" : "kimi-linear-48b";
     uint32_t layers = g->tiny ? 8 : 27, tpb = par_rand(rng) % 2 ? 64 : 16;
     bool cadp, gadp;
@@ -132,7 +132,7 @@ static void check_structure(const struct geo *g, const struct par_side *c, const
 START_TEST(plan_random_geometries_cover_every_byte_once)
 {
     uint64_t rng = 0x5eed0000ull + (uint64_t)_i;
-    uint32_t parity_runs = 0;
+    uint32_t parity_runs = 0, big_runs = 0;
     for (int n = 0; n < N_CASES / 3; n++) {
         struct geo g;
         random_geo(&g, &rng);
@@ -146,6 +146,7 @@ START_TEST(plan_random_geometries_cover_every_byte_once)
             check_structure(&g, &c, &gs, gr);
         par_side_free(&c);
         par_side_free(&gs);
+        big_runs += !g.tiny;
         if (g.tiny) {
             struct par_opts o = {.ctx_dp_rank = g.dp, .seed = rng, .chunked = n % 4 == 0};
             par_run(g.ctx, g.gen, g.n_ctx, g.n_gen, &o, NULL);
@@ -153,6 +154,7 @@ START_TEST(plan_random_geometries_cover_every_byte_once)
         }
     }
     ck_assert_uint_gt(parity_runs, N_CASES / 6);
+    ck_assert_uint_ge(big_runs, 1); /* the seeds do reach kimi-linear-48b geometries */
 }
 END_TEST
 
