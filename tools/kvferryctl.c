@@ -15,6 +15,7 @@
 
 #include "cfg.h"
 #include "kvferryctl.h"
+#include "kvferryctl_plan.h"
 
 #define EXIT_DAEMON_ERROR 1
 #define EXIT_USAGE 2
@@ -27,15 +28,13 @@ static int local_version(int argc, char **argv)
     return 0;
 }
 
-/* Offline subcommands: run here, without a daemon; argv[0] is the subcommand.
- * DISPATCH POINT for `plan`: the planner adds the row
- *     {"plan", ctl_plan_main},
- * with int ctl_plan_main(int argc, char **argv) from tools/kvferryctl_plan.c. */
+/* Offline subcommands: run here, without a daemon; argv[0] is the subcommand. */
 static const struct {
     const char *name;
     int (*main)(int argc, char **argv);
 } local_cmds[] = {
     {"version", local_version},
+    {"plan", ctl_plan_main},
 };
 
 /* Daemon commands that take one positional argument, and its key in args. */
@@ -50,7 +49,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
                "[ARGS]\n"
                "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, help\n"
-               "commands (offline): version\n"
+               "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
                "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
                "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
                "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
