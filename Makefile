@@ -46,7 +46,7 @@ CUDA ?= 1
 CUDA_ARCH ?= -arch=sm_90
 ifeq ($(CUDA),1)
 CFLAGS_BASE += -DKVF_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 else
 CUDA_LIBS   :=
