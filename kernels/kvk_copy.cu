@@ -185,6 +185,13 @@ int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t str
     const void *fn = a->mode == KVK_GATHER    ? (const void *)kvk_copy_kernel<KVK_GATHER>
                      : a->mode == KVK_SCATTER ? (const void *)kvk_copy_kernel<KVK_SCATTER>
                                               : (const void *)kvk_copy_kernel<KVK_DIRECT>;
-    KVK_TRY(cudaLaunchKernelExC(&cfg, fn, params));
+    cudaError_t e = cudaLaunchKernelExC(&cfg, fn, params);
+    if (e != cudaSuccess && cfg.numAttrs > 0) { /* PDL refused here: launch plainly */
+        (void)cudaGetLastError();
+        cfg.numAttrs = 0;
+        e = cudaLaunchKernelExC(&cfg, fn, params);
+    }
+    if (e != cudaSuccess)
+        return kvk_cuda_fail("cudaLaunchKernelExC(copy kernel)", e);
     return 0;
 }
