@@ -257,6 +257,61 @@ static void add(const char *name, double ms, double bytes_counted, double ceilin
     r->wall_ms = wall;
 }
 
+static void measure(const char *name, work_fn fn, void *ctx, cudaStream_t st, double counted,
+                    double ceiling, double goal)
+{
+    double wall;
+    double ms = time_it(fn, ctx, st, &wall);
+    add(name, ms, counted, ceiling, goal, wall);
+}
+
+static struct kvk_program *program_with(const struct copy_op *ops, uint32_t n, const char *tb,
+                                        const char *threads)
+{
+    struct kvk_program *p = NULL;
+    setenv("KVK_TASK_BYTES", tb, 1);
+    setenv("KVK_THREADS", threads, 1);
+    KTRY(kvk_program_new(ops, n, 0, &p));
+    unsetenv("KVK_TASK_BYTES");
+    unsetenv("KVK_THREADS");
+    return p;
+}
+
+/* DESIGN §10's scattered-blocks case: 4096 blocks of 36 KiB at random ids of an 8192-block
+ * pool, gathered by one kernel launch vs one cudaMemcpyAsync per block. */
+static void scattered_blocks(cudaStream_t st, double d2d)
+{
+    enum { NB = 4096, POOL = 8192 };
+    const uint64_t bs = 36864;
+    static struct copy_op ops[NB];
+    uint32_t *ids = malloc(POOL * sizeof(*ids));
+    pick_ids(ids, POOL, POOL);
+    for (uint32_t b = 0; b < NB; b++) {
+        memset(&ops[b], 0, sizeof(ops[b]));
+        ops[b].src_off = ids[b] * bs;
+        ops[b].len = bs;
+        ops[b].count = 1;
+        ops[b].ext_off = b * bs;
+    }
+    free(ids);
+    struct kvk_program *p = NULL;
+    KTRY(kvk_program_new(ops, NB, 0, &p));
+    void *pool, *out;
+    TRY(cudaMalloc(&pool, POOL * bs));
+    TRY(cudaMemset(pool, 0x55, POOL * bs));
+    TRY(cudaMalloc(&out, NB * bs));
+    struct kvk_mem m = {.n = 1};
+    m.base[0] = (uint64_t)(uintptr_t)pool;
+    m.size[0] = POOL * bs;
+    struct ctx c = {.p = p, .src = &m, .ext = out, .bytes = NB * bs, .chunk = NB * bs,
+                    .ops = ops, .n_ops = NB};
+    measure("4096 x 36KiB blocks: gather kernel", do_gather, &c, st, 2.0 * NB * bs, d2d, 0.85);
+    measure("4096 x 36KiB: cudaMemcpyAsync each", do_fragments, &c, st, 2.0 * NB * bs, d2d, 0);
+    cudaFree(pool);
+    cudaFree(out);
+    kvk_program_free(p);
+}
+
 static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint32_t n_tasks,
                            int n_gpus, const char *gpu)
 {
@@ -335,16 +390,30 @@ int main(int argc, char **argv)
     c.kind = cudaMemcpyDeviceToDevice;
     double d2d = 2.0 * bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
     add("ceiling: cudaMemcpy D2D (r+w)", 2.0 * bytes / (d2d * 1e6), 2.0 * bytes, d2d, 0, w);
-    add("gather 32MiB chunks -> device", time_it(do_gather, &c, st, &w), 2.0 * bytes, d2d, 0.85, w);
-    add("scatter 32MiB chunks <- device", time_it(do_scatter, &c, st, &w), 2.0 * bytes, d2d, 0.85, w);
+    measure("gather 32MiB chunks -> device", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+    measure("scatter 32MiB chunks <- device", do_scatter, &c, st, 2.0 * bytes, d2d, 0.85);
     c.chunk = bytes;
-    add("gather one launch -> device", time_it(do_gather, &c, st, &w), 2.0 * bytes, d2d, 0.85, w);
+    measure("gather one launch -> device", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
     c.chunk = CHUNK;
     c.p = p_nopdl;
-    add("gather 32MiB chunks, PDL off", time_it(do_gather, &c, st, &w), 2.0 * bytes, d2d, 0.85, w);
+    measure("gather 32MiB chunks, PDL off", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
     c.p = p;
-    add("direct pool->pool same GPU", time_it(do_direct, &c, st, &w), 2.0 * bytes, d2d, 0.85, w);
-    add("per-fragment cudaMemcpyAsync", time_it(do_fragments, &c, st, &w), 2.0 * bytes, d2d, 0, w);
+    /* task size x block size sweep (tuning knobs KVK_TASK_BYTES / KVK_THREADS) */
+    static const char *const sweep[][3] = {
+        {"16384", "256", "  sweep: 16K tasks, 256 thr"}, {"32768", "256", "  sweep: 32K tasks, 256 thr"},
+        {"32768", "512", "  sweep: 32K tasks, 512 thr"}, {"65536", "256", "  sweep: 64K tasks, 256 thr"},
+        {"131072", "512", "  sweep: 128K tasks, 512 thr"},
+    };
+    for (size_t i = 0; i < sizeof(sweep) / sizeof(sweep[0]); i++) {
+        c.p = program_with(ops, n_ops, sweep[i][0], sweep[i][1]);
+        measure(sweep[i][2], do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+        kvk_program_free(c.p);
+    }
+    c.p = p;
+    measure("direct pool->pool same GPU", do_direct, &c, st, 2.0 * bytes, d2d, 0.85);
+    measure("per-fragment cudaMemcpyAsync", do_fragments, &c, st, 2.0 * bytes, d2d, 0);
+
+    scattered_blocks(st, d2d);
 
     /* pinned mapped host memory: bytes counted once (the PCIe direction) */
     c.a = host;
@@ -353,13 +422,13 @@ int main(int argc, char **argv)
     double d2h = bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
     add("ceiling: cudaMemcpy D2H pinned", bytes / (d2h * 1e6), bytes, d2h, 0, w);
     c.ext = dhost;
-    add("gather 32MiB chunks -> host", time_it(do_gather, &c, st, &w), bytes, d2h, 0.9, w);
+    measure("gather 32MiB chunks -> host", do_gather, &c, st, bytes, d2h, 0.9);
     c.a = arena;
     c.b = host;
     c.kind = cudaMemcpyHostToDevice;
     double h2d = bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
     add("ceiling: cudaMemcpy H2D pinned", bytes / (h2d * 1e6), bytes, h2d, 0, w);
-    add("scatter 32MiB chunks <- host", time_it(do_scatter, &c, st, &w), bytes, h2d, 0.9, w);
+    measure("scatter 32MiB chunks <- host", do_scatter, &c, st, bytes, h2d, 0.9);
     c.ext = arena;
 
     int can = 0;
@@ -385,9 +454,9 @@ int main(int argc, char **argv)
             double peer = bytes / (time_it(do_peer, &c, st, &w) * 1e6);
             add("ceiling: cudaMemcpyPeer 0->1", bytes / (peer * 1e6), bytes, peer, 0, w);
             c.dst = &dst1;
-            add("direct program GPU0 -> GPU1", time_it(do_direct, &c, st, &w), bytes, peer, 0.8, w);
+            measure("direct program GPU0 -> GPU1", do_direct, &c, st, bytes, peer, 0.8);
             c.ext = arena1;
-            add("gather GPU0 pools -> GPU1 arena", time_it(do_gather, &c, st, &w), bytes, peer, 0.8, w);
+            measure("gather GPU0 pools -> GPU1 arena", do_gather, &c, st, bytes, peer, 0.8);
             c.ext = arena;
             c.dst = &dst;
         }

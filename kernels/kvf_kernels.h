@@ -19,6 +19,9 @@
  * outside the given pools, -ENOMEM, -ENODEV no usable device, -EIO any other CUDA failure); the
  * CUDA call that failed and why is then in kvk_last_error() (thread-local). Nothing aborts.
  * Ownership: a program owns its device and host tables; ops passed in are copied.
+ * Tuning (benchmarks): the environment at kvk_program_new may set KVK_TASK_BYTES (power of two,
+ * 4 KiB..1 MiB), KVK_THREADS (threads per block, multiple of 32, 64..512) and KVK_PDL=0
+ * (no programmatic dependent launch); the bytes copied never depend on them.
  * Threads: a program is immutable after kvk_program_new; any thread may launch with it
  * concurrently (on any streams); kvk_program_free only after its launches completed. */
 #ifndef KVF_KERNELS_H

@@ -65,7 +65,7 @@ __device__ __forceinline__ void copy_segment(const uint8_t *s, uint8_t *d, uint6
 }
 
 /* Bytes [j0, j0 + n) of the run sequence starting at s / d (run kk at s + kk * ss), every address
- * a multiple of sizeof(T). len < KVK_TASK_BYTES, so positions fit 32 bits. */
+ * a multiple of sizeof(T). len < task size <= KVK_TASK_MAX, so positions fit 32 bits. */
 template <typename T>
 __device__ __forceinline__ void runs_copy(const uint8_t *s, int64_t ss, uint8_t *d, int64_t ds,
                                           uint32_t len, uint32_t j0, uint32_t n)
@@ -142,24 +142,29 @@ __global__ void __launch_bounds__(KVK_THREADS, 2) kvk_copy_kernel(const __grid_c
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
     for (;;) {
+        /* issue the next task's descriptor loads before copying this one */
+        uint32_t nt = t + gridDim.x;
+        kvk_task next = task;
+        if (nt < a.n)
+            next = a.tasks[a.first + nt];
         run_task<MODE>(a, task, op);
-        t += gridDim.x;
-        if (t >= a.n)
+        if (nt >= a.n)
             break;
-        task = a.tasks[a.first + t];
+        t = nt;
+        task = next;
         op = a.ops[task.op];
     }
 }
 
-int kvk_blocks_per_sm(int *ret)
+int kvk_blocks_per_sm(int threads, int *ret)
 {
     int g = 0, s = 0, d = 0;
     KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &g, (const void *)kvk_copy_kernel<KVK_GATHER>, KVK_THREADS, 0));
+        &g, (const void *)kvk_copy_kernel<KVK_GATHER>, threads, 0));
     KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &s, (const void *)kvk_copy_kernel<KVK_SCATTER>, KVK_THREADS, 0));
+        &s, (const void *)kvk_copy_kernel<KVK_SCATTER>, threads, 0));
     KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &d, (const void *)kvk_copy_kernel<KVK_DIRECT>, KVK_THREADS, 0));
+        &d, (const void *)kvk_copy_kernel<KVK_DIRECT>, threads, 0));
     int m = g < s ? g : s;
     m = m < d ? m : d;
     *ret = m < 1 ? 1 : m;
@@ -174,7 +179,7 @@ int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t str
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.gridDim = dim3(a->n < cap ? a->n : cap);
-    cfg.blockDim = dim3(KVK_THREADS);
+    cfg.blockDim = dim3((unsigned)p->threads);
     cfg.stream = stream;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;

@@ -9,7 +9,7 @@
 #include "kvf_kernels.h"
 #include "kvk_tasks.h"
 
-#define KVK_THREADS 512       /* threads per block */
+#define KVK_THREADS 512       /* most threads per block (and the default) */
 
 typedef enum { KVK_GATHER = 0, KVK_SCATTER = 1, KVK_DIRECT = 2 } kvk_mode_t;
 
@@ -17,6 +17,7 @@ struct kvk_program {
     struct kvk_tasks t;       /* owned: host copy of ops and tasks, extent index */
     int device;
     int sm_count;
+    int threads;              /* threads per block */
     int blocks_per_sm;        /* resident copy-kernel blocks per SM (occupancy) */
     int pdl;                  /* launch with programmatic dependent launch (env KVK_PDL=0: off) */
     struct kvk_op *d_ops;     /* owned, device memory of `device` */
@@ -50,7 +51,7 @@ int kvk_device_enter(int device, int *prev);
 void kvk_device_leave(int prev);
 
 /* Resident blocks per SM of the copy kernel (the lowest over its modes). */
-int kvk_blocks_per_sm(int *ret);
+int kvk_blocks_per_sm(int threads, int *ret);
 
 /* Launches the copy kernel over tasks [first, first + n) (program's device must be current). */
 int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t stream);

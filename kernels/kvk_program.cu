@@ -70,12 +70,23 @@ static int upload(struct kvk_program *p)
     KVK_TRY(cudaMemcpy(p->d_tasks, p->t.tasks, (size_t)p->t.n_tasks * sizeof(struct kvk_task),
                        cudaMemcpyHostToDevice));
     KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
-    KVK_TRY_RC(kvk_blocks_per_sm(&p->blocks_per_sm));
+    KVK_TRY_RC(kvk_blocks_per_sm(p->threads, &p->blocks_per_sm));
     int major = 0;
     KVK_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device));
     const char *env = getenv("KVK_PDL");
     p->pdl = major >= 9 && !(env && strcmp(env, "0") == 0);
     return 0;
+}
+
+/* Tuning knobs for benchmarks (kvf_kernels.h): unset or unparsable means the default. */
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return dflt;
+    unsigned long x = strtoul(v, &end, 0);
+    return (*end || x > UINT32_MAX) ? dflt : (uint32_t)x;
 }
 
 int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
@@ -87,7 +98,13 @@ int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
     if (!p)
         return kvk_fail(-ENOMEM, "kvk_program_new: out of memory");
     p->device = device;
-    int rc = kvk_tasks_build(ops, n_ops, &p->t);
+    p->threads = (int)env_u32("KVK_THREADS", KVK_THREADS);
+    if (p->threads < 64 || p->threads > KVK_THREADS || p->threads % 32) {
+        free(p);
+        return kvk_fail(-EINVAL, "KVK_THREADS=%d: not a multiple of 32 in [64, %d]", p->threads,
+                        KVK_THREADS);
+    }
+    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0), &p->t);
     if (rc < 0) {
         free(p);
         return rc;

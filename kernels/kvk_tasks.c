@@ -75,25 +75,25 @@ static int check_op(const struct copy_op *o, uint32_t i, uint64_t at, struct kvk
 }
 
 /* Tasks op o splits into, and the piece size for long runs (0 when runs are grouped). */
-static uint64_t op_tasks(const struct copy_op *o, uint64_t *piece, uint64_t *group)
+static uint64_t op_tasks(const struct copy_op *o, uint64_t tb, uint64_t *piece, uint64_t *group)
 {
     *piece = 0;
     *group = 0;
     if (o->len == 0 || o->count == 0)
         return 0;
-    if (o->len >= KVK_TASK_BYTES / 2) {
-        uint64_t pieces = (o->len + KVK_TASK_BYTES - 1) / KVK_TASK_BYTES;
+    if (o->len >= tb / 2) {
+        uint64_t pieces = (o->len + tb - 1) / tb;
         uint64_t p = (o->len + pieces - 1) / pieces;
         p = (p + 15) & ~(uint64_t)15;
-        if (p > KVK_TASK_BYTES)
-            p = KVK_TASK_BYTES;
+        if (p > tb)
+            p = tb;
         *piece = p;
         pieces = (o->len + p - 1) / p;
         if (o->count > UINT64_MAX / pieces)
             return UINT64_MAX;
         return o->count * pieces;
     }
-    uint64_t g = KVK_TASK_BYTES / o->len;
+    uint64_t g = tb / o->len;
     *group = g;
     return (o->count + g - 1) / g;
 }
@@ -126,10 +126,17 @@ static void add_task(struct kvk_tasks *t, uint32_t k, uint32_t op, const struct 
     t->ext[k] = o->ext_off + pos;
 }
 
-int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, struct kvk_tasks *ret)
+int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
+                    struct kvk_tasks *ret)
 {
     struct kvk_tasks t;
     memset(&t, 0, sizeof(t));
+    if (task_bytes == 0)
+        task_bytes = KVK_TASK_BYTES;
+    if (task_bytes < KVK_TASK_MIN || task_bytes > KVK_TASK_MAX || (task_bytes & (task_bytes - 1)))
+        return kvk_fail(-EINVAL, "task size %u: not a power of two in [%u, %u]", task_bytes,
+                        KVK_TASK_MIN, KVK_TASK_MAX);
+    t.task_bytes = task_bytes;
     if (n_ops > 0 && !ops)
         return kvk_fail(-EINVAL, "NULL ops with n_ops %u", n_ops);
     uint64_t at = 0, n_tasks = 0;
@@ -139,7 +146,7 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, struct kvk_tasks 
             return rc;
         at += ops[i].len * ops[i].count;
         uint64_t piece, group;
-        uint64_t n = op_tasks(&ops[i], &piece, &group);
+        uint64_t n = op_tasks(&ops[i], task_bytes, &piece, &group);
         if (n > KVK_MAX_TASKS || n_tasks + n > KVK_MAX_TASKS)
             return kvk_fail(-E2BIG, "program splits into more than %u tasks", KVK_MAX_TASKS);
         n_tasks += n;
@@ -160,7 +167,7 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, struct kvk_tasks 
         const struct copy_op *o = &ops[i];
         fill_op(&t.ops[i], o);
         uint64_t piece, group;
-        if (op_tasks(o, &piece, &group) == 0)
+        if (op_tasks(o, task_bytes, &piece, &group) == 0)
             continue;
         uint64_t total = o->len * o->count;
         if (piece) { /* long runs: each cut into pieces, no task crosses a run boundary */

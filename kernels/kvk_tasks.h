@@ -16,7 +16,9 @@
 extern "C" {
 #endif
 
-#define KVK_MAX_TASKS (1u << 22) /* 256 GiB of extent at full-size tasks */
+#define KVK_MAX_TASKS (1u << 22) /* 256 GiB of extent at 64 KiB tasks */
+#define KVK_TASK_MIN (4u * 1024u)
+#define KVK_TASK_MAX (1024u * 1024u)
 
 /* One op as the kernel reads it: copy_op plus the alignment every offset, stride and length of
  * the op share (a power of two <= 16). */
@@ -29,7 +31,7 @@ struct kvk_op {
 };
 
 /* A task: `bytes` bytes of op `op` starting at byte `pos` of its run sequence (pos = k*len + j).
- * Either inside one run (runs of len >= KVK_TASK_BYTES/2 are cut into equal 16-aligned pieces)
+ * Either inside one run (runs of len >= task_bytes/2 are cut into equal 16-aligned pieces)
  * or whole consecutive runs (shorter runs are grouped). Extent offset: op.ext_off + pos. */
 struct kvk_task {
     uint64_t pos;
@@ -39,6 +41,7 @@ struct kvk_task {
 
 struct kvk_tasks {
     uint64_t bytes;                        /* extent length */
+    uint32_t task_bytes;                   /* most bytes of one task */
     uint32_t n_ops, n_tasks;
     struct kvk_op *ops;                    /* owned, n_ops */
     struct kvk_task *tasks;                /* owned, n_tasks, ascending extent offset */
@@ -48,9 +51,12 @@ struct kvk_tasks {
     int src_unknown;                       /* some op has src_pool == PLAN_POOL_UNKNOWN */
 };
 
-/* Validates and splits. 0, or -EINVAL (bad tiling, pool index, overflow, negative address),
- * -E2BIG (more than KVK_MAX_TASKS tasks), -ENOMEM; kvk_last_error() says which op and why. */
-int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, struct kvk_tasks *ret);
+/* Validates and splits into tasks of at most task_bytes (0: KVK_TASK_BYTES; else a power of two
+ * in [KVK_TASK_MIN, KVK_TASK_MAX]). 0, or -EINVAL (bad tiling, pool index, overflow, negative
+ * address, task size), -E2BIG (more than KVK_MAX_TASKS tasks), -ENOMEM; kvk_last_error() says
+ * which op and why. */
+int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
+                    struct kvk_tasks *ret);
 void kvk_tasks_done(struct kvk_tasks *t);
 
 /* Tasks intersecting extent bytes [lo, hi): [*first, *first + *n). lo < hi <= bytes. */

@@ -327,6 +327,27 @@ START_TEST(kimi_shaped_program_round_trips_in_4mib_chunks)
 }
 END_TEST
 
+/* The tuning knobs change the split and the block shape, never the bytes. */
+START_TEST(small_tasks_and_odd_block_sizes_copy_the_same_bytes)
+{
+    static const char *const knobs[][2] = {{"4096", "96"}, {"8192", "512"}, {"1048576", "64"}};
+    for (int i = 0; i < 3; i++) {
+        setenv("KVK_TASK_BYTES", knobs[i][0], 1);
+        setenv("KVK_THREADS", knobs[i][1], 1);
+        struct gt_prog g;
+        gt_prog_random(&g, 4242 + (uint64_t)i, 80, 1);
+        roundtrip_chunks(&g, (uint64_t)i, 1 + g.bytes / 3);
+        gt_prog_done(&g);
+    }
+    setenv("KVK_THREADS", "100", 1);
+    struct copy_op o = {.len = 64, .count = 1};
+    struct kvk_program *p = NULL;
+    ck_assert_int_eq(kvk_program_new(&o, 1, 0, &p), -EINVAL);
+    unsetenv("KVK_TASK_BYTES");
+    unsetenv("KVK_THREADS");
+}
+END_TEST
+
 START_TEST(bad_programs_and_bounds_are_refused_with_a_message)
 {
     struct copy_op ops[2];
@@ -437,6 +458,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, scatter_random_subranges_write_exactly_the_program_bytes);
     tcase_add_test(tc, direct_pool_to_pool_matches_reference);
     tcase_add_test(tc, chunked_gather_then_scatter_round_trips_every_byte);
+    tcase_add_test(tc, small_tasks_and_odd_block_sizes_copy_the_same_bytes);
     suite_add_tcase(s, tc);
     tc = tcase_create("geometry");
     tcase_set_timeout(tc, 120);
