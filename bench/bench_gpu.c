@@ -2,10 +2,11 @@
  * measured in the same run: gather/scatter in 32 MiB chunks vs one cudaMemcpy device-to-device
  * (bytes counted read + write), gather into / scatter from mapped pinned host memory vs cudaMemcpy
  * D2H / H2D, the direct program GPU0 -> GPU1 vs cudaMemcpyPeer, and the per-fragment alternative
- * (one cudaMemcpyAsync per run) for contrast. Until presets/plan land the program is synthesized
- * with the same run structure: 69 KDA layers x (conv 294,912 B as 3 section runs + ssm
- * 6,291,456 B) of one slot, plus 24 MLA layers x 128 scattered blocks x 73,728 B.
- * Prints a table; --out PATH writes JSON. Times: median of cudaEvent-timed repetitions. */
+ * (one cudaMemcpyAsync per run) for contrast. The copy programs are the planner's (plan_build on
+ * the kimi-k3 preset, 128 random blocks of 512 and a random slot on each side): TP1 -> TP1 (one
+ * writer: 69 KDA slots of 6,586,368 B + 24 MLA layers x 128 blocks x 73,728 B = 649.4 MiB), and
+ * writer 0 of a TP4 -> TP2 fan-in (head-range runs). Prints a table; --out PATH writes JSON.
+ * Times: median of cudaEvent-timed repetitions. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +23,9 @@ int main(void)
 #include <time.h>
 
 #include "kvf_kernels.h"
+#include "plan.h"
+#include "preset.h"
 
-#define KDA_LAYERS 69
-#define MLA_LAYERS 24
-#define BLOCKS 128
-#define POOL_BLOCKS 512
-#define SLOTS 8
-#define CONV 294912ull
-#define SSM 6291456ull
-#define BLK 73728ull
 #define CHUNK (32ull << 20)
 #define REPS 15
 
@@ -83,59 +78,87 @@ static void pick_ids(uint32_t *ids, uint32_t n, uint32_t pool)
     free(perm);
 }
 
-/* Pools of each side: 0 = KDA state (layer-major: layer, slot), 1 = MLA blocks (layer, block). */
-static uint64_t pool_size[2] = {KDA_LAYERS * SLOTS * (CONV + SSM),
-                                MLA_LAYERS * POOL_BLOCKS * BLK};
+/* One writer's program of a planned request: ctx_spec -> gen_spec, generation rank gr, writer w,
+ * with 128 random blocks and a random slot per rank (context ids known). Copies the ops and the
+ * pool sizes of both sides. */
+struct bprog {
+    struct copy_op *ops; /* owned */
+    uint32_t n_ops, n_writers;
+    uint64_t bytes;
+    struct kvk_mem src_sizes, dst_sizes; /* sizes only */
+};
 
-static uint32_t k3_program(struct copy_op *ops, uint64_t *bytes)
+static void bprog_build(const char *cs, const char *gs, uint32_t gr, uint32_t w, struct bprog *ret)
 {
-    uint32_t n = 0, src_slot = 3, dst_slot = 5;
-    uint32_t sb[BLOCKS], db[BLOCKS];
-    pick_ids(sb, BLOCKS, POOL_BLOCKS);
-    pick_ids(db, BLOCKS, POOL_BLOCKS);
-    uint64_t at = 0, slot = CONV + SSM;
-    for (uint32_t l = 0; l < KDA_LAYERS; l++) {
-        for (uint32_t r = 0; r < 4; r++) { /* conv q|k|v sections, then ssm */
-            struct copy_op *o = &ops[n++];
-            memset(o, 0, sizeof(*o));
-            uint64_t in = r < 3 ? r * (CONV / 3) : CONV;
-            o->src_off = (l * SLOTS + src_slot) * slot + in;
-            o->dst_off = (l * SLOTS + dst_slot) * slot + in;
-            o->len = r < 3 ? CONV / 3 : SSM;
-            o->count = 1;
-            o->ext_off = at;
-            at += o->len;
-        }
+    static struct layout c[LAYOUT_MAX_TP], g[LAYOUT_MAX_TP];
+    static uint32_t ids[LAYOUT_MAX_TP][LAYOUT_MAX_GROUPS][128], gids[LAYOUT_MAX_GROUPS][128];
+    struct preset_spec sc, sg;
+    char err[256];
+    if (preset_parse(cs, &sc, err, sizeof(err)) || preset_parse(gs, &sg, err, sizeof(err)) ||
+        preset_build(&sc, "ctx", ROLE_CONTEXT, 0, c, err, sizeof(err)) ||
+        preset_build(&sg, "gen", ROLE_GENERATION, 0, g, err, sizeof(err))) {
+        fprintf(stderr, "bench_gpu: preset: %s\n", err);
+        exit(1);
     }
-    for (uint32_t l = 0; l < MLA_LAYERS; l++)
-        for (uint32_t b = 0; b < BLOCKS; b++) {
-            struct copy_op *o = &ops[n++];
-            memset(o, 0, sizeof(*o));
-            o->src_pool = o->dst_pool = 1;
-            o->src_off = ((uint64_t)l * POOL_BLOCKS + sb[b]) * BLK;
-            o->dst_off = ((uint64_t)l * POOL_BLOCKS + db[b]) * BLK;
-            o->len = BLK;
-            o->count = 1;
-            o->ext_off = at;
-            at += BLK;
+    struct plan_ids cids[LAYOUT_MAX_TP];
+    memset(cids, 0, sizeof(cids));
+    uint32_t nc = preset_n_ranks(&sc);
+    for (uint32_t r = 0; r < nc; r++)
+        for (uint32_t gi = 0; gi < c[r].n_groups; gi++) {
+            int st = c[r].groups[gi].kind == GROUP_STATE;
+            cids[r].n[gi] = st ? 1 : 128;
+            pick_ids(ids[r][gi], cids[r].n[gi], c[r].groups[gi].n_items);
+            cids[r].ids[gi] = ids[r][gi];
         }
-    *bytes = at;
-    return n;
+    struct plan_input in = {.gen = &g[gr], .ctx = c, .n_ctx = nc, .ctx_ids = cids,
+                            .ctx_dp_rank = -1};
+    for (uint32_t gi = 0; gi < g[gr].n_groups; gi++) {
+        int st = g[gr].groups[gi].kind == GROUP_STATE;
+        in.gen_ids.n[gi] = st ? 1 : 128;
+        pick_ids(gids[gi], in.gen_ids.n[gi], g[gr].groups[gi].n_items);
+        in.gen_ids.ids[gi] = gids[gi];
+    }
+    struct plan p;
+    struct plan_error pe;
+    if (plan_build(&in, &p, &pe)) {
+        fprintf(stderr, "bench_gpu: plan_build: %s\n", pe.message);
+        exit(1);
+    }
+    const struct plan_writer *wr = &p.writers[w];
+    memset(ret, 0, sizeof(*ret));
+    ret->n_ops = wr->n_ops;
+    ret->n_writers = p.n_writers;
+    ret->bytes = wr->bytes;
+    ret->ops = malloc(wr->n_ops * sizeof(*wr->ops));
+    memcpy(ret->ops, wr->ops, wr->n_ops * sizeof(*wr->ops));
+    const struct layout *cl = &c[wr->ctx_rank];
+    ret->src_sizes.n = cl->n_pools;
+    for (uint32_t i = 0; i < cl->n_pools; i++)
+        ret->src_sizes.size[i] = cl->pools[i].bytes;
+    ret->dst_sizes.n = g[gr].n_pools;
+    for (uint32_t i = 0; i < g[gr].n_pools; i++)
+        ret->dst_sizes.size[i] = g[gr].pools[i].bytes;
+    plan_done(&p);
 }
 
-static void alloc_pools(int dev, struct kvk_mem *m, uint8_t fill)
+static void alloc_pools(int dev, const struct kvk_mem *sizes, struct kvk_mem *m, uint8_t fill)
 {
     TRY(cudaSetDevice(dev));
-    memset(m, 0, sizeof(*m));
-    m->n = 2;
-    for (int p = 0; p < 2; p++) {
+    *m = *sizes;
+    for (uint32_t p = 0; p < m->n; p++) {
         void *d;
-        TRY(cudaMalloc(&d, pool_size[p]));
-        TRY(cudaMemset(d, fill + p, pool_size[p]));
+        TRY(cudaMalloc(&d, m->size[p] ? m->size[p] : 1));
+        TRY(cudaMemset(d, fill + (int)p, m->size[p]));
         m->base[p] = (uint64_t)(uintptr_t)d;
-        m->size[p] = pool_size[p];
     }
     TRY(cudaSetDevice(0));
+}
+
+static void free_pools(struct kvk_mem *m)
+{
+    for (uint32_t p = 0; p < m->n; p++)
+        cudaFree((void *)(uintptr_t)m->base[p]);
+    m->n = 0;
 }
 
 typedef void (*work_fn)(void *ctx, cudaStream_t st);
@@ -312,6 +335,29 @@ static void scattered_blocks(cudaStream_t st, double d2d)
     kvk_program_free(p);
 }
 
+/* Writer 0 of generation rank 0 of a TP4 -> TP2 fan-in: head-range runs (conv rows of 48 KiB
+ * per section, ssm halves), chunked gather and scatter through a device arena. */
+static void fan_in(cudaStream_t st, double d2d, uint8_t *arena)
+{
+    struct bprog f;
+    bprog_build("kimi-k3:tp=4", "kimi-k3:tp=2", 0, 0, &f);
+    struct kvk_program *p = NULL;
+    KTRY(kvk_program_new(f.ops, f.n_ops, 0, &p));
+    struct kvk_mem src, dst;
+    alloc_pools(0, &f.src_sizes, &src, 0x66);
+    alloc_pools(0, &f.dst_sizes, &dst, 0x77);
+    struct ctx c = {.p = p, .src = &src, .dst = &dst, .ext = arena, .bytes = f.bytes,
+                    .chunk = CHUNK, .ops = f.ops, .n_ops = f.n_ops};
+    printf("fan-in TP4->TP2 writer 0: %u ops, %.1f MiB, %u tasks\n", f.n_ops,
+           f.bytes / 1048576.0, kvk_program_tasks(p));
+    measure("fan-in TP4->TP2 w0 gather 32MiB", do_gather, &c, st, 2.0 * f.bytes, d2d, 0.85);
+    measure("fan-in TP4->TP2 w0 scatter 32MiB", do_scatter, &c, st, 2.0 * f.bytes, d2d, 0.85);
+    free_pools(&src);
+    free_pools(&dst);
+    kvk_program_free(p);
+    free(f.ops);
+}
+
 static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint32_t n_tasks,
                            int n_gpus, const char *gpu)
 {
@@ -353,6 +399,16 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
             out = argv[++i];
+    struct bprog k3;
+    bprog_build("kimi-k3", "kimi-k3", 0, 0, &k3);
+    const struct copy_op *ops = k3.ops;
+    uint32_t n_ops = k3.n_ops;
+    uint64_t bytes = k3.bytes;
+    uint64_t runs = 0;
+    for (uint32_t i = 0; i < n_ops; i++)
+        runs += ops[i].count;
+    printf("kimi-k3 8k TP1->TP1: %u writer(s), writer 0: %u ops, %llu runs, %llu bytes\n",
+           k3.n_writers, n_ops, (unsigned long long)runs, (unsigned long long)bytes);
     int n_gpus = kvk_device_count();
     if (n_gpus < 1) {
         printf("bench_gpu: SKIP: no CUDA device: %s\n", kvk_last_error());
@@ -360,17 +416,14 @@ int main(int argc, char **argv)
     }
     struct cudaDeviceProp prop;
     TRY(cudaGetDeviceProperties(&prop, 0));
-    static struct copy_op ops[KDA_LAYERS * 4 + MLA_LAYERS * BLOCKS];
-    uint64_t bytes;
-    uint32_t n_ops = k3_program(ops, &bytes);
     struct kvk_program *p = NULL, *p_nopdl = NULL;
     KTRY(kvk_program_new(ops, n_ops, 0, &p));
     setenv("KVK_PDL", "0", 1);
     KTRY(kvk_program_new(ops, n_ops, 0, &p_nopdl));
     unsetenv("KVK_PDL");
     struct kvk_mem src, dst;
-    alloc_pools(0, &src, 0x11);
-    alloc_pools(0, &dst, 0x22);
+    alloc_pools(0, &k3.src_sizes, &src, 0x11);
+    alloc_pools(0, &k3.dst_sizes, &dst, 0x22);
     uint8_t *arena, *arena2, *host;
     TRY(cudaMalloc((void **)&arena, bytes));
     TRY(cudaMalloc((void **)&arena2, bytes));
@@ -402,7 +455,7 @@ int main(int argc, char **argv)
     static const char *const sweep[][3] = {
         {"16384", "256", "  sweep: 16K tasks, 256 thr"}, {"32768", "256", "  sweep: 32K tasks, 256 thr"},
         {"32768", "512", "  sweep: 32K tasks, 512 thr"}, {"65536", "256", "  sweep: 64K tasks, 256 thr"},
-        {"131072", "512", "  sweep: 128K tasks, 512 thr"},
+        {"131072", "512", "  sweep: 128K tasks, 512 thr"}, {"8192", "128", "  sweep: 8K tasks, 128 thr"},
     };
     for (size_t i = 0; i < sizeof(sweep) / sizeof(sweep[0]); i++) {
         c.p = program_with(ops, n_ops, sweep[i][0], sweep[i][1]);
@@ -414,6 +467,7 @@ int main(int argc, char **argv)
     measure("per-fragment cudaMemcpyAsync", do_fragments, &c, st, 2.0 * bytes, d2d, 0);
 
     scattered_blocks(st, d2d);
+    fan_in(st, d2d, arena);
 
     /* pinned mapped host memory: bytes counted once (the PCIe direction) */
     c.a = host;
@@ -442,7 +496,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_gpu: peer access: %s\n", cudaGetErrorString(e));
         } else {
             struct kvk_mem dst1;
-            alloc_pools(1, &dst1, 0x44);
+            alloc_pools(1, &k3.dst_sizes, &dst1, 0x44);
             uint8_t *arena1;
             TRY(cudaSetDevice(1));
             TRY(cudaMalloc((void **)&arena1, bytes));
@@ -466,6 +520,7 @@ int main(int argc, char **argv)
     print_and_save(out, bytes, n_ops, kvk_program_tasks(p), n_gpus, prop.name);
     kvk_program_free(p);
     kvk_program_free(p_nopdl);
+    free(k3.ops);
     return 0;
 }
 #endif

@@ -1,5 +1,5 @@
-/* check_kernels.c: the CUDA copy kernels (kernels/kvf_kernels.h) against a CPU byte-loop
- * reference, bitwise: random copy programs (1..15-byte tails, odd offsets, negative strides,
+/* check_kernels.c: the CUDA copy kernels (kernels/kvf_kernels.h) against their CPU twin
+ * (lib/copy.h), bitwise: random copy programs (1..15-byte tails, odd offsets, negative strides,
  * split long runs, many short runs), gather of random sub-ranges into a misaligned buffer,
  * scatter, direct, chunked round trips, a Kimi-shaped program, argument and bounds errors, and
  * completion reporting into a libuv loop. Destinations are poisoned (0xA5) first and compared

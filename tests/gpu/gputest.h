@@ -1,7 +1,7 @@
 /* gputest.h: helpers shared by the GPU Check suites (header-only, static functions): random copy
  * programs with the shapes that break copy kernels (1..15-byte tails, odd offsets and strides,
- * negative strides, runs long enough to be split, many short runs), their pool sizes, a plain
- * byte-loop CPU reference of gather/scatter/direct, and the CK_NOFORK runner (CUDA does not
+ * negative strides, runs long enough to be split, many short runs), their pool sizes, the CPU
+ * reference (lib/copy.h) of gather/scatter/direct, and the CK_NOFORK runner (CUDA does not
  * survive fork after initialisation). Only meaningful with KVF_HAVE_CUDA. */
 #ifndef KVF_GPUTEST_H
 #define KVF_GPUTEST_H
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copy.h"
 #include "layout.h"
 #include "plan.h"
 
@@ -106,30 +107,24 @@ static inline void gt_prog_done(struct gt_prog *g)
     g->ops = NULL;
 }
 
-/* CPU reference, byte by byte. mode: 'g' gather src -> ext[lo,hi), 's' scatter ext[lo,hi) -> dst,
- * 'd' direct src -> dst. ext points at extent byte lo. */
+/* The CPU reference: lib/copy.h, the CPU twin of the kernels. mode: 'g' gather src -> ext
+ * (ext points at extent byte lo), 's' scatter ext -> dst, 'd' direct src -> dst. Pools are
+ * given as arrays of base pointers indexed by pool. */
 static inline void gt_ref(const struct copy_op *ops, uint32_t n_ops, char mode, uint8_t **src,
                           uint8_t **dst, uint8_t *ext, uint64_t lo, uint64_t hi)
 {
-    for (uint32_t i = 0; i < n_ops; i++) {
-        const struct copy_op *o = &ops[i];
-        for (uint64_t k = 0; k < o->count; k++)
-            for (uint64_t j = 0; j < o->len; j++) {
-                uint64_t e = o->ext_off + k * o->len + j;
-                uint8_t *sp = src ? src[o->src_pool] + o->src_off + (int64_t)k * o->src_stride + j
-                                  : NULL;
-                uint8_t *dp = dst ? dst[o->dst_pool] + o->dst_off + (int64_t)k * o->dst_stride + j
-                                  : NULL;
-                if (mode == 'd') {
-                    *dp = *sp;
-                } else if (e >= lo && e < hi) {
-                    if (mode == 'g')
-                        ext[e - lo] = *sp;
-                    else
-                        *dp = ext[e - lo];
-                }
-            }
+    struct copy_mem s = {.n = LAYOUT_MAX_POOLS}, d = {.n = LAYOUT_MAX_POOLS};
+    for (uint32_t p = 0; p < LAYOUT_MAX_POOLS; p++) {
+        s.base[p] = src ? src[p] : NULL;
+        d.base[p] = dst ? dst[p] : NULL;
+        s.size[p] = d.size[p] = UINT64_MAX;
     }
+    if (mode == 'g')
+        copy_gather(ops, n_ops, &s, lo, hi, ext);
+    else if (mode == 's')
+        copy_scatter(ops, n_ops, ext, lo, hi, &d);
+    else
+        copy_direct(ops, n_ops, &s, &d);
 }
 
 static inline void gt_fill_random(uint8_t *p, uint64_t n, uint64_t seed)
