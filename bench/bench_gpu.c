@@ -51,7 +51,7 @@ struct row {
     double ms, gbs, ceiling_gbs, goal;
     double wall_ms;
 };
-static struct row rows[32];
+static struct row rows[64];
 static int n_rows;
 
 static uint64_t rng = 12345;
@@ -288,15 +288,19 @@ static void measure(const char *name, work_fn fn, void *ctx, cudaStream_t st, do
     add(name, ms, counted, ceiling, goal, wall);
 }
 
-static struct kvk_program *program_with(const struct copy_op *ops, uint32_t n, const char *tb,
-                                        const char *threads)
+/* knobs: task bytes, threads, fat, unroll, piece alignment (see kvf_kernels.h) */
+static const char *const knob_names[5] = {"KVK_TASK_BYTES", "KVK_THREADS", "KVK_FAT",
+                                          "KVK_UNROLL", "KVK_PIECE_ALIGN"};
+
+static struct kvk_program *program_with(const struct copy_op *ops, uint32_t n,
+                                        const char *const knobs[5])
 {
     struct kvk_program *p = NULL;
-    setenv("KVK_TASK_BYTES", tb, 1);
-    setenv("KVK_THREADS", threads, 1);
+    for (int k = 0; k < 5; k++)
+        setenv(knob_names[k], knobs[k], 1);
     KTRY(kvk_program_new(ops, n, 0, &p));
-    unsetenv("KVK_TASK_BYTES");
-    unsetenv("KVK_THREADS");
+    for (int k = 0; k < 5; k++)
+        unsetenv(knob_names[k]);
     return p;
 }
 
@@ -361,8 +365,16 @@ static void fan_in(cudaStream_t st, double d2d, uint8_t *arena)
 static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint32_t n_tasks,
                            int n_gpus, const char *gpu)
 {
-    printf("\nbench_gpu: %s x%d, request %.1f MiB, %u runs, %u tasks, chunk %llu MiB\n", gpu,
-           n_gpus, bytes / 1048576.0, n_ops, n_tasks, CHUNK >> 20);
+    char knobs[256] = "";
+    for (int k = 0; k < 5; k++) {
+        const char *v = getenv(knob_names[k]);
+        if (v)
+            snprintf(knobs + strlen(knobs), sizeof(knobs) - strlen(knobs), " %s=%s",
+                     knob_names[k], v);
+    }
+    printf("\nbench_gpu: %s x%d, request %.1f MiB, %u ops, %u tasks, chunk %llu MiB, knobs:%s\n",
+           gpu, n_gpus, bytes / 1048576.0, n_ops, n_tasks, CHUNK >> 20,
+           knobs[0] ? knobs : " defaults");
     printf("%-34s %9s %9s %9s %7s %6s %9s\n", "what", "ms", "GB/s", "ceiling", "ratio", "goal",
            "wall_ms");
     for (int i = 0; i < n_rows; i++) {
@@ -378,9 +390,9 @@ static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint
         perror(out);
         return;
     }
-    fprintf(f, "{\"gpu\":\"%s\",\"gpus\":%d,\"request_bytes\":%llu,\"runs\":%u,\"tasks\":%u,"
-            "\"chunk_bytes\":%llu,\"reps\":%d,\"results\":[", gpu, n_gpus,
-            (unsigned long long)bytes, n_ops, n_tasks, CHUNK, REPS);
+    fprintf(f, "{\"gpu\":\"%s\",\"gpus\":%d,\"request_bytes\":%llu,\"ops\":%u,\"tasks\":%u,"
+            "\"chunk_bytes\":%llu,\"reps\":%d,\"knobs\":\"%s\",\"results\":[", gpu, n_gpus,
+            (unsigned long long)bytes, n_ops, n_tasks, CHUNK, REPS, knobs);
     for (int i = 0; i < n_rows; i++) {
         struct row *r = &rows[i];
         fprintf(f, "%s{\"name\":\"%s\",\"ms\":%.4f,\"gbs\":%.2f,\"ceiling_gbs\":%.2f,"
@@ -396,9 +408,13 @@ static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint
 int main(int argc, char **argv)
 {
     const char *out = NULL;
-    for (int i = 1; i < argc; i++)
+    int sweep_on = 1;
+    for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
             out = argv[++i];
+        else if (strcmp(argv[i], "--no-sweep") == 0)
+            sweep_on = 0;
+    }
     struct bprog k3;
     bprog_build("kimi-k3", "kimi-k3", 0, 0, &k3);
     const struct copy_op *ops = k3.ops;
@@ -451,15 +467,25 @@ int main(int argc, char **argv)
     c.p = p_nopdl;
     measure("gather 32MiB chunks, PDL off", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
     c.p = p;
-    /* task size x block size sweep (tuning knobs KVK_TASK_BYTES / KVK_THREADS) */
-    static const char *const sweep[][3] = {
-        {"16384", "256", "  sweep: 16K tasks, 256 thr"}, {"32768", "256", "  sweep: 32K tasks, 256 thr"},
-        {"32768", "512", "  sweep: 32K tasks, 512 thr"}, {"65536", "256", "  sweep: 64K tasks, 256 thr"},
-        {"131072", "512", "  sweep: 128K tasks, 512 thr"}, {"8192", "128", "  sweep: 8K tasks, 128 thr"},
+    /* kernel variants: task bytes, threads, fat, unroll, piece alignment */
+    static const char *const sweep[][6] = {
+        {"65536", "512", "0", "4", "4096", "  op  U4 64K/512 align4K"},
+        {"65536", "512", "0", "8", "4096", "  op  U8 64K/512 align4K"},
+        {"32768", "256", "0", "8", "4096", "  op  U8 32K/256 align4K"},
+        {"8192", "128", "0", "4", "4096", "  op  U4 8K/128 align4K"},
+        {"65536", "512", "1", "4", "16", "  fat U4 64K/512 align16"},
+        {"65536", "512", "1", "4", "4096", "  fat U4 64K/512 align4K"},
+        {"32768", "256", "1", "4", "4096", "  fat U4 32K/256 align4K"},
+        {"8192", "128", "1", "4", "4096", "  fat U4 8K/128 align4K"},
+        {"65536", "512", "1", "8", "4096", "  fat U8 64K/512 align4K"},
+        {"65536", "256", "1", "8", "4096", "  fat U8 64K/256 align4K"},
+        {"32768", "256", "1", "8", "4096", "  fat U8 32K/256 align4K"},
+        {"16384", "256", "1", "8", "4096", "  fat U8 16K/256 align4K"},
+        {"16384", "128", "1", "8", "4096", "  fat U8 16K/128 align4K"},
     };
-    for (size_t i = 0; i < sizeof(sweep) / sizeof(sweep[0]); i++) {
-        c.p = program_with(ops, n_ops, sweep[i][0], sweep[i][1]);
-        measure(sweep[i][2], do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+    for (size_t i = 0; sweep_on && i < sizeof(sweep) / sizeof(sweep[0]); i++) {
+        c.p = program_with(ops, n_ops, sweep[i]);
+        measure(sweep[i][5], do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
         kvk_program_free(c.p);
     }
     c.p = p;

@@ -1,36 +1,41 @@
-/* kvk_copy.cu: the copy kernel behind kvk_gather/kvk_scatter/kvk_direct. One launch covers a
+/* kvk_copy.cu: the copy kernels behind kvk_gather/kvk_scatter/kvk_direct. One launch covers a
  * whole chunk: a persistent grid (at most the resident blocks) walks the chunk's tasks; a block
  * copies one task at a time with all its threads.
  *   - a task inside one run: one contiguous segment: head bytes, then 16-byte accesses when
  *     source and destination are 16-aligned relative to each other (else the widest width they
- *     share: 8, 4, 2, 1), then tail bytes;
+ *     share: 8, 4, 2, 1), U loads in flight per thread, then tail bytes;
  *   - a task of several short runs: flat over its bytes at the widest width every address,
  *     stride and length allows, run index by 32-bit division.
- * On sm_90 the kernel is launched with programmatic dependent launch: it reads its (immutable)
- * task descriptors, then waits for the previous kernel in the stream (griddepcontrol.wait)
- * before touching any data, so back-to-back chunk launches overlap their prologues. */
+ * Two kernel families find a task's addresses: "op" reads a 16-byte task and then its op (two
+ * dependent loads); "fat" reads a self-contained 64-byte task, prefetched into shared memory
+ * with cp.async one task ahead, so a block never waits on a descriptor between tasks.
+ * On sm_90 the kernels are launched with programmatic dependent launch: they read their
+ * (immutable) first descriptor, then wait for the previous kernel in the stream
+ * (griddepcontrol.wait) before touching any data, so back-to-back chunk launches overlap. */
 #include <string.h>
 
 #include "kvk_cuda.h"
 
-template <typename T>
+template <typename T, int U>
 __device__ __forceinline__ void body_copy(const T *__restrict__ s, T *__restrict__ d, uint64_t n)
 {
     const uint32_t st = blockDim.x;
     uint64_t i = threadIdx.x;
-    for (; i + 3 * st < n; i += 4 * st) {
-        T a0 = s[i], a1 = s[i + st], a2 = s[i + 2 * st], a3 = s[i + 3 * st];
-        d[i] = a0;
-        d[i + st] = a1;
-        d[i + 2 * st] = a2;
-        d[i + 3 * st] = a3;
+    for (; i + (U - 1) * (uint64_t)st < n; i += U * (uint64_t)st) {
+        T v[U];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            v[u] = s[i + u * st];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            d[i + u * st] = v[u];
     }
     for (; i < n; i += st)
         d[i] = s[i];
 }
 
 /* n bytes, s and d congruent modulo sizeof(T): head to align, body of T, tail. */
-template <typename T>
+template <typename T, int U>
 __device__ __forceinline__ void seg_copy(const uint8_t *s, uint8_t *d, uint64_t n)
 {
     const uint64_t w = sizeof(T);
@@ -43,50 +48,69 @@ __device__ __forceinline__ void seg_copy(const uint8_t *s, uint8_t *d, uint64_t 
     d += head;
     n -= head;
     uint64_t units = n / w;
-    body_copy<T>((const T *)s, (T *)d, units);
+    body_copy<T, U>((const T *)s, (T *)d, units);
     uint64_t tail = n - units * w;
     if (threadIdx.x < tail)
         d[units * w + threadIdx.x] = s[units * w + threadIdx.x];
 }
 
+template <int U>
 __device__ __forceinline__ void copy_segment(const uint8_t *s, uint8_t *d, uint64_t n)
 {
     uint32_t x = (uint32_t)(((uintptr_t)s ^ (uintptr_t)d) & 15);
     if (x == 0)
-        seg_copy<uint4>(s, d, n);
+        seg_copy<uint4, U>(s, d, n);
     else if ((x & 7) == 0)
-        seg_copy<uint2>(s, d, n);
+        seg_copy<uint2, U>(s, d, n);
     else if ((x & 3) == 0)
-        seg_copy<uint32_t>(s, d, n);
+        seg_copy<uint32_t, 4>(s, d, n);
     else if ((x & 1) == 0)
-        seg_copy<uint16_t>(s, d, n);
+        seg_copy<uint16_t, 4>(s, d, n);
     else
-        seg_copy<uint8_t>(s, d, n);
+        seg_copy<uint8_t, 4>(s, d, n);
 }
 
-/* Bytes [j0, j0 + n) of the run sequence starting at s / d (run kk at s + kk * ss), every address
- * a multiple of sizeof(T). len < task size <= KVK_TASK_MAX, so positions fit 32 bits. */
+/* Bytes [r0, r0 + n) of the run sequence whose run 0 starts at s / d (run kk at s + kk * ss),
+ * every address a multiple of sizeof(T). r0 + n < 2 * KVK_TASK_MAX: positions fit 32 bits. */
 template <typename T>
 __device__ __forceinline__ void runs_copy(const uint8_t *s, int64_t ss, uint8_t *d, int64_t ds,
-                                          uint32_t len, uint32_t j0, uint32_t n)
+                                          uint32_t len, uint32_t r0, uint32_t n)
 {
     const uint32_t w = sizeof(T), st = blockDim.x, units = n / w;
     uint32_t i = threadIdx.x;
     for (; i + st < units; i += 2 * st) {
-        uint32_t r0 = j0 + i * w, r1 = j0 + (i + st) * w;
-        uint32_t k0 = r0 / len, k1 = r1 / len;
-        const T v0 = *(const T *)(s + (int64_t)k0 * ss + (r0 - k0 * len));
-        const T v1 = *(const T *)(s + (int64_t)k1 * ss + (r1 - k1 * len));
-        *(T *)(d + (int64_t)k0 * ds + (r0 - k0 * len)) = v0;
-        *(T *)(d + (int64_t)k1 * ds + (r1 - k1 * len)) = v1;
+        uint32_t p0 = r0 + i * w, p1 = r0 + (i + st) * w;
+        uint32_t k0 = p0 / len, k1 = p1 / len;
+        const T v0 = *(const T *)(s + (int64_t)k0 * ss + (p0 - k0 * len));
+        const T v1 = *(const T *)(s + (int64_t)k1 * ss + (p1 - k1 * len));
+        *(T *)(d + (int64_t)k0 * ds + (p0 - k0 * len)) = v0;
+        *(T *)(d + (int64_t)k1 * ds + (p1 - k1 * len)) = v1;
     }
     for (; i < units; i += st) {
-        uint32_t r = j0 + i * w, k = r / len;
-        *(T *)(d + (int64_t)k * ds + (r - k * len)) = *(const T *)(s + (int64_t)k * ss + (r - k * len));
+        uint32_t p = r0 + i * w, k = p / len;
+        *(T *)(d + (int64_t)k * ds + (p - k * len)) = *(const T *)(s + (int64_t)k * ss + (p - k * len));
     }
 }
 
-template <int MODE>
+/* Several runs: sa / da address byte 0 of the first run; align: the op's offset alignment. */
+__device__ __forceinline__ void copy_runs(uint64_t sa, int64_t ss, uint64_t da, int64_t ds,
+                                          uint32_t len, uint32_t r0, uint32_t n, uint32_t align)
+{
+    const uint8_t *s = (const uint8_t *)sa;
+    uint8_t *d = (uint8_t *)da;
+    uint32_t bits = align | (uint32_t)sa | (uint32_t)da | r0 | n | 16u;
+    switch (bits & (0u - bits)) {
+    case 16: runs_copy<uint4>(s, ss, d, ds, len, r0, n); break;
+    case 8: runs_copy<uint2>(s, ss, d, ds, len, r0, n); break;
+    case 4: runs_copy<uint32_t>(s, ss, d, ds, len, r0, n); break;
+    case 2: runs_copy<uint16_t>(s, ss, d, ds, len, r0, n); break;
+    default: runs_copy<uint8_t>(s, ss, d, ds, len, r0, n); break;
+    }
+}
+
+/* ---- "op" family: task (16 B) -> op (64 B) ---- */
+
+template <int MODE, int U>
 __device__ __forceinline__ void run_task(const kvk_args &a, const kvk_task &t, const kvk_op &op)
 {
     uint64_t ts = op.ext_off + t.pos, te = ts + t.bytes;
@@ -113,41 +137,33 @@ __device__ __forceinline__ void run_task(const kvk_args &a, const kvk_task &t, c
         da = a.dst[op.dst_pool] + op.dst_off + (uint64_t)((int64_t)k0 * op.dst_stride);
         ds = op.dst_stride;
     }
-    const uint8_t *s = (const uint8_t *)sa;
-    uint8_t *d = (uint8_t *)da;
-    if (j0 + n <= op.len) {
-        copy_segment(s + j0, d + j0, n);
-        return;
-    }
-    uint32_t bits = op.align | (uint32_t)sa | (uint32_t)da | (uint32_t)j0 | (uint32_t)n | 16u;
-    uint32_t w = bits & (0u - bits);
-    uint32_t len = (uint32_t)op.len, j = (uint32_t)j0, nn = (uint32_t)n;
-    switch (w) {
-    case 16: runs_copy<uint4>(s, ss, d, ds, len, j, nn); break;
-    case 8: runs_copy<uint2>(s, ss, d, ds, len, j, nn); break;
-    case 4: runs_copy<uint32_t>(s, ss, d, ds, len, j, nn); break;
-    case 2: runs_copy<uint16_t>(s, ss, d, ds, len, j, nn); break;
-    default: runs_copy<uint8_t>(s, ss, d, ds, len, j, nn); break;
-    }
+    if (j0 + n <= op.len)
+        copy_segment<U>((const uint8_t *)sa + j0, (uint8_t *)da + j0, n);
+    else
+        copy_runs(sa, ss, da, ds, (uint32_t)op.len, (uint32_t)j0, (uint32_t)n, op.align);
 }
 
-template <int MODE>
-__global__ void __launch_bounds__(KVK_THREADS, 2) kvk_copy_kernel(const __grid_constant__ kvk_args a)
+__device__ __forceinline__ void grid_dependency_sync(void)
 {
-    uint32_t t = blockIdx.x;
-    kvk_task task = a.tasks[a.first + t];
-    kvk_op op = a.ops[task.op];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+template <int MODE, int U>
+__global__ void __launch_bounds__(KVK_THREADS, U == 8 ? 1 : 2) kvk_op_kernel(const __grid_constant__ kvk_args a)
+{
+    uint32_t t = blockIdx.x;
+    kvk_task task = a.tasks[a.first + t];
+    kvk_op op = a.ops[task.op];
+    grid_dependency_sync();
     for (;;) {
-        /* issue the next task's descriptor loads before copying this one */
-        uint32_t nt = t + gridDim.x;
+        uint32_t nt = t + gridDim.x; /* issue the next task's load before copying this one */
         kvk_task next = task;
         if (nt < a.n)
             next = a.tasks[a.first + nt];
-        run_task<MODE>(a, task, op);
+        run_task<MODE, U>(a, task, op);
         if (nt >= a.n)
             break;
         t = nt;
@@ -156,17 +172,88 @@ __global__ void __launch_bounds__(KVK_THREADS, 2) kvk_copy_kernel(const __grid_c
     }
 }
 
-int kvk_blocks_per_sm(int threads, int *ret)
+/* ---- "fat" family: one self-contained 64-byte task, prefetched into shared memory ---- */
+
+__device__ __forceinline__ void ftask_prefetch(kvk_ftask *smem, const kvk_ftask *g)
 {
-    int g = 0, s = 0, d = 0;
-    KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &g, (const void *)kvk_copy_kernel<KVK_GATHER>, threads, 0));
-    KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &s, (const void *)kvk_copy_kernel<KVK_SCATTER>, threads, 0));
-    KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &d, (const void *)kvk_copy_kernel<KVK_DIRECT>, threads, 0));
-    int m = g < s ? g : s;
-    m = m < d ? m : d;
+    if (threadIdx.x < sizeof(kvk_ftask) / 16) {
+        unsigned dst = (unsigned)__cvta_generic_to_shared((char *)smem + 16 * threadIdx.x);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst),
+                     "l"((const char *)g + 16 * threadIdx.x)
+                     : "memory");
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+}
+
+template <int MODE, int U>
+__device__ __forceinline__ void run_ftask(const kvk_args &a, const kvk_ftask &f)
+{
+    uint64_t ts = f.ext_pos, te = ts + f.bytes;
+    uint64_t cs = ts > a.lo ? ts : a.lo, ce = te < a.hi ? te : a.hi;
+    if (cs >= ce)
+        return;
+    uint64_t delta = cs - ts, n = ce - cs;
+    uint64_t ext0 = a.ext + (ts - a.lo); /* extent address of the task's first byte */
+    uint64_t sa = MODE == KVK_SCATTER ? ext0 : a.src[f.src_pool] + f.src_pos;
+    uint64_t da = MODE == KVK_GATHER ? ext0 : a.dst[f.dst_pool] + f.dst_pos;
+    if (f.len == 0) {
+        copy_segment<U>((const uint8_t *)sa + delta, (uint8_t *)da + delta, n);
+        return;
+    }
+    int64_t ss = MODE == KVK_SCATTER ? (int64_t)f.len : f.src_stride;
+    int64_t ds = MODE == KVK_GATHER ? (int64_t)f.len : f.dst_stride;
+    copy_runs(sa - f.j0, ss, da - f.j0, ds, f.len, f.j0 + (uint32_t)delta, (uint32_t)n, f.align);
+}
+
+template <int MODE, int U>
+__global__ void __launch_bounds__(KVK_THREADS, U == 8 ? 1 : 2) kvk_fat_kernel(const __grid_constant__ kvk_args a)
+{
+    __shared__ __align__(16) kvk_ftask buf[2];
+    const kvk_ftask *tasks = a.ftasks + a.first;
+    uint32_t t = blockIdx.x;
+    int cur = 0;
+    ftask_prefetch(&buf[0], &tasks[t]);
+    grid_dependency_sync();
+    for (;;) {
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads(); /* buf[cur] is in; every thread is done with buf[cur ^ 1] */
+        uint32_t nt = t + gridDim.x;
+        if (nt < a.n)
+            ftask_prefetch(&buf[cur ^ 1], &tasks[nt]);
+        run_ftask<MODE, U>(a, buf[cur]);
+        if (nt >= a.n)
+            break;
+        t = nt;
+        cur ^= 1;
+    }
+}
+
+typedef void (*kernel_fn)(kvk_args);
+
+/* [fat][unroll 8][mode] */
+static const kernel_fn kernels[2][2][3] = {
+    {{kvk_op_kernel<KVK_GATHER, 4>, kvk_op_kernel<KVK_SCATTER, 4>, kvk_op_kernel<KVK_DIRECT, 4>},
+     {kvk_op_kernel<KVK_GATHER, 8>, kvk_op_kernel<KVK_SCATTER, 8>, kvk_op_kernel<KVK_DIRECT, 8>}},
+    {{kvk_fat_kernel<KVK_GATHER, 4>, kvk_fat_kernel<KVK_SCATTER, 4>,
+      kvk_fat_kernel<KVK_DIRECT, 4>},
+     {kvk_fat_kernel<KVK_GATHER, 8>, kvk_fat_kernel<KVK_SCATTER, 8>,
+      kvk_fat_kernel<KVK_DIRECT, 8>}},
+};
+
+static kernel_fn kernel_of(const struct kvk_program *p, int mode)
+{
+    return kernels[p->fat ? 1 : 0][p->unroll == 8 ? 1 : 0][mode];
+}
+
+int kvk_blocks_per_sm(const struct kvk_program *p, int *ret)
+{
+    int m = 1 << 30;
+    for (int mode = 0; mode < 3; mode++) {
+        int b = 0;
+        KVK_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &b, (const void *)kernel_of(p, mode), p->threads, 0));
+        m = b < m ? b : m;
+    }
     *ret = m < 1 ? 1 : m;
     return 0;
 }
@@ -187,9 +274,7 @@ int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t str
     cfg.attrs = attr;
     cfg.numAttrs = p->pdl ? 1 : 0;
     void *params[1] = {a};
-    const void *fn = a->mode == KVK_GATHER    ? (const void *)kvk_copy_kernel<KVK_GATHER>
-                     : a->mode == KVK_SCATTER ? (const void *)kvk_copy_kernel<KVK_SCATTER>
-                                              : (const void *)kvk_copy_kernel<KVK_DIRECT>;
+    const void *fn = (const void *)kernel_of(p, (int)a->mode);
     cudaError_t e = cudaLaunchKernelExC(&cfg, fn, params);
     if (e != cudaSuccess && cfg.numAttrs > 0) { /* PDL refused here: launch plainly */
         (void)cudaGetLastError();

@@ -10,6 +10,8 @@
 #include "kvk_tasks.h"
 
 #define KVK_THREADS 512       /* most threads per block (and the default) */
+#define KVK_DEFAULT_FAT 0     /* kernel family: 0 task + op tables, 1 self-contained tasks */
+#define KVK_DEFAULT_UNROLL 4  /* 16-byte loads in flight per thread */
 
 typedef enum { KVK_GATHER = 0, KVK_SCATTER = 1, KVK_DIRECT = 2 } kvk_mode_t;
 
@@ -20,14 +22,18 @@ struct kvk_program {
     int threads;              /* threads per block */
     int blocks_per_sm;        /* resident copy-kernel blocks per SM (occupancy) */
     int pdl;                  /* launch with programmatic dependent launch (env KVK_PDL=0: off) */
+    int fat;                  /* kernel reads self-contained tasks (KVK_FAT), else task + op */
+    int unroll;               /* 16-byte loads in flight per thread: 4 or 8 (KVK_UNROLL) */
     struct kvk_op *d_ops;     /* owned, device memory of `device` */
     struct kvk_task *d_tasks; /* owned, device memory of `device` */
+    struct kvk_ftask *d_ftasks; /* owned, device memory of `device`; fat kernel only */
 };
 
 /* Kernel arguments, passed by value (about 300 bytes). */
 struct kvk_args {
     const struct kvk_task *tasks;
     const struct kvk_op *ops;
+    const struct kvk_ftask *ftasks;
     uint32_t first, n;        /* tasks [first, first + n) */
     uint32_t mode;            /* kvk_mode_t */
     uint32_t pad_;
@@ -50,8 +56,8 @@ int kvk_cuda_fail(const char *call, cudaError_t e);
 int kvk_device_enter(int device, int *prev);
 void kvk_device_leave(int prev);
 
-/* Resident blocks per SM of the copy kernel (the lowest over its modes). */
-int kvk_blocks_per_sm(int threads, int *ret);
+/* Resident blocks per SM of the program's kernel family (the lowest over its modes). */
+int kvk_blocks_per_sm(const struct kvk_program *p, int *ret);
 
 /* Launches the copy kernel over tasks [first, first + n) (program's device must be current). */
 int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t stream);

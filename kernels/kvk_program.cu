@@ -69,8 +69,20 @@ static int upload(struct kvk_program *p)
                        cudaMemcpyHostToDevice));
     KVK_TRY(cudaMemcpy(p->d_tasks, p->t.tasks, (size_t)p->t.n_tasks * sizeof(struct kvk_task),
                        cudaMemcpyHostToDevice));
+    if (p->fat) {
+        struct kvk_ftask *f = NULL;
+        KVK_TRY_RC(kvk_tasks_fat(&p->t, &f));
+        size_t fb = (size_t)(p->t.n_tasks ? p->t.n_tasks : 1) * sizeof(*f);
+        cudaError_t e = cudaMalloc((void **)&p->d_ftasks, fb);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(p->d_ftasks, f, (size_t)p->t.n_tasks * sizeof(*f),
+                           cudaMemcpyHostToDevice);
+        free(f);
+        if (e != cudaSuccess)
+            return kvk_cuda_fail("cudaMalloc/cudaMemcpy(fat task table)", e);
+    }
     KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
-    KVK_TRY_RC(kvk_blocks_per_sm(p->threads, &p->blocks_per_sm));
+    KVK_TRY_RC(kvk_blocks_per_sm(p, &p->blocks_per_sm));
     int major = 0;
     KVK_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device));
     const char *env = getenv("KVK_PDL");
@@ -104,7 +116,14 @@ int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
         return kvk_fail(-EINVAL, "KVK_THREADS=%d: not a multiple of 32 in [64, %d]", p->threads,
                         KVK_THREADS);
     }
-    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0), &p->t);
+    p->fat = env_u32("KVK_FAT", KVK_DEFAULT_FAT) != 0;
+    p->unroll = (int)env_u32("KVK_UNROLL", KVK_DEFAULT_UNROLL);
+    if (p->unroll != 4 && p->unroll != 8) {
+        free(p);
+        return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
+    }
+    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
+                             env_u32("KVK_PIECE_ALIGN", 0), &p->t);
     if (rc < 0) {
         free(p);
         return rc;
@@ -129,11 +148,12 @@ struct kvk_program *kvk_program_free(struct kvk_program *p)
 {
     if (!p)
         return NULL;
-    if (p->d_ops || p->d_tasks) {
+    if (p->d_ops || p->d_tasks || p->d_ftasks) {
         int prev;
         if (kvk_device_enter(p->device, &prev) == 0) {
             cudaFree(p->d_ops);
             cudaFree(p->d_tasks);
+            cudaFree(p->d_ftasks);
             kvk_device_leave(prev);
         }
     }
@@ -175,6 +195,7 @@ static int run(const struct kvk_program *p, kvk_mode_t mode, const struct kvk_me
     memset(&a, 0, sizeof(a));
     a.tasks = p->d_tasks;
     a.ops = p->d_ops;
+    a.ftasks = p->d_ftasks;
     kvk_tasks_range(&p->t, lo, hi, &a.first, &a.n);
     a.mode = mode;
     a.lo = lo;

@@ -75,7 +75,8 @@ static int check_op(const struct copy_op *o, uint32_t i, uint64_t at, struct kvk
 }
 
 /* Tasks op o splits into, and the piece size for long runs (0 when runs are grouped). */
-static uint64_t op_tasks(const struct copy_op *o, uint64_t tb, uint64_t *piece, uint64_t *group)
+static uint64_t op_tasks(const struct copy_op *o, uint64_t tb, uint64_t pa, uint64_t *piece,
+                         uint64_t *group)
 {
     *piece = 0;
     *group = 0;
@@ -84,7 +85,7 @@ static uint64_t op_tasks(const struct copy_op *o, uint64_t tb, uint64_t *piece, 
     if (o->len >= tb / 2) {
         uint64_t pieces = (o->len + tb - 1) / tb;
         uint64_t p = (o->len + pieces - 1) / pieces;
-        p = (p + 15) & ~(uint64_t)15;
+        p = (p + pa - 1) & ~(pa - 1);
         if (p > tb)
             p = tb;
         *piece = p;
@@ -127,7 +128,7 @@ static void add_task(struct kvk_tasks *t, uint32_t k, uint32_t op, const struct 
 }
 
 int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
-                    struct kvk_tasks *ret)
+                    uint32_t piece_align, struct kvk_tasks *ret)
 {
     struct kvk_tasks t;
     memset(&t, 0, sizeof(t));
@@ -136,6 +137,11 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
     if (task_bytes < KVK_TASK_MIN || task_bytes > KVK_TASK_MAX || (task_bytes & (task_bytes - 1)))
         return kvk_fail(-EINVAL, "task size %u: not a power of two in [%u, %u]", task_bytes,
                         KVK_TASK_MIN, KVK_TASK_MAX);
+    if (piece_align == 0)
+        piece_align = KVK_PIECE_ALIGN;
+    if (piece_align < 16 || piece_align > task_bytes || (piece_align & (piece_align - 1)))
+        return kvk_fail(-EINVAL, "piece alignment %u: not a power of two in [16, %u]",
+                        piece_align, task_bytes);
     t.task_bytes = task_bytes;
     if (n_ops > 0 && !ops)
         return kvk_fail(-EINVAL, "NULL ops with n_ops %u", n_ops);
@@ -146,7 +152,7 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
             return rc;
         at += ops[i].len * ops[i].count;
         uint64_t piece, group;
-        uint64_t n = op_tasks(&ops[i], task_bytes, &piece, &group);
+        uint64_t n = op_tasks(&ops[i], task_bytes, piece_align, &piece, &group);
         if (n > KVK_MAX_TASKS || n_tasks + n > KVK_MAX_TASKS)
             return kvk_fail(-E2BIG, "program splits into more than %u tasks", KVK_MAX_TASKS);
         n_tasks += n;
@@ -167,7 +173,7 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
         const struct copy_op *o = &ops[i];
         fill_op(&t.ops[i], o);
         uint64_t piece, group;
-        if (op_tasks(o, task_bytes, &piece, &group) == 0)
+        if (op_tasks(o, task_bytes, piece_align, &piece, &group) == 0)
             continue;
         uint64_t total = o->len * o->count;
         if (piece) { /* long runs: each cut into pieces, no task crosses a run boundary */
@@ -184,6 +190,33 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
     }
     t.ext[k] = t.bytes;
     *ret = t;
+    return 0;
+}
+
+int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret)
+{
+    struct kvk_ftask *f = calloc(t->n_tasks ? t->n_tasks : 1, sizeof(*f));
+    if (!f)
+        return kvk_fail(-ENOMEM, "fat task table of %u tasks: out of memory", t->n_tasks);
+    for (uint32_t i = 0; i < t->n_tasks; i++) {
+        const struct kvk_task *x = &t->tasks[i];
+        const struct kvk_op *o = &t->ops[x->op];
+        uint64_t k0 = x->pos / o->len, j0 = x->pos - k0 * o->len;
+        int single = j0 + x->bytes <= o->len;
+        f[i].src_pos = o->src_pool == PLAN_POOL_UNKNOWN
+                           ? 0 : o->src_off + (uint64_t)((int64_t)k0 * o->src_stride) + j0;
+        f[i].dst_pos = o->dst_off + (uint64_t)((int64_t)k0 * o->dst_stride) + j0;
+        f[i].ext_pos = o->ext_off + x->pos;
+        f[i].src_stride = o->src_stride;
+        f[i].dst_stride = o->dst_stride;
+        f[i].len = single ? 0 : (uint32_t)o->len; /* several runs only when len < task size */
+        f[i].j0 = single ? 0 : (uint32_t)j0;
+        f[i].bytes = x->bytes;
+        f[i].src_pool = (uint16_t)(o->src_pool == PLAN_POOL_UNKNOWN ? 0xffff : o->src_pool);
+        f[i].dst_pool = (uint16_t)o->dst_pool;
+        f[i].align = o->align;
+    }
+    *ret = f;
     return 0;
 }
 

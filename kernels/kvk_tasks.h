@@ -19,6 +19,7 @@ extern "C" {
 #define KVK_MAX_TASKS (1u << 22) /* 256 GiB of extent at 64 KiB tasks */
 #define KVK_TASK_MIN (4u * 1024u)
 #define KVK_TASK_MAX (1024u * 1024u)
+#define KVK_PIECE_ALIGN 16u
 
 /* One op as the kernel reads it: copy_op plus the alignment every offset, stride and length of
  * the op share (a power of two <= 16). */
@@ -39,6 +40,19 @@ struct kvk_task {
     uint32_t bytes;
 };
 
+/* A self-contained task (64 bytes, one prefetch per task): where its first byte is on each side
+ * and, for a task of several runs, the run geometry. Pool offsets are of the task's first byte
+ * (src_pos is 0 when the source is unresolved). len == 0: the task lies inside one run. */
+struct kvk_ftask {
+    uint64_t src_pos, dst_pos, ext_pos;
+    int64_t src_stride, dst_stride;
+    uint32_t len, j0;           /* several runs: run length, offset of the first byte in its run */
+    uint32_t bytes;
+    uint16_t src_pool, dst_pool;
+    uint32_t align;
+    uint32_t pad_;
+};
+
 struct kvk_tasks {
     uint64_t bytes;                        /* extent length */
     uint32_t task_bytes;                   /* most bytes of one task */
@@ -52,12 +66,16 @@ struct kvk_tasks {
 };
 
 /* Validates and splits into tasks of at most task_bytes (0: KVK_TASK_BYTES; else a power of two
- * in [KVK_TASK_MIN, KVK_TASK_MAX]). 0, or -EINVAL (bad tiling, pool index, overflow, negative
+ * in [KVK_TASK_MIN, KVK_TASK_MAX]); pieces of long runs start at multiples of piece_align
+ * (0: KVK_PIECE_ALIGN; else a power of two in [16, task_bytes]). 0, or -EINVAL (bad tiling, pool index, overflow, negative
  * address, task size), -E2BIG (more than KVK_MAX_TASKS tasks), -ENOMEM; kvk_last_error() says
  * which op and why. */
 int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
-                    struct kvk_tasks *ret);
+                    uint32_t piece_align, struct kvk_tasks *ret);
 void kvk_tasks_done(struct kvk_tasks *t);
+
+/* The self-contained form of t's tasks (malloc'd, t->n_tasks entries) in *ret. 0 or -ENOMEM. */
+int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret);
 
 /* Tasks intersecting extent bytes [lo, hi): [*first, *first + *n). lo < hi <= bytes. */
 void kvk_tasks_range(const struct kvk_tasks *t, uint64_t lo, uint64_t hi, uint32_t *first,

@@ -330,21 +330,32 @@ END_TEST
 /* The tuning knobs change the split and the block shape, never the bytes. */
 START_TEST(small_tasks_and_odd_block_sizes_copy_the_same_bytes)
 {
-    static const char *const knobs[][2] = {{"4096", "96"}, {"8192", "512"}, {"1048576", "64"}};
-    for (int i = 0; i < 3; i++) {
-        setenv("KVK_TASK_BYTES", knobs[i][0], 1);
-        setenv("KVK_THREADS", knobs[i][1], 1);
+    /* task bytes, threads, fat, unroll, piece alignment */
+    static const char *const knobs[][5] = {
+        {"4096", "96", "0", "4", "16"},      {"8192", "512", "1", "8", "4096"},
+        {"1048576", "64", "1", "4", "512"},  {"16384", "256", "0", "8", "4096"},
+        {"32768", "160", "1", "8", "16"},
+    };
+    static const char *const names[] = {"KVK_TASK_BYTES", "KVK_THREADS", "KVK_FAT", "KVK_UNROLL",
+                                        "KVK_PIECE_ALIGN"};
+    for (int i = 0; i < 5; i++) {
+        for (int k = 0; k < 5; k++)
+            setenv(names[k], knobs[i][k], 1);
         struct gt_prog g;
         gt_prog_random(&g, 4242 + (uint64_t)i, 80, 1);
         roundtrip_chunks(&g, (uint64_t)i, 1 + g.bytes / 3);
         gt_prog_done(&g);
     }
-    setenv("KVK_THREADS", "100", 1);
+    for (int k = 0; k < 5; k++)
+        unsetenv(names[k]);
     struct copy_op o = {.len = 64, .count = 1};
     struct kvk_program *p = NULL;
+    setenv("KVK_THREADS", "100", 1);
     ck_assert_int_eq(kvk_program_new(&o, 1, 0, &p), -EINVAL);
-    unsetenv("KVK_TASK_BYTES");
     unsetenv("KVK_THREADS");
+    setenv("KVK_UNROLL", "5", 1);
+    ck_assert_int_eq(kvk_program_new(&o, 1, 0, &p), -EINVAL);
+    unsetenv("KVK_UNROLL");
 }
 END_TEST
 
