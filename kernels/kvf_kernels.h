@@ -20,8 +20,11 @@
  * CUDA call that failed and why is then in kvk_last_error() (thread-local). Nothing aborts.
  * Ownership: a program owns its device and host tables; ops passed in are copied.
  * Tuning (benchmarks): the environment at kvk_program_new may set KVK_TASK_BYTES (power of two,
- * 4 KiB..1 MiB), KVK_THREADS (threads per block, multiple of 32, 64..512) and KVK_PDL=0
- * (no programmatic dependent launch); the bytes copied never depend on them.
+ * 4 KiB..1 MiB, default 64 KiB), KVK_THREADS (threads per block, multiple of 32, 64..512,
+ * default 512), KVK_FAT (1 default: self-contained tasks prefetched into shared memory; 0: task
+ * + op tables), KVK_UNROLL (4 default, or 8 loads in flight per thread), KVK_PIECE_ALIGN (where
+ * long runs are cut, power of two >= 16, default 4096) and KVK_PDL=0 (no programmatic
+ * dependent launch). The bytes copied never depend on them (tests/gpu cover each).
  * Threads: a program is immutable after kvk_program_new; any thread may launch with it
  * concurrently (on any streams); kvk_program_free only after its launches completed. */
 #ifndef KVF_KERNELS_H

@@ -10,7 +10,7 @@
 #include "kvk_tasks.h"
 
 #define KVK_THREADS 512       /* most threads per block (and the default) */
-#define KVK_DEFAULT_FAT 0     /* kernel family: 0 task + op tables, 1 self-contained tasks */
+#define KVK_DEFAULT_FAT 1     /* kernel family: 0 task + op tables, 1 self-contained tasks */
 #define KVK_DEFAULT_UNROLL 4  /* 16-byte loads in flight per thread */
 
 typedef enum { KVK_GATHER = 0, KVK_SCATTER = 1, KVK_DIRECT = 2 } kvk_mode_t;

