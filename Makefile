@@ -81,7 +81,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
+	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -MMD -MP -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
 
 $(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
