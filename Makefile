@@ -48,7 +48,7 @@ CUDA ?= 1
 CUDA_ARCH ?= -arch=sm_90
 ifeq ($(CUDA),1)
 CFLAGS_BASE += -DKVF_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 else
 CUDA_LIBS   :=
@@ -83,7 +83,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
+	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -MMD -MP -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
 
 $(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
