@@ -59,6 +59,7 @@ struct link {
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
     int in_progress;             /* inside ucp_worker_progress */
+    unsigned inflight;           /* sends, puts, flushes, receives not yet complete */
     ucp_context_h ctx;
     ucp_worker_h worker;
     ucp_listener_h listener;

@@ -45,6 +45,7 @@ struct recv_req {
 static void send_done(void *request, ucs_status_t status, void *user_data)
 {
     struct send_req *r = user_data;
+    r->link->inflight--;
     if (r->cb)
         r->cb(r->arg, link_err_from_ucs(status));
     free(r);
@@ -85,6 +86,7 @@ int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hd
         free(r);
         return rc;
     }
+    p->link->inflight++;
     return 0;
 }
 
@@ -155,6 +157,7 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
 static void recv_done(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     struct recv_req *r = user_data;
+    r->link->inflight--;
     if (status == UCS_OK && length == r->len && r->peer->state == LINK_PEER_READY)
         deliver(r->link, r->peer, r->type, r->hdr, r->hdr_len, r->buf, r->len);
     else
@@ -199,6 +202,7 @@ void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, con
         .cb.recv_am = recv_done,
         .user_data = r,
     };
+    l->inflight++;
     ucs_status_ptr_t s = ucp_am_recv_data_nbx(l->worker, desc, r->buf, len, &rp);
     if (s == NULL)
         recv_done(NULL, UCS_OK, len, r);

@@ -91,9 +91,20 @@ static inline void lt_secret(const char *dir, const char *name, const char *cont
     close(fd);
 }
 
+static int lt_is_server;
+
+/* On the client, every callback stops the loop: UV_RUN_ONCE in lt_run_until would otherwise go
+ * on to block for I/O after a timer-driven callback already met the condition. */
+static void lt_wake(struct lt *t)
+{
+    if (!lt_is_server)
+        uv_stop(&t->loop);
+}
+
 static void lt_send_done(void *arg, int status)
 {
     struct lt *t = arg;
+    lt_wake(t);
     if (status == 0)
         t->sends_done++;
     else
@@ -109,6 +120,7 @@ static void lt_free_done(void *arg, int status)
 static void lt_on_up(void *arg, struct link_peer *p)
 {
     struct lt *t = arg;
+    lt_wake(t);
     t->ups++;
     t->peer = p;
 }
@@ -116,6 +128,7 @@ static void lt_on_up(void *arg, struct link_peer *p)
 static void lt_on_down(void *arg, struct link_peer *p, int err)
 {
     struct lt *t = arg;
+    lt_wake(t);
     t->downs++;
     t->down_err = err;
     if (t->peer == p)
@@ -189,12 +202,11 @@ static void lt_server_msg(struct lt *t, struct link_peer *p, uint16_t type, cons
     }
 }
 
-static int lt_is_server;
-
 static void lt_on_msg(void *arg, struct link_peer *p, uint16_t type, const void *hdr,
                       size_t hdr_len, const void *data, size_t len)
 {
     struct lt *t = arg;
+    lt_wake(t);
     t->msgs++;
     t->last_type = type;
     t->last_hdr_len = hdr_len;
