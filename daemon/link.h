@@ -31,6 +31,10 @@
  * no_shm = 1 (UCX_TLS=^sysv,posix): UCX would still pick shared memory, whose wakeup goes through
  * an abstract unix socket of one namespace, and an event-driven receiver would hang (trap 2).
  *
+ * Two daemons that connect to each other get two peers, one each way; either carries traffic
+ * both ways. The handshake authenticates the endpoint's ends; it does not encrypt or sign later
+ * traffic (run the link on a trusted cluster network).
+ *
  * Ownership: struct link owns its UCX objects, its uv handles and every peer. A struct link_peer
  * pointer is valid from link_connect (or on_peer_up for inbound peers) until on_peer_down returns
  * or link_free is called. Threads: everything on the loop thread; callbacks run from the loop,
