@@ -146,6 +146,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
 {
     if (!p)
         return NULL;
+    link_msg_drop_early(p);
     if (p->arena_rkey)
         ucp_rkey_destroy(p->arena_rkey);
     sodium_memzero(p, sizeof(*p));

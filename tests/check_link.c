@@ -119,6 +119,30 @@ START_TEST(link_handshake_ok_exchanges_ids_and_reports_status)
 }
 END_TEST
 
+START_TEST(link_messages_sent_from_on_peer_up_reach_the_client)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    uint16_t port;
+    int sfd;
+    lt_greet = 1; /* inherited by the forked server */
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    lt_greet = 0;
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.msgs, 3, 5000));
+    ck_assert_int_eq(t.ups, 1);
+    ck_assert(lt_verify(t.rndv_buf, 1 << 20, 7)); /* g2 landed in our buffer */
+    quit_server(&t);
+    struct link_stats cs, ss;
+    link_get_stats(t.link, &cs);
+    ck_assert_uint_eq(cs.dropped, 0);
+    ck_assert_uint_eq(cs.msgs_recv, 3);
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
 START_TEST(link_wrong_secret_is_refused_on_both_sides_and_nothing_delivered)
 {
     struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_b);
@@ -387,6 +411,7 @@ static Suite *link_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_ok_exchanges_ids_and_reports_status);
+    tcase_add_test(tc, link_messages_sent_from_on_peer_up_reach_the_client);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusal");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -117,12 +117,22 @@ static void lt_free_done(void *arg, int status)
     free(arg);
 }
 
+/* Server: greet each new peer from on_peer_up (racing the handshake's last message). */
+static int lt_greet;
+static uint8_t lt_greeting[1 << 20];
+
 static void lt_on_up(void *arg, struct link_peer *p)
 {
     struct lt *t = arg;
     lt_wake(t);
     t->ups++;
     t->peer = p;
+    if (lt_is_server && lt_greet) {
+        lt_fill(lt_greeting, sizeof(lt_greeting), 7);
+        link_send(p, LT_PONG, "g1", 2, lt_greeting, 64 << 10, NULL, NULL);
+        link_send(p, LT_PONG, "g2", 2, lt_greeting, sizeof(lt_greeting), NULL, NULL);
+        link_send(p, LT_PONG, "g3", 2, NULL, 0, NULL, NULL);
+    }
 }
 
 static void lt_on_down(void *arg, struct link_peer *p, int err)
