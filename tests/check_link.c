@@ -132,7 +132,10 @@ START_TEST(link_messages_sent_from_on_peer_up_reach_the_client)
     lt_connect(&t, port);
     ck_assert(lt_run_until(&t, &t.msgs, 3, 5000));
     ck_assert_int_eq(t.ups, 1);
-    ck_assert(lt_verify(t.rndv_buf, 1 << 20, 7)); /* g2 landed in our buffer */
+    int g2 = 0; /* the 1 MiB greeting landed, intact, in a buffer on_rndv chose */
+    for (int i = 0; i < t.n_rndv; i++)
+        g2 |= t.rndv_lens[i] == 1 << 20 && lt_verify(t.rndv_bufs[i], 1 << 20, 7);
+    ck_assert(g2);
     quit_server(&t);
     struct link_stats cs, ss;
     link_get_stats(t.link, &cs);

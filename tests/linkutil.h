@@ -44,8 +44,10 @@ struct lt {
     uint8_t last_hdr[LINK_HDR_MAX];
     size_t last_hdr_len, last_len;
     uint8_t last_data[LINK_RKEY_MAX];
-    void *rndv_buf; /* owned: where rendezvous payloads land */
-    size_t rndv_cap;
+    void *rndv_buf;      /* where the last rendezvous payload landed */
+    void *rndv_bufs[64]; /* owned: one buffer per rendezvous message, freed at lt_close */
+    size_t rndv_lens[64];
+    int n_rndv;
     struct link_mreg *mreg;
     void *mreg_buf;
     size_t mreg_len;
@@ -150,14 +152,15 @@ static int lt_on_rndv(void *arg, struct link_peer *p, uint16_t type, const void 
 {
     (void)p, (void)type, (void)hdr, (void)hdr_len;
     struct lt *t = arg;
-    if (len > t->rndv_cap) {
-        free(t->rndv_buf);
-        t->rndv_buf = malloc(len);
-        t->rndv_cap = t->rndv_buf ? len : 0;
-        if (!t->rndv_buf)
-            return -ENOMEM;
-    }
-    *dest_ret = t->rndv_buf;
+    /* a buffer per message: receives may overlap, a buffer is never reused under one */
+    if (t->n_rndv == (int)(sizeof(t->rndv_bufs) / sizeof(t->rndv_bufs[0])))
+        return -ENOBUFS;
+    void *b = malloc(len ? len : 1);
+    if (!b)
+        return -ENOMEM;
+    t->rndv_lens[t->n_rndv] = len;
+    t->rndv_bufs[t->n_rndv++] = b;
+    *dest_ret = b;
     return 0;
 }
 
@@ -183,9 +186,13 @@ static void lt_server_msg(struct lt *t, struct link_peer *p, uint16_t type, cons
             free(copy);
         break;
     }
-    case LT_BIG:
-        lt_result(t, p, data == t->rndv_buf && lt_verify(data, len, c.off));
+    case LT_BIG: {
+        int mine = 0; /* it landed in a buffer on_rndv chose */
+        for (int i = 0; i < t->n_rndv; i++)
+            mine |= data == t->rndv_bufs[i];
+        lt_result(t, p, mine && lt_verify(data, len, c.off));
         break;
+    }
     case LT_CHECK_ARENA:
         lt_result(t, p, c.off + c.len <= alen && lt_verify(arena + c.off, c.len, c.seed));
         break;
@@ -222,6 +229,9 @@ static void lt_on_msg(void *arg, struct link_peer *p, uint16_t type, const void 
     t->last_hdr_len = hdr_len;
     memcpy(t->last_hdr, hdr, hdr_len);
     t->last_len = len;
+    for (int i = 0; i < t->n_rndv; i++)
+        if (data == t->rndv_bufs[i])
+            t->rndv_buf = t->rndv_bufs[i];
     if (len <= sizeof(t->last_data))
         memcpy(t->last_data, data, len);
     if (type == LT_RESULT) {
@@ -253,7 +263,8 @@ static inline int lt_close(struct lt *t)
     t->mreg = link_mreg_free(t->link, t->mreg);
     t->link = link_free(t->link);
     uv_run(&t->loop, UV_RUN_DEFAULT);
-    free(t->rndv_buf);
+    for (int i = 0; i < t->n_rndv; i++)
+        free(t->rndv_bufs[i]);
     free(t->mreg_buf);
     return uv_loop_close(&t->loop);
 }
