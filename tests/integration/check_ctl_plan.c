@@ -91,6 +91,13 @@ START_TEST(ctl_plan_json_for_an_incompatible_pair_exits_2)
     ck_assert_int_eq(rc, 2);
     ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "tokens_per_block");
     json_decref(j);
+    /* an attention-DP context without the DP rank that ran the request: the request's fault */
+    rc = run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --json", &j);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "error")), "BAD_REQUEST");
+    json_decref(j);
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --ctx-dp-rank 1",
+                             NULL), 0);
     /* a request larger than the pools is a bad request, also exit 2 */
     rc = run_ctl("plan --ctx tiny:blocks=4 --gen tiny --prompt-tokens 1000 --json", &j);
     ck_assert_int_eq(rc, 2);
