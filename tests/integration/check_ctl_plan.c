@@ -1,5 +1,6 @@
 /* check_ctl_plan.c: runs the real build/kvferryctl binary: `plan --json` for a compatible and an
- * incompatible pair (exit codes and every JSON field), --all-ranks, and usage errors. */
+ * incompatible pair (exit codes and every JSON field), --all-ranks, usage errors, and the
+ * README's examples. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -120,6 +121,25 @@ START_TEST(ctl_plan_usage_errors_exit_1)
 }
 END_TEST
 
+/* The README's `kvferryctl plan` examples run as written (the test runs in the repo root). */
+START_TEST(ctl_plan_readme_examples_run)
+{
+    FILE *f = fopen("README.md", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "kvferryctl plan --ctx ", 22) != 0 || strstr(line, "SPEC"))
+            continue; /* not an example, or the synopsis */
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_msg(run_ctl(line + 11, NULL) == 0, "README example failed: %s", line);
+        n++;
+    }
+    fclose(f);
+    ck_assert_int_ge(n, 2);
+}
+END_TEST
+
 static Suite *ctl_plan_suite(void)
 {
     Suite *s = suite_create("ctl_plan");
@@ -128,6 +148,7 @@ static Suite *ctl_plan_suite(void)
     tcase_add_test(tc, ctl_plan_json_for_a_compatible_pair);
     tcase_add_test(tc, ctl_plan_json_for_an_incompatible_pair_exits_2);
     tcase_add_test(tc, ctl_plan_usage_errors_exit_1);
+    tcase_add_test(tc, ctl_plan_readme_examples_run);
     suite_add_tcase(s, tc);
     return s;
 }
