@@ -96,6 +96,7 @@ START_TEST(ctl_plan_json_for_an_incompatible_pair_exits_2)
     rc = run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --json", &j);
     ck_assert_int_eq(rc, 2);
     ck_assert_str_eq(json_string_value(json_object_get(j, "error")), "BAD_REQUEST");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "dp_rank");
     json_decref(j);
     ck_assert_int_eq(run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --ctx-dp-rank 1",
                              NULL), 0);
