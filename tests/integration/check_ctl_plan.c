@@ -117,6 +117,13 @@ START_TEST(ctl_plan_usage_errors_exit_1)
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --prompt-tokens 10 --gen-cached-tokens 20",
                              NULL), 1);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --bogus", NULL), 1);
+    /* limits: the token count's range, and PLAN_MAX_IDS (2^20) blocks per request */
+    ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --prompt-tokens 68719476737", NULL), 1);
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tpb=1 --gen tiny:tpb=1 --prompt-tokens 1048577",
+                             NULL), 1);
+    /* 2^20 blocks is within the CLI's limit; the pools (512 blocks) refuse it: BAD_REQUEST */
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tpb=1 --gen tiny:tpb=1 --prompt-tokens 1048576",
+                             NULL), 2);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny:tp=2 --gen-rank 1 --all-ranks", NULL), 1);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny", NULL), 0); /* the table */
 }
