@@ -14,7 +14,9 @@
  *   in the stage holding the layer. It supplies the generation rank's head range.
  * - Blocks (rule 6): suffix-aligned. Generation block k of n_gen is context block
  *   n_ctx - n_gen + k; n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
- *   and a state group without exactly one slot id are BAD_REQUEST.
+ *   and a state group without exactly one slot id are BAD_REQUEST. So is an attention-DP
+ *   context without a valid ctx_dp_rank (reason COMPAT_DP_RANK): the DP rank belongs to the
+ *   request, not to the peer, so it must never become a cached PEER_INCOMPATIBLE verdict.
  * - Canonical order of a writer's extent (rule 9): (generation group index, layer ascending,
  *   generation view index, item in request order, tensor index within the view, outer, head
  *   run). Each writer's extent is its subsequence of that order, packed.
@@ -315,7 +317,7 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
         }
     if (in->ctx[0].attention_dp &&
         (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
-        return set_err(err, KVF_E_PEER_INCOMPATIBLE, COMPAT_DP_RANK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
                        "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
                        "request, got %" PRId32,
                        in->ctx[0].tp_size, in->ctx_dp_rank);

@@ -425,7 +425,7 @@ START_TEST(plan_refuses_requests_needing_too_many_copy_runs)
 }
 END_TEST
 
-START_TEST(plan_refuses_attention_dp_context_without_dp_rank)
+START_TEST(plan_refuses_attention_dp_context_without_dp_rank_as_bad_request)
 {
     char err[256];
     uint64_t rng = 5;
@@ -438,9 +438,16 @@ START_TEST(plan_refuses_attention_dp_context_without_dp_rank)
         struct plan p;
         struct plan_error pe;
         ck_assert_int_eq(plan_build(&in, &p, &pe), -EINVAL);
-        ck_assert_int_eq(pe.code, KVF_E_PEER_INCOMPATIBLE);
+        /* the request's fault, never a peer verdict a daemon would cache (DESIGN §7) */
+        ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
         ck_assert_int_eq(pe.reason, COMPAT_DP_RANK);
+        ck_assert_ptr_nonnull(strstr(pe.message, "DP rank"));
     }
+    struct plan_input in = par_input(&c, &g, 0, c.ids, 1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s", pe.message);
+    plan_done(&p);
     par_side_free(&c);
     par_side_free(&g);
 }
@@ -589,7 +596,7 @@ static Suite *plan_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("request");
     tcase_add_test(tc, plan_refuses_bad_block_lists_with_bad_request);
-    tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank);
+    tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank_as_bad_request);
     tcase_add_test(tc, plan_refuses_requests_needing_too_many_copy_runs);
     suite_add_tcase(s, tc);
     tc = tcase_create("accounting");

@@ -168,10 +168,11 @@ static void print_table(const struct plan *p)
 
 static void print_error(const struct opts *o, const struct plan_error *pe)
 {
-    bool incompat = pe->code == KVF_E_PEER_INCOMPATIBLE;
+    /* a reason code where there is one (every PEER_INCOMPATIBLE; BAD_REQUEST dp_rank) */
+    bool has_reason = pe->reason != COMPAT_OK;
     if (o->json) {
         json_t *j = json_pack("{s:b,s:s,s:s,s:s}", "ok", 0, "error", kvf_error_to_string(pe->code),
-                              "reason", incompat ? compat_reason_to_string(pe->reason) : "",
+                              "reason", has_reason ? compat_reason_to_string(pe->reason) : "",
                               "message", pe->message);
         char *s = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
         printf("%s\n", s);
@@ -179,8 +180,8 @@ static void print_error(const struct opts *o, const struct plan_error *pe)
         json_decref(j);
     } else {
         fprintf(stderr, "kvferryctl plan: %s%s%s%s: %s\n", kvf_error_to_string(pe->code),
-                incompat ? " (" : "", incompat ? compat_reason_to_string(pe->reason) : "",
-                incompat ? ")" : "", pe->message);
+                has_reason ? " (" : "", has_reason ? compat_reason_to_string(pe->reason) : "",
+                has_reason ? ")" : "", pe->message);
     }
 }
 

@@ -1,5 +1,6 @@
 /* check_ctl_plan.c: runs the real build/kvferryctl binary: `plan --json` for a compatible and an
- * incompatible pair (exit codes and every JSON field), --all-ranks, and usage errors. */
+ * incompatible pair (exit codes and every JSON field), --all-ranks, usage errors, and the
+ * README's examples. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -91,6 +92,14 @@ START_TEST(ctl_plan_json_for_an_incompatible_pair_exits_2)
     ck_assert_int_eq(rc, 2);
     ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "tokens_per_block");
     json_decref(j);
+    /* an attention-DP context without the DP rank that ran the request: the request's fault */
+    rc = run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --json", &j);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "error")), "BAD_REQUEST");
+    ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "dp_rank");
+    json_decref(j);
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --ctx-dp-rank 1",
+                             NULL), 0);
     /* a request larger than the pools is a bad request, also exit 2 */
     rc = run_ctl("plan --ctx tiny:blocks=4 --gen tiny --prompt-tokens 1000 --json", &j);
     ck_assert_int_eq(rc, 2);
@@ -108,8 +117,34 @@ START_TEST(ctl_plan_usage_errors_exit_1)
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --prompt-tokens 10 --gen-cached-tokens 20",
                              NULL), 1);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --bogus", NULL), 1);
+    /* limits: the token count's range, and PLAN_MAX_IDS (2^20) blocks per request */
+    ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny --prompt-tokens 68719476737", NULL), 1);
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tpb=1 --gen tiny:tpb=1 --prompt-tokens 1048577",
+                             NULL), 1);
+    /* 2^20 blocks is within the CLI's limit; the pools (512 blocks) refuse it: BAD_REQUEST */
+    ck_assert_int_eq(run_ctl("plan --ctx tiny:tpb=1 --gen tiny:tpb=1 --prompt-tokens 1048576",
+                             NULL), 2);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny:tp=2 --gen-rank 1 --all-ranks", NULL), 1);
     ck_assert_int_eq(run_ctl("plan --ctx tiny --gen tiny", NULL), 0); /* the table */
+}
+END_TEST
+
+/* The README's `kvferryctl plan` examples run as written (the test runs in the repo root). */
+START_TEST(ctl_plan_readme_examples_run)
+{
+    FILE *f = fopen("README.md", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    int n = 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (strncmp(line, "kvferryctl plan --ctx ", 22) != 0 || strstr(line, "SPEC"))
+            continue; /* not an example, or the synopsis */
+        line[strcspn(line, "\n")] = '\0';
+        ck_assert_msg(run_ctl(line + 11, NULL) == 0, "README example failed: %s", line);
+        n++;
+    }
+    fclose(f);
+    ck_assert_int_ge(n, 2);
 }
 END_TEST
 
@@ -121,6 +156,7 @@ static Suite *ctl_plan_suite(void)
     tcase_add_test(tc, ctl_plan_json_for_a_compatible_pair);
     tcase_add_test(tc, ctl_plan_json_for_an_incompatible_pair_exits_2);
     tcase_add_test(tc, ctl_plan_usage_errors_exit_1);
+    tcase_add_test(tc, ctl_plan_readme_examples_run);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -101,11 +101,12 @@ START_TEST(daemon_log_level_set_at_run_time_changes_what_is_logged)
 }
 END_TEST
 
+/* _i == 0: SIGTERM, 1: SIGINT (both drain and exit 0) */
 START_TEST(daemon_sigterm_sends_stopping_exits_zero_and_removes_socket)
 {
     struct dh h;
     dh_start(&h, NULL);
-    kill(h.pid, SIGTERM);
+    kill(h.pid, _i ? SIGINT : SIGTERM);
     ck_assert(dh_wait_notify(&h, "STOPPING=1", 5000));
     ck_assert_int_eq(dh_wait_exit(&h, 10000), 0);
     ck_assert_int_ne(access(h.sock, F_OK), 0);
@@ -594,7 +595,7 @@ int main(void)
     TCase *life = tcase_create("lifecycle");
     tcase_set_timeout(life, 60);
     tcase_add_test(life, daemon_sends_ready_with_status_and_kvferryctl_status_answers);
-    tcase_add_test(life, daemon_sigterm_sends_stopping_exits_zero_and_removes_socket);
+    tcase_add_loop_test(life, daemon_sigterm_sends_stopping_exits_zero_and_removes_socket, 0, 2);
     tcase_add_test(life, daemon_log_level_set_at_run_time_changes_what_is_logged);
     tcase_add_test(life, kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon);
     tcase_add_test(life, daemon_drain_command_stops_it_with_exit_zero);
