@@ -1,0 +1,212 @@
+/* cfg_table.c: THE table of kvferryd's configuration: one row per field of struct kvf_config
+ * (key, type, offset, default as YAML text, bounds, enum names, live flag, doc), the rules that
+ * span keys, and key lookup with "did you mean" suggestions. Everything else (parsing, printing,
+ * config/kvferry.yaml and its drift test) is driven from here.
+ * Bounds: min/max are inclusive, in bytes for sizes and milliseconds for durations; for strings
+ * and paths max is the longest value accepted (0: CFG_STRING_MAX); unused for enums and lists.
+ * Live keys may change on SIGHUP; the others take effect at the next start. Static data only. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cfg_priv.h"
+
+#define KIB (1LL << 10)
+#define MIB (1LL << 20)
+#define GIB (1LL << 30)
+#define TIB (1LL << 40)
+#define SEC 1000LL
+#define MINUTE (60 * SEC)
+#define HOUR (60 * MINUTE)
+
+/* sun_path is 108 bytes: an explicit socket path must leave room for the NUL. */
+#define SOCKET_PATH_MAX 107
+
+#define OFF(f) offsetof(struct kvf_config, f)
+#define ROW(k, t, f, d, lo, hi, live_, doc_) {k, t, OFF(f), d, lo, hi, NULL, live_, doc_}
+
+static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const placements[] = {"auto", "host", "device", NULL};
+
+const struct cfg_key cfg_table[] = {
+    ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
+        "Directory of the sockets. \"\": /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, "
+        "else ./run."),
+    ROW("sockets.control", CFG_PATH, sockets_control, "\"\"", 0, SOCKET_PATH_MAX, false,
+        "Control socket (JSON lines, kvferryctl). \"\": <dir>/control.sock."),
+    ROW("sockets.worker", CFG_PATH, sockets_worker, "\"\"", 0, SOCKET_PATH_MAX, false,
+        "Worker socket (libkvferry). \"\": <dir>/worker.sock."),
+    ROW("sockets.mode", CFG_INT, sockets_mode, "0660", 0, 0777, false,
+        "Permission bits of both sockets, octal."),
+
+    ROW("access.allow_uids", CFG_LIST, access_allow_uids, "[]", 0, 0, true,
+        "Users (names or uids) allowed on the sockets besides root and the daemon's own user."),
+    ROW("access.allow_gids", CFG_LIST, access_allow_gids, "[]", 0, 0, true,
+        "Groups (names or gids) whose members are allowed on the sockets."),
+    ROW("access.admin_uids", CFG_LIST, access_admin_uids, "[]", 0, 0, true,
+        "Users who may run mutating control commands (drain, log-level, reload)."),
+    ROW("access.admin_gids", CFG_LIST, access_admin_gids, "[]", 0, 0, true,
+        "Groups whose members may run mutating control commands."),
+
+    ROW("control.max_line", CFG_SIZE, control_max_line, "1MiB", KIB, 64 * MIB, true,
+        "Longest JSON line accepted on the control socket."),
+    ROW("control.max_conns", CFG_INT, control_max_conns, "64", 1, 65536, true,
+        "Control connections open at once."),
+    ROW("control.max_conns_per_uid", CFG_INT, control_max_conns_per_uid, "16", 1, 65536, true,
+        "Control connections open at once per user."),
+    ROW("control.idle_timeout", CFG_DURATION, control_idle_timeout_ms, "5m", SEC, 24 * HOUR, true,
+        "An idle control connection is closed after this long."),
+
+    {"log.level", CFG_ENUM, OFF(log_level), "info", 0, 0, log_levels, true,
+     "Least severe messages logged: error, warn, info or debug."},
+
+    ROW("daemon.drain_timeout", CFG_DURATION, daemon_drain_timeout_ms, "10s", 0, HOUR, false,
+        "On SIGTERM or drain, in-flight transfers get this long to finish before they fail."),
+
+    ROW("workers.max_conns", CFG_INT, workers_max_conns, "256", 1, 65536, false,
+        "Worker connections open at once."),
+    ROW("workers.max_frame", CFG_SIZE, workers_max_frame, "16MiB", 4 * KIB, GIB, false,
+        "Largest frame accepted on the worker socket."),
+    ROW("workers.max_blocks", CFG_INT, workers_max_blocks, "65536", 1, 16 * MIB, false,
+        "Block ids per request."),
+    ROW("workers.max_inflight", CFG_INT, workers_max_inflight, "4096", 1, MIB, false,
+        "Requests in flight per worker connection."),
+
+    ROW("listen.address", CFG_STRING, listen_address, "\"127.0.0.1\"", 0, 255, false,
+        "Address the inter-daemon (UCX) listener binds."),
+    ROW("listen.port", CFG_INT, listen_port, "0", 0, 65535, false,
+        "Port of the inter-daemon listener; 0: no listener (single node)."),
+    ROW("transport.ucx_tls", CFG_STRING, transport_ucx_tls, "\"\"", 0, 255, false,
+        "UCX transports (like UCX_TLS), a troubleshooting override; \"\": let UCX choose."),
+    ROW("cluster.secret_file", CFG_PATH, cluster_secret_file, "\"\"", 0, 0, false,
+        "File (mode 0600) holding the cluster secret; \"\": inter-daemon traffic is refused."),
+    ROW("peers.max_inflight", CFG_INT, peers_max_inflight, "4096", 1, MIB, true,
+        "Requests in flight per peer daemon."),
+
+    ROW("arena.size", CFG_SIZE, arena_size, "512MiB", 4 * MIB, 4 * TIB, false,
+        "Staging and landing memory per GPU (and for host mode)."),
+    ROW("arena.chunk", CFG_SIZE, arena_chunk, "32MiB", 64 * KIB, GIB, false,
+        "Transfer chunk and slot size: a multiple of 4KiB, at most arena.size."),
+    ROW("arena.reserve_timeout", CFG_DURATION, arena_reserve_timeout_ms, "5s", 0, HOUR, true,
+        "Longest wait of a request for its first landing credit."),
+    {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
+     "Where the arena lives: auto (device if UCX reaches GPU memory, else host), host or device."},
+
+    ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
+        "Payloads with recurrent state bounce through the arena at or above this size."),
+    ROW("gates.min_blocks", CFG_INT, gates_min_blocks, "64", 0, 16 * MIB, true,
+        "Plain KV payloads bounce through the arena at or above this many blocks."),
+
+    ROW("deadlines.lookup", CFG_DURATION, deadlines_lookup_ms, "2s", 1, HOUR, true,
+        "Looking up a context instance at its home daemon."),
+    ROW("deadlines.validate", CFG_DURATION, deadlines_validate_ms, "2s", 1, HOUR, true,
+        "Validating two instances' layouts."),
+    ROW("deadlines.send_wait", CFG_DURATION, deadlines_send_wait_ms, "30s", 1, 24 * HOUR, true,
+        "A RECV waiting for the context side's SEND."),
+    ROW("deadlines.transfer", CFG_DURATION, deadlines_transfer_ms, "1m", 1, 24 * HOUR, true,
+        "A whole transfer, first credit to last scatter."),
+};
+
+const size_t cfg_table_len = sizeof(cfg_table) / sizeof(cfg_table[0]);
+
+const struct cfg_key *cfg_key_find(const char *key)
+{
+    for (size_t i = 0; i < cfg_table_len; i++)
+        if (strcmp(cfg_table[i].key, key) == 0)
+            return &cfg_table[i];
+    return NULL;
+}
+
+bool cfg_section_exists(const char *section, size_t len)
+{
+    for (size_t i = 0; i < cfg_table_len; i++)
+        if (strncmp(cfg_table[i].key, section, len) == 0 && cfg_table[i].key[len] == '.')
+            return true;
+    return false;
+}
+
+/* Levenshtein distance, capped at 64 characters per side (longer names get no suggestion). */
+static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
+{
+    size_t row[65];
+    if (la > 64 || lb > 64)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            if (up + 1 < best)
+                best = up + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *cfg_key_suggest(const char *name)
+{
+    /* Candidates: every full key and every section name (a key's prefix up to its dot). */
+    static char section[64];
+    const char *best = NULL;
+    size_t best_d = SIZE_MAX, n = strlen(name);
+    bool best_is_section = false;
+    for (size_t i = 0; i < cfg_table_len; i++) {
+        const char *k = cfg_table[i].key;
+        size_t d = edit_distance(name, n, k, strlen(k));
+        if (d < best_d) {
+            best_d = d, best = k, best_is_section = false;
+        }
+        size_t sl = (size_t)(strchr(k, '.') - k);
+        d = edit_distance(name, n, k, sl);
+        if (d < best_d) {
+            best_d = d, best = k, best_is_section = true;
+        }
+        /* The same leaf under another section: "arena.max_inflight" -> "peers.max_inflight". */
+        const char *dot = strchr(name, '.');
+        if (dot && strcmp(dot, k + sl) == 0 && best_d > 2) {
+            best_d = 2, best = k, best_is_section = false;
+        }
+    }
+    /* Close means at most a third of the name changed (and at least one edit allowed). */
+    if (!best || best_d > (n / 3 > 2 ? n / 3 : 2))
+        return NULL;
+    if (best_is_section) {
+        size_t sl = (size_t)(strchr(best, '.') - best);
+        snprintf(section, sizeof(section), "%.*s", (int)sl, best);
+        return section;
+    }
+    return best;
+}
+
+int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, size_t len)
+{
+    char a[32], b[32];
+    if (c->arena_chunk % (4 * KIB) != 0) {
+        cfg_format_size(c->arena_chunk, a, sizeof(a));
+        snprintf(msg, len, "arena.chunk: %s is not a multiple of 4KiB", a);
+        keys[0] = "arena.chunk", keys[1] = NULL;
+        return -EINVAL;
+    }
+    if (c->arena_chunk > c->arena_size) {
+        cfg_format_size(c->arena_chunk, a, sizeof(a));
+        cfg_format_size(c->arena_size, b, sizeof(b));
+        snprintf(msg, len, "arena.chunk: %s is larger than arena.size %s", a, b);
+        keys[0] = "arena.chunk", keys[1] = "arena.size";
+        return -EINVAL;
+    }
+    if (c->control_max_conns_per_uid > c->control_max_conns) {
+        snprintf(msg, len, "control.max_conns_per_uid: %lld is larger than control.max_conns %lld",
+                 (long long)c->control_max_conns_per_uid, (long long)c->control_max_conns);
+        keys[0] = "control.max_conns_per_uid", keys[1] = "control.max_conns";
+        return -EINVAL;
+    }
+    return 0;
+}
