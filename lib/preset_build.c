@@ -1,0 +1,223 @@
+/* preset_build.c: instantiates every rank's layout of an instance from a parsed preset spec
+ * (preset.h, DESIGN.md §9). Pure; writes only the caller's ranks[] array.
+ *
+ * Geometry per rank (H heads of head_dim hd, H_local = H / tp_eff when state is sharded):
+ *  group "kda" (state, one slot per request, n_items = slots), per KDA layer:
+ *    conv bf16 [3*H*hd, W]: shard shape [3][H_local][hd*W*2]
+ *    ssm  fp32 [H, hd, hd]: shard shape [1][H_local][hd*hd*4] (dtype= overrides fp32)
+ *    state=joint: view "state" holding conv (offset 0) then ssm; state=split: views "conv" and
+ *    "ssm". Under adp=1 state is one shard of full heads (SHARD_SHARDED, tp_eff 1); with
+ *    state_shard=replicated (adp=0) it is full heads marked SHARD_REPLICATED.
+ *  group "mla" (paged, n_items = blocks), per MLA layer, replicated (heads = global_heads = 1):
+ *    kv=joint: view "kv", region tpb*1152 holding "kv_c" [tpb][1][1024] at offset 0 then
+ *    "k_pe" [tpb][1][128] at offset tpb*1024 (tensor-major inside the block);
+ *    kv=split: views "kv_c" [tpb][1][1024] and "k_pe" [tpb][1][128].
+ *  Every view has its own pool, sized exactly: n_layers * n_items * region_bytes, host pools in
+ *  CPU mode (device -1), else CUDA pools on `device`. arr=layer: layer_stride = n_items * region,
+ *  item_stride = region; arr=block: item_stride = n_layers * region, layer_stride = region.
+ *  A group with no layers on a PP stage keeps its views with 0-byte pools. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "layout_regions.h"
+#include "preset.h"
+#include "preset_models.h"
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static void set_name(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+static struct layout_tensor tensor(const char *name, uint64_t offset, uint32_t outer,
+                                   uint32_t heads, uint32_t inner, uint32_t global_heads,
+                                   shard_mode_t shard, dtype_t dtype)
+{
+    struct layout_tensor t = {.offset = offset, .outer = outer, .heads = heads, .inner = inner,
+                              .global_heads = global_heads, .shard = shard, .dtype = dtype};
+    set_name(t.name, sizeof(t.name), name);
+    return t;
+}
+
+/* Appends a view with its own pool, laid out per the arrangement. */
+static int add_view(struct layout *l, struct layout_group *g, const char *name, bool block_major,
+                    const struct layout_tensor *ts, uint32_t n_ts, const char *capkey, char *err,
+                    size_t errlen)
+{
+    struct layout_view *v = &g->views[g->n_views++];
+    set_name(v->name, sizeof(v->name), name);
+    v->n_tensors = n_ts;
+    uint64_t region = 0;
+    for (uint32_t i = 0; i < n_ts; i++) {
+        v->tensors[i] = ts[i];
+        region += (uint64_t)ts[i].outer * ts[i].heads * ts[i].inner;
+    }
+    unsigned __int128 bytes = (unsigned __int128)region * g->n_items * g->n_layers;
+    if (bytes > LAYOUT_U64_MAX_JSON || (unsigned __int128)region * g->n_items > LAYOUT_U64_MAX_JSON)
+        return fail(err, errlen, "%s: group %s view %s would need more than 2^53 bytes", capkey,
+                    g->name, name);
+    v->region_bytes = region;
+    v->pool = l->n_pools;
+    v->base = 0;
+    if (block_major) {
+        v->layer_stride = region;
+        v->item_stride = (uint64_t)g->n_layers * region;
+    } else {
+        v->layer_stride = (uint64_t)g->n_items * region;
+        v->item_stride = region;
+    }
+    struct layout_pool *p = &l->pools[l->n_pools++];
+    p->kind = l->device >= 0 ? POOL_CUDA : POOL_HOST;
+    p->device = l->device >= 0 ? l->device : -1;
+    p->bytes = (uint64_t)bytes;
+    return 0;
+}
+
+static int build_kda(const struct preset_spec *s, const struct preset_model *m, struct layout *l,
+                     struct layout_group *g, char *err, size_t errlen)
+{
+    uint32_t hd = s->head_dim ? s->head_dim : m->head_dim;
+    dtype_t sdt = s->ssm_dtype >= 0 ? (dtype_t)s->ssm_dtype : DTYPE_FP32;
+    uint32_t tp_eff = layout_tp_eff(l);
+    bool replicated = !s->adp && s->state_replicated;
+    uint32_t h_local = replicated ? m->heads : m->heads / tp_eff;
+    if (!replicated && m->heads % tp_eff)
+        return fail(err, errlen, "tp: %u does not divide the %u KDA heads of %s", tp_eff, m->heads,
+                    m->name);
+    shard_mode_t sh = replicated ? SHARD_REPLICATED : SHARD_SHARDED;
+    struct layout_tensor conv = tensor("conv", 0, 3, h_local, hd * m->conv_w * 2, m->heads, sh,
+                                       DTYPE_BF16);
+    uint64_t conv_bytes = (uint64_t)3 * h_local * conv.inner;
+    struct layout_tensor ssm = tensor("ssm", 0, 1, h_local, hd * hd * dtype_size(sdt), m->heads,
+                                      sh, sdt);
+    if (!s->state_split) {
+        ssm.offset = conv_bytes;
+        struct layout_tensor ts[2] = {conv, ssm};
+        return add_view(l, g, "state", s->block_major, ts, 2, "slots", err, errlen);
+    }
+    int rc = add_view(l, g, "conv", s->block_major, &conv, 1, "slots", err, errlen);
+    return rc ? rc : add_view(l, g, "ssm", s->block_major, &ssm, 1, "slots", err, errlen);
+}
+
+static int build_mla(const struct preset_spec *s, struct layout *l, struct layout_group *g,
+                     char *err, size_t errlen)
+{
+    uint32_t tpb = s->tpb;
+    struct layout_tensor kv_c = tensor("kv_c", 0, tpb, 1, PRESET_MLA_KV_C * 2, 1,
+                                       SHARD_REPLICATED, DTYPE_BF16);
+    struct layout_tensor k_pe = tensor("k_pe", 0, tpb, 1, PRESET_MLA_K_PE * 2, 1,
+                                       SHARD_REPLICATED, DTYPE_BF16);
+    if (!s->kv_split) {
+        k_pe.offset = (uint64_t)tpb * PRESET_MLA_KV_C * 2;
+        struct layout_tensor ts[2] = {kv_c, k_pe};
+        return add_view(l, g, "kv", s->block_major, ts, 2, "blocks", err, errlen);
+    }
+    int rc = add_view(l, g, "kv_c", s->block_major, &kv_c, 1, "blocks", err, errlen);
+    return rc ? rc : add_view(l, g, "k_pe", s->block_major, &k_pe, 1, "blocks", err, errlen);
+}
+
+/* Global layers [*lo, *hi) of PP stage `p`. */
+static void stage_range(const struct preset_spec *s, const struct preset_model *m, uint32_t p,
+                        uint32_t *lo, uint32_t *hi)
+{
+    uint32_t start = 0, n = 0;
+    for (uint32_t i = 0; i <= p; i++) {
+        start += n;
+        if (s->n_pp_layers)
+            n = s->pp_layers[i];
+        else
+            n = m->n_layers / s->pp + (i < m->n_layers % s->pp ? 1 : 0);
+    }
+    *lo = start;
+    *hi = start + n;
+}
+
+static int build_rank(const struct preset_spec *s, const struct preset_model *m,
+                      const char *instance, layout_role_t role, int32_t device, uint32_t pp_rank,
+                      uint32_t tp_rank, struct layout *l, char *err, size_t errlen)
+{
+    memset(l, 0, sizeof(*l));
+    if (strlen(instance) >= sizeof(l->instance))
+        return fail(err, errlen, "instance: longer than %zu bytes", sizeof(l->instance) - 1);
+    set_name(l->instance, sizeof(l->instance), instance);
+    l->role = role;
+    l->tp_size = s->tp;
+    l->tp_rank = tp_rank;
+    l->pp_size = s->pp;
+    l->pp_rank = pp_rank;
+    l->attention_dp = s->adp;
+    l->device = device;
+    if (s->fingerprint[0])
+        set_name(l->fingerprint, sizeof(l->fingerprint), s->fingerprint);
+    else
+        snprintf(l->fingerprint, sizeof(l->fingerprint), "%s/v1", m->name);
+    l->tokens_per_block = s->tpb;
+    l->n_layers_total = m->n_layers;
+    l->n_groups = 2;
+    struct layout_group *kda = &l->groups[0], *mla = &l->groups[1];
+    set_name(kda->name, sizeof(kda->name), "kda");
+    kda->kind = GROUP_STATE;
+    kda->n_items = s->n_slots;
+    set_name(mla->name, sizeof(mla->name), "mla");
+    mla->kind = GROUP_PAGED;
+    mla->n_items = s->n_blocks;
+    uint32_t lo, hi;
+    stage_range(s, m, pp_rank, &lo, &hi);
+    for (uint32_t id = lo; id < hi; id++) {
+        struct layout_group *g = preset_layer_is_mla(m, id) ? mla : kda;
+        g->layers[g->n_layers++] = (uint16_t)id;
+    }
+    int rc = build_kda(s, m, l, kda, err, errlen);
+    return rc ? rc : build_mla(s, l, mla, err, errlen);
+}
+
+int preset_build(const struct preset_spec *s, const char *instance, layout_role_t role,
+                 int32_t device, struct layout *ranks, char *err, size_t errlen)
+{
+    if (!s || !instance || !ranks)
+        return fail(err, errlen, "preset_build: NULL argument");
+    const struct preset_model *m = preset_model_find(s->model);
+    if (!m)
+        return fail(err, errlen, "model: \"%s\" is not a known preset", s->model);
+    if (s->tp == 0 || s->pp == 0 || (uint64_t)s->tp * s->pp > LAYOUT_MAX_TP)
+        return fail(err, errlen, "tp: tp %u x pp %u is outside 1..%d ranks", s->tp, s->pp,
+                    LAYOUT_MAX_TP);
+    if (s->n_pp_layers && s->n_pp_layers != s->pp)
+        return fail(err, errlen, "pp_layers: %u stages but pp=%u", s->n_pp_layers, s->pp);
+    if (!s->n_pp_layers && s->pp > m->n_layers)
+        return fail(err, errlen, "pp: %u stages for %u layers", s->pp, m->n_layers);
+    if (s->n_pp_layers) {
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < s->n_pp_layers; i++)
+            sum += s->pp_layers[i];
+        if (sum != m->n_layers)
+            return fail(err, errlen, "pp_layers: sum %llu != %u layers", (unsigned long long)sum,
+                        m->n_layers);
+    }
+    if (s->ssm_dtype >= 0 && dtype_size((dtype_t)s->ssm_dtype) == 0)
+        return fail(err, errlen, "dtype: %d is not a dtype", s->ssm_dtype);
+    if (device < -1)
+        return fail(err, errlen, "device: %d is below -1", device);
+    for (uint32_t p = 0; p < s->pp; p++)
+        for (uint32_t t = 0; t < s->tp; t++) {
+            struct layout *l = &ranks[p * s->tp + t];
+            int rc = build_rank(s, m, instance, role, device, p, t, l, err, errlen);
+            if (!rc)
+                rc = layout_validate(l, err, errlen);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
