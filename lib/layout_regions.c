@@ -46,7 +46,8 @@ static i128 floor_div(i128 x, i128 d) /* d > 0 */
     return (x % d != 0 && x < 0) ? q - 1 : q;
 }
 
-/* Is there a dj in [jlo, jhi] with -r1 < t + dj*b < r2 ? (b >= 0, r1, r2 > 0) */
+/* Is there a dj in [jlo, jhi] with -r1 < t + dj*b < r2 ? (b >= 0, r1, r2 > 0). Regions x and
+ * y = x + delta overlap iff -y.region < delta < x.region. */
 static int hit(i128 t, i128 b, i128 jlo, i128 jhi, i128 r1, i128 r2)
 {
     if (jlo > jhi)
@@ -93,7 +94,7 @@ static int cross_overlap(const struct vgeom *x, const struct vgeom *y, uint64_t 
         for (i128 k = 0; k < y->l; k++) {
             i128 t = y->base + k * y->a - (x->base + i * x->a); /* y - x offsets at j = m = 0 */
             if (x->b == y->b) {
-                if (hit(t, x->b, -(x->n - 1), y->n - 1, x->r, y->r))
+                if (hit(t, x->b, -(x->n - 1), y->n - 1, y->r, x->r))
                     return 1;
                 continue;
             }
@@ -104,9 +105,9 @@ static int cross_overlap(const struct vgeom *x, const struct vgeom *y, uint64_t 
                 return -1;
             *budget -= (uint64_t)steps;
             for (i128 j = 0; j < steps; j++) {
-                /* -x.r < t + m*y.b - j*x.b < y.r, with j < x.n and m < y.n */
-                int h = walk_x ? hit(t - j * x->b, y->b, 0, y->n - 1, x->r, y->r)
-                               : hit(t + j * y->b, x->b, -(x->n - 1), 0, x->r, y->r);
+                /* overlap iff -y.r < (y - x) < x.r, y - x = t + m*y.b - j*x.b */
+                int h = walk_x ? hit(t - j * x->b, y->b, 0, y->n - 1, y->r, x->r)
+                               : hit(t + j * y->b, x->b, -(x->n - 1), 0, y->r, x->r);
                 if (h)
                     return 1;
             }
