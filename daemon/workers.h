@@ -76,6 +76,9 @@ void workers_stop(struct workers *w);
 /* After the close callbacks ran. Accepts NULL; returns NULL. */
 struct workers *workers_free(struct workers *w);
 
+/* Closes broken connections from a zero timer, outside the callers that found them broken. */
+void workers_reap_soon(struct workers *w);
+
 /* worker_conn.c */
 /* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
