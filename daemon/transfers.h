@@ -3,9 +3,12 @@
  * order. A RECV is checked and planned against the context instance's table when it arrives
  * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only), waits until every
  * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
- * A SEND ends with SENT when n_readers RECVs that needed this rank completed (n_readers > 0), or
- * at its deadline (deadlines.send_wait + deadlines.transfer): SENT if it served at least one
- * reader, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * n_readers of a SEND is the number of generation ranks that will RECV this request from this
+ * context instance (e.g. the generation instance's rank count), whether or not each needs this
+ * particular rank's bytes: completed RECVs are tallied per (context instance, request id), so
+ * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
+ * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
+ * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
  * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
@@ -50,6 +53,15 @@ struct xfer {
     struct xfer *next;
 };
 
+/* Completed RECVs of one (context instance, request id), kept until the SENDs' deadline. */
+struct xfer_tally {
+    char ctx_instance[64];
+    uint64_t req_id;
+    uint32_t done;
+    uint64_t expires_ms;
+    struct xfer_tally *next;
+};
+
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
     uint64_t bytes_local;
@@ -59,6 +71,7 @@ struct transfers {
     struct workers *w;          /* borrowed: owns us */
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
     struct xfer *list;          /* owned */
+    struct xfer_tally *tallies; /* owned */
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
