@@ -165,6 +165,11 @@ static void try_run(struct transfers *t, struct xfer *r)
     if (terminal(r) || r->state != XFER_WAITING)
         return;
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    if (in && in->role != ROLE_CONTEXT) {
+        fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
+             r->ctx_instance);
+        return;
+    }
     if (!registry_complete(in))
         return;
     char msg[PROTO_MSG_MAX + 1];
@@ -309,18 +314,21 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     snprintf(r->ctx_instance, sizeof r->ctx_instance, "%s", m->ctx_instance);
     r->ctx_dp_rank = m->ctx_dp_rank;
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
+    r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
     if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
              "inter-daemon path to it", m->ctx_instance, m->ctx_home);
-    else if (!in)
-        fail(t, r, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s is registered with "
-             "this daemon", m->ctx_instance);
-    else if (in->role != ROLE_CONTEXT)
-        fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
-             m->ctx_instance);
     else
-        try_run(t, r);
+        try_run(t, r); /* an unknown instance is waited for until lookup_deadline_ms */
+    sweep(t);
+}
+
+void transfers_registered(struct transfers *t, const char *instance)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (x->side == 'R' && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
+            try_run(t, x);
     sweep(t);
 }
 
@@ -353,6 +361,12 @@ static void tick_cb(uv_timer_t *h)
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
     for (struct xfer *x = t->list; x; x = x->next) {
+        if (!terminal(x) && x->side == 'R' && now >= x->lookup_deadline_ms &&
+            !registry_find(&t->w->reg, x->ctx_instance)) {
+            fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
+                 "this daemon within deadlines.lookup", x->ctx_instance);
+            continue;
+        }
         if (terminal(x) || now < x->deadline_ms)
             continue;
         if (x->side == 'R')

@@ -1,7 +1,8 @@
 /* transfers.h: the requests in flight of the local path (DESIGN.md §7). A SEND from a context
  * rank and the RECVs of generation ranks meet by (context instance, request id), in either
  * order. A RECV is checked and planned against the context instance's table when it arrives
- * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only), waits until every
+ * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only; an instance not
+ * registered yet is waited for up to deadlines.lookup, then UNKNOWN_INSTANCE), waits until every
  * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
  * n_readers of a SEND is the number of generation ranks that will RECV this request from this
  * context instance (e.g. the generation instance's rank count), whether or not each needs this
@@ -50,6 +51,7 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     struct xfer *next;
 };
 
@@ -84,6 +86,8 @@ void transfers_stop(struct transfers *t);
 /* Take ownership of m's ids (left NULL in m). */
 void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m);
 void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m);
+/* A rank of `instance` registered: RECVs waiting for it are looked at again. */
+void transfers_registered(struct transfers *t, const char *instance);
 void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
 /* The connection is closing: its requests end without events; RECVs of other connections that
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
