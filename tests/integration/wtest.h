@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -49,6 +50,7 @@ static inline void wt_daemon_start(struct wenv *e)
     pid_t p = fork();
     ck_assert_int_ge(p, 0);
     if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test does not leave a daemon behind */
         int fd = open(logp, O_WRONLY | O_CREAT | O_APPEND, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
@@ -129,6 +131,7 @@ static inline pid_t wt_sim(struct wenv *e, const char *log, ...)
     pid_t p = fork();
     ck_assert_int_ge(p, 0);
     if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
         int fd = open(logp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         dup2(fd, 1);
         dup2(fd, 2);
