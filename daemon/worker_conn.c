@@ -196,9 +196,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
         goto out;
     }
     if (layout_from_json(g->json, g->json_len, &l, err, sizeof err)) {
-        char m2[PROTO_MSG_MAX + 1];
-        snprintf(m2, sizeof m2, "layout: %s", err);
-        registered(c, KVF_E_BAD_REQUEST, "%s", m2);
+        registered(c, KVF_E_BAD_REQUEST, "layout: %.480s", err);
         goto out;
     }
     if (l.n_pools != g->n_pools) {
@@ -338,7 +336,7 @@ void wconn_readable(uv_poll_t *p, int status, int events)
         const uint8_t *f;
         size_t len;
         char err[256];
-        int rc;
+        int rc = 0;
         while (!c->closing && (rc = frame_reader_next(&c->rd, &f, &len, err, sizeof err)) == 1)
             on_frame(c, f, len);
         if (!c->closing && rc < 0) {
