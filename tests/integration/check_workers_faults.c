@@ -184,7 +184,9 @@ static int raw_hello(struct wenv *e)
     m.u.hello.version_min = m.u.hello.version_max = PROTO_VERSION;
     strcpy(m.u.hello.name, "hostile");
     raw_send_msg(fd, &m, NULL, 0);
-    ck_assert_uint_eq(raw_next(fd, NULL, 0), PROTO_WELCOME);
+    char msg[600] = "";
+    uint32_t t = raw_next(fd, msg, sizeof msg);
+    ck_assert_msg(t == PROTO_WELCOME, "HELLO answered with %s: %s", proto_type_to_string(t), msg);
     return fd;
 }
 
@@ -345,6 +347,89 @@ START_TEST(workers_gpu_pool_registration_is_refused_with_a_reason)
 }
 END_TEST
 
+START_TEST(workers_limits_on_connections_and_requests_in_flight_hold)
+{
+    struct wenv e;
+    wt_start(&e, "workers:\n  max_conns: 2\n  max_inflight: 2\n"
+                 "deadlines:\n  send_wait: 5s\n  transfer: 5s\n");
+    /* connections: the third is refused with a reason */
+    int a = raw_hello(&e), b = raw_hello(&e);
+    int x = raw_connect(&e);
+    expect_error_close(x, "workers.max_conns");
+    close(a);
+    close(b);
+    json_int_t conns = -1;
+    for (int i = 0; i < 200 && conns != 0; i++) {
+        json_t *st = wt_ctl(&e, "status");
+        conns = json_integer_value(json_object_get(json_object_get(st, "workers"), "connections"));
+        json_decref(st);
+        if (conns)
+            usleep(10000);
+    }
+    ck_assert_int_eq(conns, 0);
+
+    struct rank r;
+    rank_make(&r, "tiny", "ctx", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct kvf_client *c;
+    ck_assert_int_eq(kvf_connect("/nonexistent/kvferry.sock", NULL, &c), -ENOENT);
+    ck_assert_int_eq(kvf_connect(e.wsock, NULL, &c), 0);
+    uint32_t counts[LAYOUT_MAX_GROUPS + 1] = {0}, ids[8] = {0};
+    for (uint32_t g = 0; g < r.l.n_groups; g++)
+        counts[g] = r.l.groups[g].kind == GROUP_STATE ? 1 : 1;
+    /* the library refuses what it can see is wrong, before the daemon is asked */
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), -ENOTCONN); /* unregistered */
+    char err[512];
+    struct kvf_pool bad = r.pools[0];
+    bad.fd = -1;
+    ck_assert_int_eq(kvf_register(c, r.json, &bad, 1, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(kvf_register(c, "{\"instance\":1}", r.pools, r.l.n_pools, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "BAD_REQUEST: layout"), "%s", err); /* the daemon's refusal */
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), 0);
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), -EALREADY);
+    ck_assert_int_eq(kvf_send(c, 0, r.l.n_groups, counts, ids, 1), -EINVAL);
+    ck_assert_int_eq(kvf_send(c, 1, LAYOUT_MAX_GROUPS + 1, counts, ids, 1), -EINVAL);
+    struct kvf_recv_args ra = {.req_id = 9, .ctx_instance = "", .n_groups = 0};
+    ck_assert_int_eq(kvf_recv(c, &ra), -EINVAL);
+    ck_assert_int_eq(kvf_cancel(c, 12345), -ENOENT);
+    /* in flight: two SENDs fit, the third is refused by the library (-EBUSY) */
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), 0);
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), -EEXIST);
+    ck_assert_int_eq(kvf_send(c, 2, r.l.n_groups, counts, ids, 1), 0);
+    ck_assert_int_eq(kvf_send(c, 3, r.l.n_groups, counts, ids, 1), -EBUSY);
+    ck_assert_uint_eq(wt_ctl_count(&e, "transfers", "transfers"), 2);
+    /* cancel ends one with CANCELLED and frees its room */
+    ck_assert_int_eq(kvf_cancel(c, 1), 0);
+    struct kvf_event ev = wait_event(c, 1, KVF_EV_FAILED, 2000);
+    ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
+    ck_assert_int_eq(kvf_send(c, 3, r.l.n_groups, counts, ids, 1), 0);
+    /* ... and the daemon enforces the limit itself on a client that ignores it */
+    int fd = raw_hello(&e);
+    struct rank r2;
+    rank_make(&r2, "tiny", "ctx2", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct proto_msg m;
+    register_msg(&m, &r2);
+    raw_send_msg(fd, &m, r2.fds, r2.l.n_pools);
+    char msg[600];
+    ck_assert_uint_eq(raw_next(fd, msg, sizeof msg), PROTO_REGISTERED);
+    ck_assert_msg(strstr(msg, "OK"), "%s", msg);
+    for (uint64_t q = 1; q <= 3; q++) {
+        struct proto_msg s = {.type = PROTO_SEND};
+        s.u.send.req_id = q;
+        s.u.send.n_readers = 1;
+        s.u.send.items.n_groups = r2.l.n_groups;
+        memcpy(s.u.send.items.counts, counts, sizeof s.u.send.items.counts);
+        s.u.send.items.ids = ids;
+        raw_send_msg(fd, &s, NULL, 0);
+    }
+    ck_assert_uint_eq(raw_next(fd, NULL, 0), PROTO_EVENT); /* the third: FAILED */
+    close(fd);
+    c = kvf_close(c);
+    rank_free(&r);
+    rank_free(&r2);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("workers_faults");
@@ -356,6 +441,7 @@ static Suite *faults_suite(void)
     tcase_set_timeout(h, 60);
     tcase_add_test(h, workers_hostile_frames_close_only_their_connection);
     tcase_add_test(h, workers_gpu_pool_registration_is_refused_with_a_reason);
+    tcase_add_test(h, workers_limits_on_connections_and_requests_in_flight_hold);
     suite_add_tcase(s, h);
     return s;
 }
