@@ -188,8 +188,9 @@ static void try_run(struct transfers *t, struct xfer *r)
             goto out; /* this writer has not sent yet */
     }
     xfer_set_state(r, XFER_COPYING);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
+    t->counters.local_copy_ns += uv_hrtime() - t0;
     if (e != KVF_OK) {
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
         goto out;
@@ -433,8 +434,12 @@ json_t *transfers_stats_json(const struct transfers *t)
     json_t *f = json_object();
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:o,s:i}", "sends", (json_int_t)t->counters.sends, "recvs",
-                     (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done, "sent",
-                     (json_int_t)t->counters.sent, "bytes_local", (json_int_t)t->counters.bytes_local,
-                     "failed", f, "in_flight", (int)t->n);
+    double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends", (json_int_t)t->counters.sends,
+                     "recvs", (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done,
+                     "sent", (json_int_t)t->counters.sent, "bytes_local",
+                     (json_int_t)t->counters.bytes_local, "local_copy_s", s, "local_copy_gbps",
+                     s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
+                     sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
+                     (int)t->n);
 }

@@ -166,7 +166,8 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
             return -EINVAL;
         }
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
-        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED, fd, 0);
+        /* populated now, so the hot path takes no page faults (DESIGN §3: mapped once) */
+        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
         if (b == MAP_FAILED) {
             snprintf(msg, len, "pool %u: mmap of %llu bytes: %s", i, (unsigned long long)p->bytes,
                      strerror(errno));
