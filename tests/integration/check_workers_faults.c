@@ -2,6 +2,7 @@
  * under a libkvferry client (requests in flight fail with PEER_LOST, the client reconnects and
  * re-registers by itself), and raw clients sending garbage, truncated frames, wrong fds and
  * oversized counts, after which well-behaved workers still complete their transfers. */
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include "fdpass.h"
@@ -430,12 +431,70 @@ START_TEST(workers_limits_on_connections_and_requests_in_flight_hold)
 }
 END_TEST
 
+struct poller {
+    struct kvf_client *c;
+    struct kvf_event ev;
+    int rc;
+};
+
+static void *poll_thread(void *arg)
+{
+    struct poller *p = arg;
+    p->rc = kvf_poll(p->c, &p->ev, -1); /* blocks without holding the client's lock */
+    return NULL;
+}
+
+START_TEST(workers_client_is_usable_from_two_threads)
+{
+    struct wenv e;
+    wt_start(&e, NULL);
+    struct rank r;
+    rank_make(&r, "tiny", "ctx", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct kvf_client *c;
+    char err[512];
+    ck_assert_int_eq(kvf_connect(e.wsock, NULL, &c), 0);
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), 0);
+    struct poller p = {.c = c, .rc = -99};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
+    usleep(100000); /* the poller is parked in kvf_poll(-1) */
+    uint32_t counts[LAYOUT_MAX_GROUPS], ids[64], k = 0;
+    struct plan_ids pids;
+    memset(&pids, 0, sizeof pids);
+    for (uint32_t g = 0; g < r.l.n_groups; g++) {
+        uint32_t n = r.l.groups[g].kind == GROUP_STATE ? 1 : 5;
+        pids.ids[g] = ids + k;
+        for (uint32_t b = 0; b < n; b++)
+            ids[k++] = b;
+        counts[g] = pids.n[g] = n;
+    }
+    pattern_fill(&r.l, &r.mem, &pids, 0, 1 + 7);
+    ck_assert_int_eq(kvf_send(c, 7, r.l.n_groups, counts, ids, 1), 0); /* meanwhile, this thread */
+    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
+                     "--rank", "0", "--requests", "1", "--first-req", "7", "--prompt-tokens", "300",
+                     "--ctx-instance", "ctx", (char *)NULL);
+    ck_assert_int_eq(wt_wait(q, 20000), 0);
+    int64_t end = wt_now_ms() + 5000;
+    while (p.rc == -99 && wt_now_ms() < end)
+        usleep(5000);
+    ck_assert_int_eq(p.rc, 1);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(p.ev.req_id, 7);
+    ck_assert_int_eq(p.ev.kind, KVF_EV_SENT);
+    ck_assert_uint_gt(p.ev.bytes, 0);
+    kvf_close(c);
+    rank_free(&r);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("workers_faults");
     TCase *t = tcase_create("restart");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, workers_daemon_restart_fails_in_flight_and_the_client_reconnects);
+    tcase_add_test(t, workers_client_is_usable_from_two_threads);
     suite_add_tcase(s, t);
     TCase *h = tcase_create("hostile");
     tcase_set_timeout(h, 60);
