@@ -147,8 +147,10 @@ static json_t *value_json(const struct cfg_key *k, const struct kvf_config *c)
     case CFG_SIZE:
     case CFG_DURATION:
         return json_integer((json_int_t) * (const int64_t *)p);
-    case CFG_ENUM:
-        return json_string(k->enum_names[*(const int64_t *)p]);
+    case CFG_ENUM: {
+        char name[64]; /* by name, through the same bounds-checked path as the YAML output */
+        return cfg_value_format(k, c, name, sizeof(name)) == 0 ? json_string(name) : NULL;
+    }
     case CFG_LIST: {
         const struct cfg_list *l = p;
         json_t *a = json_array();

@@ -21,8 +21,9 @@ const char *cfg_key_suggest(const char *name);
  * the key to blame in keys[0] and the other key of the rule (or NULL) in keys[1]. */
 int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, size_t len);
 
-/* Parses text (NULL: a YAML null) into the field of `k` in base, replacing (and freeing) the
- * old value. Not for CFG_LIST (see cfg_list_append). On error returns -EINVAL or -ENOMEM, writes
+/* Parses text (NULL: a YAML null, which strings take as "") into the field of `k` in base,
+ * replacing (and freeing) the old value. Not for CFG_LIST (see cfg_list_append). On error returns
+ * -EINVAL or -ENOMEM, writes
  * "<key>: <what is wrong>" into msg and leaves the field as it was. */
 int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char *msg, size_t len);
 /* Appends one item to the list field of `k`; -EINVAL (with msg) past CFG_LIST_MAX entries or for

@@ -24,7 +24,10 @@
 #define SOCKET_PATH_MAX 107
 
 #define OFF(f) offsetof(struct kvf_config, f)
-#define ROW(k, t, f, d, lo, hi, live_, doc_) {k, t, OFF(f), d, lo, hi, NULL, live_, doc_}
+#define ROW(k, t, f, d, lo, hi, live_, doc_)                                                       \
+    {                                                                                              \
+        k, t, OFF(f), d, lo, hi, NULL, live_, doc_                                                 \
+    }
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const placements[] = {"auto", "host", "device", NULL};

@@ -24,10 +24,18 @@ struct unit {
 static const struct unit size_units[] = {
     {"", 1},
     {"B", 1},
-    {"k", 1ULL << 10}, {"K", 1ULL << 10}, {"KiB", 1ULL << 10},
-    {"m", 1ULL << 20}, {"M", 1ULL << 20}, {"MiB", 1ULL << 20},
-    {"g", 1ULL << 30}, {"G", 1ULL << 30}, {"GiB", 1ULL << 30},
-    {"t", 1ULL << 40}, {"T", 1ULL << 40}, {"TiB", 1ULL << 40},
+    {"k", 1ULL << 10},
+    {"K", 1ULL << 10},
+    {"KiB", 1ULL << 10},
+    {"m", 1ULL << 20},
+    {"M", 1ULL << 20},
+    {"MiB", 1ULL << 20},
+    {"g", 1ULL << 30},
+    {"G", 1ULL << 30},
+    {"GiB", 1ULL << 30},
+    {"t", 1ULL << 40},
+    {"T", 1ULL << 40},
+    {"TiB", 1ULL << 40},
 };
 
 static const struct unit duration_units[] = {
@@ -35,8 +43,7 @@ static const struct unit duration_units[] = {
 };
 
 /* Parses "<ws><digits><ws><unit><ws>" with one of units[]. */
-static int parse_with_units(const char *s, const struct unit *units, size_t n_units,
-                            uint64_t *ret)
+static int parse_with_units(const char *s, const struct unit *units, size_t n_units, uint64_t *ret)
 {
     if (!s)
         return -EINVAL;

@@ -82,19 +82,15 @@ static int format_num(const struct cfg_key *k, int64_t v, char *buf, size_t len)
     }
 }
 
-static bool is_null(const char *text)
-{
-    return !text || !*text || !strcmp(text, "~") || !strcmp(text, "null") ||
-           !strcmp(text, "Null") || !strcmp(text, "NULL");
-}
-
-/* `text` non-NULL: the value did not even fit in 64 bits; it is shown as written. */
-static int check_range(const struct cfg_key *k, int64_t v, const char *text, char *msg, size_t len)
+/* overflow: the value did not fit in 64 bits (above any bound). The value is shown as `text`
+ * when given (as written), else formatted in the key's unit. */
+static int check_range(const struct cfg_key *k, int64_t v, bool overflow, const char *text,
+                       char *msg, size_t len)
 {
     char a[48], b[32];
-    if (!text && v >= k->min && v <= k->max)
+    if (!overflow && v >= k->min && v <= k->max)
         return 0;
-    bool below = !text && v < k->min;
+    bool below = !overflow && v < k->min;
     if (text)
         shown(text, a, sizeof(a));
     else
@@ -146,7 +142,7 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
     switch (k->type) {
     case CFG_STRING:
     case CFG_PATH: {
-        if (is_null(text))
+        if (!text)
             text = "";
         if ((rc = check_text(k, text, msg, len)) < 0)
             return rc;
@@ -159,7 +155,7 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
     }
     case CFG_BOOL:
         want = "true or false";
-        if (is_null(text))
+        if (!text)
             break;
         if (!strcasecmp(text, "true") || !strcasecmp(text, "yes") || !strcasecmp(text, "on"))
             *FIELD(base, k, bool) = true;
@@ -170,29 +166,28 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
         return 0;
     case CFG_INT:
         want = octal_default(k) ? "an octal number like 0660" : "an integer";
-        if (is_null(text) || (rc = parse_int(text, &iv)) == -EINVAL)
+        if (!text || (rc = parse_int(text, &iv)) == -EINVAL)
             break;
-        if ((rc = check_range(k, iv, rc == -ERANGE ? text : NULL, msg, len)) < 0)
+        if ((rc = check_range(k, iv, rc == -ERANGE, text, msg, len)) < 0)
             return rc;
         *FIELD(base, k, int64_t) = iv;
         return 0;
     case CFG_SIZE:
     case CFG_DURATION:
         want = k->type == CFG_SIZE ? "a size like 512MiB" : "a duration like 30s or 200ms";
-        if (is_null(text))
+        if (!text)
             break;
         rc = k->type == CFG_SIZE ? cfg_parse_size(text, &uv) : cfg_parse_duration_ms(text, &uv);
         if (rc == -EINVAL)
             break;
-        if ((rc = check_range(k, (int64_t)uv, rc == -ERANGE || uv > INT64_MAX ? text : NULL,
-                              msg, len)) < 0)
+        bool overflow = rc == -ERANGE || uv > INT64_MAX;
+        if ((rc = check_range(k, (int64_t)uv, overflow, overflow ? text : NULL, msg, len)) < 0)
             return rc;
         *FIELD(base, k, uint64_t) = uv;
         return 0;
     case CFG_ENUM:
-        if (is_null(text)) {
+        if (!text)
             text = "";
-        }
         if ((rc = parse_enum(k, text, &iv, msg, len)) < 0)
             return rc;
         *FIELD(base, k, int64_t) = iv;
@@ -201,10 +196,11 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
         snprintf(msg, len, "%s: expected a list like [1000, alice]", k->key);
         return -EINVAL;
     }
-    if (is_null(text))
+    if (!text)
         snprintf(msg, len, "%s: expected %s, got nothing", k->key, want);
     else
-        snprintf(msg, len, "%s: expected %s, got '%s'", k->key, want, shown(text, got, sizeof(got)));
+        snprintf(msg, len, "%s: expected %s, got '%s'", k->key, want,
+                 shown(text, got, sizeof(got)));
     return -EINVAL;
 }
 
@@ -359,7 +355,8 @@ bool cfg_value_equal(const struct cfg_key *k, const void *a, const void *b)
     case CFG_DURATION:
         return *CFIELD(a, k, int64_t) == *CFIELD(b, k, int64_t);
     case CFG_LIST: {
-        const struct cfg_list *x = CFIELD(a, k, struct cfg_list), *y = CFIELD(b, k, struct cfg_list);
+        const struct cfg_list *x = CFIELD(a, k, struct cfg_list),
+                              *y = CFIELD(b, k, struct cfg_list);
         if (x->n != y->n)
             return false;
         for (uint32_t i = 0; i < x->n; i++)

@@ -22,13 +22,15 @@
 
 struct yctx {
     yaml_parser_t parser;
-    const char *name;      /* borrowed: the file name for messages */
-    char *err;             /* borrowed: caller's buffer */
+    const char *name; /* borrowed: the file name for messages */
+    char *err;        /* borrowed: caller's buffer */
     size_t errlen;
+    const char *text; /* borrowed: the file's bytes, for positions of reader errors */
+    size_t len;
     struct kvf_config *cfg; /* borrowed: being filled */
-    yaml_mark_t *key_mark; /* owned: where each table key was set, line 0 = not set */
+    yaml_mark_t *key_mark;  /* owned: where each table key was set, line 0 = not set */
     struct {
-        char name[32];
+        char name[128]; /* as long as any key read_key accepts */
         yaml_mark_t mark;
     } sections[SECTIONS_MAX];
     size_t n_sections;
@@ -54,8 +56,12 @@ static int next(struct yctx *y, yaml_event_t *ev)
         if (p->error == YAML_MEMORY_ERROR)
             return -ENOMEM;
         yaml_mark_t m = p->problem_mark;
-        if (p->error == YAML_READER_ERROR) /* reader errors only know the byte offset */
-            m.line = 0, m.column = p->problem_offset;
+        if (p->error == YAML_READER_ERROR) { /* bad encoding: only the byte offset is known */
+            m.line = m.column = 0;
+            for (size_t i = 0; i < p->problem_offset && i < y->len; i++, m.column++)
+                if (y->text[i] == '\n')
+                    m.line++, m.column = (size_t)-1;
+        }
         if (p->context)
             return fail(y, m, "YAML syntax error: %s (%s)", p->problem ? p->problem : "error",
                         p->context);
@@ -93,8 +99,8 @@ static int parse_list(struct yctx *y, const struct cfg_key *k, yaml_event_t *sta
     if (plain_null(start))
         return 0;
     if (start->type != YAML_SEQUENCE_START_EVENT)
-        return fail(y, start->start_mark, "%s: expected a list like [1000, alice], got %s",
-                    k->key, shape(start));
+        return fail(y, start->start_mark, "%s: expected a list like [1000, alice], got %s", k->key,
+                    shape(start));
     for (;;) {
         yaml_event_t ev;
         int rc = next(y, &ev);
@@ -107,6 +113,8 @@ static int parse_list(struct yctx *y, const struct cfg_key *k, yaml_event_t *sta
         if (ev.type != YAML_SCALAR_EVENT)
             rc = fail(y, ev.start_mark, "%s: list entries must be scalars, got %s", k->key,
                       shape(&ev));
+        else if (strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
+            rc = fail(y, ev.start_mark, "%s: a NUL character is not allowed", k->key);
         else if ((rc = cfg_list_append(k, (const char *)ev.data.scalar.value, y->cfg, msg,
                                        sizeof(msg))) == -EINVAL)
             rc = fail(y, ev.start_mark, "%s", msg);
@@ -138,7 +146,10 @@ static int parse_key(struct yctx *y, const char *key, yaml_mark_t key_mark)
     int rc = next(y, &ev);
     if (rc < 0)
         return rc;
-    if (k->type == CFG_LIST)
+    if (ev.type == YAML_SCALAR_EVENT &&
+        strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
+        rc = fail(y, ev.start_mark, "%s: a NUL character is not allowed", key);
+    else if (k->type == CFG_LIST)
         rc = parse_list(y, k, &ev);
     else if (ev.type != YAML_SCALAR_EVENT)
         rc = fail(y, ev.start_mark, "%s: expected a single value, got %s", key, shape(&ev));
@@ -161,7 +172,8 @@ static int read_key(struct yctx *y, char *buf, size_t len, yaml_mark_t *mark)
         rc = 1;
     else if (ev.type != YAML_SCALAR_EVENT)
         rc = fail(y, ev.start_mark, "expected a key name, got %s", shape(&ev));
-    else if (ev.data.scalar.length >= len)
+    else if (ev.data.scalar.length >= len ||
+             strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
         rc = fail(y, ev.start_mark, "unknown key '%.40s...'", (const char *)ev.data.scalar.value);
     else
         memcpy(buf, ev.data.scalar.value, ev.data.scalar.length + 1);
@@ -186,13 +198,13 @@ static int parse_section(struct yctx *y, const char *section, yaml_mark_t mark)
         return rc;
     bool empty = plain_null(&ev), mapping = ev.type == YAML_MAPPING_START_EVENT;
     if (!empty && !mapping)
-        rc = fail(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s", section,
-                  section, shape(&ev));
+        rc = fail(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s", section, section,
+                  shape(&ev));
     yaml_event_delete(&ev);
     if (rc < 0 || empty)
         return rc;
     for (;;) {
-        char key[128], full[160];
+        char key[128], full[2 * 128 + 2];
         yaml_mark_t km;
         if ((rc = read_key(y, key, sizeof(key), &km)) != 0)
             return rc < 0 ? rc : 0;
@@ -260,7 +272,12 @@ int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_c
                     char *err, size_t errlen)
 {
     struct kvf_config c;
-    struct yctx y = {.name = name, .err = err, .errlen = errlen, .cfg = &c};
+    struct yctx y = {.name = name,
+                     .err = err,
+                     .errlen = errlen,
+                     .cfg = &c,
+                     .text = text ? text : "",
+                     .len = text ? len : 0};
     const char *blame[2];
     char msg[CFG_ERR_MAX];
     int rc;
@@ -278,7 +295,7 @@ int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_c
         goto err_free_cfg_nomem;
     if (!yaml_parser_initialize(&y.parser))
         goto err_free_marks_nomem;
-    yaml_parser_set_input_string(&y.parser, (const unsigned char *)text, len);
+    yaml_parser_set_input_string(&y.parser, (const unsigned char *)y.text, y.len);
     rc = parse_stream(&y);
     yaml_parser_delete(&y.parser);
     if (rc == 0 && (rc = cfg_check_rules(&c, blame, msg, sizeof(msg))) < 0) {

@@ -43,8 +43,8 @@ END_TEST
 
 START_TEST(size_refuses_negative_junk_empty_decimal_units_and_overflow)
 {
-    static const char *const bad[] = {"", "  ", "-1", "+1", "1.5GiB", "lots", "1MB", "1KB",
-                                      "1 MiB x", "MiB", "1MiBs", "0x10", "1,024"};
+    static const char *const bad[] = {"",    "  ",      "-1",  "+1",    "1.5GiB", "lots", "1MB",
+                                      "1KB", "1 MiB x", "MiB", "1MiBs", "0x10",   "1,024"};
     uint64_t v = 7;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(cfg_parse_size(bad[i], &v) == -EINVAL, "'%s' must be refused", bad[i]);
@@ -88,10 +88,15 @@ START_TEST(format_picks_the_largest_exact_unit)
     struct {
         uint64_t v;
         const char *s;
-    } sizes[] = {{0, "0"},           {1, "1"},          {1536, "1536"},  {4096, "4KiB"},
-                 {512 * MIB, "512MiB"}, {3072 * MIB, "3GiB"}, {1ULL << 40, "1TiB"},
+    } sizes[] = {{0, "0"},
+                 {1, "1"},
+                 {1536, "1536"},
+                 {4096, "4KiB"},
+                 {512 * MIB, "512MiB"},
+                 {3072 * MIB, "3GiB"},
+                 {1ULL << 40, "1TiB"},
                  {UINT64_MAX, "18446744073709551615"}},
-      durs[] = {{0, "0ms"}, {999, "999ms"}, {1500, "1500ms"}, {2000, "2s"},
+      durs[] = {{0, "0ms"},     {999, "999ms"}, {1500, "1500ms"}, {2000, "2s"},
                 {90000, "90s"}, {300000, "5m"}, {7200000, "2h"}};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         ck_assert_int_eq(cfg_format_size(sizes[i].v, b, sizeof(b)), 0);
@@ -194,7 +199,8 @@ START_TEST(every_type_takes_its_default_and_prints_it_back)
     ck_assert_uint_eq(tc.wait, 5000);
     ck_assert_int_eq(tc.color, 1);
     ck_assert_uint_eq(tc.who.n, 0);
-    const char *want[R__N] = {"\"anon\"", "\"\"", "false", "3", "0640", "1MiB", "5s", "green", "[]"};
+    const char *want[R__N] = {"\"anon\"", "\"\"", "false", "3", "0640",
+                              "1MiB",     "5s",   "green", "[]"};
     for (int i = 0; i < R__N; i++)
         ck_assert_str_eq(fmt(i), want[i]);
 }

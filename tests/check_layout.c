@@ -255,6 +255,25 @@ START_TEST(validate_accepts_interleaved_views_and_refuses_overlapping_ones)
 }
 END_TEST
 
+START_TEST(validate_refuses_what_it_cannot_prove_disjoint_within_budget)
+{
+    /* K on even multiples of r, V on r(4m+1): disjoint, but the item strides differ and both
+     * views have 2^23 items, past the walk budget: refused, never accepted unchecked. */
+    struct layout l = interleaved(64, 64, 256);
+    struct layout_group *g = &l.groups[1];
+    g->n_layers = 1;
+    g->n_items = 1u << 23;
+    g->views[0].item_stride = 128;
+    l.pools[g->views[0].pool].bytes = 256ULL << 23;
+    invalid(&l, "groups[1].views[1].item_stride: cannot prove its regions disjoint");
+    /* With few items the same geometry is proven disjoint exactly. */
+    g->n_items = 1000;
+    valid(&l);
+    g->views[1].base = 128; /* now V item 0 sits on K item 1 */
+    invalid(&l, "groups[1].views[1].base: regions overlap");
+}
+END_TEST
+
 /* Brute force over the same geometry: does any byte belong to two regions? */
 static int brute_overlap(const struct layout *l)
 {
@@ -527,6 +546,25 @@ START_TEST(json_decode_refuses_malformed_input)
 }
 END_TEST
 
+START_TEST(json_object_variants_share_the_decoder)
+{
+    struct layout l = base("tiny:tp=2,blocks=2,slots=1"), back;
+    json_t *o = layout_to_jobj(&l);
+    ck_assert_ptr_nonnull(o);
+    memset(&back, 0, sizeof(back));
+    ck_assert_msg(layout_from_jobj(o, &back, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_int_eq(memcmp(&back, &l, sizeof(l)), 0);
+    json_object_set_new(o, "tp_rank", json_integer(2));
+    ck_assert_int_eq(layout_from_jobj(o, &back, err, sizeof(err)), -EINVAL);
+    ck_assert_msg(strstr(err, "tp_rank: 2 is not below tp_size 2"), "%s", err);
+    json_decref(o);
+    json_t *arr = json_array();
+    ck_assert_int_eq(layout_from_jobj(arr, &back, err, sizeof(err)), -EINVAL);
+    json_decref(arr);
+    ck_assert_int_eq(layout_from_jobj(NULL, &back, err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("layout");
@@ -542,12 +580,14 @@ int main(void)
     tcase_add_test(tc, validate_refuses_bad_identity_fields);
     tcase_add_test(tc, validate_accepts_interleaved_views_and_refuses_overlapping_ones);
     tcase_add_test(tc, validate_overlap_rule_is_exact_against_brute_force);
+    tcase_add_test(tc, validate_refuses_what_it_cannot_prove_disjoint_within_budget);
     suite_add_tcase(s, tc);
     tc = tcase_create("json");
     tcase_add_test(tc, json_round_trips_every_preset_variant);
     tcase_add_test(tc, json_encoding_is_canonical_with_fixed_keys);
     tcase_add_test(tc, json_decode_refuses_bad_fields_naming_them);
     tcase_add_test(tc, json_decode_refuses_malformed_input);
+    tcase_add_test(tc, json_object_variants_share_the_decoder);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -356,6 +356,10 @@ START_TEST(build_refuses_tp_that_does_not_divide_heads)
     ck_assert_msg(strstr(err, "tp: 8 does not divide"), "%s", err);
     s = spec_ok("tiny:tp=8,adp=1");
     ck_assert_int_eq(preset_build(&s, "x", ROLE_CONTEXT, -1, ranks, err, sizeof(err)), 0);
+    /* tp need not be a power of 2: 96 heads split 3 ways */
+    build_ok("kimi-k3:tp=3,blocks=2,slots=1", -1);
+    ck_assert_uint_eq(group(&ranks[2], "kda")->views[0].tensors[0].heads, 32);
+    ck_assert_uint_eq(item_bytes(group(&ranks[2], "kda")), 454459392ULL / 3);
 }
 END_TEST
 
