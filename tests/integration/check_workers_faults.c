@@ -488,6 +488,26 @@ START_TEST(workers_client_is_usable_from_two_threads)
 }
 END_TEST
 
+START_TEST(workers_library_binds_from_python_ctypes)
+{
+    if (system("python3 -c 'import ctypes' >/dev/null 2>&1") != 0) {
+        printf("SKIP workers_library_binds_from_python_ctypes: no python3 with ctypes\n");
+        return;
+    }
+    struct wenv e;
+    wt_start(&e, NULL);
+    char cmd[512], so[256];
+    tu_bin("libkvferry.so", so, sizeof so);
+    snprintf(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
+             e.wsock, e.dir);
+    int rc = system(cmd);
+    char *l = wt_log(&e, "py.log");
+    ck_assert_msg(rc == 0 && strstr(l, "ctypes binding OK"), "exit %d:\n%s", rc, l);
+    free(l);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("workers_faults");
@@ -501,6 +521,7 @@ static Suite *faults_suite(void)
     tcase_add_test(h, workers_hostile_frames_close_only_their_connection);
     tcase_add_test(h, workers_gpu_pool_registration_is_refused_with_a_reason);
     tcase_add_test(h, workers_limits_on_connections_and_requests_in_flight_hold);
+    tcase_add_test(h, workers_library_binds_from_python_ctypes);
     suite_add_tcase(s, h);
     return s;
 }
