@@ -165,6 +165,8 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
                      "can shrink under the daemon is refused)", i);
             return -EINVAL;
         }
+        if (p->bytes == 0)
+            continue; /* an empty pool (a stage without layers of its group): nothing to map */
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
         /* populated now, so the hot path takes no page faults (DESIGN §3: mapped once) */
         void *b = mmap(NULL, p->bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
