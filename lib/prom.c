@@ -137,7 +137,13 @@ int prom_format_real(double v, char *out, size_t outlen)
         return snprintf(out, outlen, "NaN");
     if (isinf(v))
         return snprintf(out, outlen, v > 0 ? "+Inf" : "-Inf");
-    return snprintf(out, outlen, "%.17g", v);
+    int n = 0;
+    for (int prec = 15; prec <= 17; prec++) { /* the shortest text that reads back exactly */
+        n = snprintf(out, outlen, "%.*g", prec, v);
+        if (strtod(out, NULL) == v)
+            break;
+    }
+    return n;
 }
 
 /* Copies at most max bytes of s, not cutting a UTF-8 sequence. */

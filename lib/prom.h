@@ -51,7 +51,8 @@ bool prom_label_name_valid(const char *s);
 int prom_escape_label_value(const char *in, char *out, size_t outlen);
 int prom_escape_help(const char *in, char *out, size_t outlen);
 
-/* A sample's value as text: integers exactly, reals with %.17g, "NaN", "+Inf", "-Inf".
+/* A sample's value as text: integers exactly, reals in the shortest of %.15g..%.17g that
+ * reads back exactly, "NaN", "+Inf", "-Inf".
  * Returns the length (buffer of 32 bytes is always enough). */
 int prom_format_int(int64_t v, char *out, size_t outlen);
 int prom_format_real(double v, char *out, size_t outlen);
@@ -96,6 +97,8 @@ struct prom_doc {
 /* Walks `stats` (an object of sections) into `set`:
  *  - a number at path a.b.c is a sample <prefix>_a_b_c; true/false are 1/0;
  *  - its type is the doc's for that path, else counter when the key ends in "_total", else gauge;
+ *  - a time unit at the end of the name (before any _total): _s, _ms, _us, _ns becomes _seconds
+ *    and the value is converted to seconds (Prometheus base units);
  *  - an object documented with a label, or whose key ends in "_by_<label>", is a label map: each
  *    entry adds {label="key"} and continues the walk at the map's own name (the "_by_<label>"
  *    suffix removed), so {"failed":{"TIMEOUT":3}} documented with label "error" gives

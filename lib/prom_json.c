@@ -31,10 +31,37 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* Time units in key names (house style: uptime_s, wait_ms) become Prometheus base units:
+ * the name's unit suffix (before any _total) turns into _seconds, the value is divided. Returns
+ * the divisor (1 when the name has no such unit) and writes the new name into out. */
+static double unit_to_seconds(const char *name, char *out, size_t outlen)
+{
+    static const struct {
+        const char *suffix;
+        double per_second;
+    } units[] = {{"_s", 1}, {"_ms", 1e3}, {"_us", 1e6}, {"_ns", 1e9}};
+    size_t n = strlen(name);
+    bool total = ends_with(name, "_total");
+    size_t base = total ? n - 6 : n;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        size_t m = strlen(units[i].suffix);
+        if (base > m && strncmp(name + base - m, units[i].suffix, m) == 0) {
+            int r = snprintf(out, outlen, "%.*s_seconds%s", (int)(base - m), name,
+                             total ? "_total" : "");
+            if (r > 0 && (size_t)r < outlen)
+                return units[i].per_second;
+        }
+    }
+    snprintf(out, outlen, "%s", name);
+    return 1;
+}
+
 /* One sample. doc: what is known of it (may be NULL); key: its JSON key, for the _total rule. */
-static int emit(struct walk *w, const char *name, const char *path, const char *key,
+static int emit(struct walk *w, const char *raw_name, const char *path, const char *key,
                 const struct prom_doc *doc, const json_t *v)
 {
+    char name[WALK_NAME_MAX];
+    double per_s = unit_to_seconds(raw_name, name, sizeof(name));
     prom_type_t type = doc ? doc->type : ends_with(key, "_total") ? PROM_COUNTER : PROM_GAUGE;
     char help[PROM_HELP_MAX + 1];
     if (doc && doc->help)
@@ -43,7 +70,10 @@ static int emit(struct walk *w, const char *name, const char *path, const char *
         snprintf(help, sizeof(help), "kvferryd stats key %s%s%s", path,
                  w->n_labels ? " by " : "", w->n_labels ? w->labels[w->n_labels - 1].name : "");
     int r;
-    if (json_is_integer(v))
+    if (json_is_number(v) && per_s != 1)
+        r = prom_set_add_real(w->set, name, type, help, w->labels, w->n_labels,
+                              json_number_value(v) / per_s);
+    else if (json_is_integer(v))
         r = prom_set_add_int(w->set, name, type, help, w->labels, w->n_labels,
                              (int64_t)json_integer_value(v));
     else if (json_is_real(v))

@@ -332,6 +332,22 @@ START_TEST(json_by_suffix_object_becomes_label_and_nests)
 }
 END_TEST
 
+START_TEST(json_time_units_become_seconds)
+{
+    char *t = walk("{\"x\":{\"uptime_s\":5,\"wait_ms\":1500,\"busy_us_total\":2000000,"
+                   "\"lag_ns\":250,\"bytes\":3,\"status\":7}}",
+                   NULL, 0, NULL);
+    assert_has_line(t, "kvferry_x_uptime_seconds 5");
+    assert_has_line(t, "kvferry_x_wait_seconds 1.5");
+    assert_has_line(t, "# TYPE kvferry_x_busy_seconds_total counter");
+    assert_has_line(t, "kvferry_x_busy_seconds_total 2");
+    assert_has_line(t, "kvferry_x_lag_seconds 2.5e-07");
+    assert_has_line(t, "kvferry_x_bytes 3");
+    assert_has_line(t, "kvferry_x_status 7"); /* "_s" only as a whole suffix word */
+    free(t);
+}
+END_TEST
+
 START_TEST(json_strings_arrays_null_are_skipped)
 {
     size_t dropped = 99;
@@ -449,6 +465,7 @@ static Suite *prom_suite(void)
     tcase_add_test(tc, json_total_suffix_is_counter_doc_overrides_type);
     tcase_add_test(tc, json_documented_object_keyed_by_name_becomes_label);
     tcase_add_test(tc, json_by_suffix_object_becomes_label_and_nests);
+    tcase_add_test(tc, json_time_units_become_seconds);
     tcase_add_test(tc, json_strings_arrays_null_are_skipped);
     tcase_add_test(tc, json_nesting_past_the_depth_limit_is_dropped_and_counted);
     tcase_add_test(tc, json_colliding_names_keep_the_first_and_count_the_rest);
