@@ -37,14 +37,16 @@ static bool is_digit(char c) { return c >= '0' && c <= '9'; }
 static int sanitize(const char *in, char *out, size_t outlen, bool colon, bool label)
 {
     size_t cap = outlen < PROM_NAME_MAX + 1 ? outlen : PROM_NAME_MAX + 1;
-    size_t o = 0;
+    /* the prefix is decided on the mapped bytes: "''x" maps to "__x", a reserved label name */
+    char c0 = in[0], c1 = in[0] ? in[1] : '\0';
+    bool ok0 = is_alpha_(c0) || is_digit(c0) || (colon && c0 == ':');
+    bool ok1 = is_alpha_(c1) || is_digit(c1) || (colon && c1 == ':');
     const char *pre = "";
-    if (!in[0])
+    if (!c0 || is_digit(c0))
         pre = "_";
-    else if (is_digit(in[0]))
-        pre = "_";
-    else if (label && in[0] == '_' && in[1] == '_')
+    else if (label && (!ok0 || c0 == '_') && c1 && (!ok1 || c1 == '_'))
         pre = "l";
+    size_t o = 0;
     for (const char *p = pre; *p; p++) {
         if (o + 1 >= cap)
             return -ENAMETOOLONG;

@@ -57,6 +57,12 @@ START_TEST(label_name_sanitizing_drops_colon_and_reserved_prefix)
     ck_assert_int_ge(prom_sanitize_label_name("__name__", out, sizeof(out)), 0);
     ck_assert_str_eq(out, "l__name__");
     ck_assert(prom_label_name_valid(out));
+    ck_assert_int_ge(prom_sanitize_label_name("''x", out, sizeof(out)), 0); /* found by fuzzing */
+    ck_assert_str_eq(out, "l__x");
+    ck_assert_int_ge(prom_sanitize_label_name("_-", out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "l__");
+    ck_assert_int_ge(prom_sanitize_label_name("_a", out, sizeof(out)), 0);
+    ck_assert_str_eq(out, "_a");
     ck_assert_int_ge(prom_sanitize_label_name("0day", out, sizeof(out)), 0);
     ck_assert_str_eq(out, "_0day");
     ck_assert(!prom_label_name_valid("a:b"));

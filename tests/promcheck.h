@@ -384,10 +384,6 @@ static int pc_validate(const char *text, bool strict, char *err, size_t errlen)
         memcpy(line, p, l);
         line[l] = '\0';
         p += l + (p[l] == '\n');
-        if (memchr(line, '\r', l)) {
-            rc = pc_fail(err, errlen, ln, "carriage return");
-            break;
-        }
         const char *q = line;
         while (*q == ' ' || *q == '\t')
             q++;
