@@ -1,7 +1,8 @@
 /* metrics.c: the `metrics` control command (metrics.h): the stats document walked into
  * Prometheus text. The doc table below types and explains the stats keys that are counters
  * without a _total suffix and the objects keyed by name; keys not listed follow the generic
- * rules of prom_from_json (a _total suffix is a counter, anything else a gauge). */
+ * rules of prom_from_json (a _total suffix is a counter, anything else a gauge). Rows may name
+ * keys of modules not started (or not built) here: they then match nothing. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,34 @@ static const struct prom_doc metrics_docs[] = {
     {"workers.transfers.bytes_local", C, NULL, "Bytes moved by the local path."},
     {"workers.transfers.failed", C, "error", "Transfer requests failed, by typed error."},
     {"workers.transfers.in_flight", G, NULL, "Transfer requests in flight now."},
+    {"workers.transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons."},
+
+    /* peers and arena (the engine's sections) */
+    {"peers.remote_recvs", C, NULL, "RECV_REQ messages received from other daemons."},
+    {"peers.remote_done", C, NULL, "Remote requests completed."},
+    {"peers.remote_failed", C, NULL, "Remote requests failed."},
+    {"peers.flows", C, NULL, "Writer flows started."},
+    {"peers.flows_done", C, NULL, "Writer flows completed."},
+    {"peers.flows_failed", C, NULL, "Writer flows failed."},
+    {"peers.chunks_put", C, NULL, "Chunks moved by UCX put."},
+    {"peers.chunks_am", C, NULL, "Chunks moved by active-message rendezvous."},
+    {"peers.bytes_put", C, NULL, "Bytes moved by UCX put."},
+    {"peers.bytes_am", C, NULL, "Bytes moved by active-message rendezvous."},
+    {"peers.chunks_landed", C, NULL, "Chunks landed and scattered."},
+    {"peers.bytes_landed", C, NULL, "Bytes landed and scattered."},
+    {"peers.staging_fallbacks", C, NULL, "Transfers that fell back to staging."},
+    {"peers.bound_violations", C, NULL, "Chunks refused by a bounds check."},
+    {"peers.stale_epochs", C, NULL, "Messages refused for a stale epoch."},
+    {"peers.tables_served", C, NULL, "Instance tables served to other daemons."},
+    {"peers.tables_fetched", C, NULL, "Instance tables fetched from home daemons."},
+    {"peers.table_nacks", C, NULL, "Instance table requests refused."},
+    {"peers.layouts_forwarded", C, NULL, "Layouts forwarded to a home daemon."},
+    {"peers.peers_lost", C, NULL, "Peer daemons lost."},
+    {"peers.nacks_sent", C, NULL, "NACKs sent to other daemons."},
+    {"peers.nacks_recv", C, NULL, "NACKs received from other daemons."},
+    {"peers.paths", C, "path", "Path decisions, by path."},
+    {"arena.slots_total", G, NULL, "Slots the arena is cut into (a size, not a counter)."},
+    {"arena.enabled", G, NULL, "1 when the daemon has an arena (cluster mode)."},
 };
 
 #undef C
