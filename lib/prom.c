@@ -293,7 +293,10 @@ static int add(struct prom_set *s, const char *name, prom_type_t type, const cha
     if (r < 0)
         goto err_drop;
     size_t nl = (size_t)r;
-    if (type == PROM_COUNTER && (nl < 6 || strcmp(nm + nl - 6, "_total") != 0)) {
+    bool total = nl > 6 && strcmp(nm + nl - 6, "_total") == 0;
+    if (type == PROM_GAUGE && total) /* "_total" promises a counter: a gauge drops it */
+        nm[nl - 6] = '\0';
+    if (type == PROM_COUNTER && !total && strcmp(nm, "_total") != 0) {
         if (nl + 6 > PROM_NAME_MAX) {
             r = -ENAMETOOLONG;
             goto err_drop;

@@ -72,7 +72,7 @@ void prom_set_init(struct prom_set *s);
 void prom_set_done(struct prom_set *s);   /* accepts a zeroed or half-filled set */
 
 /* Adds one sample. The name is sanitized; a counter's name gets "_total" appended when it does
- * not end in it. help may be NULL (a generic text is used). Labels are sanitized, sorted by name;
+ * not end in it, a gauge's name loses a trailing "_total" (slots_total -> slots). help may be NULL (a generic text is used). Labels are sanitized, sorted by name;
  * a sample with two labels of one name is refused. Returns 0; -EEXIST when this series already
  * exists or the family exists with another type; -E2BIG over max_series or PROM_LABELS_MAX;
  * -ENAMETOOLONG for a name that does not fit; -ENOMEM. Every refusal counts in s->dropped. */

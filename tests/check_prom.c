@@ -136,6 +136,8 @@ START_TEST(counter_gets_total_suffix_once_gauge_keeps_name)
     ck_assert_int_eq(prom_set_add_int(&s, "x_bytes", PROM_COUNTER, "bytes", NULL, 0, 5), 0);
     ck_assert_int_eq(prom_set_add_int(&s, "y_total", PROM_COUNTER, NULL, NULL, 0, 6), 0);
     ck_assert_int_eq(prom_set_add_int(&s, "z_open", PROM_GAUGE, "open", NULL, 0, 7), 0);
+    ck_assert_int_eq(prom_set_add_int(&s, "slots_total", PROM_GAUGE, NULL, NULL, 0, 8), 0);
+    ck_assert_int_eq(prom_set_add_int(&s, "_total", PROM_GAUGE, NULL, NULL, 0, 9), 0);
     char *t = render(&s);
     assert_has_line(t, "# TYPE x_bytes_total counter");
     assert_has_line(t, "x_bytes_total 5");
@@ -145,6 +147,9 @@ START_TEST(counter_gets_total_suffix_once_gauge_keeps_name)
     assert_has_line(t, "# HELP z_open open");
     assert_has_line(t, "z_open 7");
     ck_assert_ptr_null(strstr(t, "y_total_total"));
+    assert_has_line(t, "# TYPE slots gauge");
+    assert_has_line(t, "slots 8");
+    assert_has_line(t, "_total 9"); /* nothing left to drop it from */
     free(t);
     prom_set_done(&s);
 }
@@ -174,13 +179,16 @@ START_TEST(duplicate_series_and_type_clash_are_refused_and_counted)
     ck_assert_int_eq(prom_set_add_int(&s, "m", PROM_GAUGE, NULL, ab, 2, 1), 0);
     ck_assert_int_eq(prom_set_add_int(&s, "m", PROM_GAUGE, NULL, ba, 2, 9), -EEXIST);
     ck_assert_int_eq(prom_set_add_int(&s, "m", PROM_COUNTER, NULL, NULL, 0, 1), 0); /* m_total */
-    ck_assert_int_eq(prom_set_add_int(&s, "m_total", PROM_GAUGE, NULL, NULL, 0, 1), -EEXIST);
+    ck_assert_int_eq(prom_set_add_int(&s, "m_total", PROM_GAUGE, NULL, NULL, 0, 1), 0); /* "m" */
+    ck_assert_int_eq(prom_set_add_int(&s, "m", PROM_GAUGE, NULL, NULL, 0, 2), -EEXIST);
+    ck_assert_int_eq(prom_set_add_int(&s, "_total", PROM_COUNTER, NULL, NULL, 0, 1), 0);
+    ck_assert_int_eq(prom_set_add_int(&s, "_total", PROM_GAUGE, NULL, NULL, 0, 1), -EEXIST);
     ck_assert_int_eq(prom_set_add_int(&s, "m.x", PROM_GAUGE, NULL, NULL, 0, 1), 0);
     ck_assert_int_eq(prom_set_add_int(&s, "m-x", PROM_GAUGE, NULL, NULL, 0, 2), -EEXIST);
     struct prom_label twice[2] = {{"a:b", "1"}, {"a_b", "2"}};
     ck_assert_int_eq(prom_set_add_int(&s, "n", PROM_GAUGE, NULL, twice, 2, 1), -EEXIST);
-    ck_assert_uint_eq(s.dropped, 4);
-    ck_assert_uint_eq(s.n_series, 3);
+    ck_assert_uint_eq(s.dropped, 5);
+    ck_assert_uint_eq(s.n_series, 5);
     char *t = render(&s);
     assert_has_line(t, "m{a=\"1\",b=\"2\"} 1"); /* labels sorted by name */
     assert_has_line(t, "m_x 1");
@@ -305,7 +313,8 @@ START_TEST(json_total_suffix_is_counter_doc_overrides_type)
     assert_has_line(t, "# HELP kvferry_m_puts_total UCX puts issued.");
     assert_has_line(t, "kvferry_m_puts_total 3");
     assert_has_line(t, "# TYPE kvferry_m_open gauge");
-    assert_has_line(t, "# TYPE kvferry_m_weird_total gauge");
+    assert_has_line(t, "# TYPE kvferry_m_weird gauge"); /* a gauge never ends in _total */
+    ck_assert_ptr_null(strstr(t, "kvferry_m_weird_total"));
     free(t);
 }
 END_TEST
