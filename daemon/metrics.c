@@ -127,8 +127,8 @@ int metrics_cmd(struct daemon *d, const struct peer_cred *peer, json_t *args, js
     size_t dropped = 0;
     int r = metrics_render(d, &text, &dropped);
     if (r < 0) {
-        snprintf(msg, msglen, "rendering metrics failed: %s", r == -ENOMEM ? "out of memory"
-                                                                           : "internal error");
+        snprintf(msg, msglen, "rendering metrics failed: %s",
+                 r == -ENOMEM ? "out of memory" : "internal error");
         return r;
     }
     *ret = json_pack("{s:s,s:s,s:I}", "text", text, "content_type",

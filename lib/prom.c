@@ -10,13 +10,13 @@
 #include "prom.h"
 
 struct prom_sample {
-    char *labels;     /* owned: rendered "{a=\"x\",b=\"y\"}", or "" */
+    char *labels; /* owned: rendered "{a=\"x\",b=\"y\"}", or "" */
     char value[32];
 };
 
 struct prom_family {
-    char *name;       /* owned, valid metric name */
-    char *help;       /* owned, escaped */
+    char *name; /* owned, valid metric name */
+    char *help; /* owned, escaped */
     prom_type_t type;
     struct prom_sample *s; /* owned */
     size_t n, cap;
@@ -32,7 +32,10 @@ static bool is_alpha_(char c)
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 static int sanitize(const char *in, char *out, size_t outlen, bool colon, bool label)
 {

@@ -18,20 +18,20 @@
 
 struct json_t;
 
-#define PROM_NAME_MAX 200          /* bytes of a metric or label name, sanitized */
-#define PROM_LABEL_VALUE_MAX 256   /* bytes of a label value; longer ones are cut (UTF-8 safe) */
-#define PROM_HELP_MAX 512          /* bytes of a HELP text; longer ones are cut */
-#define PROM_LABELS_MAX 8          /* labels on one sample */
-#define PROM_SERIES_MAX 20000      /* samples in one set; more are dropped and counted */
-#define PROM_DEPTH_MAX 8           /* nesting of a stats document that prom_from_json walks */
+#define PROM_NAME_MAX 200        /* bytes of a metric or label name, sanitized */
+#define PROM_LABEL_VALUE_MAX 256 /* bytes of a label value; longer ones are cut (UTF-8 safe) */
+#define PROM_HELP_MAX 512        /* bytes of a HELP text; longer ones are cut */
+#define PROM_LABELS_MAX 8        /* labels on one sample */
+#define PROM_SERIES_MAX 20000    /* samples in one set; more are dropped and counted */
+#define PROM_DEPTH_MAX 8         /* nesting of a stats document that prom_from_json walks */
 
 typedef enum { PROM_GAUGE = 0, PROM_COUNTER } prom_type_t;
 
 const char *prom_type_to_string(prom_type_t t);
 
 struct prom_label {
-    const char *name;   /* sanitized as a label name when added */
-    const char *value;  /* any UTF-8; escaped when rendered */
+    const char *name;  /* sanitized as a label name when added */
+    const char *value; /* any UTF-8; escaped when rendered */
 };
 
 /* Metric name: every byte outside [a-zA-Z0-9_:] becomes '_', a leading digit gets a '_' in
@@ -61,19 +61,20 @@ struct prom_sample;
 struct prom_family;
 
 struct prom_set {
-    struct prom_family *fam;  /* owned */
+    struct prom_family *fam; /* owned */
     size_t n_fam, cap_fam;
     size_t n_series;
-    size_t max_series;        /* PROM_SERIES_MAX after init; tests may lower it */
-    uint64_t dropped;         /* samples refused: over max_series, duplicate series, type clash */
+    size_t max_series; /* PROM_SERIES_MAX after init; tests may lower it */
+    uint64_t dropped;  /* samples refused: over max_series, duplicate series, type clash */
 };
 
 void prom_set_init(struct prom_set *s);
-void prom_set_done(struct prom_set *s);   /* accepts a zeroed or half-filled set */
+void prom_set_done(struct prom_set *s); /* accepts a zeroed or half-filled set */
 
 /* Adds one sample. The name is sanitized; a counter's name gets "_total" appended when it does
- * not end in it, a gauge's name loses a trailing "_total" (slots_total -> slots). help may be NULL (a generic text is used). Labels are sanitized, sorted by name;
- * a sample with two labels of one name is refused. Returns 0; -EEXIST when this series already
+ * not end in it, a gauge's name loses a trailing "_total" (slots_total -> slots). help may be
+ * NULL (a generic text is used). Labels are sanitized, sorted by name; a sample with two labels
+ * of one name is refused. Returns 0; -EEXIST when this series already
  * exists or the family exists with another type; -E2BIG over max_series or PROM_LABELS_MAX;
  * -ENAMETOOLONG for a name that does not fit; -ENOMEM. Every refusal counts in s->dropped. */
 int prom_set_add_int(struct prom_set *s, const char *name, prom_type_t type, const char *help,
@@ -87,11 +88,11 @@ int prom_set_render(const struct prom_set *s, char **ret, size_t *len);
 
 /* What prom_from_json knows of a stats key beyond its value. */
 struct prom_doc {
-    const char *path;   /* dotted JSON keys from the document root, label-map keys left out:
-                         * "workers.transfers.failed" */
+    const char *path; /* dotted JSON keys from the document root, label-map keys left out:
+                       * "workers.transfers.failed" */
     prom_type_t type;
-    const char *label;  /* non-NULL: this object is keyed by name; its keys are this label */
-    const char *help;   /* NULL: a generic text naming the path */
+    const char *label; /* non-NULL: this object is keyed by name; its keys are this label */
+    const char *help;  /* NULL: a generic text naming the path */
 };
 
 /* Walks `stats` (an object of sections) into `set`:

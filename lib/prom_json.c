@@ -67,8 +67,8 @@ static int emit(struct walk *w, const char *raw_name, const char *path, const ch
     if (doc && doc->help)
         snprintf(help, sizeof(help), "%s", doc->help);
     else
-        snprintf(help, sizeof(help), "kvferryd stats key %s%s%s", path,
-                 w->n_labels ? " by " : "", w->n_labels ? w->labels[w->n_labels - 1].name : "");
+        snprintf(help, sizeof(help), "kvferryd stats key %s%s%s", path, w->n_labels ? " by " : "",
+                 w->n_labels ? w->labels[w->n_labels - 1].name : "");
     int r;
     if (json_is_number(v) && per_s != 1)
         r = prom_set_add_real(w->set, name, type, help, w->labels, w->n_labels,
@@ -77,8 +77,7 @@ static int emit(struct walk *w, const char *raw_name, const char *path, const ch
         r = prom_set_add_int(w->set, name, type, help, w->labels, w->n_labels,
                              (int64_t)json_integer_value(v));
     else if (json_is_real(v))
-        r = prom_set_add_real(w->set, name, type, help, w->labels, w->n_labels,
-                              json_real_value(v));
+        r = prom_set_add_real(w->set, name, type, help, w->labels, w->n_labels, json_real_value(v));
     else
         r = prom_set_add_int(w->set, name, type, help, w->labels, w->n_labels,
                              json_is_true(v) ? 1 : 0);
@@ -99,7 +98,8 @@ static int walk_children(struct walk *w, const char *name, const char *path, con
 {
     const char *k;
     json_t *c;
-    json_object_foreach((json_t *)obj, k, c) {
+    json_object_foreach((json_t *)obj, k, c)
+    {
         char cn[WALK_NAME_MAX], cp[WALK_NAME_MAX];
         int a = snprintf(cn, sizeof(cn), "%s%s%s", name, *name ? "_" : "", k);
         int b = snprintf(cp, sizeof(cp), "%s%s%s", path, *path ? "." : "", k);
@@ -125,7 +125,8 @@ static int walk_label_map(struct walk *w, const char *name, const char *path, co
     }
     const char *k;
     json_t *c;
-    json_object_foreach((json_t *)obj, k, c) {
+    json_object_foreach((json_t *)obj, k, c)
+    {
         w->labels[w->n_labels] = (struct prom_label){label, k};
         w->n_labels++;
         int r = 0;

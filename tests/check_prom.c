@@ -255,8 +255,7 @@ START_TEST(help_with_newline_and_backslash_is_escaped)
 {
     struct prom_set s;
     prom_set_init(&s);
-    ck_assert_int_eq(prom_set_add_real(&s, "m", PROM_GAUGE, "two\nlines \\ here", NULL, 0, NAN),
-                     0);
+    ck_assert_int_eq(prom_set_add_real(&s, "m", PROM_GAUGE, "two\nlines \\ here", NULL, 0, NAN), 0);
     char *t = render(&s);
     assert_has_line(t, "# HELP m two\\nlines \\\\ here");
     assert_has_line(t, "m NaN");
@@ -306,8 +305,8 @@ START_TEST(json_total_suffix_is_counter_doc_overrides_type)
         {"m.puts", PROM_COUNTER, NULL, "UCX puts issued."},
         {"m.weird_total", PROM_GAUGE, NULL, NULL},
     };
-    char *t = walk("{\"m\":{\"bytes_total\":10,\"puts\":3,\"open\":1,\"weird_total\":4}}", docs, 2,
-                   NULL);
+    char *t =
+        walk("{\"m\":{\"bytes_total\":10,\"puts\":3,\"open\":1,\"weird_total\":4}}", docs, 2, NULL);
     assert_has_line(t, "# TYPE kvferry_m_bytes_total counter");
     assert_has_line(t, "# TYPE kvferry_m_puts_total counter");
     assert_has_line(t, "# HELP kvferry_m_puts_total UCX puts issued.");
@@ -366,8 +365,8 @@ END_TEST
 START_TEST(json_strings_arrays_null_are_skipped)
 {
     size_t dropped = 99;
-    char *t = walk("{\"s\":{\"name\":\"x\",\"list\":[1,2],\"none\":null,\"n\":1}}", NULL, 0,
-                   &dropped);
+    char *t =
+        walk("{\"s\":{\"name\":\"x\",\"list\":[1,2],\"none\":null,\"n\":1}}", NULL, 0, &dropped);
     ck_assert_str_eq(t, "# HELP kvferry_s_n kvferryd stats key s.n\n# TYPE kvferry_s_n gauge\n"
                         "kvferry_s_n 1\n");
     ck_assert_uint_eq(dropped, 0);
@@ -423,22 +422,22 @@ START_TEST(validator_rejects_each_grammar_and_rule_violation)
         const char *text;
         int line;
     } bad[] = {
-        {"m 1", 0},                                             /* no final newline */
-        {"1m 1\n", 1},                                          /* bad name */
-        {"m{a=\"x\"y\"} 1\n", 1},                               /* stray quote */
-        {"m{a=\"\\t\"} 1\n", 1},                                /* bad escape */
-        {"m{__a=\"x\"} 1\n", 1},                                /* reserved label */
-        {"m{a=\"x\",a=\"y\"} 1\n", 1},                          /* label twice */
-        {"m{a:b=\"x\"} 1\n", 1},                                /* ':' in a label name */
-        {"m one\n", 1},                                         /* bad value */
-        {"m 1 1.5\n", 1},                                       /* bad timestamp */
-        {"m\n", 1},                                             /* no value */
-        {"# TYPE m gauge\n# TYPE m gauge\nm 1\n", 2},           /* TYPE twice */
-        {"# TYPE m bogus\nm 1\n", 1},                           /* bad type */
-        {"m 1\n# TYPE m gauge\n", 2},                           /* TYPE after sample */
-        {"m{a=\"1\"} 1\nn 1\nm{a=\"2\"} 1\n", 3},               /* family split */
-        {"m{a=\"1\",b=\"2\"} 1\nm{b=\"2\",a=\"1\"} 1\n", 2},    /* series twice */
-        {"# HELP m a\\qb\nm 1\n", 1},                           /* bad HELP escape */
+        {"m 1", 0},                                          /* no final newline */
+        {"1m 1\n", 1},                                       /* bad name */
+        {"m{a=\"x\"y\"} 1\n", 1},                            /* stray quote */
+        {"m{a=\"\\t\"} 1\n", 1},                             /* bad escape */
+        {"m{__a=\"x\"} 1\n", 1},                             /* reserved label */
+        {"m{a=\"x\",a=\"y\"} 1\n", 1},                       /* label twice */
+        {"m{a:b=\"x\"} 1\n", 1},                             /* ':' in a label name */
+        {"m one\n", 1},                                      /* bad value */
+        {"m 1 1.5\n", 1},                                    /* bad timestamp */
+        {"m\n", 1},                                          /* no value */
+        {"# TYPE m gauge\n# TYPE m gauge\nm 1\n", 2},        /* TYPE twice */
+        {"# TYPE m bogus\nm 1\n", 1},                        /* bad type */
+        {"m 1\n# TYPE m gauge\n", 2},                        /* TYPE after sample */
+        {"m{a=\"1\"} 1\nn 1\nm{a=\"2\"} 1\n", 3},            /* family split */
+        {"m{a=\"1\",b=\"2\"} 1\nm{b=\"2\",a=\"1\"} 1\n", 2}, /* series twice */
+        {"# HELP m a\\qb\nm 1\n", 1},                        /* bad HELP escape */
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char err[256] = "";
@@ -492,4 +491,7 @@ static Suite *prom_suite(void)
     return s;
 }
 
-int main(void) { return tu_run(prom_suite()); }
+int main(void)
+{
+    return tu_run(prom_suite());
+}

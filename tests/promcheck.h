@@ -32,8 +32,8 @@ struct pc_family {
 struct pc_state {
     struct pc_family fam[PC_MAX_FAMILIES];
     size_t n;
-    long current;   /* family of the previous sample line, -1 none */
-    char **series;  /* "name{sorted labels}" seen */
+    long current;  /* family of the previous sample line, -1 none */
+    char **series; /* "name{sorted labels}" seen */
     size_t n_series, cap_series;
 };
 
@@ -50,8 +50,14 @@ static int pc_fail(char *err, size_t errlen, int lineno, const char *fmt, ...)
     return lineno > 0 ? lineno : 1;
 }
 
-static bool pc_name_start(char c) { return isalpha((unsigned char)c) || c == '_' || c == ':'; }
-static bool pc_name_char(char c) { return isalnum((unsigned char)c) || c == '_' || c == ':'; }
+static bool pc_name_start(char c)
+{
+    return isalpha((unsigned char)c) || c == '_' || c == ':';
+}
+static bool pc_name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == ':';
+}
 
 /* Reads a metric name at *p; returns its length (0: none). */
 static size_t pc_name(const char *p)
@@ -128,8 +134,8 @@ static long pc_family_of(struct pc_state *st, const char *name)
             char base[256];
             snprintf(base, sizeof(base), "%.*s", (int)(n - m), name);
             long f = pc_find(st, base);
-            if (f >= 0 && (!strcmp(st->fam[f].type, "histogram") ||
-                           !strcmp(st->fam[f].type, "summary")))
+            if (f >= 0 &&
+                (!strcmp(st->fam[f].type, "histogram") || !strcmp(st->fam[f].type, "summary")))
                 return f;
         }
     }
@@ -326,8 +332,8 @@ static int pc_meta(struct pc_state *st, const char *line, int ln, bool *is_help,
         return pc_fail(err, errlen, ln, "too many families");
     struct pc_family *fam = &st->fam[f];
     if (fam->closed || (fam->has_samples && st->current != f))
-        return pc_fail(err, errlen, ln, "%s of %s after its samples ended",
-                       help ? "HELP" : "TYPE", name);
+        return pc_fail(err, errlen, ln, "%s of %s after its samples ended", help ? "HELP" : "TYPE",
+                       name);
     if (help) {
         if (fam->help)
             return pc_fail(err, errlen, ln, "second HELP for %s", name);

@@ -73,8 +73,7 @@ static void fx_stop(struct daemon_fx *f)
         waitpid(f->pid, &status, 0);
         ck_abort_msg("kvferryd did not exit within 5 s of SIGTERM");
     }
-    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kvferryd exit status %d",
-                  status);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "kvferryd exit status %d", status);
     unlink(f->cfg);
     unlink(f->log);
     unlink(f->sock);
@@ -195,7 +194,8 @@ START_TEST(scrape_through_kvferryctl_is_valid_and_carries_every_stats_value)
     ck_assert_ptr_nonnull(strstr(text, "# TYPE kvferry_workers_transfers_in_flight gauge\n"));
     for (const char *p = text; *p; p = strchr(p, '\n') + 1) /* one namespace */
         ck_assert_msg(!strncmp(p, "kvferry_", 8) || !strncmp(p, "# HELP kvferry_", 15) ||
-                          !strncmp(p, "# TYPE kvferry_", 15), "foreign line: %.80s", p);
+                          !strncmp(p, "# TYPE kvferry_", 15),
+                      "foreign line: %.80s", p);
 
     /* every number of `stats` is one sample (plus build_info, uptime, series_dropped) */
     ck_assert_int_eq(ctl(&f, "--json", "stats", &stats), 0);
@@ -224,7 +224,8 @@ START_TEST(counters_move_between_scrapes)
     ck_assert_double_eq(sample(a, "kvferry_control_errors_total"), 0);
     ck_assert_double_eq(sample(b, "kvferry_control_errors_total"), 1);
     ck_assert_double_eq(sample(b, "kvferry_control_commands_total") -
-                            sample(a, "kvferry_control_commands_total"), 2);
+                            sample(a, "kvferry_control_commands_total"),
+                        2);
     ck_assert_double_eq(sample(b, "kvferry_control_connections_accepted_total"), 3);
     ck_assert(sample(b, "kvferry_uptime_seconds") >= sample(a, "kvferry_uptime_seconds"));
     free(a);
@@ -286,4 +287,7 @@ static Suite *metrics_suite(void)
     return s;
 }
 
-int main(void) { return tu_run(metrics_suite()); }
+int main(void)
+{
+    return tu_run(metrics_suite());
+}

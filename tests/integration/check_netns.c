@@ -206,8 +206,8 @@ START_TEST(tcp_echo_crosses_the_pair_and_nothing_else_is_reachable)
     fclose(f);
 
     /* no route out of the pair: an outside address is unreachable at once */
-    char *out2[] = {(char *)script(), "exec", n, "a", "bash", "-c",
-                    "exec 3<>/dev/tcp/192.0.2.1/9", NULL};
+    char *out2[] = {
+        (char *)script(), "exec", n, "a", "bash", "-c", "exec 3<>/dev/tcp/192.0.2.1/9", NULL};
     ck_assert_int_ne(run(out2, &out), 0);
     ck_assert_msg(strstr(out, "Network is unreachable"), "%s", out);
     free(out);
@@ -227,8 +227,8 @@ START_TEST(down_is_idempotent_cleans_half_made_state_and_ends_processes)
     ck_assert_int_eq(pair("down", n, NULL), 0); /* nothing there: fine */
     snprintf(ns, sizeof(ns), "%s-b", n);
     char *add[] = {"ip", "netns", "add", ns, NULL};
-    ck_assert_int_eq(run(add, NULL), 0);       /* half-made: only side b */
-    ck_assert_int_eq(pair("up", n, &out), 0);  /* up repairs it */
+    ck_assert_int_eq(run(add, NULL), 0);      /* half-made: only side b */
+    ck_assert_int_eq(pair("up", n, &out), 0); /* up repairs it */
     ck_assert_ptr_null(strstr(out, "already up"));
     free(out);
     ck_assert(ns_exists(n, "a") && ns_exists(n, "b"));
