@@ -7,11 +7,15 @@
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "kvferry.h"
+#include "layout.h"
+#include "preset.h"
 #include "promcheck.h"
 #include "testutil.h"
 
@@ -234,6 +238,78 @@ START_TEST(counters_move_between_scrapes)
 }
 END_TEST
 
+/* A real generation rank (libkvferry, preset "tiny", sealed memfd pools) asks for a request of
+ * a context instance that never sends: the daemon fails it, and the failure shows up as a
+ * label of the per-error counter, next to the other counters it moved. */
+START_TEST(a_failed_transfer_shows_as_its_error_label)
+{
+    struct daemon_fx f;
+    fx_start(&f);
+    struct preset_spec spec;
+    static struct layout rank;
+    char err[256] = "";
+    ck_assert_int_eq(preset_parse("tiny:blocks=16,slots=2", &spec, err, sizeof(err)), 0);
+    ck_assert_int_eq(preset_build(&spec, "gen-m", ROLE_GENERATION, -1, &rank, err, sizeof(err)), 0);
+    char *lj = layout_to_json(&rank);
+    ck_assert_ptr_nonnull(lj);
+    struct kvf_pool pools[LAYOUT_MAX_POOLS];
+    memset(pools, 0, sizeof(pools));
+    for (uint32_t i = 0; i < rank.n_pools; i++) {
+        int fd = memfd_create("kvf-metrics", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(ftruncate(fd, (off_t)rank.pools[i].bytes), 0);
+        ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+        pools[i] = (struct kvf_pool){KVF_POOL_HOST, -1, rank.pools[i].bytes, fd, 0, {0}};
+    }
+    char wsock[160];
+    snprintf(wsock, sizeof(wsock), "%s/worker.sock", f.dir);
+    struct kvf_client *c = NULL;
+    ck_assert_int_eq(kvf_connect(wsock, NULL, &c), 0);
+    ck_assert_msg(kvf_register(c, lj, pools, rank.n_pools, err, sizeof(err)) == 0, "%s", err);
+    uint32_t counts[LAYOUT_MAX_GROUPS], ids[LAYOUT_MAX_GROUPS];
+    for (uint32_t g = 0; g < rank.n_groups; g++) {
+        counts[g] = 1;
+        ids[g] = 0;
+    }
+    struct kvf_recv_args ra = {.req_id = 42,
+                               .ctx_instance = "ctx-that-never-sends",
+                               .ctx_dp_rank = -1,
+                               .deadline_ms = 100,
+                               .n_groups = rank.n_groups,
+                               .counts = counts,
+                               .ids = ids};
+    ck_assert_int_eq(kvf_recv(c, &ra), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(kvf_poll(c, &ev, 5000), 1);
+    ck_assert_int_eq(ev.kind, KVF_EV_FAILED);
+    ck_assert_uint_eq(ev.req_id, 42);
+
+    char *text, series[128];
+    ck_assert_int_eq(ctl(&f, "metrics", NULL, &text), 0);
+    assert_valid(text);
+    snprintf(series, sizeof(series), "kvferry_workers_transfers_failed_total{error=\"%s\"}",
+             kvf_error_to_string((kvf_error_t)ev.error));
+    ck_assert_double_eq(sample(text, series), 1);
+    double failed = 0;
+    for (int e = 1; e < KVF_E__COUNT; e++) {
+        snprintf(series, sizeof(series), "kvferry_workers_transfers_failed_total{error=\"%s\"}",
+                 kvf_error_to_string((kvf_error_t)e));
+        failed += sample(text, series);
+    }
+    ck_assert_double_eq(failed, 1); /* every error label present, one failure in all */
+    ck_assert_double_eq(sample(text, "kvferry_workers_transfers_recvs_total"), 1);
+    ck_assert_double_eq(sample(text, "kvferry_workers_registered_total"), 1);
+    ck_assert_double_eq(sample(text, "kvferry_workers_accepted_total"), 1);
+    ck_assert_double_eq(sample(text, "kvferry_workers_transfers_in_flight"), 0);
+    free(text);
+    c = kvf_close(c);
+    for (uint32_t i = 0; i < rank.n_pools; i++)
+        close(pools[i].fd);
+    free(lj);
+    fx_stop(&f);
+}
+END_TEST
+
 START_TEST(json_reply_carries_text_and_content_type)
 {
     struct daemon_fx f;
@@ -281,6 +357,7 @@ static Suite *metrics_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, scrape_through_kvferryctl_is_valid_and_carries_every_stats_value);
     tcase_add_test(tc, counters_move_between_scrapes);
+    tcase_add_test(tc, a_failed_transfer_shows_as_its_error_label);
     tcase_add_test(tc, json_reply_carries_text_and_content_type);
     tcase_add_test(tc, promtool_accepts_the_scrape_when_installed);
     suite_add_tcase(s, tc);
