@@ -220,7 +220,7 @@ START_TEST(tcp_echo_crosses_the_pair_and_nothing_else_is_reachable)
 }
 END_TEST
 
-START_TEST(down_is_idempotent_cleans_half_made_state_and_ends_processes)
+START_TEST(up_repairs_and_down_is_idempotent_cleans_half_made_state_and_ends_processes)
 {
     char n[64], ns[80], *out;
     pair_name(n, sizeof(n), "d");
@@ -232,6 +232,14 @@ START_TEST(down_is_idempotent_cleans_half_made_state_and_ends_processes)
     ck_assert_ptr_null(strstr(out, "already up"));
     free(out);
     ck_assert(ns_exists(n, "a") && ns_exists(n, "b"));
+    char *vdown[] = {(char *)script(), "exec", n, "a", "ip", "link", "set", "veth0", "down", NULL};
+    ck_assert_int_eq(run(vdown, NULL), 0);    /* broken: a veth end down */
+    ck_assert_int_eq(pair("up", n, &out), 0); /* up rebuilds it */
+    ck_assert_ptr_null(strstr(out, "already up"));
+    free(out);
+    ck_assert_int_eq(pair("up", n, &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "already up"));
+    free(out);
 
     /* a process left inside side a */
     pid_t p = fork();
@@ -286,7 +294,7 @@ static Suite *netns_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, pair_comes_up_with_addresses_mtu_and_no_default_route);
     tcase_add_test(tc, tcp_echo_crosses_the_pair_and_nothing_else_is_reachable);
-    tcase_add_test(tc, down_is_idempotent_cleans_half_made_state_and_ends_processes);
+    tcase_add_test(tc, up_repairs_and_down_is_idempotent_cleans_half_made_state_and_ends_processes);
     tcase_add_test(tc, bad_names_and_sides_are_usage_errors);
     suite_add_tcase(s, tc);
     return s;
