@@ -334,7 +334,8 @@ START_TEST(promtool_accepts_the_scrape_when_installed)
 {
     if (system("command -v promtool >/dev/null 2>&1") != 0) {
         printf("SKIP promtool_accepts_the_scrape_when_installed: promtool not installed "
-               "(apt-get install prometheus); the built-in validator still ran\n");
+               "(Debian package prometheus; `apt-get download prometheus && dpkg-deb -x` gives the "
+               "binary without starting a server); the built-in validator still ran\n");
         return;
     }
     struct daemon_fx f;
