@@ -6,6 +6,7 @@
 #include "control.h"
 #include "ctl_cmds.h"
 #include "daemon.h"
+#include "metrics.h"
 #include "workers.h"
 
 static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
@@ -129,6 +130,7 @@ const struct ctl_cmd ctl_cmds[] = {
      "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
     {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
     {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
+    {"metrics", metrics_cmd, 0, "every stats counter and gauge as Prometheus text (result.text)"},
     {"help", cmd_help, 0, "the commands"},
 };
 const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);
