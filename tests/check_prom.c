@@ -203,7 +203,7 @@ START_TEST(series_and_label_limits_are_enforced)
     prom_set_init(&s);
     s.max_series = 3;
     struct prom_label l[PROM_LABELS_MAX + 1];
-    char names[PROM_LABELS_MAX + 1][8];
+    char names[PROM_LABELS_MAX + 1][16];
     for (int i = 0; i <= PROM_LABELS_MAX; i++) {
         snprintf(names[i], sizeof(names[i]), "l%d", i);
         l[i] = (struct prom_label){names[i], "v"};
@@ -212,7 +212,7 @@ START_TEST(series_and_label_limits_are_enforced)
                      -E2BIG);
     ck_assert_int_eq(prom_set_add_int(&s, "a", PROM_GAUGE, NULL, l, PROM_LABELS_MAX, 1), 0);
     for (int i = 0; i < 2; i++) {
-        char nm[8];
+        char nm[16];
         snprintf(nm, sizeof(nm), "g%d", i);
         ck_assert_int_eq(prom_set_add_int(&s, nm, PROM_GAUGE, NULL, NULL, 0, i), 0);
     }
