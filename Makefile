@@ -95,7 +95,7 @@ $(BUILD)/kvferryd: $(DAEMON_OBJS) $(LIBA)
 
 # tools/<name>.c plus its helpers tools/<name>_*.c
 .SECONDEXPANSION:
-$(BUILD)/%: tools/%.c $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*_*.c)) $(LIBA)
+$(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(LIBA) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
 

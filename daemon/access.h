@@ -1,0 +1,41 @@
+/* access.h: who may use the daemon's sockets. access.* lists (user/group names or numbers) are
+ * resolved once, at load and at reload, into numeric sets; a peer (from SO_PEERCRED) is then
+ * matched against them: by uid, or by gid against the peer's primary and supplementary groups.
+ * The daemon's own uid and root are always allowed and always admins; admins are allowed.
+ * struct access owns its arrays. Loop thread only (NSS lookups happen here). */
+#ifndef KVF_ACCESS_H
+#define KVF_ACCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cfg.h"
+
+struct id_set {
+    size_t n;
+    unsigned *ids; /* owned */
+};
+
+struct access {
+    struct id_set allow_uids, allow_gids, admin_uids, admin_gids;
+};
+
+struct peer_cred {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+    bool admin;
+};
+
+/* Resolves the four access.* lists. On an unknown name writes "access.allow_uids: unknown user
+ * 'x'" into err and returns -EINVAL; *ret untouched. */
+int access_resolve(const struct kvf_config *c, struct access *ret, char *err, size_t errlen);
+void access_done(struct access *a);
+
+/* Reads SO_PEERCRED of a connected unix socket. 0 or -errno. */
+int access_peer_cred(int fd, struct peer_cred *ret);
+/* Sets cred->admin. Returns true when the peer may use the socket at all. */
+bool access_check(const struct access *a, struct peer_cred *cred);
+
+#endif

@@ -1,0 +1,451 @@
+/* arena.c: slots, FIFO landing credits, generations, first-credit timeouts and quarantine of
+ * one arena region (see arena.h). The arena owns its slot table and free ring, never the region
+ * and never the reservations (the engine embeds those). */
+#include "arena.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+#define NIL UINT32_MAX
+
+typedef enum { SLOT_FREE = 0, SLOT_GRANTED, SLOT_FILLED, SLOT_QUARANTINED } slot_state_t;
+
+struct slot {
+    uint32_t gen;             /* generation of the current/last grant; 0: never granted */
+    uint32_t next;            /* next slot held by the same reservation */
+    slot_state_t state;
+    struct arena_resv *holder; /* GRANTED/FILLED only; borrowed */
+    uint64_t peer;            /* QUARANTINED: the peer whose flush/close frees it */
+    uint64_t ext_off, length; /* the current grant */
+};
+
+struct arena {
+    struct arena_params p;
+    uint64_t slot_bytes;
+    uint32_t n_slots;
+    struct slot *slots;        /* owned, n_slots */
+    uint32_t *ring;            /* owned: FIFO of free slot ids, n_slots */
+    uint32_t ring_head, n_free;
+    uint32_t n_quarantined;
+    struct arena_resv *q_head, *q_tail;
+    uint32_t n_waiting;
+    struct arena_grant *gbuf;  /* owned, max_credits: grants of one callback */
+    bool pumping;
+    uint64_t grants_total, timeouts_total, stale_total, bound_total, reclaimed_total, refused_total;
+};
+
+static const char *const resv_state_names[] = {
+    [RESV_IDLE] = "idle",
+    [RESV_WAITING] = "waiting",
+    [RESV_TIMED_OUT] = "timed_out",
+    [RESV_CLOSED] = "closed",
+};
+
+const char *arena_resv_state_to_string(arena_resv_state_t s)
+{
+    if ((unsigned)s >= sizeof(resv_state_names) / sizeof(resv_state_names[0]))
+        return "unknown";
+    return resv_state_names[s];
+}
+
+int arena_new(const struct arena_params *p, struct arena **ret)
+{
+    if (!p || !ret || !p->on_grant || !p->on_timeout || p->chunk == 0)
+        return -EINVAL;
+    uint64_t align = p->align ? p->align : ARENA_MIN_ALIGN;
+    if (align < ARENA_MIN_ALIGN || (align & (align - 1)) != 0)
+        return -EINVAL;
+    if (p->chunk > UINT64_MAX - align)
+        return -EINVAL;
+    uint64_t slot_bytes = (p->chunk + align - 1) & ~(align - 1);
+    if (p->size < slot_bytes || p->size / slot_bytes > ARENA_MAX_SLOTS)
+        return -EINVAL;
+    if (p->max_waiters == 0 || p->max_waiters > ARENA_MAX_WAITERS || p->max_credits == 0 ||
+        p->max_credits > ARENA_MAX_CREDITS)
+        return -EINVAL;
+
+    struct arena *a = calloc(1, sizeof(*a));
+    if (!a)
+        return -ENOMEM;
+    a->p = *p;
+    a->p.align = align;
+    a->slot_bytes = slot_bytes;
+    a->n_slots = (uint32_t)(p->size / slot_bytes);
+    a->slots = calloc(a->n_slots, sizeof(*a->slots));
+    a->ring = calloc(a->n_slots, sizeof(*a->ring));
+    a->gbuf = calloc(p->max_credits, sizeof(*a->gbuf));
+    if (!a->slots || !a->ring || !a->gbuf) {
+        arena_free(a);
+        return -ENOMEM;
+    }
+    for (uint32_t i = 0; i < a->n_slots; i++) {
+        a->slots[i].next = NIL;
+        a->ring[i] = i;
+    }
+    a->n_free = a->n_slots;
+    log_debug("arena: %llu bytes, %u slots of %llu bytes (chunk %llu, align %llu)",
+              (unsigned long long)p->size, a->n_slots, (unsigned long long)slot_bytes,
+              (unsigned long long)p->chunk, (unsigned long long)align);
+    *ret = a;
+    return 0;
+}
+
+struct arena *arena_free(struct arena *a)
+{
+    if (!a)
+        return NULL;
+    free(a->slots);
+    free(a->ring);
+    free(a->gbuf);
+    free(a);
+    return NULL;
+}
+
+void arena_resv_init(struct arena_resv *r, uint64_t id, uint64_t peer, uint64_t bytes)
+{
+    *r = (struct arena_resv){.id = id, .peer = peer, .bytes = bytes, .head_slot = NIL};
+}
+
+/* ---- free ring (FIFO: a freed slot is reused last, which keeps stale reports rare) ---- */
+
+static void ring_push(struct arena *a, uint32_t slot)
+{
+    a->ring[(a->ring_head + a->n_free) % a->n_slots] = slot;
+    a->n_free++;
+}
+
+static uint32_t ring_pop(struct arena *a)
+{
+    uint32_t s = a->ring[a->ring_head];
+    a->ring_head = (a->ring_head + 1) % a->n_slots;
+    a->n_free--;
+    return s;
+}
+
+/* ---- wait queue ---- */
+
+static void q_append(struct arena *a, struct arena_resv *r)
+{
+    r->q_next = NULL;
+    r->q_prev = a->q_tail;
+    if (a->q_tail)
+        a->q_tail->q_next = r;
+    else
+        a->q_head = r;
+    a->q_tail = r;
+    a->n_waiting++;
+}
+
+static void q_remove(struct arena *a, struct arena_resv *r)
+{
+    if (r->q_prev)
+        r->q_prev->q_next = r->q_next;
+    else
+        a->q_head = r->q_next;
+    if (r->q_next)
+        r->q_next->q_prev = r->q_prev;
+    else
+        a->q_tail = r->q_prev;
+    r->q_prev = r->q_next = NULL;
+    a->n_waiting--;
+}
+
+/* ---- held-slot list of a reservation ---- */
+
+static void held_remove(struct arena *a, struct arena_resv *r, uint32_t slot)
+{
+    uint32_t *link = &r->head_slot;
+    while (*link != NIL && *link != slot)
+        link = &a->slots[*link].next;
+    if (*link == slot) {
+        *link = a->slots[slot].next;
+        a->slots[slot].next = NIL;
+        r->held--;
+    }
+}
+
+static uint64_t chunks_left(const struct arena *a, const struct arena_resv *r)
+{
+    uint64_t left = r->bytes - r->granted;
+    return left / a->p.chunk + (left % a->p.chunk != 0);
+}
+
+static void grant_one(struct arena *a, struct arena_resv *r, struct arena_grant *g)
+{
+    uint32_t id = ring_pop(a);
+    struct slot *s = &a->slots[id];
+    uint64_t left = r->bytes - r->granted;
+    s->gen++;
+    if (s->gen == 0) /* wrapped after 2^32 grants of this slot: 0 means "never granted" */
+        s->gen = 1;
+    s->state = SLOT_GRANTED;
+    s->holder = r;
+    s->ext_off = r->granted;
+    s->length = left < a->p.chunk ? left : a->p.chunk;
+    s->next = r->head_slot;
+    r->head_slot = id;
+    r->held++;
+    r->granted += s->length;
+    a->grants_total++;
+    *g = (struct arena_grant){.slot = id,
+                              .generation = s->gen,
+                              .offset = (uint64_t)id * a->slot_bytes,
+                              .length = s->length,
+                              .ext_off = s->ext_off};
+}
+
+/* Serve the queue head-first while slots are free. Re-entrant calls (from a callback) return at
+ * once: the running loop re-reads the queue and free count after every callback. */
+static void pump(struct arena *a)
+{
+    if (a->pumping)
+        return;
+    a->pumping = true;
+    while (a->q_head && a->n_free > 0) {
+        struct arena_resv *r = a->q_head;
+        uint32_t n = r->want < a->n_free ? r->want : a->n_free;
+        for (uint32_t i = 0; i < n; i++)
+            grant_one(a, r, &a->gbuf[i]);
+        r->want -= n;
+        r->ever_granted = true;
+        r->deadline_ms = 0;
+        if (r->want == 0) {
+            q_remove(a, r);
+            r->state = RESV_IDLE;
+        }
+        a->p.on_grant(r, a->gbuf, n, a->p.user);
+    }
+    a->pumping = false;
+}
+
+int arena_want(struct arena *a, struct arena_resv *r, uint32_t credits, uint64_t now_ms)
+{
+    if (!a || !r || credits == 0 || r->bytes == 0 || r->granted > r->bytes)
+        return -EINVAL;
+    if (r->state == RESV_WAITING)
+        return -EALREADY;
+    if (r->state != RESV_IDLE)
+        return -EINVAL;
+    uint64_t left = chunks_left(a, r);
+    if (left == 0)
+        return 0;
+    if (credits > left)
+        credits = (uint32_t)left;
+    if ((uint64_t)r->held + credits > a->p.max_credits)
+        return -E2BIG;
+    if (a->n_waiting >= a->p.max_waiters) {
+        a->refused_total++;
+        return -EAGAIN;
+    }
+    r->want = credits;
+    r->state = RESV_WAITING;
+    r->deadline_ms = 0;
+    if (!r->ever_granted) /* only the first credit has a deadline */
+        r->deadline_ms = now_ms > UINT64_MAX - a->p.reserve_timeout_ms
+                             ? UINT64_MAX
+                             : now_ms + a->p.reserve_timeout_ms;
+    q_append(a, r);
+    pump(a);
+    return (int)credits;
+}
+
+int arena_report(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t generation,
+                 uint64_t ext_off, uint64_t length, struct arena_grant *ret)
+{
+    if (!a || !r || slot >= a->n_slots)
+        return -EINVAL;
+    struct slot *s = &a->slots[slot];
+    bool held = (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
+    if (!held || s->gen != generation) {
+        a->stale_total++;
+        return -ESTALE;
+    }
+    if (s->state == SLOT_FILLED) {
+        a->stale_total++;
+        return -EALREADY;
+    }
+    if (ext_off != s->ext_off || length != s->length) {
+        a->bound_total++;
+        return -ERANGE;
+    }
+    s->state = SLOT_FILLED;
+    r->landed += length;
+    if (ret)
+        *ret = (struct arena_grant){.slot = slot,
+                                    .generation = s->gen,
+                                    .offset = (uint64_t)slot * a->slot_bytes,
+                                    .length = s->length,
+                                    .ext_off = s->ext_off};
+    return 0;
+}
+
+int arena_release(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t generation)
+{
+    if (!a || !r || slot >= a->n_slots)
+        return -EINVAL;
+    struct slot *s = &a->slots[slot];
+    bool held = (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
+    if (!held || s->gen != generation)
+        return -ESTALE;
+    if (s->state == SLOT_GRANTED)
+        return -EBUSY;
+    held_remove(a, r, slot);
+    s->state = SLOT_FREE;
+    s->holder = NULL;
+    ring_push(a, slot);
+    pump(a);
+    return 0;
+}
+
+void arena_resv_close(struct arena *a, struct arena_resv *r, bool in_flight)
+{
+    if (!a || !r || r->state == RESV_CLOSED || r->state == RESV_TIMED_OUT)
+        return;
+    if (r->state == RESV_WAITING)
+        q_remove(a, r);
+    r->state = RESV_CLOSED;
+    r->want = 0;
+    r->deadline_ms = 0;
+    while (r->head_slot != NIL) {
+        uint32_t id = r->head_slot;
+        struct slot *s = &a->slots[id];
+        r->head_slot = s->next;
+        s->next = NIL;
+        s->holder = NULL;
+        /* A GRANTED slot may still receive the peer's put; a FILLED one was reported after the
+         * peer's flush, so nothing more can land in it. */
+        if (in_flight && s->state == SLOT_GRANTED) {
+            s->state = SLOT_QUARANTINED;
+            s->peer = r->peer;
+            a->n_quarantined++;
+        } else {
+            s->state = SLOT_FREE;
+            ring_push(a, id);
+        }
+    }
+    r->held = 0;
+    pump(a);
+}
+
+uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
+{
+    if (!a)
+        return 0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < a->n_slots && a->n_quarantined > 0; i++) {
+        struct slot *s = &a->slots[i];
+        if (s->state != SLOT_QUARANTINED || s->peer != peer)
+            continue;
+        s->state = SLOT_FREE;
+        s->peer = 0;
+        a->n_quarantined--;
+        ring_push(a, i);
+        n++;
+    }
+    a->reclaimed_total += n;
+    if (n)
+        pump(a);
+    return n;
+}
+
+uint32_t arena_tick(struct arena *a, uint64_t now_ms)
+{
+    if (!a)
+        return 0;
+    /* Unlink every expired waiter first, then call back: a callback may free its reservation
+     * or touch the queue, never the detached list. */
+    struct arena_resv *expired = NULL, **tail = &expired;
+    for (struct arena_resv *r = a->q_head, *next; r; r = next) {
+        next = r->q_next;
+        if (r->ever_granted || now_ms < r->deadline_ms)
+            continue;
+        q_remove(a, r);
+        r->state = RESV_TIMED_OUT;
+        r->want = 0;
+        *tail = r;
+        tail = &r->q_next;
+    }
+    uint32_t n = 0;
+    for (struct arena_resv *r = expired, *next; r; r = next) {
+        next = r->q_next;
+        r->q_next = NULL;
+        a->timeouts_total++;
+        n++;
+        a->p.on_timeout(r, a->p.user);
+    }
+    pump(a);
+    return n;
+}
+
+int arena_next_deadline(const struct arena *a, uint64_t *ret)
+{
+    bool found = false;
+    uint64_t best = 0;
+    for (const struct arena_resv *r = a ? a->q_head : NULL; r; r = r->q_next) {
+        if (r->ever_granted)
+            continue;
+        if (!found || r->deadline_ms < best)
+            best = r->deadline_ms;
+        found = true;
+    }
+    if (!found)
+        return -ENOENT;
+    *ret = best;
+    return 0;
+}
+
+int arena_grant_check(const struct arena_grant *g, uint64_t ext_off, uint64_t length)
+{
+    if (!g || ext_off != g->ext_off || length != g->length)
+        return -ERANGE;
+    return 0;
+}
+
+uint64_t arena_slot_bytes(const struct arena *a) { return a->slot_bytes; }
+uint32_t arena_slots_total(const struct arena *a) { return a->n_slots; }
+
+void arena_get_stats(const struct arena *a, struct arena_stats *ret)
+{
+    *ret = (struct arena_stats){
+        .capacity_bytes = a->p.size,
+        .chunk_bytes = a->p.chunk,
+        .slot_bytes = a->slot_bytes,
+        .slots_total = a->n_slots,
+        .slots_free = a->n_free,
+        .slots_in_use = a->n_slots - a->n_free - a->n_quarantined,
+        .slots_quarantined = a->n_quarantined,
+        .quarantined_bytes = (uint64_t)a->n_quarantined * a->slot_bytes,
+        .waiting_requests = a->n_waiting,
+        .grants_total = a->grants_total,
+        .timeouts_total = a->timeouts_total,
+        .stale_reports_total = a->stale_total,
+        .bound_violations_total = a->bound_total,
+        .reclaimed_total = a->reclaimed_total,
+        .refused_waiters_total = a->refused_total,
+    };
+}
+
+json_t *arena_stats_json(const struct arena *a)
+{
+    struct arena_stats st;
+    arena_get_stats(a, &st);
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                     "capacity_bytes", (json_int_t)st.capacity_bytes,
+                     "chunk_bytes", (json_int_t)st.chunk_bytes,
+                     "slot_bytes", (json_int_t)st.slot_bytes,
+                     "slots_total", (json_int_t)st.slots_total,
+                     "slots_free", (json_int_t)st.slots_free,
+                     "slots_in_use", (json_int_t)st.slots_in_use,
+                     "waiting_requests", (json_int_t)st.waiting_requests,
+                     "quarantined_slots", (json_int_t)st.slots_quarantined,
+                     "quarantined_bytes", (json_int_t)st.quarantined_bytes,
+                     "grants_total", (json_int_t)st.grants_total,
+                     "timeouts_total", (json_int_t)st.timeouts_total,
+                     "stale_reports_total", (json_int_t)st.stale_reports_total,
+                     "bound_violations_total", (json_int_t)st.bound_violations_total,
+                     "reclaimed_total", (json_int_t)st.reclaimed_total,
+                     "refused_waiters_total", (json_int_t)st.refused_waiters_total);
+}

@@ -1,0 +1,51 @@
+/* control.h: the control socket server of kvferryd. A unix stream socket at cfg_control_path(),
+ * mode sockets.mode; each accepted peer is checked with SO_PEERCRED against access.*, against
+ * control.max_conns (total) and control.max_conns_per_uid; a refused peer gets one error line and
+ * is closed. Accepted peers become ctl_conn objects (framing) whose commands run through the
+ * command table (ctl_cmds.h). struct control is owned by struct daemon (d->control).
+ * Lifecycle: control_new -> control_listen -> ... -> control_stop -> (loop runs the close
+ * callbacks) -> control_free. Loop thread only. */
+#ifndef KVF_CONTROL_H
+#define KVF_CONTROL_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "access.h"
+#include "ctl_conn.h"
+
+struct daemon;
+struct control;
+
+struct control_counters {
+    uint64_t accepted;
+    uint64_t refused_access;   /* uid/gid not allowed */
+    uint64_t refused_limit;    /* max_conns or max_conns_per_uid */
+    uint64_t refused_admin;    /* mutating command from a non-admin */
+    struct ctl_conn_counters conn;
+};
+
+/* Creates the server (not listening). Returns 0 or -errno; *ret owned by the caller. */
+int control_new(struct daemon *d, struct control **ret);
+/* Creates the socket directory (0750) if missing, binds, chmods, listens. A stale socket file
+ * (nobody accepting) is replaced; a live one is an error (-EADDRINUSE). Returns 0 or -errno,
+ * with a message in err. */
+int control_listen(struct control *ctl, char *err, size_t errlen);
+/* Serves a connected socket as a control connection for `peer` (the listener does this after
+ * its checks; tests use a socketpair). Takes ownership of fd, also on error. */
+int control_adopt(struct control *ctl, int fd, const struct peer_cred *peer);
+/* Closes the listener (unlinking its socket) and every connection. Idempotent. */
+void control_stop(struct control *ctl);
+/* Frees after the close callbacks ran. Accepts NULL; returns NULL. */
+struct control *control_free(struct control *ctl);
+
+uint32_t control_connections(const struct control *ctl);
+struct control_counters *control_counters(struct control *ctl);
+const char *control_path(const struct control *ctl);
+
+/* Module hooks (modules.c). */
+int control_status(struct daemon *d, json_t *ret);
+int control_stats(struct daemon *d, json_t *ret);
+void control_reloaded(struct daemon *d);
+
+#endif

@@ -1,0 +1,156 @@
+/* ctl_cmds.c: the control commands and their table (see ctl_cmds.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "control.h"
+#include "ctl_cmds.h"
+#include "daemon.h"
+#include "workers.h"
+
+static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                    char *msg, size_t msglen)
+{
+    (void)d, (void)peer, (void)args, (void)msg, (void)msglen;
+    json_t *o = json_object();
+    for (size_t i = 0; i < ctl_cmds_len; i++)
+        json_object_set_new(o, ctl_cmds[i].name, json_string(ctl_cmds[i].help));
+    *ret = o;
+    return 0;
+}
+
+static int cmd_status(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                      char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = daemon_status_json(d);
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_stats(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                     char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = daemon_stats_json(d);
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_config(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                      char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = (json_t *)cfg_to_json(&d->cfg);
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_log_level(struct daemon *d, const struct peer_cred *peer, json_t *args,
+                         json_t **ret, char *msg, size_t msglen)
+{
+    (void)d, (void)peer;
+    json_t *lv = args ? json_object_get(args, "level") : NULL;
+    if (args && json_object_size(args) > 0 && !json_is_string(lv)) {
+        snprintf(msg, msglen, "args: {\"level\": \"error|warn|info|debug\"}");
+        return -EINVAL;
+    }
+    log_level_t old = log_get_level();
+    if (lv) {
+        log_level_t nl;
+        if (log_level_from_string(json_string_value(lv), &nl) < 0) {
+            snprintf(msg, msglen, "unknown log level '%s' (error, warn, info, debug)",
+                     json_string_value(lv));
+            return -EINVAL;
+        }
+        log_set_level(nl);
+        log_info("log level %s -> %s (control, uid %u)", log_level_to_string(old),
+                 log_level_to_string(nl), (unsigned)peer->uid);
+    }
+    *ret = json_pack("{s:s}", "level", log_level_to_string(log_get_level()));
+    if (lv)
+        json_object_set_new(*ret, "previous", json_string(log_level_to_string(old)));
+    return 0;
+}
+
+static int cmd_reload(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                      char *msg, size_t msglen)
+{
+    (void)args;
+    log_info("reload requested over control (uid %u)", (unsigned)peer->uid);
+    int r = daemon_reload(d);
+    if (r < 0) {
+        snprintf(msg, msglen, "%s", d->last_reload.error);
+        return r;
+    }
+    *ret = daemon_reload_json(&d->last_reload);
+    return 0;
+}
+
+static int cmd_drain(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                     char *msg, size_t msglen)
+{
+    (void)args, (void)msg, (void)msglen;
+    log_info("drain requested over control (uid %u)", (unsigned)peer->uid);
+    daemon_drain(d);
+    *ret = json_pack("{s:s,s:I}", "state", daemon_state_to_string(d->state), "timeout_ms",
+                     (json_int_t)d->cfg.daemon_drain_timeout_ms);
+    return 0;
+}
+
+static int cmd_workers(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                       char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    if (!d->workers) {
+        *ret = json_pack("{s:[],s:[]}", "workers", "instances");
+        return *ret ? 0 : -ENOMEM;
+    }
+    *ret = json_pack("{s:o,s:o}", "workers", workers_list_json(d->workers), "instances",
+                     registry_instances_json(&d->workers->reg));
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_transfers(struct daemon *d, const struct peer_cred *peer, json_t *args,
+                         json_t **ret, char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = json_pack("{s:o}", "transfers",
+                     d->workers ? transfers_json(&d->workers->xt, uv_now(&d->loop)) : json_array());
+    return *ret ? 0 : -ENOMEM;
+}
+
+/* The command table. Later modules add rows: workers, peers, transfers, arena, metrics. */
+const struct ctl_cmd ctl_cmds[] = {
+    {"status", cmd_status, 0, "version, uptime, pid, config, last reload, module sections"},
+    {"stats", cmd_stats, 0, "counters of every module"},
+    {"config", cmd_config, 0, "the effective config"},
+    {"log-level", cmd_log_level, CTL_CMD_ADMIN_TO_SET,
+     "get the log level, or set it with {\"level\":\"debug\"} (admin)"},
+    {"reload", cmd_reload, CTL_CMD_ADMIN, "re-read the config file, apply live keys (admin)"},
+    {"drain", cmd_drain, CTL_CMD_ADMIN,
+     "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
+    {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
+    {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
+    {"help", cmd_help, 0, "the commands"},
+};
+const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);
+
+int ctl_cmds_run(struct daemon *d, const struct peer_cred *peer, const char *cmd, json_t *args,
+                 json_t **ret, char *msg, size_t msglen)
+{
+    for (size_t i = 0; i < ctl_cmds_len; i++) {
+        const struct ctl_cmd *c = &ctl_cmds[i];
+        if (strcmp(c->name, cmd) != 0)
+            continue;
+        bool mutating = (c->flags & CTL_CMD_ADMIN) ||
+                        ((c->flags & CTL_CMD_ADMIN_TO_SET) && args && json_object_size(args) > 0);
+        if (mutating && !peer->admin) {
+            if (d->control)
+                control_counters(d->control)->refused_admin++;
+            snprintf(msg, msglen, "'%s' changes the daemon: uid %u is not an admin "
+                     "(access.admin_uids/gids)", cmd, (unsigned)peer->uid);
+            return -EPERM;
+        }
+        return c->run(d, peer, args, ret, msg, msglen);
+    }
+    snprintf(msg, msglen, "unknown command '%.64s' (try 'help')", cmd);
+    return -ENOENT;
+}

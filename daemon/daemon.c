@@ -1,0 +1,388 @@
+/* daemon.c: the daemon object: loop, signals, config and reload, drain, status documents. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "daemon.h"
+#include "modules.h"
+
+#define DAEMON_DRAIN_TICK_MS 20
+#define DAEMON_RELOAD_KEYS_MAX 128
+
+const char *daemon_state_to_string(daemon_state_t s)
+{
+    switch (s) {
+    case DAEMON_STARTING: return "starting";
+    case DAEMON_RUNNING: return "running";
+    case DAEMON_DRAINING: return "draining";
+    case DAEMON_STOPPED: return "stopped";
+    }
+    return "unknown";
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct daemon *d = s->data;
+    if (signum == SIGHUP) {
+        log_info("SIGHUP: reloading %s", d->config_path ? d->config_path : "(defaults)");
+        (void)daemon_reload(d);
+        return;
+    }
+    log_info("%s: draining", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    daemon_drain(d);
+}
+
+int daemon_init(struct daemon *d)
+{
+    memset(d, 0, sizeof(*d));
+    int r = uv_loop_init(&d->loop);
+    if (r < 0)
+        return r;
+    uv_signal_t *sigs[] = {&d->sig_term, &d->sig_int, &d->sig_hup};
+    for (size_t i = 0; i < 3; i++) {
+        uv_signal_init(&d->loop, sigs[i]);
+        sigs[i]->data = d;
+    }
+    uv_timer_init(&d->loop, &d->drain_timer);
+    d->drain_timer.data = d;
+    d->start_ms = uv_now(&d->loop);
+    d->start_wall_s = (int64_t)time(NULL);
+    d->state = DAEMON_STARTING;
+    return 0;
+}
+
+int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen)
+{
+    struct kvf_config c;
+    int r = path ? cfg_load_file(path, &c, err, errlen) : cfg_defaults(&c);
+    if (r < 0) {
+        if (!path)
+            snprintf(err, errlen, "built-in defaults: %s", strerror(-r));
+        return r;
+    }
+    struct access a;
+    if ((r = access_resolve(&c, &a, err, errlen)) < 0) {
+        cfg_free(&c);
+        return r;
+    }
+    if (path && !(d->config_path = strdup(path))) {
+        access_done(&a);
+        cfg_free(&c);
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    d->cfg = c;
+    d->access = a;
+    if (!d->log_level_pinned)
+        log_set_level((log_level_t)d->cfg.log_level);
+    return 0;
+}
+
+int daemon_ready(struct daemon *d)
+{
+    int r;
+    if ((r = uv_signal_start(&d->sig_term, on_signal, SIGTERM)) < 0 ||
+        (r = uv_signal_start(&d->sig_int, on_signal, SIGINT)) < 0 ||
+        (r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP)) < 0)
+        return r;
+    if ((r = notify_start(&d->notify, &d->loop)) < 0)
+        return r;
+    d->state = DAEMON_RUNNING;
+    char st[256];
+    snprintf(st, sizeof(st), "running; control %s", d->control ? control_path(d->control) : "-");
+    notify_ready(st);
+    log_info("kvferryd %s ready (pid %d)", KVF_VERSION, (int)getpid());
+    return 0;
+}
+
+/* ---- reload ---- */
+
+static size_t field_size(cfg_type_t t)
+{
+    switch (t) {
+    case CFG_STRING:
+    case CFG_PATH: return sizeof(char *);
+    case CFG_BOOL: return sizeof(bool);
+    case CFG_INT:
+    case CFG_ENUM: return sizeof(int64_t);
+    case CFG_SIZE:
+    case CFG_DURATION: return sizeof(uint64_t);
+    case CFG_LIST: return sizeof(struct cfg_list);
+    }
+    return 0;
+}
+
+static bool str_eq(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static bool field_equal(const struct cfg_key *k, const void *a, const void *b)
+{
+    if (k->type == CFG_STRING || k->type == CFG_PATH)
+        return str_eq(*(char *const *)a, *(char *const *)b);
+    if (k->type == CFG_LIST) {
+        const struct cfg_list *la = a, *lb = b;
+        if (la->n != lb->n)
+            return false;
+        for (uint32_t i = 0; i < la->n; i++)
+            if (!str_eq(la->items[i], lb->items[i]))
+                return false;
+        return true;
+    }
+    return memcmp(a, b, field_size(k->type)) == 0;
+}
+
+static void swap_field(const struct cfg_key *k, void *a, void *b)
+{
+    unsigned char tmp[sizeof(struct cfg_list) > 8 ? sizeof(struct cfg_list) : 8];
+    size_t n = field_size(k->type);
+    memcpy(tmp, a, n);
+    memcpy(a, b, n);
+    memcpy(b, tmp, n);
+}
+
+static void reload_failed(struct daemon *d, int r, const char *err)
+{
+    struct daemon_reload *lr = &d->last_reload;
+    lr->ok = false;
+    snprintf(lr->error, sizeof(lr->error), "%s", err[0] ? err : strerror(-r));
+    d->counters.reloads_failed++;
+    log_error("reload failed: %s; keeping the old config", lr->error);
+    notify_ready("running; last reload failed, old config kept");
+}
+
+int daemon_reload(struct daemon *d)
+{
+    struct daemon_reload *lr = &d->last_reload;
+    char err[CFG_ERR_MAX] = "";
+    struct kvf_config fresh, next;
+    struct access acc;
+    int r;
+
+    notify_reloading();
+    json_decref(lr->applied);
+    json_decref(lr->restart_needed);
+    lr->applied = lr->restart_needed = NULL;
+    lr->attempted = true;
+    lr->time_s = (int64_t)time(NULL);
+    lr->error[0] = '\0';
+
+    r = d->config_path ? cfg_load_file(d->config_path, &fresh, err, sizeof(err))
+                       : cfg_defaults(&fresh);
+    if (r < 0) {
+        reload_failed(d, r, err);
+        return r;
+    }
+    if ((r = cfg_copy(&d->cfg, &next)) < 0) {
+        cfg_free(&fresh);
+        reload_failed(d, r, "out of memory");
+        return r;
+    }
+    const char *names[DAEMON_RELOAD_KEYS_MAX];
+    size_t n = cfg_diff_restart_needed(&d->cfg, &fresh, names, DAEMON_RELOAD_KEYS_MAX);
+    lr->restart_needed = json_array();
+    for (size_t i = 0; i < n && i < DAEMON_RELOAD_KEYS_MAX; i++)
+        json_array_append_new(lr->restart_needed, json_string(names[i]));
+    lr->applied = json_array();
+    bool level_changed = false;
+    for (size_t i = 0; i < cfg_table_len; i++) {
+        const struct cfg_key *k = &cfg_table[i];
+        if (!k->live)
+            continue;
+        void *a = (char *)&next + k->offset, *b = (char *)&fresh + k->offset;
+        if (field_equal(k, a, b))
+            continue;
+        swap_field(k, a, b);
+        json_array_append_new(lr->applied, json_string(k->key));
+        if (k->offset == offsetof(struct kvf_config, log_level))
+            level_changed = true;
+    }
+    cfg_free(&fresh);
+    if ((r = access_resolve(&next, &acc, err, sizeof(err))) < 0) {
+        cfg_free(&next);
+        json_decref(lr->applied);
+        json_decref(lr->restart_needed);
+        lr->applied = lr->restart_needed = NULL;
+        reload_failed(d, r, err);
+        return r;
+    }
+    cfg_free(&d->cfg);
+    d->cfg = next;
+    access_done(&d->access);
+    d->access = acc;
+    if (level_changed && !d->log_level_pinned)
+        log_set_level((log_level_t)d->cfg.log_level);
+    for (size_t i = 0; i < daemon_modules_len; i++)
+        if (daemon_modules[i].reloaded)
+            daemon_modules[i].reloaded(d);
+    lr->ok = true;
+    d->counters.reloads_ok++;
+    log_info("reload: %zu live key(s) applied, %zu key(s) changed that need a restart",
+             json_array_size(lr->applied), n);
+    for (size_t i = 0; i < n && i < DAEMON_RELOAD_KEYS_MAX; i++)
+        log_warn("reload: %s changed but needs a restart to take effect", names[i]);
+    notify_ready(d->state == DAEMON_DRAINING ? "draining" : "running");
+    return 0;
+}
+
+/* ---- drain ---- */
+
+static size_t in_flight(struct daemon *d)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < daemon_modules_len; i++)
+        if (daemon_modules[i].in_flight)
+            n += daemon_modules[i].in_flight(d);
+    return n;
+}
+
+static void drain_tick(uv_timer_t *t)
+{
+    struct daemon *d = t->data;
+    size_t n = in_flight(d);
+    if (n > 0 && uv_now(&d->loop) < d->drain_deadline_ms)
+        return;
+    if (n > 0)
+        log_warn("drain: daemon.drain_timeout passed with %zu in flight: stopping anyway", n);
+    else
+        log_info("drain: nothing in flight: stopping");
+    uv_timer_stop(t);
+    d->state = DAEMON_STOPPED;
+    d->exit_code = 0;
+    uv_stop(&d->loop);
+}
+
+void daemon_drain(struct daemon *d)
+{
+    if (d->state == DAEMON_DRAINING || d->state == DAEMON_STOPPED)
+        return;
+    d->state = DAEMON_DRAINING;
+    notify_stopping("draining");
+    for (size_t i = 0; i < daemon_modules_len; i++)
+        if (daemon_modules[i].drain_start)
+            daemon_modules[i].drain_start(d);
+    d->drain_deadline_ms = uv_now(&d->loop) + d->cfg.daemon_drain_timeout_ms;
+    uv_timer_start(&d->drain_timer, drain_tick, 0, DAEMON_DRAIN_TICK_MS);
+}
+
+/* ---- teardown ---- */
+
+static void close_if_open(uv_handle_t *h)
+{
+    if (h->loop && !uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+void daemon_stop(struct daemon *d)
+{
+    close_if_open((uv_handle_t *)&d->sig_term);
+    close_if_open((uv_handle_t *)&d->sig_int);
+    close_if_open((uv_handle_t *)&d->sig_hup);
+    close_if_open((uv_handle_t *)&d->drain_timer);
+    notify_stop(&d->notify);
+}
+
+static void walk_close(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) {
+        log_warn("teardown: closing a %s handle left open", uv_handle_type_name(h->type));
+        uv_close(h, NULL);
+    }
+}
+
+int daemon_done(struct daemon *d)
+{
+    daemon_stop(d);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    uv_walk(&d->loop, walk_close, NULL);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    int r = uv_loop_close(&d->loop);
+    json_decref(d->last_reload.applied);
+    json_decref(d->last_reload.restart_needed);
+    access_done(&d->access);
+    cfg_free(&d->cfg);
+    free(d->config_path);
+    d->config_path = NULL;
+    return r;
+}
+
+/* ---- status documents ---- */
+
+uint64_t daemon_uptime_s(const struct daemon *d)
+{
+    return (uv_now((uv_loop_t *)&d->loop) - d->start_ms) / 1000;
+}
+
+json_t *daemon_reload_json(const struct daemon_reload *r)
+{
+    if (!r->attempted)
+        return json_pack("{s:b}", "attempted", 0);
+    json_t *o = json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s",
+                          (json_int_t)r->time_s);
+    if (!o)
+        return NULL;
+    if (!r->ok)
+        json_object_set_new(o, "error", json_string(r->error));
+    if (r->applied)
+        json_object_set(o, "applied", r->applied);
+    if (r->restart_needed)
+        json_object_set(o, "restart_needed", r->restart_needed);
+    return o;
+}
+
+typedef int (*section_fn)(struct daemon *d, json_t *ret);
+
+static int add_sections(struct daemon *d, json_t *doc, bool stats)
+{
+    for (size_t i = 0; i < daemon_modules_len; i++) {
+        section_fn fn = stats ? daemon_modules[i].stats : daemon_modules[i].status;
+        if (!fn)
+            continue;
+        json_t *sec = json_object();
+        int r = fn(d, sec);
+        if (r < 0) {
+            json_decref(sec);
+            return r;
+        }
+        json_object_set_new(doc, daemon_modules[i].name, sec);
+    }
+    return 0;
+}
+
+json_t *daemon_status_json(struct daemon *d)
+{
+    json_t *o = json_pack("{s:s,s:i,s:s,s:I,s:I,s:o,s:s,s:o}", "version", KVF_VERSION, "pid",
+                          (int)getpid(), "state", daemon_state_to_string(d->state), "uptime_s",
+                          (json_int_t)daemon_uptime_s(d), "started_at_s",
+                          (json_int_t)d->start_wall_s, "config_path",
+                          d->config_path ? json_string(d->config_path) : json_null(),
+                          "log_level", log_level_to_string(log_get_level()), "last_reload",
+                          daemon_reload_json(&d->last_reload));
+    if (o && add_sections(d, o, false) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *daemon_stats_json(struct daemon *d)
+{
+    json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s",
+                          (json_int_t)daemon_uptime_s(d), "reloads_ok",
+                          (json_int_t)d->counters.reloads_ok, "reloads_failed",
+                          (json_int_t)d->counters.reloads_failed);
+    if (o)
+        json_object_set_new(json_object_get(o, "daemon"), "watchdog_sent",
+                            json_integer((json_int_t)d->notify.watchdog_sent));
+    if (o && add_sections(d, o, true) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

@@ -1,0 +1,156 @@
+/* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
+ * Start: logging -> loop and signals -> config -> control socket -> READY=1. Any failure before
+ * READY=1 exits non-zero. Teardown runs the start in reverse and closes the loop cleanly. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "workers.h"
+#include "daemon.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvferryd [--config FILE] [--log-level LEVEL]\n"
+            "       kvferryd --check-config FILE   validate FILE, exit 0 (ok) or 1 (error)\n"
+            "       kvferryd [--config FILE] --print-config   print the effective config\n"
+            "       kvferryd --version\n"
+            "With no --config, built-in defaults apply (sockets under /run/kvferry for root,\n"
+            "else $XDG_RUNTIME_DIR/kvferry, else ./run). LEVEL: error, warn, info, debug.\n");
+}
+
+static int check_config(const char *path)
+{
+    struct kvf_config c;
+    struct access a;
+    char err[CFG_ERR_MAX] = "";
+    int r = cfg_load_file(path, &c, err, sizeof(err));
+    if (r < 0) {
+        fprintf(stderr, "%s\n", err[0] ? err : strerror(-r));
+        return 1;
+    }
+    r = access_resolve(&c, &a, err, sizeof(err));
+    cfg_free(&c);
+    if (r < 0) {
+        fprintf(stderr, "%s: %s\n", path, err);
+        return 1;
+    }
+    access_done(&a);
+    printf("%s: ok\n", path);
+    return 0;
+}
+
+static int print_config(const char *path)
+{
+    struct kvf_config c;
+    char err[CFG_ERR_MAX] = "";
+    int r = path ? cfg_load_file(path, &c, err, sizeof(err)) : cfg_defaults(&c);
+    if (r < 0) {
+        fprintf(stderr, "%s\n", err[0] ? err : strerror(-r));
+        return 1;
+    }
+    char *y = cfg_to_yaml(&c);
+    cfg_free(&c);
+    if (!y) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
+    fputs(y, stdout);
+    free(y);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},   {"check-config", required_argument, NULL, 'C'},
+        {"print-config", no_argument, NULL, 'p'},   {"log-level", required_argument, NULL, 'l'},
+        {"version", no_argument, NULL, 'V'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *config = NULL, *level = NULL;
+    bool print = false;
+    int o;
+    while ((o = getopt_long(argc, argv, "c:l:hV", opts, NULL)) != -1) {
+        switch (o) {
+        case 'c': config = optarg; break;
+        case 'C': return check_config(optarg);
+        case 'p': print = true; break;
+        case 'l': level = optarg; break;
+        case 'V': printf("kvferryd %s\n", KVF_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kvferryd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (print)
+        return print_config(config);
+
+    signal(SIGPIPE, SIG_IGN);
+    log_set_tag("kvferryd");
+    static struct daemon d;
+    char err[CFG_ERR_MAX] = "";
+    int rc = 1, r;
+    if ((r = daemon_init(&d)) < 0) {
+        log_error("event loop: %s", uv_strerror(r));
+        return 1;
+    }
+    if (level) {
+        log_level_t lv;
+        if (log_level_from_string(level, &lv) < 0) {
+            log_error("--log-level %s: not one of error, warn, info, debug", level);
+            goto err_done;
+        }
+        log_set_level(lv);
+        d.log_level_pinned = true;
+    }
+    if ((r = daemon_load_config(&d, config, err, sizeof(err))) < 0) {
+        log_error("config: %s", err);
+        goto err_done;
+    }
+    if ((r = control_new(&d, &d.control)) < 0) {
+        log_error("control: %s", strerror(-r));
+        goto err_done;
+    }
+    if ((r = control_listen(d.control, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto err_control;
+    }
+    if ((r = workers_new(&d, &d.workers)) < 0) {
+        log_error("workers: %s", strerror(-r));
+        goto err_control;
+    }
+    if ((r = workers_listen(d.workers, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto err_control;
+    }
+    if ((r = daemon_ready(&d)) < 0) {
+        log_error("startup: %s", uv_strerror(r));
+        goto err_control;
+    }
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    rc = d.exit_code;
+    log_info("stopped");
+
+err_control:
+    workers_stop(d.workers);
+    control_stop(d.control);
+    daemon_stop(&d);
+    uv_run(&d.loop, UV_RUN_DEFAULT);
+    d.control = control_free(d.control);
+    d.workers = workers_free(d.workers);
+err_done:
+    if ((r = daemon_done(&d)) != 0) {
+        log_error("teardown: event loop still busy: %s", uv_strerror(r));
+        rc = 1;
+    }
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* transfers.h: the requests in flight of the local path (DESIGN.md §7). A SEND from a context
+ * rank and the RECVs of generation ranks meet by (context instance, request id), in either
+ * order. A RECV is checked and planned against the context instance's table when it arrives
+ * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only), waits until every
+ * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
+ * A SEND ends with SENT when n_readers RECVs that needed this rank completed (n_readers > 0), or
+ * at its deadline (deadlines.send_wait + deadlines.transfer): SENT if it served at least one
+ * reader, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
+ * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
+ * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
+ * terminal requests are freed, never reused. Owned by struct workers. Loop thread only. */
+#ifndef KVF_TRANSFERS_H
+#define KVF_TRANSFERS_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kvferry.h"
+#include "proto.h"
+
+struct workers;
+struct wconn;
+struct reg_rank;
+
+typedef enum {
+    XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
+    XFER_COPYING,     /* recv: bytes moving */
+    XFER_DONE,        /* recv: DONE sent; send: SENT sent */
+    XFER_FAILED,      /* FAILED sent (or the worker is gone) */
+    XFER__COUNT
+} xfer_state_t;
+
+const char *xfer_state_to_string(xfer_state_t s);
+
+struct xfer {
+    uint64_t id;                /* daemon-wide, for logs */
+    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    uint64_t req_id;
+    struct wconn *conn;         /* borrowed */
+    struct reg_rank *rank;      /* borrowed: the requesting rank */
+    char ctx_instance[64];      /* send: the rank's own instance */
+    int32_t ctx_dp_rank;
+    struct proto_items items;   /* owned ids */
+    uint32_t n_readers, served;
+    uint64_t bytes;
+    xfer_state_t state;
+    uint64_t created_ms, deadline_ms;
+    struct xfer *next;
+};
+
+struct transfers_counters {
+    uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
+    uint64_t bytes_local;
+};
+
+struct transfers {
+    struct workers *w;          /* borrowed: owns us */
+    uv_timer_t tick;            /* deadline sweep while anything is in flight */
+    struct xfer *list;          /* owned */
+    uint32_t n;
+    uint64_t next_id;
+    struct transfers_counters counters;
+};
+
+int transfers_init(struct transfers *t, struct workers *w);
+/* Closes the timer (the loop then runs its close callback) after freeing every request. */
+void transfers_stop(struct transfers *t);
+
+/* Take ownership of m's ids (left NULL in m). */
+void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m);
+void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m);
+void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
+/* The connection is closing: its requests end without events; RECVs of other connections that
+ * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
+void transfers_conn_gone(struct transfers *t, struct wconn *c);
+
+json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+json_t *transfers_stats_json(const struct transfers *t);
+
+/* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
+ * moved, or a typed error with a message. */
+kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
+                           uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
+/* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
+ * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
+kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,113 @@
+/* copy.c: the CPU copy executor (copy.h). Runs a writer's copy program: gather (source pools ->
+ * extent bytes), scatter (extent bytes -> destination pools), direct (pool -> pool). Any byte
+ * sub-range [lo, hi) of the extent can be gathered or scattered: the first op is found by
+ * binary search (ops ascend by ext_off and tile the extent), then runs go through memcpy.
+ * copy_check is the bounds gate for programs from outside; the executors trust their input.
+ * Thread-safe: no shared state. */
+#include <errno.h>
+#include <string.h>
+
+#include "copy.h"
+
+int copy_check(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem, char side)
+{
+    if ((side != 's' && side != 'd') || !mem || mem->n > LAYOUT_MAX_POOLS || (n_ops && !ops))
+        return -EINVAL;
+    uint64_t ext = 0;
+    for (uint32_t i = 0; i < n_ops; i++) {
+        const struct copy_op *o = &ops[i];
+        uint32_t pool = side == 's' ? o->src_pool : o->dst_pool;
+        uint64_t off = side == 's' ? o->src_off : o->dst_off;
+        int64_t stride = side == 's' ? o->src_stride : o->dst_stride;
+        if (pool >= mem->n || !mem->base[pool] || o->len == 0 || o->count == 0 ||
+            o->ext_off != ext)
+            return -ERANGE;
+        uint64_t astride = stride < 0 ? -(uint64_t)stride : (uint64_t)stride, span, lo, hi;
+        if (__builtin_mul_overflow(o->count - 1, astride, &span))
+            return -ERANGE;
+        if (stride < 0) {
+            if (span > off)
+                return -ERANGE;
+            lo = off - span;
+            if (__builtin_add_overflow(off, o->len, &hi))
+                return -ERANGE;
+        } else {
+            lo = off;
+            if (__builtin_add_overflow(off, span, &hi) || __builtin_add_overflow(hi, o->len, &hi))
+                return -ERANGE;
+        }
+        if (lo > mem->size[pool] || hi > mem->size[pool])
+            return -ERANGE;
+        uint64_t bytes;
+        if (__builtin_mul_overflow(o->len, o->count, &bytes) ||
+            __builtin_add_overflow(ext, bytes, &ext))
+            return -ERANGE;
+    }
+    return 0;
+}
+
+/* First op whose extent bytes end after lo. */
+static uint32_t first_op(const struct copy_op *ops, uint32_t n, uint64_t lo)
+{
+    uint32_t a = 0, b = n;
+    while (a < b) {
+        uint32_t m = a + (b - a) / 2;
+        if (ops[m].ext_off + ops[m].len * ops[m].count <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a;
+}
+
+/* to_ext: pool -> buf (gather), else buf -> pool (scatter). buf[0] is extent byte lo. */
+static void copy_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem,
+                       uint64_t lo, uint64_t hi, uint8_t *buf, int to_ext)
+{
+    uint64_t pos = lo;
+    for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
+        const struct copy_op *o = &ops[i];
+        uint32_t pool = to_ext ? o->src_pool : o->dst_pool;
+        uint64_t off = to_ext ? o->src_off : o->dst_off;
+        uint64_t stride = (uint64_t)(to_ext ? o->src_stride : o->dst_stride);
+        uint64_t rel = pos - o->ext_off, k = rel / o->len, within = rel % o->len;
+        uint8_t *base = mem->base[pool] + off;
+        for (; k < o->count && pos < hi; k++, within = 0) {
+            uint64_t n = o->len - within;
+            if (n > hi - pos)
+                n = hi - pos;
+            uint8_t *p = base + k * stride + within;
+            if (to_ext)
+                memcpy(buf + (pos - lo), p, n);
+            else
+                memcpy(p, buf + (pos - lo), n);
+            pos += n;
+        }
+    }
+}
+
+void copy_gather(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                 uint64_t lo, uint64_t hi, uint8_t *out)
+{
+    if (lo < hi)
+        copy_range(ops, n_ops, src, lo, hi, out, 1);
+}
+
+void copy_scatter(const struct copy_op *ops, uint32_t n_ops, const uint8_t *in, uint64_t lo,
+                  uint64_t hi, const struct copy_mem *dst)
+{
+    if (lo < hi)
+        copy_range(ops, n_ops, dst, lo, hi, (uint8_t *)in, 0);
+}
+
+void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                 const struct copy_mem *dst)
+{
+    for (uint32_t i = 0; i < n_ops; i++) {
+        const struct copy_op *o = &ops[i];
+        const uint8_t *s = src->base[o->src_pool] + o->src_off;
+        uint8_t *d = dst->base[o->dst_pool] + o->dst_off;
+        for (uint64_t k = 0; k < o->count; k++)
+            memcpy(d + k * (uint64_t)o->dst_stride, s + k * (uint64_t)o->src_stride, o->len);
+    }
+}

@@ -1,0 +1,366 @@
+/* plan_build.c: the planner (DESIGN.md §4). For one request and one generation rank: which
+ * context ranks write, which bytes of which region each writes, and where they land.
+ *
+ * Semantics (decided by the lead; compat.c checks the preconditions):
+ * - Groups match by name, tensors by (group name, tensor name); views may differ between sides.
+ *   The plan maps tensor rows, never views.
+ * - Layers (rule 1): each generation layer is read from the one context PP stage holding it.
+ * - Heads (rule 4): rank r of a side with tp_eff shards holds global heads
+ *   [r*G/tp_eff, (r+1)*G/tp_eff) of a sharded tensor, all G otherwise. A generation rank reads
+ *   from every context rank of the stage whose head range meets its own (fan-in, head split).
+ * - Replicated data (rule 5): a context tensor every rank holds in full (replicated, G == 1, or
+ *   an attention-DP context) has ONE writer: under context attention-DP the DP rank that ran
+ *   the request (in_put->ctx_dp_rank == tp_rank), else context tp rank gen_tp_rank % ctx_tp,
+ *   in the stage holding the layer. It supplies the generation rank's head range.
+ * - Blocks (rule 6): suffix-aligned. Generation block k of n_gen is context block
+ *   n_ctx - n_gen + k; n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
+ *   and a state group without exactly one slot id are BAD_REQUEST.
+ * - Canonical order of a writer's extent (rule 9): (generation group index, layer ascending,
+ *   generation view index, item in request order, tensor index within the view, outer, head
+ *   run). Each writer's extent is its subsequence of that order, packed.
+ * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
+ * Pure; thread-safe. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_internal.h"
+
+__attribute__((format(printf, 4, 5))) static int set_err(struct plan_error *err, kvf_error_t code,
+                                                         compat_reason_t reason, const char *fmt,
+                                                         ...)
+{
+    if (err) {
+        err->code = code;
+        err->reason = reason;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static int u32_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Limits on one side's item ids of one group. need_ids: ids must be present when n > 0. */
+static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
+                     const struct layout_group *g, uint32_t n, const uint32_t *ids, bool need_ids)
+{
+    const char *what = g->kind == GROUP_STATE ? "slot" : "block";
+    if (n > PLAN_MAX_IDS)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32 " %s ids, limit %u",
+                       LAYOUT_SHORT_MAX, g->name, side, rank, n, what, PLAN_MAX_IDS);
+    if (g->kind == GROUP_STATE && n != 1)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32
+                       " slot ids, a state group takes exactly one",
+                       LAYOUT_SHORT_MAX, g->name, side, rank, n);
+    if (!ids) {
+        if (need_ids && n > 0)
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
+                           LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
+        return 0;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        if (ids[k] >= g->n_items)
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: %s rank %" PRIu32 " %s id %" PRIu32 " at %" PRIu32
+                           " is out of range (%" PRIu32 " %ss)",
+                           LAYOUT_SHORT_MAX, g->name, side, rank, what, ids[k], k, g->n_items, what);
+    if (n < 2)
+        return 0;
+    uint32_t *s = malloc((size_t)n * sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    memcpy(s, ids, (size_t)n * sizeof(*s));
+    qsort(s, n, sizeof(*s), u32_cmp);
+    for (uint32_t k = 1; k < n; k++)
+        if (s[k] == s[k - 1]) {
+            uint32_t dup = s[k];
+            free(s);
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: %s rank %" PRIu32 " lists %s id %" PRIu32 " twice",
+                           LAYOUT_SHORT_MAX, g->name, side, rank, what, dup);
+        }
+    free(s);
+    return 0;
+}
+
+/* One writer of one (generation group, layer, view, tensor). */
+struct wsrc {
+    uint32_t c;                      /* context rank */
+    const struct layout_view *cv;    /* context view holding the tensor */
+    const struct layout_tensor *ct;
+    uint32_t cl;                     /* context local layer index */
+    const uint32_t *cids;            /* context ids aligned to generation item 0, or NULL */
+    uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
+};
+
+struct bctx {
+    const struct plan_input *in;
+    struct plan_error *err;
+    struct plan_opvec *vecs;         /* one per context rank */
+};
+
+static const struct layout_tensor *ctx_tensor(const struct layout_group *g, const char *name,
+                                              const struct layout_view **view)
+{
+    for (uint32_t v = 0; v < g->n_views; v++)
+        for (uint32_t t = 0; t < g->views[v].n_tensors; t++)
+            if (strncmp(g->views[v].tensors[t].name, name, LAYOUT_SHORT_MAX) == 0) {
+                *view = &g->views[v];
+                return &g->views[v].tensors[t];
+            }
+    return NULL;
+}
+
+static void head_range(const struct layout *l, const struct layout_tensor *t, uint32_t *lo,
+                       uint32_t *hi)
+{
+    if (t->shard == SHARD_SHARDED && layout_tp_eff(l) > 1) {
+        *lo = l->tp_rank * t->heads;
+        *hi = *lo + t->heads;
+    } else {
+        *lo = 0;
+        *hi = t->global_heads;
+    }
+}
+
+/* Fills one writer for context rank c, or returns 1 when it has no heads to give. */
+static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n_gen, uint32_t c,
+                       uint32_t layer, uint32_t glo, uint32_t ghi, const char *tname,
+                       bool full, struct wsrc *w)
+{
+    const struct layout *cl = &b->in->ctx[c];
+    uint32_t cgi;
+    const struct layout_group *cg = compat_find_group(cl, gg->name, &cgi);
+    if (!cg)
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "groups.%.*s missing on context rank %"
+                       PRIu32, LAYOUT_SHORT_MAX, gg->name, c);
+    const struct layout_view *cv = NULL;
+    const struct layout_tensor *ct = ctx_tensor(cg, tname, &cv);
+    if (!ct)
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing on context rank %"
+                       PRIu32, LAYOUT_SHORT_MAX, tname, c);
+    uint32_t clo = 0, chi = ct->global_heads;
+    if (!full)
+        head_range(cl, ct, &clo, &chi);
+    uint32_t h0 = glo > clo ? glo : clo, h1 = ghi < chi ? ghi : chi;
+    if (h0 >= h1)
+        return 1;
+    uint32_t li = 0;
+    while (li < cg->n_layers && cg->layers[li] != layer)
+        li++;
+    if (li == cg->n_layers)
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " missing on context "
+                       "rank %" PRIu32, layer, c);
+    const uint32_t *cids = NULL;
+    const struct plan_ids *ids = b->in->ctx_ids ? &b->in->ctx_ids[c] : NULL;
+    if (ids && gg->kind == GROUP_PAGED && ids->n[cgi] < n_gen)
+        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: generation asks for %" PRIu32 " blocks, context rank %" PRIu32
+                       " holds %" PRIu32, LAYOUT_SHORT_MAX, gg->name, n_gen, c, ids->n[cgi]);
+    if (ids && ids->ids[cgi])
+        cids = gg->kind == GROUP_PAGED ? ids->ids[cgi] + (ids->n[cgi] - n_gen) : ids->ids[cgi];
+    *w = (struct wsrc){c, cv, ct, li, cids, h0, h1, clo};
+    return 0;
+}
+
+/* The writers of tensor gt of layer `layer` (rules 1, 4, 5). */
+static int tensor_writers(struct bctx *b, const struct layout_group *gg, uint32_t n_gen,
+                          uint32_t layer, const struct layout_tensor *gt, struct wsrc *ws,
+                          uint32_t *nw)
+{
+    const struct layout *gen = b->in->gen, *ctx = b->in->ctx;
+    uint32_t tp = ctx[0].tp_size, pp = ctx[0].pp_size, stage = pp;
+    for (uint32_t p = 0; p < pp && stage == pp; p++) {
+        const struct layout_group *cg = compat_find_group(&ctx[p * tp], gg->name, NULL);
+        for (uint32_t i = 0; cg && i < cg->n_layers; i++)
+            if (cg->layers[i] == layer)
+                stage = p;
+    }
+    if (stage == pp)
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " in no context stage",
+                       layer);
+    const struct layout_view *cv0;
+    const struct layout_group *cg0 = compat_find_group(&ctx[stage * tp], gg->name, NULL);
+    const struct layout_tensor *ct0 = ctx_tensor(cg0, gt->name, &cv0);
+    if (!ct0)
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing in stage %" PRIu32,
+                       LAYOUT_SHORT_MAX, gt->name, stage);
+    uint32_t glo, ghi;
+    head_range(gen, gt, &glo, &ghi);
+    bool full = ctx[0].attention_dp || tp == 1 || ct0->shard == SHARD_REPLICATED ||
+                ct0->global_heads == 1;
+    *nw = 0;
+    if (full) {
+        uint32_t r = ctx[0].attention_dp ? (uint32_t)b->in->ctx_dp_rank : gen->tp_rank % tp;
+        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, glo, ghi, gt->name, true, ws);
+        if (rc < 0)
+            return rc;
+        *nw = rc == 0;
+        return 0;
+    }
+    for (uint32_t r = 0; r < tp; r++) {
+        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, glo, ghi, gt->name, false,
+                             &ws[*nw]);
+        if (rc < 0)
+            return rc;
+        if (rc == 0)
+            (*nw)++;
+    }
+    return 0;
+}
+
+/* Emits every run of (group g, local layer l, view v) in canonical order. */
+static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
+{
+    const struct layout *gen = b->in->gen;
+    const struct layout_group *gg = &gen->groups[g];
+    const struct layout_view *gv = &gg->views[v];
+    uint32_t n_gen = b->in->gen_ids.n[g];
+    const uint32_t *gids = b->in->gen_ids.ids[g];
+    bool state = gg->kind == GROUP_STATE;
+    struct wsrc ws[LAYOUT_MAX_TENSORS][LAYOUT_MAX_TP];
+    uint32_t nw[LAYOUT_MAX_TENSORS], glo[LAYOUT_MAX_TENSORS], ghi[LAYOUT_MAX_TENSORS];
+    if (n_gen == 0)
+        return 0;
+    for (uint32_t t = 0; t < gv->n_tensors; t++) {
+        int rc = tensor_writers(b, gg, n_gen, gg->layers[l], &gv->tensors[t], ws[t], &nw[t]);
+        if (rc)
+            return rc;
+        head_range(gen, &gv->tensors[t], &glo[t], &ghi[t]);
+    }
+    for (uint32_t k = 0; k < n_gen; k++) {
+        uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
+        for (uint32_t t = 0; t < gv->n_tensors; t++) {
+            const struct layout_tensor *gt = &gv->tensors[t];
+            for (uint32_t o = 0; o < gt->outer; o++)
+                for (uint32_t i = 0; i < nw[t]; i++) {
+                    const struct wsrc *w = &ws[t][i];
+                    const struct layout_tensor *ct = w->ct;
+                    uint32_t sp = PLAN_POOL_UNKNOWN;
+                    uint64_t so = 0;
+                    if (w->cids) {
+                        const struct layout_view *cv = w->cv;
+                        sp = cv->pool;
+                        so = cv->base + w->cl * cv->layer_stride +
+                             (uint64_t)w->cids[k] * cv->item_stride + ct->offset +
+                             ((uint64_t)o * ct->heads + (w->h0 - w->clo)) * ct->inner;
+                    }
+                    uint64_t d = gregion + gt->offset +
+                                 ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
+                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d,
+                                       (uint64_t)(w->h1 - w->h0) * gt->inner, state))
+                        return -ENOMEM;
+                }
+        }
+    }
+    return 0;
+}
+
+static int check_request(const struct plan_input *in, struct plan_error *err)
+{
+    const struct layout *gen = in->gen;
+    for (uint32_t g = 0; g < gen->n_groups; g++) {
+        int rc = check_ids(err, "generation", layout_rank(gen), &gen->groups[g], in->gen_ids.n[g],
+                           in->gen_ids.ids[g], true);
+        if (rc)
+            return rc;
+    }
+    for (uint32_t c = 0; in->ctx_ids && c < in->n_ctx; c++)
+        for (uint32_t g = 0; g < in->ctx[c].n_groups; g++) {
+            int rc = check_ids(err, "context", c, &in->ctx[c].groups[g], in->ctx_ids[c].n[g],
+                               in->ctx_ids[c].ids[g], false);
+            if (rc)
+                return rc;
+        }
+    if (in->ctx[0].attention_dp &&
+        (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
+        return set_err(err, KVF_E_PEER_INCOMPATIBLE, COMPAT_DP_RANK,
+                       "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
+                       "request, got %" PRId32,
+                       in->ctx[0].tp_size, in->ctx_dp_rank);
+    return 0;
+}
+
+int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)
+{
+    compat_reason_t reason;
+    char msg[sizeof(err->message)];
+    if (!in || !in->gen || !in->ctx || in->n_ctx == 0)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
+    if (compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
+        return set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
+    int rc = check_request(in, err);
+    if (rc)
+        return rc;
+    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec))};
+    struct plan p = {.gen_rank = layout_rank(in->gen)};
+    if (!b.vecs)
+        goto nomem;
+    const struct layout *gen = in->gen;
+    for (uint32_t g = 0; g < gen->n_groups; g++)
+        for (uint32_t l = 0; l < gen->groups[g].n_layers; l++)
+            for (uint32_t v = 0; v < gen->groups[g].n_views; v++) {
+                rc = emit_view(&b, g, l, v);
+                if (rc == -ENOMEM)
+                    goto nomem;
+                if (rc)
+                    goto fail;
+            }
+    for (uint32_t c = 0; c < in->n_ctx; c++)
+        p.n_writers += b.vecs[c].bytes > 0;
+    p.writers = calloc(p.n_writers ? p.n_writers : 1, sizeof(*p.writers));
+    if (!p.writers)
+        goto nomem;
+    for (uint32_t c = 0, w = 0; c < in->n_ctx; c++) {
+        struct plan_opvec *v = &b.vecs[c];
+        if (v->bytes == 0)
+            continue;
+        p.writers[w++] = (struct plan_writer){c, v->bytes, v->state_bytes, v->kv_bytes, v->n, v->ops};
+        p.total_bytes += v->bytes;
+        p.state_bytes += v->state_bytes;
+        p.kv_bytes += v->kv_bytes;
+        *v = (struct plan_opvec){0};
+    }
+    rc = plan_cover_check(&p, gen, &in->gen_ids, msg, sizeof(msg));
+    if (rc == -ENOMEM)
+        goto nomem;
+    if (rc) {
+        set_err(err, KVF_E_INTERNAL, COMPAT_OK, "plan coverage: %s", msg);
+        goto fail;
+    }
+    free(b.vecs);
+    *ret = p;
+    return 0;
+nomem:
+    set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning");
+    rc = -ENOMEM;
+fail:
+    for (uint32_t c = 0; b.vecs && c < in->n_ctx; c++)
+        plan_opvec_done(&b.vecs[c]);
+    free(b.vecs);
+    plan_done(&p);
+    return rc < 0 ? rc : -EINVAL;
+}
+
+void plan_done(struct plan *p)
+{
+    if (!p)
+        return;
+    for (uint32_t w = 0; w < p->n_writers && p->writers; w++)
+        free(p->writers[w].ops);
+    free(p->writers);
+    *p = (struct plan){0};
+}

@@ -1,0 +1,38 @@
+/* plan_internal.h: helpers shared by compat.c and the plan_*.c files; not part of any contract.
+ * Pure; thread-safe on data the caller owns. */
+#ifndef KVF_PLAN_INTERNAL_H
+#define KVF_PLAN_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "plan.h"
+
+/* The group of that name in l (and its index in *idx when idx is not NULL), or NULL. */
+const struct layout_group *compat_find_group(const struct layout *l, const char *name,
+                                             uint32_t *idx);
+
+/* A growing copy program of one writer (plan_compress.c). Runs are appended in canonical order;
+ * the extent is packed, so each run's ext_off is the current length. */
+struct plan_opvec {
+    struct copy_op *ops; /* owned */
+    uint32_t n, cap;
+    uint64_t bytes, state_bytes, kv_bytes;
+};
+
+/* Appends one run of len bytes: src (src_pool may be PLAN_POOL_UNKNOWN, then src_off is ignored)
+ * and dst. Merges into the last op when it can: a run continuing the last single run on all
+ * three sides extends len; a run of the same len at constant src and dst strides raises count.
+ * Returns 0 or -ENOMEM. */
+int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, uint32_t dst_pool,
+                   uint64_t dst_off, uint64_t len, bool state);
+void plan_opvec_done(struct plan_opvec *v);
+
+/* Rule 8: every destination byte of the generation rank's request (gen, ids) is written exactly
+ * once by the plan, and the extents tile their byte counts. 0, -EINVAL (msg says where) or
+ * -ENOMEM. ids are assumed validated (in range). */
+int plan_cover_check(const struct plan *p, const struct layout *gen, const struct plan_ids *ids,
+                     char *msg, size_t msglen);
+
+#endif

@@ -1,0 +1,373 @@
+/* check_plan.c: the planner's parity geometries (DESIGN.md §9), bitwise: the context side holds
+ * its shard of the global pattern, every generation rank is planned, gathered and scattered into
+ * poisoned pools and must equal its own shard exactly (tests/parity.h). Also: writer sets,
+ * canonical order, request limits, accounting. Randomised geometries: check_plan_matrix.c. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+#include "testutil.h"
+
+static const struct par_opts base_opts = {.ctx_dp_rank = -1, .seed = 7, .chunked = 1};
+
+static void parity(const char *c, const char *g, uint32_t n_ctx, uint32_t n_gen, int32_t dp)
+{
+    struct par_opts o = base_opts;
+    o.ctx_dp_rank = dp;
+    par_run(c, g, n_ctx, n_gen, &o, NULL);
+}
+
+#define T "tiny:blocks=12,slots=3"
+#define K "kimi-linear-48b:blocks=6,slots=2"
+
+START_TEST(plan_parity_tp1_to_tp1_bitwise) { parity(T, T, 5, 5, -1); parity(K, K, 3, 3, -1); }
+END_TEST
+START_TEST(plan_parity_tp2_to_tp2_sharded_bitwise)
+{
+    parity(T ",tp=2", T ",tp=2", 4, 4, -1);
+    parity(K ",tp=2", K ",tp=2", 3, 3, -1);
+}
+END_TEST
+START_TEST(plan_parity_tp2_to_tp2_attention_dp_bitwise)
+{
+    parity(T ",tp=2,adp=1", T ",tp=2,adp=1", 4, 4, 1);
+    parity(K ",tp=2,adp=1", K ",tp=2,adp=1", 3, 3, 0);
+}
+END_TEST
+START_TEST(plan_parity_head_split_tp2_to_tp4_bitwise)
+{
+    parity(T ",tp=2", T ",tp=4", 4, 4, -1);
+    parity(K ",tp=2", K ",tp=4", 2, 2, -1);
+}
+END_TEST
+START_TEST(plan_parity_fanin_tp4_to_tp2_bitwise)
+{
+    parity(T ",tp=4", T ",tp=2", 4, 4, -1);
+    parity(K ",tp=4", K ",tp=2", 2, 2, -1);
+}
+END_TEST
+START_TEST(plan_parity_dep2_to_dep4_bitwise) { parity(T ",tp=2,adp=1", T ",tp=4,adp=1", 3, 3, 1); }
+END_TEST
+START_TEST(plan_parity_adp_context_to_sharded_generation_bitwise)
+{
+    parity(T ",tp=2,adp=1", T ",tp=2", 3, 3, 0);
+    parity(T ",tp=2,adp=1", T ",tp=4", 3, 3, 1);
+}
+END_TEST
+START_TEST(plan_parity_sharded_context_to_dep_generation_fans_in)
+{
+    parity(T ",tp=2", T ",tp=2,adp=1", 3, 3, -1);
+}
+END_TEST
+START_TEST(plan_parity_pp2_to_pp1_and_pp1_to_pp2_bitwise)
+{
+    parity(T ",pp=2", T, 4, 4, -1);
+    parity(T, T ",pp=2", 4, 4, -1);
+    parity(T ",pp=2,tp=2", T ",pp=4", 3, 3, -1);
+}
+END_TEST
+START_TEST(plan_parity_uneven_pp_bitwise)
+{
+    parity(T ",pp=2,pp_layers=3+5", T, 4, 4, -1);
+    parity(K ",pp=2,pp_layers=10+17", K ",pp=2", 2, 2, -1);
+}
+END_TEST
+START_TEST(plan_parity_prefix_cached_generation_gets_the_suffix)
+{
+    parity(T ",tp=2", T ",tp=2", 7, 3, -1);
+    parity(T, T ",tp=2", 6, 1, -1);
+    parity(T, T, 5, 0, -1); /* everything cached: state only */
+}
+END_TEST
+START_TEST(plan_parity_split_views_and_pools_bitwise)
+{
+    parity(T ",state=split", T, 4, 4, -1);
+    parity(T, T ",state=split,kv=split", 4, 4, -1);
+    parity(T ",kv=split,tp=2", T ",state=split,tp=4", 4, 4, -1);
+}
+END_TEST
+START_TEST(plan_parity_block_major_to_layer_major_bitwise)
+{
+    parity(T ",arr=block", T ",tp=2", 4, 4, -1);
+    parity(T ",tp=2", T ",arr=block,state=split", 4, 4, -1);
+    parity(K ",arr=block,tp=2", K ",kv=split", 2, 2, -1);
+}
+END_TEST
+START_TEST(plan_parity_kimi_k3_tp4_to_tp2_bitwise)
+{
+    struct par_opts o = base_opts;
+    o.chunked = 0;
+    par_run("kimi-k3:tp=4,blocks=3,slots=1", "kimi-k3:tp=2,blocks=3,slots=1", 2, 2, &o, NULL);
+}
+END_TEST
+
+/* ---- writers ---- */
+
+static void writers_of(const char *cs, const char *gs, uint32_t gr, int32_t dp, uint32_t *ret,
+                       uint32_t *n)
+{
+    char err[256];
+    uint64_t rng = 1;
+    struct par_side c, g;
+    ck_assert_msg(par_side_init(&c, cs, ROLE_CONTEXT, 2, &rng, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(par_side_init(&g, gs, ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0, "%s", err);
+    struct plan_input in = par_input(&c, &g, gr, c.ids, dp);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s", pe.message);
+    *n = p.n_writers;
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        ret[w] = p.writers[w].ctx_rank;
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+
+#define ASSERT_WRITERS(cs, gs, gr, dp, ...)                                                        \
+    do {                                                                                           \
+        uint32_t want_[] = {__VA_ARGS__}, got_[64], n_;                                            \
+        writers_of(cs, gs, gr, dp, got_, &n_);                                                     \
+        ck_assert_msg(n_ == sizeof(want_) / sizeof(want_[0]), "%s -> %s gen %u: %u writers", cs,   \
+                      gs, gr, n_);                                                                 \
+        for (uint32_t i_ = 0; i_ < n_; i_++)                                                       \
+            ck_assert_uint_eq(got_[i_], want_[i_]);                                                \
+    } while (0)
+
+START_TEST(plan_writers_follow_head_ranges_and_replication_rules)
+{
+    ASSERT_WRITERS(T, T, 0, -1, 0);
+    ASSERT_WRITERS(T ",tp=2", T ",tp=2", 1, -1, 1);
+    ASSERT_WRITERS(T ",tp=4", T ",tp=2", 0, -1, 0, 1);    /* fan-in; MLA from 0 % 4 */
+    ASSERT_WRITERS(T ",tp=4", T ",tp=2", 1, -1, 1, 2, 3); /* state 2,3; MLA from 1 % 4 */
+    ASSERT_WRITERS(T ",tp=2", T ",tp=4", 3, -1, 1);       /* head split */
+    ASSERT_WRITERS(T ",tp=2,adp=1", T ",tp=2,adp=1", 0, 1, 1); /* the DP rank that ran it */
+    ASSERT_WRITERS(T ",tp=2,adp=1", T ",tp=4", 2, 0, 0);
+    ASSERT_WRITERS(T ",pp=2", T, 0, -1, 0, 1);            /* both stages */
+    ASSERT_WRITERS(T ",pp=2,tp=2", T ",tp=2", 1, -1, 1, 3);
+}
+END_TEST
+
+/* ---- canonical order (rule 9): an independent walk of the generation rank's rows ---- */
+
+START_TEST(plan_extent_follows_canonical_order)
+{
+    char err[256];
+    uint64_t rng = 3;
+    struct par_side c, g;
+    ck_assert_int_eq(par_side_init(&c, T ",arr=block", ROLE_CONTEXT, 4, &rng, err, sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T ",state=split,kv=split", ROLE_GENERATION, 4, &rng, err,
+                                   sizeof(err)), 0);
+    pattern_fill(&c.ranks[0], &c.mem[0], &c.ids[0], 0, 11);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_build(&in, &p, &pe), 0);
+    ck_assert_uint_eq(p.n_writers, 1);
+    uint8_t *ext = malloc(p.total_bytes), *walk = malloc(p.total_bytes);
+    copy_gather(p.writers[0].ops, p.writers[0].n_ops, &c.mem[0], 0, p.total_bytes, ext);
+    struct copy_mem want;
+    par_expected(&g.ranks[0], &g.mem[0], &g.ids[0], 0, 11, &want);
+    const struct layout *l = &g.ranks[0];
+    uint64_t at = 0;
+    for (uint32_t gi = 0; gi < l->n_groups; gi++)
+        for (uint32_t li = 0; li < l->groups[gi].n_layers; li++)
+            for (uint32_t v = 0; v < l->groups[gi].n_views; v++) {
+                const struct layout_view *vw = &l->groups[gi].views[v];
+                for (uint32_t k = 0; k < g.ids[0].n[gi]; k++)
+                    for (uint32_t t = 0; t < vw->n_tensors; t++) {
+                        const struct layout_tensor *ts = &vw->tensors[t];
+                        uint64_t off = vw->base + li * vw->layer_stride +
+                                       (uint64_t)g.ids[0].ids[gi][k] * vw->item_stride + ts->offset;
+                        uint64_t n = (uint64_t)ts->outer * ts->heads * ts->inner;
+                        memcpy(walk + at, want.base[vw->pool] + off, n);
+                        at += n;
+                    }
+            }
+    ck_assert_uint_eq(at, p.total_bytes);
+    ck_assert(memcmp(ext, walk, at) == 0);
+    free(ext);
+    free(walk);
+    par_mem_free(&want);
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+/* ---- request limits ---- */
+
+static int try_plan(struct par_side *c, struct par_side *g, struct plan_error *pe)
+{
+    struct plan_input in = par_input(c, g, 0, c->ids, -1);
+    struct plan p;
+    int rc = plan_build(&in, &p, pe);
+    if (rc == 0)
+        plan_done(&p);
+    return rc;
+}
+
+START_TEST(plan_refuses_bad_block_lists_with_bad_request)
+{
+    char err[256];
+    uint64_t rng = 5;
+    struct par_side c, g;
+    ck_assert_int_eq(par_side_init(&c, T, ROLE_CONTEXT, 3, &rng, err, sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T, ROLE_GENERATION, 4, &rng, err, sizeof(err)), 0);
+    struct plan_error pe;
+    uint32_t gi = 0;
+    while (g.ranks[0].groups[gi].kind != GROUP_PAGED)
+        gi++;
+    uint32_t si = gi == 0 ? 1 : 0;
+    /* n_gen 4 > n_ctx 3 */
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    g.ids[0].n[gi] = 3;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), 0);
+    /* id out of range */
+    uint32_t *ids = (uint32_t *)g.ids[0].ids[gi], keep = ids[1];
+    ids[1] = g.ranks[0].groups[gi].n_items;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    ck_assert_ptr_nonnull(strstr(pe.message, "out of range"));
+    /* duplicate id */
+    ids[1] = ids[0];
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    ck_assert_ptr_nonnull(strstr(pe.message, "twice"));
+    ids[1] = keep;
+    /* a context id out of range is refused too */
+    uint32_t *cids = (uint32_t *)c.ids[0].ids[gi], ckeep = cids[0];
+    cids[0] = 1u << 30;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    cids[0] = ckeep;
+    /* state groups take exactly one slot */
+    g.ids[0].n[si] = 2;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    g.ids[0].n[si] = 0;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    g.ids[0].n[si] = 1;
+    /* more than PLAN_MAX_IDS ids */
+    g.ids[0].n[gi] = PLAN_MAX_IDS + 1;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    ck_assert_ptr_nonnull(strstr(pe.message, "limit"));
+    g.ids[0].n[gi] = 3;
+    ck_assert_int_eq(try_plan(&c, &g, &pe), 0);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+START_TEST(plan_refuses_attention_dp_context_without_dp_rank)
+{
+    char err[256];
+    uint64_t rng = 5;
+    struct par_side c, g;
+    ck_assert_int_eq(par_side_init(&c, T ",tp=2,adp=1", ROLE_CONTEXT, 2, &rng, err, sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T ",tp=2,adp=1", ROLE_GENERATION, 2, &rng, err, sizeof(err)), 0);
+    int32_t bad[] = {-1, 2, 1000};
+    for (int i = 0; i < 3; i++) {
+        struct plan_input in = par_input(&c, &g, 0, c.ids, bad[i]);
+        struct plan p;
+        struct plan_error pe;
+        ck_assert_int_eq(plan_build(&in, &p, &pe), -EINVAL);
+        ck_assert_int_eq(pe.code, KVF_E_PEER_INCOMPATIBLE);
+        ck_assert_int_eq(pe.reason, COMPAT_DP_RANK);
+    }
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+/* ---- accounting (rule 3) ---- */
+
+static void build_one(const char *spec, struct layout *ranks)
+{
+    struct preset_spec s;
+    char err[256];
+    ck_assert_msg(preset_parse(spec, &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(preset_build(&s, "x", ROLE_CONTEXT, -1, ranks, err, sizeof(err)) == 0, "%s", err);
+}
+
+START_TEST(plan_bytes_kimi_k3_state_per_request)
+{
+    static struct layout r[4];
+    uint32_t items[LAYOUT_MAX_GROUPS];
+    struct request_bytes b;
+    build_one("kimi-k3", r);
+    plan_items_for_tokens(&r[0], 0, items);
+    plan_bytes(&r[0], items, &b);
+    ck_assert_uint_eq(b.state, 454459392ull);
+    ck_assert_uint_eq(b.kv, 0);
+    plan_items_for_tokens(&r[0], 8192, items);
+    plan_bytes(&r[0], items, &b);
+    ck_assert_uint_eq(b.kv, 27648ull * 8192);
+    ck_assert_uint_eq(b.total, 454459392ull + 27648ull * 8192);
+    build_one("kimi-k3:tp=4", r);
+    for (int i = 0; i < 4; i++) {
+        plan_items_for_tokens(&r[i], 8192, items);
+        plan_bytes(&r[i], items, &b);
+        ck_assert_uint_eq(b.state, 454459392ull / 4);
+        ck_assert_uint_eq(b.kv, 27648ull * 8192); /* the latent is replicated */
+    }
+}
+END_TEST
+
+START_TEST(plan_bytes_kimi_linear_48b_per_token)
+{
+    static struct layout r[1];
+    uint32_t items[LAYOUT_MAX_GROUPS];
+    struct request_bytes b;
+    build_one("kimi-linear-48b", r);
+    for (uint64_t tok = 0; tok <= 640; tok += 64) {
+        plan_items_for_tokens(&r[0], tok, items);
+        plan_bytes(&r[0], items, &b);
+        ck_assert_uint_eq(b.state, 43909120ull);
+        ck_assert_uint_eq(b.kv, 8064ull * tok);
+    }
+    plan_items_for_tokens(&r[0], 65, items); /* a partial block is a whole block */
+    plan_bytes(&r[0], items, &b);
+    ck_assert_uint_eq(b.kv, 8064ull * 128);
+}
+END_TEST
+
+static Suite *plan_suite(void)
+{
+    Suite *s = suite_create("plan");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, plan_parity_tp1_to_tp1_bitwise);
+    tcase_add_test(tc, plan_parity_tp2_to_tp2_sharded_bitwise);
+    tcase_add_test(tc, plan_parity_tp2_to_tp2_attention_dp_bitwise);
+    tcase_add_test(tc, plan_parity_head_split_tp2_to_tp4_bitwise);
+    tcase_add_test(tc, plan_parity_fanin_tp4_to_tp2_bitwise);
+    tcase_add_test(tc, plan_parity_dep2_to_dep4_bitwise);
+    tcase_add_test(tc, plan_parity_adp_context_to_sharded_generation_bitwise);
+    tcase_add_test(tc, plan_parity_sharded_context_to_dep_generation_fans_in);
+    tcase_add_test(tc, plan_parity_pp2_to_pp1_and_pp1_to_pp2_bitwise);
+    tcase_add_test(tc, plan_parity_uneven_pp_bitwise);
+    tcase_add_test(tc, plan_parity_prefix_cached_generation_gets_the_suffix);
+    tcase_add_test(tc, plan_parity_split_views_and_pools_bitwise);
+    tcase_add_test(tc, plan_parity_block_major_to_layer_major_bitwise);
+    tcase_add_test(tc, plan_parity_kimi_k3_tp4_to_tp2_bitwise);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("writers");
+    tcase_add_test(tc, plan_writers_follow_head_ranges_and_replication_rules);
+    tcase_add_test(tc, plan_extent_follows_canonical_order);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("request");
+    tcase_add_test(tc, plan_refuses_bad_block_lists_with_bad_request);
+    tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("accounting");
+    tcase_add_test(tc, plan_bytes_kimi_k3_state_per_request);
+    tcase_add_test(tc, plan_bytes_kimi_linear_48b_per_token);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(plan_suite()); }

@@ -1,0 +1,335 @@
+/* linkutil.h: a two-process harness for the link tests (header-only, static functions).
+ * A forked server process runs its own uv loop and link and answers a small set of test
+ * messages (echo, verify a rendezvous payload, verify its arena, register memory, quit); the test
+ * process runs the client side on its own loop. UCX is initialised only after fork. */
+#ifndef KVF_LINKUTIL_H
+#define KVF_LINKUTIL_H
+
+#include "link.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+enum {
+    LT_PING = 1,   /* server echoes as LT_PONG, header and payload */
+    LT_PONG,
+    LT_BIG,        /* hdr {seed}: server verifies the pattern, and that it landed in its buffer */
+    LT_RESULT,     /* hdr {ok} */
+    LT_CHECK_ARENA, /* hdr {off, len, seed}: server verifies its arena */
+    LT_GIVE_MREG,  /* hdr {len}: server registers a buffer, answers LT_MREG {addr} + rkey */
+    LT_MREG,
+    LT_CHECK_MREG, /* hdr {len, seed} */
+    LT_QUIT,
+};
+
+struct lt_check {
+    uint64_t off, len, seed;
+};
+
+struct lt {
+    uv_loop_t loop;
+    struct link *link;
+    struct link_peer *peer;
+    int ups, downs, down_err;
+    int msgs, results_ok, results_bad, quit;
+    int sends_done, sends_failed;
+    uint16_t last_type;
+    uint8_t last_hdr[LINK_HDR_MAX];
+    size_t last_hdr_len, last_len;
+    uint8_t last_data[LINK_RKEY_MAX];
+    void *rndv_buf; /* owned: where rendezvous payloads land */
+    size_t rndv_cap;
+    struct link_mreg *mreg;
+    void *mreg_buf;
+    size_t mreg_len;
+};
+
+static inline uint64_t lt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void lt_fill(void *buf, size_t len, uint64_t seed)
+{
+    uint64_t *w = buf;
+    for (size_t i = 0; i < len / 8; i++)
+        w[i] = (i * 0x9E3779B97F4A7C15ull) ^ seed;
+    for (size_t i = len & ~(size_t)7; i < len; i++)
+        ((uint8_t *)buf)[i] = (uint8_t)(i ^ seed);
+}
+
+static inline int lt_verify(const void *buf, size_t len, uint64_t seed)
+{
+    const uint64_t *w = buf;
+    for (size_t i = 0; i < len / 8; i++)
+        if (w[i] != ((i * 0x9E3779B97F4A7C15ull) ^ seed))
+            return 0;
+    for (size_t i = len & ~(size_t)7; i < len; i++)
+        if (((const uint8_t *)buf)[i] != (uint8_t)(i ^ seed))
+            return 0;
+    return 1;
+}
+
+/* Writes a secret file with the given content and mode; returns its path in buf. */
+static inline void lt_secret(const char *dir, const char *name, const char *content, mode_t mode,
+                             char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/%s", dir, name);
+    int fd = open(buf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
+    ck_assert_int_eq(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+static void lt_send_done(void *arg, int status)
+{
+    struct lt *t = arg;
+    if (status == 0)
+        t->sends_done++;
+    else
+        t->sends_failed++;
+}
+
+static void lt_free_done(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+static void lt_on_up(void *arg, struct link_peer *p)
+{
+    struct lt *t = arg;
+    t->ups++;
+    t->peer = p;
+}
+
+static void lt_on_down(void *arg, struct link_peer *p, int err)
+{
+    struct lt *t = arg;
+    t->downs++;
+    t->down_err = err;
+    if (t->peer == p)
+        t->peer = NULL;
+}
+
+static int lt_on_rndv(void *arg, struct link_peer *p, uint16_t type, const void *hdr,
+                      size_t hdr_len, size_t len, void **dest_ret)
+{
+    (void)p, (void)type, (void)hdr, (void)hdr_len;
+    struct lt *t = arg;
+    if (len > t->rndv_cap) {
+        free(t->rndv_buf);
+        t->rndv_buf = malloc(len);
+        t->rndv_cap = t->rndv_buf ? len : 0;
+        if (!t->rndv_buf)
+            return -ENOMEM;
+    }
+    *dest_ret = t->rndv_buf;
+    return 0;
+}
+
+static void lt_result(struct lt *t, struct link_peer *p, uint32_t ok)
+{
+    link_send(p, LT_RESULT, &ok, sizeof(ok), NULL, 0, lt_send_done, t);
+}
+
+/* The server's answers; the client only records. */
+static void lt_server_msg(struct lt *t, struct link_peer *p, uint16_t type, const void *hdr,
+                          size_t hdr_len, const void *data, size_t len)
+{
+    struct lt_check c = {0};
+    memcpy(&c, hdr, hdr_len < sizeof(c) ? hdr_len : sizeof(c));
+    size_t alen;
+    uint8_t *arena = link_arena(t->link, &alen);
+    switch (type) {
+    case LT_PING: {
+        void *copy = len ? malloc(len) : NULL;
+        if (len)
+            memcpy(copy, data, len);
+        if (link_send(p, LT_PONG, hdr, hdr_len, copy, len, lt_free_done, copy) < 0)
+            free(copy);
+        break;
+    }
+    case LT_BIG:
+        lt_result(t, p, data == t->rndv_buf && lt_verify(data, len, c.off));
+        break;
+    case LT_CHECK_ARENA:
+        lt_result(t, p, c.off + c.len <= alen && lt_verify(arena + c.off, c.len, c.seed));
+        break;
+    case LT_GIVE_MREG:
+        if (!t->mreg) {
+            t->mreg_len = c.off;
+            t->mreg_buf = calloc(1, t->mreg_len);
+            ck_assert_int_eq(link_mem_register(t->link, t->mreg_buf, t->mreg_len, &t->mreg), 0);
+        }
+        {
+            size_t rl;
+            const void *rk = link_mreg_rkey(t->mreg, &rl);
+            uint64_t addr = (uint64_t)(uintptr_t)t->mreg_buf;
+            link_send(p, LT_MREG, &addr, sizeof(addr), rk, rl, lt_send_done, t);
+        }
+        break;
+    case LT_CHECK_MREG:
+        lt_result(t, p, t->mreg && c.len <= t->mreg_len && lt_verify(t->mreg_buf, c.len, c.seed));
+        break;
+    case LT_QUIT:
+        t->quit = 1;
+        uv_stop(&t->loop);
+        break;
+    }
+}
+
+static int lt_is_server;
+
+static void lt_on_msg(void *arg, struct link_peer *p, uint16_t type, const void *hdr,
+                      size_t hdr_len, const void *data, size_t len)
+{
+    struct lt *t = arg;
+    t->msgs++;
+    t->last_type = type;
+    t->last_hdr_len = hdr_len;
+    memcpy(t->last_hdr, hdr, hdr_len);
+    t->last_len = len;
+    if (len <= sizeof(t->last_data))
+        memcpy(t->last_data, data, len);
+    if (type == LT_RESULT) {
+        uint32_t ok = 0;
+        memcpy(&ok, hdr, hdr_len < 4 ? hdr_len : 4);
+        if (ok)
+            t->results_ok++;
+        else
+            t->results_bad++;
+    }
+    if (lt_is_server)
+        lt_server_msg(t, p, type, hdr, hdr_len, data, len);
+}
+
+static inline int lt_open(struct lt *t, const struct link_config *cfg)
+{
+    memset(t, 0, sizeof(*t));
+    ck_assert_int_eq(uv_loop_init(&t->loop), 0);
+    struct link_ops ops = {.on_peer_up = lt_on_up, .on_peer_down = lt_on_down,
+                           .on_msg = lt_on_msg, .on_rndv = lt_on_rndv, .arg = t};
+    return link_new(&t->loop, cfg, &ops, &t->link);
+}
+
+/* Tears down; returns uv_loop_close's result. */
+static inline int lt_close(struct lt *t)
+{
+    t->mreg = link_mreg_free(t->link, t->mreg);
+    t->link = link_free(t->link);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    free(t->rndv_buf);
+    free(t->mreg_buf);
+    return uv_loop_close(&t->loop);
+}
+
+static void lt_timeout_cb(uv_timer_t *h)
+{
+    *(int *)h->data = 1;
+}
+
+/* Runs the loop until *flag >= want or timeout_ms passes; returns 1 when reached. */
+static inline int lt_run_until(struct lt *t, const int *flag, int want, unsigned timeout_ms)
+{
+    int timed_out = 0;
+    uv_timer_t tm;
+    uv_timer_init(&t->loop, &tm);
+    tm.data = &timed_out;
+    uv_timer_start(&tm, lt_timeout_cb, timeout_ms, 0);
+    while (*flag < want && !timed_out)
+        uv_run(&t->loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&tm, NULL);
+    uv_run(&t->loop, UV_RUN_NOWAIT);
+    return *flag >= want;
+}
+
+/* Runs the loop for up to timeout_ms until the peer's puts are fast (wireup settled). */
+static inline int lt_wait_put_fast(struct lt *t, unsigned timeout_ms)
+{
+    for (unsigned waited = 0; t->peer && !link_peer_put_fast(t->peer) && waited < timeout_ms;
+         waited += 10) {
+        int never = 0;
+        lt_run_until(t, &never, 1, 10);
+    }
+    return t->peer && link_peer_put_fast(t->peer);
+}
+
+static void lt_lifetime_cb(uv_timer_t *h)
+{
+    uv_stop(h->loop);
+}
+
+/* Forks a server with cfg; returns its pid and writes its port. Its stats come back on
+ * *stats_fd at exit (read with lt_server_wait). lifetime_ms bounds it. */
+static inline pid_t lt_server_start(const struct link_config *cfg, unsigned lifetime_ms,
+                                    uint16_t *port_ret, int *stats_fd)
+{
+    int pp[2], sp[2];
+    ck_assert_int_eq(pipe(pp), 0);
+    ck_assert_int_eq(pipe(sp), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(pp[0]);
+        close(sp[0]);
+        lt_is_server = 1;
+        struct lt t;
+        uint16_t port = 0;
+        if (lt_open(&t, cfg) == 0)
+            port = link_listen_port(t.link);
+        if (write(pp[1], &port, sizeof(port)) != sizeof(port) || !port)
+            _exit(2);
+        close(pp[1]);
+        uv_timer_t life;
+        uv_timer_init(&t.loop, &life);
+        uv_timer_start(&life, lt_lifetime_cb, lifetime_ms, 0);
+        uv_run(&t.loop, UV_RUN_DEFAULT);
+        uv_close((uv_handle_t *)&life, NULL);
+        struct link_stats st;
+        link_get_stats(t.link, &st);
+        int rc = lt_close(&t);
+        if (write(sp[1], &st, sizeof(st)) != sizeof(st))
+            _exit(4);
+        _exit(rc == 0 ? 0 : 3);
+    }
+    close(pp[1]);
+    close(sp[1]);
+    ck_assert_int_eq(read(pp[0], port_ret, sizeof(*port_ret)), sizeof(*port_ret));
+    close(pp[0]);
+    ck_assert_uint_ne(*port_ret, 0);
+    *stats_fd = sp[0];
+    return pid;
+}
+
+/* Waits for the server; returns its exit status and fills its stats (zeros if none came). */
+static inline int lt_server_wait(pid_t pid, int stats_fd, struct link_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (read(stats_fd, st, sizeof(*st)) != sizeof(*st))
+        memset(st, 0, sizeof(*st));
+    close(stats_fd);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static inline void lt_connect(struct lt *t, uint16_t port)
+{
+    char hp[64];
+    snprintf(hp, sizeof(hp), "127.0.0.1:%u", port);
+    struct link_peer *p;
+    ck_assert_int_eq(link_connect(t->link, hp, &p), 0);
+    ck_assert_ptr_nonnull(p);
+}
+
+#endif

@@ -1,0 +1,205 @@
+/* kvferryctl: the operator's client of kvferryd.
+ *   kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND [ARGS]
+ * COMMAND goes to the daemon's control socket (status, stats, config, log-level [LEVEL], reload,
+ * drain, help, and whatever later daemons add); ARGS are key=value pairs (value parsed as JSON
+ * when it is JSON, else taken as a string), or the one positional argument a command names below.
+ * Offline subcommands (no daemon) are dispatched from local_cmds. Exit: 0 ok, 1 the daemon
+ * answered an error (its message on stderr), 2 usage, 3 could not reach the daemon. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cfg.h"
+#include "kvferryctl.h"
+
+#define EXIT_DAEMON_ERROR 1
+#define EXIT_USAGE 2
+#define EXIT_UNREACHABLE 3
+
+static int local_version(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    printf("kvferryctl %s\n", KVF_VERSION);
+    return 0;
+}
+
+/* Offline subcommands: run here, without a daemon; argv[0] is the subcommand.
+ * DISPATCH POINT for `plan`: the planner adds the row
+ *     {"plan", ctl_plan_main},
+ * with int ctl_plan_main(int argc, char **argv) from tools/kvferryctl_plan.c. */
+static const struct {
+    const char *name;
+    int (*main)(int argc, char **argv);
+} local_cmds[] = {
+    {"version", local_version},
+};
+
+/* Daemon commands that take one positional argument, and its key in args. */
+static const struct {
+    const char *cmd, *key;
+} positional[] = {
+    {"log-level", "level"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
+            "[ARGS]\n"
+            "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, help\n"
+            "commands (offline): version\n"
+            "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
+            "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
+            "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
+}
+
+static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
+{
+    json_t *args = json_object();
+    for (int i = 0; i < argc; i++) {
+        const char *eq = strchr(argv[i], '=');
+        if (!eq) {
+            const char *key = NULL;
+            for (size_t p = 0; p < sizeof(positional) / sizeof(positional[0]); p++)
+                if (strcmp(positional[p].cmd, cmd) == 0)
+                    key = positional[p].key;
+            if (!key || json_object_get(args, key)) {
+                fprintf(stderr, "kvferryctl: %s: unexpected argument '%s' (use key=value)\n",
+                        cmd, argv[i]);
+                json_decref(args);
+                return -EINVAL;
+            }
+            json_object_set_new(args, key, json_string(argv[i]));
+            continue;
+        }
+        char key[128];
+        size_t kl = (size_t)(eq - argv[i]);
+        if (kl == 0 || kl >= sizeof(key)) {
+            fprintf(stderr, "kvferryctl: bad argument '%s'\n", argv[i]);
+            json_decref(args);
+            return -EINVAL;
+        }
+        memcpy(key, argv[i], kl);
+        key[kl] = '\0';
+        json_t *v = json_loads(eq + 1, JSON_DECODE_ANY, NULL);
+        json_object_set_new(args, key, v ? v : json_string(eq + 1));
+    }
+    if (json_object_size(args) == 0) {
+        json_decref(args);
+        args = NULL;
+    }
+    *ret = args;
+    return 0;
+}
+
+static int default_socket(const char *config, char *buf, size_t len)
+{
+    struct kvf_config c;
+    char err[CFG_ERR_MAX] = "";
+    int r = config ? cfg_load_file(config, &c, err, sizeof(err)) : cfg_defaults(&c);
+    if (r < 0) {
+        fprintf(stderr, "kvferryctl: %s\n", err[0] ? err : strerror(-r));
+        return r;
+    }
+    r = cfg_control_path(&c, buf, len);
+    cfg_free(&c);
+    if (r < 0)
+        fprintf(stderr, "kvferryctl: control socket path: %s\n", strerror(-r));
+    return r;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
+        {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    const char *sock = NULL, *config = NULL;
+    bool as_json = false;
+    double timeout_s = 5.0;
+    int o;
+    while ((o = getopt_long(argc, argv, "+s:c:jt:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's': sock = optarg; break;
+        case 'c': config = optarg; break;
+        case 'j': as_json = true; break;
+        case 't': {
+            char *end;
+            timeout_s = strtod(optarg, &end);
+            if (*end || !(timeout_s > 0 && timeout_s <= 3600)) {
+                fprintf(stderr, "kvferryctl: --timeout %s: seconds in (0, 3600]\n", optarg);
+                return EXIT_USAGE;
+            }
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[optind];
+    for (size_t i = 0; i < sizeof(local_cmds) / sizeof(local_cmds[0]); i++)
+        if (strcmp(local_cmds[i].name, cmd) == 0)
+            return local_cmds[i].main(argc - optind, argv + optind);
+
+    json_t *args;
+    if (build_args(cmd, argc - optind - 1, argv + optind + 1, &args) < 0)
+        return EXIT_USAGE;
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if (!sock) {
+        if (default_socket(config, path, sizeof(path)) < 0) {
+            json_decref(args);
+            return EXIT_USAGE;
+        }
+        sock = path;
+    }
+    int fd = ctl_client_connect(sock);
+    if (fd < 0) {
+        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock,
+                strerror(-fd));
+        json_decref(args);
+        return EXIT_UNREACHABLE;
+    }
+    json_t *reply = NULL;
+    int r = ctl_client_call(fd, cmd, args, (int)(timeout_s * 1000), &reply);
+    close(fd);
+    json_decref(args);
+    if (r < 0) {
+        fprintf(stderr, "kvferryctl: %s on %s: %s\n", cmd, sock,
+                r == -ETIMEDOUT ? "no reply before --timeout" : strerror(-r));
+        return EXIT_UNREACHABLE;
+    }
+    int rc = 0;
+    if (json_is_true(json_object_get(reply, "ok"))) {
+        json_t *result = json_object_get(reply, "result");
+        if (as_json) {
+            char *s = json_dumps(result, JSON_INDENT(2) | JSON_ENCODE_ANY);
+            if (s)
+                puts(s);
+            free(s);
+        } else {
+            ctl_print_human(stdout, cmd, result);
+        }
+    } else {
+        const char *e = json_string_value(json_object_get(reply, "error"));
+        const char *m = json_string_value(json_object_get(reply, "message"));
+        if (as_json) {
+            char *s = json_dumps(reply, JSON_INDENT(2));
+            if (s)
+                puts(s);
+            free(s);
+        }
+        fprintf(stderr, "kvferryctl: %s: %s: %s\n", cmd, e ? e : "error", m ? m : "");
+        rc = EXIT_DAEMON_ERROR;
+    }
+    json_decref(reply);
+    return rc;
+}

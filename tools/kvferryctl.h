@@ -1,0 +1,24 @@
+/* kvferryctl.h: helpers of kvferryctl (the operator's client of kvferryd's control socket):
+ * kvferryctl_client.c speaks the JSON-lines protocol, kvferryctl_print.c prints replies for
+ * people. Single-threaded tool. */
+#ifndef KVF_KVFERRYCTL_H
+#define KVF_KVFERRYCTL_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#define CTL_REPLY_MAX (64u * 1024 * 1024) /* longest reply line we read */
+
+/* Connects to the control socket at path. Returns an fd or -errno. */
+int ctl_client_connect(const char *path);
+/* Sends {"id":1,"cmd":cmd,"args":args} and waits up to timeout_ms for the reply with id 1.
+ * args is borrowed and may be NULL. On success stores the reply object (new reference) in *ret
+ * and returns 0; -ETIMEDOUT, -ECONNRESET (closed without a reply), -EBADMSG (not JSON) or
+ * -errno otherwise. */
+int ctl_client_call(int fd, const char *cmd, json_t *args, int timeout_ms, json_t **ret);
+
+/* Prints a result for people: scalars as aligned "key  value" lines, nested objects as
+ * sections, arrays of objects as tables. */
+void ctl_print_human(FILE *f, const char *cmd, json_t *result);
+
+#endif
