@@ -20,6 +20,7 @@
 
 struct control;
 struct workers;
+struct engine;
 
 typedef enum { DAEMON_STARTING, DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED } daemon_state_t;
 
@@ -58,6 +59,7 @@ struct daemon {
     /* modules, each owned; NULL until started */
     struct control *control;
     struct workers *workers;        /* worker socket, registry, transfers (workers.h) */
+    struct engine *engine;          /* inter-daemon transfers: link, arena, peers (engine.h) */
 };
 
 /* Inits the loop, signals and timers (not yet started). Returns 0 or -errno. */

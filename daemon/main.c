@@ -1,5 +1,6 @@
 /* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
- * Start: logging -> loop and signals -> config -> control socket -> READY=1. Any failure before
+ * Start: logging -> loop and signals -> config -> control socket -> worker socket -> transfer
+ * engine (link, arena) -> READY=1. Any failure before
  * READY=1 exits non-zero. Teardown runs the start in reverse and closes the loop cleanly. */
 #include <errno.h>
 #include <getopt.h>
@@ -11,6 +12,7 @@
 #include "control.h"
 #include "workers.h"
 #include "daemon.h"
+#include "engine.h"
 
 static void usage(FILE *f)
 {
@@ -132,6 +134,10 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto err_control;
     }
+    if ((r = engine_new(&d, &d.engine, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto err_control;
+    }
     if ((r = daemon_ready(&d)) < 0) {
         log_error("startup: %s", uv_strerror(r));
         goto err_control;
@@ -142,11 +148,13 @@ int main(int argc, char **argv)
 
 err_control:
     workers_stop(d.workers);
+    engine_stop(d.engine);
     control_stop(d.control);
     daemon_stop(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
     d.control = control_free(d.control);
     d.workers = workers_free(d.workers);
+    d.engine = engine_free(d.engine);
 err_done:
     if ((r = daemon_done(&d)) != 0) {
         log_error("teardown: event loop still busy: %s", uv_strerror(r));

@@ -1,10 +1,13 @@
 /* modules.c: the one table of daemon modules (see modules.h). Later modules add a row here. */
 #include "modules.h"
 #include "control.h"
+#include "engine.h"
 #include "workers.h"
 
 const struct daemon_module daemon_modules[] = {
     {"control", control_status, control_stats, control_reloaded, NULL, NULL},
     {"workers", workers_status, workers_stats, NULL, workers_drain_start, workers_in_flight},
+    {"peers", engine_peers_status, engine_peers_stats, NULL, engine_drain_start, engine_in_flight},
+    {"arena", engine_arena_status, engine_arena_stats, NULL, NULL, NULL},
 };
 const size_t daemon_modules_len = sizeof(daemon_modules) / sizeof(daemon_modules[0]);

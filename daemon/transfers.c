@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "engine.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -66,6 +67,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (err != KVF_OK)
         log_debug("xfer %llu (req %llu): %s: %s", (unsigned long long)x->id,
                   (unsigned long long)x->req_id, kvf_error_to_string(err), msg);
+    if (x->eng)
+        engine_xfer_end(t->w->d->engine, x, err);
 }
 
 static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
@@ -110,7 +113,7 @@ static struct xfer *find_send(struct transfers *t, const struct reg_rank *rank, 
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
-    if (terminal(r) || r->state != XFER_WAITING)
+    if (terminal(r) || r->state != XFER_WAITING || r->eng)
         return;
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
     if (!registry_complete(in))
@@ -246,6 +249,8 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == 'R' && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
             try_run(t, x);
+    if (!terminal(s))
+        engine_send(t->w->d->engine, t, s);
     sweep(t);
 }
 
@@ -260,7 +265,9 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     r->ctx_dp_rank = m->ctx_dp_rank;
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
-    if (!in && m->ctx_home[0])
+    if (!in && m->ctx_home[0] && t->w->d->engine)
+        engine_recv(t->w->d->engine, t, r, m->ctx_home);
+    else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
              "inter-daemon path to it", m->ctx_instance, m->ctx_home);
     else if (!in)
@@ -343,6 +350,29 @@ void transfers_stop(struct transfers *t)
         uv_close((uv_handle_t *)&t->tick, NULL);
 }
 
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg)
+{
+    uint32_t kind = err != KVF_OK ? PROTO_EV_FAILED : x->side == 'R' ? PROTO_EV_DONE : PROTO_EV_SENT;
+    if (err == KVF_OK && x->side == 'R')
+        t->counters.bytes_remote += bytes;
+    finish(t, x, kind, err, bytes, msg);
+    sweep(t);
+}
+
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
+{
+    if (terminal(s))
+        return;
+    s->served++;
+    s->bytes += bytes;
+    if (s->n_readers > 0 && s->served >= s->n_readers) {
+        char m[96];
+        snprintf(m, sizeof m, "served %u of %u readers", s->served, s->n_readers);
+        transfers_end(t, s, KVF_OK, s->bytes, m);
+    }
+}
+
 json_t *transfers_json(const struct transfers *t, uint64_t now)
 {
     json_t *a = json_array();
@@ -367,8 +397,9 @@ json_t *transfers_stats_json(const struct transfers *t)
     json_t *f = json_object();
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:o,s:i}", "sends", (json_int_t)t->counters.sends, "recvs",
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:i}", "sends", (json_int_t)t->counters.sends, "recvs",
                      (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done, "sent",
-                     (json_int_t)t->counters.sent, "bytes_local", (json_int_t)t->counters.bytes_local,
+                     (json_int_t)t->counters.sent, "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
+                     (json_int_t)t->counters.bytes_remote,
                      "failed", f, "in_flight", (int)t->n);
 }

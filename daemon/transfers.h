@@ -47,12 +47,14 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
+                                 * NULL on the local path; told by engine_xfer_end at the end */
     struct xfer *next;
 };
 
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
-    uint64_t bytes_local;
+    uint64_t bytes_local, bytes_remote;
 };
 
 struct transfers {
@@ -75,6 +77,13 @@ void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
 /* The connection is closing: its requests end without events; RECVs of other connections that
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
 void transfers_conn_gone(struct transfers *t, struct wconn *c);
+
+/* Hooks for the transfer engine (engine*.c): end a request with its terminal event (recv:
+ * DONE or FAILED, send: SENT or FAILED) and free it if terminal; count one reader served by a
+ * SEND (SENT once n_readers were served). Not to be called while iterating t->list. */
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg);
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);

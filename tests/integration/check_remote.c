@@ -1,0 +1,202 @@
+/* check_remote.c: the transfer engine across two real daemons (issue 5): a context instance
+ * registered with daemon A (its home, listening on 127.0.0.1), a generation instance with daemon
+ * B, real libkvferry ranks with memfd pools, real UCX between the daemons. Each case fills the
+ * context ranks with the global pattern, poisons the generation pools, moves one request and
+ * checks every byte of every generation pool (bitwise parity) and the SENT/DONE events. */
+#include <check.h>
+
+#include "remoteutil.h"
+
+struct two {
+    char top[64], secret[128];
+    struct ru_daemon a, b; /* a: context (home), b: generation */
+};
+
+static void two_start(struct two *t, const char *extra_a, const char *extra_b, const char *tls)
+{
+    memset(t, 0, sizeof *t);
+    tu_tmpdir(t->top, sizeof t->top);
+    ru_secret(t->top, "secret", 7, t->secret, sizeof t->secret);
+    ck_assert_int_eq(ru_daemon_start_tls(&t->a, t->top, "a", 1, t->secret, extra_a, tls), 0);
+    ck_assert_int_eq(ru_daemon_start_tls(&t->b, t->top, "b", 0, t->secret, extra_b, tls), 0);
+}
+
+static void two_stop(struct two *t, int ok)
+{
+    if (!ok) {
+        ru_dump_log(&t->a, "context daemon");
+        ru_dump_log(&t->b, "generation daemon");
+    }
+    int ra = ru_daemon_stop(&t->a), rb = ru_daemon_stop(&t->b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", t->top);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", t->top);
+    ck_assert_int_eq(ra, 0);
+    ck_assert_int_eq(rb, 0);
+}
+
+/* Moves request `req` from ctx to gen and checks parity. Returns 1 when everything passed. */
+static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
+                    uint32_t n_ctx, uint32_t n_gen, int32_t dp, uint64_t seed)
+{
+    uint32_t readers[64] = {0};
+    ru_readers(ctx, gen, dp, readers);
+    for (uint32_t i = 0; i < ctx->n; i++) {
+        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
+        if (readers[i])
+            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
+                                      ctx->r[i].ids, readers[i]), 0);
+    }
+    for (uint32_t g = 0; g < gen->n; g++) {
+        struct ru_rank *r = &gen->r[g];
+        struct kvf_recv_args a = {.req_id = req, .ctx_instance = ctx->r[0].l.instance,
+                                  .ctx_dp_rank = dp, .ctx_home = t->a.addr,
+                                  .n_groups = r->l.n_groups, .counts = r->counts, .ids = r->ids};
+        ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+    }
+    int ok = 1;
+    for (uint32_t g = 0; g < gen->n && ok; g++) {
+        struct kvf_event ev;
+        int k = ru_wait_event(&gen->r[g], req, &ev, 40000);
+        if (k != KVF_EV_DONE) {
+            fprintf(stderr, "generation rank %u: event %d: %s: %s\n", g, k,
+                    kvf_error_to_string((kvf_error_t)ev.error), ev.message);
+            ok = 0;
+        }
+    }
+    for (uint32_t i = 0; i < ctx->n && ok; i++) {
+        struct kvf_event ev;
+        if (!readers[i])
+            continue;
+        int k = ru_wait_event(&ctx->r[i], req, &ev, 20000);
+        if (k != KVF_EV_SENT) {
+            fprintf(stderr, "context rank %u: event %d: %s: %s\n", i, k,
+                    kvf_error_to_string((kvf_error_t)ev.error), ev.message);
+            ok = 0;
+        }
+    }
+    if (ok)
+        for (uint32_t g = 0; g < gen->n; g++)
+            ru_assert_parity(&gen->r[g], n_ctx - n_gen, seed, "remote");
+    return ok;
+}
+
+static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_ctx, uint32_t n_gen,
+                        int32_t dp, const char *extra, const char *tls)
+{
+    struct two t;
+    if (!extra)
+        extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\n";
+    two_start(&t, extra, extra, tls);
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ n_ctx;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_ctx, &rng, 0x5a);
+    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_gen, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    int ok = move_one(&t, &ctx, &gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
+    json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
+    ck_assert_ptr_nonnull(sa);
+    ck_assert_ptr_nonnull(sb);
+    char *da = json_dumps(json_object_get(sa, "peers"), JSON_COMPACT);
+    char *db = json_dumps(json_object_get(sb, "peers"), JSON_COMPACT);
+    fprintf(stderr, "%s -> %s%s%s:\n  context daemon %s\n  generation daemon %s\n", ctx_spec,
+            gen_spec, tls ? " UCX_TLS=" : "", tls ? tls : "", da, db);
+    json_int_t put = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_put"));
+    json_int_t am = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_am"));
+    json_int_t landed =
+        json_integer_value(json_object_get(json_object_get(sb, "peers"), "chunks_landed"));
+    free(da);
+    free(db);
+    json_decref(sa);
+    json_decref(sb);
+    if (ok) {
+        ck_assert_int_gt(landed, 0);
+        ck_assert_int_eq(put + am, landed);
+        if (tls && strcmp(tls, "tcp") == 0)
+            ck_assert_int_eq(put, 0); /* puts over tcp are emulated: active messages */
+    }
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "%s -> %s did not complete", ctx_spec, gen_spec);
+}
+
+START_TEST(remote_tp1_to_tp1_tiny_is_bitwise_equal)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 5, 5, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp1_to_tp1_tiny_over_tcp_active_messages_is_bitwise_equal)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 7, 7, -1, NULL, "tcp");
+}
+END_TEST
+
+START_TEST(remote_tp2_to_tp2_tiny_is_bitwise_equal)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 9, 9, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal)
+{
+    parity_case("kimi-linear-48b:tp=4,blocks=16,slots=2", "kimi-linear-48b:tp=2,blocks=16,slots=2",
+                6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp2_to_tp4_head_split_is_bitwise_equal)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=4,blocks=64,slots=4", 6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_pp2_to_pp1_is_bitwise_equal)
+{
+    parity_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_prefix_cached_generation_gets_the_suffix)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 12, 5, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_request_larger_than_the_arena_moves_in_chunks)
+{
+    /* kimi-linear TP1 state alone is ~42 MiB per request: 8 MiB arena, 1 MiB chunks */
+    parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\n", NULL);
+}
+END_TEST
+
+START_TEST(remote_larger_than_the_arena_over_tcp_lands_by_rendezvous)
+{
+    parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\n", "tcp");
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("remote");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, remote_tp1_to_tp1_tiny_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp1_to_tp1_tiny_over_tcp_active_messages_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp2_to_tp2_tiny_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp2_to_tp4_head_split_is_bitwise_equal);
+    tcase_add_test(tc, remote_pp2_to_pp1_is_bitwise_equal);
+    tcase_add_test(tc, remote_prefix_cached_generation_gets_the_suffix);
+    tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);
+    tcase_add_test(tc, remote_larger_than_the_arena_over_tcp_lands_by_rendezvous);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(suite()); }
