@@ -7,35 +7,6 @@
 
 #include "remoteutil.h"
 
-struct two {
-    char top[64], secret[128];
-    struct ru_daemon a, b; /* a: context (home), b: generation */
-};
-
-static void two_start(struct two *t, const char *extra_a, const char *extra_b, const char *tls)
-{
-    memset(t, 0, sizeof *t);
-    tu_tmpdir(t->top, sizeof t->top);
-    ru_secret(t->top, "secret", 7, t->secret, sizeof t->secret);
-    ck_assert_int_eq(ru_daemon_start_tls(&t->a, t->top, "a", 1, t->secret, extra_a, tls), 0);
-    ck_assert_int_eq(ru_daemon_start_tls(&t->b, t->top, "b", 0, t->secret, extra_b, tls), 0);
-}
-
-static void two_stop(struct two *t, int ok)
-{
-    if (!ok) {
-        ru_dump_log(&t->a, "context daemon");
-        ru_dump_log(&t->b, "generation daemon");
-    }
-    int ra = ru_daemon_stop(&t->a), rb = ru_daemon_stop(&t->b);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", t->top);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", t->top);
-    ck_assert_int_eq(ra, 0);
-    ck_assert_int_eq(rb, 0);
-}
-
 /* Moves request `req` from ctx to gen and checks parity. Returns 1 when everything passed. */
 static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
                     uint32_t n_ctx, uint32_t n_gen, int32_t dp, uint64_t seed)

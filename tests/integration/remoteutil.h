@@ -139,11 +139,11 @@ static inline int ru_daemon_start(struct ru_daemon *d, const char *top, const ch
     return ru_daemon_start_tls(d, top, name, listen, secret, extra, NULL);
 }
 
-/* SIGTERM (drain) and wait; returns the exit status, or -1. */
+/* SIGTERM (drain) and wait; returns the exit status (0 when already stopped), or -1. */
 static inline int ru_daemon_stop(struct ru_daemon *d)
 {
     if (d->pid <= 0)
-        return -1;
+        return 0;
     kill(d->pid, SIGTERM);
     int st = -1;
     uint64_t until = ru_now_ms() + 15000;
@@ -422,6 +422,54 @@ static inline void ru_assert_parity(const struct ru_rank *r, uint32_t first_bloc
         }
         free(want.base[p]);
     }
+}
+
+/* ---- two daemons ---- */
+
+struct two {
+    char top[64], secret[128];
+    struct ru_daemon a, b; /* a: context (home), b: generation */
+};
+
+/* Two daemons: a (context home, listening) and b (generation, outbound only). secret_b: NULL
+ * for the shared secret, "" for none, "wrong" for a different one. */
+static inline void two_start2(struct two *t, const char *extra_a, const char *extra_b,
+                              const char *tls, const char *secret_b)
+{
+    memset(t, 0, sizeof *t);
+    tu_tmpdir(t->top, sizeof t->top);
+    ru_secret(t->top, "secret", 7, t->secret, sizeof t->secret);
+    ck_assert_int_eq(ru_daemon_start_tls(&t->a, t->top, "a", 1, t->secret, extra_a, tls), 0);
+    char other[128];
+    const char *sb = t->secret;
+    if (secret_b && strcmp(secret_b, "wrong") == 0) {
+        ru_secret(t->top, "secret2", 99, other, sizeof other);
+        sb = other;
+    } else if (secret_b) {
+        sb = secret_b;
+    }
+    ck_assert_int_eq(ru_daemon_start_tls(&t->b, t->top, "b", 0, sb, extra_b, tls), 0);
+}
+
+static inline void two_stop(struct two *t, int ok)
+{
+    if (!ok) {
+        ru_dump_log(&t->a, "context daemon");
+        ru_dump_log(&t->b, "generation daemon");
+    }
+    int ra = ru_daemon_stop(&t->a), rb = ru_daemon_stop(&t->b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", t->top);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", t->top);
+    ck_assert_int_eq(ra, 0);
+    ck_assert_int_eq(rb, 0);
+}
+
+static inline void two_start(struct two *t, const char *extra_a, const char *extra_b,
+                             const char *tls)
+{
+    two_start2(t, extra_a, extra_b, tls, NULL);
 }
 
 #endif

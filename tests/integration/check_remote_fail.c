@@ -1,0 +1,360 @@
+/* check_remote_fail.c: failures of the transfer engine across two real daemons (issue 5, step 4):
+ * a context daemon killed with SIGKILL while credits are out (PEER_LOST within a bound, landing
+ * slots quarantined then reclaimed), a peer with the wrong secret refused, no secret at all, an
+ * incompatible context instance failing only its own requests (verdict cached), per-phase
+ * deadlines, many requests in flight through a small arena, and drain on SIGTERM. */
+#include <check.h>
+
+#include "remoteutil.h"
+
+#define TINY "tiny:blocks=128,slots=16"
+#define SMALL_ARENA "arena:\n  size: 8MiB\n  chunk: 1MiB\n"
+
+static void recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
+                      struct kvf_recv_args *a)
+{
+    *a = (struct kvf_recv_args){.req_id = req, .ctx_instance = inst, .ctx_dp_rank = -1,
+                                .ctx_home = home, .n_groups = r->l.n_groups, .counts = r->counts,
+                                .ids = r->ids};
+}
+
+static long long arena_in_use(const struct ru_daemon *d)
+{
+    return ru_ctl_int(d, "arena", "slots_in_use");
+}
+
+START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena)
+{
+    struct two t;
+    two_start(&t, SMALL_ARENA "deadlines:\n  send_wait: 30s\n", SMALL_ARENA, NULL);
+    uint64_t rng = 11;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    /* the context rank never SENDs: the RECV_REQ waits there while credits are granted here */
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    uint64_t until = ru_now_ms() + 5000;
+    while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
+        ru_sleep_ms(10);
+    ck_assert_int_gt(arena_in_use(&t.b), 0);
+    uint64_t t0 = ru_now_ms();
+    ru_daemon_kill9(&t.a);
+    struct kvf_event ev;
+    int k = ru_wait_event(&gen.r[0], 7, &ev, 5000);
+    uint64_t took = ru_now_ms() - t0;
+    ck_assert_int_eq(k, KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_PEER_LOST, "%s: %s", kvf_error_to_string(ev.error), ev.message);
+    ck_assert_uint_lt(took, 3000);
+    fprintf(stderr, "PEER_LOST %llu ms after SIGKILL: %s\n", (unsigned long long)took, ev.message);
+    /* quarantined, then reclaimed once the endpoint is closed */
+    long long q0 = ru_ctl_int(&t.b, "arena", "quarantined_slots");
+    until = ru_now_ms() + 3000;
+    while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
+           ru_now_ms() < until)
+        ru_sleep_ms(20);
+    fprintf(stderr, "quarantined right after the loss: %lld slot(s); reclaimed: %lld\n", q0,
+            ru_ctl_int(&t.b, "arena", "reclaimed_total"));
+    ck_assert_int_gt(ru_ctl_int(&t.b, "arena", "reclaimed_total"), 0);
+    ck_assert_int_eq(arena_in_use(&t.b), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.b, "arena", "quarantined_slots"), 0);
+    /* the context daemon comes back on the same port: the next request reconnects */
+    struct ru_daemon a2;
+    char extra[128];
+    snprintf(extra, sizeof extra, "%s", SMALL_ARENA);
+    ck_assert_int_eq(ru_daemon_start(&a2, t.top, "a", 1, t.secret, extra), 0);
+    ru_inst_free(&ctx);
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_register(&ctx, &a2);
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 77);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 8, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
+    recv_args(&gen.r[0], 8, "ctx", a2.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    k = ru_wait_event(&gen.r[0], 8, &ev, 20000);
+    if (k != KVF_EV_DONE) {
+        ru_dump_log(&a2, "context daemon (restarted)");
+        ru_dump_log(&t.b, "generation daemon");
+    }
+    ck_assert_msg(k == KVF_EV_DONE, "after reconnect: %d %s: %s", k,
+                  kvf_error_to_string(ev.error), ev.message);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    ck_assert_int_eq(ru_daemon_stop(&a2), 0);
+    t.a = a2;
+    t.a.pid = 0;
+    ru_daemon_stop(&t.b);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", t.top);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(remote_peer_with_the_wrong_secret_is_refused)
+{
+    struct two t;
+    two_start2(&t, NULL, NULL, NULL, "wrong");
+    uint64_t rng = 12;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(&gen.r[0], 3, &ev, 10000);
+    ck_assert_int_eq(k, KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_PEER_UNREACHABLE, "%s: %s", kvf_error_to_string(ev.error),
+                  ev.message);
+    json_t *p = ru_ctl(&t.a, "peers");
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(json_array_size(json_object_get(p, "peers")), 0); /* never admitted */
+    json_decref(p);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_without_a_cluster_secret_fails_no_route_and_local_use_works)
+{
+    struct two t;
+    two_start2(&t, NULL, NULL, NULL, "");
+    uint64_t rng = 13;
+    struct ru_inst gen;
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&gen, &t.b); /* registration works without a secret */
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 5000), KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_NO_ROUTE);
+    ck_assert_ptr_nonnull(strstr(ev.message, "cluster.secret_file"));
+    json_t *ar = ru_ctl(&t.b, "arena");
+    ck_assert_ptr_nonnull(ar);
+    ck_assert(json_is_false(json_object_get(ar, "enabled")));
+    json_decref(ar);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_incompatible_instance_fails_only_its_requests)
+{
+    struct two t;
+    two_start(&t, NULL, NULL, NULL);
+    uint64_t rng = 14;
+    struct ru_inst good, bad, gen;
+    ru_inst_init(&good, TINY, "good", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&bad, TINY ",hd=16", "bad", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&good, &t.a);
+    ru_inst_register(&bad, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_event ev;
+    struct kvf_recv_args a;
+    for (int round = 0; round < 2; round++) {
+        recv_args(&gen.r[0], 100 + (uint64_t)round, "bad", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+        ck_assert_int_eq(ru_wait_event(&gen.r[0], 100 + (uint64_t)round, &ev, 10000), KVF_EV_FAILED);
+        ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s",
+                      kvf_error_to_string(ev.error), ev.message);
+        if (round == 1)
+            ck_assert_msg(strstr(ev.message, "cached"), "second verdict not cached: %s", ev.message);
+    }
+    pattern_fill(&good.r[0].l, &good.r[0].mem, &good.r[0].pids, 0, 5);
+    ck_assert_int_eq(kvf_send(good.r[0].c, 200, good.r[0].l.n_groups, good.r[0].counts,
+                              good.r[0].ids, 1), 0);
+    recv_args(&gen.r[0], 200, "good", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 200, &ev, 10000), KVF_EV_DONE);
+    ru_assert_parity(&gen.r[0], 0, 5, "the compatible instance");
+    ru_inst_free(&good);
+    ru_inst_free(&bad);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_unknown_instance_and_missing_send_time_out_per_phase)
+{
+    struct two t;
+    two_start(&t, "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n",
+              "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n", NULL);
+    uint64_t rng = 15;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_event ev;
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 1, "nosuch", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 1, &ev, 5000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE, "%s: %s", kvf_error_to_string(ev.error),
+                  ev.message);
+    uint64_t t0 = ru_now_ms();
+    recv_args(&gen.r[0], 2, "ctx", t.a.addr, &a); /* no SEND ever */
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 2, &ev, 5000), KVF_EV_FAILED);
+    uint64_t took = ru_now_ms() - t0;
+    ck_assert_msg(ev.error == KVF_E_TIMEOUT, "%s: %s", kvf_error_to_string(ev.error), ev.message);
+    /* the context daemon waits deadlines.send_wait for the SEND, then NACKs TIMEOUT */
+    ck_assert_uint_ge(took, 350);
+    ck_assert_uint_lt(took, 3000);
+    ck_assert_msg(strstr(ev.message, "send_wait"), "%s", ev.message);
+    uint64_t until = ru_now_ms() + 2000;
+    while (arena_in_use(&t.b) != 0 && ru_now_ms() < until)
+        ru_sleep_ms(20);
+    ck_assert_int_eq(arena_in_use(&t.b), 0);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_many_requests_in_flight_through_a_small_arena)
+{
+    enum { N = 12, NB = 8 };
+    struct two t;
+    two_start(&t, SMALL_ARENA, SMALL_ARENA, NULL);
+    uint64_t rng = 16;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, "tiny:tp=2,blocks=128,slots=16", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
+    ru_inst_init(&gen, "tiny:tp=2,blocks=128,slots=16", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    for (uint32_t i = 0; i < ctx.n; i++)
+        pattern_fill(&ctx.r[i].l, &ctx.r[i].mem, &ctx.r[i].pids, 0, 9);
+    /* request q lands in blocks [q*NB, (q+1)*NB) and slot q of each generation rank */
+    uint32_t ids[2][N][LAYOUT_MAX_GROUPS * (NB + 1)];
+    struct plan_ids pids[2][N];
+    uint32_t readers[8] = {0};
+    ru_readers(&ctx, &gen, -1, readers);
+    for (uint32_t q = 0; q < N; q++) {
+        for (uint32_t i = 0; i < ctx.n; i++)
+            ck_assert_int_eq(kvf_send(ctx.r[i].c, 1000 + q, ctx.r[i].l.n_groups, ctx.r[i].counts,
+                                      ctx.r[i].ids, readers[i]), 0);
+        for (uint32_t g = 0; g < gen.n; g++) {
+            struct ru_rank *r = &gen.r[g];
+            uint32_t *p = ids[g][q];
+            memset(&pids[g][q], 0, sizeof pids[g][q]);
+            for (uint32_t gr = 0; gr < r->l.n_groups; gr++) {
+                uint32_t n = r->counts[gr];
+                for (uint32_t k = 0; k < n; k++)
+                    p[k] = r->l.groups[gr].kind == GROUP_STATE ? q : q * NB + k;
+                pids[g][q].n[gr] = n;
+                pids[g][q].ids[gr] = p;
+                p += n;
+            }
+            struct kvf_recv_args a = {.req_id = 1000 + q, .ctx_instance = "ctx", .ctx_dp_rank = -1,
+                                      .ctx_home = t.a.addr, .n_groups = r->l.n_groups,
+                                      .counts = r->counts, .ids = ids[g][q]};
+            ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+        }
+    }
+    int done[2] = {0, 0}, failed = 0;
+    uint64_t until = ru_now_ms() + 60000;
+    while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until) {
+        for (uint32_t g = 0; g < gen.n; g++) {
+            struct kvf_event ev;
+            while (kvf_poll(gen.r[g].c, &ev, 5) == 1) {
+                if (ev.kind == KVF_EV_DONE)
+                    done[g]++;
+                else if (ev.kind == KVF_EV_FAILED) {
+                    fprintf(stderr, "req %llu: %s: %s\n", (unsigned long long)ev.req_id,
+                            kvf_error_to_string(ev.error), ev.message);
+                    failed++;
+                }
+            }
+        }
+    }
+    if (failed || done[0] < N || done[1] < N) {
+        ru_dump_log(&t.a, "context daemon");
+        ru_dump_log(&t.b, "generation daemon");
+    }
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(done[0], N);
+    ck_assert_int_eq(done[1], N);
+    for (uint32_t g = 0; g < gen.n; g++)
+        for (uint32_t q = 0; q < N; q++) {
+            uint32_t bp;
+            uint64_t bo;
+            char where[256];
+            ck_assert_msg(pattern_verify(&gen.r[g].l, &gen.r[g].mem, &pids[g][q], 0, 9, &bp, &bo,
+                                         where, sizeof where) == 0,
+                          "rank %u request %u: %s", g, q, where);
+        }
+    ck_assert_int_eq(arena_in_use(&t.b), 0);
+    ck_assert_int_eq(arena_in_use(&t.a), 0);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
+{
+    struct two t;
+    two_start(&t, NULL, "daemon:\n  drain_timeout: 500ms\n", NULL);
+    uint64_t rng = 17;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    uint64_t until = ru_now_ms() + 5000;
+    while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
+        ru_sleep_ms(10);
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(ru_daemon_stop(&t.b), 0);
+    ck_assert_uint_lt(ru_now_ms() - t0, 3000);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 5, &ev, 3000), KVF_EV_FAILED);
+    /* the context daemon heard of it: its flow ended (NACK or peer loss) */
+    until = ru_now_ms() + 3000;
+    while (ru_now_ms() < until) {
+        json_t *tr = ru_ctl(&t.a, "stats");
+        json_t *pe = tr ? json_object_get(tr, "peers") : NULL;
+        long long flows = pe ? json_integer_value(json_object_get(pe, "flows")) : -1;
+        long long ended = pe ? json_integer_value(json_object_get(pe, "flows_failed")) : -1;
+        json_decref(tr);
+        if (flows == 1 && ended == 1)
+            break;
+        ru_sleep_ms(20);
+    }
+    json_t *st = ru_ctl(&t.a, "stats");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(st, "peers"), "flows_failed")), 1);
+    json_decref(st);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("remote_fail");
+    TCase *tc = tcase_create("failures");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena);
+    tcase_add_test(tc, remote_peer_with_the_wrong_secret_is_refused);
+    tcase_add_test(tc, remote_without_a_cluster_secret_fails_no_route_and_local_use_works);
+    tcase_add_test(tc, remote_incompatible_instance_fails_only_its_requests);
+    tcase_add_test(tc, remote_unknown_instance_and_missing_send_time_out_per_phase);
+    tcase_add_test(tc, remote_many_requests_in_flight_through_a_small_arena);
+    tcase_add_test(tc, remote_drain_fails_waiting_requests_within_the_drain_timeout);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(suite()); }
