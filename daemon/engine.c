@@ -15,7 +15,7 @@ uint64_t engine_now(const struct engine *e) { return uv_now(&e->d->loop); }
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->n_reclaim || tab_fetching(e);
+    return e->rxs || e->txs || e->stages || e->n_reclaim || e->fwds || tab_fetching(e);
 }
 
 static void tick_cb(uv_timer_t *h)
@@ -28,6 +28,7 @@ static void tick_cb(uv_timer_t *h)
     gen_tick(e, now);
     ctx_tick(e, now);
     epeer_reclaim_due(e, now);
+    home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);
     if (!busy(e))
@@ -155,7 +156,7 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
     }
     switch (m.type) {
     case WIRE_TABLE_REQ: tab_on_table_req(e, p, flow, &m); break;
-    case WIRE_LAYOUT_FORWARD: tab_on_table_req(e, p, flow, &m); break;
+    case WIRE_LAYOUT_FORWARD: home_on_forward(e, p, &m); break;
     case WIRE_TABLE: tab_on_table(e, p, &m); break;
     case WIRE_TABLE_NACK: tab_on_table_nack(e, p, &m); break;
     case WIRE_RECV_REQ:
@@ -280,8 +281,9 @@ void engine_stop(struct engine *e)
     ctx_sweep(e);
     e->stopping = true;
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
-    epeer_free_all(e);
+    home_free_all(e);
     tab_free_all(e);
+    epeer_free_all(e);
     if (e->tick_inited && !uv_is_closing((uv_handle_t *)&e->tick))
         uv_close((uv_handle_t *)&e->tick, NULL);
 }

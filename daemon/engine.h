@@ -46,6 +46,7 @@ struct daemon;
 struct engine;
 struct transfers;
 struct xfer;
+struct reg_rank;
 
 #define ENGINE_TABLE_TTL_MS 10000u
 #define ENGINE_RECLAIM_MS 200u
@@ -65,6 +66,10 @@ struct engine *engine_free(struct engine *e);
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
 void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+
+/* Hook from the worker connection: a rank registered; when it names a home other than this
+ * daemon, its layout is forwarded there (engine_home.c). Accepts a NULL engine. */
+void engine_rank_registered(struct engine *e, struct reg_rank *rk);
 
 /* Module rows (modules.c) and control commands (ctl_cmds.c). */
 int engine_peers_status(struct daemon *d, json_t *ret);

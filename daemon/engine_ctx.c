@@ -83,28 +83,30 @@ static bool live_send(const struct xfer *s) { return s->state == XFER_WAITING ||
 
 /* ---- meeting and planning ---- */
 
-static void meet(struct tx *tx, struct xfer *s)
+/* Plans the flow against the context instance's table, then starts moving. */
+static void plan_with(struct tx *tx, const struct itable *tab)
 {
     struct engine *e = tx->e;
+    struct xfer *s = tx->send;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
-    struct reg_instance *in = registry_find(&e->d->workers->reg, q->ctx_instance);
-    tx->send = s;
-    s->eng = e; /* marker: engine_xfer_end tells us when it ends */
-    if (!registry_complete(in) || in->epoch != q->table_epoch) {
+    if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
         tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "stale table: context instance %s is at epoch "
-                "%llu here, the request planned with epoch %llu (refetch the table)",
-                q->ctx_instance, in ? (unsigned long long)in->epoch : 0ull,
-                (unsigned long long)q->table_epoch);
+                "%llu, the request planned with epoch %llu (refetch the table)", q->ctx_instance,
+                (unsigned long long)tab->epoch, (unsigned long long)q->table_epoch);
         return;
     }
-    struct plan_ids *ctx_ids = calloc(in->n_ranks, sizeof *ctx_ids);
+    if (q->writer >= tab->n) {
+        tx_fail(tx, KVF_E_BAD_REQUEST, true, "writer %u of a %u-rank instance", q->writer, tab->n);
+        return;
+    }
+    struct plan_ids *ctx_ids = calloc(tab->n, sizeof *ctx_ids);
     if (!ctx_ids) {
         tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
         return;
     }
-    for (uint32_t c = 0; c < in->n_ranks; c++) {
-        const struct layout *l = &in->table[c];
+    for (uint32_t c = 0; c < tab->n; c++) {
+        const struct layout *l = &tab->ranks[c];
         if (c == q->writer) {
             const uint32_t *p = s->items.ids;
             for (uint32_t g = 0; g < s->items.n_groups && g < LAYOUT_MAX_GROUPS; g++) {
@@ -117,7 +119,7 @@ static void meet(struct tx *tx, struct xfer *s)
                 ctx_ids[c].n[g] = l->groups[g].kind == GROUP_STATE ? 1 : PLAN_MAX_IDS;
         }
     }
-    struct plan_input pin = {.gen = &tx->gen, .ctx = in->table, .n_ctx = in->n_ranks,
+    struct plan_input pin = {.gen = &tx->gen, .ctx = tab->ranks, .n_ctx = tab->n,
                              .ctx_ids = ctx_ids, .ctx_dp_rank = q->ctx_dp_rank};
     for (uint32_t g = 0; g < q->n_groups; g++) {
         pin.gen_ids.n[g] = q->n_ids[g];
@@ -153,6 +155,64 @@ static void meet(struct tx *tx, struct xfer *s)
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
     pump(tx);
+}
+
+/* The instance's table: held here (this daemon is its home), else fetched from the rank's home
+ * (cached; ctx_table_ready continues). */
+static void get_table(struct tx *tx)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (!tx->home[0]) {
+        struct itable *t;
+        char msg[WIRE_TEXT_MAX];
+        if (home_table(e, q->ctx_instance, &t, msg, sizeof msg) < 0) {
+            tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
+            return;
+        }
+        plan_with(tx, t);
+        tab_free_one(t);
+        return;
+    }
+    int err;
+    struct itable *t = tab_get(e, q->ctx_instance, tx->home, &err);
+    if (err < 0) {
+        tx_fail(tx, KVF_E_PEER_UNREACHABLE, true, "home %s of %s: %s", tx->home, q->ctx_instance,
+                strerror(-err));
+    } else if (!t) {
+        tx->wait_table = true;
+    } else if (t->epoch != q->table_epoch && !tx->refetched) {
+        tx->refetched = true; /* our cached copy may be the stale one */
+        tab_drop(e, t);
+        get_table(tx);
+    } else {
+        plan_with(tx, t);
+    }
+}
+
+void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        if (tx->ended || !tx->wait_table || strcmp(tx->home, tab->home) != 0 ||
+            strcmp(tx->rr.u.recv_req.ctx_instance, tab->instance) != 0)
+            continue;
+        tx->wait_table = false;
+        if (err)
+            tx_fail(tx, (kvf_error_t)err, true, "%s", msg);
+        else
+            plan_with(tx, tab);
+    }
+}
+
+static void meet(struct tx *tx, struct xfer *s)
+{
+    struct engine *e = tx->e;
+    tx->send = s;
+    s->eng = e; /* marker: engine_xfer_end tells us when it ends */
+    const char *home = s->rank->home;
+    if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))
+        snprintf(tx->home, sizeof tx->home, "%s", home);
+    get_table(tx);
 }
 
 static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)

@@ -106,6 +106,8 @@ struct tx {
     struct layout gen;           /* decoded from rr */
     struct xfer *send;           /* borrowed until engine_xfer_end; NULL before the meeting */
     bool planned, ended, done_sent;
+    bool wait_table, refetched;  /* waiting for the instance's table from its home */
+    char home[WIRE_ADDR_MAX];    /* the writer rank's home when it is not this daemon */
     struct plan plan;
     const struct plan_writer *pw;
     uint64_t sent, completed;    /* extent bytes handed to the link, completed */
@@ -133,6 +135,28 @@ struct stage {
     struct stage *next;
 };
 
+/* Non-home side: a registration to forward to its instance's home. */
+struct fwd_out {
+    char home[WIRE_ADDR_MAX];
+    char instance[LAYOUT_NAME_MAX];
+    uint32_t rank;
+    char *json;                  /* owned: the layout */
+    struct epeer *peer;          /* the home, once connecting */
+    bool sent;
+    struct fwd_out *next;
+};
+
+/* Home side: the layouts other daemons forwarded for one instance. */
+struct fwd_inst {
+    char instance[LAYOUT_NAME_MAX];
+    uint32_t n;                  /* tp * pp */
+    struct layout *ranks;        /* owned, n */
+    char (*addrs)[WIRE_ADDR_MAX]; /* owned, n */
+    bool *have;                  /* owned, n */
+    uint64_t epoch;
+    struct fwd_inst *next;
+};
+
 struct engine_counters {
     uint64_t remote_recvs, remote_done, remote_failed;
     uint64_t flows, flows_done, flows_failed;
@@ -158,6 +182,8 @@ struct engine {
     struct rx *rxs;
     struct tx *txs;
     struct stage *stages;        /* in flight */
+    struct fwd_out *fwds;        /* registrations still to forward */
+    struct fwd_inst *fwd_insts;  /* as a home: forwarded layouts */
     struct reclaim {
         uint64_t key, at_ms;
     } reclaim[64];
@@ -194,8 +220,19 @@ void tab_peer_up(struct engine *e, struct epeer *p);
 void tab_peer_down(struct engine *e, struct epeer *p);
 bool tab_fetching(const struct engine *e);
 void tab_free_all(struct engine *e);
-/* The local registry's complete table of instance as layouts (borrowed) and n, or NULL. */
-const struct layout *tab_local(struct engine *e, const char *instance, uint32_t *n, uint64_t *epoch);
+
+void tab_ready(struct engine *e, struct itable *t, int err, const char *msg);
+struct itable *tab_free_one(struct itable *t);
+
+/* engine_home.c */
+void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m);
+/* The table this daemon holds as the home of instance: 0 and a new READY itable (free with
+ * tab_free_one), or -ENOENT / -ENOMEM with a message. */
+int home_table(struct engine *e, const char *instance, struct itable **ret, char *msg, size_t len);
+void home_tick(struct engine *e);
+void home_peer_down(struct engine *e, struct epeer *p);
+void home_sweep(struct engine *e);
+void home_free_all(struct engine *e);
 
 /* engine_gen.c */
 void gen_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *home);
@@ -226,6 +263,7 @@ void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
 void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);
 void ctx_tick(struct engine *e, uint64_t now);
+void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
 

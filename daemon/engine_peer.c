@@ -66,6 +66,7 @@ void epeer_up(struct engine *e, struct link_peer *lp)
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
     tab_peer_up(e, p);
+    home_tick(e);
     gen_peer_up(e, p);
     gen_sweep(e);
     ctx_sweep(e);
@@ -85,6 +86,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
                  strerror(-err));
     }
     tab_peer_down(e, p);
+    home_peer_down(e, p);
     gen_peer_down(e, p, err);
     ctx_peer_down(e, p, err);
     gen_sweep(e);

@@ -14,16 +14,20 @@
 #include "registry.h"
 #include "workers.h"
 
-const struct layout *tab_local(struct engine *e, const char *instance, uint32_t *n, uint64_t *epoch)
+void tab_ready(struct engine *e, struct itable *t, int err, const char *msg)
 {
-    if (!e->d->workers)
-        return NULL;
-    struct reg_instance *in = registry_find(&e->d->workers->reg, instance);
-    if (!registry_complete(in) || in->role != ROLE_CONTEXT)
-        return NULL;
-    *n = in->n_ranks;
-    *epoch = in->epoch;
-    return in->table;
+    gen_table_ready(e, t, err, msg);
+    ctx_table_ready(e, t, err, msg);
+}
+
+struct itable *tab_free_one(struct itable *t)
+{
+    if (t) {
+        free(t->ranks);
+        free(t->addrs);
+        free(t);
+    }
+    return NULL;
 }
 
 static void table_nack(struct epeer *p, uint64_t flow, const char *instance, kvf_error_t code,
@@ -46,39 +50,36 @@ void tab_on_table_req(struct engine *e, struct epeer *p, uint64_t flow, const st
         return;
     }
     const char *inst = m->u.table_req.instance;
-    uint32_t n;
-    uint64_t epoch;
-    const struct layout *ls = tab_local(e, inst, &n, &epoch);
     char msg[WIRE_TEXT_MAX];
-    if (!ls) {
-        snprintf(msg, sizeof msg, "context instance %s is not complete at its home %s (every "
-                 "rank must register there)", inst, e->self_addr[0] ? e->self_addr : "(no listener)");
-        table_nack(p, flow, inst, KVF_E_UNKNOWN_INSTANCE, msg);
-        return;
-    }
+    struct itable *h = NULL;
     if (!e->self_addr[0]) {
         table_nack(p, flow, inst, KVF_E_NO_ROUTE, "the home daemon has no listener (listen.port 0)");
         return;
     }
+    if (home_table(e, inst, &h, msg, sizeof msg) < 0) {
+        table_nack(p, flow, inst, KVF_E_UNKNOWN_INSTANCE, msg);
+        return;
+    }
+    uint32_t n = h->n;
     struct wire_rank *ranks = calloc(n, sizeof *ranks);
     char **texts = calloc(n, sizeof *texts);
     int rc = ranks && texts ? 0 : -ENOMEM;
     for (uint32_t i = 0; rc == 0 && i < n; i++) {
-        json_t *o = layout_to_jobj(&ls[i]);
+        json_t *o = layout_to_jobj(&h->ranks[i]);
         texts[i] = o ? json_dumps(o, JSON_COMPACT) : NULL;
         json_decref(o);
         if (!texts[i]) {
             rc = -ENOMEM;
             break;
         }
-        snprintf(ranks[i].addr, sizeof ranks[i].addr, "%s", e->self_addr);
+        snprintf(ranks[i].addr, sizeof ranks[i].addr, "%s", h->addrs[i]);
         ranks[i].json = texts[i];
         ranks[i].json_len = (uint32_t)strlen(texts[i]);
     }
     if (rc == 0) {
         struct wire_msg t = {.type = WIRE_TABLE};
         snprintf(t.u.table.instance, sizeof t.u.table.instance, "%s", inst);
-        t.u.table.epoch = epoch;
+        t.u.table.epoch = h->epoch;
         t.u.table.n_ranks = n;
         t.u.table.ranks = ranks;
         rc = engine_send_msg(p, flow, &t);
@@ -91,6 +92,7 @@ void tab_on_table_req(struct engine *e, struct epeer *p, uint64_t flow, const st
         free(texts[i]);
     free(texts);
     free(ranks);
+    tab_free_one(h);
 }
 
 static struct itable *find(struct engine *e, const char *instance, const char *home)
@@ -130,7 +132,7 @@ static void send_req(struct engine *e, struct itable *t)
     if (engine_send_msg(t->peer, 0, &m) < 0) {
         char msg[WIRE_TEXT_MAX];
         snprintf(msg, sizeof msg, "could not ask home %s for the table of %s", t->home, t->instance);
-        gen_table_ready(e, t, KVF_E_PEER_UNREACHABLE, msg);
+        tab_ready(e, t, KVF_E_PEER_UNREACHABLE, msg);
         tab_drop(e, t);
     }
 }
@@ -226,7 +228,7 @@ void tab_on_table(struct engine *e, struct epeer *p, const struct wire_msg *m)
         char m2[WIRE_TEXT_MAX * 2];
         snprintf(m2, sizeof m2, "table of %s from %s refused: %s", t->instance, t->home, msg);
         log_warn("engine: %s", m2);
-        gen_table_ready(e, t, KVF_E_BAD_REQUEST, m2);
+        tab_ready(e, t, KVF_E_BAD_REQUEST, m2);
         tab_drop(e, t);
         return;
     }
@@ -240,7 +242,7 @@ void tab_on_table(struct engine *e, struct epeer *p, const struct wire_msg *m)
     e->c.tables_fetched++;
     log_debug("engine: table of %s from %s: %u ranks, epoch %llu", t->instance, t->home, t->n,
               (unsigned long long)t->epoch);
-    gen_table_ready(e, t, 0, NULL);
+    tab_ready(e, t, 0, NULL);
 }
 
 void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg *m)
@@ -250,7 +252,7 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
         if (t->state == TAB_FETCHING && t->peer == p && strcmp(t->instance, n->instance) == 0) {
             char msg[WIRE_TEXT_MAX * 2];
             snprintf(msg, sizeof msg, "home %s: %s", t->home, n->message);
-            gen_table_ready(e, t, n->code, msg);
+            tab_ready(e, t, n->code, msg);
             tab_drop(e, t);
             return;
         }
@@ -265,7 +267,7 @@ void tab_tick(struct engine *e, uint64_t now)
             snprintf(msg, sizeof msg, "home %s did not send the table of %s within %llu ms "
                      "(deadlines.lookup)", t->home, t->instance,
                      (unsigned long long)e->d->cfg.deadlines_lookup_ms);
-            gen_table_ready(e, t, KVF_E_TIMEOUT, msg);
+            tab_ready(e, t, KVF_E_TIMEOUT, msg);
             tab_drop(e, t);
         } else if (t->state == TAB_READY && now - t->fetched_ms > 6 * ENGINE_TABLE_TTL_MS) {
             tab_drop(e, t);
@@ -288,7 +290,7 @@ void tab_peer_down(struct engine *e, struct epeer *p)
         if (t->state == TAB_FETCHING && t->peer == p) {
             char msg[WIRE_TEXT_MAX];
             snprintf(msg, sizeof msg, "home %s of %s is unreachable", t->home, t->instance);
-            gen_table_ready(e, t, p->up ? KVF_E_PEER_LOST : KVF_E_PEER_UNREACHABLE, msg);
+            tab_ready(e, t, p->up ? KVF_E_PEER_LOST : KVF_E_PEER_UNREACHABLE, msg);
             tab_drop(e, t);
         }
     }

@@ -24,6 +24,8 @@ struct reg_rank {
     struct reg_instance *inst;    /* borrowed: owned by the registry */
     uint64_t worker_id;
     uint64_t registered_ms;
+    char home[256];               /* the instance's home daemon "host:port" as REGISTER named
+                                   * it; "" = this daemon (engine_home.c) */
 };
 
 struct reg_instance {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "engine.h"
 #include "workers.h"
 
 #define WCONN_READS_PER_WAKEUP 16 /* so one busy worker cannot starve the loop */
@@ -228,6 +229,8 @@ static void on_register(struct wconn *c, struct proto_register *g)
         goto out;
     }
     c->rank = rk;
+    snprintf(rk->home, sizeof rk->home, "%s", g->home);
+    engine_rank_registered(c->w->d->engine, rk);
     c->w->counters.registered++;
     log_info("worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u)",
              (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),

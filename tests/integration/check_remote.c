@@ -152,6 +152,61 @@ START_TEST(remote_larger_than_the_arena_over_tcp_lands_by_rendezvous)
 }
 END_TEST
 
+/* A context instance spread over two daemons: rank i registers with daemon A (its home) when i
+ * is even, with daemon C when odd (C forwards its layouts to A). The generation daemon B asks A
+ * for the table and pulls each writer's extent from the daemon hosting it. */
+static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_blocks)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\n";
+    two_start(&t, extra, extra, NULL);
+    struct ru_daemon c;
+    ck_assert_int_eq(ru_daemon_start(&c, t.top, "c", 1, t.secret, extra), 0);
+    uint64_t rng = 0xabcdef ^ n_blocks;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_blocks, &rng, 0x5a);
+    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_blocks, &rng, RU_POISON);
+    for (uint32_t i = 0; i < ctx.n; i++)
+        ru_rank_register(&ctx, i, i % 2 ? &c : &t.a, t.a.addr);
+    ru_inst_register(&gen, &t.b);
+    /* the forward is asynchronous: wait until the home knows every rank */
+    uint64_t until = ru_now_ms() + 5000;
+    while (ru_now_ms() < until) {
+        json_t *st = ru_ctl(&c, "stats");
+        long long fw = json_integer_value(json_object_get(json_object_get(st, "peers"),
+                                                          "layouts_forwarded"));
+        json_decref(st);
+        if (fw == (long long)(ctx.n / 2))
+            break;
+        ru_sleep_ms(10);
+    }
+    int ok = move_one(&t, &ctx, &gen, 77, n_blocks, n_blocks, -1, 0x777);
+    json_t *sc = ru_ctl(&c, "stats");
+    json_int_t c_chunks = json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_put")) +
+                          json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_am"));
+    json_decref(sc);
+    if (!ok)
+        ru_dump_log(&c, "second context daemon");
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    ck_assert_int_eq(ru_daemon_stop(&c), 0);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "%s (spread over two daemons) -> %s did not complete", ctx_spec, gen_spec);
+    ck_assert_int_gt(c_chunks, 0); /* the forwarded ranks' daemon moved bytes itself */
+}
+
+START_TEST(remote_context_spread_over_two_daemons_tp2_to_tp2)
+{
+    spread_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 6);
+}
+END_TEST
+
+START_TEST(remote_context_pp2_stages_on_two_daemons_to_pp1)
+{
+    spread_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 6);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote");
@@ -167,6 +222,11 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);
     tcase_add_test(tc, remote_larger_than_the_arena_over_tcp_lands_by_rendezvous);
     suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("home");
+    tcase_set_timeout(tc2, 90);
+    tcase_add_test(tc2, remote_context_spread_over_two_daemons_tp2_to_tp2);
+    tcase_add_test(tc2, remote_context_pp2_stages_on_two_daemons_to_pp1);
+    suite_add_tcase(s, tc2);
     return s;
 }
 

@@ -323,12 +323,13 @@ static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char
     free(ls);
 }
 
-/* Connects and registers every rank with the daemon. */
-static inline void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d)
+/* Connects and registers rank i with daemon d, naming home (NULL: d itself). */
+static inline void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
+                                    const char *home)
 {
-    for (uint32_t i = 0; i < in->n; i++) {
+    {
         struct ru_rank *r = &in->r[i];
-        struct kvf_options o = {.no_reconnect = 1, .connect_timeout_ms = 10000};
+        struct kvf_options o = {.no_reconnect = 1, .connect_timeout_ms = 10000, .home = home};
         ck_assert_int_eq(kvf_connect(d->worker, &o, &r->c), 0);
         json_t *j = layout_to_jobj(&r->l);
         char *txt = json_dumps(j, JSON_COMPACT);
@@ -343,6 +344,13 @@ static inline void ru_inst_register(struct ru_inst *in, const struct ru_daemon *
         free(txt);
         ck_assert_msg(rc == 0, "register rank %u: %d %s", i, rc, err);
     }
+}
+
+/* Connects and registers every rank with the daemon. */
+static inline void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d)
+{
+    for (uint32_t i = 0; i < in->n; i++)
+        ru_rank_register(in, i, d, NULL);
 }
 
 static inline void ru_inst_free(struct ru_inst *in)
