@@ -83,6 +83,8 @@ static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const cha
     finish(t, x, PROTO_EV_FAILED, err, 0, msg);
 }
 
+static void tally_expire(struct transfers *t, uint64_t now);
+
 static void sweep(struct transfers *t)
 {
     for (struct xfer **pp = &t->list; *pp;) {
@@ -96,7 +98,7 @@ static void sweep(struct transfers *t)
             pp = &x->next;
         }
     }
-    if (t->n == 0)
+    if (t->n == 0 && !t->tallies)
         uv_timer_stop(&t->tick);
 }
 
@@ -110,12 +112,67 @@ static struct xfer *find_send(struct transfers *t, const struct reg_rank *rank, 
     return NULL;
 }
 
+static struct xfer_tally *tally_find(struct transfers *t, const char *inst, uint64_t req_id)
+{
+    for (struct xfer_tally *y = t->tallies; y; y = y->next)
+        if (y->req_id == req_id && strcmp(y->ctx_instance, inst) == 0)
+            return y;
+    return NULL;
+}
+
+static struct xfer_tally *tally_bump(struct transfers *t, const char *inst, uint64_t req_id)
+{
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    struct xfer_tally *y = tally_find(t, inst, req_id);
+    if (!y) {
+        y = calloc(1, sizeof *y);
+        if (!y)
+            return NULL;
+        snprintf(y->ctx_instance, sizeof y->ctx_instance, "%s", inst);
+        y->req_id = req_id;
+        y->next = t->tallies;
+        t->tallies = y;
+    }
+    y->done++;
+    y->expires_ms = now_ms(t) + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
+    return y;
+}
+
+static void tally_expire(struct transfers *t, uint64_t now)
+{
+    for (struct xfer_tally **pp = &t->tallies; *pp;) {
+        struct xfer_tally *y = *pp;
+        if (now >= y->expires_ms || t->w->stopped) {
+            *pp = y->next;
+            free(y);
+        } else {
+            pp = &y->next;
+        }
+    }
+}
+
+/* A SEND learns how many RECVs of its request completed; SENT when that reaches n_readers. */
+static void serve(struct transfers *t, struct xfer *s, uint32_t done)
+{
+    s->served = done;
+    if (s->n_readers > 0 && s->served >= s->n_readers) {
+        char m[96];
+        snprintf(m, sizeof m, "%u of %u readers served", s->served, s->n_readers);
+        finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
+    }
+}
+
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
     if (terminal(r) || r->state != XFER_WAITING || r->eng)
         return;
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    if (in && in->role != ROLE_CONTEXT) {
+        fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
+             r->ctx_instance);
+        return;
+    }
     if (!registry_complete(in))
         return;
     char msg[PROTO_MSG_MAX + 1];
@@ -142,16 +199,11 @@ static void try_run(struct transfers *t, struct xfer *r)
     }
     t->counters.bytes_local += bytes;
     finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
+    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
     for (uint32_t c = 0; c < in->n_ranks; c++) {
-        struct xfer *s = sends[c];
-        if (!s || !writers[c])
-            continue;
-        s->served++;
-        if (s->n_readers > 0 && s->served >= s->n_readers) {
-            char m[96];
-            snprintf(m, sizeof m, "served %u of %u readers", s->served, s->n_readers);
-            finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
-        }
+        struct xfer *s = writers[c] ? sends[c] : find_send(t, in->ranks[c], r->req_id);
+        if (s)
+            serve(t, s, ty ? ty->done : s->served + 1);
     }
 out:
     free(writers);
@@ -246,6 +298,9 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     snprintf(s->ctx_instance, sizeof s->ctx_instance, "%s", c->rank->layout.instance);
     s->n_readers = m->n_readers;
     s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
+    struct xfer_tally *ty = tally_find(t, s->ctx_instance, s->req_id);
+    if (ty)
+        serve(t, s, ty->done);
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == 'R' && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
             try_run(t, x);
@@ -264,20 +319,23 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     snprintf(r->ctx_instance, sizeof r->ctx_instance, "%s", m->ctx_instance);
     r->ctx_dp_rank = m->ctx_dp_rank;
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
+    r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
     if (!in && m->ctx_home[0] && t->w->d->engine)
         engine_recv(t->w->d->engine, t, r, m->ctx_home);
     else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
              "inter-daemon path to it", m->ctx_instance, m->ctx_home);
-    else if (!in)
-        fail(t, r, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s is registered with "
-             "this daemon", m->ctx_instance);
-    else if (in->role != ROLE_CONTEXT)
-        fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
-             m->ctx_instance);
     else
-        try_run(t, r);
+        try_run(t, r); /* an unknown instance is waited for until lookup_deadline_ms */
+    sweep(t);
+}
+
+void transfers_registered(struct transfers *t, const char *instance)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (x->side == 'R' && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
+            try_run(t, x);
     sweep(t);
 }
 
@@ -310,6 +368,12 @@ static void tick_cb(uv_timer_t *h)
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
     for (struct xfer *x = t->list; x; x = x->next) {
+        if (!terminal(x) && x->side == 'R' && !x->eng && now >= x->lookup_deadline_ms &&
+            !registry_find(&t->w->reg, x->ctx_instance)) {
+            fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
+                 "this daemon within deadlines.lookup", x->ctx_instance);
+            continue;
+        }
         if (terminal(x) || now < x->deadline_ms)
             continue;
         if (x->side == 'R')
@@ -326,6 +390,7 @@ static void tick_cb(uv_timer_t *h)
                  "released", (unsigned long long)x->req_id,
                  (unsigned long long)(x->deadline_ms - x->created_ms));
     }
+    tally_expire(t, now);
     sweep(t);
 }
 
@@ -345,6 +410,7 @@ void transfers_stop(struct transfers *t)
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x))
             fail(t, x, KVF_E_CANCELLED, "the daemon is stopping");
+    tally_expire(t, UINT64_MAX);
     sweep(t);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);
@@ -364,13 +430,9 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
 {
     if (terminal(s))
         return;
-    s->served++;
     s->bytes += bytes;
-    if (s->n_readers > 0 && s->served >= s->n_readers) {
-        char m[96];
-        snprintf(m, sizeof m, "served %u of %u readers", s->served, s->n_readers);
-        transfers_end(t, s, KVF_OK, s->bytes, m);
-    }
+    serve(t, s, s->served + 1);
+    sweep(t);
 }
 
 json_t *transfers_json(const struct transfers *t, uint64_t now)

@@ -1,11 +1,15 @@
 /* transfers.h: the requests in flight of the local path (DESIGN.md §7). A SEND from a context
  * rank and the RECVs of generation ranks meet by (context instance, request id), in either
  * order. A RECV is checked and planned against the context instance's table when it arrives
- * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only), waits until every
+ * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only; an instance not
+ * registered yet is waited for up to deadlines.lookup, then UNKNOWN_INSTANCE), waits until every
  * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
- * A SEND ends with SENT when n_readers RECVs that needed this rank completed (n_readers > 0), or
- * at its deadline (deadlines.send_wait + deadlines.transfer): SENT if it served at least one
- * reader, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * n_readers of a SEND is the number of generation ranks that will RECV this request from this
+ * context instance (e.g. the generation instance's rank count), whether or not each needs this
+ * particular rank's bytes: completed RECVs are tallied per (context instance, request id), so
+ * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
+ * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
+ * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
  * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
@@ -47,9 +51,19 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
                                  * NULL on the local path; told by engine_xfer_end at the end */
     struct xfer *next;
+};
+
+/* Completed RECVs of one (context instance, request id), kept until the SENDs' deadline. */
+struct xfer_tally {
+    char ctx_instance[64];
+    uint64_t req_id;
+    uint32_t done;
+    uint64_t expires_ms;
+    struct xfer_tally *next;
 };
 
 struct transfers_counters {
@@ -61,6 +75,7 @@ struct transfers {
     struct workers *w;          /* borrowed: owns us */
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
     struct xfer *list;          /* owned */
+    struct xfer_tally *tallies; /* owned */
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
@@ -73,6 +88,8 @@ void transfers_stop(struct transfers *t);
 /* Take ownership of m's ids (left NULL in m). */
 void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m);
 void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m);
+/* A rank of `instance` registered: RECVs waiting for it are looked at again. */
+void transfers_registered(struct transfers *t, const char *instance);
 void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
 /* The connection is closing: its requests end without events; RECVs of other connections that
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */

@@ -236,6 +236,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
              (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),
              layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank, l.pp_size);
     registered(c, KVF_OK, "registered");
+    transfers_registered(&c->w->xt, l.instance);
 out:
     fdpass_close_all(fds, nfds); /* mapped or refused: the daemon keeps no fds */
 }

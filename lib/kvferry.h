@@ -108,8 +108,12 @@ int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf
 
 /* Context rank: the request's data is in these items and will stay until KVF_EV_SENT (or
  * FAILED). counts[g] ids per group of the layout (state groups: 1 slot), ids concatenated.
- * n_readers: generation ranks that will read this rank's data (0: unknown; the daemon then
- * releases the SEND when its send-wait deadline passes with at least one reader served).
+ * n_readers: how many generation ranks will RECV this request from this context instance (for
+ * example the generation instance's rank count), whether or not each needs this rank's bytes;
+ * SENT comes when that many RECVs completed. 0: unknown; the daemon then releases the SEND at
+ * its deadline (deadlines.send_wait + deadlines.transfer): SENT if a RECV completed, else
+ * FAILED/TIMEOUT. Either event means the items may be reused.
+ * Host pool memfds must be sealed with F_SEAL_SHRINK (kvf_register is refused otherwise).
  * Returns 0, -EINVAL, -EEXIST (id in flight), -EBUSY (max in flight), -ENOTCONN, -EMSGSIZE. */
 int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,
              const uint32_t *ids, uint32_t n_readers);
