@@ -20,7 +20,7 @@
 #define LINK_SPINS 1024
 #define LINK_TICK_MS 100
 
-enum { PEND_CONN, PEND_RNDV };
+enum { PEND_CONN, PEND_RNDV, PEND_DONE };
 
 struct link_pending {
     struct link_pending *next;
@@ -31,6 +31,8 @@ struct link_pending {
     void *desc;
     size_t len, hdr_len;
     uint8_t hdr[LINK_HDR_MAX];
+    link_done_cb cb; /* PEND_DONE */
+    void *arg;
 };
 
 int link_err_from_ucs(ucs_status_t s)
@@ -98,6 +100,20 @@ void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const v
     link_queue(l, w);
 }
 
+int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+{
+    if (!cb)
+        return 0;
+    struct link_pending *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->kind = PEND_DONE;
+    w->cb = cb;
+    w->arg = arg;
+    link_queue(l, w);
+    return 0;
+}
+
 static void link_run_pending(struct link *l)
 {
     struct link_pending *w;
@@ -105,7 +121,9 @@ static void link_run_pending(struct link *l)
         l->pending_head = w->next;
         if (!l->pending_head)
             l->pending_tail = NULL;
-        if (w->kind == PEND_CONN) {
+        if (w->kind == PEND_DONE) {
+            w->cb(w->arg, 0);
+        } else if (w->kind == PEND_CONN) {
             if (l->freeing || link_peer_accept(l, w->conn) < 0)
                 ucp_listener_reject(l->listener, w->conn);
         } else {
@@ -231,8 +249,12 @@ static int link_ucx_init(struct link *l)
     ucs_status_t s = ucp_config_read(NULL, NULL, &uc);
     if (s != UCS_OK)
         return link_err_from_ucs(s);
-    ucp_config_modify(uc, "MM_ERROR_HANDLING", "y"); /* trap 1: keep sysv/posix with PEER mode */
     const char *tls = l->cfg.tls ? l->cfg.tls : (l->cfg.no_shm ? "^sysv,posix" : NULL);
+    /* trap 1: PEER error handling drops sysv/posix unless MM_ERROR_HANDLING (UCX warns about
+     * the key when no mm transport is left, so set it only when one can be) */
+    if (!tls || (!l->cfg.no_shm && (tls[0] == '^' || strstr(tls, "sysv") || strstr(tls, "posix") ||
+                                    strstr(tls, "sm") || strstr(tls, "all"))))
+        ucp_config_modify(uc, "MM_ERROR_HANDLING", "y");
     snprintf(l->tls_desc, sizeof(l->tls_desc), "%s", tls ? tls : "all");
     if (tls && (s = ucp_config_modify(uc, "TLS", tls)) != UCS_OK) {
         log_error("link: transports \"%s\": %s", tls, ucs_status_string(s));

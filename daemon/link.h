@@ -131,8 +131,9 @@ void link_peer_set_data(struct link_peer *p, void *data);
 void *link_peer_data(const struct link_peer *p);
 
 /* Sends a typed message to a READY peer. hdr (<= LINK_HDR_MAX) is copied; data (may be NULL with
- * len 0) is borrowed until cb. cb runs exactly once, possibly before link_send returns. Returns 0,
- * or -errno without calling cb (-ENOTCONN: peer not READY, -EMSGSIZE: header too large). */
+ * len 0) is borrowed until cb. cb (may be NULL) runs exactly once, from the loop, never before
+ * link_send returns (an immediate completion is deferred: trap 7). Returns 0, or -errno without
+ * calling cb (-ENOTCONN: peer not READY, -EMSGSIZE: header too large). */
 int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
               size_t len, link_done_cb cb, void *arg);
 

@@ -87,6 +87,9 @@ struct link {
 
 /* link.c */
 void link_kick(struct link *l);                 /* progress soon, from the loop */
+/* Runs cb(arg, 0) from the loop after this progress round: an operation that completed at once
+ * (trap 7) still reports later, never before the call that started it returns. */
+int link_defer_done(struct link *l, link_done_cb cb, void *arg);
 void link_defer_conn(struct link *l, ucp_conn_request_h req);
 void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
                      size_t hdr_len, void *desc, size_t len);

@@ -5,7 +5,7 @@
  * rendezvous payload is announced by a descriptor: the callback returns UCS_INPROGRESS and the
  * link, after the progress round, asks on_rndv for a buffer and receives straight into it with
  * ucp_am_recv_data_nbx. Sends keep the header in the request (the link copies it) and borrow the
- * payload until completion; a send that completes at once (NULL) runs its callback here (trap 7).
+ * payload until completion; a send that completes at once (NULL) reports from the loop (trap 7).
  * Limits enforced on input: header length, payload length (cfg.max_payload). */
 #include "link_int.h"
 
@@ -76,13 +76,14 @@ int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hd
     };
     ucs_status_ptr_t s = ucp_am_send_nbx(p->ep, am_id, r->hdr, hdr_len, data, len, &rp);
     link_kick(p->link);
-    if (s == NULL) {
-        send_done(NULL, UCS_OK, r);
-        return 0;
-    }
     if (UCS_PTR_IS_ERR(s)) {
         free(r);
         return link_err_from_ucs(UCS_PTR_STATUS(s));
+    }
+    if (s == NULL) { /* done at once (trap 7): report from the loop, not from inside this call */
+        int rc = link_defer_done(p->link, cb, arg);
+        free(r);
+        return rc;
     }
     return 0;
 }

@@ -101,17 +101,13 @@ static void rma_done(void *request, ucs_status_t status, void *user_data)
 static int rma_finish(struct link *l, ucs_status_ptr_t s, struct rma_req *r)
 {
     link_kick(l);
-    if (s == NULL) {
-        rma_done(NULL, UCS_OK, r);
+    if (s != NULL && !UCS_PTR_IS_ERR(s))
         return 0;
-    }
-    if (UCS_PTR_IS_ERR(s)) {
-        if (r->rkey)
-            ucp_rkey_destroy(r->rkey);
-        free(r);
-        return link_err_from_ucs(UCS_PTR_STATUS(s));
-    }
-    return 0;
+    if (r->rkey)
+        ucp_rkey_destroy(r->rkey);
+    int rc = s == NULL ? link_defer_done(l, r->cb, r->arg) : link_err_from_ucs(UCS_PTR_STATUS(s));
+    free(r);
+    return rc;
 }
 
 static int rma_put(struct link_peer *p, const void *local, size_t len, uint64_t raddr,

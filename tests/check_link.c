@@ -27,13 +27,13 @@ static void teardown(void)
 static struct link_config cfg_server(const char *secret)
 {
     return (struct link_config){.listen_host = "127.0.0.1", .secret_path = secret,
-                                .arena_bytes = 16 << 20, .handshake_timeout_ms = 3000};
+                                .arena_bytes = 16 << 20, .handshake_timeout_ms = lt_ms(3000)};
 }
 
 static struct link_config cfg_client(const char *secret)
 {
     return (struct link_config){.secret_path = secret, .arena_bytes = 16 << 20,
-                                .handshake_timeout_ms = 3000};
+                                .handshake_timeout_ms = lt_ms(3000)};
 }
 
 static void quit_server(struct lt *t)
@@ -330,6 +330,10 @@ static Suite *link_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_ok_exchanges_ids_and_reports_status);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("refusal");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_wrong_secret_is_refused_on_both_sides_and_nothing_delivered);
     tcase_add_test(tc, link_version_mismatch_is_refused);
     suite_add_tcase(s, tc);

@@ -6,6 +6,7 @@
 #define KVF_LINKUTIL_H
 
 #include "link.h"
+#include "log.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -216,6 +217,8 @@ static void lt_on_msg(void *arg, struct link_peer *p, uint16_t type, const void 
 static inline int lt_open(struct lt *t, const struct link_config *cfg)
 {
     memset(t, 0, sizeof(*t));
+    if (getenv("KVF_TEST_DEBUG"))
+        log_set_level(LOG_LVL_DEBUG);
     ck_assert_int_eq(uv_loop_init(&t->loop), 0);
     struct link_ops ops = {.on_peer_up = lt_on_up, .on_peer_down = lt_on_down,
                            .on_msg = lt_on_msg, .on_rndv = lt_on_rndv, .arg = t};
@@ -233,6 +236,14 @@ static inline int lt_close(struct lt *t)
     return uv_loop_close(&t->loop);
 }
 
+/* Timeouts are multiplied by $KVF_TEST_SLOW (e.g. 20 under valgrind). */
+static inline unsigned lt_ms(unsigned ms)
+{
+    const char *e = getenv("KVF_TEST_SLOW");
+    unsigned k = e ? (unsigned)atoi(e) : 1;
+    return ms * (k ? k : 1);
+}
+
 static void lt_timeout_cb(uv_timer_t *h)
 {
     *(int *)h->data = 1;
@@ -245,7 +256,7 @@ static inline int lt_run_until(struct lt *t, const int *flag, int want, unsigned
     uv_timer_t tm;
     uv_timer_init(&t->loop, &tm);
     tm.data = &timed_out;
-    uv_timer_start(&tm, lt_timeout_cb, timeout_ms, 0);
+    uv_timer_start(&tm, lt_timeout_cb, lt_ms(timeout_ms), 0);
     while (*flag < want && !timed_out)
         uv_run(&t->loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&tm, NULL);
@@ -269,10 +280,11 @@ static void lt_lifetime_cb(uv_timer_t *h)
     uv_stop(h->loop);
 }
 
-/* Forks a server with cfg; returns its pid and writes its port. Its stats come back on
- * *stats_fd at exit (read with lt_server_wait). lifetime_ms bounds it. */
-static inline pid_t lt_server_start(const struct link_config *cfg, unsigned lifetime_ms,
-                                    uint16_t *port_ret, int *stats_fd)
+/* Forks a server with cfg. With gate_fd >= 0 the child first reads a port (uint16) from it and
+ * listens there: fork it before this process starts UCX (a forked UCX process has no async
+ * thread), open the gate later. Its port comes on *port_fd, its stats on *stats_fd at exit. */
+static inline pid_t lt_server_fork(const struct link_config *cfg, unsigned lifetime_ms,
+                                   int gate_fd, int *port_fd, int *stats_fd)
 {
     int pp[2], sp[2];
     ck_assert_int_eq(pipe(pp), 0);
@@ -283,16 +295,20 @@ static inline pid_t lt_server_start(const struct link_config *cfg, unsigned life
         close(pp[0]);
         close(sp[0]);
         lt_is_server = 1;
+        struct link_config c = *cfg;
+        if (gate_fd >= 0 && read(gate_fd, &c.listen_port, sizeof(c.listen_port)) !=
+                                sizeof(c.listen_port))
+            _exit(2);
         struct lt t;
         uint16_t port = 0;
-        if (lt_open(&t, cfg) == 0)
+        if (lt_open(&t, &c) == 0)
             port = link_listen_port(t.link);
         if (write(pp[1], &port, sizeof(port)) != sizeof(port) || !port)
             _exit(2);
         close(pp[1]);
         uv_timer_t life;
         uv_timer_init(&t.loop, &life);
-        uv_timer_start(&life, lt_lifetime_cb, lifetime_ms, 0);
+        uv_timer_start(&life, lt_lifetime_cb, lt_ms(lifetime_ms), 0);
         uv_run(&t.loop, UV_RUN_DEFAULT);
         uv_close((uv_handle_t *)&life, NULL);
         struct link_stats st;
@@ -304,10 +320,27 @@ static inline pid_t lt_server_start(const struct link_config *cfg, unsigned life
     }
     close(pp[1]);
     close(sp[1]);
-    ck_assert_int_eq(read(pp[0], port_ret, sizeof(*port_ret)), sizeof(*port_ret));
-    close(pp[0]);
-    ck_assert_uint_ne(*port_ret, 0);
+    *port_fd = pp[0];
     *stats_fd = sp[0];
+    return pid;
+}
+
+static inline uint16_t lt_read_port(int port_fd)
+{
+    uint16_t port = 0;
+    ck_assert_int_eq(read(port_fd, &port, sizeof(port)), sizeof(port));
+    close(port_fd);
+    ck_assert_uint_ne(port, 0);
+    return port;
+}
+
+/* Forks a server and waits for its port. */
+static inline pid_t lt_server_start(const struct link_config *cfg, unsigned lifetime_ms,
+                                    uint16_t *port_ret, int *stats_fd)
+{
+    int port_fd;
+    pid_t pid = lt_server_fork(cfg, lifetime_ms, -1, &port_fd, stats_fd);
+    *port_ret = lt_read_port(port_fd);
     return pid;
 }
 
