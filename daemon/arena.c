@@ -351,6 +351,12 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
     return n;
 }
 
+void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms)
+{
+    if (a)
+        a->p.reserve_timeout_ms = timeout_ms;
+}
+
 uint32_t arena_tick(struct arena *a, uint64_t now_ms)
 {
     if (!a)

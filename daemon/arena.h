@@ -148,6 +148,10 @@ void arena_resv_close(struct arena *a, struct arena_resv *r, bool in_flight);
 /* The peer's endpoint was flushed or closed: its quarantined slots become FREE. Returns how many. */
 uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer);
 
+/* Live reload of arena.reserve_timeout: applies to waits that start after the call; waiters
+ * keep the deadline they were given. */
+void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms);
+
 /* Expire waiters whose first-credit deadline is <= now_ms (on_timeout each). Returns how many. */
 uint32_t arena_tick(struct arena *a, uint64_t now_ms);
 /* Earliest pending first-credit deadline: 0 and *ret, or -ENOENT when none. */

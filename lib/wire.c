@@ -226,8 +226,7 @@ static void put_recv_req(struct wr *w, const struct wire_recv_req *q)
     wr_u32(w, q->n_groups);
     for (uint32_t g = 0; g < q->n_groups; g++) {
         wr_u32(w, q->n_ids[g]);
-        for (uint32_t i = 0; i < q->n_ids[g]; i++)
-            wr_u32(w, q->ids[g][i]);
+        wr_u32_array(w, q->ids[g], q->n_ids[g]);
     }
     wr_u8(w, (uint8_t)q->path);
     wr_u64(w, q->extent_bytes);
@@ -261,8 +260,7 @@ static void get_recv_req(struct rd *r, struct wire_msg *m)
             rd_fail(r, -ENOMEM);
             break;
         }
-        for (uint32_t i = 0; i < q->n_ids[g]; i++)
-            ids[i] = rd_u32(r);
+        rd_u32_array(r, ids, q->n_ids[g]);
         q->ids[g] = ids;
     }
     q->path = (wire_path_t)rd_u8(r);
@@ -419,6 +417,13 @@ static void get_body(struct rd *r, struct wire_msg *m)
 }
 
 /* ---- public ---- */
+
+int wire_grant_check(const struct wire_grant *g, uint64_t ext_off, uint64_t length)
+{
+    if (!g || ext_off != g->ext_off || length != g->length)
+        return -ERANGE;
+    return 0;
+}
 
 int wire_validate(const struct wire_msg *m)
 {

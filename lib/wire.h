@@ -199,6 +199,10 @@ struct wire_msg {
 const char *wire_type_to_string(wire_type_t t);
 const char *wire_path_to_string(wire_path_t p);
 
+/* Sender-side bound (DESIGN §6): 0 if the chunk at extent ext_off of `length` bytes is exactly
+ * what grant g covers (same ext_off, same length: it fits the slot), else -ERANGE. */
+int wire_grant_check(const struct wire_grant *g, uint64_t ext_off, uint64_t length);
+
 /* Checks every field against its domain and limits: 0, -EINVAL, -E2BIG or -EMSGSIZE. */
 int wire_validate(const struct wire_msg *m);
 /* Exact encoded length (header included): 0 and *ret, or what wire_validate returns. */

@@ -43,6 +43,21 @@ static inline void wr_bytes(struct wr *w, const void *src, size_t n)
     w->pos += n;
 }
 
+/* n little-endian u32s; sizing is O(1) */
+static inline void wr_u32_array(struct wr *w, const uint32_t *v, uint32_t n)
+{
+    if (w->p) {
+        uint8_t *q = w->p + w->pos;
+        for (uint32_t i = 0; i < n; i++, q += 4) {
+            q[0] = (uint8_t)v[i];
+            q[1] = (uint8_t)(v[i] >> 8);
+            q[2] = (uint8_t)(v[i] >> 16);
+            q[3] = (uint8_t)(v[i] >> 24);
+        }
+    }
+    w->pos += (size_t)n * 4;
+}
+
 static inline void wr_str(struct wr *w, const char *s)
 {
     size_t n = strlen(s); /* validated: < 64 KiB */
@@ -95,6 +110,14 @@ static inline void rd_fail(struct rd *r, int err)
 {
     if (!r->err)
         r->err = err;
+}
+
+/* n little-endian u32s into dst, bounds-checked once */
+static inline void rd_u32_array(struct rd *r, uint32_t *dst, uint32_t n)
+{
+    const uint8_t *q = rd_take(r, (size_t)n * 4);
+    for (uint32_t i = 0; q && i < n; i++, q += 4)
+        dst[i] = (uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24;
 }
 
 /* Into a fixed array of `cap` bytes (NUL included). */

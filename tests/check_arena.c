@@ -93,16 +93,17 @@ START_TEST(arena_new_refuses_bad_params)
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
     p = params((uint64_t)ARENA_MAX_SLOTS * 4 * KIB + 4 * KIB, 4 * KIB); /* too many slots */
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
-    p = params(64 * MIB, 4 * MIB);
-    p.max_credits = 0;
+    p = params(64 * MIB, 4 * MIB), p.max_credits = 0;
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
     p.max_credits = ARENA_MAX_CREDITS + 1;
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
-    p = params(64 * MIB, 4 * MIB);
-    p.max_waiters = 0;
+    p = params(64 * MIB, 4 * MIB), p.max_waiters = 0;
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
-    p = params(64 * MIB, 4 * MIB);
-    p.on_grant = NULL;
+    p = params(64 * MIB, 4 * MIB), p.max_waiters = ARENA_MAX_WAITERS + 1;
+    ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
+    p = params(64 * MIB, 4 * MIB), p.on_grant = NULL;
+    ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
+    p = params(64 * MIB, 4 * MIB), p.on_timeout = NULL;
     ck_assert_int_eq(arena_new(&p, &a), -EINVAL);
     ck_assert_ptr_null(a);
     ck_assert_ptr_null(arena_free(NULL));
@@ -293,6 +294,22 @@ START_TEST(arena_reserve_timeout_fires_exactly_at_deadline_without_leak)
     st = stats(a);
     ck_assert_uint_eq(st.slots_free, 1);
     ck_assert_uint_eq(st.slots_in_use, 0);
+    /* A reload shortens the wait of later requests only. */
+    struct arena_resv C, D, H;
+    arena_resv_init(&C, 3, 1, 1 * MIB), arena_resv_init(&D, 4, 1, 1 * MIB);
+    arena_resv_init(&H, 5, 1, 1 * MIB);
+    ck_assert_int_eq(arena_want(a, &H, 1, 2000), 1); /* holds the only slot */
+    ck_assert_int_eq(arena_want(a, &C, 1, 2000), 1);
+    arena_set_reserve_timeout(a, 100);
+    ck_assert_int_eq(arena_want(a, &D, 1, 2000), 1);
+    ck_assert_int_eq(arena_next_deadline(a, &dl), 0);
+    ck_assert_uint_eq(dl, 2100);
+    ck_assert_uint_eq(arena_tick(a, 2100), 1);
+    ck_assert_ptr_eq(rec.timeouts[1], &D);
+    ck_assert_uint_eq(arena_tick(a, 2499), 0);
+    ck_assert_uint_eq(arena_tick(a, 2500), 1);
+    ck_assert_ptr_eq(rec.timeouts[2], &C);
+    arena_resv_close(a, &H, false);
     arena_resv_close(a, &B, false); /* no-op on a terminal reservation */
     arena_resv_close(a, &A, false);
     ck_assert_uint_eq(stats(a).slots_free, 1);
@@ -408,12 +425,9 @@ START_TEST(arena_quarantine_holds_slots_until_the_peer_is_reclaimed)
     ck_assert_uint_eq(arena_reclaim_peer(a, 7), 0);
     /* Reissued slots carry new generations. */
     for (uint32_t i = 0; i < rec.n_grants; i++) {
-        if (rec.grants[i].r != &C)
-            continue;
-        if (rec.grants[i].g.slot == g1.slot)
-            ck_assert_uint_gt(rec.grants[i].g.generation, g1.generation);
-        if (rec.grants[i].g.slot == g2.slot)
-            ck_assert_uint_gt(rec.grants[i].g.generation, g2.generation);
+        const struct arena_grant *g = &rec.grants[i].g;
+        if (rec.grants[i].r == &C && (g->slot == g1.slot || g->slot == g2.slot))
+            ck_assert_uint_gt(g->generation, g->slot == g1.slot ? g1.generation : g2.generation);
     }
     /* Closing without in-flight puts frees directly. */
     arena_resv_close(a, &B, false);
@@ -495,10 +509,7 @@ START_TEST(arena_stats_json_has_every_counter)
     arena_resv_close(a, &A, true);
     json_t *j = arena_stats_json(a);
     ck_assert_ptr_nonnull(j);
-    struct {
-        const char *key;
-        json_int_t want;
-    } exp[] = {
+    struct { const char *key; json_int_t want; } exp[] = {
         {"capacity_bytes", 8 * MIB}, {"chunk_bytes", 1 * MIB},     {"slot_bytes", 1 * MIB},
         {"slots_total", 8},          {"slots_free", 0},            {"slots_in_use", 0},
         {"waiting_requests", 0},     {"quarantined_slots", 8},     {"quarantined_bytes", 8 * MIB},
@@ -524,11 +535,7 @@ END_TEST
 /* ---- randomized: a model of the queue checks FIFO; invariants checked after every step ---- */
 
 /* Check records every ck_assert (one write each); the hot loop checks quietly, fails loudly. */
-#define CHECK(c)                                                                                   \
-    do {                                                                                           \
-        if (!(c))                                                                                  \
-            ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #c);                                     \
-    } while (0)
+#define CHECK(c) do { if (!(c)) ck_abort_msg("%s:%d: %s", __FILE__, __LINE__, #c); } while (0)
 
 #define NR 24
 static struct arena_resv *model_q[NR * 2];
@@ -538,8 +545,7 @@ static void model_remove(struct arena_resv *r)
 {
     for (uint32_t i = 0; i < model_n; i++)
         if (model_q[i] == r) {
-            memmove(&model_q[i], &model_q[i + 1], (model_n - i - 1) * sizeof(model_q[0]));
-            model_n--;
+            memmove(&model_q[i], &model_q[i + 1], (--model_n - i) * sizeof(model_q[0]));
             return;
         }
 }
@@ -566,11 +572,10 @@ START_TEST(arena_randomized_sequences_keep_invariants)
     /* live grants per slot, from the log: (holder, generation, filled) */
     struct { struct arena_resv *r; uint32_t gen; uint64_t ext_off, length; bool filled, live; } sl[16];
     memset(sl, 0, sizeof(sl));
+    uint32_t quar[4] = {0}; /* quarantined slots per peer, by the model */
     for (int step = 0; step < 20000; step++) {
-        if (rec.n_grants > LOG_MAX - 64) {
-            rec.n_grants = 0;
-            log_pos = 0;
-        }
+        if (rec.n_grants > LOG_MAX - 64)
+            rec.n_grants = log_pos = 0;
         now += (uint64_t)(rand() % 40);
         struct arena_resv *r = &rs[rand() % NR];
         int op = rand() % 100;
@@ -603,14 +608,17 @@ START_TEST(arena_randomized_sequences_keep_invariants)
                     model_remove(r);
                 arena_resv_close(a, r, in_flight);
                 for (int s = 0; s < 16; s++)
-                    if (sl[s].live && sl[s].r == r)
+                    if (sl[s].live && sl[s].r == r) {
+                        quar[r->peer] += in_flight && !sl[s].filled; /* unreported: quarantined */
                         sl[s].live = false;
+                    }
             } else {
-                uint64_t peer = r->peer;
-                arena_resv_init(r, r->id, peer, (uint64_t)(1 + rand() % 40) * 300 * KIB);
+                arena_resv_init(r, r->id, r->peer, (uint64_t)(1 + rand() % 40) * 300 * KIB);
             }
         } else if (op < 92) {
-            arena_reclaim_peer(a, (uint64_t)(rand() % 4));
+            uint64_t peer = (uint64_t)(rand() % 4);
+            CHECK(arena_reclaim_peer(a, peer) == quar[peer]);
+            quar[peer] = 0;
         } else {
             uint32_t before = rec.n_timeouts;
             arena_tick(a, now);
@@ -626,17 +634,13 @@ START_TEST(arena_randomized_sequences_keep_invariants)
             CHECK((g->ext_off + g->length) <= (h->bytes));
             CHECK(!sl[g->slot].live);
             CHECK((g->generation) > (sl[g->slot].gen));
-            sl[g->slot].r = h;
-            sl[g->slot].gen = g->generation;
-            sl[g->slot].ext_off = g->ext_off;
-            sl[g->slot].length = g->length;
-            sl[g->slot].filled = false;
-            sl[g->slot].live = true;
+            sl[g->slot].r = h, sl[g->slot].gen = g->generation, sl[g->slot].ext_off = g->ext_off;
+            sl[g->slot].length = g->length, sl[g->slot].filled = false, sl[g->slot].live = true;
         }
         for (int s = 0; s < 16; s++) {
             if (sl[s].live && !sl[s].filled && rand() % 2) {
-                CHECK((arena_report(a, sl[s].r, (uint32_t)s, sl[s].gen, sl[s].ext_off,
-                                              sl[s].length, NULL)) == (0));
+                CHECK(arena_report(a, sl[s].r, (uint32_t)s, sl[s].gen, sl[s].ext_off, sl[s].length,
+                                   NULL) == 0);
                 sl[s].filled = true;
             }
         }
@@ -656,6 +660,7 @@ START_TEST(arena_randomized_sequences_keep_invariants)
         CHECK((live) == (st.slots_in_use));
         CHECK((waiting) == (st.waiting_requests));
         CHECK((model_n) == (st.waiting_requests));
+        CHECK(st.slots_quarantined == quar[0] + quar[1] + quar[2] + quar[3]);
         CHECK(st.waiting_requests == 0 || st.slots_free == 0); /* no idle slot while anyone waits */
     }
     CHECK((stats(a).grants_total) > (1000));

@@ -198,6 +198,12 @@ START_TEST(wire_decoded_fields_equal_the_sent_ones)
     ck_assert_uint_eq(d.u.recv_req.grants[1].generation, 9);
     ck_assert_uint_eq(d.u.recv_req.grants[1].offset, 5ull << 25);
     ck_assert_uint_eq(d.u.recv_req.grants[1].ext_off, 32 << 20);
+    /* the sender checks its chunk against the grant it received before it puts */
+    const struct wire_grant *g = &d.u.recv_req.grants[1];
+    ck_assert_int_eq(wire_grant_check(g, 32 << 20, 32 << 20), 0);
+    ck_assert_int_eq(wire_grant_check(g, 32 << 20, (32 << 20) + 1), -ERANGE);
+    ck_assert_int_eq(wire_grant_check(g, 0, 32 << 20), -ERANGE);
+    ck_assert_int_eq(wire_grant_check(NULL, 0, 0), -ERANGE);
     wire_msg_done(&d);
     free(buf);
 }
