@@ -427,7 +427,9 @@ static void pump(struct tx *tx)
         struct wire_grant g = tx->q[tx->q_head];
         tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
         tx->q_len--;
-        if (g.ext_off != tx->sent || g.length == 0 || g.length > tx->pw->bytes - tx->sent) {
+        uint64_t left = tx->pw->bytes - tx->sent;
+        if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 ||
+            g.length > left) {
             tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "grant of slot %u for extent [%llu, +%llu) "
                     "does not follow: %llu of %llu bytes sent", g.slot,
                     (unsigned long long)g.ext_off, (unsigned long long)g.length,
