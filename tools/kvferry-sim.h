@@ -17,6 +17,8 @@ struct sim_opts {
     uint64_t prompt_tokens;
     uint64_t gen_cached_tokens; /* generation: tokens already held (prefix cache) */
     const char *ctx_instance;
+    const char *ctx_home;      /* generation: the context instance's home "host:port" */
+    const char *home;          /* this instance's home "host:port" ("" / NULL: this daemon) */
     int32_t ctx_dp_rank;
     const char *socket;
     uint64_t seed;

@@ -137,6 +137,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
             /* wrong bytes first, so a transfer that does not happen cannot pass */
             pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
             struct kvf_recv_args a = {.req_id = q, .ctx_instance = s->o->ctx_instance,
+                                      .ctx_home = s->o->ctx_home,
                                       .ctx_dp_rank = s->o->ctx_dp_rank,
                                       .deadline_ms = s->o->deadline_ms, .n_groups = s->l.n_groups,
                                       .counts = counts, .ids = ids + (size_t)j * total_ids};
@@ -232,7 +233,7 @@ static int setup(struct sim *s, char *err, size_t errlen)
     }
     char name[64];
     snprintf(name, sizeof name, "sim %s r%d", o->instance, o->rank);
-    struct kvf_options ko = {.name = name};
+    struct kvf_options ko = {.name = name, .home = o->home};
     if ((rc = kvf_connect(o->socket, &ko, &s->c))) {
         snprintf(err, errlen, "connect: %s", strerror(-rc));
         return rc;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg.h"
 #include "kvferryctl.h"
 
 #define PRINT_COLS_MAX 32
@@ -127,10 +128,90 @@ static void object(FILE *f, const char *indent, json_t *o)
     }
 }
 
+/* ---- peers and arena: the transfer engine's tables ---- */
+
+static long long geti(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+static const char *gets(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : "-";
+}
+
+static void size_text(long long v, char *buf, size_t len)
+{
+    if (v < 0 || cfg_format_size((uint64_t)v, buf, len) < 0)
+        snprintf(buf, len, "%lld", v);
+}
+
+static void print_peers(FILE *f, json_t *r)
+{
+    fprintf(f, "self    %s\nlisten  %s\n", gets(r, "self"),
+            *gets(r, "listen") ? gets(r, "listen") : "(none: outbound only)");
+    if (!json_is_true(json_object_get(r, "enabled"))) {
+        fprintf(f, "inter-daemon traffic is off (cluster.secret_file unset)\n");
+        return;
+    }
+    json_t *peers = json_object_get(r, "peers");
+    if (json_array_size(peers) == 0) {
+        fprintf(f, "no peers\n");
+        return;
+    }
+    fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5s %9s %9s %10s %10s\n", "PEER", "ADDRESS", "DIR",
+            "STATE", "PATH", "REQS", "CHUNKS_TX", "CHUNKS_RX", "SENT", "RECEIVED");
+    size_t i;
+    json_t *p;
+    json_array_foreach(peers, i, p)
+    {
+        char tx[32], rx[32];
+        size_text(geti(p, "bytes_sent"), tx, sizeof tx);
+        size_text(geti(p, "bytes_recv"), rx, sizeof rx);
+        fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5lld %9lld %9lld %10s %10s\n", gets(p, "peer"),
+                gets(p, "addr"), gets(p, "direction"), gets(p, "state"),
+                json_is_true(json_object_get(p, "put_fast")) ? "shm-put" : "am-rndv",
+                geti(p, "requests"), geti(p, "chunks_sent"), geti(p, "chunks_recv"), tx, rx);
+    }
+}
+
+static void print_arena(FILE *f, json_t *r)
+{
+    if (!json_is_true(json_object_get(r, "enabled"))) {
+        fprintf(f, "no arena: %s\n", gets(r, "why"));
+        return;
+    }
+    char cap[32], slot[32], q[32];
+    size_text(geti(r, "capacity_bytes"), cap, sizeof cap);
+    size_text(geti(r, "slot_bytes"), slot, sizeof slot);
+    size_text(geti(r, "quarantined_bytes"), q, sizeof q);
+    fprintf(f, "arena %s (%s), %lld slots of %s\n", cap, gets(r, "placement"),
+            geti(r, "slots_total"), slot);
+    fprintf(f, "%-12s %6s\n", "SLOTS", "COUNT");
+    fprintf(f, "%-12s %6lld\n%-12s %6lld\n%-12s %6lld (%s)\n", "in use", geti(r, "slots_in_use"),
+            "free", geti(r, "slots_free"), "quarantined", geti(r, "quarantined_slots"), q);
+    fprintf(f, "waiting requests %lld\n", geti(r, "waiting_requests"));
+    fprintf(f, "grants %lld, first-credit timeouts %lld, stale reports %lld, bound violations "
+            "%lld, reclaimed %lld, refused waiters %lld\n", geti(r, "grants_total"),
+            geti(r, "timeouts_total"), geti(r, "stale_reports_total"),
+            geti(r, "bound_violations_total"), geti(r, "reclaimed_total"),
+            geti(r, "refused_waiters_total"));
+}
+
 void ctl_print_human(FILE *f, const char *cmd, json_t *result)
 {
-    (void)cmd;
+    if (cmd && strcmp(cmd, "peers") == 0 && json_is_object(result)) {
+        print_peers(f, result);
+        return;
+    }
+    if (cmd && strcmp(cmd, "arena") == 0 && json_is_object(result)) {
+        print_arena(f, result);
+        return;
+    }
     if (json_is_object(result))
+
         object(f, "", result);
     else if (is_table(result))
         table(f, "", result);
