@@ -15,7 +15,7 @@ uint64_t engine_now(const struct engine *e) { return uv_now(&e->d->loop); }
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->n_reclaim || e->fwds || tab_fetching(e);
+    return e->rxs || e->txs || e->stages || e->frags || e->n_reclaim || e->fwds || tab_fetching(e);
 }
 
 static void tick_cb(uv_timer_t *h)
@@ -280,6 +280,7 @@ void engine_stop(struct engine *e)
     gen_sweep(e);
     ctx_sweep(e);
     e->stopping = true;
+    frag_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
     home_free_all(e);
     tab_free_all(e);
@@ -300,6 +301,7 @@ struct engine *engine_free(struct engine *e)
             free(st->buf);
         free(st);
     }
+    frag_jobs_free(e);
     e->arena = arena_free(e->arena);
     free(e);
     return NULL;
@@ -380,11 +382,19 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(chunks_put); C(chunks_am); C(bytes_put); C(bytes_am); C(chunks_landed); C(bytes_landed);
     C(staging_fallbacks); C(bound_violations); C(stale_epochs); C(tables_served);
     C(tables_fetched); C(table_nacks); C(layouts_forwarded); C(peers_lost); C(nacks_sent);
-    C(nacks_recv);
+    C(nacks_recv); C(fragment_puts); C(bytes_fragment);
 #undef C
-    json_object_set_new(ret, "paths", json_pack("{s:I,s:I}", "bounce_shm_put",
-                                                (json_int_t)c->path_bounce_shm_put, "bounce_am",
-                                                (json_int_t)c->path_bounce_am));
+    /* path decisions by reason: generation side per request, context side per flow */
+    json_object_set_new(
+        ret, "paths",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
+                  (json_int_t)c->path_fragment_state, "fragment_kv_below_min_blocks",
+                  (json_int_t)c->path_fragment_kv, "bounce_state_at_min_bytes",
+                  (json_int_t)c->path_bounce_gate_bytes, "bounce_kv_at_min_blocks",
+                  (json_int_t)c->path_bounce_gate_blocks, "bounce_fallback_no_rkeys",
+                  (json_int_t)c->path_bounce_no_rkeys, "flow_bounce_shm_put",
+                  (json_int_t)c->path_bounce_shm_put, "flow_bounce_am",
+                  (json_int_t)c->path_bounce_am));
     return 0;
 }
 

@@ -11,6 +11,9 @@
  *                  epoch; verdicts cached per (instance, epoch, generation rank).
  *   engine_gen.c   generation side: RECV -> table -> plan -> per writer RECV_REQ + credits ->
  *                  chunks land in granted slots -> scatter -> DONE.
+ *   engine_frag.c  fragment path: generation pools registered with UCX, rkeys in RECV_REQ,
+ *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
+ *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.
@@ -70,6 +73,8 @@ void engine_xfer_end(struct engine *e, struct xfer *x, int err);
 /* Hook from the worker connection: a rank registered; when it names a home other than this
  * daemon, its layout is forwarded there (engine_home.c). Accepts a NULL engine. */
 void engine_rank_registered(struct engine *e, struct reg_rank *rk);
+/* Hook from the worker connection, before the registry removes (and unmaps) a rank. */
+void engine_rank_removed(struct engine *e, struct reg_rank *rk);
 
 /* Module rows (modules.c) and control commands (ctl_cmds.c). */
 int engine_peers_status(struct daemon *d, json_t *ret);

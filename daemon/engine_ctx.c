@@ -51,6 +51,7 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     for (struct stage *st = e->stages; st; st = st->next)
         if (st->tx == tx)
             st->tx = NULL;
+    frag_tx_gone(e, tx);
 }
 
 static void tx_done(struct tx *tx)
@@ -154,7 +155,30 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
+    if (q->path == WIRE_PATH_FRAGMENT) {
+        char msg[WIRE_TEXT_MAX];
+        int frc = frag_start(tx, &s->rank->mem, msg, sizeof msg);
+        if (frc < 0)
+            tx_fail(tx, frc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
+        return;
+    }
     pump(tx);
+}
+
+void ctx_frag_done(struct tx *tx)
+{
+    tx->completed = tx->pw->bytes;
+    if (tx->peer) {
+        tx->peer->chunks_sent++;
+        tx->peer->bytes_sent += tx->pw->bytes;
+    }
+    tx_done(tx);
+}
+
+void ctx_frag_failed(struct tx *tx, int err)
+{
+    tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
+            strerror(-err));
 }
 
 /* The instance's table: held here (this daemon is its home), else fetched from the rank's home
@@ -244,9 +268,6 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         code = KVF_E_UNKNOWN_INSTANCE;
         snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
                  q->writer, q->ctx_instance, e->self_addr[0] ? e->self_addr : link_self_id(e->link));
-    } else if (q->path != WIRE_PATH_BOUNCE) {
-        code = KVF_E_BAD_REQUEST;
-        snprintf(msg, sizeof msg, "path %s is not served by this daemon", wire_path_to_string(q->path));
     } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "%u requests in flight from this peer: peers.max_inflight is %lld",
@@ -514,6 +535,7 @@ void ctx_xfer_end(struct engine *e, struct xfer *s, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->send != s)
             continue;
+        frag_send_gone(e, tx, s);
         tx->send = NULL;
         tx_fail(tx, err ? (kvf_error_t)err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",

@@ -156,6 +156,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     rx->n_w = rx->plan.n_writers;
+    rx->path = rx->n_w ? frag_choose(e, x, &rx->plan) : WIRE_PATH_BOUNCE;
     rx_set_state(rx, RX_CONNECT);
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
@@ -197,11 +198,21 @@ static void ask(struct rxw *w)
                 "landing credits for writer rank %u refused: %s", w->ctx_rank, strerror(-rc));
 }
 
+static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
+
 static void start_writer(struct rxw *w)
 {
     struct engine *e = w->rx->e;
-    if (w->resv_open || w->rx->state != RX_MOVING)
+    if (w->resv_open || w->req_sent || w->rx->state != RX_MOVING)
         return;
+    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
+        int rc = send_recv_req(w, NULL, 0);
+        w->req_sent = rc == 0;
+        if (rc < 0)
+            rx_fail(w->rx, KVF_E_PEER_LOST, "could not send RECV_REQ to context rank %u's "
+                    "daemon: %s", w->ctx_rank, strerror(-rc));
+        return;
+    }
     arena_resv_init(&w->resv, w->flow, w->peer->key, w->extent);
     w->resv.data = w;
     w->resv_open = true;
@@ -296,10 +307,13 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
         q->ids[i] = p;
         p += x->items.counts[i];
     }
-    q->path = WIRE_PATH_BOUNCE;
+    q->path = rx->path;
     q->extent_bytes = w->extent;
     q->n_grants = n;
-    memcpy(q->grants, g, n * sizeof *g);
+    if (n)
+        memcpy(q->grants, g, n * sizeof *g);
+    if (rx->path == WIRE_PATH_FRAGMENT && frag_fill_rkeys(rx->e, x, q) < 0)
+        return -ENOENT;
     return engine_send_msg(w->peer, w->flow, &m);
 }
 
@@ -429,10 +443,18 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
     if (!w)
         return;
     w->writer_done = true;
-    if (m->u.writer_done.bytes != w->extent)
+    if (m->u.writer_done.bytes != w->extent) {
         rx_fail(w->rx, KVF_E_BOUND_VIOLATION, "writer rank %u reports %llu bytes, the plan's "
                 "extent is %llu", w->ctx_rank, (unsigned long long)m->u.writer_done.bytes,
                 (unsigned long long)w->extent);
+        return;
+    }
+    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* its puts were flushed before WRITER_DONE */
+        w->scattered = w->extent;
+        p->bytes_recv += w->extent;
+        e->c.bytes_landed += w->extent;
+        check_done(w->rx);
+    }
 }
 
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)

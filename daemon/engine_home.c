@@ -47,6 +47,8 @@ static void fwd_try(struct engine *e, struct fwd_out *f)
 
 void engine_rank_registered(struct engine *e, struct reg_rank *rk)
 {
+    if (e)
+        frag_rank_registered(e, rk);
     if (!e || !rk->home[0] || (e->self_addr[0] && strcmp(rk->home, e->self_addr) == 0))
         return;
     if (!e->link || !e->self_addr[0]) {

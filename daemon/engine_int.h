@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "arena.h"
+#include "copy.h"
 #include "engine.h"
 #include "layout.h"
 #include "link.h"
@@ -90,6 +91,7 @@ struct rx {
     uint64_t epoch;
     struct plan plan;
     bool planned;
+    wire_path_t path;            /* bounce or fragment, for every writer */
     uint32_t n_w;
     struct rxw *w;               /* owned, n_w */
     uint64_t phase_deadline_ms, deadline_ms;
@@ -107,6 +109,7 @@ struct tx {
     struct xfer *send;           /* borrowed until engine_xfer_end; NULL before the meeting */
     bool planned, ended, done_sent;
     bool wait_table, refetched;  /* waiting for the instance's table from its home */
+    struct fragjob *frag;        /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];    /* the writer rank's home when it is not this daemon */
     struct plan plan;
     const struct plan_writer *pw;
@@ -157,6 +160,26 @@ struct fwd_inst {
     struct fwd_inst *next;
 };
 
+/* Generation side: a rank's host pools registered with UCX for the fragment path. */
+struct fragreg {
+    const struct reg_rank *rk;   /* borrowed: dropped by engine_rank_removed */
+    uint32_t n;
+    struct link_mreg *m[LAYOUT_MAX_POOLS];
+    struct fragreg *next;
+};
+
+/* Context side: the puts of one fragment flow. */
+struct fragjob {
+    struct engine *e;
+    struct tx *tx;               /* NULL once the flow ended */
+    uint32_t pending;            /* puts + the flush not yet completed */
+    uint64_t puts;
+    int err;
+    bool issued, own_mem;
+    struct copy_mem mem;         /* a departing rank's mappings, unmapped at the end */
+    struct fragjob *next;
+};
+
 struct engine_counters {
     uint64_t remote_recvs, remote_done, remote_failed;
     uint64_t flows, flows_done, flows_failed;
@@ -164,6 +187,8 @@ struct engine_counters {
     uint64_t staging_fallbacks, bound_violations, stale_epochs;
     uint64_t tables_served, tables_fetched, table_nacks, layouts_forwarded;
     uint64_t path_bounce_shm_put, path_bounce_am;
+    uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
+    uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t peers_lost, nacks_sent, nacks_recv;
 };
 
@@ -184,6 +209,9 @@ struct engine {
     struct stage *stages;        /* in flight */
     struct fwd_out *fwds;        /* registrations still to forward */
     struct fwd_inst *fwd_insts;  /* as a home: forwarded layouts */
+    struct fragreg *fragregs;    /* generation ranks' pools registered with UCX */
+    struct fragjob *frags;       /* fragment puts in flight */
+    bool warned_frag;
     struct reclaim {
         uint64_t key, at_ms;
     } reclaim[64];
@@ -234,6 +262,16 @@ void home_peer_down(struct engine *e, struct epeer *p);
 void home_sweep(struct engine *e);
 void home_free_all(struct engine *e);
 
+/* engine_frag.c */
+void frag_rank_registered(struct engine *e, struct reg_rank *rk);
+wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl);
+int frag_fill_rkeys(struct engine *e, const struct xfer *x, struct wire_recv_req *q);
+int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len);
+void frag_tx_gone(struct engine *e, struct tx *tx);
+void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s);
+void frag_free_all(struct engine *e);
+void frag_jobs_free(struct engine *e);
+
 /* engine_gen.c */
 void gen_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *home);
 void gen_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
@@ -264,6 +302,8 @@ void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);
 void ctx_tick(struct engine *e, uint64_t now);
 void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
+void ctx_frag_done(struct tx *tx);
+void ctx_frag_failed(struct tx *tx, int err);
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
 

@@ -93,6 +93,7 @@ void wconn_close(struct wconn *c, const char *why)
              c->rank ? ", " : "", c->rank ? c->rank->layout.instance : "", why);
     transfers_conn_gone(&c->w->xt, c);
     if (c->rank) {
+        engine_rank_removed(c->w->d->engine, c->rank);
         registry_remove(&c->w->reg, c->rank);
         c->rank = NULL;
     }

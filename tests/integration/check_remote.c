@@ -57,8 +57,9 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
                         int32_t dp, const char *extra, const char *tls)
 {
     struct two t;
-    if (!extra)
-        extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\n";
+    if (!extra) /* gates at 0: every payload takes the bounce path */
+        extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
+    bool frag = strstr(extra, "gates") == NULL; /* default gates: small payloads go fragment */
     two_start(&t, extra, extra, tls);
     uint64_t rng = 0x9e3779b97f4a7c15ull ^ n_ctx;
     struct ru_inst ctx, gen;
@@ -78,11 +79,22 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     json_int_t am = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_am"));
     json_int_t landed =
         json_integer_value(json_object_get(json_object_get(sb, "peers"), "chunks_landed"));
+    json_int_t fputs_ = json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
+    json_t *paths = json_object_get(json_object_get(sb, "peers"), "paths");
+    json_int_t p_frag = json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes"));
+    json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes"));
+    ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
+    ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
     free(da);
     free(db);
     json_decref(sa);
     json_decref(sb);
-    if (ok) {
+    if (ok && frag) {
+        ck_assert_int_gt(fputs_, 0);
+        ck_assert_int_eq(landed, 0);
+        ck_assert_int_eq(put + am, 0);
+    } else if (ok) {
+        ck_assert_int_eq(fputs_, 0);
         ck_assert_int_gt(landed, 0);
         ck_assert_int_eq(put + am, landed);
         if (tls && strcmp(tls, "tcp") == 0)
@@ -141,14 +153,14 @@ START_TEST(remote_request_larger_than_the_arena_moves_in_chunks)
 {
     /* kimi-linear TP1 state alone is ~42 MiB per request: 8 MiB arena, 1 MiB chunks */
     parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
-                "arena:\n  size: 8MiB\n  chunk: 1MiB\n", NULL);
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n", NULL);
 }
 END_TEST
 
 START_TEST(remote_larger_than_the_arena_over_tcp_lands_by_rendezvous)
 {
     parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
-                "arena:\n  size: 8MiB\n  chunk: 1MiB\n", "tcp");
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n", "tcp");
 }
 END_TEST
 
@@ -158,7 +170,7 @@ END_TEST
 static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_blocks)
 {
     struct two t;
-    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\n";
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
     two_start(&t, extra, extra, NULL);
     struct ru_daemon c;
     ck_assert_int_eq(ru_daemon_start(&c, t.top, "c", 1, t.secret, extra), 0);
@@ -276,13 +288,34 @@ static void throughput_case(const char *tls, const char *extra)
 
 START_TEST(remote_throughput_shared_memory_put)
 {
-    throughput_case(NULL, "arena:\n  size: 64MiB\n  chunk: 8MiB\n");
+    throughput_case(NULL, "arena:\n  size: 64MiB\n  chunk: 8MiB\ngates:\n  min_bytes: 0\n");
 }
 END_TEST
 
 START_TEST(remote_throughput_tcp_rendezvous)
 {
-    throughput_case("tcp", "arena:\n  size: 64MiB\n  chunk: 8MiB\n");
+    throughput_case("tcp", "arena:\n  size: 64MiB\n  chunk: 8MiB\ngates:\n  min_bytes: 0\n");
+}
+END_TEST
+
+#define FRAG_CFG "arena:\n  size: 32MiB\n  chunk: 4MiB\n" /* default gates: 2MiB, 64 blocks */
+
+START_TEST(remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 5, 5, -1, FRAG_CFG, NULL);
+}
+END_TEST
+
+START_TEST(remote_fragment_tp4_to_tp2_fanin_over_tcp)
+{
+    parity_case("tiny:tp=4,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 6, 6, -1, FRAG_CFG,
+                "tcp");
+}
+END_TEST
+
+START_TEST(remote_fragment_prefix_cached_pp2_to_pp1)
+{
+    parity_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 9, 4, -1, FRAG_CFG, NULL);
 }
 END_TEST
 
@@ -306,6 +339,12 @@ static Suite *suite(void)
     tcase_add_test(tc2, remote_context_spread_over_two_daemons_tp2_to_tp2);
     tcase_add_test(tc2, remote_context_pp2_stages_on_two_daemons_to_pp1);
     suite_add_tcase(s, tc2);
+    TCase *tcf = tcase_create("fragment");
+    tcase_set_timeout(tcf, 90);
+    tcase_add_test(tcf, remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes);
+    tcase_add_test(tcf, remote_fragment_tp4_to_tp2_fanin_over_tcp);
+    tcase_add_test(tcf, remote_fragment_prefix_cached_pp2_to_pp1);
+    suite_add_tcase(s, tcf);
     TCase *tc3 = tcase_create("throughput");
     tcase_set_timeout(tc3, 90);
     tcase_add_test(tc3, remote_throughput_shared_memory_put);

@@ -8,7 +8,8 @@
 #include "remoteutil.h"
 
 #define TINY "tiny:blocks=128,slots=16"
-#define SMALL_ARENA "arena:\n  size: 8MiB\n  chunk: 1MiB\n"
+#define SMALL_ARENA "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"
+#define BOUNCE "gates:\n  min_bytes: 0\n  min_blocks: 0\n"
 
 static void recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
                       struct kvf_recv_args *a)
@@ -184,8 +185,8 @@ END_TEST
 START_TEST(remote_unknown_instance_and_missing_send_time_out_per_phase)
 {
     struct two t;
-    two_start(&t, "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n",
-              "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n", NULL);
+    two_start(&t, BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n",
+              BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n", NULL);
     uint64_t rng = 15;
     struct ru_inst ctx, gen;
     ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
@@ -302,7 +303,7 @@ END_TEST
 START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
 {
     struct two t;
-    two_start(&t, NULL, "daemon:\n  drain_timeout: 500ms\n", NULL);
+    two_start(&t, BOUNCE, BOUNCE "daemon:\n  drain_timeout: 500ms\n", NULL);
     uint64_t rng = 17;
     struct ru_inst ctx, gen;
     ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);

@@ -102,7 +102,7 @@ static void hostile_case(int mode)
     tu_tmpdir(top, sizeof top);
     ru_secret(top, "secret", 5, secret, sizeof secret);
     struct ru_daemon b;
-    ck_assert_int_eq(ru_daemon_start(&b, top, "b", 0, secret, "arena:\n  size: 8MiB\n  chunk: 1MiB\n"), 0);
+    ck_assert_int_eq(ru_daemon_start(&b, top, "b", 0, secret, "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"), 0);
     struct hostile h;
     memset(&h, 0, sizeof h);
     h.mode = mode;
