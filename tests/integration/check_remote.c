@@ -298,6 +298,53 @@ START_TEST(remote_throughput_tcp_rendezvous)
 }
 END_TEST
 
+/* Real kvferry-sim processes on both daemons (every rank a process): the context side fills
+ * the pattern and SENDs, the generation side RECVs from the remote home and verifies every byte
+ * (exit 0 only when all requests passed parity). */
+static int run_sim(char *const argv[])
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0 && !getenv("KVF_TEST_VERBOSE"))
+            dup2(fd, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
+    two_start(&t, extra, extra, NULL);
+    char sim[256];
+    tu_bin("kvferry-sim", sim, sizeof sim);
+    char *ctx_argv[] = {sim, "--role", "context", "--instance", "prefill", "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2", "--all-ranks", "--socket",
+                        t.a.worker, "--requests", "3", "--prompt-tokens", "700", "--readers",
+                        "1", "--hold-ms", "300", "--quiet", NULL};
+    char *gen_argv[] = {sim, "--role", "generation", "--instance", "decode", "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2", "--all-ranks", "--socket",
+                        t.b.worker, "--ctx-instance", "prefill", "--ctx-home", t.a.addr,
+                        "--requests", "3", "--prompt-tokens", "700", "--start-delay-ms", "300",
+                        NULL};
+    pid_t pc = run_sim(ctx_argv), pg = run_sim(gen_argv);
+    int sc = -1, sg = -1;
+    ck_assert_int_eq(waitpid(pg, &sg, 0), pg);
+    ck_assert_int_eq(waitpid(pc, &sc, 0), pc);
+    int ok = WIFEXITED(sg) && WEXITSTATUS(sg) == 0 && WIFEXITED(sc) && WEXITSTATUS(sc) == 0;
+    json_t *st = ru_ctl(&t.b, "stats");
+    long long done = json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
+    json_decref(st);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "kvferry-sim: generation status %d, context status %d", sg, sc);
+    ck_assert_int_eq(done, 6); /* 3 requests x 2 generation ranks, all remote */
+}
+END_TEST
+
 #define FRAG_CFG "arena:\n  size: 32MiB\n  chunk: 4MiB\n" /* default gates: 2MiB, 64 blocks */
 
 START_TEST(remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes)
@@ -338,6 +385,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc2, 90);
     tcase_add_test(tc2, remote_context_spread_over_two_daemons_tp2_to_tp2);
     tcase_add_test(tc2, remote_context_pp2_stages_on_two_daemons_to_pp1);
+    tcase_add_test(tc2, remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte);
     suite_add_tcase(s, tc2);
     TCase *tcf = tcase_create("fragment");
     tcase_set_timeout(tcf, 90);
