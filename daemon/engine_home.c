@@ -2,9 +2,9 @@
  * A rank registers with its own node's daemon and names its instance's home ("" = here). A
  * daemon that is not the home forwards each such registration (LAYOUT_FORWARD: the rank's
  * layout and this daemon's listen address) to the home as soon as the home is reachable. The
- * home keeps the forwarded layouts per instance with an epoch that bumps at every forward; the
- * full table is its own registry's ranks (at its own address) plus the forwarded ones, and its
- * epoch is the sum of the registry's and the forwarded epochs (both only grow).
+ * home keeps the forwarded layouts per instance; the full table is its own registry's ranks (at
+ * its own address) plus the forwarded ones, and its epoch changes with every registration or
+ * forward and does not repeat across re-registration or restarts (see home_table).
  * Known limit: a forwarded rank that goes away is not withdrawn from the home; its daemon NACKs
  * RECV_REQs for it (UNKNOWN_INSTANCE) until the rank registers again (a new forward). */
 #include <errno.h>
@@ -174,7 +174,7 @@ void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m
     fi->ranks[r] = l;
     snprintf(fi->addrs[r], sizeof fi->addrs[r], "%s", w->addr);
     fi->have[r] = true;
-    fi->epoch++;
+    fi->epoch = ++e->forwards_seen; /* daemon-wide: never repeats within this run */
     log_info("engine: home of %s: rank %u is at %s (epoch %llu)", l.instance, r, w->addr,
              (unsigned long long)fi->epoch);
 }
@@ -229,7 +229,19 @@ int home_table(struct engine *e, const char *instance, struct itable **ret, char
     snprintf(t->instance, sizeof t->instance, "%s", instance);
     snprintf(t->home, sizeof t->home, "%s", e->self_addr);
     t->n = n;
-    t->epoch = (in ? in->epoch : 0) + (fi ? fi->epoch : 0);
+    /* The epoch must change whenever any rank (re-)registers, here or forwarded, and must not
+     * repeat after the instance left and came back or this daemon restarted: mix this run's
+     * random workers epoch, the newest local registration (worker ids only grow) and the
+     * newest forward. */
+    uint64_t newest = 0;
+    for (uint32_t i = 0; in && i < n; i++)
+        if (in->ranks[i] && in->ranks[i]->worker_id > newest)
+            newest = in->ranks[i]->worker_id;
+    uint64_t z = e->d->workers->epoch ^ (newest << 32) ^ (fi ? fi->epoch : 0);
+    z += 0x9e3779b97f4a7c15ull; /* splitmix64 finalizer */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    t->epoch = (z ^ (z >> 31)) | 1;
     t->state = TAB_READY;
     *ret = t;
     return 0;

@@ -209,6 +209,7 @@ struct engine {
     struct stage *stages;        /* in flight */
     struct fwd_out *fwds;        /* registrations still to forward */
     struct fwd_inst *fwd_insts;  /* as a home: forwarded layouts */
+    uint64_t forwards_seen;
     struct fragreg *fragregs;    /* generation ranks' pools registered with UCX */
     struct fragjob *frags;       /* fragment puts in flight */
     bool warned_frag;

@@ -342,6 +342,54 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
 }
 END_TEST
 
+/* The generation daemon caches the context table with its epoch. When the context instance
+ * re-registers, the next request planned with the old epoch gets NACK UNKNOWN_INSTANCE (stale
+ * table) from the context daemon, the cached table is dropped, and the request after it
+ * refetches and succeeds. */
+START_TEST(remote_stale_table_epoch_is_refused_then_refetched)
+{
+    struct two t;
+    two_start(&t, BOUNCE, BOUNCE, NULL);
+    uint64_t rng = 18;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_event ev;
+    struct kvf_recv_args a;
+    for (uint64_t req = 1; req <= 3; req++) {
+        if (req == 2) { /* the context rank re-registers: its instance's epoch moves on */
+            ctx.r[0].c = kvf_close(ctx.r[0].c);
+            ru_rank_register(&ctx, 0, &t.a, NULL);
+        }
+        pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 40 + req);
+        ck_assert_int_eq(kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts,
+                                  ctx.r[0].ids, 1), 0);
+        recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+        int k = ru_wait_event(&gen.r[0], req, &ev, 10000);
+        if (req == 2) {
+            ck_assert_int_eq(k, KVF_EV_FAILED);
+            ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE && strstr(ev.message, "stale"),
+                          "%s: %s", kvf_error_to_string(ev.error), ev.message);
+            kvf_cancel(ctx.r[0].c, req);
+        } else {
+            ck_assert_msg(k == KVF_EV_DONE, "request %llu: %s: %s", (unsigned long long)req,
+                          kvf_error_to_string(ev.error), ev.message);
+            ru_assert_parity(&gen.r[0], 0, 40 + req, "after refetch");
+        }
+    }
+    json_t *st = ru_ctl(&t.b, "stats");
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(st, "peers"),
+                                                        "tables_fetched")), 2);
+    json_decref(st);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote_fail");
@@ -354,6 +402,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_unknown_instance_and_missing_send_time_out_per_phase);
     tcase_add_test(tc, remote_many_requests_in_flight_through_a_small_arena);
     tcase_add_test(tc, remote_drain_fails_waiting_requests_within_the_drain_timeout);
+    tcase_add_test(tc, remote_stale_table_epoch_is_refused_then_refetched);
     suite_add_tcase(s, tc);
     return s;
 }
