@@ -390,6 +390,104 @@ START_TEST(remote_stale_table_epoch_is_refused_then_refetched)
 }
 END_TEST
 
+/* SIGSTOP then SIGKILL of the context daemon while chunks are streaming (tcp, 64 KiB chunks,
+ * a 75 MiB request): the generation rank gets PEER_LOST, the landing slots come back. */
+START_TEST(remote_context_daemon_killed_while_chunks_stream)
+{
+    const char *cfg = "arena:\n  size: 4MiB\n  chunk: 64KiB\ngates:\n  min_bytes: 0\n";
+    int caught = 0;
+    for (int attempt = 0; attempt < 3 && !caught; attempt++) {
+        struct two t;
+        two_start(&t, cfg, cfg, "tcp");
+        uint64_t rng = 19 + (uint64_t)attempt;
+        struct ru_inst ctx, gen;
+        const char *spec = "kimi-linear-48b:blocks=64,slots=1";
+        ru_inst_init(&ctx, spec, "ctx", ROLE_CONTEXT, 64, &rng, 0x5a);
+        ru_inst_init(&gen, spec, "gen", ROLE_GENERATION, 64, &rng, RU_POISON);
+        ru_inst_register(&ctx, &t.a);
+        ru_inst_register(&gen, &t.b);
+        ck_assert_int_eq(kvf_send(ctx.r[0].c, 1, ctx.r[0].l.n_groups, ctx.r[0].counts,
+                                  ctx.r[0].ids, 1), 0);
+        struct kvf_recv_args a;
+        recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+        uint64_t until = ru_now_ms() + 10000;
+        long long landed = 0;
+        while (ru_now_ms() < until) {
+            json_t *st = ru_ctl(&t.b, "stats");
+            landed = json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
+            json_decref(st);
+            if (landed > 0)
+                break;
+        }
+        kill(t.a.pid, SIGSTOP);
+        json_t *st = ru_ctl(&t.b, "stats");
+        long long done = json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
+        landed = json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
+        json_decref(st);
+        uint64_t t0 = ru_now_ms();
+        ru_daemon_kill9(&t.a);
+        struct kvf_event ev;
+        int k = ru_wait_event(&gen.r[0], 1, &ev, 5000);
+        uint64_t took = ru_now_ms() - t0;
+        if (done == 0) {
+            caught = 1;
+            fprintf(stderr, "killed after %lld chunks landed: %s %llu ms later: %s\n", landed,
+                    kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
+            ck_assert_int_eq(k, KVF_EV_FAILED);
+            ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
+            ck_assert_uint_lt(took, 3000);
+            until = ru_now_ms() + 3000;
+            while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
+                   ru_now_ms() < until)
+                ru_sleep_ms(20);
+            ck_assert_int_eq(arena_in_use(&t.b), 0);
+            ck_assert_int_eq(ru_ctl_int(&t.b, "arena", "quarantined_slots"), 0);
+        }
+        ru_inst_free(&ctx);
+        ru_inst_free(&gen);
+        two_stop(&t, 1);
+    }
+    if (!caught)
+        fprintf(stderr, "remote_context_daemon_killed_while_chunks_stream: SKIPPED: the transfer "
+                "finished before the daemon could be stopped, three times\n");
+}
+END_TEST
+
+START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
+{
+    struct two t;
+    two_start(&t, BOUNCE "peers:\n  max_inflight: 2\ndaemon:\n  drain_timeout: 300ms\n",
+              BOUNCE "daemon:\n  drain_timeout: 300ms\n", NULL);
+    uint64_t rng = 21;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 2, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 2, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_recv_args a;
+    for (uint64_t req = 1; req <= 4; req++) { /* no SENDs: every flow waits at the context */
+        recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+        ru_sleep_ms(100); /* in order */
+    }
+    int refused = 0;
+    struct kvf_event ev;
+    uint64_t until = ru_now_ms() + 3000;
+    while (refused < 2 && ru_now_ms() < until)
+        if (kvf_poll(gen.r[0].c, &ev, 20) == 1 && ev.kind == KVF_EV_FAILED) {
+            ck_assert_msg(ev.req_id >= 3, "request %llu refused", (unsigned long long)ev.req_id);
+            ck_assert_int_eq(ev.error, KVF_E_NO_ROUTE);
+            ck_assert_ptr_nonnull(strstr(ev.message, "peers.max_inflight"));
+            refused++;
+        }
+    ck_assert_int_eq(refused, 2);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote_fail");
@@ -403,6 +501,8 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_many_requests_in_flight_through_a_small_arena);
     tcase_add_test(tc, remote_drain_fails_waiting_requests_within_the_drain_timeout);
     tcase_add_test(tc, remote_stale_table_epoch_is_refused_then_refetched);
+    tcase_add_test(tc, remote_context_daemon_killed_while_chunks_stream);
+    tcase_add_test(tc, remote_peers_max_inflight_is_enforced_per_peer);
     suite_add_tcase(s, tc);
     return s;
 }
