@@ -11,7 +11,10 @@
 #include "transfers.h"
 #include "workers.h"
 
-uint64_t engine_now(const struct engine *e) { return uv_now(&e->d->loop); }
+uint64_t engine_now(const struct engine *e)
+{
+    return uv_now(&e->d->loop);
+}
 
 static bool busy(const struct engine *e)
 {
@@ -84,9 +87,15 @@ int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t w
 
 /* ---- link callbacks ---- */
 
-static void on_peer_up(void *arg, struct link_peer *lp) { epeer_up(arg, lp); }
+static void on_peer_up(void *arg, struct link_peer *lp)
+{
+    epeer_up(arg, lp);
+}
 
-static void on_peer_down(void *arg, struct link_peer *lp, int err) { epeer_down(arg, lp, err); }
+static void on_peer_down(void *arg, struct link_peer *lp, int err)
+{
+    epeer_down(arg, lp, err);
+}
 
 static int read_flow(const void *hdr, size_t hdr_len, uint64_t *ret)
 {
@@ -155,22 +164,37 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         return;
     }
     switch (m.type) {
-    case WIRE_TABLE_REQ: tab_on_table_req(e, p, flow, &m); break;
-    case WIRE_LAYOUT_FORWARD: home_on_forward(e, p, &m); break;
-    case WIRE_TABLE: tab_on_table(e, p, &m); break;
-    case WIRE_TABLE_NACK: tab_on_table_nack(e, p, &m); break;
+    case WIRE_TABLE_REQ:
+        tab_on_table_req(e, p, flow, &m);
+        break;
+    case WIRE_LAYOUT_FORWARD:
+        home_on_forward(e, p, &m);
+        break;
+    case WIRE_TABLE:
+        tab_on_table(e, p, &m);
+        break;
+    case WIRE_TABLE_NACK:
+        tab_on_table_nack(e, p, &m);
+        break;
     case WIRE_RECV_REQ:
         ctx_on_recv_req(e, p, flow, &m); /* takes m */
         goto out;
-    case WIRE_GRANT: ctx_on_grant(e, p, flow, &m); break;
-    case WIRE_WRITER_DONE: gen_on_writer_done(e, p, flow, &m); break;
+    case WIRE_GRANT:
+        ctx_on_grant(e, p, flow, &m);
+        break;
+    case WIRE_WRITER_DONE:
+        gen_on_writer_done(e, p, flow, &m);
+        break;
     case WIRE_NACK:
         e->c.nacks_recv++;
         gen_on_nack(e, p, flow, &m);
         ctx_on_nack(e, p, flow, &m);
         break;
-    case WIRE_CANCEL: ctx_on_cancel(e, p, flow, &m); break;
-    default: break;
+    case WIRE_CANCEL:
+        ctx_on_cancel(e, p, flow, &m);
+        break;
+    default:
+        break;
     }
     wire_msg_done(&m);
 out:
@@ -232,8 +256,11 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .arena_bytes = cfg->arena_size,
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
     };
-    struct link_ops ops = {.on_peer_up = on_peer_up, .on_peer_down = on_peer_down,
-                           .on_msg = on_msg, .on_rndv = on_rndv, .arg = e};
+    struct link_ops ops = {.on_peer_up = on_peer_up,
+                           .on_peer_down = on_peer_down,
+                           .on_msg = on_msg,
+                           .on_rndv = on_rndv,
+                           .arg = e};
     rc = link_new(&d->loop, &lc, &ops, &e->link);
     if (rc < 0) {
         snprintf(err, errlen, "link (listen %s:%lld, secret %s): %s", cfg->listen_address,
@@ -250,11 +277,14 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         snprintf(e->self_addr, sizeof e->self_addr, "%s:%u", cfg->listen_address,
                  link_listen_port(e->link));
     e->arena_base = link_arena(e->link, &e->arena_len);
-    struct arena_params ap = {
-        .size = e->arena_len, .chunk = cfg->arena_chunk,
-        .reserve_timeout_ms = cfg->arena_reserve_timeout_ms, .max_waiters = 65536,
-        .max_credits = ENGINE_MAX_CREDITS, .on_grant = arena_grant, .on_timeout = arena_timeout,
-        .user = e};
+    struct arena_params ap = {.size = e->arena_len,
+                              .chunk = cfg->arena_chunk,
+                              .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
+                              .max_waiters = 65536,
+                              .max_credits = ENGINE_MAX_CREDITS,
+                              .on_grant = arena_grant,
+                              .on_timeout = arena_timeout,
+                              .user = e};
     rc = e->arena_base ? arena_new(&ap, &e->arena) : -ENOMEM;
     if (rc < 0) {
         snprintf(err, errlen, "arena (size %llu, chunk %llu): %s",
@@ -340,8 +370,8 @@ json_t *engine_peers_json(struct daemon *d)
     for (const struct epeer *p = e ? e->peers : NULL; p; p = p->next)
         json_array_append_new(a, epeer_json(p));
     return json_pack("{s:b,s:s,s:s,s:o}", "enabled", e && e->link, "self",
-                     e && e->link ? link_self_id(e->link) : "", "listen",
-                     e ? e->self_addr : "", "peers", a);
+                     e && e->link ? link_self_id(e->link) : "", "listen", e ? e->self_addr : "",
+                     "peers", a);
 }
 
 json_t *engine_arena_json(struct daemon *d)
@@ -378,23 +408,42 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
         return 0;
     const struct engine_counters *c = &e->c;
 #define C(name) json_object_set_new(ret, #name, json_integer((json_int_t)c->name))
-    C(remote_recvs); C(remote_done); C(remote_failed); C(flows); C(flows_done); C(flows_failed);
-    C(chunks_put); C(chunks_am); C(bytes_put); C(bytes_am); C(chunks_landed); C(bytes_landed);
-    C(staging_fallbacks); C(bound_violations); C(stale_epochs); C(tables_served);
-    C(tables_fetched); C(table_nacks); C(layouts_forwarded); C(peers_lost); C(nacks_sent);
-    C(nacks_recv); C(fragment_puts); C(bytes_fragment);
+    C(remote_recvs);
+    C(remote_done);
+    C(remote_failed);
+    C(flows);
+    C(flows_done);
+    C(flows_failed);
+    C(chunks_put);
+    C(chunks_am);
+    C(bytes_put);
+    C(bytes_am);
+    C(chunks_landed);
+    C(bytes_landed);
+    C(staging_fallbacks);
+    C(bound_violations);
+    C(stale_epochs);
+    C(tables_served);
+    C(tables_fetched);
+    C(table_nacks);
+    C(layouts_forwarded);
+    C(peers_lost);
+    C(nacks_sent);
+    C(nacks_recv);
+    C(fragment_puts);
+    C(bytes_fragment);
 #undef C
     /* path decisions by reason: generation side per request, context side per flow */
-    json_object_set_new(
-        ret, "paths",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
-                  (json_int_t)c->path_fragment_state, "fragment_kv_below_min_blocks",
-                  (json_int_t)c->path_fragment_kv, "bounce_state_at_min_bytes",
-                  (json_int_t)c->path_bounce_gate_bytes, "bounce_kv_at_min_blocks",
-                  (json_int_t)c->path_bounce_gate_blocks, "bounce_fallback_no_rkeys",
-                  (json_int_t)c->path_bounce_no_rkeys, "flow_bounce_shm_put",
-                  (json_int_t)c->path_bounce_shm_put, "flow_bounce_am",
-                  (json_int_t)c->path_bounce_am));
+    json_object_set_new(ret, "paths",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
+                                  (json_int_t)c->path_fragment_state,
+                                  "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
+                                  "bounce_state_at_min_bytes",
+                                  (json_int_t)c->path_bounce_gate_bytes, "bounce_kv_at_min_blocks",
+                                  (json_int_t)c->path_bounce_gate_blocks,
+                                  "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
+                                  "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
+                                  "flow_bounce_am", (json_int_t)c->path_bounce_am));
     return 0;
 }
 
@@ -408,7 +457,10 @@ int engine_arena_status(struct daemon *d, json_t *ret)
     return 0;
 }
 
-int engine_arena_stats(struct daemon *d, json_t *ret) { return engine_arena_status(d, ret); }
+int engine_arena_stats(struct daemon *d, json_t *ret)
+{
+    return engine_arena_status(d, ret);
+}
 
 void engine_drain_start(struct daemon *d)
 {

@@ -43,8 +43,8 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
         e->c.bound_violations++;
     log_info("engine: flow %llu (request %llu of %s, writer %u): %s: %s",
              (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
-             tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer,
-             kvf_error_to_string(code), msg);
+             tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code),
+             msg);
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
@@ -80,7 +80,10 @@ static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
     return NULL;
 }
 
-static bool live_send(const struct xfer *s) { return s->state == XFER_WAITING || s->state == XFER_COPYING; }
+static bool live_send(const struct xfer *s)
+{
+    return s->state == XFER_WAITING || s->state == XFER_COPYING;
+}
 
 /* ---- meeting and planning ---- */
 
@@ -92,9 +95,11 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
-        tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "stale table: context instance %s is at epoch "
-                "%llu, the request planned with epoch %llu (refetch the table)", q->ctx_instance,
-                (unsigned long long)tab->epoch, (unsigned long long)q->table_epoch);
+        tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
+                "stale table: context instance %s is at epoch "
+                "%llu, the request planned with epoch %llu (refetch the table)",
+                q->ctx_instance, (unsigned long long)tab->epoch,
+                (unsigned long long)q->table_epoch);
         return;
     }
     if (q->writer >= tab->n) {
@@ -120,8 +125,11 @@ static void plan_with(struct tx *tx, const struct itable *tab)
                 ctx_ids[c].n[g] = l->groups[g].kind == GROUP_STATE ? 1 : PLAN_MAX_IDS;
         }
     }
-    struct plan_input pin = {.gen = &tx->gen, .ctx = tab->ranks, .n_ctx = tab->n,
-                             .ctx_ids = ctx_ids, .ctx_dp_rank = q->ctx_dp_rank};
+    struct plan_input pin = {.gen = &tx->gen,
+                             .ctx = tab->ranks,
+                             .n_ctx = tab->n,
+                             .ctx_ids = ctx_ids,
+                             .ctx_dp_rank = q->ctx_dp_rank};
     for (uint32_t g = 0; g < q->n_groups; g++) {
         pin.gen_ids.n[g] = q->n_ids[g];
         pin.gen_ids.ids[g] = q->ids[g];
@@ -139,14 +147,17 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         if (tx->plan.writers[w].ctx_rank == q->writer)
             tx->pw = &tx->plan.writers[w];
     if (!tx->pw) {
-        tx_fail(tx, KVF_E_BAD_REQUEST, true, "context rank %u writes nothing for generation rank "
-                "%u", q->writer, layout_rank(&tx->gen));
+        tx_fail(tx, KVF_E_BAD_REQUEST, true,
+                "context rank %u writes nothing for generation rank "
+                "%u",
+                q->writer, layout_rank(&tx->gen));
         return;
     }
     if (tx->pw->bytes != q->extent_bytes) {
-        tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "extent of writer %u is %llu bytes here, the "
-                "RECV_REQ says %llu", q->writer, (unsigned long long)tx->pw->bytes,
-                (unsigned long long)q->extent_bytes);
+        tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                "extent of writer %u is %llu bytes here, the "
+                "RECV_REQ says %llu",
+                q->writer, (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
         return;
     }
     if (copy_check(tx->pw->ops, tx->pw->n_ops, &s->rank->mem, 's') < 0) {
@@ -256,8 +267,8 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     const struct wire_recv_req *q = &m->u.recv_req;
     char msg[WIRE_TEXT_MAX];
     kvf_error_t code = KVF_OK;
-    struct reg_instance *in = e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance)
-                                            : NULL;
+    struct reg_instance *in =
+        e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
     for (struct tx *t = e->txs; t; t = t->next)
         n += t->peer == p && !t->ended;
@@ -267,11 +278,13 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
         code = KVF_E_UNKNOWN_INSTANCE;
         snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
-                 q->writer, q->ctx_instance, e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+                 q->writer, q->ctx_instance,
+                 e->self_addr[0] ? e->self_addr : link_self_id(e->link));
     } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
         code = KVF_E_NO_ROUTE;
-        snprintf(msg, sizeof msg, "%u requests in flight from this peer: peers.max_inflight is %lld",
-                 n, (long long)e->d->cfg.peers_max_inflight);
+        snprintf(msg, sizeof msg,
+                 "%u requests in flight from this peer: peers.max_inflight is %lld", n,
+                 (long long)e->d->cfg.peers_max_inflight);
     } else if (find_tx(e, p, flow)) {
         code = KVF_E_BAD_REQUEST;
         snprintf(msg, sizeof msg, "flow %llu is already in flight", (unsigned long long)flow);
@@ -314,7 +327,8 @@ void ctx_send_arrived(struct engine *e, struct xfer *s)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         const struct wire_recv_req *q = &tx->rr.u.recv_req;
         if (!tx->ended && !tx->send && q->req_id == s->req_id &&
-            strcmp(q->ctx_instance, s->ctx_instance) == 0 && q->writer == layout_rank(&s->rank->layout))
+            strcmp(q->ctx_instance, s->ctx_instance) == 0 &&
+            q->writer == layout_rank(&s->rank->layout))
             meet(tx, s);
     }
     ctx_sweep(e);
@@ -358,7 +372,10 @@ static void stage_finish(struct stage *st, int status)
         pump(tx);
 }
 
-static void chunk_sent(void *arg, int status) { stage_finish(arg, status); }
+static void chunk_sent(void *arg, int status)
+{
+    stage_finish(arg, status);
+}
 
 static void flushed(void *arg, int status)
 {
@@ -366,7 +383,8 @@ static void flushed(void *arg, int status)
     if (status == 0)
         status = st->err;
     if (status == 0 && st->tx && !st->tx->ended && st->tx->peer && st->tx->peer->lp)
-        status = link_send(st->tx->peer->lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
+        status =
+            link_send(st->tx->peer->lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
     else if (status == 0)
         status = -ECANCELED;
     if (status < 0)
@@ -393,12 +411,17 @@ static void stage_run(struct stage *st)
     copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
                 g->ext_off + g->length, st->buf);
     struct wire_msg m = {.type = WIRE_CHUNK};
-    m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer, g->slot,
-                                    g->generation, g->ext_off, g->length};
+    m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id,
+                                    tx->rr.u.recv_req.writer,
+                                    g->slot,
+                                    g->generation,
+                                    g->ext_off,
+                                    g->length};
     uint64_t le = htole64(tx->flow);
     memcpy(st->hdr, &le, ENGINE_ENV_BYTES);
     size_t n;
-    if (wire_encode_into(&m, st->hdr + ENGINE_ENV_BYTES, sizeof st->hdr - ENGINE_ENV_BYTES, &n) < 0) {
+    if (wire_encode_into(&m, st->hdr + ENGINE_ENV_BYTES, sizeof st->hdr - ENGINE_ENV_BYTES, &n) <
+        0) {
         stage_finish(st, -EINVAL);
         return;
     }
@@ -451,9 +474,10 @@ static void pump(struct tx *tx)
         uint64_t left = tx->pw->bytes - tx->sent;
         if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 ||
             g.length > left) {
-            tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "grant of slot %u for extent [%llu, +%llu) "
-                    "does not follow: %llu of %llu bytes sent", g.slot,
-                    (unsigned long long)g.ext_off, (unsigned long long)g.length,
+            tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                    "grant of slot %u for extent [%llu, +%llu) "
+                    "does not follow: %llu of %llu bytes sent",
+                    g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
                     (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
             return;
         }
@@ -560,12 +584,15 @@ void ctx_tick(struct engine *e, uint64_t now)
         if (tx->ended || now < tx->deadline_ms)
             continue;
         if (!tx->send)
-            tx_fail(tx, KVF_E_TIMEOUT, true, "context rank %u did not SEND request %llu within "
-                    "deadlines.send_wait", tx->rr.u.recv_req.writer,
-                    (unsigned long long)tx->rr.u.recv_req.req_id);
+            tx_fail(tx, KVF_E_TIMEOUT, true,
+                    "context rank %u did not SEND request %llu within "
+                    "deadlines.send_wait",
+                    tx->rr.u.recv_req.writer, (unsigned long long)tx->rr.u.recv_req.req_id);
         else
-            tx_fail(tx, KVF_E_TIMEOUT, true, "moving %llu of %llu bytes exceeded "
-                    "deadlines.transfer", (unsigned long long)(tx->pw ? tx->pw->bytes - tx->completed : 0),
+            tx_fail(tx, KVF_E_TIMEOUT, true,
+                    "moving %llu of %llu bytes exceeded "
+                    "deadlines.transfer",
+                    (unsigned long long)(tx->pw ? tx->pw->bytes - tx->completed : 0),
                     (unsigned long long)(tx->pw ? tx->pw->bytes : 0));
     }
 }

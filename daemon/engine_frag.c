@@ -40,13 +40,13 @@ void frag_rank_registered(struct engine *e, struct reg_rank *rk)
         return;
     f->rk = rk;
     for (uint32_t p = 0; p < rk->mem.n; p++) {
-        int rc = rk->mem.base[p] ? link_mem_register(e->link, rk->mem.base[p], rk->mem.size[p],
-                                                      &f->m[p])
-                                 : -EINVAL;
+        int rc = rk->mem.base[p]
+                     ? link_mem_register(e->link, rk->mem.base[p], rk->mem.size[p], &f->m[p])
+                     : -EINVAL;
         if (rc < 0) {
             log_warn("engine: %s rank %u pool %u: UCX registration failed (%s): its requests take "
-                     "the bounce path", rk->layout.instance, layout_rank(&rk->layout), p,
-                     strerror(-rc));
+                     "the bounce path",
+                     rk->layout.instance, layout_rank(&rk->layout), p, strerror(-rc));
             for (uint32_t q = 0; q < p; q++)
                 link_mreg_free(e->link, f->m[q]);
             free(f);
@@ -189,7 +189,8 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
         bounds.size[p] = tx->gen.pools[p].bytes;
     }
     if (copy_check(pw->ops, pw->n_ops, &bounds, 'd') < 0) {
-        snprintf(msg, len, "fragment: a destination lies outside the generation pools, or a pool "
+        snprintf(msg, len,
+                 "fragment: a destination lies outside the generation pools, or a pool "
                  "has no rkey");
         return -ERANGE;
     }
@@ -209,7 +210,8 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
         const struct copy_op *o = &pw->ops[i];
         for (uint64_t k = 0; k < o->count && rc == 0; k++) {
             const uint8_t *s = src->base[o->src_pool] + o->src_off + (int64_t)k * o->src_stride;
-            uint64_t d = rk[o->dst_pool]->remote_base + o->dst_off + (uint64_t)((int64_t)k * o->dst_stride);
+            uint64_t d =
+                rk[o->dst_pool]->remote_base + o->dst_off + (uint64_t)((int64_t)k * o->dst_stride);
             j->pending++;
             rc = link_put_rkey(lp, s, o->len, rk[o->dst_pool]->blob, rk[o->dst_pool]->blob_len, d,
                                job_cb, j);

@@ -24,8 +24,8 @@ static const char *const rx_names[] = {"lookup", "connect", "moving", "ended"};
 
 static void rx_set_state(struct rx *rx, enum rx_state to)
 {
-    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id,
-              rx_names[rx->state], rx_names[to]);
+    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id, rx_names[rx->state],
+              rx_names[to]);
     rx->state = to;
 }
 
@@ -121,8 +121,11 @@ static void plan_rx(struct rx *rx, struct itable *tab)
                     (unsigned long long)tab->epoch);
             return;
         }
-    struct plan_input pin = {.gen = &x->rank->layout, .ctx = tab->ranks, .n_ctx = tab->n,
-                             .ctx_ids = NULL, .ctx_dp_rank = x->ctx_dp_rank};
+    struct plan_input pin = {.gen = &x->rank->layout,
+                             .ctx = tab->ranks,
+                             .n_ctx = tab->n,
+                             .ctx_ids = NULL,
+                             .ctx_dp_rank = x->ctx_dp_rank};
     ids_of(x, &pin.gen_ids);
     struct plan_error perr;
     memset(&perr, 0, sizeof perr);
@@ -209,8 +212,10 @@ static void start_writer(struct rxw *w)
         int rc = send_recv_req(w, NULL, 0);
         w->req_sent = rc == 0;
         if (rc < 0)
-            rx_fail(w->rx, KVF_E_PEER_LOST, "could not send RECV_REQ to context rank %u's "
-                    "daemon: %s", w->ctx_rank, strerror(-rc));
+            rx_fail(w->rx, KVF_E_PEER_LOST,
+                    "could not send RECV_REQ to context rank %u's "
+                    "daemon: %s",
+                    w->ctx_rank, strerror(-rc));
         return;
     }
     arena_resv_init(&w->resv, w->flow, w->peer->key, w->extent);
@@ -240,15 +245,19 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     kvf_error_t code = KVF_OK;
     if (!e->link) {
         code = KVF_E_NO_ROUTE;
-        snprintf(msg, sizeof msg, "context instance %s is homed at %s, but this daemon refuses "
-                 "inter-daemon traffic: set cluster.secret_file", x->ctx_instance, home);
+        snprintf(msg, sizeof msg,
+                 "context instance %s is homed at %s, but this daemon refuses "
+                 "inter-daemon traffic: set cluster.secret_file",
+                 x->ctx_instance, home);
     } else if (e->draining || e->stopping) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the daemon is draining: no new requests");
     } else if (e->self_addr[0] && strcmp(home, e->self_addr) == 0) {
         code = KVF_E_UNKNOWN_INSTANCE;
-        snprintf(msg, sizeof msg, "context instance %s names this daemon (%s) as its home, but it "
-                 "is not registered here", x->ctx_instance, home);
+        snprintf(msg, sizeof msg,
+                 "context instance %s names this daemon (%s) as its home, but it "
+                 "is not registered here",
+                 x->ctx_instance, home);
     }
     struct rx *rx = code == KVF_OK ? calloc(1, sizeof *rx) : NULL;
     if (code == KVF_OK && !rx) {
@@ -326,8 +335,8 @@ void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
     for (uint32_t i = 0; i < n; i++) {
         if (w->n_out < ENGINE_MAX_CREDITS)
             w->out[w->n_out++] = g[i];
-        wg[i] = (struct wire_grant){g[i].slot, g[i].generation, g[i].offset, g[i].length,
-                                    g[i].ext_off};
+        wg[i] =
+            (struct wire_grant){g[i].slot, g[i].generation, g[i].offset, g[i].length, g[i].ext_off};
     }
     int rc;
     if (!w->req_sent) {
@@ -351,9 +360,10 @@ void gen_on_timeout(struct rxw *w)
     struct arena_stats st;
     arena_get_stats(w->rx->e->arena, &st);
     w->resv_open = false; /* timed out: it holds nothing */
-    rx_fail(w->rx, KVF_E_TIMEOUT, "no landing slot for writer rank %u within arena.reserve_timeout "
-            "(%u of %u slots in use, %u requests waiting)", w->ctx_rank, st.slots_in_use,
-            st.slots_total, st.waiting_requests);
+    rx_fail(w->rx, KVF_E_TIMEOUT,
+            "no landing slot for writer rank %u within arena.reserve_timeout "
+            "(%u of %u slots in use, %u requests waiting)",
+            w->ctx_rank, st.slots_in_use, st.slots_total, st.waiting_requests);
 }
 
 /* ---- chunks ---- */
@@ -376,9 +386,10 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
             continue;
         if (g->ext_off != c->ext_off || g->length != c->length || (len && len != c->length) ||
             (rndv && len != g->length)) {
-            rx_fail(w->rx, KVF_E_BOUND_VIOLATION, "writer rank %u: chunk for slot %u gen %u says "
-                    "extent [%llu, +%llu) with %zu bytes, the grant is [%llu, +%llu)", w->ctx_rank,
-                    c->slot, c->generation, (unsigned long long)c->ext_off,
+            rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+                    "writer rank %u: chunk for slot %u gen %u says "
+                    "extent [%llu, +%llu) with %zu bytes, the grant is [%llu, +%llu)",
+                    w->ctx_rank, c->slot, c->generation, (unsigned long long)c->ext_off,
                     (unsigned long long)c->length, len, (unsigned long long)g->ext_off,
                     (unsigned long long)g->length);
             return -EBADMSG;
@@ -386,8 +397,10 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
         *ret = i;
         return 0;
     }
-    rx_fail(w->rx, KVF_E_BOUND_VIOLATION, "writer rank %u: chunk for slot %u generation %u, "
-            "which is not granted to it (stale or foreign)", w->ctx_rank, c->slot, c->generation);
+    rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+            "writer rank %u: chunk for slot %u generation %u, "
+            "which is not granted to it (stale or foreign)",
+            w->ctx_rank, c->slot, c->generation);
     return -EBADMSG;
 }
 
@@ -444,8 +457,10 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
         return;
     w->writer_done = true;
     if (m->u.writer_done.bytes != w->extent) {
-        rx_fail(w->rx, KVF_E_BOUND_VIOLATION, "writer rank %u reports %llu bytes, the plan's "
-                "extent is %llu", w->ctx_rank, (unsigned long long)m->u.writer_done.bytes,
+        rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+                "writer rank %u reports %llu bytes, the plan's "
+                "extent is %llu",
+                w->ctx_rank, (unsigned long long)m->u.writer_done.bytes,
                 (unsigned long long)w->extent);
         return;
     }
@@ -531,9 +546,11 @@ void gen_tick(struct engine *e, uint64_t now)
         uint64_t got = 0, want = 0;
         for (uint32_t i = 0; i < rx->n_w; i++)
             got += rx->w[i].scattered, want += rx->w[i].extent;
-        rx_fail(rx, KVF_E_TIMEOUT, "request did not complete within %llu ms (%s; %llu of %llu "
-                "bytes landed)", (unsigned long long)(rx->deadline_ms - rx->started_ms),
-                rx_names[rx->state], (unsigned long long)got, (unsigned long long)want);
+        rx_fail(rx, KVF_E_TIMEOUT,
+                "request did not complete within %llu ms (%s; %llu of %llu "
+                "bytes landed)",
+                (unsigned long long)(rx->deadline_ms - rx->started_ms), rx_names[rx->state],
+                (unsigned long long)got, (unsigned long long)want);
     }
 }
 

@@ -53,8 +53,8 @@ void engine_rank_registered(struct engine *e, struct reg_rank *rk)
         return;
     if (!e->link || !e->self_addr[0]) {
         log_warn("engine: %s rank %u names home %s, but this daemon %s: its layout is not "
-                 "forwarded and remote requests cannot reach it", rk->layout.instance,
-                 layout_rank(&rk->layout), rk->home,
+                 "forwarded and remote requests cannot reach it",
+                 rk->layout.instance, layout_rank(&rk->layout), rk->home,
                  e->link ? "has no listener (listen.port 0)" : "has no cluster secret");
         return;
     }
@@ -205,8 +205,8 @@ int home_table(struct engine *e, const char *instance, struct itable **ret, char
         return -ENOMEM;
     }
     int missing = 0;
-    size_t off = (size_t)snprintf(msg, len, "context instance %s is incomplete at its home: rank(s)",
-                                  instance);
+    size_t off = (size_t)snprintf(
+        msg, len, "context instance %s is incomplete at its home: rank(s)", instance);
     for (uint32_t i = 0; i < n; i++) {
         if (in && in->ranks[i]) {
             t->ranks[i] = in->ranks[i]->layout;

@@ -15,9 +15,9 @@
 #include "plan.h"
 #include "wire.h"
 
-#define ENGINE_ENV_BYTES 8u       /* the flow id that opens every link header */
-#define ENGINE_MAX_CREDITS 64u    /* arena max_credits: slots one writer holds + wants */
-#define ENGINE_WINDOW 8u          /* credits asked per writer at once */
+#define ENGINE_ENV_BYTES 8u    /* the flow id that opens every link header */
+#define ENGINE_MAX_CREDITS 64u /* arena max_credits: slots one writer holds + wants */
+#define ENGINE_WINDOW 8u       /* credits asked per writer at once */
 
 struct daemon;
 struct transfers;
@@ -26,12 +26,12 @@ struct xfer;
 /* One peer daemon, for as long as its link peer lives. */
 struct epeer {
     struct engine *e;
-    struct link_peer *lp;        /* borrowed from the link; NULL once down */
-    uint64_t key;                /* serial: the arena's quarantine key */
-    char addr[WIRE_ADDR_MAX];    /* "host:port" we connected to; "" for an inbound peer */
+    struct link_peer *lp;     /* borrowed from the link; NULL once down */
+    uint64_t key;             /* serial: the arena's quarantine key */
+    char addr[WIRE_ADDR_MAX]; /* "host:port" we connected to; "" for an inbound peer */
     bool outbound, up;
     uint64_t since_ms;
-    uint32_t users;              /* requests (rx writers, tx flows, table fetches) using it */
+    uint32_t users; /* requests (rx writers, tx flows, table fetches) using it */
     uint64_t chunks_sent, chunks_recv, bytes_sent, bytes_recv, puts, ams;
     struct epeer *next;
 };
@@ -41,12 +41,12 @@ struct itable {
     char instance[LAYOUT_NAME_MAX];
     char home[WIRE_ADDR_MAX];
     uint64_t epoch;
-    uint32_t n;                  /* ranks; 0 while fetching */
-    struct layout *ranks;        /* owned, n */
+    uint32_t n;                   /* ranks; 0 while fetching */
+    struct layout *ranks;         /* owned, n */
     char (*addrs)[WIRE_ADDR_MAX]; /* owned, n: the daemon hosting each rank */
     enum { TAB_FETCHING, TAB_READY } state;
     uint64_t fetched_ms, deadline_ms;
-    struct epeer *peer;          /* the home while fetching */
+    struct epeer *peer; /* the home while fetching */
     /* verdict cache: generation ranks found incompatible at this epoch */
     uint32_t n_bad;
     struct tab_verdict {
@@ -64,7 +64,7 @@ struct rx;
 
 /* Generation side: one writer of one RECV. */
 struct rxw {
-    enum resv_kind kind;         /* RESV_LANDING; first field: arena resv->data points here */
+    enum resv_kind kind; /* RESV_LANDING; first field: arena resv->data points here */
     struct rx *rx;
     uint32_t idx, ctx_rank;
     uint64_t flow;
@@ -72,7 +72,7 @@ struct rxw {
     struct arena_resv resv;
     bool resv_open, req_sent, writer_done;
     uint64_t extent, scattered;
-    uint32_t n_out;              /* grants out (sent or to send), not yet landed */
+    uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
 };
 
@@ -80,20 +80,20 @@ enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED };
 
 struct rx {
     struct engine *e;
-    struct transfers *t;         /* borrowed */
-    struct xfer *x;              /* borrowed until engine_xfer_end; NULL after */
-    char *gen_json;              /* owned: the generation rank's layout, for RECV_REQ */
+    struct transfers *t; /* borrowed */
+    struct xfer *x;      /* borrowed until engine_xfer_end; NULL after */
+    char *gen_json;      /* owned: the generation rank's layout, for RECV_REQ */
     uint64_t req_id;
     char home[WIRE_ADDR_MAX];
     char ctx_instance[LAYOUT_NAME_MAX];
     enum rx_state state;
-    struct itable *tab;          /* borrowed while READY */
+    struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
     bool planned;
-    wire_path_t path;            /* bounce or fragment, for every writer */
+    wire_path_t path; /* bounce or fragment, for every writer */
     uint32_t n_w;
-    struct rxw *w;               /* owned, n_w */
+    struct rxw *w; /* owned, n_w */
     uint64_t phase_deadline_ms, deadline_ms;
     uint64_t started_ms;
     struct rx *next;
@@ -104,18 +104,18 @@ struct tx {
     struct engine *e;
     struct epeer *peer;
     uint64_t flow;
-    struct wire_msg rr;          /* the decoded RECV_REQ (owned) */
-    struct layout gen;           /* decoded from rr */
-    struct xfer *send;           /* borrowed until engine_xfer_end; NULL before the meeting */
+    struct wire_msg rr; /* the decoded RECV_REQ (owned) */
+    struct layout gen;  /* decoded from rr */
+    struct xfer *send;  /* borrowed until engine_xfer_end; NULL before the meeting */
     bool planned, ended, done_sent;
-    bool wait_table, refetched;  /* waiting for the instance's table from its home */
-    struct fragjob *frag;        /* fragment path: its puts in flight */
-    char home[WIRE_ADDR_MAX];    /* the writer rank's home when it is not this daemon */
+    bool wait_table, refetched; /* waiting for the instance's table from its home */
+    struct fragjob *frag;       /* fragment path: its puts in flight */
+    char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;
     const struct plan_writer *pw;
-    uint64_t sent, completed;    /* extent bytes handed to the link, completed */
-    uint32_t n_ops;              /* staging operations in flight */
-    uint32_t q_head, q_len;      /* granted landing slots not yet filled (ring) */
+    uint64_t sent, completed; /* extent bytes handed to the link, completed */
+    uint32_t n_ops;           /* staging operations in flight */
+    uint32_t q_head, q_len;   /* granted landing slots not yet filled (ring) */
     struct wire_grant q[ENGINE_MAX_CREDITS];
     uint64_t deadline_ms;
     struct tx *next;
@@ -123,16 +123,16 @@ struct tx {
 
 /* One chunk in flight on the context side: a staging slot (or a malloc'd buffer). */
 struct stage {
-    enum resv_kind kind;         /* RESV_STAGING; first field */
-    struct tx *tx;               /* NULL when the flow ended while this was in flight */
+    enum resv_kind kind; /* RESV_STAGING; first field */
+    struct tx *tx;       /* NULL when the flow ended while this was in flight */
     struct engine *e;
     struct arena_resv resv;
     bool have_slot, resv_open;
     struct arena_grant slot;
-    uint8_t *buf;                /* staging bytes: in the arena, or malloc'd (own_buf) */
+    uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
     bool own_buf;
-    int err;                     /* of the put, reported after the flush */
-    struct wire_grant g;         /* the landing slot it fills */
+    int err;             /* of the put, reported after the flush */
+    struct wire_grant g; /* the landing slot it fills */
     uint8_t hdr[ENGINE_ENV_BYTES + 64];
     size_t hdr_len;
     struct stage *next;
@@ -143,8 +143,8 @@ struct fwd_out {
     char home[WIRE_ADDR_MAX];
     char instance[LAYOUT_NAME_MAX];
     uint32_t rank;
-    char *json;                  /* owned: the layout */
-    struct epeer *peer;          /* the home, once connecting */
+    char *json;         /* owned: the layout */
+    struct epeer *peer; /* the home, once connecting */
     bool sent;
     struct fwd_out *next;
 };
@@ -152,17 +152,17 @@ struct fwd_out {
 /* Home side: the layouts other daemons forwarded for one instance. */
 struct fwd_inst {
     char instance[LAYOUT_NAME_MAX];
-    uint32_t n;                  /* tp * pp */
-    struct layout *ranks;        /* owned, n */
+    uint32_t n;                   /* tp * pp */
+    struct layout *ranks;         /* owned, n */
     char (*addrs)[WIRE_ADDR_MAX]; /* owned, n */
-    bool *have;                  /* owned, n */
+    bool *have;                   /* owned, n */
     uint64_t epoch;
     struct fwd_inst *next;
 };
 
 /* Generation side: a rank's host pools registered with UCX for the fragment path. */
 struct fragreg {
-    const struct reg_rank *rk;   /* borrowed: dropped by engine_rank_removed */
+    const struct reg_rank *rk; /* borrowed: dropped by engine_rank_removed */
     uint32_t n;
     struct link_mreg *m[LAYOUT_MAX_POOLS];
     struct fragreg *next;
@@ -171,12 +171,12 @@ struct fragreg {
 /* Context side: the puts of one fragment flow. */
 struct fragjob {
     struct engine *e;
-    struct tx *tx;               /* NULL once the flow ended */
-    uint32_t pending;            /* puts + the flush not yet completed */
+    struct tx *tx;    /* NULL once the flow ended */
+    uint32_t pending; /* puts + the flush not yet completed */
     uint64_t puts;
     int err;
     bool issued, own_mem;
-    struct copy_mem mem;         /* a departing rank's mappings, unmapped at the end */
+    struct copy_mem mem; /* a departing rank's mappings, unmapped at the end */
     struct fragjob *next;
 };
 
@@ -193,9 +193,9 @@ struct engine_counters {
 };
 
 struct engine {
-    struct daemon *d;            /* borrowed: owns us */
-    struct link *link;           /* owned; NULL without a cluster secret */
-    struct arena *arena;         /* owned; NULL without a link */
+    struct daemon *d;    /* borrowed: owns us */
+    struct link *link;   /* owned; NULL without a cluster secret */
+    struct arena *arena; /* owned; NULL without a link */
     uint8_t *arena_base;
     size_t arena_len;
     char self_addr[WIRE_ADDR_MAX]; /* listen.address:port as peers reach us; "" without */
@@ -206,12 +206,12 @@ struct engine {
     struct itable *tables;
     struct rx *rxs;
     struct tx *txs;
-    struct stage *stages;        /* in flight */
-    struct fwd_out *fwds;        /* registrations still to forward */
-    struct fwd_inst *fwd_insts;  /* as a home: forwarded layouts */
+    struct stage *stages;       /* in flight */
+    struct fwd_out *fwds;       /* registrations still to forward */
+    struct fwd_inst *fwd_insts; /* as a home: forwarded layouts */
     uint64_t forwards_seen;
-    struct fragreg *fragregs;    /* generation ranks' pools registered with UCX */
-    struct fragjob *frags;       /* fragment puts in flight */
+    struct fragreg *fragregs; /* generation ranks' pools registered with UCX */
+    struct fragjob *frags;    /* fragment puts in flight */
     bool warned_frag;
     struct reclaim {
         uint64_t key, at_ms;

@@ -53,7 +53,8 @@ void tab_on_table_req(struct engine *e, struct epeer *p, uint64_t flow, const st
     char msg[WIRE_TEXT_MAX];
     struct itable *h = NULL;
     if (!e->self_addr[0]) {
-        table_nack(p, flow, inst, KVF_E_NO_ROUTE, "the home daemon has no listener (listen.port 0)");
+        table_nack(p, flow, inst, KVF_E_NO_ROUTE,
+                   "the home daemon has no listener (listen.port 0)");
         return;
     }
     if (home_table(e, inst, &h, msg, sizeof msg) < 0) {
@@ -131,7 +132,8 @@ static void send_req(struct engine *e, struct itable *t)
     snprintf(m.u.table_req.instance, sizeof m.u.table_req.instance, "%s", t->instance);
     if (engine_send_msg(t->peer, 0, &m) < 0) {
         char msg[WIRE_TEXT_MAX];
-        snprintf(msg, sizeof msg, "could not ask home %s for the table of %s", t->home, t->instance);
+        snprintf(msg, sizeof msg, "could not ask home %s for the table of %s", t->home,
+                 t->instance);
         tab_ready(e, t, KVF_E_PEER_UNREACHABLE, msg);
         tab_drop(e, t);
     }
@@ -201,9 +203,11 @@ static int load(struct itable *t, const struct wire_table *w, char *msg, size_t 
         }
         if (strcmp(l->instance, t->instance) != 0 || l->role != ROLE_CONTEXT ||
             layout_rank(l) != i || l->tp_size * l->pp_size != w->n_ranks) {
-            snprintf(msg, len, "rank %u's layout is rank %u of %s %s (tp %u pp %u), not rank %u "
-                     "of %u of context instance %s", i, layout_rank(l), layout_role_to_string(l->role),
-                     l->instance, l->tp_size, l->pp_size, i, w->n_ranks, t->instance);
+            snprintf(msg, len,
+                     "rank %u's layout is rank %u of %s %s (tp %u pp %u), not rank %u "
+                     "of %u of context instance %s",
+                     i, layout_rank(l), layout_role_to_string(l->role), l->instance, l->tp_size,
+                     l->pp_size, i, w->n_ranks, t->instance);
             return -EINVAL;
         }
         snprintf(t->addrs[i], sizeof t->addrs[i], "%s", w->ranks[i].addr);
@@ -264,9 +268,10 @@ void tab_tick(struct engine *e, uint64_t now)
         nx = t->next;
         if (t->state == TAB_FETCHING && now >= t->deadline_ms) {
             char msg[WIRE_TEXT_MAX];
-            snprintf(msg, sizeof msg, "home %s did not send the table of %s within %llu ms "
-                     "(deadlines.lookup)", t->home, t->instance,
-                     (unsigned long long)e->d->cfg.deadlines_lookup_ms);
+            snprintf(msg, sizeof msg,
+                     "home %s did not send the table of %s within %llu ms "
+                     "(deadlines.lookup)",
+                     t->home, t->instance, (unsigned long long)e->d->cfg.deadlines_lookup_ms);
             tab_ready(e, t, KVF_E_TIMEOUT, msg);
             tab_drop(e, t);
         } else if (t->state == TAB_READY && now - t->fetched_ms > 6 * ENGINE_TABLE_TTL_MS) {

@@ -27,8 +27,8 @@ static int decode(const uint8_t *f, size_t len, struct proto_msg *ret)
 
 static size_t frame_len(const uint8_t *f)
 {
-    return PROTO_HDR_SIZE + ((size_t)f[12] | (size_t)f[13] << 8 | (size_t)f[14] << 16 |
-                             (size_t)f[15] << 24);
+    return PROTO_HDR_SIZE +
+           ((size_t)f[12] | (size_t)f[13] << 8 | (size_t)f[14] << 16 | (size_t)f[15] << 24);
 }
 
 START_TEST(register_home_round_trips)
@@ -58,7 +58,8 @@ START_TEST(register_without_home_is_the_old_frame_and_decodes_empty)
     ck_assert_uint_eq(frame_len(g), frame_len(f) + 2 + 3); /* u16 length + "h:1" */
     ck_assert_uint_eq(flen, frame_len(f));
     ck_assert_uint_eq(glen, frame_len(g));
-    ck_assert_int_eq(memcmp(f + PROTO_HDR_SIZE, g + PROTO_HDR_SIZE, frame_len(f) - PROTO_HDR_SIZE), 0);
+    ck_assert_int_eq(memcmp(f + PROTO_HDR_SIZE, g + PROTO_HDR_SIZE, frame_len(f) - PROTO_HDR_SIZE),
+                     0);
     ck_assert_int_eq(decode(f, frame_len(f), &d), 0);
     ck_assert_str_eq(d.u.reg.home, "");
     proto_msg_done(&d);

@@ -17,13 +17,18 @@ static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uin
         pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
         if (readers[i])
             ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
-                                      ctx->r[i].ids, readers[i]), 0);
+                                      ctx->r[i].ids, readers[i]),
+                             0);
     }
     for (uint32_t g = 0; g < gen->n; g++) {
         struct ru_rank *r = &gen->r[g];
-        struct kvf_recv_args a = {.req_id = req, .ctx_instance = ctx->r[0].l.instance,
-                                  .ctx_dp_rank = dp, .ctx_home = t->a.addr,
-                                  .n_groups = r->l.n_groups, .counts = r->counts, .ids = r->ids};
+        struct kvf_recv_args a = {.req_id = req,
+                                  .ctx_instance = ctx->r[0].l.instance,
+                                  .ctx_dp_rank = dp,
+                                  .ctx_home = t->a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
         ck_assert_int_eq(kvf_recv(r->c, &a), 0);
     }
     int ok = 1;
@@ -75,13 +80,16 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     char *db = json_dumps(json_object_get(sb, "peers"), JSON_COMPACT);
     fprintf(stderr, "%s -> %s%s%s:\n  context daemon %s\n  generation daemon %s\n", ctx_spec,
             gen_spec, tls ? " UCX_TLS=" : "", tls ? tls : "", da, db);
-    json_int_t put = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_put"));
+    json_int_t put =
+        json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_put"));
     json_int_t am = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_am"));
     json_int_t landed =
         json_integer_value(json_object_get(json_object_get(sb, "peers"), "chunks_landed"));
-    json_int_t fputs_ = json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
+    json_int_t fputs_ =
+        json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
     json_t *paths = json_object_get(json_object_get(sb, "peers"), "paths");
-    json_int_t p_frag = json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes"));
+    json_int_t p_frag =
+        json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes"));
     json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes"));
     ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
     ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
@@ -145,7 +153,8 @@ END_TEST
 
 START_TEST(remote_prefix_cached_generation_gets_the_suffix)
 {
-    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 12, 5, -1, NULL, NULL);
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 12, 5, -1, NULL,
+                NULL);
 }
 END_TEST
 
@@ -185,8 +194,8 @@ static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_b
     uint64_t until = ru_now_ms() + 5000;
     while (ru_now_ms() < until) {
         json_t *st = ru_ctl(&c, "stats");
-        long long fw = json_integer_value(json_object_get(json_object_get(st, "peers"),
-                                                          "layouts_forwarded"));
+        long long fw =
+            json_integer_value(json_object_get(json_object_get(st, "peers"), "layouts_forwarded"));
         json_decref(st);
         if (fw == (long long)(ctx.n / 2))
             break;
@@ -194,8 +203,9 @@ static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_b
     }
     int ok = move_one(&t, &ctx, &gen, 77, n_blocks, n_blocks, -1, 0x777);
     json_t *sc = ru_ctl(&c, "stats");
-    json_int_t c_chunks = json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_put")) +
-                          json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_am"));
+    json_int_t c_chunks =
+        json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_put")) +
+        json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_am"));
     json_decref(sc);
     if (!ok)
         ru_dump_log(&c, "second context daemon");
@@ -238,12 +248,16 @@ static void throughput_case(const char *tls, const char *extra)
     for (int round = 0; round < 3 && ok; round++) {
         pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 31 + (uint64_t)round);
         uint64_t req = 500 + (uint64_t)round;
-        ck_assert_int_eq(kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts,
-                                  ctx.r[0].ids, 1), 0);
+        ck_assert_int_eq(
+            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
         struct ru_rank *r = &gen.r[0];
-        struct kvf_recv_args a = {.req_id = req, .ctx_instance = "ctx", .ctx_dp_rank = -1,
-                                  .ctx_home = t.a.addr, .n_groups = r->l.n_groups,
-                                  .counts = r->counts, .ids = r->ids};
+        struct kvf_recv_args a = {.req_id = req,
+                                  .ctx_instance = "ctx",
+                                  .ctx_dp_rank = -1,
+                                  .ctx_home = t.a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
         ck_assert_int_eq(kvf_recv(r->c, &a), 0);
@@ -278,7 +292,8 @@ static void throughput_case(const char *tls, const char *extra)
     ck_assert_int_eq(m2[bytes - 1], 1);
     free(m1);
     free(m2);
-    fprintf(stderr, "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
+    fprintf(stderr,
+            "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
             tls ? tls : "shm (UCX default)", (double)bytes / 1048576.0, best / 1e9, mbest / 1e9);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
@@ -322,14 +337,46 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
     two_start(&t, extra, extra, NULL);
     char sim[256];
     tu_bin("kvferry-sim", sim, sizeof sim);
-    char *ctx_argv[] = {sim, "--role", "context", "--instance", "prefill", "--spec",
-                        "kimi-linear-48b:tp=2,blocks=32,slots=2", "--all-ranks", "--socket",
-                        t.a.worker, "--requests", "3", "--prompt-tokens", "700", "--readers",
-                        "1", "--hold-ms", "300", "--quiet", NULL};
-    char *gen_argv[] = {sim, "--role", "generation", "--instance", "decode", "--spec",
-                        "kimi-linear-48b:tp=2,blocks=32,slots=2", "--all-ranks", "--socket",
-                        t.b.worker, "--ctx-instance", "prefill", "--ctx-home", t.a.addr,
-                        "--requests", "3", "--prompt-tokens", "700", "--start-delay-ms", "300",
+    char *ctx_argv[] = {sim,
+                        "--role",
+                        "context",
+                        "--instance",
+                        "prefill",
+                        "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2",
+                        "--all-ranks",
+                        "--socket",
+                        t.a.worker,
+                        "--requests",
+                        "3",
+                        "--prompt-tokens",
+                        "700",
+                        "--readers",
+                        "1",
+                        "--hold-ms",
+                        "300",
+                        "--quiet",
+                        NULL};
+    char *gen_argv[] = {sim,
+                        "--role",
+                        "generation",
+                        "--instance",
+                        "decode",
+                        "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2",
+                        "--all-ranks",
+                        "--socket",
+                        t.b.worker,
+                        "--ctx-instance",
+                        "prefill",
+                        "--ctx-home",
+                        t.a.addr,
+                        "--requests",
+                        "3",
+                        "--prompt-tokens",
+                        "700",
+                        "--start-delay-ms",
+                        "300",
                         NULL};
     pid_t pc = run_sim(ctx_argv), pg = run_sim(gen_argv);
     int sc = -1, sg = -1;
@@ -337,7 +384,8 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
     ck_assert_int_eq(waitpid(pc, &sc, 0), pc);
     int ok = WIFEXITED(sg) && WEXITSTATUS(sg) == 0 && WIFEXITED(sc) && WEXITSTATUS(sc) == 0;
     json_t *st = ru_ctl(&t.b, "stats");
-    long long done = json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
+    long long done =
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
     json_decref(st);
     two_stop(&t, ok);
     ck_assert_msg(ok, "kvferry-sim: generation status %d, context status %d", sg, sc);
@@ -401,4 +449,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return tu_run(suite()); }
+int main(void)
+{
+    return tu_run(suite());
+}

@@ -14,8 +14,12 @@
 static void recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
                       struct kvf_recv_args *a)
 {
-    *a = (struct kvf_recv_args){.req_id = req, .ctx_instance = inst, .ctx_dp_rank = -1,
-                                .ctx_home = home, .n_groups = r->l.n_groups, .counts = r->counts,
+    *a = (struct kvf_recv_args){.req_id = req,
+                                .ctx_instance = inst,
+                                .ctx_dp_rank = -1,
+                                .ctx_home = home,
+                                .n_groups = r->l.n_groups,
+                                .counts = r->counts,
                                 .ids = r->ids};
 }
 
@@ -71,7 +75,8 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
     ru_inst_register(&ctx, &a2);
     pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 77);
-    ck_assert_int_eq(kvf_send(ctx.r[0].c, 8, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 8, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
     recv_args(&gen.r[0], 8, "ctx", a2.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     k = ru_wait_event(&gen.r[0], 8, &ev, 20000);
@@ -79,8 +84,8 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
         ru_dump_log(&a2, "context daemon (restarted)");
         ru_dump_log(&t.b, "generation daemon");
     }
-    ck_assert_msg(k == KVF_EV_DONE, "after reconnect: %d %s: %s", k,
-                  kvf_error_to_string(ev.error), ev.message);
+    ck_assert_msg(k == KVF_EV_DONE, "after reconnect: %d %s: %s", k, kvf_error_to_string(ev.error),
+                  ev.message);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     ck_assert_int_eq(ru_daemon_stop(&a2), 0);
@@ -162,15 +167,17 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
     for (int round = 0; round < 2; round++) {
         recv_args(&gen.r[0], 100 + (uint64_t)round, "bad", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-        ck_assert_int_eq(ru_wait_event(&gen.r[0], 100 + (uint64_t)round, &ev, 10000), KVF_EV_FAILED);
-        ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s",
-                      kvf_error_to_string(ev.error), ev.message);
+        ck_assert_int_eq(ru_wait_event(&gen.r[0], 100 + (uint64_t)round, &ev, 10000),
+                         KVF_EV_FAILED);
+        ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s", kvf_error_to_string(ev.error),
+                      ev.message);
         if (round == 1)
-            ck_assert_msg(strstr(ev.message, "cached"), "second verdict not cached: %s", ev.message);
+            ck_assert_msg(strstr(ev.message, "cached"), "second verdict not cached: %s",
+                          ev.message);
     }
     pattern_fill(&good.r[0].l, &good.r[0].mem, &good.r[0].pids, 0, 5);
-    ck_assert_int_eq(kvf_send(good.r[0].c, 200, good.r[0].l.n_groups, good.r[0].counts,
-                              good.r[0].ids, 1), 0);
+    ck_assert_int_eq(
+        kvf_send(good.r[0].c, 200, good.r[0].l.n_groups, good.r[0].counts, good.r[0].ids, 1), 0);
     recv_args(&gen.r[0], 200, "good", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 200, &ev, 10000), KVF_EV_DONE);
@@ -228,7 +235,8 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
     uint64_t rng = 16;
     struct ru_inst ctx, gen;
     ru_inst_init(&ctx, "tiny:tp=2,blocks=128,slots=16", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny:tp=2,blocks=128,slots=16", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
+    ru_inst_init(&gen, "tiny:tp=2,blocks=128,slots=16", "gen", ROLE_GENERATION, NB, &rng,
+                 RU_POISON);
     ru_inst_register(&ctx, &t.a);
     ru_inst_register(&gen, &t.b);
     for (uint32_t i = 0; i < ctx.n; i++)
@@ -241,7 +249,8 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
     for (uint32_t q = 0; q < N; q++) {
         for (uint32_t i = 0; i < ctx.n; i++)
             ck_assert_int_eq(kvf_send(ctx.r[i].c, 1000 + q, ctx.r[i].l.n_groups, ctx.r[i].counts,
-                                      ctx.r[i].ids, readers[i]), 0);
+                                      ctx.r[i].ids, readers[i]),
+                             0);
         for (uint32_t g = 0; g < gen.n; g++) {
             struct ru_rank *r = &gen.r[g];
             uint32_t *p = ids[g][q];
@@ -254,9 +263,13 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
                 pids[g][q].ids[gr] = p;
                 p += n;
             }
-            struct kvf_recv_args a = {.req_id = 1000 + q, .ctx_instance = "ctx", .ctx_dp_rank = -1,
-                                      .ctx_home = t.a.addr, .n_groups = r->l.n_groups,
-                                      .counts = r->counts, .ids = ids[g][q]};
+            struct kvf_recv_args a = {.req_id = 1000 + q,
+                                      .ctx_instance = "ctx",
+                                      .ctx_dp_rank = -1,
+                                      .ctx_home = t.a.addr,
+                                      .n_groups = r->l.n_groups,
+                                      .counts = r->counts,
+                                      .ids = ids[g][q]};
             ck_assert_int_eq(kvf_recv(r->c, &a), 0);
         }
     }
@@ -334,7 +347,8 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
         ru_sleep_ms(20);
     }
     json_t *st = ru_ctl(&t.a, "stats");
-    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(st, "peers"), "flows_failed")), 1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "flows_failed")), 1);
     json_decref(st);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
@@ -364,8 +378,8 @@ START_TEST(remote_stale_table_epoch_is_refused_then_refetched)
             ru_rank_register(&ctx, 0, &t.a, NULL);
         }
         pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 40 + req);
-        ck_assert_int_eq(kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts,
-                                  ctx.r[0].ids, 1), 0);
+        ck_assert_int_eq(
+            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
         recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         int k = ru_wait_event(&gen.r[0], req, &ev, 10000);
@@ -381,8 +395,8 @@ START_TEST(remote_stale_table_epoch_is_refused_then_refetched)
         }
     }
     json_t *st = ru_ctl(&t.b, "stats");
-    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(st, "peers"),
-                                                        "tables_fetched")), 2);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "tables_fetched")), 2);
     json_decref(st);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
@@ -406,8 +420,8 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         ru_inst_init(&gen, spec, "gen", ROLE_GENERATION, 64, &rng, RU_POISON);
         ru_inst_register(&ctx, &t.a);
         ru_inst_register(&gen, &t.b);
-        ck_assert_int_eq(kvf_send(ctx.r[0].c, 1, ctx.r[0].l.n_groups, ctx.r[0].counts,
-                                  ctx.r[0].ids, 1), 0);
+        ck_assert_int_eq(
+            kvf_send(ctx.r[0].c, 1, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
         struct kvf_recv_args a;
         recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
@@ -415,14 +429,16 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         long long landed = 0;
         while (ru_now_ms() < until) {
             json_t *st = ru_ctl(&t.b, "stats");
-            landed = json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
+            landed =
+                json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
             json_decref(st);
             if (landed > 0)
                 break;
         }
         kill(t.a.pid, SIGSTOP);
         json_t *st = ru_ctl(&t.b, "stats");
-        long long done = json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
+        long long done =
+            json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
         landed = json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
         json_decref(st);
         uint64_t t0 = ru_now_ms();
@@ -438,8 +454,9 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
             ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
             ck_assert_uint_lt(took, 3000);
             until = ru_now_ms() + 3000;
-            while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
-                   ru_now_ms() < until)
+            while (
+                (arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
+                ru_now_ms() < until)
                 ru_sleep_ms(20);
             ck_assert_int_eq(arena_in_use(&t.b), 0);
             ck_assert_int_eq(ru_ctl_int(&t.b, "arena", "quarantined_slots"), 0);
@@ -450,7 +467,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
     }
     if (!caught)
         fprintf(stderr, "remote_context_daemon_killed_while_chunks_stream: SKIPPED: the transfer "
-                "finished before the daemon could be stopped, three times\n");
+                        "finished before the daemon could be stopped, three times\n");
 }
 END_TEST
 
@@ -507,4 +524,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return tu_run(suite()); }
+int main(void)
+{
+    return tu_run(suite());
+}

@@ -17,7 +17,7 @@ struct hostile {
     uv_loop_t loop;
     struct link *link;
     int mode;
-    struct layout ctx;         /* the one rank of the context instance */
+    struct layout ctx; /* the one rank of the context instance */
     char addr[64];
     int tables, recv_reqs, nacks, chunks_sent;
     kvf_error_t nack_code;
@@ -71,7 +71,7 @@ static void on_msg(void *arg, struct link_peer *p, uint16_t type, const void *hd
         const struct wire_grant *g = &m.u.recv_req.grants[0];
         struct wire_msg c = {.type = WIRE_CHUNK};
         c.u.chunk = (struct wire_chunk){m.u.recv_req.req_id, m.u.recv_req.writer, g->slot,
-                                        g->generation, g->ext_off, g->length};
+                                        g->generation,       g->ext_off,          g->length};
         size_t plen = g->length;
         if (h->mode == BAD_GENERATION)
             c.u.chunk.generation++;
@@ -102,13 +102,17 @@ static void hostile_case(int mode)
     tu_tmpdir(top, sizeof top);
     ru_secret(top, "secret", 5, secret, sizeof secret);
     struct ru_daemon b;
-    ck_assert_int_eq(ru_daemon_start(&b, top, "b", 0, secret, "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"), 0);
+    ck_assert_int_eq(
+        ru_daemon_start(
+            &b, top, "b", 0, secret,
+            "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"),
+        0);
     struct hostile h;
     memset(&h, 0, sizeof h);
     h.mode = mode;
     ck_assert_int_eq(uv_loop_init(&h.loop), 0);
-    struct link_config lc = {.listen_host = "127.0.0.1", .listen_port = 0, .secret_path = secret,
-                             .arena_bytes = 0};
+    struct link_config lc = {
+        .listen_host = "127.0.0.1", .listen_port = 0, .secret_path = secret, .arena_bytes = 0};
     struct link_ops ops = {.on_msg = on_msg, .arg = &h};
     ck_assert_int_eq(link_new(&h.loop, &lc, &ops, &h.link), 0);
     snprintf(h.addr, sizeof h.addr, "127.0.0.1:%u", link_listen_port(h.link));
@@ -119,8 +123,12 @@ static void hostile_case(int mode)
     h.ctx = ctx.r[0].l;
     ru_inst_register(&gen, &b);
     struct ru_rank *r = &gen.r[0];
-    struct kvf_recv_args a = {.req_id = 9, .ctx_instance = "ctx", .ctx_dp_rank = -1,
-                              .ctx_home = h.addr, .n_groups = r->l.n_groups, .counts = r->counts,
+    struct kvf_recv_args a = {.req_id = 9,
+                              .ctx_instance = "ctx",
+                              .ctx_dp_rank = -1,
+                              .ctx_home = h.addr,
+                              .n_groups = r->l.n_groups,
+                              .counts = r->counts,
                               .ids = r->ids};
     ck_assert_int_eq(kvf_recv(r->c, &a), 0);
     struct kvf_event ev;
@@ -152,8 +160,8 @@ static void hostile_case(int mode)
             if (r->mem.base[p][i] != RU_POISON)
                 ck_abort_msg("pool %u byte %llu was written", p, (unsigned long long)i);
     json_t *st = ru_ctl(&b, "stats");
-    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(st, "peers"),
-                                                        "bound_violations")), 1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "bound_violations")), 1);
     json_decref(st);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
@@ -197,4 +205,7 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void) { return tu_run(suite()); }
+int main(void)
+{
+    return tu_run(suite());
+}

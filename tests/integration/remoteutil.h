@@ -34,10 +34,10 @@
 
 struct ru_daemon {
     pid_t pid;
-    char dir[256];           /* its sockets and config */
+    char dir[256]; /* its sockets and config */
     char cfg[300], log[300], worker[300], control[300];
-    uint16_t port;           /* 0: no listener */
-    char addr[64];           /* "127.0.0.1:port" */
+    uint16_t port; /* 0: no listener */
+    char addr[64]; /* "127.0.0.1:port" */
 };
 
 static inline uint64_t ru_now_ms(void)
@@ -54,7 +54,8 @@ static inline void ru_sleep_ms(unsigned ms)
 }
 
 /* A 0600 secret file under dir (content from seed). */
-static inline void ru_secret(const char *dir, const char *name, unsigned seed, char *path, size_t len)
+static inline void ru_secret(const char *dir, const char *name, unsigned seed, char *path,
+                             size_t len)
 {
     snprintf(path, len, "%s/%s", dir, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -88,9 +89,10 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
         snprintf(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
         FILE *f = fopen(d->cfg, "w");
         ck_assert_ptr_nonnull(f);
-        fprintf(f, "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"127.0.0.1\"\n"
-                "  port: %u\ncluster:\n  secret_file: \"%s\"\n%s", d->dir, d->port,
-                secret ? secret : "", extra ? extra : "");
+        fprintf(f,
+                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"127.0.0.1\"\n"
+                "  port: %u\ncluster:\n  secret_file: \"%s\"\n%s",
+                d->dir, d->port, secret ? secret : "", extra ? extra : "");
         fclose(f);
         unlink(d->worker);
         d->pid = fork();
@@ -133,8 +135,8 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
     return -1;
 }
 
-static inline int ru_daemon_start(struct ru_daemon *d, const char *top, const char *name, int listen,
-                                  const char *secret, const char *extra)
+static inline int ru_daemon_start(struct ru_daemon *d, const char *top, const char *name,
+                                  int listen, const char *secret, const char *extra)
 {
     return ru_daemon_start_tls(d, top, name, listen, secret, extra, NULL);
 }
@@ -244,12 +246,12 @@ static inline long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, c
 struct ru_rank {
     struct layout l;
     struct kvf_client *c;
-    struct copy_mem mem;     /* mmaps of the memfds */
+    struct copy_mem mem; /* mmaps of the memfds */
     int fds[LAYOUT_MAX_POOLS];
     uint32_t counts[LAYOUT_MAX_GROUPS];
-    uint32_t *ids;           /* concatenated, owned */
+    uint32_t *ids; /* concatenated, owned */
     uint32_t n_ids;
-    struct plan_ids pids;    /* into ids */
+    struct plan_ids pids; /* into ids */
 };
 
 struct ru_inst {
@@ -337,8 +339,8 @@ static inline void ru_rank_register(struct ru_inst *in, uint32_t i, const struct
         struct kvf_pool pools[LAYOUT_MAX_POOLS];
         memset(pools, 0, sizeof pools);
         for (uint32_t p = 0; p < r->l.n_pools; p++)
-            pools[p] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
-                                         .bytes = r->l.pools[p].bytes, .fd = r->fds[p]};
+            pools[p] = (struct kvf_pool){
+                .kind = KVF_POOL_HOST, .device = -1, .bytes = r->l.pools[p].bytes, .fd = r->fds[p]};
         char err[512] = "";
         int rc = kvf_register(r->c, txt, pools, r->l.n_pools, err, sizeof err);
         free(txt);
@@ -378,8 +380,11 @@ static inline void ru_readers(const struct ru_inst *ctx, const struct ru_inst *g
     for (uint32_t i = 0; i < ctx->n; i++)
         cl[i] = ctx->r[i].l;
     for (uint32_t g = 0; g < gen->n; g++) {
-        struct plan_input pin = {.gen = &gen->r[g].l, .gen_ids = gen->r[g].pids, .ctx = cl,
-                                 .n_ctx = ctx->n, .ctx_dp_rank = dp};
+        struct plan_input pin = {.gen = &gen->r[g].l,
+                                 .gen_ids = gen->r[g].pids,
+                                 .ctx = cl,
+                                 .n_ctx = ctx->n,
+                                 .ctx_dp_rank = dp};
         struct plan p;
         struct plan_error pe;
         if (plan_build(&pin, &p, &pe) < 0)
@@ -391,7 +396,8 @@ static inline void ru_readers(const struct ru_inst *ctx, const struct ru_inst *g
     free(cl);
 }
 
-/* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev. */
+/* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev.
+ */
 static inline int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms)
 {
     uint64_t until = ru_now_ms() + ms;
@@ -425,8 +431,9 @@ static inline void ru_assert_parity(const struct ru_rank *r, uint32_t first_bloc
             while (want.base[p][off] == r->mem.base[p][off])
                 off++;
             ck_abort_msg("%s: generation rank %u pool %u differs at byte %llu: got 0x%02x want "
-                         "0x%02x", what, layout_rank(&r->l), p, (unsigned long long)off,
-                         r->mem.base[p][off], want.base[p][off]);
+                         "0x%02x",
+                         what, layout_rank(&r->l), p, (unsigned long long)off, r->mem.base[p][off],
+                         want.base[p][off]);
         }
         free(want.base[p]);
     }
