@@ -427,6 +427,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(tables_fetched);
     C(table_nacks);
     C(layouts_forwarded);
+    C(forwards_refused);
     C(peers_lost);
     C(nacks_sent);
     C(nacks_recv);

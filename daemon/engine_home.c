@@ -148,10 +148,16 @@ void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m
                 *pp = fi->next;
                 break;
             }
-        uint64_t epoch = fi->epoch;
         fwd_inst_free(fi);
+        e->n_fwd_insts--;
         fi = NULL;
-        (void)epoch;
+    }
+    if (!fi && e->n_fwd_insts >= ENGINE_MAX_FWD_INSTANCES) {
+        e->c.forwards_refused++;
+        log_warn("engine: LAYOUT_FORWARD of %s from %s refused: this home already keeps %u "
+                 "forwarded instances (ENGINE_MAX_FWD_INSTANCES)",
+                 l.instance, w->addr, e->n_fwd_insts);
+        return;
     }
     if (!fi) {
         fi = calloc(1, sizeof *fi);
@@ -170,6 +176,7 @@ void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m
         fi->n = n;
         fi->next = e->fwd_insts;
         e->fwd_insts = fi;
+        e->n_fwd_insts++;
     }
     fi->ranks[r] = l;
     snprintf(fi->addrs[r], sizeof fi->addrs[r], "%s", w->addr);

@@ -15,9 +15,10 @@
 #include "plan.h"
 #include "wire.h"
 
-#define ENGINE_ENV_BYTES 8u    /* the flow id that opens every link header */
-#define ENGINE_MAX_CREDITS 64u /* arena max_credits: slots one writer holds + wants */
-#define ENGINE_WINDOW 8u       /* credits asked per writer at once */
+#define ENGINE_ENV_BYTES 8u            /* the flow id that opens every link header */
+#define ENGINE_MAX_CREDITS 64u         /* arena max_credits: slots one writer holds + wants */
+#define ENGINE_WINDOW 8u               /* credits asked per writer at once */
+#define ENGINE_MAX_FWD_INSTANCES 1024u /* instances a home keeps forwarded layouts of */
 
 struct daemon;
 struct transfers;
@@ -185,7 +186,7 @@ struct engine_counters {
     uint64_t flows, flows_done, flows_failed;
     uint64_t chunks_put, chunks_am, bytes_put, bytes_am, chunks_landed, bytes_landed;
     uint64_t staging_fallbacks, bound_violations, stale_epochs;
-    uint64_t tables_served, tables_fetched, table_nacks, layouts_forwarded;
+    uint64_t tables_served, tables_fetched, table_nacks, layouts_forwarded, forwards_refused;
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
@@ -210,6 +211,7 @@ struct engine {
     struct fwd_out *fwds;       /* registrations still to forward */
     struct fwd_inst *fwd_insts; /* as a home: forwarded layouts */
     uint64_t forwards_seen;
+    uint32_t n_fwd_insts;
     struct fragreg *fragregs; /* generation ranks' pools registered with UCX */
     struct fragjob *frags;    /* fragment puts in flight */
     bool warned_frag;

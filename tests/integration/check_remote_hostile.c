@@ -193,6 +193,109 @@ START_TEST(remote_chunk_for_a_slot_never_granted_is_a_bound_violation)
 }
 END_TEST
 
+/* ---- a flood of forwarded instances against a home ---- */
+
+struct flood {
+    uv_loop_t loop;
+    struct link *link;
+    struct link_peer *peer;
+    int up, tables, nacks;
+    kvf_error_t nack_code;
+    char table_of[LAYOUT_NAME_MAX];
+};
+
+static void flood_up(void *arg, struct link_peer *p)
+{
+    struct flood *f = arg;
+    f->peer = p;
+    f->up = 1;
+}
+
+static void flood_msg(void *arg, struct link_peer *p, uint16_t type, const void *hdr,
+                      size_t hdr_len, const void *data, size_t len)
+{
+    (void)p, (void)type, (void)hdr, (void)hdr_len;
+    struct flood *f = arg;
+    struct wire_msg m;
+    if (wire_decode(data, len, &m) != 0)
+        return;
+    if (m.type == WIRE_TABLE) {
+        f->tables++;
+        snprintf(f->table_of, sizeof f->table_of, "%s", m.u.table.instance);
+    } else if (m.type == WIRE_TABLE_NACK) {
+        f->nacks++;
+        f->nack_code = m.u.table_nack.code;
+    }
+    wire_msg_done(&m);
+}
+
+START_TEST(remote_home_keeps_a_bounded_number_of_forwarded_instances)
+{
+    enum { LIMIT = 1024 };
+    char top[64], secret[128];
+    tu_tmpdir(top, sizeof top);
+    ru_secret(top, "secret", 5, secret, sizeof secret);
+    struct ru_daemon a;
+    ck_assert_int_eq(ru_daemon_start(&a, top, "a", 1, secret, NULL), 0);
+    struct flood f;
+    memset(&f, 0, sizeof f);
+    ck_assert_int_eq(uv_loop_init(&f.loop), 0);
+    struct link_config lc = {.secret_path = secret};
+    struct link_ops ops = {.on_peer_up = flood_up, .on_msg = flood_msg, .arg = &f};
+    ck_assert_int_eq(link_new(&f.loop, &lc, &ops, &f.link), 0);
+    struct link_peer *lp;
+    ck_assert_int_eq(link_connect(f.link, a.addr, &lp), 0);
+    uint64_t until = ru_now_ms() + 10000;
+    while (!f.up && ru_now_ms() < until)
+        uv_run(&f.loop, UV_RUN_ONCE);
+    ck_assert(f.up);
+    struct preset_spec ps;
+    char err[256];
+    ck_assert_int_eq(preset_parse("tiny:blocks=16,slots=1", &ps, err, sizeof err), 0);
+    struct layout l;
+    for (int i = 0; i <= LIMIT; i++) {
+        char inst[32];
+        snprintf(inst, sizeof inst, "flood%d", i);
+        ck_assert_int_eq(preset_build(&ps, inst, ROLE_CONTEXT, -1, &l, err, sizeof err), 0);
+        json_t *o = layout_to_jobj(&l);
+        char *txt = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        struct wire_msg m = {.type = WIRE_LAYOUT_FORWARD};
+        snprintf(m.u.layout_forward.addr, sizeof m.u.layout_forward.addr, "127.0.0.1:9");
+        m.u.layout_forward.json = txt;
+        m.u.layout_forward.json_len = (uint32_t)strlen(txt);
+        send_msg(f.peer, 0, &m);
+        free(txt);
+        if (i % 64 == 0)
+            uv_run(&f.loop, UV_RUN_NOWAIT);
+    }
+    const char *ask[2] = {"flood0", "flood1024"};
+    for (int i = 0; i < 2; i++) {
+        struct wire_msg m = {.type = WIRE_TABLE_REQ};
+        snprintf(m.u.table_req.instance, sizeof m.u.table_req.instance, "%s", ask[i]);
+        send_msg(f.peer, 0, &m);
+    }
+    until = ru_now_ms() + 10000;
+    while (f.tables + f.nacks < 2 && ru_now_ms() < until)
+        uv_run(&f.loop, UV_RUN_NOWAIT);
+    ck_assert_int_eq(f.tables, 1);
+    ck_assert_str_eq(f.table_of, "flood0");
+    ck_assert_int_eq(f.nacks, 1);
+    ck_assert_int_eq(f.nack_code, KVF_E_UNKNOWN_INSTANCE);
+    json_t *st = ru_ctl(&a, "stats");
+    json_t *pe = json_object_get(st, "peers");
+    ck_assert_int_eq(json_integer_value(json_object_get(pe, "forwards_refused")), 1);
+    json_decref(st);
+    ck_assert_int_eq(ru_daemon_stop(&a), 0);
+    f.link = link_free(f.link);
+    uv_run(&f.loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&f.loop), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote_hostile");
@@ -201,6 +304,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_chunk_with_a_stale_generation_is_a_bound_violation);
     tcase_add_test(tc, remote_chunk_with_a_wrong_length_is_a_bound_violation);
     tcase_add_test(tc, remote_chunk_for_a_slot_never_granted_is_a_bound_violation);
+    tcase_add_test(tc, remote_home_keeps_a_bounded_number_of_forwarded_instances);
     suite_add_tcase(s, tc);
     return s;
 }
