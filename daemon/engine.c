@@ -18,7 +18,7 @@ uint64_t engine_now(const struct engine *e)
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->frags || e->n_reclaim || e->fwds || tab_fetching(e);
+    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e);
 }
 
 static void tick_cb(uv_timer_t *h)
@@ -30,7 +30,7 @@ static void tick_cb(uv_timer_t *h)
     tab_tick(e, now);
     gen_tick(e, now);
     ctx_tick(e, now);
-    epeer_reclaim_due(e, now);
+    quar_tick(e, now);
     home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);
@@ -185,13 +185,18 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
     case WIRE_WRITER_DONE:
         gen_on_writer_done(e, p, flow, &m);
         break;
-    case WIRE_NACK:
+    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
         e->c.nacks_recv++;
-        gen_on_nack(e, p, flow, &m);
-        ctx_on_nack(e, p, flow, &m);
+        if (quar_own_flow(e, flow))
+            gen_on_nack(e, p, flow, &m);
+        else
+            ctx_on_nack(e, p, flow, &m);
         break;
-    case WIRE_CANCEL:
-        ctx_on_cancel(e, p, flow, &m);
+    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
+        if (quar_own_flow(e, flow))
+            quar_acked(e, p, flow);
+        else
+            ctx_on_cancel(e, p, flow, &m);
         break;
     default:
         break;
@@ -240,6 +245,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
     }
     e->tick.data = e;
     e->tick_inited = true;
+    quar_init_flows(e);
     if (!cfg->cluster_secret_file || !cfg->cluster_secret_file[0]) {
         log_warn("engine: cluster.secret_file is unset: inter-daemon traffic is refused "
                  "(single-node use only; RECVs naming a remote home fail NO_ROUTE)");
@@ -332,6 +338,7 @@ struct engine *engine_free(struct engine *e)
         free(st);
     }
     frag_jobs_free(e);
+    quar_free_all(e);
     e->arena = arena_free(e->arena);
     free(e);
     return NULL;
@@ -431,6 +438,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(peers_lost);
     C(nacks_sent);
     C(nacks_recv);
+    C(slots_reclaimed);
     C(fragment_puts);
     C(bytes_fragment);
 #undef C

@@ -14,6 +14,7 @@
  *   engine_frag.c  fragment path: generation pools registered with UCX, rkeys in RECV_REQ,
  *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
+ *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.
@@ -32,9 +33,11 @@
  * UNKNOWN_INSTANCE "stale epoch": the generation side drops its cached table, fails that
  * request, and the next request refetches.
  *
- * Quarantine: a landing reservation closed while a chunk may still be coming (a failed request
- * with credits out) keeps its slots QUARANTINED under its peer's key; when the peer's endpoint
- * goes down the slots are reclaimed ENGINE_RECLAIM_MS later (the link force-closes it first).
+ * Quarantine (engine_quar.c): a landing reservation closed while chunks may still come (a
+ * failed request with credits out) keeps its slots QUARANTINED under the writer's flow id. The
+ * context daemon acknowledges every failed flow with CANCEL(flow) once none of its chunks is in
+ * flight; the slots are reclaimed then, or ENGINE_RECLAIM_MS after the peer was lost. Flow ids
+ * start at a random value per run, so a NACK or CANCEL is routed to the side that owns the flow.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer

@@ -48,9 +48,17 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
+    uint32_t n = 0;
     for (struct stage *st = e->stages; st; st = st->next)
-        if (st->tx == tx)
+        n += st->tx == tx;
+    struct dack *d;
+    quar_flow_ended(e, tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer, n,
+                    &d);
+    for (struct stage *st = e->stages; st; st = st->next)
+        if (st->tx == tx) {
             st->tx = NULL;
+            st->dack = d;
+        }
     frag_tx_gone(e, tx);
 }
 
@@ -300,7 +308,9 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         snprintf(msg, sizeof msg, "generation layout: %s", err);
     }
     if (code != KVF_OK) {
+        struct dack *d;
         engine_send_nack(p, flow, q->req_id, q->writer, code, msg);
+        quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
         free(tx);
         wire_msg_done(m);
         return;
@@ -350,9 +360,11 @@ static void stage_finish(struct stage *st, int status)
         }
     struct tx *tx = st->tx;
     uint64_t len = st->g.length;
+    struct dack *d = st->dack;
     if (st->own_buf)
         free(st->buf);
     free(st);
+    quar_stage_done(e, d);
     if (!tx || tx->ended)
         return;
     tx->n_ops--;
@@ -544,14 +556,17 @@ void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     struct tx *tx = find_tx(e, p, flow);
     if (tx)
         tx_fail(tx, m->u.nack.code, false, "the generation daemon: %s", m->u.nack.message);
+    else
+        quar_ack_unknown(p, flow, m); /* ended already: nothing of it in flight */
 }
 
 void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
-    (void)m;
     struct tx *tx = find_tx(e, p, flow);
     if (tx)
         tx_fail(tx, KVF_E_CANCELLED, false, "cancelled by the generation daemon");
+    else
+        quar_ack_unknown(p, flow, m);
 }
 
 void ctx_xfer_end(struct engine *e, struct xfer *s, int err)

@@ -37,11 +37,14 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
         bool in_flight = w->req_sent && w->n_out > 0;
-        if (code != KVF_OK && w->req_sent && w->peer && w->peer->up)
+        if (code != KVF_OK && w->req_sent && !w->no_nack && w->peer && w->peer->up)
             engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, msg);
         if (w->resv_open) {
+            /* chunks may still come: quarantined until the writer's daemon acks the drain */
             arena_resv_close(e->arena, &w->resv, in_flight);
             w->resv_open = false;
+            if (in_flight)
+                quar_add(e, w->flow, w->peer);
         }
         w->n_out = 0;
     }
@@ -218,7 +221,7 @@ static void start_writer(struct rxw *w)
                     w->ctx_rank, strerror(-rc));
         return;
     }
-    arena_resv_init(&w->resv, w->flow, w->peer->key, w->extent);
+    arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
     w->resv.data = w;
     w->resv_open = true;
     engine_kick_tick(e);
@@ -494,7 +497,7 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
                 break;
             }
     }
-    w->req_sent = false; /* the writer's side is gone: no NACK back */
+    w->no_nack = true; /* the writer's side ended it: no NACK back (it acks the drain) */
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
 }
 

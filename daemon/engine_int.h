@@ -72,6 +72,7 @@ struct rxw {
     struct epeer *peer;
     struct arena_resv resv;
     bool resv_open, req_sent, writer_done;
+    bool no_nack; /* the writer's daemon ended the flow: no NACK back */
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
@@ -133,6 +134,7 @@ struct stage {
     uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
     bool own_buf;
     int err;             /* of the put, reported after the flush */
+    struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     struct wire_grant g; /* the landing slot it fills */
     uint8_t hdr[ENGINE_ENV_BYTES + 64];
     size_t hdr_len;
@@ -181,6 +183,22 @@ struct fragjob {
     struct fragjob *next;
 };
 
+/* Generation side: a flow whose landing slots are quarantined until its drain is acked. */
+struct qflow {
+    uint64_t flow;
+    struct epeer *peer; /* NULL once lost */
+    uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost) */
+    struct qflow *next;
+};
+
+/* Context side: a failed flow's chunks still in flight; CANCEL(flow) when they completed. */
+struct dack {
+    struct epeer *peer;
+    uint64_t flow, req_id;
+    uint32_t writer, n;
+    struct dack *next;
+};
+
 struct engine_counters {
     uint64_t remote_recvs, remote_done, remote_failed;
     uint64_t flows, flows_done, flows_failed;
@@ -190,7 +208,7 @@ struct engine_counters {
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
-    uint64_t peers_lost, nacks_sent, nacks_recv;
+    uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed;
 };
 
 struct engine {
@@ -215,10 +233,9 @@ struct engine {
     struct fragreg *fragregs; /* generation ranks' pools registered with UCX */
     struct fragjob *frags;    /* fragment puts in flight */
     bool warned_frag;
-    struct reclaim {
-        uint64_t key, at_ms;
-    } reclaim[64];
-    uint32_t n_reclaim;
+    struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
+    struct dack *dacks;   /* context side: drained acks owed */
+    uint64_t flow_base;   /* random start of this run's flow ids */
     struct engine_counters c;
 };
 
@@ -235,7 +252,6 @@ int epeer_get(struct engine *e, const char *addr, struct epeer **ret);
 struct epeer *epeer_of(struct engine *e, struct link_peer *lp); /* creates for inbound */
 void epeer_up(struct engine *e, struct link_peer *lp);
 void epeer_down(struct engine *e, struct link_peer *lp, int err);
-void epeer_reclaim_due(struct engine *e, uint64_t now);
 void epeer_free_all(struct engine *e);
 json_t *epeer_json(const struct epeer *p);
 
@@ -264,6 +280,20 @@ void home_tick(struct engine *e);
 void home_peer_down(struct engine *e, struct epeer *p);
 void home_sweep(struct engine *e);
 void home_free_all(struct engine *e);
+
+/* engine_quar.c */
+void quar_init_flows(struct engine *e);
+bool quar_own_flow(const struct engine *e, uint64_t flow);
+void quar_add(struct engine *e, uint64_t flow, struct epeer *peer);
+void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
+void quar_peer_down(struct engine *e, struct epeer *p);
+void quar_tick(struct engine *e, uint64_t now);
+bool quar_timed(const struct engine *e);
+void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,
+                     uint32_t writer, uint32_t in_flight, struct dack **ret);
+void quar_stage_done(struct engine *e, struct dack *d);
+void quar_ack_unknown(struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void quar_free_all(struct engine *e);
 
 /* engine_frag.c */
 void frag_rank_registered(struct engine *e, struct reg_rank *rk);

@@ -2,7 +2,8 @@
  * ones made on demand by "host:port" (the home of a table, the daemon hosting a writer), inbound
  * ones when their handshake finishes. A lost peer fails what used it (PEER_LOST, or
  * PEER_UNREACHABLE when it never came up), its quarantined landing slots are reclaimed a little
- * later (the link force-closes the endpoint first), and the next request connects again. */
+ * later (engine_quar.c: the link force-closes the endpoint first), and the next request connects
+ * again. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,14 +92,8 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     ctx_peer_down(e, p, err);
     gen_sweep(e);
     ctx_sweep(e);
-    if (e->arena && e->n_reclaim < sizeof e->reclaim / sizeof e->reclaim[0]) {
-        e->reclaim[e->n_reclaim].key = p->key;
-        e->reclaim[e->n_reclaim].at_ms = engine_now(e) + ENGINE_RECLAIM_MS;
-        e->n_reclaim++;
-        engine_kick_tick(e);
-    } else if (e->arena) {
-        arena_reclaim_peer(e->arena, p->key);
-    }
+    quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
+    engine_kick_tick(e);
     link_peer_set_data(lp, NULL);
     for (struct epeer **pp = &e->peers; *pp; pp = &(*pp)->next)
         if (*pp == p) {
@@ -106,21 +101,6 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
             break;
         }
     free(p);
-}
-
-void epeer_reclaim_due(struct engine *e, uint64_t now)
-{
-    for (uint32_t i = 0; i < e->n_reclaim;) {
-        if (now < e->reclaim[i].at_ms) {
-            i++;
-            continue;
-        }
-        uint32_t n = arena_reclaim_peer(e->arena, e->reclaim[i].key);
-        if (n)
-            log_info("engine: reclaimed %u quarantined slot(s) of lost peer #%llu", n,
-                     (unsigned long long)e->reclaim[i].key);
-        e->reclaim[i] = e->reclaim[--e->n_reclaim];
-    }
 }
 
 void epeer_free_all(struct engine *e)

@@ -189,7 +189,7 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
 }
 END_TEST
 
-START_TEST(remote_unknown_instance_and_missing_send_time_out_per_phase)
+START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
 {
     struct two t;
     two_start(&t, BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n",
@@ -217,10 +217,38 @@ START_TEST(remote_unknown_instance_and_missing_send_time_out_per_phase)
     ck_assert_uint_ge(took, 350);
     ck_assert_uint_lt(took, 3000);
     ck_assert_msg(strstr(ev.message, "send_wait"), "%s", ev.message);
+    /* its landing slots were quarantined, then reclaimed on the context daemon's drain ack:
+     * the peer is still connected */
     uint64_t until = ru_now_ms() + 2000;
-    while (arena_in_use(&t.b) != 0 && ru_now_ms() < until)
+    while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
+           ru_now_ms() < until)
         ru_sleep_ms(20);
     ck_assert_int_eq(arena_in_use(&t.b), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.b, "arena", "quarantined_slots"), 0);
+    long long r1 = ru_ctl_int(&t.b, "arena", "reclaimed_total");
+    ck_assert_int_gt(r1, 0);
+    /* the generation rank cancels a waiting request: same story, started from this side */
+    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    until = ru_now_ms() + 2000;
+    while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
+        ru_sleep_ms(5);
+    ck_assert_int_eq(kvf_cancel(gen.r[0].c, 3), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 3000), KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
+    until = ru_now_ms() + 2000;
+    while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
+           ru_now_ms() < until)
+        ru_sleep_ms(20);
+    ck_assert_int_eq(arena_in_use(&t.b), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.b, "arena", "quarantined_slots"), 0);
+    ck_assert_int_gt(ru_ctl_int(&t.b, "arena", "reclaimed_total"), r1);
+    json_t *pe = ru_ctl(&t.b, "peers");
+    ck_assert_int_eq(json_array_size(json_object_get(pe, "peers")), 1);
+    ck_assert_str_eq(json_string_value(
+                         json_object_get(json_array_get(json_object_get(pe, "peers"), 0), "state")),
+                     "ready");
+    json_decref(pe);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     two_stop(&t, 1);
@@ -514,7 +542,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_peer_with_the_wrong_secret_is_refused);
     tcase_add_test(tc, remote_without_a_cluster_secret_fails_no_route_and_local_use_works);
     tcase_add_test(tc, remote_incompatible_instance_fails_only_its_requests);
-    tcase_add_test(tc, remote_unknown_instance_and_missing_send_time_out_per_phase);
+    tcase_add_test(tc, remote_timeouts_per_phase_and_failed_flows_give_their_slots_back);
     tcase_add_test(tc, remote_many_requests_in_flight_through_a_small_arena);
     tcase_add_test(tc, remote_drain_fails_waiting_requests_within_the_drain_timeout);
     tcase_add_test(tc, remote_stale_table_epoch_is_refused_then_refetched);
