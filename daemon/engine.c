@@ -439,6 +439,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(nacks_sent);
     C(nacks_recv);
     C(slots_reclaimed);
+    C(replans);
     C(fragment_puts);
     C(bytes_fragment);
 #undef C

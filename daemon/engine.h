@@ -30,8 +30,9 @@
  *
  * Stale tables: the generation side refetches a table older than ENGINE_TABLE_TTL_MS, and a
  * context daemon answers a RECV_REQ naming an epoch other than its table's with NACK
- * UNKNOWN_INSTANCE "stale epoch": the generation side drops its cached table, fails that
- * request, and the next request refetches.
+ * UNKNOWN_INSTANCE "stale table": the generation side drops its cached table and replans that
+ * request once with a refetched table (a second stale answer fails it). Table epochs never
+ * repeat: they mix the home's random run id, its newest registration and newest forward.
  *
  * Quarantine (engine_quar.c): a landing reservation closed while chunks may still come (a
  * failed request with credits out) keeps its slots QUARANTINED under the writer's flow id. The

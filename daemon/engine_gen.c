@@ -228,6 +228,37 @@ static void start_writer(struct rxw *w)
     ask(w);
 }
 
+/* Starts the request over with a fresh table: the writers' flows end (their slots quarantined
+ * until drained), new flows are planned from the refetched table. */
+static void rx_replan(struct rx *rx)
+{
+    struct engine *e = rx->e;
+    log_info("engine: request %llu from %s: the table was stale, replanning with a fresh one",
+             (unsigned long long)rx->req_id, rx->ctx_instance);
+    release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
+    for (uint32_t i = 0; i < rx->n_w; i++)
+        if (rx->w[i].peer)
+            rx->w[i].peer->users--;
+    if (rx->planned)
+        plan_done(&rx->plan);
+    rx->planned = false;
+    free(rx->w);
+    rx->w = NULL;
+    rx->n_w = 0;
+    free(rx->gen_json);
+    rx->gen_json = NULL;
+    rx->retried = true;
+    e->c.replans++;
+    rx_set_state(rx, RX_LOOKUP);
+    int err;
+    struct itable *tab = tab_get(e, rx->ctx_instance, rx->home, &err);
+    if (err < 0)
+        rx_fail(rx, KVF_E_PEER_UNREACHABLE, "home %s of context instance %s: %s", rx->home,
+                rx->ctx_instance, strerror(-err));
+    else if (tab)
+        plan_rx(rx, tab);
+}
+
 void gen_table_ready(struct engine *e, struct itable *tab, int err, const char *msg)
 {
     for (struct rx *rx = e->rxs; rx; rx = rx->next) {
@@ -498,6 +529,11 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
             }
     }
     w->no_nack = true; /* the writer's side ended it: no NACK back (it acks the drain) */
+    if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
+        strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
+        rx_replan(rx); /* once: the instance re-registered since our table was fetched */
+        return;
+    }
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
 }
 

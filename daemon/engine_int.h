@@ -92,7 +92,7 @@ struct rx {
     struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
-    bool planned;
+    bool planned, retried;
     wire_path_t path; /* bounce or fragment, for every writer */
     uint32_t n_w;
     struct rxw *w; /* owned, n_w */
@@ -208,7 +208,7 @@ struct engine_counters {
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
-    uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed;
+    uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans;
 };
 
 struct engine {
