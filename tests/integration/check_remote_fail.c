@@ -529,6 +529,83 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
 }
 END_TEST
 
+/* Both daemons send and receive at once through small arenas (each: 16 slots of 256 KiB, a
+ * quarter of them staging): landing credits held for the peer never starve the staging of
+ * this daemon's own outgoing chunks, so both directions complete. */
+START_TEST(remote_both_directions_at_once_through_small_arenas)
+{
+    enum { N = 4 };
+    const char *cfg = "arena:\n  size: 4MiB\n  chunk: 256KiB\n  reserve_timeout: 3s\n"
+                      "gates:\n  min_bytes: 0\n";
+    char top[64], secret[128];
+    tu_tmpdir(top, sizeof top);
+    ru_secret(top, "secret", 8, secret, sizeof secret);
+    struct ru_daemon d[2];
+    ck_assert_int_eq(ru_daemon_start(&d[0], top, "a", 1, secret, cfg), 0);
+    ck_assert_int_eq(ru_daemon_start(&d[1], top, "b", 1, secret, cfg), 0);
+    uint64_t rng = 23;
+    struct ru_inst ctx[2], gen[2];
+    const char *spec = "kimi-linear-48b:blocks=8,slots=4";
+    for (int i = 0; i < 2; i++) {
+        ru_inst_init(&ctx[i], spec, i ? "ctxB" : "ctxA", ROLE_CONTEXT, 4, &rng, 0x5a);
+        ru_inst_init(&gen[i], spec, i ? "genB" : "genA", ROLE_GENERATION, 4, &rng, RU_POISON);
+        ru_inst_register(&ctx[i], &d[i]);
+        ru_inst_register(&gen[i], &d[i]);
+        pattern_fill(&ctx[i].r[0].l, &ctx[i].r[0].mem, &ctx[i].r[0].pids, 0, 60);
+    }
+    /* genA reads ctxB (homed at b), genB reads ctxA (homed at a): N requests each way; the
+     * generation ranks land every request in the same slot (same bytes each time) */
+    for (uint64_t q = 1; q <= N; q++)
+        for (int i = 0; i < 2; i++) {
+            struct ru_rank *c = &ctx[1 - i].r[0], *g = &gen[i].r[0];
+            ck_assert_int_eq(kvf_send(c->c, q, c->l.n_groups, c->counts, c->ids, 1), 0);
+            struct kvf_recv_args a;
+            recv_args(g, q, i ? "ctxA" : "ctxB", d[1 - i].addr, &a);
+            ck_assert_int_eq(kvf_recv(g->c, &a), 0);
+        }
+    int done[2] = {0, 0}, failed = 0;
+    uint64_t until = ru_now_ms() + 60000;
+    while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until)
+        for (int i = 0; i < 2; i++) {
+            struct kvf_event ev;
+            while (kvf_poll(gen[i].r[0].c, &ev, 5) == 1) {
+                if (ev.kind == KVF_EV_DONE)
+                    done[i]++;
+                else if (ev.kind == KVF_EV_FAILED) {
+                    fprintf(stderr, "gen%c req %llu: %s: %s\n", 'A' + i,
+                            (unsigned long long)ev.req_id, kvf_error_to_string(ev.error),
+                            ev.message);
+                    failed++;
+                }
+            }
+        }
+    if (failed || done[0] < N || done[1] < N) {
+        ru_dump_log(&d[0], "daemon a");
+        ru_dump_log(&d[1], "daemon b");
+    }
+    ck_assert_int_eq(failed, 0);
+    ck_assert_int_eq(done[0], N);
+    ck_assert_int_eq(done[1], N);
+    for (int i = 0; i < 2; i++) {
+        ru_assert_parity(&gen[i].r[0], 0, 60, "both directions");
+        json_t *ar = ru_ctl(&d[i], "arena");
+        ck_assert_int_eq(json_integer_value(json_object_get(ar, "slots_in_use")), 0);
+        ck_assert_int_eq(
+            json_integer_value(json_object_get(json_object_get(ar, "staging"), "slots_in_use")), 0);
+        ck_assert_int_eq(
+            json_integer_value(json_object_get(json_object_get(ar, "staging"), "slots_total")), 4);
+        json_decref(ar);
+        ru_inst_free(&ctx[i]);
+        ru_inst_free(&gen[i]);
+    }
+    ck_assert_int_eq(ru_daemon_stop(&d[0]), 0);
+    ck_assert_int_eq(ru_daemon_stop(&d[1]), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote_fail");
@@ -544,6 +621,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_stale_table_epoch_is_refetched_and_replanned);
     tcase_add_test(tc, remote_context_daemon_killed_while_chunks_stream);
     tcase_add_test(tc, remote_peers_max_inflight_is_enforced_per_peer);
+    tcase_add_test(tc, remote_both_directions_at_once_through_small_arenas);
     suite_add_tcase(s, tc);
     return s;
 }
