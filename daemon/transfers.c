@@ -191,8 +191,9 @@ static void try_run(struct transfers *t, struct xfer *r)
             goto out; /* this writer has not sent yet */
     }
     xfer_set_state(r, XFER_COPYING);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
+    t->counters.local_copy_ns += uv_hrtime() - t0;
     if (e != KVF_OK) {
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
         goto out;
@@ -405,11 +406,17 @@ int transfers_init(struct transfers *t, struct workers *w)
     return 0;
 }
 
-void transfers_stop(struct transfers *t)
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
 {
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x))
-            fail(t, x, KVF_E_CANCELLED, "the daemon is stopping");
+            fail(t, x, err, "%s", why);
+    sweep(t);
+}
+
+void transfers_stop(struct transfers *t)
+{
+    transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
     tally_expire(t, UINT64_MAX);
     sweep(t);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
@@ -459,9 +466,13 @@ json_t *transfers_stats_json(const struct transfers *t)
     json_t *f = json_object();
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:i}", "sends", (json_int_t)t->counters.sends, "recvs",
-                     (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done, "sent",
-                     (json_int_t)t->counters.sent, "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
-                     (json_int_t)t->counters.bytes_remote,
-                     "failed", f, "in_flight", (int)t->n);
+    double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
+                     (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs, "done",
+                     (json_int_t)t->counters.done, "sent", (json_int_t)t->counters.sent,
+                     "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
+                     (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
+                     s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
+                     sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
+                     (int)t->n);
 }

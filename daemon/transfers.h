@@ -69,6 +69,8 @@ struct xfer_tally {
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
     uint64_t bytes_local, bytes_remote;
+    uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
+    uint64_t local_memcpy_ns;   /* of which copy_direct */
 };
 
 struct transfers {
@@ -82,6 +84,8 @@ struct transfers {
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
+/* Fails every request in flight, each with an event to its worker. */
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why);
 /* Closes the timer (the loop then runs its close callback) after freeing every request. */
 void transfers_stop(struct transfers *t);
 
