@@ -145,6 +145,14 @@ START_TEST(remote_tp2_to_tp4_head_split_is_bitwise_equal)
 }
 END_TEST
 
+START_TEST(remote_dep2_to_dep4_attention_dp_is_bitwise_equal)
+{
+    /* attention-DP: the context DP rank that ran the request (1) is the one writer */
+    parity_case("tiny:tp=2,adp=1,blocks=64,slots=4", "tiny:tp=4,adp=1,blocks=64,slots=4", 6, 6, 1,
+                NULL, NULL);
+}
+END_TEST
+
 START_TEST(remote_pp2_to_pp1_is_bitwise_equal)
 {
     parity_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 6, 6, -1, NULL, NULL);
@@ -425,6 +433,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal);
     tcase_add_test(tc, remote_tp2_to_tp4_head_split_is_bitwise_equal);
     tcase_add_test(tc, remote_pp2_to_pp1_is_bitwise_equal);
+    tcase_add_test(tc, remote_dep2_to_dep4_attention_dp_is_bitwise_equal);
     tcase_add_test(tc, remote_prefix_cached_generation_gets_the_suffix);
     tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);
     tcase_add_test(tc, remote_larger_than_the_arena_over_tcp_lands_by_rendezvous);
