@@ -475,6 +475,8 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
     arena_release(e->arena, &w->resv, g.slot, g.generation);
     w->out[i] = w->out[--w->n_out];
+    if (w->scattered == 0 && rx->x)
+        transfers_copying(rx->t, rx->x);
     w->scattered += g.length;
     p->chunks_recv++;
     p->bytes_recv += g.length;

@@ -433,6 +433,13 @@ void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_
     sweep(t);
 }
 
+void transfers_copying(struct transfers *t, struct xfer *x)
+{
+    (void)t;
+    if (x->state == XFER_WAITING)
+        xfer_set_state(x, XFER_COPYING);
+}
+
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
 {
     if (terminal(s))

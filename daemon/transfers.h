@@ -105,6 +105,8 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
+void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);
