@@ -375,6 +375,11 @@ void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
         ctx_send_arrived(e, s);
 }
 
+int engine_is_self(const struct engine *e, const char *addr)
+{
+    return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
+}
+
 void engine_xfer_end(struct engine *e, struct xfer *x, int err)
 {
     if (!e || !x->eng)

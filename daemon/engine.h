@@ -73,6 +73,8 @@ struct engine *engine_free(struct engine *e);
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
 void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+/* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
+int engine_is_self(const struct engine *e, const char *addr);
 
 /* Hook from the worker connection: a rank registered; when it names a home other than this
  * daemon, its layout is forwarded there (engine_home.c). Accepts a NULL engine. */

@@ -322,7 +322,9 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
-    if (!in && m->ctx_home[0] && t->w->d->engine)
+    bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
+                                             !engine_is_self(t->w->d->engine, m->ctx_home)));
+    if (remote && t->w->d->engine)
         engine_recv(t->w->d->engine, t, r, m->ctx_home);
     else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
