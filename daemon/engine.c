@@ -255,6 +255,15 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return 0;
     }
+    if (cfg->arena_placement == 2) { /* "device": needs a CUDA-aware UCX and device staging */
+        snprintf(err, errlen,
+                 "arena.placement is device, but this build stages through host "
+                 "memory only: set arena.placement to auto or host");
+        uv_close((uv_handle_t *)&e->tick, NULL);
+        e->tick_inited = false;
+        *ret = e;
+        return -ENOTSUP;
+    }
     bool listen = cfg->listen_port > 0;
     struct link_config lc = {
         .listen_host = listen ? cfg->listen_address : NULL,

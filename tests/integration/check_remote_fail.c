@@ -721,6 +721,26 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
 }
 END_TEST
 
+START_TEST(remote_arena_placement_device_is_refused_at_start)
+{
+    char top[64], secret[128];
+    tu_tmpdir(top, sizeof top);
+    ru_secret(top, "secret", 9, secret, sizeof secret);
+    struct ru_daemon d;
+    ck_assert_int_eq(ru_daemon_start(&d, top, "d", 0, secret, "arena:\n  placement: device\n"), -1);
+    FILE *f = fopen(d.log, "r");
+    ck_assert_ptr_nonnull(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    ck_assert_msg(strstr(buf, "arena.placement is device"), "log: %s", buf);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("remote_fail");
@@ -738,6 +758,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_peers_max_inflight_is_enforced_per_peer);
     tcase_add_test(tc, remote_both_directions_at_once_through_small_arenas);
     tcase_add_test(tc, remote_random_cancels_leave_no_slot_behind);
+    tcase_add_test(tc, remote_arena_placement_device_is_refused_at_start);
     suite_add_tcase(s, tc);
     return s;
 }
