@@ -6,6 +6,7 @@
 #include "control.h"
 #include "ctl_cmds.h"
 #include "daemon.h"
+#include "workers.h"
 
 static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
                     char *msg, size_t msglen)
@@ -94,6 +95,28 @@ static int cmd_drain(struct daemon *d, const struct peer_cred *peer, json_t *arg
     return 0;
 }
 
+static int cmd_workers(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                       char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    if (!d->workers) {
+        *ret = json_pack("{s:[],s:[]}", "workers", "instances");
+        return *ret ? 0 : -ENOMEM;
+    }
+    *ret = json_pack("{s:o,s:o}", "workers", workers_list_json(d->workers), "instances",
+                     registry_instances_json(&d->workers->reg));
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_transfers(struct daemon *d, const struct peer_cred *peer, json_t *args,
+                         json_t **ret, char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = json_pack("{s:o}", "transfers",
+                     d->workers ? transfers_json(&d->workers->xt, uv_now(&d->loop)) : json_array());
+    return *ret ? 0 : -ENOMEM;
+}
+
 /* The command table. Later modules add rows: workers, peers, transfers, arena, metrics. */
 const struct ctl_cmd ctl_cmds[] = {
     {"status", cmd_status, 0, "version, uptime, pid, config, last reload, module sections"},
@@ -104,6 +127,8 @@ const struct ctl_cmd ctl_cmds[] = {
     {"reload", cmd_reload, CTL_CMD_ADMIN, "re-read the config file, apply live keys (admin)"},
     {"drain", cmd_drain, CTL_CMD_ADMIN,
      "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
+    {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
+    {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
     {"help", cmd_help, 0, "the commands"},
 };
 const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);

@@ -19,6 +19,7 @@
 #include "notify.h"
 
 struct control;
+struct workers;
 
 typedef enum { DAEMON_STARTING, DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED } daemon_state_t;
 
@@ -56,6 +57,7 @@ struct daemon {
 
     /* modules, each owned; NULL until started */
     struct control *control;
+    struct workers *workers;        /* worker socket, registry, transfers (workers.h) */
 };
 
 /* Inits the loop, signals and timers (not yet started). Returns 0 or -errno. */

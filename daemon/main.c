@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "workers.h"
 #include "daemon.h"
 
 static void usage(FILE *f)
@@ -138,6 +139,14 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto err_control;
     }
+    if ((r = workers_new(&d, &d.workers)) < 0) {
+        log_error("workers: %s", strerror(-r));
+        goto err_control;
+    }
+    if ((r = workers_listen(d.workers, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto err_control;
+    }
     if ((r = daemon_ready(&d)) < 0) {
         log_error("startup: %s", uv_strerror(r));
         goto err_control;
@@ -147,10 +156,12 @@ int main(int argc, char **argv)
     log_info("stopped");
 
 err_control:
+    workers_stop(d.workers);
     control_stop(d.control);
     daemon_stop(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
     d.control = control_free(d.control);
+    d.workers = workers_free(d.workers);
 err_done:
     if ((r = daemon_done(&d)) != 0) {
         log_error("teardown: event loop still busy: %s", uv_strerror(r));

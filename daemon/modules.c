@@ -1,9 +1,10 @@
 /* modules.c: the one table of daemon modules (see modules.h). Later modules add a row here. */
 #include "modules.h"
 #include "control.h"
+#include "workers.h"
 
 const struct daemon_module daemon_modules[] = {
     {"control", control_status, control_stats, control_reloaded, NULL, NULL},
-    /* {"workers", registry_status, registry_stats, ...}, added by the worker registry */
+    {"workers", workers_status, workers_stats, NULL, workers_drain_start, workers_in_flight},
 };
 const size_t daemon_modules_len = sizeof(daemon_modules) / sizeof(daemon_modules[0]);

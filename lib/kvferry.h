@@ -32,6 +32,124 @@ const char *kvf_error_to_string(kvf_error_t e);
 /* Inverse of kvf_error_to_string; returns -1 for an unknown name. */
 int kvf_error_from_string(const char *name);
 
+/* ---------------------------------------------------------------------------------------------
+ * libkvferry: the worker side of the local socket (DESIGN.md §8). A worker process (one rank)
+ * connects to its node's kvferryd, registers its layout and pools once, then issues SEND
+ * (context ranks) and RECV (generation ranks) and collects events.
+ *
+ * Threads: every function may be called from any thread; one internal mutex serializes them.
+ * kvf_connect, kvf_register and a kvf_poll that has to reconnect block for at most
+ * options.connect_timeout_ms; kvf_send / kvf_recv / kvf_cancel only write one frame.
+ * Event loop use: put kvf_fd() in your poll/epoll set (readable when an event may be waiting or
+ * a reconnect is due) and call kvf_poll(c, &ev, 0) until it returns 0. The fd stays the same
+ * across reconnects.
+ * Reconnect: when the daemon goes away, every request in flight fails with KVF_E_PEER_LOST (never
+ * hangs), a KVF_EV_DISCONNECTED event is queued, and kvf_poll reconnects with exponential
+ * backoff and re-registers the same layout and pools, then queues KVF_EV_RECONNECTED. While
+ * disconnected, kvf_send / kvf_recv return -ENOTCONN.
+ * Request ids are the caller's (uint64, not 0); a context rank's SEND and the generation ranks'
+ * RECVs of one request use the same id: they meet by (context instance, request id).
+ * Events must be drained: the daemon never blocks on a worker, so a worker that lets its socket
+ * buffer fill (thousands of unread events) is disconnected.
+ * Errors: functions return 0 or -errno. */
+
+struct kvf_client;
+
+/* Event kinds. */
+#define KVF_EV_SENT 1         /* context side: the SEND's blocks/slots may be reused */
+#define KVF_EV_DONE 2         /* generation side: every byte of the RECV is in place */
+#define KVF_EV_FAILED 3       /* the request failed: error, message */
+#define KVF_EV_DISCONNECTED 4 /* lost the daemon (req_id 0); requests in flight were failed */
+#define KVF_EV_RECONNECTED 5  /* reconnected and re-registered (req_id 0) */
+
+#define KVF_MESSAGE_MAX 512
+
+struct kvf_event {
+    uint64_t req_id;
+    int32_t kind;  /* KVF_EV_* */
+    int32_t error; /* kvf_error_t; KVF_OK unless FAILED / DISCONNECTED */
+    uint64_t bytes; /* bytes moved (DONE, SENT) */
+    char message[KVF_MESSAGE_MAX]; /* NUL-terminated; "" when there is nothing to say */
+};
+
+#define KVF_POOL_HOST 0
+#define KVF_POOL_CUDA 1
+
+/* One pool of the rank, in the order of the layout's pools. */
+struct kvf_pool {
+    int32_t kind;     /* KVF_POOL_HOST or KVF_POOL_CUDA */
+    int32_t device;   /* CUDA device ordinal; -1 for host pools */
+    uint64_t bytes;   /* == the layout's pool size */
+    int32_t fd;       /* host: a memfd of at least `bytes`; borrowed (the library keeps a dup) */
+    uint64_t offset;  /* CUDA: offset of the pool inside the IPC allocation */
+    uint8_t ipc_handle[64]; /* CUDA: the bytes of cudaIpcGetMemHandle's handle */
+};
+
+/* All fields zero means the defaults. */
+struct kvf_options {
+    uint32_t connect_timeout_ms; /* handshake and registration wait; default 5000 */
+    uint32_t reconnect_min_ms;   /* first reconnect delay; default 50 */
+    uint32_t reconnect_max_ms;   /* backoff cap; default 2000 */
+    int32_t no_reconnect;        /* 1: after a loss stay disconnected */
+    const char *name;            /* shown by `kvferryctl workers`; default "pid N" */
+};
+
+/* Connects and says HELLO. socket_path NULL: $KVFERRY_WORKER_SOCKET, else the daemon's default
+ * (/run/kvferry/worker.sock for root, $XDG_RUNTIME_DIR/kvferry/worker.sock, ./run/worker.sock).
+ * opt may be NULL. Returns 0 and *ret, or -errno (-ENOENT / -ECONNREFUSED: no daemon). */
+int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct kvf_client **ret);
+
+/* Registers the rank: its layout (lib/layout.h's JSON encoding) and pools. Blocks until the
+ * daemon answers. Returns 0, -EINVAL with "ERROR_NAME: message" in err when the daemon refuses
+ * (or the arguments are bad), -EALREADY if registered, or -errno. err may be NULL. */
+int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf_pool *pools,
+                 uint32_t n_pools, char *err, size_t errlen);
+
+/* Context rank: the request's data is in these items and will stay until KVF_EV_SENT (or
+ * FAILED). counts[g] ids per group of the layout (state groups: 1 slot), ids concatenated.
+ * n_readers: how many generation ranks will RECV this request from this context instance (for
+ * example the generation instance's rank count), whether or not each needs this rank's bytes;
+ * SENT comes when that many RECVs completed. 0: unknown; the daemon then releases the SEND at
+ * its deadline (deadlines.send_wait + deadlines.transfer): SENT if a RECV completed, else
+ * FAILED/TIMEOUT. Either event means the items may be reused.
+ * Host pool memfds must be sealed with F_SEAL_SHRINK (kvf_register is refused otherwise).
+ * Returns 0, -EINVAL, -EEXIST (id in flight), -EBUSY (max in flight), -ENOTCONN, -EMSGSIZE. */
+int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,
+             const uint32_t *ids, uint32_t n_readers);
+
+struct kvf_recv_args {
+    uint64_t req_id;
+    const char *ctx_instance; /* the context instance that ran the prefill */
+    int32_t ctx_dp_rank;      /* its DP rank that ran the request under attention-DP, else -1 */
+    uint32_t deadline_ms;     /* 0: the daemon's deadlines */
+    const char *ctx_home;     /* NULL or "": known to this daemon; else its home "host:port" */
+    uint32_t n_groups;        /* destination items, as for kvf_send */
+    const uint32_t *counts;
+    const uint32_t *ids;
+};
+
+/* Generation rank: fetch the request into these items; KVF_EV_DONE once every byte is there.
+ * Returns as kvf_send. */
+int kvf_recv(struct kvf_client *c, const struct kvf_recv_args *a);
+
+/* Cancels a request in flight; its FAILED/CANCELLED event follows (or its natural end, if it
+ * was already finishing). -ENOENT when not in flight. */
+int kvf_cancel(struct kvf_client *c, uint64_t req_id);
+
+/* Takes the next event: returns 1 and fills *ret, 0 when none came within timeout_ms (0: do not
+ * wait, -1: forever), or -errno. Also performs due reconnects. */
+int kvf_poll(struct kvf_client *c, struct kvf_event *ret, int timeout_ms);
+
+/* A file descriptor to watch for readability (see above). Owned by the client. */
+int kvf_fd(const struct kvf_client *c);
+
+/* Requests in flight (sent, no terminal event yet). */
+uint32_t kvf_inflight(struct kvf_client *c);
+
+/* Closes the connection and frees everything; pending events are dropped. Accepts NULL;
+ * returns NULL. Must not race with other calls on the same client. */
+struct kvf_client *kvf_close(struct kvf_client *c);
+
 #ifdef __cplusplus
 }
 #endif

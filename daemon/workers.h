@@ -1,0 +1,99 @@
+/* workers.h: the worker side of kvferryd (DESIGN.md §3, §7, §8): the listener on the worker
+ * socket (worker_server.c), one wconn per worker connection (worker_conn.c), the registry of
+ * ranks (registry.c) and the requests in flight (transfers.c, xfer_local.c).
+ * struct workers is owned by struct daemon (d->workers); it owns its connections, registry and
+ * transfers. Lifecycle: workers_new -> workers_listen -> ... -> workers_stop -> (loop runs the
+ * close callbacks) -> workers_free. Loop thread only. */
+#ifndef KVF_WORKERS_H
+#define KVF_WORKERS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/un.h>
+#include <uv.h>
+
+#include "access.h"
+#include "frame.h"
+#include "proto.h"
+#include "registry.h"
+#include "transfers.h"
+
+struct daemon;
+
+struct workers_counters {
+    uint64_t accepted, refused_access, refused_limit;
+    uint64_t registered, register_refused;
+    uint64_t bad_frames;  /* connections closed for a bad frame */
+    uint64_t lost;        /* connections that ended without being asked to */
+};
+
+struct wconn {
+    struct workers *w;          /* borrowed: owns us */
+    int fd;                     /* owned; closed after the poll handle */
+    uv_poll_t poll;
+    struct frame_reader rd;     /* owned */
+    struct peer_cred peer;
+    char name[PROTO_NAME_MAX + 1];
+    uint32_t pid;               /* as the worker says in HELLO (SO_PEERCRED's is in peer) */
+    bool hello;
+    bool closing;               /* close requested: no more frames in or out */
+    bool broken;                /* a write failed: close at the next reap */
+    struct reg_rank *rank;      /* borrowed from the registry; NULL until registered */
+    uint64_t id;
+    uint64_t seq;
+    uint32_t inflight;          /* this connection's requests in flight */
+    uint64_t connected_ms;
+    struct wconn *next;
+};
+
+struct workers {
+    struct daemon *d;           /* borrowed: owns us */
+    int fd;                     /* listener, -1 when not listening */
+    uv_poll_t poll;
+    bool poll_inited, stopped, draining;
+    uv_timer_t reap;            /* closes broken connections outside their callers */
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    struct proto_limits lim;
+    uint64_t epoch;             /* sent in WELCOME: changes at every start */
+    uint64_t next_conn_id;
+    struct wconn *conns;
+    uint32_t n_conns;
+    struct registry reg;
+    struct transfers xt;
+    struct workers_counters counters;
+};
+
+int workers_new(struct daemon *d, struct workers **ret);
+/* Binds sockets.worker (mode sockets.mode, stale socket replaced) and listens. 0 or -errno with
+ * a message in err. */
+int workers_listen(struct workers *w, char *err, size_t errlen);
+/* Serves a connected socket (the listener after its checks; tests with a socketpair). Takes
+ * ownership of fd, also on error. */
+int workers_adopt(struct workers *w, int fd, const struct peer_cred *peer);
+/* Closes the listener and every connection (their requests fail). Idempotent. */
+void workers_stop(struct workers *w);
+/* After the close callbacks ran. Accepts NULL; returns NULL. */
+struct workers *workers_free(struct workers *w);
+
+/* Closes broken connections from a zero timer, outside the callers that found them broken. */
+void workers_reap_soon(struct workers *w);
+
+/* worker_conn.c */
+/* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */
+void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                 uint64_t bytes, const char *message);
+/* Starts closing (idempotent): fails/cancels its requests, removes its registration. */
+void wconn_close(struct wconn *c, const char *why);
+/* Marks for closing at the next reap (safe inside transfer callbacks). */
+void wconn_close_later(struct wconn *c);
+void wconn_readable(uv_poll_t *p, int status, int events);
+
+/* Module hooks (modules.c) and control commands (ctl_cmds.c). */
+int workers_status(struct daemon *d, json_t *ret);
+int workers_stats(struct daemon *d, json_t *ret);
+void workers_drain_start(struct daemon *d);
+size_t workers_in_flight(struct daemon *d);
+json_t *workers_list_json(struct workers *w);
+
+#endif

@@ -1,0 +1,321 @@
+/* client_conn.c: libkvferry's connection to kvferryd: socket, HELLO/WELCOME, REGISTER with the
+ * pools' fds, frame I/O, loss and reconnect with backoff. Runs with c->mu held (client_int.h). */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client_int.h"
+
+int64_t client_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void client_sync_fds(struct kvf_client *c)
+{
+    uint64_t v;
+    /* event fd: readable exactly while events are queued */
+    if (c->q_len > 0) {
+        v = 1;
+        struct pollfd p = {.fd = c->evfd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0 && write(c->evfd, &v, sizeof v) < 0) {
+            /* the counter is saturated: it is readable anyway */
+        }
+    } else if (read(c->evfd, &v, sizeof v) < 0) {
+        /* EAGAIN: already clear */
+    }
+    /* reconnect timer: armed while a reconnect is scheduled */
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    if (c->sock < 0 && c->next_attempt_ms >= 0) {
+        int64_t at = c->next_attempt_ms > 0 ? c->next_attempt_ms : 1;
+        its.it_value.tv_sec = at / 1000;
+        its.it_value.tv_nsec = (at % 1000) * 1000000;
+    }
+    timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+/* Closes the socket. quiet: a failed (re)connect attempt, nothing to report. */
+static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
+{
+    if (c->sock < 0)
+        return;
+    epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->sock, NULL);
+    close(c->sock);
+    c->sock = -1;
+    if (c->rd_live)
+        frame_reader_done(&c->rd);
+    c->rd_live = false;
+    c->got_welcome = c->got_registered = false;
+    c->registered = false;
+    if (!quiet) {
+        char msg[KVF_MESSAGE_MAX];
+        snprintf(msg, sizeof msg, "lost the daemon connection (%s); request state unknown", why);
+        client_fail_all(c, KVF_E_PEER_LOST, msg);
+        snprintf(msg, sizeof msg, "lost the daemon connection: %s", why);
+        client_queue_event(c, 0, KVF_EV_DISCONNECTED, KVF_E_PEER_LOST, 0, msg);
+        if (!c->no_reconnect) {
+            c->backoff_ms = c->backoff_min_ms;
+            c->next_attempt_ms = client_now_ms() + c->backoff_ms;
+        }
+    }
+    client_sync_fds(c);
+}
+
+void client_conn_lost(struct kvf_client *c, const char *why) { conn_drop(c, why, false); }
+
+int client_conn_send(struct kvf_client *c, struct proto_msg *m, const int *fds, unsigned nfds)
+{
+    if (c->sock < 0)
+        return -ENOTCONN;
+    m->seq = ++c->seq;
+    uint8_t *buf;
+    size_t len;
+    int rc = proto_encode(m, &c->lim, &buf, &len);
+    if (rc)
+        return rc; /* our caller's bad arguments; the connection is fine */
+    rc = fdpass_send(c->sock, buf, len, fds, nfds, (int)c->timeout_ms);
+    free(buf);
+    if (rc) {
+        char why[96];
+        snprintf(why, sizeof why, "write: %s", strerror(-rc));
+        client_conn_lost(c, why);
+        return -ENOTCONN;
+    }
+    return 0;
+}
+
+static int handle_frame(struct kvf_client *c, const uint8_t *f, size_t len)
+{
+    struct proto_msg m;
+    char err[256];
+    int rc = proto_decode(f, len, &c->rd.lim, &m, err, sizeof err);
+    if (rc) {
+        char why[300];
+        snprintf(why, sizeof why, "bad frame from the daemon: %s", err);
+        client_conn_lost(c, why);
+        return -ENOTCONN;
+    }
+    switch (m.type) {
+    case PROTO_WELCOME:
+        c->welcome = m.u.welcome;
+        c->got_welcome = true;
+        break;
+    case PROTO_REGISTERED:
+        c->registered_reply = m.u.registered;
+        c->got_registered = true;
+        break;
+    case PROTO_EVENT:
+        client_on_event(c, &m.u.event);
+        break;
+    case PROTO_PING: {
+        struct proto_msg pong = {.type = PROTO_PONG};
+        if (client_conn_send(c, &pong, NULL, 0))
+            return -ENOTCONN;
+        break;
+    }
+    case PROTO_PONG:
+        break;
+    case PROTO_ERROR: {
+        char why[PROTO_MSG_MAX + 64];
+        snprintf(why, sizeof why, "daemon closed it: %s: %s",
+                 kvf_error_to_string((kvf_error_t)m.u.error.error), m.u.error.message);
+        client_conn_lost(c, why);
+        return -ENOTCONN;
+    }
+    default: {
+        char why[96];
+        snprintf(why, sizeof why, "unexpected %s frame from the daemon", proto_type_to_string(m.type));
+        proto_msg_done(&m);
+        client_conn_lost(c, why);
+        return -ENOTCONN;
+    }
+    }
+    proto_msg_done(&m);
+    return 0;
+}
+
+int client_conn_pump(struct kvf_client *c)
+{
+    while (c->sock >= 0) {
+        ssize_t n = frame_reader_fill(&c->rd, c->sock, MSG_DONTWAIT);
+        if (n == -EAGAIN)
+            return 0;
+        if (n <= 0) {
+            client_conn_lost(c, n == 0 ? "the daemon closed the connection" : strerror((int)-n));
+            return -ENOTCONN;
+        }
+        if (c->rd.nfds) { /* the daemon never sends fds */
+            client_conn_lost(c, "unexpected fds from the daemon");
+            return -ENOTCONN;
+        }
+        const uint8_t *f;
+        size_t len;
+        char err[256];
+        int rc;
+        while ((rc = frame_reader_next(&c->rd, &f, &len, err, sizeof err)) == 1)
+            if (handle_frame(c, f, len))
+                return -ENOTCONN;
+        if (rc < 0) {
+            client_conn_lost(c, err);
+            return -ENOTCONN;
+        }
+    }
+    return -ENOTCONN;
+}
+
+int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client *), int64_t deadline)
+{
+    for (;;) {
+        if (client_conn_pump(c))
+            return -ENOTCONN;
+        if (pred(c))
+            return 0;
+        int64_t left = deadline - client_now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        struct pollfd p = {.fd = c->sock, .events = POLLIN};
+        if (poll(&p, 1, (int)left) < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+static bool have_welcome(const struct kvf_client *c) { return c->got_welcome; }
+static bool have_registered(const struct kvf_client *c) { return c->got_registered; }
+
+int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
+{
+    struct proto_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = PROTO_REGISTER;
+    m.u.reg.n_pools = c->n_pools;
+    int fds[LAYOUT_MAX_POOLS];
+    unsigned nfds = 0;
+    for (uint32_t i = 0; i < c->n_pools; i++) {
+        const struct kvf_pool *p = &c->pools[i];
+        struct proto_pool *q = &m.u.reg.pools[i];
+        q->kind = (uint32_t)p->kind;
+        q->device = p->kind == KVF_POOL_HOST ? -1 : p->device;
+        q->bytes = p->bytes;
+        if (p->kind == KVF_POOL_HOST) {
+            fds[nfds++] = p->fd;
+        } else {
+            q->offset = p->offset;
+            memcpy(q->ipc_handle, p->ipc_handle, PROTO_IPC_HANDLE);
+        }
+    }
+    m.u.reg.json = c->layout_json; /* borrowed: not released below */
+    m.u.reg.json_len = c->layout_len;
+    c->got_registered = false;
+    int rc = client_conn_send(c, &m, fds, nfds);
+    if (rc) {
+        snprintf(err, errlen, "sending REGISTER: %s", strerror(-rc));
+        return rc;
+    }
+    rc = client_conn_wait(c, have_registered, client_now_ms() + c->timeout_ms);
+    if (rc) {
+        snprintf(err, errlen, "waiting for REGISTERED: %s", strerror(-rc));
+        return rc;
+    }
+    if (c->registered_reply.status != KVF_OK) {
+        snprintf(err, errlen, "%s: %s", kvf_error_to_string((kvf_error_t)c->registered_reply.status),
+                 c->registered_reply.message);
+        return -EINVAL;
+    }
+    c->registered = true;
+    return 0;
+}
+
+int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(c->path) >= sizeof sa.sun_path) {
+        snprintf(err, errlen, "socket path too long");
+        return -ENAMETOOLONG;
+    }
+    strcpy(sa.sun_path, c->path);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return -errno;
+    if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        int e = errno;
+        close(s);
+        snprintf(err, errlen, "connect %s: %s", c->path, strerror(e));
+        return -e;
+    }
+    struct proto_limits dl;
+    proto_limits_init(&dl, 0, 0);
+    int rc = frame_reader_init(&c->rd, &dl);
+    if (rc) {
+        close(s);
+        return rc;
+    }
+    c->rd_live = true;
+    c->sock = s;
+    c->lim = dl;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = s};
+    epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev);
+
+    struct proto_msg hello = {.type = PROTO_HELLO};
+    hello.u.hello.version_min = hello.u.hello.version_max = PROTO_VERSION;
+    hello.u.hello.pid = (uint32_t)getpid();
+    snprintf(hello.u.hello.name, sizeof hello.u.hello.name, "%s", c->name);
+    rc = client_conn_send(c, &hello, NULL, 0);
+    if (!rc)
+        rc = client_conn_wait(c, have_welcome, client_now_ms() + c->timeout_ms);
+    if (rc) {
+        snprintf(err, errlen, "handshake with %s: %s", c->path, strerror(-rc));
+        goto err_drop;
+    }
+    if (c->welcome.version != PROTO_VERSION) {
+        snprintf(err, errlen, "daemon speaks protocol %u, this library %d", c->welcome.version,
+                 PROTO_VERSION);
+        rc = -EPROTO;
+        goto err_drop;
+    }
+    proto_limits_init(&c->lim, c->welcome.max_frame, c->welcome.max_blocks);
+    c->max_inflight = c->welcome.max_inflight ? c->welcome.max_inflight : 1;
+    c->epoch = c->welcome.epoch;
+    if (c->layout_json) {
+        rc = client_conn_register(c, err, errlen);
+        if (rc)
+            goto err_drop;
+    }
+    return 0;
+
+err_drop:
+    conn_drop(c, err, true);
+    return rc;
+}
+
+int client_conn_maybe_reconnect(struct kvf_client *c)
+{
+    if (c->sock >= 0)
+        return 0;
+    if (c->next_attempt_ms < 0 || client_now_ms() < c->next_attempt_ms)
+        return -ENOTCONN;
+    char err[KVF_MESSAGE_MAX - 64];
+    int rc = client_conn_open(c, err, sizeof err);
+    if (rc) {
+        c->backoff_ms = c->backoff_ms * 2 > c->backoff_max_ms ? c->backoff_max_ms : c->backoff_ms * 2;
+        c->next_attempt_ms = client_now_ms() + c->backoff_ms;
+        client_sync_fds(c);
+        return -ENOTCONN;
+    }
+    c->next_attempt_ms = -1;
+    char msg[KVF_MESSAGE_MAX];
+    snprintf(msg, sizeof msg, "reconnected to %s (daemon epoch %llu)%s", c->path,
+             (unsigned long long)c->epoch, c->registered ? ", registered again" : "");
+    client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg);
+    client_sync_fds(c);
+    return 0;
+}

@@ -1,0 +1,42 @@
+/* frame.h: reassembles protocol frames (proto.h) from a unix stream socket, with the fds that
+ * came along. The header is checked as soon as its 24 bytes are in, so an oversized or foreign
+ * frame is refused before its body is read; the buffer never grows past limits.max_frame.
+ * Fds received are held until taken (frame_reader_take_fds) and closed by frame_reader_done.
+ * One reader per connection; not thread-safe (the owner serializes). */
+#ifndef KVF_FRAME_H
+#define KVF_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "fdpass.h"
+#include "proto.h"
+
+struct frame_reader {
+    struct proto_limits lim;
+    uint8_t *buf;           /* owned */
+    size_t off, len, cap;   /* consumed bytes, filled bytes, allocated bytes */
+    int fds[FDPASS_MAX_FDS];
+    unsigned nfds;          /* received, not yet taken; owned */
+};
+
+int frame_reader_init(struct frame_reader *r, const struct proto_limits *lim);
+/* Frees the buffer and closes fds not taken. Accepts NULL. */
+void frame_reader_done(struct frame_reader *r);
+
+/* One recvmsg (flags, e.g. MSG_DONTWAIT) into the buffer. Returns bytes read (> 0), 0 at EOF,
+ * or -errno: -EAGAIN, -EBADMSG (bad or too many fds: all closed), -EMSGSIZE (more pending fds
+ * than FDPASS_MAX_FDS). */
+ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags);
+
+/* The next complete frame: returns 1 with *frame / *len pointing into the buffer (valid until
+ * the next fill or next call), 0 when more bytes are needed, or -EPROTO / -EMSGSIZE with err
+ * when the header is bad (the connection should be dropped). */
+int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len, char *err,
+                      size_t errlen);
+
+/* Moves up to max pending fds into fds[] (ownership passes to the caller); returns how many. */
+unsigned frame_reader_take_fds(struct frame_reader *r, int *fds, unsigned max);
+
+#endif

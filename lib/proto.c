@@ -1,0 +1,652 @@
+/* proto.c: encoder and decoder of the local worker protocol (see proto.h). Every read is
+ * bounds-checked against the frame; every count is checked before anything is allocated. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+
+static const char *const type_names[PROTO__TYPE_END] = {
+    [PROTO_HELLO] = "HELLO",     [PROTO_WELCOME] = "WELCOME", [PROTO_REGISTER] = "REGISTER",
+    [PROTO_REGISTERED] = "REGISTERED", [PROTO_SEND] = "SEND", [PROTO_RECV] = "RECV",
+    [PROTO_CANCEL] = "CANCEL",   [PROTO_EVENT] = "EVENT",     [PROTO_ERROR] = "ERROR",
+    [PROTO_PING] = "PING",       [PROTO_PONG] = "PONG",
+};
+
+const char *proto_type_to_string(uint32_t type)
+{
+    if (type == 0 || type >= PROTO__TYPE_END)
+        return "UNKNOWN";
+    return type_names[type];
+}
+
+void proto_limits_init(struct proto_limits *ret, uint64_t max_frame, uint64_t max_blocks)
+{
+    if (max_frame == 0)
+        max_frame = PROTO_FRAME_DEFAULT;
+    if (max_frame < PROTO_FRAME_MIN)
+        max_frame = PROTO_FRAME_MIN;
+    if (max_frame > PROTO_FRAME_HARD_MAX)
+        max_frame = PROTO_FRAME_HARD_MAX;
+    if (max_blocks == 0)
+        max_blocks = PROTO_BLOCKS_DEFAULT;
+    if (max_blocks > PROTO_BLOCKS_HARD_MAX)
+        max_blocks = PROTO_BLOCKS_HARD_MAX;
+    ret->max_frame = (uint32_t)max_frame;
+    ret->max_blocks = (uint32_t)max_blocks;
+}
+
+static const struct proto_limits hard_limits = {PROTO_FRAME_HARD_MAX, PROTO_BLOCKS_HARD_MAX};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- little-endian helpers ---- */
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32); }
+
+/* ---- reader: a cursor over the payload; the first failure sticks ---- */
+
+struct rd {
+    const uint8_t *p;
+    size_t left;
+    int rc;
+    char *err;
+    size_t errlen;
+};
+
+static bool rd_need(struct rd *r, size_t n, const char *field)
+{
+    if (r->rc)
+        return false;
+    if (r->left < n) {
+        r->rc = -EINVAL;
+        seterr(r->err, r->errlen, "truncated payload: %s needs %zu bytes, %zu left", field, n, r->left);
+        return false;
+    }
+    return true;
+}
+
+static uint32_t rd32(struct rd *r, const char *field)
+{
+    if (!rd_need(r, 4, field))
+        return 0;
+    uint32_t v = get32(r->p);
+    r->p += 4;
+    r->left -= 4;
+    return v;
+}
+
+static uint64_t rd64(struct rd *r, const char *field)
+{
+    if (!rd_need(r, 8, field))
+        return 0;
+    uint64_t v = get64(r->p);
+    r->p += 8;
+    r->left -= 8;
+    return v;
+}
+
+static void rdbytes(struct rd *r, void *out, size_t n, const char *field)
+{
+    if (!rd_need(r, n, field))
+        return;
+    memcpy(out, r->p, n);
+    r->p += n;
+    r->left -= n;
+}
+
+static void rd_fail(struct rd *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void rd_fail(struct rd *r, const char *fmt, ...)
+{
+    if (r->rc)
+        return;
+    r->rc = -EINVAL;
+    if (r->err && r->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->err, r->errlen, fmt, ap);
+        va_end(ap);
+    }
+}
+
+/* u16 length + bytes into out[cap] (cap includes the NUL); max = cap - 1. */
+static void rdstr(struct rd *r, char *out, size_t cap, const char *field)
+{
+    if (!rd_need(r, 2, field))
+        return;
+    uint16_t n = get16(r->p);
+    r->p += 2;
+    r->left -= 2;
+    if (n > cap - 1) {
+        rd_fail(r, "%s too long: %u bytes, at most %zu", field, n, cap - 1);
+        return;
+    }
+    if (!rd_need(r, n, field))
+        return;
+    if (memchr(r->p, 0, n)) {
+        rd_fail(r, "%s contains a NUL byte", field);
+        return;
+    }
+    memcpy(out, r->p, n);
+    out[n] = 0;
+    r->p += n;
+    r->left -= n;
+}
+
+static void rd_items(struct rd *r, const struct proto_limits *lim, struct proto_items *it)
+{
+    it->n_groups = rd32(r, "n_groups");
+    if (r->rc)
+        return;
+    if (it->n_groups > LAYOUT_MAX_GROUPS) {
+        rd_fail(r, "n_groups %u over the limit %u", it->n_groups, LAYOUT_MAX_GROUPS);
+        return;
+    }
+    uint64_t total = 0;
+    for (uint32_t g = 0; g < it->n_groups; g++) {
+        it->counts[g] = rd32(r, "count");
+        total += it->counts[g];
+    }
+    if (r->rc)
+        return;
+    if (total > lim->max_blocks) {
+        rd_fail(r, "%llu item ids over the limit %u (workers.max_blocks)", (unsigned long long)total,
+                lim->max_blocks);
+        return;
+    }
+    if (r->left != total * 4) {
+        rd_fail(r, "item ids: counts say %llu bytes, payload has %zu", (unsigned long long)(total * 4),
+                r->left);
+        return;
+    }
+    if (total == 0)
+        return;
+    it->ids = malloc(total * sizeof(uint32_t));
+    if (!it->ids) {
+        r->rc = -ENOMEM;
+        seterr(r->err, r->errlen, "out of memory for %llu ids", (unsigned long long)total);
+        return;
+    }
+    for (uint64_t k = 0; k < total; k++)
+        it->ids[k] = get32(r->p + 4 * k);
+    r->p += total * 4;
+    r->left = 0;
+}
+
+/* ---- header ---- */
+
+int proto_hdr_decode(const uint8_t *buf, size_t len, const struct proto_limits *lim,
+                     struct proto_hdr *ret, char *err, size_t errlen)
+{
+    if (!lim)
+        lim = &hard_limits;
+    if (len < PROTO_HDR_SIZE) {
+        seterr(err, errlen, "frame header truncated: %zu of %d bytes", len, PROTO_HDR_SIZE);
+        return -EPROTO;
+    }
+    uint32_t magic = get32(buf);
+    if (magic != PROTO_MAGIC) {
+        seterr(err, errlen, "bad magic 0x%08x (not a kvferry worker frame)", magic);
+        return -EPROTO;
+    }
+    struct proto_hdr h = {
+        .version = get16(buf + 4),
+        .type = get16(buf + 6),
+        .flags = get32(buf + 8),
+        .length = get32(buf + 12),
+        .seq = get64(buf + 16),
+    };
+    if (h.version != PROTO_VERSION) {
+        seterr(err, errlen, "protocol version %u not supported (this side speaks %d)", h.version,
+               PROTO_VERSION);
+        return -EPROTO;
+    }
+    if (h.type == 0 || h.type >= PROTO__TYPE_END) {
+        seterr(err, errlen, "unknown frame type %u", h.type);
+        return -EPROTO;
+    }
+    if (h.flags != 0) {
+        seterr(err, errlen, "unknown flags 0x%x in %s", h.flags, proto_type_to_string(h.type));
+        return -EPROTO;
+    }
+    if ((uint64_t)h.length + PROTO_HDR_SIZE > lim->max_frame) {
+        seterr(err, errlen, "%s frame of %llu bytes over the limit %u (workers.max_frame)",
+               proto_type_to_string(h.type), (unsigned long long)h.length + PROTO_HDR_SIZE,
+               lim->max_frame);
+        return -EMSGSIZE;
+    }
+    *ret = h;
+    return 0;
+}
+
+/* ---- decode ---- */
+
+static void dec_register(struct rd *r, struct proto_register *g)
+{
+    g->n_pools = rd32(r, "n_pools");
+    if (r->rc)
+        return;
+    if (g->n_pools == 0 || g->n_pools > LAYOUT_MAX_POOLS) {
+        rd_fail(r, "n_pools %u out of range [1, %u]", g->n_pools, LAYOUT_MAX_POOLS);
+        return;
+    }
+    for (uint32_t i = 0; i < g->n_pools && !r->rc; i++) {
+        struct proto_pool *p = &g->pools[i];
+        p->kind = rd32(r, "pool kind");
+        p->device = (int32_t)rd32(r, "pool device");
+        p->bytes = rd64(r, "pool bytes");
+        p->offset = rd64(r, "pool offset");
+        rdbytes(r, p->ipc_handle, PROTO_IPC_HANDLE, "pool ipc_handle");
+        if (r->rc)
+            return;
+        if (p->kind != POOL_HOST && p->kind != POOL_CUDA) {
+            rd_fail(r, "pool %u: unknown kind %u", i, p->kind);
+            return;
+        }
+        /* a pool may be empty: a PP stage without layers of that group (uneven splits) */
+        if (p->kind == POOL_HOST) {
+            static const uint8_t zero[PROTO_IPC_HANDLE];
+            if (p->device != -1 || p->offset != 0 || memcmp(p->ipc_handle, zero, PROTO_IPC_HANDLE)) {
+                rd_fail(r, "pool %u: a host pool has device -1, offset 0 and no IPC handle", i);
+                return;
+            }
+        } else if (p->device < 0 || p->offset > UINT64_MAX - p->bytes) {
+            rd_fail(r, "pool %u: CUDA pool with device %d offset %llu", i, p->device,
+                    (unsigned long long)p->offset);
+            return;
+        }
+    }
+    g->json_len = rd32(r, "json_len");
+    if (r->rc)
+        return;
+    if (g->json_len == 0 || g->json_len > LAYOUT_JSON_MAX) {
+        rd_fail(r, "layout JSON of %u bytes out of range [1, %u]", g->json_len, LAYOUT_JSON_MAX);
+        return;
+    }
+    if (r->left != g->json_len) {
+        rd_fail(r, "layout JSON: length says %u bytes, payload has %zu", g->json_len, r->left);
+        return;
+    }
+    if (memchr(r->p, 0, g->json_len)) {
+        rd_fail(r, "layout JSON contains a NUL byte");
+        return;
+    }
+    g->json = malloc(g->json_len + 1);
+    if (!g->json) {
+        r->rc = -ENOMEM;
+        seterr(r->err, r->errlen, "out of memory for the layout JSON");
+        return;
+    }
+    memcpy(g->json, r->p, g->json_len);
+    g->json[g->json_len] = 0;
+    r->p += g->json_len;
+    r->left = 0;
+}
+
+static void dec_payload(struct rd *r, const struct proto_limits *lim, struct proto_msg *m)
+{
+    switch (m->type) {
+    case PROTO_HELLO:
+        m->u.hello.version_min = rd32(r, "version_min");
+        m->u.hello.version_max = rd32(r, "version_max");
+        m->u.hello.pid = rd32(r, "pid");
+        rdstr(r, m->u.hello.name, sizeof m->u.hello.name, "name");
+        if (!r->rc && m->u.hello.version_min > m->u.hello.version_max)
+            rd_fail(r, "version_min %u > version_max %u", m->u.hello.version_min,
+                    m->u.hello.version_max);
+        break;
+    case PROTO_WELCOME:
+        m->u.welcome.version = rd32(r, "version");
+        m->u.welcome.max_frame = rd32(r, "max_frame");
+        m->u.welcome.max_blocks = rd32(r, "max_blocks");
+        m->u.welcome.max_inflight = rd32(r, "max_inflight");
+        m->u.welcome.epoch = rd64(r, "epoch");
+        rdstr(r, m->u.welcome.name, sizeof m->u.welcome.name, "name");
+        break;
+    case PROTO_REGISTER:
+        dec_register(r, &m->u.reg);
+        break;
+    case PROTO_REGISTERED:
+        m->u.registered.status = rd32(r, "status");
+        m->u.registered.rank = rd32(r, "rank");
+        m->u.registered.worker_id = rd64(r, "worker_id");
+        rdstr(r, m->u.registered.message, sizeof m->u.registered.message, "message");
+        if (!r->rc && m->u.registered.status >= KVF_E__COUNT)
+            rd_fail(r, "unknown status %u", m->u.registered.status);
+        break;
+    case PROTO_SEND:
+        m->u.send.req_id = rd64(r, "req_id");
+        m->u.send.n_readers = rd32(r, "n_readers");
+        if (!r->rc && m->u.send.n_readers > LAYOUT_MAX_TP * LAYOUT_MAX_PP)
+            rd_fail(r, "n_readers %u over the limit %u", m->u.send.n_readers,
+                    LAYOUT_MAX_TP * LAYOUT_MAX_PP);
+        rd_items(r, lim, &m->u.send.items);
+        break;
+    case PROTO_RECV:
+        m->u.recv.req_id = rd64(r, "req_id");
+        m->u.recv.ctx_dp_rank = (int32_t)rd32(r, "ctx_dp_rank");
+        m->u.recv.deadline_ms = rd32(r, "deadline_ms");
+        rdstr(r, m->u.recv.ctx_instance, sizeof m->u.recv.ctx_instance, "ctx_instance");
+        rdstr(r, m->u.recv.ctx_home, sizeof m->u.recv.ctx_home, "ctx_home");
+        if (!r->rc && m->u.recv.ctx_instance[0] == 0)
+            rd_fail(r, "ctx_instance is empty");
+        if (!r->rc && (m->u.recv.ctx_dp_rank < -1 || m->u.recv.ctx_dp_rank >= LAYOUT_MAX_TP))
+            rd_fail(r, "ctx_dp_rank %d out of range [-1, %d)", m->u.recv.ctx_dp_rank, LAYOUT_MAX_TP);
+        rd_items(r, lim, &m->u.recv.items);
+        break;
+    case PROTO_CANCEL:
+        m->u.cancel.req_id = rd64(r, "req_id");
+        break;
+    case PROTO_EVENT:
+        m->u.event.req_id = rd64(r, "req_id");
+        m->u.event.kind = rd32(r, "kind");
+        m->u.event.error = rd32(r, "error");
+        m->u.event.bytes = rd64(r, "bytes");
+        rdstr(r, m->u.event.message, sizeof m->u.event.message, "message");
+        if (!r->rc && (m->u.event.kind == 0 || m->u.event.kind >= PROTO__EV_END))
+            rd_fail(r, "unknown event kind %u", m->u.event.kind);
+        if (!r->rc && m->u.event.error >= KVF_E__COUNT)
+            rd_fail(r, "unknown error code %u", m->u.event.error);
+        if (!r->rc && (m->u.event.kind == PROTO_EV_FAILED) != (m->u.event.error != KVF_OK))
+            rd_fail(r, "event kind %u with error %u", m->u.event.kind, m->u.event.error);
+        break;
+    case PROTO_ERROR:
+        m->u.error.error = rd32(r, "error");
+        rdstr(r, m->u.error.message, sizeof m->u.error.message, "message");
+        if (!r->rc && m->u.error.error >= KVF_E__COUNT)
+            rd_fail(r, "unknown error code %u", m->u.error.error);
+        break;
+    case PROTO_PING:
+    case PROTO_PONG:
+        break;
+    default:
+        rd_fail(r, "unknown frame type %u", m->type);
+        break;
+    }
+    if (!r->rc && r->left != 0)
+        rd_fail(r, "%zu trailing bytes after %s", r->left, proto_type_to_string(m->type));
+}
+
+int proto_decode(const uint8_t *frame, size_t len, const struct proto_limits *lim,
+                 struct proto_msg *ret, char *err, size_t errlen)
+{
+    if (!lim)
+        lim = &hard_limits;
+    struct proto_hdr h;
+    int rc = proto_hdr_decode(frame, len, lim, &h, err, errlen);
+    if (rc)
+        return rc;
+    if (len != (size_t)PROTO_HDR_SIZE + h.length) {
+        seterr(err, errlen, "%s frame: header says %u payload bytes, got %zu",
+               proto_type_to_string(h.type), h.length, len - PROTO_HDR_SIZE);
+        return -EINVAL;
+    }
+    struct proto_msg m;
+    memset(&m, 0, sizeof m);
+    m.type = h.type;
+    m.seq = h.seq;
+    struct rd r = {.p = frame + PROTO_HDR_SIZE, .left = h.length, .err = err, .errlen = errlen};
+    dec_payload(&r, lim, &m);
+    if (r.rc) {
+        proto_msg_done(&m);
+        return r.rc;
+    }
+    *ret = m;
+    return 0;
+}
+
+void proto_msg_done(struct proto_msg *m)
+{
+    if (!m)
+        return;
+    switch (m->type) {
+    case PROTO_REGISTER:
+        free(m->u.reg.json);
+        m->u.reg.json = NULL;
+        break;
+    case PROTO_SEND:
+        free(m->u.send.items.ids);
+        m->u.send.items.ids = NULL;
+        break;
+    case PROTO_RECV:
+        free(m->u.recv.items.ids);
+        m->u.recv.items.ids = NULL;
+        break;
+    default:
+        break;
+    }
+}
+
+uint32_t proto_register_fds(const struct proto_register *r)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_pools && i < LAYOUT_MAX_POOLS; i++)
+        n += r->pools[i].kind == POOL_HOST;
+    return n;
+}
+
+uint64_t proto_items_total(const struct proto_items *it)
+{
+    uint64_t t = 0;
+    for (uint32_t g = 0; g < it->n_groups && g < LAYOUT_MAX_GROUPS; g++)
+        t += it->counts[g];
+    return t;
+}
+
+/* ---- encode: size first, then write; the encoder refuses what the decoder would ---- */
+
+struct wr {
+    uint8_t *p;  /* NULL while sizing */
+    size_t len;
+};
+
+static void w32(struct wr *w, uint32_t v)
+{
+    if (w->p)
+        put32(w->p + w->len, v);
+    w->len += 4;
+}
+static void w64(struct wr *w, uint64_t v)
+{
+    if (w->p)
+        put64(w->p + w->len, v);
+    w->len += 8;
+}
+static void wbytes(struct wr *w, const void *b, size_t n)
+{
+    if (w->p && n)
+        memcpy(w->p + w->len, b, n);
+    w->len += n;
+}
+static void wstr(struct wr *w, const char *s)
+{
+    size_t n = strlen(s);
+    if (w->p)
+        put16(w->p + w->len, (uint16_t)n);
+    w->len += 2;
+    wbytes(w, s, n);
+}
+static void witems(struct wr *w, const struct proto_items *it)
+{
+    w32(w, it->n_groups);
+    uint64_t total = 0;
+    for (uint32_t g = 0; g < it->n_groups; g++) {
+        w32(w, it->counts[g]);
+        total += it->counts[g];
+    }
+    for (uint64_t k = 0; k < total; k++)
+        w32(w, it->ids[k]);
+}
+
+static bool str_ok(const char *s, size_t max) { return strnlen(s, max + 1) <= max; }
+
+static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
+{
+    const struct proto_items *it = NULL;
+    switch (m->type) {
+    case PROTO_HELLO:
+        return str_ok(m->u.hello.name, PROTO_NAME_MAX) ? 0 : -EINVAL;
+    case PROTO_WELCOME:
+        return str_ok(m->u.welcome.name, PROTO_NAME_MAX) ? 0 : -EINVAL;
+    case PROTO_REGISTER:
+        if (m->u.reg.n_pools == 0 || m->u.reg.n_pools > LAYOUT_MAX_POOLS || !m->u.reg.json ||
+            m->u.reg.json_len == 0 || m->u.reg.json_len > LAYOUT_JSON_MAX)
+            return -EINVAL;
+        return 0;
+    case PROTO_REGISTERED:
+        return str_ok(m->u.registered.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
+    case PROTO_SEND:
+        it = &m->u.send.items;
+        break;
+    case PROTO_RECV:
+        if (!str_ok(m->u.recv.ctx_instance, LAYOUT_NAME_MAX - 1) ||
+            !str_ok(m->u.recv.ctx_home, PROTO_HOME_MAX) || !m->u.recv.ctx_instance[0])
+            return -EINVAL;
+        it = &m->u.recv.items;
+        break;
+    case PROTO_EVENT:
+        return str_ok(m->u.event.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
+    case PROTO_ERROR:
+        return str_ok(m->u.error.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
+    case PROTO_CANCEL:
+    case PROTO_PING:
+    case PROTO_PONG:
+        return 0;
+    default:
+        return -EINVAL;
+    }
+    if (it->n_groups > LAYOUT_MAX_GROUPS)
+        return -EINVAL;
+    uint64_t total = proto_items_total(it);
+    if (total > lim->max_blocks)
+        return -EMSGSIZE;
+    if (total && !it->ids)
+        return -EINVAL;
+    return 0;
+}
+
+static void enc_payload(struct wr *w, const struct proto_msg *m)
+{
+    switch (m->type) {
+    case PROTO_HELLO:
+        w32(w, m->u.hello.version_min);
+        w32(w, m->u.hello.version_max);
+        w32(w, m->u.hello.pid);
+        wstr(w, m->u.hello.name);
+        break;
+    case PROTO_WELCOME:
+        w32(w, m->u.welcome.version);
+        w32(w, m->u.welcome.max_frame);
+        w32(w, m->u.welcome.max_blocks);
+        w32(w, m->u.welcome.max_inflight);
+        w64(w, m->u.welcome.epoch);
+        wstr(w, m->u.welcome.name);
+        break;
+    case PROTO_REGISTER:
+        w32(w, m->u.reg.n_pools);
+        for (uint32_t i = 0; i < m->u.reg.n_pools; i++) {
+            const struct proto_pool *p = &m->u.reg.pools[i];
+            w32(w, p->kind);
+            w32(w, (uint32_t)p->device);
+            w64(w, p->bytes);
+            w64(w, p->offset);
+            wbytes(w, p->ipc_handle, PROTO_IPC_HANDLE);
+        }
+        w32(w, m->u.reg.json_len);
+        wbytes(w, m->u.reg.json, m->u.reg.json_len);
+        break;
+    case PROTO_REGISTERED:
+        w32(w, m->u.registered.status);
+        w32(w, m->u.registered.rank);
+        w64(w, m->u.registered.worker_id);
+        wstr(w, m->u.registered.message);
+        break;
+    case PROTO_SEND:
+        w64(w, m->u.send.req_id);
+        w32(w, m->u.send.n_readers);
+        witems(w, &m->u.send.items);
+        break;
+    case PROTO_RECV:
+        w64(w, m->u.recv.req_id);
+        w32(w, (uint32_t)m->u.recv.ctx_dp_rank);
+        w32(w, m->u.recv.deadline_ms);
+        wstr(w, m->u.recv.ctx_instance);
+        wstr(w, m->u.recv.ctx_home);
+        witems(w, &m->u.recv.items);
+        break;
+    case PROTO_CANCEL:
+        w64(w, m->u.cancel.req_id);
+        break;
+    case PROTO_EVENT:
+        w64(w, m->u.event.req_id);
+        w32(w, m->u.event.kind);
+        w32(w, m->u.event.error);
+        w64(w, m->u.event.bytes);
+        wstr(w, m->u.event.message);
+        break;
+    case PROTO_ERROR:
+        w32(w, m->u.error.error);
+        wstr(w, m->u.error.message);
+        break;
+    default:
+        break;
+    }
+}
+
+int proto_encode(const struct proto_msg *m, const struct proto_limits *lim, uint8_t **ret,
+                 size_t *retlen)
+{
+    if (!lim)
+        lim = &hard_limits;
+    int rc = enc_check(m, lim);
+    if (rc)
+        return rc;
+    struct wr w = {.p = NULL, .len = PROTO_HDR_SIZE};
+    enc_payload(&w, m);
+    if (w.len > lim->max_frame)
+        return -EMSGSIZE;
+    uint8_t *buf = malloc(w.len);
+    if (!buf)
+        return -ENOMEM;
+    put32(buf, PROTO_MAGIC);
+    put16(buf + 4, PROTO_VERSION);
+    put16(buf + 6, (uint16_t)m->type);
+    put32(buf + 8, 0);
+    put32(buf + 12, (uint32_t)(w.len - PROTO_HDR_SIZE));
+    put64(buf + 16, m->seq);
+    size_t total = w.len;
+    w.p = buf;
+    w.len = PROTO_HDR_SIZE;
+    enc_payload(&w, m);
+    *ret = buf;
+    *retlen = total;
+    return 0;
+}

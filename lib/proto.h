@@ -1,0 +1,198 @@
+/* proto.h: the local worker protocol (DESIGN.md §8): the frames exchanged between libkvferry and
+ * kvferryd over the worker socket (sockets.worker, a unix stream socket).
+ *
+ * Every frame is a 24-byte header followed by `length` payload bytes. All integers are
+ * little-endian, whatever the host:
+ *   u32 magic 'KVFW' (bytes 4b 56 46 57), u16 version, u16 type, u32 flags (0), u32 length, u64 seq
+ * Strings are u16 length + bytes (no NUL, no embedded NUL, bounded per field). Item lists are
+ *   u32 n_groups, u32 count[n_groups], u32 ids[sum(count)]
+ * with n_groups <= LAYOUT_MAX_GROUPS and sum(count) <= limits.max_blocks. A payload must be
+ * consumed exactly: trailing bytes are refused like missing ones.
+ *
+ * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
+ * SCM_RIGHTS to the REGISTER frame, one per POOL_HOST pool, in pool order) -> REGISTERED; then
+ * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. A worker
+ * sends nothing else between REGISTER and REGISTERED. A frame the daemon refuses gets an ERROR
+ * frame and the connection is closed. PING is answered with PONG (same seq).
+ *
+ * Pure codec: no I/O, no logging. Decoded messages own their allocations (proto_msg_done).
+ * Thread-safe (no shared state). */
+#ifndef KVF_PROTO_H
+#define KVF_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kvferry.h"
+#include "layout.h"
+
+#define PROTO_MAGIC 0x5746564bu /* "KVFW" as little-endian bytes */
+#define PROTO_VERSION 1
+#define PROTO_HDR_SIZE 24
+
+#define PROTO_FRAME_MIN 4096u                  /* smallest allowed limits.max_frame */
+#define PROTO_FRAME_HARD_MAX (64u * 1024 * 1024) /* largest allowed limits.max_frame */
+#define PROTO_FRAME_DEFAULT (1u * 1024 * 1024)
+#define PROTO_BLOCKS_DEFAULT 65536u
+#define PROTO_BLOCKS_HARD_MAX (1u << 20)       /* == PLAN_MAX_IDS */
+
+#define PROTO_NAME_MAX 64      /* HELLO/WELCOME names, bytes without NUL */
+#define PROTO_HOME_MAX 255     /* RECV ctx_home "host:port" */
+#define PROTO_MSG_MAX 511      /* EVENT / REGISTERED / ERROR messages */
+#define PROTO_IPC_HANDLE 64    /* bytes of a cudaIpcMemHandle_t */
+
+typedef enum {
+    PROTO_HELLO = 1,
+    PROTO_WELCOME = 2,
+    PROTO_REGISTER = 3,
+    PROTO_REGISTERED = 4,
+    PROTO_SEND = 5,
+    PROTO_RECV = 6,
+    PROTO_CANCEL = 7,
+    PROTO_EVENT = 8,
+    PROTO_ERROR = 9,
+    PROTO_PING = 10,
+    PROTO_PONG = 11,
+    PROTO__TYPE_END
+} proto_type_t;
+
+/* EVENT kinds; the same values as KVF_EV_* in kvferry.h. */
+typedef enum {
+    PROTO_EV_SENT = 1,   /* context side: the blocks of this SEND may be reused */
+    PROTO_EV_DONE = 2,   /* generation side: every byte of this RECV is in place */
+    PROTO_EV_FAILED = 3, /* either side: the request failed; error + message say why */
+    PROTO__EV_END
+} proto_event_kind_t;
+
+/* "HELLO", ...; "UNKNOWN" out of range. */
+const char *proto_type_to_string(uint32_t type);
+
+struct proto_limits {
+    uint32_t max_frame;  /* header + payload */
+    uint32_t max_blocks; /* item ids per request, all groups together */
+};
+
+struct proto_hdr {
+    uint16_t version, type;
+    uint32_t flags, length;
+    uint64_t seq;
+};
+
+struct proto_items {
+    uint32_t n_groups;
+    uint32_t counts[LAYOUT_MAX_GROUPS];
+    uint32_t *ids; /* owned: sum(counts) ids, group after group */
+};
+
+struct proto_hello {
+    uint32_t version_min, version_max, pid;
+    char name[PROTO_NAME_MAX + 1];
+};
+
+struct proto_welcome {
+    uint32_t version, max_frame, max_blocks, max_inflight;
+    uint64_t epoch; /* changes on every daemon start */
+    char name[PROTO_NAME_MAX + 1];
+};
+
+struct proto_pool {
+    uint32_t kind;   /* pool_kind_t */
+    int32_t device;  /* -1 for host pools */
+    uint64_t bytes;
+    uint64_t offset; /* CUDA: offset of the pool inside the IPC allocation; host: 0 */
+    uint8_t ipc_handle[PROTO_IPC_HANDLE]; /* CUDA only; all zero for host pools */
+};
+
+struct proto_register {
+    uint32_t n_pools;
+    struct proto_pool pools[LAYOUT_MAX_POOLS];
+    uint32_t json_len;
+    char *json; /* owned, NUL-terminated, json_len <= LAYOUT_JSON_MAX */
+};
+
+struct proto_registered {
+    uint32_t status; /* kvf_error_t */
+    uint32_t rank;   /* layout_rank of the registered layout */
+    uint64_t worker_id;
+    char message[PROTO_MSG_MAX + 1];
+};
+
+struct proto_send {
+    uint64_t req_id;
+    uint32_t n_readers; /* generation ranks expected to read it; 0: release on deadline */
+    struct proto_items items;
+};
+
+struct proto_recv {
+    uint64_t req_id;
+    int32_t ctx_dp_rank;  /* -1 unless the context instance runs attention-DP */
+    uint32_t deadline_ms; /* 0: the daemon's deadlines */
+    char ctx_instance[LAYOUT_NAME_MAX];
+    char ctx_home[PROTO_HOME_MAX + 1]; /* "" local / look up; else the home daemon "host:port" */
+    struct proto_items items;
+};
+
+struct proto_cancel {
+    uint64_t req_id;
+};
+
+struct proto_event {
+    uint64_t req_id;
+    uint32_t kind;  /* proto_event_kind_t */
+    uint32_t error; /* kvf_error_t, KVF_OK unless FAILED */
+    uint64_t bytes;
+    char message[PROTO_MSG_MAX + 1];
+};
+
+struct proto_error {
+    uint32_t error; /* kvf_error_t */
+    char message[PROTO_MSG_MAX + 1];
+};
+
+struct proto_msg {
+    uint32_t type; /* proto_type_t */
+    uint64_t seq;
+    union {
+        struct proto_hello hello;
+        struct proto_welcome welcome;
+        struct proto_register reg;
+        struct proto_registered registered;
+        struct proto_send send;
+        struct proto_recv recv;
+        struct proto_cancel cancel;
+        struct proto_event event;
+        struct proto_error error;
+    } u;
+};
+
+/* Limits from config values, clamped to [PROTO_FRAME_MIN, PROTO_FRAME_HARD_MAX] and
+ * [1, PROTO_BLOCKS_HARD_MAX]; 0 means the default. */
+void proto_limits_init(struct proto_limits *ret, uint64_t max_frame, uint64_t max_blocks);
+
+/* Parses and checks a header (magic, version, known type, flags 0, length within max_frame).
+ * len must be >= PROTO_HDR_SIZE. Returns 0, -EPROTO (bad magic/version/type/flags) or -EMSGSIZE
+ * (length over the limit), with a message in err. */
+int proto_hdr_decode(const uint8_t *buf, size_t len, const struct proto_limits *lim,
+                     struct proto_hdr *ret, char *err, size_t errlen);
+
+/* Decodes one whole frame (header + exactly `length` payload bytes). Returns 0 and fills *ret
+ * (release with proto_msg_done), or -EPROTO / -EMSGSIZE / -EINVAL / -ENOMEM with a message
+ * naming the field in err; *ret is untouched on error. */
+int proto_decode(const uint8_t *frame, size_t len, const struct proto_limits *lim,
+                 struct proto_msg *ret, char *err, size_t errlen);
+
+/* Encodes a message into a malloc'd frame (caller frees). Checks the same bounds the decoder
+ * does (with lim, or the hard maxima when lim is NULL). Returns 0 or -EINVAL / -EMSGSIZE / -ENOMEM. */
+int proto_encode(const struct proto_msg *m, const struct proto_limits *lim, uint8_t **ret,
+                 size_t *retlen);
+
+/* Releases what a decoded (or caller-built) message owns; accepts NULL. */
+void proto_msg_done(struct proto_msg *m);
+
+/* Host pools of a REGISTER: the number of fds that must come with it. */
+uint32_t proto_register_fds(const struct proto_register *r);
+
+/* Total ids of an item list. */
+uint64_t proto_items_total(const struct proto_items *it);
+
+#endif
