@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "registry.h"
+#include "registry_gpu.h"
 
 void registry_init(struct registry *r)
 {
@@ -29,6 +30,7 @@ static void instance_free(struct reg_instance *in)
     for (uint32_t i = 0; i < in->n_ranks; i++) {
         if (in->ranks[i]) {
             registry_unmap(&in->ranks[i]->mem);
+            reg_gpu_unref(in->ranks[i]->gpu);
             free(in->ranks[i]);
         }
     }
@@ -154,6 +156,7 @@ void registry_remove(struct registry *r, struct reg_rank *rank)
     in->n_registered--;
     in->epoch++;
     registry_unmap(&rank->mem);
+    rank->gpu = reg_gpu_unref(rank->gpu); /* closed now, or when its last copy completes */
     free(rank);
     r->n_ranks--;
     if (in->n_registered == 0) {

@@ -88,6 +88,8 @@ static void sweep(struct transfers *t)
         struct xfer *x = *pp;
         if (terminal(x)) {
             *pp = x->next;
+            if (x->gpu_job)
+                xfer_gpu_detach(x->gpu_job);
             free(x->items.ids);
             free(x);
             t->n--;
@@ -159,6 +161,9 @@ static void serve(struct transfers *t, struct xfer *s, uint32_t done)
     }
 }
 
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg);
+
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
@@ -191,21 +196,38 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e != KVF_OK) {
-        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
-        goto out;
-    }
-    t->counters.bytes_local += bytes;
-    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
-    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
-    for (uint32_t c = 0; c < in->n_ranks; c++) {
-        struct xfer *s = writers[c] ? sends[c] : find_send(t, in->ranks[c], r->req_id);
-        if (s)
-            serve(t, s, ty ? ty->done : s->served + 1);
-    }
+    if (e == KVF_OK && r->gpu_job)
+        goto out; /* on a GPU stream: transfers_copy_done follows */
+    copy_done(t, r, e, bytes, msg);
 out:
     free(writers);
     free(sends);
+}
+
+/* The end of a RECV's copy; no sweep (callers may be walking the list). */
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg)
+{
+    if (e != KVF_OK) {
+        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
+        return;
+    }
+    t->counters.bytes_local += bytes;
+    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
+    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
+    for (uint32_t c = 0; in && c < in->n_ranks; c++) {
+        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        if (s)
+            serve(t, s, ty ? ty->done : s->served + 1);
+    }
+}
+
+void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                         const char *msg)
+{
+    copy_done(t, r, e, bytes, msg);
+    sweep(t);
 }
 
 /* Item ids against the rank's own layout: group count, one slot per state group, ids in range. */
