@@ -72,7 +72,7 @@ struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
     uint64_t bytes_local;
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
-    uint64_t local_memcpy_ns;   /* of which copy_direct */
+    uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
 };
 
 struct transfers {

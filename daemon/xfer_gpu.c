@@ -127,7 +127,9 @@ static void on_done(void *arg, int status)
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
-        j->t->counters.local_memcpy_ns += uv_hrtime() - j->t0;
+        uint64_t dt = uv_hrtime() - j->t0; /* program upload, launch, GPU, back on the loop */
+        j->t->counters.local_memcpy_ns += dt;
+        j->t->counters.local_copy_ns += dt;
         transfers_copy_done(j->t, x, e, e == KVF_OK ? j->bytes : 0, msg);
     }
     job_free(j);

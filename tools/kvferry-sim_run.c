@@ -258,7 +258,7 @@ static int setup(struct sim *s, char *err, size_t errlen)
         return rc;
     }
     if (dev >= 0 && (rc = sim_cuda_new(&s->l, dev, &s->cu, err, errlen)))
-        return rc;
+        return rc; /* sim_cuda_new frees what it made */
     char name[64];
     snprintf(name, sizeof name, "sim %s r%d", o->instance, o->rank);
     struct kvf_options ko = {.name = name};
@@ -328,7 +328,10 @@ int sim_run(const struct sim_opts *o)
         code = 3;
 out:
     s.c = kvf_close(s.c);
-    s.cu = sim_cuda_free(s.cu); /* after the daemon was told: the rank is gone */
+    /* GPU pools (s.cu) are left to process exit: the daemon closes its mapping of them only
+     * after it sees our connection end, and cudaFree before the importer's
+     * cudaIpcCloseMemHandle is undefined (CUDA runtime API); exiting is the path of a crashed
+     * worker, which the daemon is built for. */
     for (uint32_t i = 0; i < s.mem.n; i++)
         if (s.mem.base[i])
             munmap(s.mem.base[i], s.mem.size[i]);
