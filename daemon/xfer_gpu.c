@@ -32,7 +32,7 @@ struct xgpu_job {
     struct kvk_program **progs; /* n owned */
     uint32_t n;
     int device;
-    uint64_t bytes, t0;
+    uint64_t bytes, t0, t_launched; /* t0: before the first upload; t_launched: back to the loop */
     kvf_error_t launch_err;     /* a launch failed after others were queued */
     char launch_msg[256];
 };
@@ -83,6 +83,13 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
     }
     if (dev < 0)
         dev = 0; /* no bytes at all: nothing will be launched */
+    const struct gpu_device *gd = gpu_device(g, dev);
+    if (!gd || gd->failed || !gpu_stream(g, dev, 0)) {
+        snprintf(msg, msglen, "GPU %d of generation rank %u cannot take work: %s", dev,
+                 layout_rank(&gen->layout), gd && gd->failed ? gd->failed_reason
+                 : gpu_cpu_mode(g) ? gpu_cpu_reason(g) : "no such device or stream");
+        return KVF_E_NO_ROUTE;
+    }
     for (uint32_t w = 0; w < p->n_writers; w++) {
         int sdev = in->ranks[p->writers[w].ctx_rank]->gpu->device;
         char err[GPU_REASON_MAX + 64];
@@ -127,9 +134,9 @@ static void on_done(void *arg, int status)
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
-        uint64_t dt = uv_hrtime() - j->t0; /* program upload, launch, GPU, back on the loop */
-        j->t->counters.local_memcpy_ns += dt;
-        j->t->counters.local_copy_ns += dt;
+        uint64_t now = uv_hrtime();
+        j->t->counters.local_memcpy_ns += now - j->t0; /* upload, launch, GPU, back on the loop */
+        j->t->counters.local_copy_ns += now - j->t_launched; /* try_run counted the rest */
         transfers_copy_done(j->t, x, e, e == KVF_OK ? j->bytes : 0, msg);
     }
     job_free(j);
@@ -200,23 +207,25 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
         job_free(j); /* nothing was queued */
         return e;
     }
+    if (!launched) { /* a plan of zero bytes: done now */
+        job_free(j);
+        return KVF_OK;
+    }
     j->launch_err = e;
+    j->x = r;
+    r->gpu_job = j;
     char err[GPU_REASON_MAX + 64];
-    int rc = launched ? gpu_notify(g, dev, stream, on_done, j, err, sizeof err) : 0;
+    int rc = gpu_notify(g, dev, stream, on_done, j, err, sizeof err);
     if (rc) {
         /* queued work whose end cannot be learned: keep its programs and mappings (leaked,
          * never freed under a running kernel) and fail the request */
+        xfer_gpu_detach(j);
         log_error("xfer %llu: GPU completion on device %d: %s: its programs and mappings are "
                   "kept", (unsigned long long)r->id, dev, err);
         snprintf(msg, msglen, "GPU completion on device %d: %s", dev, err);
         return KVF_E_INTERNAL;
     }
-    if (!launched) { /* a plan of zero bytes: done now */
-        job_free(j);
-        return KVF_OK;
-    }
-    j->x = r;
-    r->gpu_job = j;
+    j->t_launched = uv_hrtime();
     return KVF_OK;
 }
 

@@ -209,7 +209,8 @@ START_TEST(gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name)
     for (uint32_t i = 0; i < l.n_pools; i++) {
         pools[i] = (struct kvf_pool){.kind = KVF_POOL_CUDA, .device = 0, .bytes = l.pools[i].bytes,
                                      .fd = -1};
-        memset(pools[i].ipc_handle, 0x5a, sizeof pools[i].ipc_handle);
+        for (int k = 0; k < 64; k++) /* the bogus handle of check_gpu_ipc */
+            pools[i].ipc_handle[k] = (uint8_t)(k * 37 + 11 + i);
     }
     struct kvf_client *c = NULL;
     struct kvf_options o = {.no_reconnect = 1};

@@ -61,7 +61,8 @@ START_TEST(gpu_rank_registration_is_refused_with_what_to_change_and_the_daemon_s
         ck_assert_int_eq(l.pools[i].kind, POOL_CUDA);
         pools[i] = (struct kvf_pool){.kind = KVF_POOL_CUDA, .device = 0, .bytes = l.pools[i].bytes,
                                      .fd = -1};
-        memset(pools[i].ipc_handle, 0x5a, sizeof pools[i].ipc_handle);
+        for (int k = 0; k < 64; k++) /* the bogus handle of check_gpu_ipc */
+            pools[i].ipc_handle[k] = (uint8_t)(k * 37 + 11 + i);
     }
     struct kvf_client *c = NULL;
     struct kvf_options o = {.no_reconnect = 1};
