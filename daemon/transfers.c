@@ -421,11 +421,17 @@ int transfers_init(struct transfers *t, struct workers *w)
     return 0;
 }
 
-void transfers_stop(struct transfers *t)
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
 {
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x))
-            fail(t, x, KVF_E_CANCELLED, "the daemon is stopping");
+            fail(t, x, err, "%s", why);
+    sweep(t);
+}
+
+void transfers_stop(struct transfers *t)
+{
+    transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
     tally_expire(t, UINT64_MAX);
     sweep(t);
     if (!uv_is_closing((uv_handle_t *)&t->tick))

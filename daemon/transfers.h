@@ -86,6 +86,8 @@ struct transfers {
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
+/* Fails every request in flight, each with an event to its worker. */
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why);
 /* Closes the timer (the loop then runs its close callback) after freeing every request. */
 void transfers_stop(struct transfers *t);
 

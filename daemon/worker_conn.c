@@ -4,6 +4,7 @@
  * brings fds it should not, gets an ERROR frame and the connection is closed; a registration the
  * daemon cannot accept gets REGISTERED with a typed error and the connection stays. */
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -177,7 +178,8 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
 static void on_register(struct wconn *c, struct proto_register *g)
 {
     int fds[FDPASS_MAX_FDS];
-    unsigned nfds = frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS);
+    unsigned nfds = frame_reader_frame_has_fds(&c->rd)
+                        ? frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS) : 0;
     uint32_t want = proto_register_fds(g);
     if (nfds != want) {
         fdpass_close_all(fds, nfds);
@@ -251,7 +253,7 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         violation(c, "bad frame: %s", err);
         return;
     }
-    if (m.type != PROTO_REGISTER && c->rd.nfds > 0) {
+    if (m.type != PROTO_REGISTER && frame_reader_frame_has_fds(&c->rd)) {
         violation(c, "%s frame came with %u fds", proto_type_to_string(m.type), c->rd.nfds);
         goto out;
     }

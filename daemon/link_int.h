@@ -1,0 +1,141 @@
+/* link_int.h: internals shared by the link_*.c files (not for other modules).
+ * link.c: context, worker, libuv progress, listener, teardown, status.
+ * link_peer.c: endpoints, peer state machine, close.  link_hs.c: secret + handshake.
+ * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations. */
+#ifndef KVF_LINK_INT_H
+#define KVF_LINK_INT_H
+
+#include "link.h"
+
+#include <sodium.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#define LINK_AM_HS 1   /* handshake messages */
+#define LINK_AM_USER 2 /* user messages */
+#define LINK_NONCE_BYTES 32
+
+struct link_pending; /* deferred work run after a progress round (link.c) */
+struct link_early;   /* a user message that arrived just before READY (link_msg.c) */
+
+struct link_peer {
+    struct link *link;           /* borrowed: owns us */
+    struct link_peer *next;      /* in link->peers */
+    uint64_t serial;             /* for logs */
+    link_peer_state_t state;
+    int outbound;                /* we connected (client side of the handshake) */
+    int announced;               /* the user knows it (outbound, or on_peer_up ran) */
+    int down_reported;           /* on_peer_down ran */
+    int close_started;           /* ucp_ep_close_nbx issued */
+    int fail_err;                /* -errno of the failure */
+    int refused;                 /* we refused its handshake */
+    unsigned refs;               /* in-flight rendezvous receives holding us */
+    ucp_ep_h ep;                 /* owned until the close completes */
+    char addr[128];              /* "host:port" asked, or the remote address */
+    uint64_t deadline_ms;        /* handshake deadline (uv_now) */
+    /* handshake */
+    int hs_step;                 /* what we wait for, LINK_HS_* of link_hs.c */
+    uint8_t nonce_local[LINK_NONCE_BYTES], nonce_remote[LINK_NONCE_BYTES];
+    uint8_t remote_rid[LINK_ID_BYTES];
+    char remote_host[LINK_HOST_MAX];
+    char remote_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
+    /* peer's arena */
+    ucp_rkey_h arena_rkey;       /* owned */
+    uint64_t arena_addr, arena_len;
+    int put_fast;
+    int lane_checks;             /* re-detections after READY (tick) */
+    char lanes[160];             /* transports of the put lanes, for status */
+    uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
+    void *user_data;
+    /* Client side: the server proved the secret and we sent PROOF, its ACCEPT is on the way.
+     * User messages it sends after ACCEPT may overtake it (UCX does not promise AM order across
+     * lanes); they wait here, bounded, and are delivered when ACCEPT makes us READY. */
+    int server_proven;
+    struct link_early *early_head, *early_tail;
+    unsigned early_count;
+    size_t early_bytes;
+};
+
+struct link {
+    uv_loop_t *loop;             /* borrowed: must outlive us */
+    struct link_config cfg;      /* strings borrowed */
+    struct link_ops ops;
+    uv_poll_t poll;              /* on the worker's event fd */
+    uv_timer_t busy_timer;       /* 1 ms progress while arm says busy, and kicks */
+    uv_timer_t tick;             /* handshake deadlines */
+    int handles_open;            /* uv handles still to close */
+    int freeing;
+    int busy_mode;               /* poll stopped, progressing from busy_timer */
+    int in_progress;             /* inside ucp_worker_progress */
+    unsigned inflight;           /* sends, puts, flushes, receives not yet complete */
+    ucp_context_h ctx;
+    ucp_worker_h worker;
+    ucp_listener_h listener;
+    uint16_t port;
+    int efd;
+    /* arena */
+    ucp_mem_h arena_memh;
+    void *arena;
+    size_t arena_len;
+    void *arena_rkey;            /* packed, ucp_rkey_buffer_release */
+    size_t arena_rkey_len;
+    /* identity */
+    uint8_t secret[LINK_SECRET_MAX];
+    size_t secret_len;
+    uint8_t rid[LINK_ID_BYTES];
+    char host[LINK_HOST_MAX];
+    char self_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
+    char tls_desc[64];
+    /* peers */
+    struct link_peer *peers;
+    unsigned npeers;
+    uint64_t next_serial;
+    struct link_pending *pending_head, *pending_tail;
+    struct link_stats st;
+};
+
+/* link.c */
+void link_kick(struct link *l);                 /* progress soon, from the loop */
+/* Runs cb(arg, 0) from the loop after this progress round: an operation that completed at once
+ * (trap 7) still reports later, never before the call that started it returns. */
+int link_defer_done(struct link *l, link_done_cb cb, void *arg);
+void link_defer_conn(struct link *l, ucp_conn_request_h req);
+void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
+                     size_t hdr_len, void *desc, size_t len);
+int link_err_from_ucs(ucs_status_t s);
+
+/* link_peer.c */
+int link_peer_accept(struct link *l, ucp_conn_request_h req);
+void link_peer_fail(struct link_peer *p, int err);  /* safe inside UCX callbacks */
+void link_peer_set_state(struct link_peer *p, link_peer_state_t s);
+struct link_peer *link_peer_by_ep(struct link *l, ucp_ep_h ep);
+void link_peer_reap(struct link *l);            /* report downs, start closes, free closed */
+void link_peer_unref(struct link_peer *p);
+void link_peers_check_deadlines(struct link *l, uint64_t now_ms);
+void link_peer_detect_lanes(struct link_peer *p);
+
+/* link_hs.c */
+int link_secret_load(struct link *l, const char *path);
+void link_id_init(struct link *l);
+int link_hs_start(struct link_peer *p);         /* client: send HELLO */
+ucs_status_t link_hs_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                           size_t length, const ucp_am_recv_param_t *param);
+
+/* link_msg.c */
+ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                            size_t length, const ucp_am_recv_param_t *param);
+void link_msg_replay_early(struct link_peer *p); /* at READY */
+void link_msg_drop_early(struct link_peer *p);   /* at free */
+void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
+                         size_t hdr_len, void *desc, size_t len);
+/* Sends an AM with a link-built header (copied) and borrowed data; cb may be NULL. */
+int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
+                 const void *data, size_t len, link_done_cb cb, void *arg);
+
+/* link_rma.c */
+int link_arena_init(struct link *l);
+void link_arena_done(struct link *l);
+int link_peer_set_rkey(struct link_peer *p, const void *blob, size_t len, uint64_t addr,
+                       uint64_t alen);
+
+#endif

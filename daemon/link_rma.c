@@ -1,0 +1,233 @@
+/* link_rma.c: the UCX-allocated arena, puts into a peer's arena or into a registration the peer
+ * described by an rkey blob, flushes, and registrations of existing memory.
+ *
+ * The arena comes from ucp_mem_map(UCP_MEM_MAP_ALLOCATE): same-host shared-memory puts reach
+ * 10 GB/s only into UCX-allocated memory. Its packed rkey is sent in the handshake; the peer's
+ * is unpacked once per endpoint (struct link_peer owns it). A put completes locally; only a
+ * flush (ucp_ep_flush_nbx) says it landed remotely: flush before the message that reports the
+ * data (trap 8). Loop thread only. */
+#include "link_int.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct link_mreg {
+    ucp_mem_h memh;
+    void *rkey;      /* packed, released with ucp_rkey_buffer_release */
+    size_t rkey_len;
+};
+
+struct rma_req {
+    struct link *link;
+    link_done_cb cb;
+    void *arg;
+    ucp_rkey_h rkey; /* owned when the put unpacked its own rkey */
+};
+
+int link_arena_init(struct link *l)
+{
+    if (!l->cfg.arena_bytes)
+        return 0;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+        .length = l->cfg.arena_bytes,
+        .flags = UCP_MEM_MAP_ALLOCATE,
+    };
+    ucs_status_t s = ucp_mem_map(l->ctx, &mp, &l->arena_memh);
+    if (s != UCS_OK) {
+        log_error("link: arena of %zu bytes: %s", l->cfg.arena_bytes, ucs_status_string(s));
+        return link_err_from_ucs(s);
+    }
+    ucp_mem_attr_t ma = {.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH};
+    if ((s = ucp_mem_query(l->arena_memh, &ma)) != UCS_OK ||
+        (s = ucp_rkey_pack(l->ctx, l->arena_memh, &l->arena_rkey, &l->arena_rkey_len)) != UCS_OK)
+        return link_err_from_ucs(s);
+    if (l->arena_rkey_len > LINK_RKEY_MAX) {
+        log_error("link: arena rkey of %zu bytes is over %d", l->arena_rkey_len, LINK_RKEY_MAX);
+        return -EMSGSIZE;
+    }
+    l->arena = ma.address;
+    l->arena_len = l->cfg.arena_bytes; /* ma.length may be rounded up; we promise what we asked */
+    return 0;
+}
+
+void link_arena_done(struct link *l)
+{
+    if (l->arena_rkey)
+        ucp_rkey_buffer_release(l->arena_rkey);
+    if (l->arena_memh)
+        ucp_mem_unmap(l->ctx, l->arena_memh);
+    l->arena_rkey = NULL;
+    l->arena_memh = NULL;
+    l->arena = NULL;
+    l->arena_len = 0;
+}
+
+void *link_arena(const struct link *l, size_t *len_ret)
+{
+    if (len_ret)
+        *len_ret = l->arena_len;
+    return l->arena;
+}
+
+int link_peer_set_rkey(struct link_peer *p, const void *blob, size_t len, uint64_t addr,
+                       uint64_t alen)
+{
+    if (!p->ep || !len || len > LINK_RKEY_MAX || !alen || addr + alen < addr)
+        return -EINVAL;
+    ucs_status_t s = ucp_ep_rkey_unpack(p->ep, blob, &p->arena_rkey);
+    if (s != UCS_OK)
+        return link_err_from_ucs(s);
+    p->arena_addr = addr;
+    p->arena_len = alen;
+    return 0;
+}
+
+static void rma_done(void *request, ucs_status_t status, void *user_data)
+{
+    struct rma_req *r = user_data;
+    r->link->inflight--;
+    if (r->rkey)
+        ucp_rkey_destroy(r->rkey);
+    if (r->cb)
+        r->cb(r->arg, link_err_from_ucs(status));
+    free(r);
+    if (request)
+        ucp_request_free(request);
+}
+
+/* Issues a put or a flush and maps its three outcomes (pending, immediate, error). */
+static int rma_finish(struct link *l, ucs_status_ptr_t s, struct rma_req *r)
+{
+    link_kick(l);
+    if (s != NULL && !UCS_PTR_IS_ERR(s)) {
+        l->inflight++;
+        return 0;
+    }
+    if (r->rkey)
+        ucp_rkey_destroy(r->rkey);
+    int rc = s == NULL ? link_defer_done(l, r->cb, r->arg) : link_err_from_ucs(UCS_PTR_STATUS(s));
+    free(r);
+    return rc;
+}
+
+static int rma_put(struct link_peer *p, const void *local, size_t len, uint64_t raddr,
+                   ucp_rkey_h rkey, int own_rkey, link_done_cb cb, void *arg)
+{
+    struct link *l = p->link;
+    struct rma_req *r = malloc(sizeof(*r));
+    if (!r) {
+        if (own_rkey)
+            ucp_rkey_destroy(rkey);
+        return -ENOMEM;
+    }
+    r->link = l;
+    r->cb = cb;
+    r->arg = arg;
+    r->rkey = own_rkey ? rkey : NULL;
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = rma_done,
+        .user_data = r,
+    };
+    const char *lb = local, *ab = l->arena;
+    if (l->arena_memh && lb >= ab && lb + len <= ab + l->arena_len) {
+        rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+        rp.memh = l->arena_memh;
+    }
+    ucs_status_ptr_t s = ucp_put_nbx(p->ep, local, len, raddr, rkey, &rp);
+    int rc = rma_finish(l, s, r);
+    if (rc == 0) {
+        p->bytes_put += len;
+        l->st.puts++;
+        l->st.bytes_put += len;
+    }
+    return rc;
+}
+
+int link_put(struct link_peer *p, const void *local, size_t len, uint64_t remote_offset,
+             link_done_cb cb, void *arg)
+{
+    if (p->state != LINK_PEER_READY)
+        return -ENOTCONN;
+    if (!p->arena_rkey || remote_offset > p->arena_len || len > p->arena_len - remote_offset)
+        return -ERANGE;
+    return rma_put(p, local, len, p->arena_addr + remote_offset, p->arena_rkey, 0, cb, arg);
+}
+
+int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void *rkey,
+                  size_t rkey_len, uint64_t remote_addr, link_done_cb cb, void *arg)
+{
+    if (p->state != LINK_PEER_READY)
+        return -ENOTCONN;
+    if (!rkey || !rkey_len || rkey_len > LINK_RKEY_MAX)
+        return -EINVAL;
+    ucp_rkey_h rk;
+    ucs_status_t s = ucp_ep_rkey_unpack(p->ep, rkey, &rk);
+    if (s != UCS_OK)
+        return link_err_from_ucs(s);
+    return rma_put(p, local, len, remote_addr, rk, 1, cb, arg);
+}
+
+int link_flush(struct link_peer *p, link_done_cb cb, void *arg)
+{
+    if (p->state != LINK_PEER_READY)
+        return -ENOTCONN;
+    struct rma_req *r = malloc(sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    *r = (struct rma_req){.link = p->link, .cb = cb, .arg = arg};
+    ucp_request_param_t rp = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = rma_done,
+        .user_data = r,
+    };
+    return rma_finish(p->link, ucp_ep_flush_nbx(p->ep, &rp), r);
+}
+
+int link_mem_register(struct link *l, void *ptr, size_t len, struct link_mreg **ret)
+{
+    if (!ptr || !len)
+        return -EINVAL;
+    struct link_mreg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return -ENOMEM;
+    ucp_mem_map_params_t mp = {
+        .field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+        .address = ptr,
+        .length = len,
+    };
+    ucs_status_t s = ucp_mem_map(l->ctx, &mp, &m->memh);
+    if (s != UCS_OK) {
+        free(m);
+        return link_err_from_ucs(s);
+    }
+    if ((s = ucp_rkey_pack(l->ctx, m->memh, &m->rkey, &m->rkey_len)) != UCS_OK) {
+        ucp_mem_unmap(l->ctx, m->memh);
+        free(m);
+        return link_err_from_ucs(s);
+    }
+    *ret = m;
+    return 0;
+}
+
+const void *link_mreg_rkey(const struct link_mreg *m, size_t *len_ret)
+{
+    *len_ret = m->rkey_len;
+    return m->rkey;
+}
+
+struct link_mreg *link_mreg_free(struct link *l, struct link_mreg *m)
+{
+    if (!m)
+        return NULL;
+    if (m->rkey)
+        ucp_rkey_buffer_release(m->rkey);
+    if (m->memh)
+        ucp_mem_unmap(l->ctx, m->memh);
+    free(m);
+    return NULL;
+}
