@@ -463,11 +463,17 @@ json_t *transfers_stats_json(const struct transfers *t)
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
     double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends", (json_int_t)t->counters.sends,
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends", (json_int_t)t->counters.sends,
                      "recvs", (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done,
                      "sent", (json_int_t)t->counters.sent, "bytes_local",
                      (json_int_t)t->counters.bytes_local, "local_copy_s", s, "local_copy_gbps",
                      s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
                      sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
                      (int)t->n);
+    if (o) {
+        json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
+        json_object_set_new(o, "bytes_local_gpu",
+                            json_integer((json_int_t)t->counters.bytes_local_gpu));
+    }
+    return o;
 }

@@ -71,6 +71,7 @@ struct xfer_tally {
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
     uint64_t bytes_local;
+    uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
     uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
 };

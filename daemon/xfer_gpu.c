@@ -137,6 +137,10 @@ static void on_done(void *arg, int status)
         uint64_t now = uv_hrtime();
         j->t->counters.local_memcpy_ns += now - j->t0; /* upload, launch, GPU, back on the loop */
         j->t->counters.local_copy_ns += now - j->t_launched; /* try_run counted the rest */
+        if (e == KVF_OK) {
+            j->t->counters.local_gpu++;
+            j->t->counters.bytes_local_gpu += j->bytes;
+        }
         transfers_copy_done(j->t, x, e, e == KVF_OK ? j->bytes : 0, msg);
     }
     job_free(j);

@@ -80,6 +80,9 @@ START_TEST(gpu_rank_registration_is_refused_with_what_to_change_and_the_daemon_s
     json_t *s = wt_ctl(&e, "stats");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(s, "workers"),
                                                         "register_refused")), 1);
+    json_t *xt = json_object_get(json_object_get(s, "workers"), "transfers");
+    ck_assert(json_is_integer(json_object_get(xt, "local_gpu")));
+    ck_assert_int_eq(json_integer_value(json_object_get(xt, "local_gpu")), 0);
     json_decref(s);
     wt_stop(&e); /* exits 0 */
 }
