@@ -84,6 +84,7 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
+    struct xgpu_job *gpu_retired; /* finished GPU jobs freed when the GPU is idle (xfer_gpu.c) */
 };
 
 int transfers_init(struct transfers *t, struct workers *w);

@@ -9,6 +9,8 @@
  * GPU to GPU (kernels); a pinned mapping of memfd pools is not done.
  * A job owns its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
  * rank that goes away mid-copy has its mappings closed only after the copy's stream work ended.
+ * Finished jobs are freed when no copy is outstanding (retire()): cudaFree of their programs
+ * would otherwise wait on the loop for other requests' kernels.
  * Loop thread only. */
 #include <errno.h>
 #include <stdio.h>
@@ -26,6 +28,8 @@
 
 struct xgpu_job {
     struct transfers *t;        /* borrowed */
+    struct gpu *g;              /* borrowed */
+    struct xgpu_job *next_retired;
     struct xfer *x;             /* borrowed; NULL once detached */
     struct reg_gpu *dst;        /* reference */
     struct reg_gpu **src;       /* n references (NULL where a writer has no bytes) */
@@ -118,6 +122,23 @@ static void job_free(struct xgpu_job *j)
     free(j);
 }
 
+/* A finished job's programs are freed only while no GPU copy is outstanding: cudaFree waits
+ * for the whole device, and the loop must not wait for another request's kernel. The last
+ * completion (gpu_free cancels what is left at teardown) frees what waited. */
+static void retire(struct xgpu_job *j)
+{
+    struct transfers *t = j->t;
+    j->next_retired = t->gpu_retired;
+    t->gpu_retired = j;
+    if (gpu_notify_outstanding(j->g) > 0)
+        return;
+    while (t->gpu_retired) {
+        struct xgpu_job *r = t->gpu_retired;
+        t->gpu_retired = r->next_retired;
+        job_free(r);
+    }
+}
+
 static void on_done(void *arg, int status)
 {
     struct xgpu_job *j = arg;
@@ -143,7 +164,7 @@ static void on_done(void *arg, int status)
         }
         transfers_copy_done(j->t, x, e, e == KVF_OK ? j->bytes : 0, msg);
     }
-    job_free(j);
+    retire(j);
 }
 
 static void to_kvk(const struct copy_mem *m, struct kvk_mem *ret)
@@ -176,6 +197,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
         return KVF_E_INTERNAL;
     }
     j->t = t;
+    j->g = g;
     j->n = p->n_writers;
     j->device = dev;
     j->bytes = p->total_bytes;
