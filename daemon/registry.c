@@ -175,12 +175,16 @@ json_t *registry_rank_json(const struct reg_rank *rk)
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < l->n_pools; i++)
         bytes += l->pools[i].bytes;
-    return json_pack("{s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:I}", "worker_id",
+    json_t *o = json_pack("{s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:I}", "worker_id",
                      (json_int_t)rk->worker_id, "instance", l->instance, "role",
                      layout_role_to_string(l->role), "rank", (int)layout_rank(l), "tp_rank",
                      (int)l->tp_rank, "tp_size", (int)l->tp_size, "pp_rank", (int)l->pp_rank,
                      "pp_size", (int)l->pp_size, "attention_dp", l->attention_dp, "pools",
                      (int)l->n_pools, "pool_bytes", (json_int_t)bytes);
+    if (o) /* where its pools are: "host", or the GPU this daemon mapped them on */
+        json_object_set_new(o, "memory", rk->gpu ? json_sprintf("gpu %d", rk->gpu->device)
+                                                 : json_string("host"));
+    return o;
 }
 
 json_t *registry_instances_json(const struct registry *r)

@@ -194,6 +194,14 @@ START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_rele
     char *cl = wt_log(&e, "ctx.log");
     ck_assert_msg(n > 0, "no GPU mapping after both ranks registered:\n%s", cl);
     free(cl);
+    w = wt_ctl(&e, "workers"); /* each rank's pools are shown where they live */
+    json_t *rows = json_object_get(w, "workers"), *row;
+    size_t k, on_gpu0 = 0;
+    json_array_foreach(rows, k, row)
+        on_gpu0 += json_string_value(json_object_get(row, "memory")) &&
+                   strcmp(json_string_value(json_object_get(row, "memory")), "gpu 0") == 0;
+    ck_assert_uint_eq(on_gpu0, 2);
+    json_decref(w);
     kill(c, SIGKILL); /* the launcher: its ranks die with it (PR_SET_PDEATHSIG) */
     wt_wait(c, 5000);
     ck_assert_int_eq(wait_mappings(&e, 0, 15000), 0);
