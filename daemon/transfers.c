@@ -51,6 +51,13 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
+    if (x->gpu_job && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
+        if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
+            x->held_err = err;
+            snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
+        }
+        return;
+    }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
     if (err != KVF_OK)
         t->counters.failed[err]++;
@@ -208,6 +215,10 @@ out:
 static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
                       const char *msg)
 {
+    if (e == KVF_OK && r->held_err != KVF_OK) { /* failed while its GPU copy ran */
+        e = r->held_err;
+        msg = r->held_msg;
+    }
     if (e != KVF_OK) {
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
         return;

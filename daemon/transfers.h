@@ -56,6 +56,10 @@ struct xfer {
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
                                    the request ends first */
+    kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
+                                   while its GPU copy ran; reported when the copy has ended, so
+                                   the worker never reuses blocks under a running kernel */
+    char held_msg[PROTO_MSG_MAX + 1];
     struct xfer *next;
 };
 
