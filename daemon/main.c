@@ -144,10 +144,19 @@ int main(int argc, char **argv)
         log_error("gpu: %s", strerror(-r));
         goto err_control;
     }
-    if (gpu_cpu_mode(d.gpu))
+    if (gpu_cpu_mode(d.gpu)) {
         log_info("gpu: CPU mode: %s", gpu_cpu_reason(d.gpu));
-    else
+    } else if (gpu_device_count(d.gpu) > 1) {
+        /* the same-node path copies GPU to GPU: peer access on before any pool is mapped */
+        char perr[GPU_REASON_MAX + 64] = "";
+        int np = gpu_peer_enable_all(d.gpu, perr, sizeof perr);
+        if (np < 0)
+            log_warn("gpu: peer access: %s (enabled per pair when a copy needs it)", perr);
+        else
+            log_info("gpu: %d device(s), peer access on for %d pair(s)", gpu_device_count(d.gpu), np);
+    } else {
         log_info("gpu: %d device(s)", gpu_device_count(d.gpu));
+    }
     if ((r = workers_new(&d, &d.workers)) < 0) {
         log_error("workers: %s", strerror(-r));
         goto err_control;
