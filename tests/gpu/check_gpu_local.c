@@ -205,6 +205,19 @@ START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_rele
     kill(c, SIGKILL); /* the launcher: its ranks die with it (PR_SET_PDEATHSIG) */
     wt_wait(c, 5000);
     ck_assert_int_eq(wait_mappings(&e, 0, 15000), 0);
+    char bin[256], cmd[512], out[1 << 16];
+    tu_bin("kvferryctl", bin, sizeof bin);
+    snprintf(cmd, sizeof cmd, "%s --socket %s --json status 2>&1", bin, e.csock);
+    FILE *pf = popen(cmd, "r");
+    ck_assert_ptr_nonnull(pf);
+    size_t got = fread(out, 1, sizeof out - 1, pf);
+    out[got] = 0;
+    ck_assert_int_eq(pclose(pf), 0);
+    json_t *ctl = json_loads(out, 0, NULL);
+    ck_assert_msg(ctl, "kvferryctl status --json:\n%s", out);
+    json_t *cnt = json_object_get(json_object_get(json_object_get(ctl, "gpu"), "mappings"), "count");
+    ck_assert_msg(json_is_integer(cnt) && json_integer_value(cnt) == 0, "%s", out);
+    json_decref(ctl);
     w = wt_ctl(&e, "status");
     ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(w, "workers"), "ranks")), 0);
     json_decref(w);
