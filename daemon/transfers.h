@@ -89,6 +89,7 @@ struct transfers {
     uint64_t next_id;
     struct transfers_counters counters;
     struct xgpu_job *gpu_retired; /* finished GPU jobs freed when the GPU is idle (xfer_gpu.c) */
+    uint32_t gpu_retired_n;
 };
 
 int transfers_init(struct transfers *t, struct workers *w);

@@ -124,14 +124,17 @@ static void job_free(struct xgpu_job *j)
 
 /* A finished job's programs are freed only while no GPU copy is outstanding: cudaFree waits
  * for the whole device, and the loop must not wait for another request's kernel. The last
- * completion (gpu_free cancels what is left at teardown) frees what waited. */
+ * completion (gpu_free cancels what is left at teardown) frees what waited; under a load that
+ * never lets the GPUs idle, every XGPU_RETIRE_MAX jobs are freed anyway (one wait). */
+#define XGPU_RETIRE_MAX 32
 static void retire(struct xgpu_job *j)
 {
     struct transfers *t = j->t;
     j->next_retired = t->gpu_retired;
     t->gpu_retired = j;
-    if (gpu_notify_outstanding(j->g) > 0)
+    if (gpu_notify_outstanding(j->g) > 0 && ++t->gpu_retired_n < XGPU_RETIRE_MAX)
         return;
+    t->gpu_retired_n = 0;
     while (t->gpu_retired) {
         struct xgpu_job *r = t->gpu_retired;
         t->gpu_retired = r->next_retired;
