@@ -52,6 +52,13 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
+    if (x->gpu_job && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
+        if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
+            x->held_err = err;
+            snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
+        }
+        return;
+    }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
     if (err != KVF_OK)
         t->counters.failed[err]++;
@@ -91,6 +98,8 @@ static void sweep(struct transfers *t)
         struct xfer *x = *pp;
         if (terminal(x)) {
             *pp = x->next;
+            if (x->gpu_job)
+                xfer_gpu_detach(x->gpu_job);
             free(x->items.ids);
             free(x);
             t->n--;
@@ -162,6 +171,9 @@ static void serve(struct transfers *t, struct xfer *s, uint32_t done)
     }
 }
 
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg);
+
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
@@ -194,21 +206,42 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e != KVF_OK) {
-        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
-        goto out;
-    }
-    t->counters.bytes_local += bytes;
-    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
-    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
-    for (uint32_t c = 0; c < in->n_ranks; c++) {
-        struct xfer *s = writers[c] ? sends[c] : find_send(t, in->ranks[c], r->req_id);
-        if (s)
-            serve(t, s, ty ? ty->done : s->served + 1);
-    }
+    if (e == KVF_OK && r->gpu_job)
+        goto out; /* on a GPU stream: transfers_copy_done follows */
+    copy_done(t, r, e, bytes, msg);
 out:
     free(writers);
     free(sends);
+}
+
+/* The end of a RECV's copy; no sweep (callers may be walking the list). */
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg)
+{
+    if (e == KVF_OK && r->held_err != KVF_OK) { /* failed while its GPU copy ran */
+        e = r->held_err;
+        msg = r->held_msg;
+    }
+    if (e != KVF_OK) {
+        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
+        return;
+    }
+    t->counters.bytes_local += bytes;
+    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
+    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
+    for (uint32_t c = 0; in && c < in->n_ranks; c++) {
+        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        if (s)
+            serve(t, s, ty ? ty->done : s->served + 1);
+    }
+}
+
+void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                         const char *msg)
+{
+    copy_done(t, r, e, bytes, msg);
+    sweep(t);
 }
 
 /* Item ids against the rank's own layout: group count, one slot per state group, ids in range. */
@@ -476,12 +509,19 @@ json_t *transfers_stats_json(const struct transfers *t)
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
     double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
-                     (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs, "done",
-                     (json_int_t)t->counters.done, "sent", (json_int_t)t->counters.sent,
-                     "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
-                     (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
+                          (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs,
+                          "done", (json_int_t)t->counters.done, "sent",
+                          (json_int_t)t->counters.sent, "bytes_local",
+                          (json_int_t)t->counters.bytes_local, "bytes_remote",
+                          (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
                      s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
                      sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
                      (int)t->n);
+    if (o) {
+        json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
+        json_object_set_new(o, "bytes_local_gpu",
+                            json_integer((json_int_t)t->counters.bytes_local_gpu));
+    }
+    return o;
 }
