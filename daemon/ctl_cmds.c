@@ -7,6 +7,7 @@
 #include "ctl_cmds.h"
 #include "daemon.h"
 #include "metrics.h"
+#include "engine.h"
 #include "workers.h"
 
 static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
@@ -118,6 +119,22 @@ static int cmd_transfers(struct daemon *d, const struct peer_cred *peer, json_t 
     return *ret ? 0 : -ENOMEM;
 }
 
+static int cmd_peers(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                     char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = engine_peers_json(d);
+    return *ret ? 0 : -ENOMEM;
+}
+
+static int cmd_arena(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                     char *msg, size_t msglen)
+{
+    (void)peer, (void)args, (void)msg, (void)msglen;
+    *ret = engine_arena_json(d);
+    return *ret ? 0 : -ENOMEM;
+}
+
 /* The command table. Later modules add rows: workers, peers, transfers, arena, metrics. */
 const struct ctl_cmd ctl_cmds[] = {
     {"status", cmd_status, 0, "version, uptime, pid, config, last reload, module sections"},
@@ -131,6 +148,8 @@ const struct ctl_cmd ctl_cmds[] = {
     {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
     {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
     {"metrics", metrics_cmd, 0, "every stats counter and gauge as Prometheus text (result.text)"},
+    {"peers", cmd_peers, 0, "peer daemons: id, address, state, transport, requests, bytes"},
+    {"arena", cmd_arena, 0, "arena slots: capacity, in use, quarantined, waiting, counters"},
     {"help", cmd_help, 0, "the commands"},
 };
 const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);

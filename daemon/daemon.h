@@ -20,6 +20,8 @@
 
 struct control;
 struct workers;
+struct engine;
+struct gpu;
 
 typedef enum { DAEMON_STARTING, DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED } daemon_state_t;
 
@@ -58,6 +60,8 @@ struct daemon {
     /* modules, each owned; NULL until started */
     struct control *control;
     struct workers *workers;        /* worker socket, registry, transfers (workers.h) */
+    struct engine *engine;          /* inter-daemon transfers: link, arena, peers (engine.h) */
+    struct gpu *gpu;                /* CUDA plumbing (gpu.h); CPU mode without a GPU */
 };
 
 /* Inits the loop, signals and timers (not yet started). Returns 0 or -errno. */

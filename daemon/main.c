@@ -1,5 +1,6 @@
 /* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
- * Start: logging -> loop and signals -> config -> control socket -> READY=1. Any failure before
+ * Start: logging -> loop and signals -> config -> control socket -> worker socket -> transfer
+ * engine (link, arena) -> READY=1. Any failure before
  * READY=1 exits non-zero. Teardown runs the start in reverse and closes the loop cleanly. */
 #include <errno.h>
 #include <getopt.h>
@@ -9,8 +10,10 @@
 #include <string.h>
 
 #include "control.h"
+#include "gpu.h"
 #include "workers.h"
 #include "daemon.h"
+#include "engine.h"
 
 static void usage(FILE *f)
 {
@@ -139,11 +142,32 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto err_control;
     }
+    if ((r = gpu_new(&d.loop, &d.gpu)) < 0) { /* no GPU is CPU mode, not an error */
+        log_error("gpu: %s", strerror(-r));
+        goto err_control;
+    }
+    if (gpu_cpu_mode(d.gpu)) {
+        log_info("gpu: CPU mode: %s", gpu_cpu_reason(d.gpu));
+    } else if (gpu_device_count(d.gpu) > 1) {
+        /* the same-node path copies GPU to GPU: peer access on before any pool is mapped */
+        char perr[GPU_REASON_MAX + 64] = "";
+        int np = gpu_peer_enable_all(d.gpu, perr, sizeof perr);
+        if (np < 0)
+            log_warn("gpu: peer access: %s (enabled per pair when a copy needs it)", perr);
+        else
+            log_info("gpu: %d device(s), peer access on for %d pair(s)", gpu_device_count(d.gpu), np);
+    } else {
+        log_info("gpu: %d device(s)", gpu_device_count(d.gpu));
+    }
     if ((r = workers_new(&d, &d.workers)) < 0) {
         log_error("workers: %s", strerror(-r));
         goto err_control;
     }
     if ((r = workers_listen(d.workers, err, sizeof(err))) < 0) {
+        log_error("%s", err);
+        goto err_control;
+    }
+    if ((r = engine_new(&d, &d.engine, err, sizeof(err))) < 0) {
         log_error("%s", err);
         goto err_control;
     }
@@ -156,12 +180,15 @@ int main(int argc, char **argv)
     log_info("stopped");
 
 err_control:
-    workers_stop(d.workers);
+    workers_stop(d.workers); /* drops every rank: their GPU mappings close (or with their copies) */
+    engine_stop(d.engine);
     control_stop(d.control);
+    d.gpu = gpu_free(d.gpu); /* waits for the streams, delivers completions; before the walk */
     daemon_stop(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
     d.control = control_free(d.control);
     d.workers = workers_free(d.workers);
+    d.engine = engine_free(d.engine);
 err_done:
     if ((r = daemon_done(&d)) != 0) {
         log_error("teardown: event loop still busy: %s", uv_strerror(r));

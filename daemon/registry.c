@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 
 #include "registry.h"
+#include "registry_gpu.h"
 
 void registry_init(struct registry *r)
 {
@@ -29,6 +30,7 @@ static void instance_free(struct reg_instance *in)
     for (uint32_t i = 0; i < in->n_ranks; i++) {
         if (in->ranks[i]) {
             registry_unmap(&in->ranks[i]->mem);
+            reg_gpu_unref(in->ranks[i]->gpu);
             free(in->ranks[i]);
         }
     }
@@ -154,6 +156,7 @@ void registry_remove(struct registry *r, struct reg_rank *rank)
     in->n_registered--;
     in->epoch++;
     registry_unmap(&rank->mem);
+    rank->gpu = reg_gpu_unref(rank->gpu); /* closed now, or when its last copy completes */
     free(rank);
     r->n_ranks--;
     if (in->n_registered == 0) {
@@ -172,12 +175,16 @@ json_t *registry_rank_json(const struct reg_rank *rk)
     uint64_t bytes = 0;
     for (uint32_t i = 0; i < l->n_pools; i++)
         bytes += l->pools[i].bytes;
-    return json_pack("{s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:I}", "worker_id",
+    json_t *o = json_pack("{s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:b,s:i,s:I}", "worker_id",
                      (json_int_t)rk->worker_id, "instance", l->instance, "role",
                      layout_role_to_string(l->role), "rank", (int)layout_rank(l), "tp_rank",
                      (int)l->tp_rank, "tp_size", (int)l->tp_size, "pp_rank", (int)l->pp_rank,
                      "pp_size", (int)l->pp_size, "attention_dp", l->attention_dp, "pools",
                      (int)l->n_pools, "pool_bytes", (json_int_t)bytes);
+    if (o) /* where its pools are: "host", or the GPU this daemon mapped them on */
+        json_object_set_new(o, "memory", rk->gpu ? json_sprintf("gpu %d", rk->gpu->device)
+                                                 : json_string("host"));
+    return o;
 }
 
 json_t *registry_instances_json(const struct registry *r)

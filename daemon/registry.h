@@ -16,14 +16,18 @@
 
 struct wconn;
 struct reg_instance;
+struct reg_gpu;
 
 struct reg_rank {
     struct layout layout;
-    struct copy_mem mem;          /* owned mappings (munmap on removal) */
+    struct copy_mem mem;          /* owned mappings (munmap on removal); host pools only */
+    struct reg_gpu *gpu;          /* one owned reference to its GPU pools; NULL: host rank */
     struct wconn *conn;           /* borrowed: the connection that registered it */
     struct reg_instance *inst;    /* borrowed: owned by the registry */
     uint64_t worker_id;
     uint64_t registered_ms;
+    char home[256];               /* the instance's home daemon "host:port" as REGISTER named
+                                   * it; "" = this daemon (engine_home.c) */
 };
 
 struct reg_instance {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "engine.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -51,6 +52,13 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
+    if (x->gpu_job && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
+        if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
+            x->held_err = err;
+            snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
+        }
+        return;
+    }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
     if (err != KVF_OK)
         t->counters.failed[err]++;
@@ -66,6 +74,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (err != KVF_OK)
         log_debug("xfer %llu (req %llu): %s: %s", (unsigned long long)x->id,
                   (unsigned long long)x->req_id, kvf_error_to_string(err), msg);
+    if (x->eng)
+        engine_xfer_end(t->w->d->engine, x, err);
 }
 
 static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
@@ -88,6 +98,8 @@ static void sweep(struct transfers *t)
         struct xfer *x = *pp;
         if (terminal(x)) {
             *pp = x->next;
+            if (x->gpu_job)
+                xfer_gpu_detach(x->gpu_job);
             free(x->items.ids);
             free(x);
             t->n--;
@@ -159,10 +171,13 @@ static void serve(struct transfers *t, struct xfer *s, uint32_t done)
     }
 }
 
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg);
+
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
-    if (terminal(r) || r->state != XFER_WAITING)
+    if (terminal(r) || r->state != XFER_WAITING || r->eng)
         return;
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
     if (in && in->role != ROLE_CONTEXT) {
@@ -191,21 +206,42 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e != KVF_OK) {
-        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
-        goto out;
-    }
-    t->counters.bytes_local += bytes;
-    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
-    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
-    for (uint32_t c = 0; c < in->n_ranks; c++) {
-        struct xfer *s = writers[c] ? sends[c] : find_send(t, in->ranks[c], r->req_id);
-        if (s)
-            serve(t, s, ty ? ty->done : s->served + 1);
-    }
+    if (e == KVF_OK && r->gpu_job)
+        goto out; /* on a GPU stream: transfers_copy_done follows */
+    copy_done(t, r, e, bytes, msg);
 out:
     free(writers);
     free(sends);
+}
+
+/* The end of a RECV's copy; no sweep (callers may be walking the list). */
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg)
+{
+    if (e == KVF_OK && r->held_err != KVF_OK) { /* failed while its GPU copy ran */
+        e = r->held_err;
+        msg = r->held_msg;
+    }
+    if (e != KVF_OK) {
+        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
+        return;
+    }
+    t->counters.bytes_local += bytes;
+    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
+    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
+    for (uint32_t c = 0; in && c < in->n_ranks; c++) {
+        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        if (s)
+            serve(t, s, ty ? ty->done : s->served + 1);
+    }
+}
+
+void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                         const char *msg)
+{
+    copy_done(t, r, e, bytes, msg);
+    sweep(t);
 }
 
 /* Item ids against the rank's own layout: group count, one slot per state group, ids in range. */
@@ -302,6 +338,8 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == 'R' && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
             try_run(t, x);
+    if (!terminal(s))
+        engine_send(t->w->d->engine, t, s);
     sweep(t);
 }
 
@@ -317,7 +355,11 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
-    if (!in && m->ctx_home[0])
+    bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
+                                             !engine_is_self(t->w->d->engine, m->ctx_home)));
+    if (remote && t->w->d->engine)
+        engine_recv(t->w->d->engine, t, r, m->ctx_home);
+    else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
              "inter-daemon path to it", m->ctx_instance, m->ctx_home);
     else
@@ -362,7 +404,7 @@ static void tick_cb(uv_timer_t *h)
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
     for (struct xfer *x = t->list; x; x = x->next) {
-        if (!terminal(x) && x->side == 'R' && now >= x->lookup_deadline_ms &&
+        if (!terminal(x) && x->side == 'R' && !x->eng && now >= x->lookup_deadline_ms &&
             !registry_find(&t->w->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
                  "this daemon within deadlines.lookup", x->ctx_instance);
@@ -416,6 +458,32 @@ void transfers_stop(struct transfers *t)
         uv_close((uv_handle_t *)&t->tick, NULL);
 }
 
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg)
+{
+    uint32_t kind = err != KVF_OK ? PROTO_EV_FAILED : x->side == 'R' ? PROTO_EV_DONE : PROTO_EV_SENT;
+    if (err == KVF_OK && x->side == 'R')
+        t->counters.bytes_remote += bytes;
+    finish(t, x, kind, err, bytes, msg);
+    sweep(t);
+}
+
+void transfers_copying(struct transfers *t, struct xfer *x)
+{
+    (void)t;
+    if (x->state == XFER_WAITING)
+        xfer_set_state(x, XFER_COPYING);
+}
+
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
+{
+    if (terminal(s))
+        return;
+    s->bytes += bytes;
+    serve(t, s, s->served + 1);
+    sweep(t);
+}
+
 json_t *transfers_json(const struct transfers *t, uint64_t now)
 {
     json_t *a = json_array();
@@ -441,11 +509,19 @@ json_t *transfers_stats_json(const struct transfers *t)
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
     double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends", (json_int_t)t->counters.sends,
-                     "recvs", (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done,
-                     "sent", (json_int_t)t->counters.sent, "bytes_local",
-                     (json_int_t)t->counters.bytes_local, "local_copy_s", s, "local_copy_gbps",
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
+                          (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs,
+                          "done", (json_int_t)t->counters.done, "sent",
+                          (json_int_t)t->counters.sent, "bytes_local",
+                          (json_int_t)t->counters.bytes_local, "bytes_remote",
+                          (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
                      s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
                      sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
                      (int)t->n);
+    if (o) {
+        json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
+        json_object_set_new(o, "bytes_local_gpu",
+                            json_integer((json_int_t)t->counters.bytes_local_gpu));
+    }
+    return o;
 }

@@ -18,6 +18,7 @@
 #define KVF_TRANSFERS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -27,6 +28,7 @@
 struct workers;
 struct wconn;
 struct reg_rank;
+struct xgpu_job;
 
 typedef enum {
     XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
@@ -52,6 +54,14 @@ struct xfer {
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
+    void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
+                                 * NULL on the local path; told by engine_xfer_end at the end */
+    struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
+                                   the request ends first */
+    kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
+                                   while its GPU copy ran; reported when the copy has ended, so
+                                   the worker never reuses blocks under a running kernel */
+    char held_msg[PROTO_MSG_MAX + 1];
     struct xfer *next;
 };
 
@@ -66,9 +76,10 @@ struct xfer_tally {
 
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
-    uint64_t bytes_local;
+    uint64_t bytes_local, bytes_remote;
+    uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
-    uint64_t local_memcpy_ns;   /* of which copy_direct */
+    uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
 };
 
 struct transfers {
@@ -79,6 +90,8 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
+    struct xgpu_job *gpu_retired; /* finished GPU jobs freed when the GPU is idle (xfer_gpu.c) */
+    uint32_t gpu_retired_n;
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
@@ -97,15 +110,45 @@ void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
 void transfers_conn_gone(struct transfers *t, struct wconn *c);
 
+/* Hooks for the transfer engine (engine*.c): end a request with its terminal event (recv:
+ * DONE or FAILED, send: SENT or FAILED) and free it if terminal; count one reader served by a
+ * SEND (SENT once n_readers were served). Not to be called while iterating t->list. */
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg);
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
+void transfers_copying(struct transfers *t, struct xfer *x);
+
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
- * moved, or a typed error with a message. */
+ * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
+ * and recv->gpu_job is set: the RECV then stays COPYING until transfers_copy_done. */
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
 /* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
  * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
 kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
+
+/* The end of a RECV's copy that ran asynchronously (GPU): DONE (e == KVF_OK) or FAILED, the
+ * readers' tally, SENT to writers whose readers are all served. */
+void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, uint64_t bytes,
+                         const char *msg);
+
+/* xfer_gpu.c: the local path with GPU pools (either side GPU: both must be). Checks the plan's
+ * programs against the mapped pools, uploads them to the destination's device (peer access
+ * enabled between the two GPUs), launches kvk_direct on a daemon stream and sets
+ * recv->gpu_job; completion comes back on the loop (gpu_notify) and ends in
+ * transfers_copy_done. Never waits for the GPU. */
+struct plan;
+struct reg_instance;
+bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx);
+kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
+                           struct reg_instance *ctx, struct xfer **sends, char *msg,
+                           size_t msglen);
+/* The request ended before its copy: the job finishes on its own (programs freed, mapping
+ * references dropped at completion) without touching the request. */
+void xfer_gpu_detach(struct xgpu_job *j);
 
 #endif

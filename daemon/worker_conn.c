@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "engine.h"
+#include "registry_gpu.h"
 #include "workers.h"
 
 #define WCONN_READS_PER_WAKEUP 16 /* so one busy worker cannot starve the loop */
@@ -93,6 +95,7 @@ void wconn_close(struct wconn *c, const char *why)
              c->rank ? ", " : "", c->rank ? c->rank->layout.instance : "", why);
     transfers_conn_gone(&c->w->xt, c);
     if (c->rank) {
+        engine_rank_removed(c->w->d->engine, c->rank);
         registry_remove(&c->w->reg, c->rank);
         c->rank = NULL;
     }
@@ -139,16 +142,8 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
     unsigned k = 0;
     for (uint32_t i = 0; i < l->n_pools; i++) {
         const struct proto_pool *p = &g->pools[i];
-        if (p->kind == POOL_CUDA) {
-#ifdef KVF_HAVE_CUDA
-            snprintf(msg, len, "pool %u is GPU memory (device %d): this daemon's local path copies "
-                     "host pools only; register host (memfd) pools", i, p->device);
-#else
-            snprintf(msg, len, "pool %u is GPU memory (device %d) but this kvferryd was built "
-                     "without CUDA: register host (memfd) pools or use a CUDA build", i, p->device);
-#endif
-            return -EINVAL;
-        }
+        if (p->kind == POOL_CUDA)
+            continue; /* GPU pools: opened from their IPC handles (registry_gpu.c) */
         int fd = fds[k++];
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -223,14 +218,24 @@ static void on_register(struct wconn *c, struct proto_register *g)
         registered(c, KVF_E_BAD_REQUEST, "%s", err);
         goto out;
     }
+    struct reg_gpu *rg = NULL;
+    if (reg_gpu_wanted(&l) && reg_gpu_open(c->w->d->gpu, &l, g, &rg, err, sizeof err)) {
+        registry_unmap(&mem);
+        registered(c, KVF_E_BAD_REQUEST, "%s", err);
+        goto out;
+    }
     struct reg_rank *rk;
     int rc = registry_add(&c->w->reg, &l, &mem, c, uv_now(&c->w->d->loop), &rk, err, sizeof err);
     if (rc) {
         registry_unmap(&mem);
+        reg_gpu_unref(rg);
         registered(c, rc == -ENOMEM ? KVF_E_INTERNAL : KVF_E_BAD_REQUEST, "%s", err);
         goto out;
     }
+    rk->gpu = rg;
     c->rank = rk;
+    snprintf(rk->home, sizeof rk->home, "%s", g->home);
+    engine_rank_registered(c->w->d->engine, rk);
     c->w->counters.registered++;
     log_info("worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u)",
              (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),

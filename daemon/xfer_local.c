@@ -1,7 +1,7 @@
 /* xfer_local.c: the `local` path (DESIGN.md §5): both ranks registered here, so a RECV is
  * planned against the context instance's table with plan_build and executed pool to pool with
- * copy_direct, after copy_check has bounded every op inside the mapped pools. CPU mode; GPU
- * pools are refused at registration in this build. */
+ * copy_direct, after copy_check has bounded every op inside the mapped pools. When either side
+ * has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +84,12 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
     kvf_error_t e = plan_for(r, sends, &p, msg, msglen);
     if (e != KVF_OK)
         return e;
+    if (xfer_gpu_wanted(r->rank, in)) {
+        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen);
+        *bytes = p.total_bytes;
+        plan_done(&p);
+        return e;
+    }
     const struct copy_mem *dst = &r->rank->mem;
     for (uint32_t w = 0; w < p.n_writers; w++) {
         const struct plan_writer *pw = &p.writers[w];

@@ -116,6 +116,12 @@ int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct k
         rc = -EINVAL;
         goto err_free;
     }
+    if (o.home && strlen(o.home) > PROTO_HOME_MAX) {
+        rc = -EINVAL;
+        goto err_free;
+    }
+    if (o.home)
+        snprintf(c->home, sizeof c->home, "%s", o.home);
     if (o.name)
         snprintf(c->name, sizeof c->name, "%s", o.name);
     else

@@ -213,6 +213,7 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
             memcpy(q->ipc_handle, p->ipc_handle, PROTO_IPC_HANDLE);
         }
     }
+    snprintf(m.u.reg.home, sizeof m.u.reg.home, "%s", c->home);
     m.u.reg.json = c->layout_json; /* borrowed: not released below */
     m.u.reg.json_len = c->layout_len;
     c->got_registered = false;

@@ -26,6 +26,7 @@ struct kvf_client {
     pthread_mutex_t mu;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     char name[PROTO_NAME_MAX + 1];
+    char home[PROTO_HOME_MAX + 1]; /* options.home: sent with every REGISTER */
     uint32_t timeout_ms, backoff_min_ms, backoff_max_ms;
     bool no_reconnect;
 

@@ -92,6 +92,9 @@ struct kvf_options {
     uint32_t reconnect_max_ms;   /* backoff cap; default 2000 */
     int32_t no_reconnect;        /* 1: after a loss stay disconnected */
     const char *name;            /* shown by `kvferryctl workers`; default "pid N" */
+    const char *home;            /* the instance's home daemon "host:port" (where its rank 0
+                                  * registers); NULL or "": this daemon. A rank registered away
+                                  * from its home has its layout forwarded there. */
 };
 
 /* Connects and says HELLO. socket_path NULL: $KVFERRY_WORKER_SOCKET, else the daemon's default

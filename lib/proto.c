@@ -291,7 +291,7 @@ static void dec_register(struct rd *r, struct proto_register *g)
         rd_fail(r, "layout JSON of %u bytes out of range [1, %u]", g->json_len, LAYOUT_JSON_MAX);
         return;
     }
-    if (r->left != g->json_len) {
+    if (r->left < g->json_len) {
         rd_fail(r, "layout JSON: length says %u bytes, payload has %zu", g->json_len, r->left);
         return;
     }
@@ -308,7 +308,12 @@ static void dec_register(struct rd *r, struct proto_register *g)
     memcpy(g->json, r->p, g->json_len);
     g->json[g->json_len] = 0;
     r->p += g->json_len;
-    r->left = 0;
+    r->left -= g->json_len;
+    g->home[0] = 0;
+    if (r->left > 0) /* optional trailing home "host:port" (engine, issue 5) */
+        rdstr(r, g->home, sizeof g->home, "home");
+    if (!r->rc && r->left != 0)
+        rd_fail(r, "REGISTER: %zu trailing bytes", r->left);
 }
 
 static void dec_payload(struct rd *r, const struct proto_limits *lim, struct proto_msg *m)
@@ -520,7 +525,7 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
         if (m->u.reg.n_pools == 0 || m->u.reg.n_pools > LAYOUT_MAX_POOLS || !m->u.reg.json ||
             m->u.reg.json_len == 0 || m->u.reg.json_len > LAYOUT_JSON_MAX)
             return -EINVAL;
-        return 0;
+        return str_ok(m->u.reg.home, PROTO_HOME_MAX) ? 0 : -EINVAL;
     case PROTO_REGISTERED:
         return str_ok(m->u.registered.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
     case PROTO_SEND:
@@ -582,6 +587,8 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         }
         w32(w, m->u.reg.json_len);
         wbytes(w, m->u.reg.json, m->u.reg.json_len);
+        if (m->u.reg.home[0])
+            wstr(w, m->u.reg.home);
         break;
     case PROTO_REGISTERED:
         w32(w, m->u.registered.status);

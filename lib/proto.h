@@ -109,6 +109,8 @@ struct proto_register {
     struct proto_pool pools[LAYOUT_MAX_POOLS];
     uint32_t json_len;
     char *json; /* owned, NUL-terminated, json_len <= LAYOUT_JSON_MAX */
+    char home[PROTO_HOME_MAX + 1]; /* optional trailing str: the instance's home daemon
+                                    * "host:port"; "" = this daemon (absent on the wire) */
 };
 
 struct proto_registered {

@@ -5,7 +5,8 @@
  *   kvferry-sim --role context|generation --instance ID --spec SPEC --rank N|--all-ranks
  *       [--requests N --prompt-tokens N --gen-cached-tokens N --ctx-instance ID
  *        --ctx-dp-rank N --socket PATH --seed S --first-req N --readers N --deadline-ms N
- *        --expect-error NAME --hold-ms N --start-delay-ms N --quiet] */
+ *        --expect-error NAME --hold-ms N --start-delay-ms N --quiet
+ *        --device N | --devices A,B,...] (GPU pools: rank r on entry r mod count) */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -27,7 +28,9 @@ static void usage(FILE *f)
                "  [--requests N] [--prompt-tokens N] [--gen-cached-tokens N] [--ctx-instance ID]\n"
                "  [--ctx-dp-rank N] [--socket PATH] [--seed S] [--first-req N] [--readers N]\n"
                "  [--deadline-ms N] [--expect-error NAME] [--hold-ms N] [--start-delay-ms N] "
-               "[--quiet]\n");
+               "[--quiet]\n"
+               "  [--home HOST:PORT] [--ctx-home HOST:PORT]   instance homes on other daemons\n"
+               "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -91,7 +94,8 @@ int main(int argc, char **argv)
                          .seed = 1, .first_req = 1, .readers = 1};
     bool all = false;
     enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
-           O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP };
+           O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
+           O_HOME, O_DEV };
     static const struct option longopts[] = {
         {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
         {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
@@ -100,12 +104,15 @@ int main(int argc, char **argv)
         {"seed", 1, 0, O_SEED}, {"first-req", 1, 0, O_FIRST}, {"readers", 1, 0, O_READERS},
         {"deadline-ms", 1, 0, O_DL}, {"expect-error", 1, 0, O_EXP}, {"hold-ms", 1, 0, O_HOLD},
         {"start-delay-ms", 1, 0, O_DELAY}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+        {"ctx-home", 1, 0, O_CTXH}, {"home", 1, 0, O_HOME},
+        {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV},
         {0, 0, 0, 0}};
     int ch;
     uint64_t v = 0;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (ch >= O_RANK && ch != O_ALL && ch != O_CTXI && ch != O_SOCK && ch != O_EXP &&
-            ch != O_QUIET && ch != O_HELP && parse_u64(optarg, &v)) {
+            ch != O_QUIET && ch != O_HELP && ch != O_CTXH && ch != O_HOME && ch != O_DEV &&
+            parse_u64(optarg, &v)) {
             fprintf(stderr, "kvferry-sim: bad number '%s'\n", optarg);
             return 2;
         }
@@ -129,7 +136,10 @@ int main(int argc, char **argv)
         case O_HOLD: o.hold_ms = (uint32_t)v; break;
         case O_DELAY: o.start_delay_ms = (uint32_t)v; break;
         case O_QUIET: o.quiet = true; break;
+        case O_CTXH: o.ctx_home = optarg; break;
+        case O_HOME: o.home = optarg; break;
         case O_HELP: usage(stdout); return 0;
+        case O_DEV: o.devices = optarg; break;
         default: usage(stderr); return 2;
         }
     }

@@ -1,11 +1,14 @@
-/* kvferry-sim.h: shared by kvferry-sim.c (arguments, --all-ranks launcher) and
- * kvferry-sim_run.c (one rank: memfd pools, registration, the workload, parity). */
+/* kvferry-sim.h: shared by kvferry-sim.c (arguments, --all-ranks launcher),
+ * kvferry-sim_run.c (one rank: memfd pools, registration, the workload, parity) and
+ * kvferry-sim_cuda.c (GPU pools registered by CUDA IPC handle, --device / --devices). */
 #ifndef KVF_SIM_H
 #define KVF_SIM_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "copy.h"
+#include "kvferry.h"
 #include "layout.h"
 
 struct sim_opts {
@@ -17,6 +20,8 @@ struct sim_opts {
     uint64_t prompt_tokens;
     uint64_t gen_cached_tokens; /* generation: tokens already held (prefix cache) */
     const char *ctx_instance;
+    const char *ctx_home;      /* generation: the context instance's home "host:port" */
+    const char *home;          /* this instance's home "host:port" ("" / NULL: this daemon) */
     int32_t ctx_dp_rank;
     const char *socket;
     uint64_t seed;
@@ -27,10 +32,26 @@ struct sim_opts {
     uint32_t hold_ms;          /* stay connected this long after the workload */
     uint32_t start_delay_ms;   /* wait before the workload (after registering) */
     bool quiet;
+    const char *devices;       /* NULL: host pools; else GPU ordinals, rank r takes entry
+                                  r mod count ("1", or "0,1" for --all-ranks) */
 };
 
 /* Runs one rank; returns the process exit code (0 ok, 1 parity failure, 3 request failures
  * or an expectation not met, 4 setup error). */
 int sim_run(const struct sim_opts *o);
+
+/* kvferry-sim_cuda.c */
+struct sim_cuda;
+/* The rank's device from o->devices (-1: host pools). 0 or -EINVAL with a message. */
+int sim_cuda_device(const struct sim_opts *o, int32_t *ret, char *err, size_t errlen);
+/* One cudaMalloc pool per non-empty pool of l on device. 0 or -errno with a message. */
+int sim_cuda_new(const struct layout *l, int32_t device, struct sim_cuda **ret, char *err,
+                 size_t errlen);
+struct sim_cuda *sim_cuda_free(struct sim_cuda *c);
+/* REGISTER entries: kind CUDA, the IPC handles. */
+void sim_cuda_pools(const struct sim_cuda *c, const struct layout *l, struct kvf_pool *pools);
+/* Whole pools host staging -> GPU, and back. */
+int sim_cuda_push(struct sim_cuda *c, const struct copy_mem *host, char *err, size_t errlen);
+int sim_cuda_pull(const struct sim_cuda *c, struct copy_mem *host, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,9 @@
 /* kvferry-sim_run.c: one simulated rank (see kvferry-sim.c). Requests run in windows that fit
  * the pools: each request of a window gets its own blocks (a seeded shuffle, different on the
  * two sides, so block ids never line up by accident) and its own state slot. The pattern seed
- * of request q is seed + q, so requests differ from one another. */
+ * of request q is seed + q, so requests differ from one another. A window fills every request
+ * first, then issues them, then verifies after every event came (with GPU pools the fill is
+ * pushed to the device before and the device pulled back after: kvferry-sim_cuda.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -24,6 +26,7 @@ struct sim {
     struct copy_mem mem;
     int fds[LAYOUT_MAX_POOLS];
     struct kvf_client *c;
+    struct sim_cuda *cu;     /* GPU pools (the memfds are their staging); NULL: host pools */
     bool gen;
     uint32_t n_blocks_req;   /* blocks this rank holds per request */
     uint32_t first_block;    /* generation: n_ctx - n_gen */
@@ -126,20 +129,36 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
     struct plan_ids *pids = calloc(nq, sizeof *pids);
     uint32_t counts[LAYOUT_MAX_GROUPS];
     uint32_t pending = 0;
+    uint8_t *ok = calloc(nq, 1);
+    char err[512];
+    int ret = 0;
     for (uint32_t j = 0; j < nq; j++) {
         uint64_t q = q0 + j;
         ids_for(s, w, j, ids + (size_t)j * total_ids, counts, &pids[j]);
+        if (!s->gen)
+            pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
+        else /* wrong bytes first, so a transfer that does not happen cannot pass */
+            pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
+    }
+    if (s->cu && sim_cuda_push(s->cu, &s->mem, err, sizeof err)) {
+        fprintf(stderr, "kvferry-sim: GPU pools: %s\n", err);
+        ret = -EIO;
+        goto out;
+    }
+    for (uint32_t j = 0; j < nq; j++) {
+        uint64_t q = q0 + j;
+        const uint32_t *jids = ids + (size_t)j * total_ids;
+        for (uint32_t g = 0; g < s->l.n_groups; g++)
+            counts[g] = pids[j].n[g];
         int rc;
         if (!s->gen) {
-            pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
-            rc = kvf_send(s->c, q, s->l.n_groups, counts, ids + (size_t)j * total_ids, s->o->readers);
+            rc = kvf_send(s->c, q, s->l.n_groups, counts, jids, s->o->readers);
         } else {
-            /* wrong bytes first, so a transfer that does not happen cannot pass */
-            pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
             struct kvf_recv_args a = {.req_id = q, .ctx_instance = s->o->ctx_instance,
+                                      .ctx_home = s->o->ctx_home,
                                       .ctx_dp_rank = s->o->ctx_dp_rank,
                                       .deadline_ms = s->o->deadline_ms, .n_groups = s->l.n_groups,
-                                      .counts = counts, .ids = ids + (size_t)j * total_ids};
+                                      .counts = counts, .ids = jids};
             rc = kvf_recv(s->c, &a);
         }
         if (rc) {
@@ -154,9 +173,8 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         int rc = kvf_poll(s->c, &ev, 30000);
         if (rc <= 0) {
             fprintf(stderr, "kvferry-sim: no event within 30 s (%u pending)\n", pending);
-            free(ids);
-            free(pids);
-            return -ETIMEDOUT;
+            ret = -ETIMEDOUT;
+            goto out;
         }
         if (ev.req_id < q0 || ev.req_id >= q0 + nq)
             continue; /* connection events */
@@ -167,22 +185,29 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         }
         s->ok++;
         s->bytes += ev.bytes;
-        if (s->gen) {
-            uint32_t j = (uint32_t)(ev.req_id - q0), bp;
-            uint64_t off;
-            char where[400];
-            if (pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + ev.req_id,
-                               &bp, &off, where, sizeof where)) {
-                if (s->parity_bad++ == 0)
-                    snprintf(s->first_bad, sizeof s->first_bad,
-                             "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", ev.req_id, bp,
-                             off, where);
-            }
+        ok[ev.req_id - q0] = 1;
+    }
+    if (s->gen && s->cu && sim_cuda_pull(s->cu, &s->mem, err, sizeof err)) {
+        fprintf(stderr, "kvferry-sim: GPU pools: %s\n", err);
+        ret = -EIO;
+        goto out;
+    }
+    for (uint32_t j = 0; s->gen && j < nq; j++) {
+        uint64_t q = q0 + j, off;
+        uint32_t bp;
+        char where[400];
+        if (ok[j] && pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q,
+                                    &bp, &off, where, sizeof where)) {
+            if (s->parity_bad++ == 0)
+                snprintf(s->first_bad, sizeof s->first_bad,
+                         "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", q, bp, off, where);
         }
     }
+out:
+    free(ok);
     free(ids);
     free(pids);
-    return 0;
+    return ret;
 }
 
 static int setup(struct sim *s, char *err, size_t errlen)
@@ -196,8 +221,11 @@ static int setup(struct sim *s, char *err, size_t errlen)
         snprintf(err, errlen, "--rank %d: the spec has %u ranks", o->rank, n);
         return -EINVAL;
     }
+    int32_t dev;
+    if (sim_cuda_device(o, &dev, err, errlen))
+        return -EINVAL;
     struct layout *all = calloc(n, sizeof *all);
-    if (!all || preset_build(&ps, o->instance, s->gen ? ROLE_GENERATION : ROLE_CONTEXT, -1, all,
+    if (!all || preset_build(&ps, o->instance, s->gen ? ROLE_GENERATION : ROLE_CONTEXT, dev, all,
                              err, errlen)) {
         free(all);
         return -EINVAL;
@@ -230,9 +258,11 @@ static int setup(struct sim *s, char *err, size_t errlen)
         snprintf(err, errlen, "memfd pools: %s", strerror(-rc));
         return rc;
     }
+    if (dev >= 0 && (rc = sim_cuda_new(&s->l, dev, &s->cu, err, errlen)))
+        return rc; /* sim_cuda_new frees what it made */
     char name[64];
     snprintf(name, sizeof name, "sim %s r%d", o->instance, o->rank);
-    struct kvf_options ko = {.name = name};
+    struct kvf_options ko = {.name = name, .home = o->home};
     if ((rc = kvf_connect(o->socket, &ko, &s->c))) {
         snprintf(err, errlen, "connect: %s", strerror(-rc));
         return rc;
@@ -243,6 +273,8 @@ static int setup(struct sim *s, char *err, size_t errlen)
     for (uint32_t i = 0; i < s->l.n_pools; i++)
         pools[i] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
                                      .bytes = s->l.pools[i].bytes, .fd = s->fds[i]};
+    if (s->cu)
+        sim_cuda_pools(s->cu, &s->l, pools);
     rc = json ? kvf_register(s->c, json, pools, s->l.n_pools, err, errlen) : -ENOMEM;
     free(json);
     return rc;
@@ -297,6 +329,10 @@ int sim_run(const struct sim_opts *o)
         code = 3;
 out:
     s.c = kvf_close(s.c);
+    /* GPU pools (s.cu) are left to process exit: the daemon closes its mapping of them only
+     * after it sees our connection end, and cudaFree before the importer's
+     * cudaIpcCloseMemHandle is undefined (CUDA runtime API); exiting is the path of a crashed
+     * worker, which the daemon is built for. */
     for (uint32_t i = 0; i < s.mem.n; i++)
         if (s.mem.base[i])
             munmap(s.mem.base[i], s.mem.size[i]);

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
                "[ARGS]\n"
-               "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, help\n"
+               "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, workers,\n"
+               "                   transfers, peers, arena, help\n"
                "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
                "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
                "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg.h"
 #include "kvferryctl.h"
 
 #define PRINT_COLS_MAX 32
@@ -144,9 +145,106 @@ static void object(FILE *f, const char *indent, json_t *o)
     }
 }
 
+/* ---- peers and arena: the transfer engine's tables ---- */
+
+static long long geti(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
+}
+
+static const char *gets(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : "-";
+}
+
+static void size_text(long long v, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024 && u < 4)
+        x /= 1024, u++;
+    if (v < 0)
+        snprintf(buf, len, "%lld", v);
+    else if (u == 0 || x == (double)(long long)x)
+        snprintf(buf, len, "%lld%s", (long long)x, units[u]);
+    else
+        snprintf(buf, len, "%.1f%s", x, units[u]);
+}
+
+static void print_peers(FILE *f, json_t *r)
+{
+    fprintf(f, "self    %s\nlisten  %s\n", gets(r, "self"),
+            *gets(r, "listen") ? gets(r, "listen") : "(none: outbound only)");
+    if (!json_is_true(json_object_get(r, "enabled"))) {
+        fprintf(f, "inter-daemon traffic is off (cluster.secret_file unset)\n");
+        return;
+    }
+    json_t *peers = json_object_get(r, "peers");
+    if (json_array_size(peers) == 0) {
+        fprintf(f, "no peers\n");
+        return;
+    }
+    fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5s %9s %9s %10s %10s\n", "PEER", "ADDRESS", "DIR",
+            "STATE", "PATH", "REQS", "CHUNKS_TX", "CHUNKS_RX", "SENT", "RECEIVED");
+    size_t i;
+    json_t *p;
+    json_array_foreach(peers, i, p)
+    {
+        char tx[32], rx[32];
+        size_text(geti(p, "bytes_sent"), tx, sizeof tx);
+        size_text(geti(p, "bytes_recv"), rx, sizeof rx);
+        fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5lld %9lld %9lld %10s %10s\n", gets(p, "peer"),
+                gets(p, "addr"), gets(p, "direction"), gets(p, "state"),
+                json_is_true(json_object_get(p, "put_fast")) ? "shm-put" : "am-rndv",
+                geti(p, "requests"), geti(p, "chunks_sent"), geti(p, "chunks_recv"), tx, rx);
+    }
+}
+
+static void print_arena(FILE *f, json_t *r)
+{
+    if (!json_is_true(json_object_get(r, "enabled"))) {
+        fprintf(f, "no arena: %s\n", gets(r, "why"));
+        return;
+    }
+    char cap[32], slot[32], q[32];
+    size_text(geti(r, "capacity_bytes"), cap, sizeof cap);
+    size_text(geti(r, "slot_bytes"), slot, sizeof slot);
+    size_text(geti(r, "quarantined_bytes"), q, sizeof q);
+    json_t *st = json_object_get(r, "staging");
+    fprintf(f, "arena (%s): landing %s in %lld slots of %s", gets(r, "placement"), cap,
+            geti(r, "slots_total"), slot);
+    if (json_is_object(st)) {
+        char sc[32];
+        size_text(geti(st, "capacity_bytes"), sc, sizeof sc);
+        fprintf(f, ", staging %s in %lld slots\n", sc, geti(st, "slots_total"));
+    } else {
+        fprintf(f, " (staging shares them)\n");
+    }
+    fprintf(f, "%-12s %8s %8s\n", "SLOTS", "LANDING", "STAGING");
+    fprintf(f, "%-12s %8lld %8lld\n%-12s %8lld %8lld\n%-12s %8lld %8s  (%s)\n", "in use",
+            geti(r, "slots_in_use"), geti(st, "slots_in_use"), "free", geti(r, "slots_free"),
+            geti(st, "slots_free"), "quarantined", geti(r, "quarantined_slots"), "-", q);
+    fprintf(f, "waiting requests %lld\n", geti(r, "waiting_requests"));
+    fprintf(f, "grants %lld, first-credit timeouts %lld, stale reports %lld, bound violations "
+            "%lld, reclaimed %lld, refused waiters %lld\n", geti(r, "grants_total"),
+            geti(r, "timeouts_total"), geti(r, "stale_reports_total"),
+            geti(r, "bound_violations_total"), geti(r, "reclaimed_total"),
+            geti(r, "refused_waiters_total"));
+}
+
 void ctl_print_human(FILE *f, const char *cmd, json_t *result)
 {
-    (void)cmd;
+    if (cmd && strcmp(cmd, "peers") == 0 && json_is_object(result)) {
+        print_peers(f, result);
+        return;
+    }
+    if (cmd && strcmp(cmd, "arena") == 0 && json_is_object(result)) {
+        print_arena(f, result);
+        return;
+    }
     if (json_is_string(json_object_get(result, "text"))) /* preformatted (metrics): raw */
         fputs(json_string_value(json_object_get(result, "text")), f);
     else if (json_is_object(result))

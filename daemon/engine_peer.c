@@ -1,0 +1,126 @@
+/* engine_peer.c: the engine's peers (see engine.h). One struct epeer per link peer: outbound
+ * ones made on demand by "host:port" (the home of a table, the daemon hosting a writer), inbound
+ * ones when their handshake finishes. A lost peer fails what used it (PEER_LOST, or
+ * PEER_UNREACHABLE when it never came up), its quarantined landing slots are reclaimed a little
+ * later (engine_quar.c: the link force-closes the endpoint first), and the next request connects
+ * again. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine_int.h"
+
+static struct epeer *epeer_new(struct engine *e, struct link_peer *lp, const char *addr)
+{
+    struct epeer *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->e = e;
+    p->lp = lp;
+    p->key = ++e->next_key;
+    p->outbound = addr != NULL;
+    snprintf(p->addr, sizeof p->addr, "%s", addr ? addr : "");
+    p->since_ms = engine_now(e);
+    p->next = e->peers;
+    e->peers = p;
+    link_peer_set_data(lp, p);
+    return p;
+}
+
+int epeer_get(struct engine *e, const char *addr, struct epeer **ret)
+{
+    if (!e->link)
+        return -ENOTCONN;
+    for (struct epeer *p = e->peers; p; p = p->next)
+        if (p->lp && p->outbound && strcmp(p->addr, addr) == 0) {
+            *ret = p;
+            return 0;
+        }
+    struct link_peer *lp;
+    int rc = link_connect(e->link, addr, &lp);
+    if (rc < 0)
+        return rc;
+    struct epeer *p = link_peer_data(lp);
+    if (!p && !(p = epeer_new(e, lp, addr)))
+        return -ENOMEM;
+    if (link_peer_state(lp) == LINK_PEER_READY)
+        p->up = true;
+    *ret = p;
+    return 0;
+}
+
+struct epeer *epeer_of(struct engine *e, struct link_peer *lp)
+{
+    struct epeer *p = link_peer_data(lp);
+    return p ? p : epeer_new(e, lp, NULL);
+}
+
+void epeer_up(struct engine *e, struct link_peer *lp)
+{
+    struct epeer *p = epeer_of(e, lp);
+    if (!p)
+        return;
+    p->up = true;
+    p->since_ms = engine_now(e);
+    log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
+             p->outbound ? "outbound" : "inbound");
+    tab_peer_up(e, p);
+    home_tick(e);
+    gen_peer_up(e, p);
+    gen_sweep(e);
+    ctx_sweep(e);
+}
+
+void epeer_down(struct engine *e, struct link_peer *lp, int err)
+{
+    struct epeer *p = link_peer_data(lp);
+    if (!p)
+        return;
+    if (p->up) {
+        e->c.peers_lost++;
+        log_warn("engine: peer %s%s%s lost: %s", link_peer_id(lp), p->addr[0] ? " at " : "",
+                 p->addr, strerror(-err));
+    } else {
+        log_warn("engine: peer %s unreachable: %s", p->addr[0] ? p->addr : link_peer_id(lp),
+                 strerror(-err));
+    }
+    tab_peer_down(e, p);
+    home_peer_down(e, p);
+    gen_peer_down(e, p, err);
+    ctx_peer_down(e, p, err);
+    gen_sweep(e);
+    ctx_sweep(e);
+    quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
+    engine_kick_tick(e);
+    link_peer_set_data(lp, NULL);
+    for (struct epeer **pp = &e->peers; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    free(p);
+}
+
+void epeer_free_all(struct engine *e)
+{
+    while (e->peers) {
+        struct epeer *p = e->peers;
+        e->peers = p->next;
+        free(p);
+    }
+}
+
+json_t *epeer_json(const struct epeer *p)
+{
+    struct link_peer *lp = p->lp;
+    return json_pack(
+        "{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:I,s:I,s:I,s:I,s:I}", "peer", lp ? link_peer_id(lp) : "",
+        "addr", p->addr[0] ? p->addr : "-", "direction", p->outbound ? "out" : "in", "state",
+        lp ? link_peer_state_to_string(link_peer_state(lp)) : "closed", "same_host",
+        lp ? link_peer_same_host(lp) : 0, "put_fast", lp ? link_peer_put_fast(lp) : 0, "requests",
+        (int)p->users, "chunks_sent", (json_int_t)p->chunks_sent, "chunks_recv",
+        (json_int_t)p->chunks_recv, "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
+        (json_int_t)p->bytes_recv, "age_ms", (json_int_t)(engine_now(p->e) - p->since_ms));
+}

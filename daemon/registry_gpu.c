@@ -1,0 +1,103 @@
+/* registry_gpu.c: a rank's GPU pool mappings (see registry_gpu.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "registry_gpu.h"
+
+bool reg_gpu_wanted(const struct layout *l)
+{
+    for (uint32_t i = 0; i < l->n_pools; i++)
+        if (l->pools[i].kind == POOL_CUDA)
+            return true;
+    return false;
+}
+
+struct reg_gpu *reg_gpu_ref(struct reg_gpu *r)
+{
+    if (r)
+        r->refs++;
+    return r;
+}
+
+static void close_all(struct reg_gpu *r)
+{
+    for (uint32_t i = 0; i < LAYOUT_MAX_POOLS; i++)
+        r->map[i] = gpu_ipc_close(r->g, r->map[i]);
+}
+
+struct reg_gpu *reg_gpu_unref(struct reg_gpu *r)
+{
+    if (!r || --r->refs > 0)
+        return NULL;
+    close_all(r);
+    free(r);
+    return NULL;
+}
+
+int reg_gpu_open(struct gpu *g, const struct layout *l, const struct proto_register *reg,
+                 struct reg_gpu **ret, char *err, size_t errlen)
+{
+    bool host = false, cuda = false;
+    for (uint32_t i = 0; i < l->n_pools; i++) {
+        if (l->pools[i].bytes == 0)
+            continue;
+        host |= l->pools[i].kind == POOL_HOST;
+        cuda |= l->pools[i].kind == POOL_CUDA;
+    }
+    if (host && cuda) {
+        snprintf(err, errlen, "the rank mixes host and GPU pools: register all its pools in GPU "
+                 "memory (CUDA IPC handles) or all in host memory (memfds)");
+        return -EINVAL;
+    }
+    if (!g || gpu_cpu_mode(g)) {
+        uint32_t i = 0;
+        while (i < l->n_pools && l->pools[i].kind != POOL_CUDA)
+            i++;
+        snprintf(err, errlen, "pool %u is GPU memory (device %d) but this kvferryd cannot map "
+                 "GPU memory: %s; register host (memfd) pools or run kvferryd where it sees the "
+                 "GPU", i, l->pools[i].device, g ? gpu_cpu_reason(g) : "no GPU module");
+        return -ENODEV;
+    }
+    struct reg_gpu *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    r->g = g;
+    r->refs = 1;
+    r->device = -1;
+    r->mem.n = l->n_pools;
+    int rc = 0;
+    for (uint32_t i = 0; i < l->n_pools; i++) {
+        const struct proto_pool *p = &reg->pools[i];
+        r->mem.size[i] = p->bytes;
+        if (p->kind != POOL_CUDA || p->bytes == 0)
+            continue;
+        char why[GPU_REASON_MAX + 64];
+        if ((rc = gpu_ipc_open(g, p->device, p->ipc_handle, p->offset, p->bytes, &r->map[i], why,
+                               sizeof why)) < 0) {
+            snprintf(err, errlen, "pool %u (GPU memory, device %d): %s", i, p->device, why);
+            goto err_close;
+        }
+        int dev = gpu_mapping_device(r->map[i]);
+        if (r->device >= 0 && dev != r->device) {
+            snprintf(err, errlen, "pool %u is on GPU %d, an earlier pool of the rank on GPU %d: "
+                     "a rank's pools must be on one GPU", i, dev, r->device);
+            rc = -EINVAL;
+            goto err_close;
+        }
+        r->device = dev;
+        r->mem.base[i] = (uint8_t *)gpu_mapping_ptr(r->map[i]) + p->offset;
+    }
+    *ret = r;
+    return 0;
+
+err_close:
+    close_all(r);
+    free(r);
+    return rc;
+}

@@ -1,0 +1,40 @@
+/* registry_gpu.h: a registered rank's GPU pools (DESIGN.md §3): the CUDA IPC handles of its
+ * REGISTER opened once, at registration, on the device that holds the memory (gpu_ipc_open),
+ * and closed when the last reference goes. The rank holds one reference; every copy in flight
+ * that touches the pools holds another, so a worker that dies mid-copy has its mappings closed
+ * only after the stream work on them ended (CUDA forbids closing a mapping still in use).
+ * Rules for a GPU rank: every non-empty pool is GPU memory (a rank mixing host and GPU pools
+ * is refused), all on one device; empty pools (a stage without layers of a group) are not
+ * mapped. Owns its mappings; the struct gpu is borrowed and must outlive it (daemon teardown
+ * stops the workers, which drops every rank, before gpu_free). Loop thread only. */
+#ifndef KVF_REGISTRY_GPU_H
+#define KVF_REGISTRY_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "copy.h"
+#include "gpu.h"
+#include "layout.h"
+#include "proto.h"
+
+struct reg_gpu {
+    struct gpu *g;                               /* borrowed: must outlive us */
+    unsigned refs;                               /* the rank's + one per copy in flight */
+    int device;                                  /* this daemon's ordinal of the pools' GPU */
+    struct copy_mem mem;                         /* device addresses (NULL: empty pool) */
+    struct gpu_mapping *map[LAYOUT_MAX_POOLS];   /* owned references */
+};
+
+/* Does the registration declare any GPU pool? */
+bool reg_gpu_wanted(const struct layout *l);
+/* Opens the rank's GPU pools from the REGISTER's handles (pool kinds and sizes already agree
+ * with the layout). g may be NULL (no GPU module): refused like CPU mode. Returns 0 and *ret
+ * (one reference), or -errno with a message that names the pool and says what to change. */
+int reg_gpu_open(struct gpu *g, const struct layout *l, const struct proto_register *reg,
+                 struct reg_gpu **ret, char *err, size_t errlen);
+struct reg_gpu *reg_gpu_ref(struct reg_gpu *r);
+/* Drops one reference; the last closes the mappings and frees. Accepts NULL; returns NULL. */
+struct reg_gpu *reg_gpu_unref(struct reg_gpu *r);
+
+#endif

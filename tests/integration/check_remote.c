@@ -1,0 +1,523 @@
+/* check_remote.c: the transfer engine across two real daemons (issue 5): a context instance
+ * registered with daemon A (its home, listening on 127.0.0.1), a generation instance with daemon
+ * B, real libkvferry ranks with memfd pools, real UCX between the daemons. Each case fills the
+ * context ranks with the global pattern, poisons the generation pools, moves one request and
+ * checks every byte of every generation pool (bitwise parity) and the SENT/DONE events. */
+#include <check.h>
+
+#include "remoteutil.h"
+
+/* Moves request `req` from ctx to gen and checks parity. Returns 1 when everything passed. */
+static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
+                    uint32_t n_ctx, uint32_t n_gen, int32_t dp, uint64_t seed)
+{
+    uint32_t readers[64] = {0};
+    ru_readers(ctx, gen, dp, readers);
+    for (uint32_t i = 0; i < ctx->n; i++) {
+        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
+        if (readers[i])
+            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
+                                      ctx->r[i].ids, readers[i]),
+                             0);
+    }
+    for (uint32_t g = 0; g < gen->n; g++) {
+        struct ru_rank *r = &gen->r[g];
+        struct kvf_recv_args a = {.req_id = req,
+                                  .ctx_instance = ctx->r[0].l.instance,
+                                  .ctx_dp_rank = dp,
+                                  .ctx_home = t->a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
+        ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+    }
+    int ok = 1;
+    for (uint32_t g = 0; g < gen->n && ok; g++) {
+        struct kvf_event ev;
+        int k = ru_wait_event(&gen->r[g], req, &ev, 40000);
+        if (k != KVF_EV_DONE) {
+            fprintf(stderr, "generation rank %u: event %d: %s: %s\n", g, k,
+                    kvf_error_to_string((kvf_error_t)ev.error), ev.message);
+            ok = 0;
+        }
+    }
+    for (uint32_t i = 0; i < ctx->n && ok; i++) {
+        struct kvf_event ev;
+        if (!readers[i])
+            continue;
+        int k = ru_wait_event(&ctx->r[i], req, &ev, 20000);
+        if (k != KVF_EV_SENT) {
+            fprintf(stderr, "context rank %u: event %d: %s: %s\n", i, k,
+                    kvf_error_to_string((kvf_error_t)ev.error), ev.message);
+            ok = 0;
+        }
+    }
+    if (ok)
+        for (uint32_t g = 0; g < gen->n; g++)
+            ru_assert_parity(&gen->r[g], n_ctx - n_gen, seed, "remote");
+    return ok;
+}
+
+static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_ctx, uint32_t n_gen,
+                        int32_t dp, const char *extra, const char *tls)
+{
+    struct two t;
+    if (!extra) /* gates at 0: every payload takes the bounce path */
+        extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
+    bool frag = strstr(extra, "gates") == NULL; /* default gates: small payloads go fragment */
+    two_start(&t, extra, extra, tls);
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ n_ctx;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_ctx, &rng, 0x5a);
+    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_gen, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    int ok = move_one(&t, &ctx, &gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
+    json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
+    ck_assert_ptr_nonnull(sa);
+    ck_assert_ptr_nonnull(sb);
+    char *da = json_dumps(json_object_get(sa, "peers"), JSON_COMPACT);
+    char *db = json_dumps(json_object_get(sb, "peers"), JSON_COMPACT);
+    fprintf(stderr, "%s -> %s%s%s:\n  context daemon %s\n  generation daemon %s\n", ctx_spec,
+            gen_spec, tls ? " UCX_TLS=" : "", tls ? tls : "", da, db);
+    json_int_t put =
+        json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_put"));
+    json_int_t am = json_integer_value(json_object_get(json_object_get(sa, "peers"), "chunks_am"));
+    json_int_t landed =
+        json_integer_value(json_object_get(json_object_get(sb, "peers"), "chunks_landed"));
+    json_int_t fputs_ =
+        json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
+    json_t *paths = json_object_get(json_object_get(sb, "peers"), "paths");
+    json_int_t p_frag =
+        json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes"));
+    json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes"));
+    ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
+    ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
+    free(da);
+    free(db);
+    json_decref(sa);
+    json_decref(sb);
+    if (ok && frag) {
+        ck_assert_int_gt(fputs_, 0);
+        ck_assert_int_eq(landed, 0);
+        ck_assert_int_eq(put + am, 0);
+    } else if (ok) {
+        ck_assert_int_eq(fputs_, 0);
+        ck_assert_int_gt(landed, 0);
+        ck_assert_int_eq(put + am, landed);
+        if (tls && strcmp(tls, "tcp") == 0)
+            ck_assert_int_eq(put, 0); /* puts over tcp are emulated: active messages */
+        else
+            ck_assert_int_gt(put, 0); /* shared memory: put into the peer's arena + flush */
+    }
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "%s -> %s did not complete", ctx_spec, gen_spec);
+}
+
+START_TEST(remote_tp1_to_tp1_tiny_is_bitwise_equal)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 5, 5, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp1_to_tp1_tiny_over_tcp_active_messages_is_bitwise_equal)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 7, 7, -1, NULL, "tcp");
+}
+END_TEST
+
+START_TEST(remote_tp2_to_tp2_tiny_is_bitwise_equal)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 9, 9, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal)
+{
+    parity_case("kimi-linear-48b:tp=4,blocks=16,slots=2", "kimi-linear-48b:tp=2,blocks=16,slots=2",
+                6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_tp2_to_tp4_head_split_is_bitwise_equal)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=4,blocks=64,slots=4", 6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_dep2_to_dep4_attention_dp_is_bitwise_equal)
+{
+    /* attention-DP: the context DP rank that ran the request (1) is the one writer */
+    parity_case("tiny:tp=2,adp=1,blocks=64,slots=4", "tiny:tp=4,adp=1,blocks=64,slots=4", 6, 6, 1,
+                NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_pp2_to_pp1_is_bitwise_equal)
+{
+    parity_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_prefix_cached_generation_gets_the_suffix)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 12, 5, -1, NULL,
+                NULL);
+}
+END_TEST
+
+START_TEST(remote_request_larger_than_the_arena_moves_in_chunks)
+{
+    /* kimi-linear TP1 state alone is ~42 MiB per request: 8 MiB arena, 1 MiB chunks */
+    parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n", NULL);
+}
+END_TEST
+
+START_TEST(remote_larger_than_the_arena_over_tcp_lands_by_rendezvous)
+{
+    parity_case("kimi-linear-48b:blocks=8,slots=1", "kimi-linear-48b:blocks=8,slots=1", 4, 4, -1,
+                "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n", "tcp");
+}
+END_TEST
+
+/* A context instance spread over two daemons: rank i registers with daemon A (its home) when i
+ * is even, with daemon C when odd (C forwards its layouts to A). The generation daemon B asks A
+ * for the table and pulls each writer's extent from the daemon hosting it. */
+static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_blocks)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
+    two_start(&t, extra, extra, NULL);
+    struct ru_daemon c;
+    ck_assert_int_eq(ru_daemon_start(&c, t.top, "c", 1, t.secret, extra), 0);
+    uint64_t rng = 0xabcdef ^ n_blocks;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_blocks, &rng, 0x5a);
+    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_blocks, &rng, RU_POISON);
+    for (uint32_t i = 0; i < ctx.n; i++)
+        ru_rank_register(&ctx, i, i % 2 ? &c : &t.a, t.a.addr);
+    ru_inst_register(&gen, &t.b);
+    /* the forward is asynchronous: wait until the home knows every rank */
+    uint64_t until = ru_now_ms() + 5000;
+    while (ru_now_ms() < until) {
+        json_t *st = ru_ctl(&c, "stats");
+        long long fw =
+            json_integer_value(json_object_get(json_object_get(st, "peers"), "layouts_forwarded"));
+        json_decref(st);
+        if (fw == (long long)(ctx.n / 2))
+            break;
+        ru_sleep_ms(10);
+    }
+    int ok = move_one(&t, &ctx, &gen, 77, n_blocks, n_blocks, -1, 0x777);
+    json_t *sc = ru_ctl(&c, "stats");
+    json_int_t c_chunks =
+        json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_put")) +
+        json_integer_value(json_object_get(json_object_get(sc, "peers"), "chunks_am"));
+    json_decref(sc);
+    if (!ok)
+        ru_dump_log(&c, "second context daemon");
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    ck_assert_int_eq(ru_daemon_stop(&c), 0);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "%s (spread over two daemons) -> %s did not complete", ctx_spec, gen_spec);
+    ck_assert_int_gt(c_chunks, 0); /* the forwarded ranks' daemon moved bytes itself */
+}
+
+/* A generation instance on daemon C, which also hosts context rank 1 of an instance homed at A:
+ * generation rank 0 reads context rank 0 from A (works); generation rank 1 would read context
+ * rank 1 registered at C itself, which the engine refuses with a clear NO_ROUTE (no hang). */
+START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_is_refused_clearly)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
+    two_start(&t, extra, extra, NULL);
+    struct ru_daemon c;
+    ck_assert_int_eq(ru_daemon_start(&c, t.top, "c", 1, t.secret, extra), 0);
+    uint64_t rng = 31;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, "tiny:tp=2,blocks=64,slots=4", "ctx", ROLE_CONTEXT, 5, &rng, 0x5a);
+    ru_inst_init(&gen, "tiny:tp=2,blocks=64,slots=4", "gen", ROLE_GENERATION, 5, &rng, RU_POISON);
+    ru_rank_register(&ctx, 0, &t.a, t.a.addr);
+    ru_rank_register(&ctx, 1, &c, t.a.addr);
+    ru_inst_register(&gen, &c);
+    uint64_t until = ru_now_ms() + 5000;
+    while (ru_now_ms() < until) {
+        json_t *st = ru_ctl(&c, "stats");
+        long long fw =
+            json_integer_value(json_object_get(json_object_get(st, "peers"), "layouts_forwarded"));
+        json_decref(st);
+        if (fw == 1)
+            break;
+        ru_sleep_ms(10);
+    }
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 3);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 9, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
+    struct kvf_event ev;
+    for (uint32_t g = 0; g < 2; g++) {
+        struct ru_rank *r = &gen.r[g];
+        struct kvf_recv_args a = {.req_id = 9,
+                                  .ctx_instance = "ctx",
+                                  .ctx_dp_rank = -1,
+                                  .ctx_home = t.a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
+        ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+    }
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 9, &ev, 10000), KVF_EV_DONE);
+    ru_assert_parity(&gen.r[0], 0, 3, "from the home");
+    ck_assert_int_eq(ru_wait_event(&gen.r[1], 9, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_NO_ROUTE && strstr(ev.message, "spans daemons"), "%s: %s",
+                  kvf_error_to_string(ev.error), ev.message);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    ck_assert_int_eq(ru_daemon_stop(&c), 0);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(remote_context_spread_over_two_daemons_tp2_to_tp2)
+{
+    spread_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 6);
+}
+END_TEST
+
+START_TEST(remote_context_pp2_stages_on_two_daemons_to_pp1)
+{
+    spread_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 6);
+}
+END_TEST
+
+/* Throughput of one large request (kimi-linear-48b TP1, 64 blocks of 64 tokens: 41.9 MiB of
+ * state + 32 MiB of MLA KV) from RECV to DONE, against memcpy of the same bytes in this run. */
+static void throughput_case(const char *tls, const char *extra)
+{
+    struct two t;
+    two_start(&t, extra, extra, tls);
+    uint64_t rng = 99;
+    struct ru_inst ctx, gen;
+    const char *spec = "kimi-linear-48b:blocks=64,slots=1";
+    ru_inst_init(&ctx, spec, "ctx", ROLE_CONTEXT, 64, &rng, 0x5a);
+    ru_inst_init(&gen, spec, "gen", ROLE_GENERATION, 64, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    double best = 0;
+    uint64_t bytes = 0;
+    int ok = 1;
+    for (int round = 0; round < 3 && ok; round++) {
+        pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 31 + (uint64_t)round);
+        uint64_t req = 500 + (uint64_t)round;
+        ck_assert_int_eq(
+            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
+        struct ru_rank *r = &gen.r[0];
+        struct kvf_recv_args a = {.req_id = req,
+                                  .ctx_instance = "ctx",
+                                  .ctx_dp_rank = -1,
+                                  .ctx_home = t.a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+        struct kvf_event ev;
+        ok = ru_wait_event(r, req, &ev, 30000) == KVF_EV_DONE;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        bytes = ev.bytes;
+        if (ok && (double)bytes / s > best)
+            best = (double)bytes / s;
+        struct kvf_event ev2;
+        ru_wait_event(&ctx.r[0], req, &ev2, 5000);
+    }
+    if (ok)
+        ru_assert_parity(&gen.r[0], 0, 33, "throughput");
+    /* memcpy of the same amount, in this run */
+    uint8_t *m1 = malloc(bytes), *m2 = malloc(bytes);
+    ck_assert_ptr_nonnull(m1);
+    ck_assert_ptr_nonnull(m2);
+    memset(m1, 1, bytes);
+    memset(m2, 2, bytes);
+    double mbest = 0;
+    for (int i = 0; i < 3; i++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        memcpy(m2, m1, bytes);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+        if ((double)bytes / s > mbest)
+            mbest = (double)bytes / s;
+    }
+    ck_assert_int_eq(m2[bytes - 1], 1);
+    free(m1);
+    free(m2);
+    fprintf(stderr,
+            "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
+            tls ? tls : "UCX_TLS=" RU_TLS_SAME_HOST, (double)bytes / 1048576.0, best / 1e9,
+            mbest / 1e9);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, ok);
+    ck_assert(ok);
+}
+
+START_TEST(remote_throughput_shared_memory_put)
+{
+    throughput_case(NULL, "arena:\n  size: 64MiB\n  chunk: 8MiB\ngates:\n  min_bytes: 0\n");
+}
+END_TEST
+
+START_TEST(remote_throughput_tcp_rendezvous)
+{
+    throughput_case("tcp", "arena:\n  size: 64MiB\n  chunk: 8MiB\ngates:\n  min_bytes: 0\n");
+}
+END_TEST
+
+/* Real kvferry-sim processes on both daemons (every rank a process): the context side fills
+ * the pattern and SENDs, the generation side RECVs from the remote home and verifies every byte
+ * (exit 0 only when all requests passed parity). */
+static int run_sim(char *const argv[])
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0 && !getenv("KVF_TEST_VERBOSE"))
+            dup2(fd, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
+    two_start(&t, extra, extra, NULL);
+    char sim[256];
+    tu_bin("kvferry-sim", sim, sizeof sim);
+    char *ctx_argv[] = {sim,
+                        "--role",
+                        "context",
+                        "--instance",
+                        "prefill",
+                        "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2",
+                        "--all-ranks",
+                        "--socket",
+                        t.a.worker,
+                        "--requests",
+                        "3",
+                        "--prompt-tokens",
+                        "700",
+                        "--readers",
+                        "1",
+                        "--hold-ms",
+                        "300",
+                        "--quiet",
+                        NULL};
+    char *gen_argv[] = {sim,
+                        "--role",
+                        "generation",
+                        "--instance",
+                        "decode",
+                        "--spec",
+                        "kimi-linear-48b:tp=2,blocks=32,slots=2",
+                        "--all-ranks",
+                        "--socket",
+                        t.b.worker,
+                        "--ctx-instance",
+                        "prefill",
+                        "--ctx-home",
+                        t.a.addr,
+                        "--requests",
+                        "3",
+                        "--prompt-tokens",
+                        "700",
+                        "--start-delay-ms",
+                        "300",
+                        NULL};
+    pid_t pc = run_sim(ctx_argv), pg = run_sim(gen_argv);
+    int sc = -1, sg = -1;
+    ck_assert_int_eq(waitpid(pg, &sg, 0), pg);
+    ck_assert_int_eq(waitpid(pc, &sc, 0), pc);
+    int ok = WIFEXITED(sg) && WEXITSTATUS(sg) == 0 && WIFEXITED(sc) && WEXITSTATUS(sc) == 0;
+    json_t *st = ru_ctl(&t.b, "stats");
+    long long done =
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "remote_done"));
+    json_decref(st);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "kvferry-sim: generation status %d, context status %d", sg, sc);
+    ck_assert_int_eq(done, 6); /* 3 requests x 2 generation ranks, all remote */
+}
+END_TEST
+
+#define FRAG_CFG "arena:\n  size: 32MiB\n  chunk: 4MiB\n" /* default gates: 2MiB, 64 blocks */
+
+START_TEST(remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes)
+{
+    parity_case("tiny:blocks=64,slots=4", "tiny:blocks=64,slots=4", 5, 5, -1, FRAG_CFG, NULL);
+}
+END_TEST
+
+START_TEST(remote_fragment_tp4_to_tp2_fanin_over_tcp)
+{
+    parity_case("tiny:tp=4,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 6, 6, -1, FRAG_CFG,
+                "tcp");
+}
+END_TEST
+
+START_TEST(remote_fragment_prefix_cached_pp2_to_pp1)
+{
+    parity_case("tiny:pp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 9, 4, -1, FRAG_CFG, NULL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("remote");
+    TCase *tc = tcase_create("parity");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, remote_tp1_to_tp1_tiny_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp1_to_tp1_tiny_over_tcp_active_messages_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp2_to_tp2_tiny_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal);
+    tcase_add_test(tc, remote_tp2_to_tp4_head_split_is_bitwise_equal);
+    tcase_add_test(tc, remote_pp2_to_pp1_is_bitwise_equal);
+    tcase_add_test(tc, remote_dep2_to_dep4_attention_dp_is_bitwise_equal);
+    tcase_add_test(tc, remote_prefix_cached_generation_gets_the_suffix);
+    tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);
+    tcase_add_test(tc, remote_larger_than_the_arena_over_tcp_lands_by_rendezvous);
+    suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("home");
+    tcase_set_timeout(tc2, 90);
+    tcase_add_test(tc2, remote_context_spread_over_two_daemons_tp2_to_tp2);
+    tcase_add_test(tc2,
+                   remote_writer_on_the_generation_daemon_of_a_spread_instance_is_refused_clearly);
+    tcase_add_test(tc2, remote_context_pp2_stages_on_two_daemons_to_pp1);
+    tcase_add_test(tc2, remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte);
+    suite_add_tcase(s, tc2);
+    TCase *tcf = tcase_create("fragment");
+    tcase_set_timeout(tcf, 90);
+    tcase_add_test(tcf, remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes);
+    tcase_add_test(tcf, remote_fragment_tp4_to_tp2_fanin_over_tcp);
+    tcase_add_test(tcf, remote_fragment_prefix_cached_pp2_to_pp1);
+    suite_add_tcase(s, tcf);
+    TCase *tc3 = tcase_create("throughput");
+    tcase_set_timeout(tc3, 90);
+    tcase_add_test(tc3, remote_throughput_shared_memory_put);
+    tcase_add_test(tc3, remote_throughput_tcp_rendezvous);
+    suite_add_tcase(s, tc3);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
