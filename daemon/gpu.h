@@ -97,6 +97,14 @@ int gpu_peer_enable_all(struct gpu *g, char *err, size_t errlen);
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
                  uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
                  size_t errlen);
+/* An IPC mapping serves kernels of the device it was opened on only (CUDA maps an IPC import
+ * into the opening device's context; peer access does not reach it from another device). For a
+ * kernel on `device` reading or writing m's allocation: the same allocation opened on `device`
+ * (cudaIpcMemLazyEnablePeerAccess), one reference; m itself (one more reference) when m was
+ * opened there. Counted among the mappings; release with gpu_ipc_close. 0, or -ENODEV (bad or
+ * failed device), -ENOSPC, or the error of cudaIpcOpenMemHandle. */
+int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_mapping **ret,
+                 char *err, size_t errlen);
 /* Drops one reference; the last closes the IPC mapping (cudaIpcCloseMemHandle). No work that
  * touches the mapping may be in flight. A CUDA error on close is logged and counted; the mapping
  * is released anyway. Accepts NULL; returns NULL. */
@@ -106,6 +114,7 @@ struct gpu_mapping *gpu_ipc_close(struct gpu *g, struct gpu_mapping *m);
 int gpu_set_max_mappings(struct gpu *g, size_t max);
 void *gpu_mapping_ptr(const struct gpu_mapping *m);      /* allocation base in this process */
 int gpu_mapping_device(const struct gpu_mapping *m);     /* where the memory lives */
+int gpu_mapping_opened_on(const struct gpu_mapping *m);  /* whose kernels may use the ptr */
 uint64_t gpu_mapping_bytes(const struct gpu_mapping *m); /* allocation size */
 size_t gpu_mapping_count(const struct gpu *g);
 uint64_t gpu_mapping_total_bytes(const struct gpu *g);
