@@ -1,5 +1,5 @@
 /* gpu_ipc.c: workers' GPU pools mapped into the daemon from their CUDA IPC handles, once per
- * allocation, on the device that holds the memory; closed when the last user lets go (gpu.h).
+ * allocation, on the device the worker declared; closed when the last user lets go (gpu.h).
  * An IPC mapping is usable only by kernels of the device it was opened on (peer access does not
  * extend to another context's IPC imports): kernels on another device get a view, the same
  * handle opened again on their device (gpu_ipc_view). */
@@ -39,44 +39,6 @@ static addr_range_fn addr_range(void)
     return fn;
 }
 
-/* cuPointerGetAttribute, for CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: the runtime's attribute
- * names the importing device for an IPC mapping; the driver's ordinal is asked as well. */
-typedef CUresult (*ptr_attr_fn)(void *data, CUpointer_attribute attr, CUdeviceptr ptr);
-
-static ptr_attr_fn ptr_attr(void)
-{
-    static ptr_attr_fn fn;
-    static bool tried; /* loop thread only */
-    if (!tried) {
-        void *p = NULL;
-        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-        tried = true;
-        if (cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &p, 4000, cudaEnableDefault,
-                                             &q) == cudaSuccess &&
-            q == cudaDriverEntryPointSuccess)
-            fn = (ptr_attr_fn)p;
-        (void)cudaGetLastError();
-    }
-    return fn;
-}
-
-/* The device that holds the memory behind an IPC mapping opened on `dev`, or dev. */
-static int owner_of(const struct gpu *g, void *ptr, int dev)
-{
-    struct cudaPointerAttributes attr = {.device = -1};
-    int owner = dev, ord = -1;
-    ptr_attr_fn fn = ptr_attr();
-    if (cudaPointerGetAttributes(&attr, ptr) == cudaSuccess && attr.device >= 0)
-        owner = attr.device;
-    (void)cudaGetLastError();
-    if (fn && fn(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)(uintptr_t)ptr) ==
-                  CUDA_SUCCESS && ord >= 0 && ord < g->n_devices)
-        owner = ord;
-    log_debug("gpu: IPC mapping %p opened on device %d: runtime says device %d, driver %d", ptr,
-              dev, attr.device, ord);
-    return owner >= 0 && owner < g->n_devices ? owner : dev;
-}
-
 static int map_on(int dev, const uint8_t *handle, void **ptr_ret, char *err, size_t errlen)
 {
     cudaIpcMemHandle_t h;
@@ -95,24 +57,17 @@ static int unmap(int dev, void *ptr, char *err, size_t errlen)
     return GPU_TRY(cudaIpcCloseMemHandle(ptr));
 }
 
-/* Maps the handle, moves the mapping to the device that holds the memory, reads its size. */
+/* Maps the handle on the declared device and reads the allocation's size. Where the memory
+ * lives cannot be asked: for an IPC import, the runtime's cudaPointerGetAttributes and the
+ * driver's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL both name the importing device (seen on H200s),
+ * so the worker's ordinal is taken as said; a wrong one still maps (lazy peer access). */
 static int map(struct gpu *g, struct gpu_mapping *m, char *err, size_t errlen)
 {
     int dev = m->declared_device, rc;
 
+    (void)g;
     if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
         return rc;
-    int owner = owner_of(g, m->ptr, dev);
-    if (owner != dev) {
-        log_info("gpu: pool declared on device %d lives on device %d: mapping it there", dev,
-                 owner);
-        if ((rc = unmap(dev, m->ptr, err, errlen)) < 0)
-            return rc;
-        m->ptr = NULL;
-        dev = owner;
-        if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
-            return rc;
-    }
     m->device = dev;
     m->opened_on = dev;
     addr_range_fn fn = addr_range();
@@ -138,23 +93,17 @@ err_unmap:
 }
 
 /* A view: m's allocation opened again on `dev`, for kernels there. */
-static int map_view(const struct gpu *g, struct gpu_mapping *v, int dev, char *err,
-                    size_t errlen)
+static int map_view(struct gpu_mapping *v, int dev, char *err, size_t errlen)
 {
-    int rc;
     v->opened_on = dev;
-    if ((rc = map_on(dev, v->handle, &v->ptr, err, errlen)) < 0)
-        return rc;
-    (void)owner_of(g, v->ptr, dev); /* logged: what CUDA says of a cross-device import */
-    return 0;
+    return map_on(dev, v->handle, &v->ptr, err, errlen);
 }
 
 #else /* !KVF_HAVE_CUDA: g is always in CPU mode, refused before we get here */
 
-static int map_view(const struct gpu *g, struct gpu_mapping *v, int dev, char *err,
-                    size_t errlen)
+static int map_view(struct gpu_mapping *v, int dev, char *err, size_t errlen)
 {
-    (void)g, (void)v, (void)dev;
+    (void)v, (void)dev;
     snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
     return -ENOTSUP;
 }
@@ -307,7 +256,7 @@ int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_ma
     v->bytes = m->bytes;
     v->size_verified = m->size_verified;
     v->view = true;
-    if ((rc = map_view(g, v, device, err, errlen)) < 0) {
+    if ((rc = map_view(v, device, err, errlen)) < 0) {
         free(v);
         return rc;
     }

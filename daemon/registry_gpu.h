@@ -1,6 +1,7 @@
 /* registry_gpu.h: a registered rank's GPU pools (DESIGN.md §3): the CUDA IPC handles of its
- * REGISTER opened once, at registration, on the device that holds the memory (gpu_ipc_open),
- * and closed when the last reference goes. The rank holds one reference; every copy in flight
+ * REGISTER opened once, at registration, on the device the worker declared (gpu_ipc_open),
+ * and closed when the last reference goes; kernels of another device use views of them
+ * (reg_gpu_mem_on), since an IPC mapping serves only the device it was opened on. The rank holds one reference; every copy in flight
  * that touches the pools holds another, so a worker that dies mid-copy has its mappings closed
  * only after the stream work on them ended (CUDA forbids closing a mapping still in use).
  * Rules for a GPU rank: every non-empty pool is GPU memory (a rank mixing host and GPU pools
