@@ -86,9 +86,11 @@ int gpu_peer_enable_all(struct gpu *g, char *err, size_t errlen);
 
 /* Maps the allocation a worker's pool lives in, from its IPC handle (the handle of a
  * cudaMalloc allocation; the pool is bytes [offset, offset + bytes) of it, as when a framework's
- * caching allocator hands out part of a block). `device` is the worker's ordinal, a hint: the
- * mapping lands on the device that holds the memory (workers may see other ordinals through
- * CUDA_VISIBLE_DEVICES; gpu_device_by_pci names it exactly), which gpu_mapping_device reports.
+ * caching allocator hands out part of a block). `device` is the worker's ordinal, taken as said:
+ * CUDA cannot tell an importer where IPC memory lives (pointer attributes name the importing
+ * device), so a worker whose ordinals differ from ours (CUDA_VISIBLE_DEVICES) must translate
+ * them (gpu_device_by_pci names a GPU exactly); a wrong ordinal still maps and copies correctly,
+ * through peer access; gpu_mapping_device reports the ordinal used.
  * The declared range must lie inside the allocation (-ERANGE otherwise). The same handle opened
  * again (another pool of the same allocation, a re-registration) returns the same mapping with
  * one more reference. Returns 0 and *ret, or -errno with a message: -ENODEV (CPU mode with its
@@ -97,6 +99,14 @@ int gpu_peer_enable_all(struct gpu *g, char *err, size_t errlen);
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
                  uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
                  size_t errlen);
+/* An IPC mapping serves kernels of the device it was opened on only (CUDA maps an IPC import
+ * into the opening device's context; peer access does not reach it from another device). For a
+ * kernel on `device` reading or writing m's allocation: the same allocation opened on `device`
+ * (cudaIpcMemLazyEnablePeerAccess), one reference; m itself (one more reference) when m was
+ * opened there. Counted among the mappings; release with gpu_ipc_close. 0, or -ENODEV (bad or
+ * failed device), -ENOSPC, or the error of cudaIpcOpenMemHandle. */
+int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_mapping **ret,
+                 char *err, size_t errlen);
 /* Drops one reference; the last closes the IPC mapping (cudaIpcCloseMemHandle). No work that
  * touches the mapping may be in flight. A CUDA error on close is logged and counted; the mapping
  * is released anyway. Accepts NULL; returns NULL. */
@@ -105,7 +115,8 @@ struct gpu_mapping *gpu_ipc_close(struct gpu *g, struct gpu_mapping *m);
  * Mappings already open stay. */
 int gpu_set_max_mappings(struct gpu *g, size_t max);
 void *gpu_mapping_ptr(const struct gpu_mapping *m);      /* allocation base in this process */
-int gpu_mapping_device(const struct gpu_mapping *m);     /* where the memory lives */
+int gpu_mapping_device(const struct gpu_mapping *m);     /* the pool's declared device */
+int gpu_mapping_opened_on(const struct gpu_mapping *m);  /* whose kernels may use the ptr */
 uint64_t gpu_mapping_bytes(const struct gpu_mapping *m); /* allocation size */
 size_t gpu_mapping_count(const struct gpu *g);
 uint64_t gpu_mapping_total_bytes(const struct gpu *g);

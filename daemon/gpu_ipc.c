@@ -1,5 +1,8 @@
 /* gpu_ipc.c: workers' GPU pools mapped into the daemon from their CUDA IPC handles, once per
- * allocation, on the device that holds the memory; closed when the last user lets go (gpu.h). */
+ * allocation, on the device the worker declared; closed when the last user lets go (gpu.h).
+ * An IPC mapping is usable only by kernels of the device it was opened on (peer access does not
+ * extend to another context's IPC imports): kernels on another device get a view, the same
+ * handle opened again on their device (gpu_ipc_view). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,27 +57,19 @@ static int unmap(int dev, void *ptr, char *err, size_t errlen)
     return GPU_TRY(cudaIpcCloseMemHandle(ptr));
 }
 
-/* Maps the handle, moves the mapping to the device that holds the memory, reads its size. */
+/* Maps the handle on the declared device and reads the allocation's size. Where the memory
+ * lives cannot be asked: for an IPC import, the runtime's cudaPointerGetAttributes and the
+ * driver's CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL both name the importing device (seen on H200s),
+ * so the worker's ordinal is taken as said; a wrong one still maps (lazy peer access). */
 static int map(struct gpu *g, struct gpu_mapping *m, char *err, size_t errlen)
 {
-    struct cudaPointerAttributes attr;
     int dev = m->declared_device, rc;
 
+    (void)g;
     if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
         return rc;
-    if ((rc = GPU_TRY(cudaPointerGetAttributes(&attr, m->ptr))) < 0)
-        goto err_unmap;
-    if (attr.device != dev && attr.device >= 0 && attr.device < g->n_devices) {
-        log_info("gpu: pool declared on device %d lives on device %d: mapping it there", dev,
-                 attr.device);
-        if ((rc = unmap(dev, m->ptr, err, errlen)) < 0)
-            return rc;
-        m->ptr = NULL;
-        dev = attr.device;
-        if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
-            return rc;
-    }
     m->device = dev;
+    m->opened_on = dev;
     addr_range_fn fn = addr_range();
     if (fn) {
         CUdeviceptr base = 0;
@@ -97,7 +92,21 @@ err_unmap:
     return rc;
 }
 
+/* A view: m's allocation opened again on `dev`, for kernels there. */
+static int map_view(struct gpu_mapping *v, int dev, char *err, size_t errlen)
+{
+    v->opened_on = dev;
+    return map_on(dev, v->handle, &v->ptr, err, errlen);
+}
+
 #else /* !KVF_HAVE_CUDA: g is always in CPU mode, refused before we get here */
+
+static int map_view(struct gpu_mapping *v, int dev, char *err, size_t errlen)
+{
+    (void)v, (void)dev;
+    snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
+    return -ENOTSUP;
+}
 
 static int map(struct gpu *g, struct gpu_mapping *m, char *err, size_t errlen)
 {
@@ -115,10 +124,12 @@ static int unmap(int dev, void *ptr, char *err, size_t errlen)
 
 #endif
 
-static struct gpu_mapping *find(const struct gpu *g, const uint8_t *handle)
+/* The mapping of handle (view_on < 0), or its view on device view_on. */
+static struct gpu_mapping *find(const struct gpu *g, const uint8_t *handle, int view_on)
 {
     for (struct gpu_mapping *m = g->mappings; m; m = m->next)
-        if (memcmp(m->handle, handle, GPU_IPC_HANDLE_BYTES) == 0)
+        if (memcmp(m->handle, handle, GPU_IPC_HANDLE_BYTES) == 0 &&
+            (view_on < 0 ? !m->view : m->view && m->opened_on == view_on))
             return m;
     return NULL;
 }
@@ -136,6 +147,16 @@ static int range_check(const struct gpu_mapping *m, uint64_t offset, uint64_t by
              (unsigned long long)offset, (unsigned long long)(offset + bytes), m->device,
              (unsigned long long)m->bytes);
     return -ERANGE;
+}
+
+static void link_in(struct gpu *g, struct gpu_mapping *m)
+{
+    m->refs = 1;
+    m->next = g->mappings;
+    g->mappings = m;
+    g->n_mappings++;
+    g->mapped_bytes += m->bytes;
+    g->mappings_opened++;
 }
 
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
@@ -163,7 +184,7 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
                  (unsigned long long)GPU_MAX_MAPPING_BYTES);
         return -EINVAL;
     }
-    if ((m = find(g, handle))) {
+    if ((m = find(g, handle, -1))) {
         if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
             return rc;
         m->refs++;
@@ -189,28 +210,69 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
         goto err_free;
     if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
         goto err_unmap;
-    m->refs = 1;
-    m->next = g->mappings;
-    g->mappings = m;
-    g->n_mappings++;
-    g->mapped_bytes += m->bytes;
-    g->mappings_opened++;
+    link_in(g, m);
     *ret = m;
     return 0;
 
 err_unmap:
-    unmap(m->device, m->ptr, NULL, 0);
+    unmap(m->opened_on, m->ptr, NULL, 0);
 err_free:
     free(m);
     return rc;
 }
 
+int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_mapping **ret,
+                 char *err, size_t errlen)
+{
+    struct gpu_mapping *v;
+    int rc;
+
+    if (device < 0 || device >= g->n_devices) {
+        snprintf(err, errlen, "GPU pool view on device %d: this daemon sees %d CUDA device%s",
+                 device, g->n_devices, g->n_devices == 1 ? "" : "s");
+        return -ENODEV;
+    }
+    if (device == m->opened_on || (v = find(g, m->handle, device))) {
+        v = device == m->opened_on ? m : v;
+        v->refs++;
+        *ret = v;
+        return 0;
+    }
+    if (g->n_mappings >= g->max_mappings) {
+        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
+        return -ENOSPC;
+    }
+    if (g->dev[device].failed) {
+        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
+        return -ENODEV;
+    }
+    if (!(v = calloc(1, sizeof(*v)))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(v->handle, m->handle, GPU_IPC_HANDLE_BYTES);
+    v->declared_device = m->declared_device;
+    v->device = m->device;
+    v->bytes = m->bytes;
+    v->size_verified = m->size_verified;
+    v->view = true;
+    if ((rc = map_view(v, device, err, errlen)) < 0) {
+        free(v);
+        return rc;
+    }
+    log_debug("gpu: pool of device %d viewed from device %d at %p (opened there at %p)",
+              m->device, device, v->ptr, m->ptr);
+    link_in(g, v);
+    *ret = v;
+    return 0;
+}
+
 static void release(struct gpu *g, struct gpu_mapping *m)
 {
     char err[GPU_REASON_MAX];
-    if (unmap(m->device, m->ptr, err, sizeof(err)) < 0) {
+    if (unmap(m->opened_on, m->ptr, err, sizeof(err)) < 0) {
         g->mapping_close_errors++;
-        log_warn("gpu: closing a pool mapping on device %d: %s", m->device, err);
+        log_warn("gpu: closing a pool mapping on device %d: %s", m->opened_on, err);
     }
     g->n_mappings--;
     g->mapped_bytes -= m->bytes;
@@ -254,6 +316,10 @@ void *gpu_mapping_ptr(const struct gpu_mapping *m)
 int gpu_mapping_device(const struct gpu_mapping *m)
 {
     return m->device;
+}
+int gpu_mapping_opened_on(const struct gpu_mapping *m)
+{
+    return m->opened_on;
 }
 uint64_t gpu_mapping_bytes(const struct gpu_mapping *m)
 {

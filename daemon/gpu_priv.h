@@ -18,8 +18,11 @@ struct gpu_mapping {
     struct gpu_mapping *next;
     uint8_t handle[GPU_IPC_HANDLE_BYTES];
     void *ptr;           /* owned: the IPC mapping */
-    int device;          /* where the memory lives */
+    int device;          /* where the memory lives, as the worker declared it */
     int declared_device; /* what the worker said */
+    int opened_on;       /* the device whose context the mapping was opened in: only kernels
+                          * on that device may use ptr (gpu_ipc_view) */
+    bool view;           /* a second mapping of an allocation, for kernels on opened_on */
     uint64_t bytes;      /* allocation size (declared size when it cannot be read) */
     bool size_verified;
     unsigned refs;

@@ -23,10 +23,60 @@ struct reg_gpu *reg_gpu_ref(struct reg_gpu *r)
     return r;
 }
 
+static struct reg_gpu_view *view_free(struct gpu *g, struct reg_gpu_view *v)
+{
+    for (uint32_t i = 0; v && i < LAYOUT_MAX_POOLS; i++)
+        v->map[i] = gpu_ipc_close(g, v->map[i]);
+    free(v);
+    return NULL;
+}
+
 static void close_all(struct reg_gpu *r)
 {
+    for (int d = 0; d < GPU_MAX_DEVICES; d++)
+        r->view[d] = view_free(r->g, r->view[d]);
     for (uint32_t i = 0; i < LAYOUT_MAX_POOLS; i++)
         r->map[i] = gpu_ipc_close(r->g, r->map[i]);
+}
+
+int reg_gpu_mem_on(struct reg_gpu *r, int device, const struct copy_mem **ret, char *err,
+                   size_t errlen)
+{
+    if (device == r->device || r->device < 0) {
+        *ret = &r->mem;
+        return 0;
+    }
+    if (device < 0 || device >= GPU_MAX_DEVICES) {
+        snprintf(err, errlen, "GPU %d: no such device", device);
+        return -ENODEV;
+    }
+    if (r->view[device]) {
+        *ret = &r->view[device]->mem;
+        return 0;
+    }
+    struct reg_gpu_view *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    v->mem.n = r->mem.n;
+    for (uint32_t i = 0; i < r->mem.n && i < LAYOUT_MAX_POOLS; i++) {
+        v->mem.size[i] = r->mem.size[i];
+        if (!r->map[i])
+            continue;
+        char why[GPU_REASON_MAX + 64];
+        int rc = gpu_ipc_view(r->g, r->map[i], device, &v->map[i], why, sizeof why);
+        if (rc < 0) {
+            snprintf(err, errlen, "pool %u (GPU %d) opened for GPU %d: %s", i, r->device,
+                     device, why);
+            view_free(r->g, v);
+            return rc;
+        }
+        v->mem.base[i] = (uint8_t *)gpu_mapping_ptr(v->map[i]) + r->offset[i];
+    }
+    r->view[device] = v;
+    *ret = &v->mem;
+    return 0;
 }
 
 struct reg_gpu *reg_gpu_unref(struct reg_gpu *r)
@@ -91,6 +141,7 @@ int reg_gpu_open(struct gpu *g, const struct layout *l, const struct proto_regis
             goto err_close;
         }
         r->device = dev;
+        r->offset[i] = p->offset;
         r->mem.base[i] = (uint8_t *)gpu_mapping_ptr(r->map[i]) + p->offset;
     }
     *ret = r;

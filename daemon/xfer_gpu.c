@@ -208,7 +208,14 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->t0 = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     struct kvk_mem dmem;
-    to_kvk(&r->rank->gpu->mem, &dmem);
+    const struct copy_mem *m = NULL;
+    char why[160];
+    if (reg_gpu_mem_on(r->rank->gpu, dev, &m, why, sizeof why) < 0) {
+        snprintf(msg, msglen, "generation rank %u: %s", layout_rank(&r->rank->layout), why);
+        job_free(j);
+        return KVF_E_INTERNAL;
+    }
+    to_kvk(m, &dmem);
     uint32_t launched = 0;
     for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
         const struct plan_writer *pw = &p->writers[w];
@@ -218,8 +225,16 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
         if (pw->n_ops == 0 || pw->bytes == 0)
             continue;
         j->src[w] = reg_gpu_ref(src->gpu);
+        /* the context's pools as mapped on the launch device: a mapping opened on the
+         * context's own GPU faults when a kernel of another GPU touches it */
+        if (reg_gpu_mem_on(src->gpu, dev, &m, why, sizeof why) < 0) {
+            e = KVF_E_NO_ROUTE;
+            snprintf(j->launch_msg, sizeof j->launch_msg, "context rank %u on GPU %d for a copy "
+                     "on GPU %d: %s", pw->ctx_rank, src->gpu->device, dev, why);
+            break;
+        }
         struct kvk_mem smem;
-        to_kvk(&src->gpu->mem, &smem);
+        to_kvk(m, &smem);
         int rc = kvk_program_new(pw->ops, pw->n_ops, dev, &j->progs[w]);
         if (rc == 0)
             rc = kvk_direct(j->progs[w], &smem, &dmem, stream);

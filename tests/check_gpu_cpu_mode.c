@@ -13,6 +13,7 @@
 #include "cuda_pool.h"
 #include "gpu.h"
 #include "log.h"
+#include "registry_gpu.h"
 #include "testutil.h"
 
 #ifdef KVF_HAVE_CUDA
@@ -87,6 +88,49 @@ START_TEST(ipc_open_in_cpu_mode_is_refused_with_the_reason)
     ck_assert_int_eq(gpu_set_max_mappings(g, 1), 0);
     /* closing nothing is fine */
     ck_assert_ptr_null(gpu_ipc_close(g, NULL));
+}
+END_TEST
+
+/* The address table rule of the same-node GPU path: a kernel on another device than the one a
+ * rank's pools were opened on never gets the rank's own table (those addresses fault there);
+ * it gets a view opened on its device, or a refusal naming the pool. */
+START_TEST(rank_addresses_for_another_device_are_a_view_or_refused_never_the_home_table)
+{
+    struct reg_gpu r;
+    const struct copy_mem *m = NULL;
+    char err[512] = "";
+    memset(&r, 0, sizeof r);
+    r.g = g;
+    r.refs = 1;
+    r.device = 0;
+    r.mem.n = 2;
+    r.mem.base[0] = (uint8_t *)(uintptr_t)0x7f0000001000ull; /* as opened on GPU 0 */
+    r.mem.size[0] = 4096;
+    r.map[0] = (struct gpu_mapping *)&r; /* opaque, never opened here: refused before use */
+    ck_assert_int_eq(reg_gpu_mem_on(&r, 0, &m, err, sizeof err), 0);
+    ck_assert_ptr_eq(m, &r.mem);
+    m = NULL;
+    ck_assert_int_eq(reg_gpu_mem_on(&r, 1, &m, err, sizeof err), -ENODEV);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, "pool 0") && strstr(err, "GPU 1"), "err: %s", err);
+    ck_assert_ptr_null(r.view[1]);
+    ck_assert_int_eq(reg_gpu_mem_on(&r, GPU_MAX_DEVICES, &m, err, sizeof err), -ENODEV);
+    ck_assert_int_eq(reg_gpu_mem_on(&r, -1, &m, err, sizeof err), -ENODEV);
+    ck_assert_ptr_null(m);
+    ck_assert_uint_eq(gpu_mapping_count(g), 0);
+
+    /* a rank with only empty pools: a view needs no mapping, sizes kept, no address */
+    struct reg_gpu *e = calloc(1, sizeof *e);
+    ck_assert_ptr_nonnull(e);
+    e->g = g;
+    e->refs = 1;
+    e->device = 0;
+    e->mem.n = 1;
+    ck_assert_int_eq(reg_gpu_mem_on(e, 1, &m, err, sizeof err), 0);
+    ck_assert_ptr_ne(m, &e->mem);
+    ck_assert_uint_eq(m->n, 1);
+    ck_assert_ptr_null(m->base[0]);
+    ck_assert_ptr_null(reg_gpu_unref(e));
 }
 END_TEST
 
@@ -304,6 +348,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, ipc_open_in_cpu_mode_is_refused_with_the_reason);
     tcase_add_test(tc, cuda_pool_alloc_is_refused_with_a_message);
+    tcase_add_test(tc, rank_addresses_for_another_device_are_a_view_or_refused_never_the_home_table);
     tcase_add_test(tc, every_gpu_operation_is_refused_and_nothing_runs);
     suite_add_tcase(s, tc);
 

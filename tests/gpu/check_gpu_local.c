@@ -22,6 +22,26 @@
 #ifdef KVF_HAVE_CUDA
 
 static int n_gpus;
+static int64_t t_run0; /* set in main before the forks: every case sees the run's start */
+
+/* The whole run stays under device-check's 300 s: a case that would start past the budget
+ * fails saying so (a slow path is a finding, not a hang), and each case prints its start and
+ * end, so a log cut by a timeout shows where it was. */
+#define GL_BUDGET_MS 230000
+
+static void case_begin(const char *name)
+{
+    int64_t at = wt_now_ms() - t_run0;
+    printf("[%6.1f s] %s: start\n", at / 1e3, name);
+    ck_assert_msg(at < GL_BUDGET_MS, "%s: not started: the run is at %.0f s of its %d s budget",
+                  name, at / 1e3, GL_BUDGET_MS / 1000);
+}
+
+static void case_end(const char *name, int64_t t0)
+{
+    printf("[%6.1f s] %s: ok in %.1f s\n", (wt_now_ms() - t_run0) / 1e3, name,
+           (wt_now_ms() - t0) / 1e3);
+}
 
 /* Long deadlines: CUDA start-up in each rank and pattern fills of large kimi-k3 pools. */
 #define GL_CFG "deadlines:\n  send_wait: 60s\n  transfer: 60s\n  lookup: 60s\n"
@@ -102,6 +122,10 @@ static long long xfer_stat(struct wenv *e, const char *key)
 static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
                      const char *gen_dev)
 {
+    int64_t t0 = wt_now_ms();
+    char name[96];
+    snprintf(name, sizeof name, "%s GPU %s -> GPU %s", g->name, ctx_dev, gen_dev);
+    case_begin(name);
     long long ok0 = gpu_stat(e, "completions", "ok"), gpu0 = xfer_stat(e, "local_gpu");
     pid_t c = wt_sim(e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", g->ctx,
                      "--all-ranks", "--requests", g->requests, "--prompt-tokens", g->prompt,
@@ -111,7 +135,7 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
                      "--ctx-instance", "ctx", "--devices", gen_dev,
                      g->gen_extra[0] ? g->gen_extra[0] : "--quiet",
                      g->gen_extra[1] ? g->gen_extra[1] : "--quiet", (char *)NULL);
-    int gq = wt_wait(q, 120000), gc = wt_wait(c, 60000);
+    int gq = wt_wait(q, 60000), gc = wt_wait(c, 20000);
     char *gl = wt_log(e, "gen.log"), *cl = wt_log(e, "ctx.log"), *dl = wt_log(e, "daemon.log");
     ck_assert_msg(gq == 0, "%s: generation exit %d:\n%s\ncontext:\n%s\ndaemon:\n%s", g->name, gq,
                   tail_of(gl, 1200), tail_of(cl, 600), tail_of(dl, 1200));
@@ -129,6 +153,7 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
     ck_assert_int_eq(xfer_stat(e, "bytes_local_gpu"), xfer_stat(e, "bytes_local"));
     ck_assert_uint_eq(wt_ctl_count(e, "transfers", "transfers"), 0);
     ck_assert_int_eq(wait_mappings(e, 0, 10000), 0);
+    case_end(name, t0);
 }
 
 START_TEST(gpu_parity_matrix_gpu0_to_gpu1_through_the_local_path)
@@ -174,6 +199,8 @@ END_TEST
 START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_released)
 {
     struct wenv e;
+    int64_t t0 = wt_now_ms();
+    case_begin("gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_released");
     wt_start(&e, GL_CFG);
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec",
                      K48 ":tp=2," K48S, "--all-ranks", "--requests", "0", "--hold-ms", "60000",
@@ -223,6 +250,7 @@ START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_rele
     json_decref(w);
     /* and the daemon still moves GPU requests */
     run_pair(&e, &matrix[1], "0", n_gpus >= 2 ? "1" : "0");
+    case_end("gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_released", t0);
     wt_stop(&e);
 }
 END_TEST
@@ -230,6 +258,8 @@ END_TEST
 START_TEST(gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name)
 {
     struct wenv e;
+    int64_t t0 = wt_now_ms();
+    case_begin("gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name");
     wt_start(&e, GL_CFG);
     struct preset_spec ps;
     struct layout l;
@@ -254,6 +284,7 @@ START_TEST(gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name)
     c = kvf_close(c);
     free(json);
     ck_assert_int_eq(gpu_stat(&e, "mappings", "count"), 0); /* and the daemon answers */
+    case_end("gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name", t0);
     wt_stop(&e);
 }
 END_TEST
@@ -261,6 +292,8 @@ END_TEST
 START_TEST(gpu_host_context_to_gpu_generation_is_refused_with_no_route)
 {
     struct wenv e;
+    int64_t t0 = wt_now_ms();
+    case_begin("gpu_host_context_to_gpu_generation_is_refused_with_no_route");
     /* the SEND, never claimed by a completed RECV, ends with TIMEOUT after 5 s + 1 s */
     wt_start(&e, "deadlines:\n  send_wait: 5s\n  transfer: 1s\n  lookup: 60s\n");
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny",
@@ -279,6 +312,7 @@ START_TEST(gpu_host_context_to_gpu_generation_is_refused_with_no_route)
     ck_assert_msg(gc == 0, "context exit %d:\n%s", gc, cl);
     free(cl);
     ck_assert_int_eq(wait_mappings(&e, 0, 10000), 0);
+    case_end("gpu_host_context_to_gpu_generation_is_refused_with_no_route", t0);
     wt_stop(&e);
 }
 END_TEST
@@ -316,6 +350,7 @@ int main(void)
 {
     char why[256];
     setvbuf(stdout, NULL, _IOLBF, 0);
+    t_run0 = wt_now_ms();
     n_gpus = probe(why, sizeof why);
     if (n_gpus <= 0) {
         printf("SKIP: %s\n", why);
@@ -323,14 +358,14 @@ int main(void)
     }
     Suite *s = suite_create("gpu_local");
     TCase *tc = tcase_create("one_gpu");
-    tcase_set_timeout(tc, 150);
+    tcase_set_timeout(tc, 90);
     tcase_add_test(tc, gpu_registration_with_a_bogus_ipc_handle_is_refused_by_name);
     tcase_add_loop_test(tc, gpu_parity_on_one_gpu_through_the_local_path, 0, 3);
     tcase_add_test(tc, gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_released);
     tcase_add_test(tc, gpu_host_context_to_gpu_generation_is_refused_with_no_route);
     suite_add_tcase(s, tc);
     tc = tcase_create("two_gpus");
-    tcase_set_timeout(tc, 150);
+    tcase_set_timeout(tc, 90);
     if (n_gpus >= 2) {
         tcase_add_loop_test(tc, gpu_parity_matrix_gpu0_to_gpu1_through_the_local_path, 0, N_MATRIX);
         tcase_add_test(tc, gpu_kimi_k3_8k_request_tp1_gpu0_to_gpu1_wall_time);
