@@ -74,7 +74,7 @@ DAEMON_CORE  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check unit integration gpu-check asan fuzz fuzz-short bench-copy bench install clean format
+.PHONY: all demo test check unit integration asan fuzz fuzz-short bench-copy install clean format
 all: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c

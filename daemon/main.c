@@ -146,9 +146,7 @@ int main(int argc, char **argv)
         log_error("gpu: %s", strerror(-r));
         goto err_control;
     }
-    if (gpu_cpu_mode(d.gpu)) {
-        log_info("gpu: CPU mode: %s", gpu_cpu_reason(d.gpu));
-    } else if (gpu_device_count(d.gpu) > 1) {
+    if (!gpu_cpu_mode(d.gpu) && gpu_device_count(d.gpu) > 1) { /* gpu_new logged CPU mode */
         /* the same-node path copies GPU to GPU: peer access on before any pool is mapped */
         char perr[GPU_REASON_MAX + 64] = "";
         int np = gpu_peer_enable_all(d.gpu, perr, sizeof perr);
