@@ -1,5 +1,7 @@
 # kvferry: plain Makefile, out-of-tree build.
 #   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels when nvcc exists)
+#   make demo            install-deps, build, scripts/demo (README quick start)
+#   make test            install-deps, build, make check (README quick start; CI)
 #   make check           unit + integration tests (Check), CPU mode
 #   make asan            the same under ASan+UBSan, in build-asan/
 #   make fuzz-short      each libFuzzer target for a short run (clang)
@@ -46,7 +48,7 @@ CUDA ?= 1
 CUDA_ARCH ?= -arch=sm_90
 ifeq ($(CUDA),1)
 CFLAGS_BASE += -DKVF_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt -lpthread
+CUDA_LIBS   := -L$(CUDA_HOME)/lib64 -lcudart_static -lstdc++ -ldl -lrt -lpthread
 KERNEL_SRCS := $(wildcard kernels/*.cu)
 else
 CUDA_LIBS   :=
@@ -72,7 +74,7 @@ DAEMON_CORE  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all check unit integration gpu-check asan fuzz fuzz-short bench-copy bench install clean format
+.PHONY: all demo test check unit integration gpu-check asan fuzz fuzz-short bench-copy bench install clean format
 all: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c
@@ -81,7 +83,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
+	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -MMD -MP -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
 
 $(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
@@ -107,6 +109,17 @@ $(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(LIBA) tests/testutil.h
 $(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+
+# Quick start: dependencies first, then a fresh make (it re-reads pkg-config after installing).
+demo:
+	scripts/install-deps
+	$(MAKE) all
+	BUILD=$(BUILD) scripts/demo
+
+test:
+	scripts/install-deps
+	$(MAKE) all
+	$(MAKE) check
 
 check: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)

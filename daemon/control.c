@@ -16,13 +16,13 @@
 #define CONTROL_ACCEPT_BURST 64 /* accepts per wakeup, so a flood cannot starve the loop */
 
 struct control {
-    struct daemon *d;          /* borrowed: owns us */
+    struct daemon *d; /* borrowed: owns us */
     uv_poll_t poll;
-    int fd;                    /* listening socket, -1 when not listening */
+    int fd; /* listening socket, -1 when not listening */
     bool poll_inited;
     bool stopped;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    struct ctl_conn *conns;    /* every open connection */
+    struct ctl_conn *conns; /* every open connection */
     uint32_t n_conns;
     struct control_counters counters;
 };
@@ -47,6 +47,7 @@ static void conn_closed(void *ctx, struct ctl_conn *c)
         if (*pp == c) {
             *pp = *ctl_conn_next(c);
             ctl->n_conns--;
+            log_debug("control: pid %d disconnected", (int)ctl_conn_peer(c)->pid);
             return;
         }
 }
@@ -130,8 +131,12 @@ static void accept_one(struct control *ctl, int fd)
         refuse(fd, EUSERS, msg);
         return;
     }
-    if (control_adopt(ctl, fd, &peer) < 0)
+    if (control_adopt(ctl, fd, &peer) < 0) {
         log_warn("control: cannot serve pid %d: out of memory or handles", (int)peer.pid);
+        return;
+    }
+    log_debug("control: pid %d uid %u connected%s", (int)peer.pid, (unsigned)peer.uid,
+              peer.admin ? " (admin)" : "");
 }
 
 static void poll_cb(uv_poll_t *p, int status, int events)
@@ -271,9 +276,18 @@ struct control *control_free(struct control *ctl)
     return NULL;
 }
 
-uint32_t control_connections(const struct control *ctl) { return ctl ? ctl->n_conns : 0; }
-struct control_counters *control_counters(struct control *ctl) { return &ctl->counters; }
-const char *control_path(const struct control *ctl) { return ctl ? ctl->path : ""; }
+uint32_t control_connections(const struct control *ctl)
+{
+    return ctl ? ctl->n_conns : 0;
+}
+struct control_counters *control_counters(struct control *ctl)
+{
+    return &ctl->counters;
+}
+const char *control_path(const struct control *ctl)
+{
+    return ctl ? ctl->path : "";
+}
 
 int control_status(struct daemon *d, json_t *ret)
 {

@@ -19,9 +19,9 @@ struct control;
 
 struct control_counters {
     uint64_t accepted;
-    uint64_t refused_access;   /* uid/gid not allowed */
-    uint64_t refused_limit;    /* max_conns or max_conns_per_uid */
-    uint64_t refused_admin;    /* mutating command from a non-admin */
+    uint64_t refused_access; /* uid/gid not allowed */
+    uint64_t refused_limit;  /* max_conns or max_conns_per_uid */
+    uint64_t refused_admin;  /* mutating command from a non-admin */
     struct ctl_conn_counters conn;
 };
 

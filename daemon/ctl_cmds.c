@@ -44,8 +44,8 @@ static int cmd_config(struct daemon *d, const struct peer_cred *peer, json_t *ar
     return *ret ? 0 : -ENOMEM;
 }
 
-static int cmd_log_level(struct daemon *d, const struct peer_cred *peer, json_t *args,
-                         json_t **ret, char *msg, size_t msglen)
+static int cmd_log_level(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
+                         char *msg, size_t msglen)
 {
     (void)d, (void)peer;
     json_t *lv = args ? json_object_get(args, "level") : NULL;
@@ -164,8 +164,10 @@ int ctl_cmds_run(struct daemon *d, const struct peer_cred *peer, const char *cmd
         if (mutating && !peer->admin) {
             if (d->control)
                 control_counters(d->control)->refused_admin++;
-            snprintf(msg, msglen, "'%s' changes the daemon: uid %u is not an admin "
-                     "(access.admin_uids/gids)", cmd, (unsigned)peer->uid);
+            snprintf(msg, msglen,
+                     "'%s' changes the daemon: uid %u is not an admin "
+                     "(access.admin_uids/gids)",
+                     cmd, (unsigned)peer->uid);
             return -EPERM;
         }
         return c->run(d, peer, args, ret, msg, msglen);

@@ -11,8 +11,8 @@
 
 struct daemon;
 
-#define CTL_CMD_ADMIN 0x1         /* mutating: admin uid/gid only */
-#define CTL_CMD_ADMIN_TO_SET 0x2  /* admin only when args are given (a setter) */
+#define CTL_CMD_ADMIN 0x1        /* mutating: admin uid/gid only */
+#define CTL_CMD_ADMIN_TO_SET 0x2 /* admin only when args are given (a setter) */
 
 /* On success stores a new reference in *ret and returns 0; else -errno and a message. */
 typedef int (*ctl_cmd_fn)(struct daemon *d, const struct peer_cred *peer, json_t *args,

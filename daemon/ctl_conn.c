@@ -13,7 +13,7 @@
 struct ctl_conn {
     uv_pipe_t pipe;
     uv_timer_t idle;
-    int open_handles;         /* close callbacks still to come */
+    int open_handles; /* close callbacks still to come */
     bool closing, close_after_writes;
     size_t writes_pending;
     struct peer_cred peer;
@@ -22,7 +22,7 @@ struct ctl_conn {
     void *ctx;
     struct ctl_conn_counters *counters;
     struct ctl_conn_counters dummy;
-    char *line;               /* owned: partial line, up to limits.max_line bytes */
+    char *line; /* owned: partial line, up to limits.max_line bytes */
     size_t line_len, line_cap;
     char rbuf[CTL_READ_CHUNK];
     struct ctl_conn *next;
@@ -38,10 +38,10 @@ static const struct {
     int err;
     const char *name;
 } errno_names[] = {
-    {EINVAL, "EINVAL"}, {EPERM, "EPERM"},     {EACCES, "EACCES"},   {ENOENT, "ENOENT"},
-    {ENOMEM, "ENOMEM"}, {E2BIG, "E2BIG"},     {EUSERS, "EUSERS"},   {EAGAIN, "EAGAIN"},
-    {EBUSY, "EBUSY"},   {ENOSYS, "ENOSYS"},   {ETIMEDOUT, "ETIMEDOUT"}, {EEXIST, "EEXIST"},
-    {ENOTSUP, "ENOTSUP"}, {ESHUTDOWN, "ESHUTDOWN"}, {EBADMSG, "EBADMSG"}, {EIO, "EIO"},
+    {EINVAL, "EINVAL"},   {EPERM, "EPERM"},         {EACCES, "EACCES"},       {ENOENT, "ENOENT"},
+    {ENOMEM, "ENOMEM"},   {E2BIG, "E2BIG"},         {EUSERS, "EUSERS"},       {EAGAIN, "EAGAIN"},
+    {EBUSY, "EBUSY"},     {ENOSYS, "ENOSYS"},       {ETIMEDOUT, "ETIMEDOUT"}, {EEXIST, "EEXIST"},
+    {ENOTSUP, "ENOTSUP"}, {ESHUTDOWN, "ESHUTDOWN"}, {EBADMSG, "EBADMSG"},     {EIO, "EIO"},
 };
 
 const char *ctl_errno_name(int err)
@@ -364,7 +364,10 @@ err_close:
     return r;
 }
 
-const struct peer_cred *ctl_conn_peer(const struct ctl_conn *c) { return &c->peer; }
+const struct peer_cred *ctl_conn_peer(const struct ctl_conn *c)
+{
+    return &c->peer;
+}
 
 void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limits)
 {
@@ -372,4 +375,7 @@ void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limit
     arm_idle(c);
 }
 
-struct ctl_conn **ctl_conn_next(struct ctl_conn *c) { return &c->next; }
+struct ctl_conn **ctl_conn_next(struct ctl_conn *c)
+{
+    return &c->next;
+}

@@ -19,7 +19,8 @@
 
 #include "access.h"
 
-#define CTL_CONN_WRITE_MAX (64u * 1024 * 1024) /* queued reply bytes before we give up on a peer */
+#define CTL_CONN_WRITE_MAX (64u * 1024 * 1024) /* queued reply bytes before we give up on a peer   \
+                                                */
 
 struct ctl_conn;
 
@@ -40,8 +41,8 @@ struct ctl_conn_ops {
 /* Counters a connection adds to (borrowed: must outlive the connection; may be NULL). */
 struct ctl_conn_counters {
     uint64_t commands;
-    uint64_t errors;             /* error replies of any kind */
-    uint64_t malformed;          /* not JSON, not an object, no cmd */
+    uint64_t errors;    /* error replies of any kind */
+    uint64_t malformed; /* not JSON, not an object, no cmd */
     uint64_t lines_too_long;
     uint64_t idle_timeouts;
 };

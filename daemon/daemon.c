@@ -16,12 +16,37 @@
 const char *daemon_state_to_string(daemon_state_t s)
 {
     switch (s) {
-    case DAEMON_STARTING: return "starting";
-    case DAEMON_RUNNING: return "running";
-    case DAEMON_DRAINING: return "draining";
-    case DAEMON_STOPPED: return "stopped";
+    case DAEMON_STARTING:
+        return "starting";
+    case DAEMON_RUNNING:
+        return "running";
+    case DAEMON_DRAINING:
+        return "draining";
+    case DAEMON_STOPPED:
+        return "stopped";
     }
     return "unknown";
+}
+
+/* Allowed edges of the daemon's state machine: starting -> running -> draining -> stopped. A
+ * drain may also begin before READY=1 (SIGTERM during start). */
+static const bool state_edges[DAEMON_STOPPED + 1][DAEMON_STOPPED + 1] = {
+    [DAEMON_STARTING] = {[DAEMON_RUNNING] = true, [DAEMON_DRAINING] = true},
+    [DAEMON_RUNNING] = {[DAEMON_DRAINING] = true},
+    [DAEMON_DRAINING] = {[DAEMON_STOPPED] = true},
+};
+
+/* Returns 0, or -EINVAL (and changes nothing) for an edge the table does not allow. */
+static int daemon_set_state(struct daemon *d, daemon_state_t to)
+{
+    if (!state_edges[d->state][to]) {
+        log_debug("daemon: %s -> %s refused", daemon_state_to_string(d->state),
+                  daemon_state_to_string(to));
+        return -EINVAL;
+    }
+    log_info("daemon: %s -> %s", daemon_state_to_string(d->state), daemon_state_to_string(to));
+    d->state = to;
+    return 0;
 }
 
 static void on_signal(uv_signal_t *s, int signum)
@@ -91,7 +116,8 @@ int daemon_ready(struct daemon *d)
         return r;
     if ((r = notify_start(&d->notify, &d->loop)) < 0)
         return r;
-    d->state = DAEMON_RUNNING;
+    if ((r = daemon_set_state(d, DAEMON_RUNNING)) < 0)
+        return r;
     char st[256];
     snprintf(st, sizeof(st), "running; control %s", d->control ? control_path(d->control) : "-");
     notify_ready(st);
@@ -105,13 +131,18 @@ static size_t field_size(cfg_type_t t)
 {
     switch (t) {
     case CFG_STRING:
-    case CFG_PATH: return sizeof(char *);
-    case CFG_BOOL: return sizeof(bool);
+    case CFG_PATH:
+        return sizeof(char *);
+    case CFG_BOOL:
+        return sizeof(bool);
     case CFG_INT:
-    case CFG_ENUM: return sizeof(int64_t);
+    case CFG_ENUM:
+        return sizeof(int64_t);
     case CFG_SIZE:
-    case CFG_DURATION: return sizeof(uint64_t);
-    case CFG_LIST: return sizeof(struct cfg_list);
+    case CFG_DURATION:
+        return sizeof(uint64_t);
+    case CFG_LIST:
+        return sizeof(struct cfg_list);
     }
     return 0;
 }
@@ -252,16 +283,15 @@ static void drain_tick(uv_timer_t *t)
     else
         log_info("drain: nothing in flight: stopping");
     uv_timer_stop(t);
-    d->state = DAEMON_STOPPED;
+    daemon_set_state(d, DAEMON_STOPPED);
     d->exit_code = 0;
     uv_stop(&d->loop);
 }
 
 void daemon_drain(struct daemon *d)
 {
-    if (d->state == DAEMON_DRAINING || d->state == DAEMON_STOPPED)
-        return;
-    d->state = DAEMON_DRAINING;
+    if (daemon_set_state(d, DAEMON_DRAINING) < 0)
+        return; /* already draining or stopped */
     notify_stopping("draining");
     for (size_t i = 0; i < daemon_modules_len; i++)
         if (daemon_modules[i].drain_start)
@@ -323,8 +353,8 @@ json_t *daemon_reload_json(const struct daemon_reload *r)
 {
     if (!r->attempted)
         return json_pack("{s:b}", "attempted", 0);
-    json_t *o = json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s",
-                          (json_int_t)r->time_s);
+    json_t *o =
+        json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s", (json_int_t)r->time_s);
     if (!o)
         return NULL;
     if (!r->ok)
@@ -357,13 +387,14 @@ static int add_sections(struct daemon *d, json_t *doc, bool stats)
 
 json_t *daemon_status_json(struct daemon *d)
 {
-    json_t *o = json_pack("{s:s,s:i,s:s,s:I,s:I,s:o,s:s,s:o}", "version", KVF_VERSION, "pid",
-                          (int)getpid(), "state", daemon_state_to_string(d->state), "uptime_s",
-                          (json_int_t)daemon_uptime_s(d), "started_at_s",
-                          (json_int_t)d->start_wall_s, "config_path",
-                          d->config_path ? json_string(d->config_path) : json_null(),
-                          "log_level", log_level_to_string(log_get_level()), "last_reload",
-                          daemon_reload_json(&d->last_reload));
+    json_t *o = json_pack(
+        "{s:s,s:i,s:s,s:I,s:I,s:o,s:s,s:o}", "version", KVF_VERSION, "pid", (int)getpid(), "state",
+        daemon_state_to_string(d->state), "uptime_s", (json_int_t)daemon_uptime_s(d),
+        "started_at_s", (json_int_t)d->start_wall_s, "config_path",
+        d->config_path ? json_string(d->config_path) : json_null(), "log_level",
+        log_level_to_string(log_get_level()), "last_reload", daemon_reload_json(&d->last_reload));
+    if (o)
+        json_object_set_new(o, "watchdog_usec", json_integer((json_int_t)d->notify.watchdog_usec));
     if (o && add_sections(d, o, false) < 0) {
         json_decref(o);
         return NULL;
@@ -373,9 +404,8 @@ json_t *daemon_status_json(struct daemon *d)
 
 json_t *daemon_stats_json(struct daemon *d)
 {
-    json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s",
-                          (json_int_t)daemon_uptime_s(d), "reloads_ok",
-                          (json_int_t)d->counters.reloads_ok, "reloads_failed",
+    json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s", (json_int_t)daemon_uptime_s(d),
+                          "reloads_ok", (json_int_t)d->counters.reloads_ok, "reloads_failed",
                           (json_int_t)d->counters.reloads_failed);
     if (o)
         json_object_set_new(json_object_get(o, "daemon"), "watchdog_sent",

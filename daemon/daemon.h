@@ -28,10 +28,10 @@ typedef enum { DAEMON_STARTING, DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED 
 struct daemon_reload {
     bool attempted;
     bool ok;
-    int64_t time_s;                 /* wall clock, seconds since the epoch */
-    char error[CFG_ERR_MAX];        /* "file:line:column: message" when !ok */
-    json_t *restart_needed;         /* owned: array of key names changed but not live */
-    json_t *applied;                /* owned: array of live key names that changed */
+    int64_t time_s;          /* wall clock, seconds since the epoch */
+    char error[CFG_ERR_MAX]; /* "file:line:column: message" when !ok */
+    json_t *restart_needed;  /* owned: array of key names changed but not live */
+    json_t *applied;         /* owned: array of live key names that changed */
 };
 
 struct daemon_counters {
@@ -41,16 +41,16 @@ struct daemon_counters {
 
 struct daemon {
     uv_loop_t loop;
-    struct kvf_config cfg;          /* owned: the effective config; live keys swap on reload */
-    struct access access;           /* owned: access.* resolved to uids/gids */
-    char *config_path;              /* owned; NULL: built-in defaults */
-    bool log_level_pinned;          /* --log-level given: config's log.level is ignored */
-    uint64_t start_ms;              /* uv_now at init */
+    struct kvf_config cfg; /* owned: the effective config; live keys swap on reload */
+    struct access access;  /* owned: access.* resolved to uids/gids */
+    char *config_path;     /* owned; NULL: built-in defaults */
+    bool log_level_pinned; /* --log-level given: config's log.level is ignored */
+    uint64_t start_ms;     /* uv_now at init */
     int64_t start_wall_s;
     daemon_state_t state;
     struct daemon_reload last_reload;
     struct daemon_counters counters;
-    struct notify notify;           /* sd_notify and the watchdog timer */
+    struct notify notify; /* sd_notify and the watchdog timer */
     uv_signal_t sig_term, sig_int, sig_hup;
     uv_timer_t drain_timer;
     uint64_t drain_deadline_ms;

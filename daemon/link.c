@@ -140,6 +140,7 @@ static void link_run_pending(struct link *l)
 }
 
 static void link_busy_cb(uv_timer_t *t);
+static void link_progress(struct link *l);
 static void link_poll_cb(uv_poll_t *h, int status, int events);
 
 static void link_progress(struct link *l)
@@ -469,6 +470,7 @@ int link_status(const struct link *l, json_t *out)
                                                              : json_null());
     json_object_set_new(o, "listen_port", json_integer(l->port));
     json_object_set_new(o, "arena_bytes", json_integer((json_int_t)l->arena_len));
+    json_object_set_new(o, "ops_in_flight", json_integer(l->inflight));
     json_object_set_new(o, "peers", peers);
     json_object_set_new(
         o, "counters",

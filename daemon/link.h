@@ -20,20 +20,30 @@
  * engine to send; the peer writes into it with link_put_rkey.
  *
  * Path rule (link_peer_put_fast): a put is fast only when a lane that carries the endpoint's puts
- * uses shared memory (posix, sysv, xpmem) or an RDMA transport (rc/dc). Then the engine puts into the
- * peer's arena. Otherwise (tcp, cma: across namespaces, across hosts on Ethernet) UCX emulates puts
- * (0.03-1 GB/s) and the engine sends the chunk as an active message received straight into the
- * landing slot (2-4.5 GB/s over tcp). Measured on these machines: UCX-NOTES.md.
+ * uses shared memory (posix, sysv, xpmem) or an RDMA transport (rc/dc), read from
+ * ucp_ep_print_info's "put[lane]" lines (UCX 1.13 has no ucp_ep_query for lanes). Then the engine
+ * puts into the peer's arena. Otherwise (tcp, cma: across namespaces, across hosts on Ethernet) UCX
+ * emulates puts (0.01-1 GB/s) and the engine sends the chunk as an active message received straight
+ * into the landing slot (2-4.5 GB/s over tcp). Measured on these machines: UCX-NOTES.md.
+ * link_peer_same_host (hostnames in the ids) is informational: two namespaces share a hostname.
  *
  * Network namespaces: two daemons on one host in different network namespaces must set
  * no_shm = 1 (UCX_TLS=^sysv,posix): UCX would still pick shared memory, whose wakeup goes through
  * an abstract unix socket of one namespace, and an event-driven receiver would hang (trap 2).
  *
+ * Two daemons that connect to each other get two peers, one each way; either carries traffic
+ * both ways. The handshake authenticates the endpoint's ends; it does not encrypt or sign later
+ * traffic (run the link on a trusted cluster network).
+ *
  * Ownership: struct link owns its UCX objects, its uv handles and every peer. A struct link_peer
  * pointer is valid from link_connect (or on_peer_up for inbound peers) until on_peer_down returns
  * or link_free is called. Threads: everything on the loop thread; callbacks run from the loop,
  * some from inside UCX progress: they must be short, may call link_send/link_put/link_flush/
- * link_peer_close, and must never call link_free or run the loop. */
+ * link_connect/link_peer_close, and must never call link_free or run the loop. Completion
+ * callbacks never run inside the call that started the operation.
+ * Note for callers that wait with uv_run(UV_RUN_ONCE): a callback fired from the link's timer does
+ * not end that ONCE pass (libuv then blocks for I/O); call uv_stop() in the callback, as the tests
+ * do. The daemon's uv_run(UV_RUN_DEFAULT) needs nothing. */
 #ifndef KVF_LINK_H
 #define KVF_LINK_H
 
@@ -101,7 +111,9 @@ struct link_ops {
 int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_ops *ops,
              struct link **ret);
 /* Closes every endpoint (forced), releases UCX and closes the uv handles; the memory is freed
- * from the last close callback, so run the loop afterwards. Accepts NULL, returns NULL. */
+ * from the last close callback, so run the loop afterwards. on_peer_down is not called; completion
+ * callbacks of operations still in flight do run, with an error, before it returns. Accepts NULL,
+ * returns NULL. */
 struct link *link_free(struct link *l);
 
 /* Port the listener is bound to (after port 0 was asked), 0 without a listener. */

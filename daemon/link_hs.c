@@ -212,6 +212,7 @@ static void hs_ready(struct link_peer *p, const struct hs_msg *m, const void *rk
              p->addr, p->remote_id, p->lanes, p->put_fast ? "fast" : "slow: use messages");
     if (l->ops.on_peer_up)
         l->ops.on_peer_up(l->ops.arg, p);
+    link_msg_replay_early(p);
 }
 
 static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *data, size_t len)
@@ -261,6 +262,7 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *d
         hs_fill(p, &out, HS_PROOF);
         hs_mac(p, 'C', out.mac);
         p->hs_step = HS_ACCEPT;
+        p->server_proven = 1;
         if (hs_send(p, &out, 1, NULL) < 0)
             link_peer_fail(p, -EIO);
         break;

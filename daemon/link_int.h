@@ -16,6 +16,7 @@
 #define LINK_NONCE_BYTES 32
 
 struct link_pending; /* deferred work run after a progress round (link.c) */
+struct link_early;   /* a user message that arrived just before READY (link_msg.c) */
 
 struct link_peer {
     struct link *link;           /* borrowed: owns us */
@@ -46,6 +47,13 @@ struct link_peer {
     char lanes[160];             /* transports of the put lanes, for status */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
     void *user_data;
+    /* Client side: the server proved the secret and we sent PROOF, its ACCEPT is on the way.
+     * User messages it sends after ACCEPT may overtake it (UCX does not promise AM order across
+     * lanes); they wait here, bounded, and are delivered when ACCEPT makes us READY. */
+    int server_proven;
+    struct link_early *early_head, *early_tail;
+    unsigned early_count;
+    size_t early_bytes;
 };
 
 struct link {
@@ -59,6 +67,7 @@ struct link {
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
     int in_progress;             /* inside ucp_worker_progress */
+    unsigned inflight;           /* sends, puts, flushes, receives not yet complete */
     ucp_context_h ctx;
     ucp_worker_h worker;
     ucp_listener_h listener;
@@ -115,6 +124,8 @@ ucs_status_t link_hs_am_cb(void *arg, const void *header, size_t header_length, 
 /* link_msg.c */
 ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length, void *data,
                             size_t length, const ucp_am_recv_param_t *param);
+void link_msg_replay_early(struct link_peer *p); /* at READY */
+void link_msg_drop_early(struct link_peer *p);   /* at free */
 void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
                          size_t hdr_len, void *desc, size_t len);
 /* Sends an AM with a link-built header (copied) and borrowed data; cb may be NULL. */

@@ -23,6 +23,17 @@ struct msg_wire {
 } __attribute__((packed));
 
 #define SEND_HDR_CAP 512
+#define EARLY_MAX_MSGS 64
+#define EARLY_MAX_BYTES (1u << 20) /* eager payload bytes copied while waiting for ACCEPT */
+
+struct link_early {
+    struct link_early *next;
+    uint16_t type;
+    size_t hdr_len, len;
+    void *desc; /* rendezvous descriptor, or NULL: the payload follows */
+    uint8_t hdr[LINK_HDR_MAX];
+    uint8_t data[];
+};
 
 struct send_req {
     struct link *link;
@@ -45,6 +56,7 @@ struct recv_req {
 static void send_done(void *request, ucs_status_t status, void *user_data)
 {
     struct send_req *r = user_data;
+    r->link->inflight--;
     if (r->cb)
         r->cb(r->arg, link_err_from_ucs(status));
     free(r);
@@ -85,6 +97,7 @@ int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hd
         free(r);
         return rc;
     }
+    p->link->inflight++;
     return 0;
 }
 
@@ -121,6 +134,70 @@ static void deliver(struct link *l, struct link_peer *p, uint16_t type, const vo
         l->ops.on_msg(l->ops.arg, p, type, hdr, hdr_len, data, len);
 }
 
+/* Keeps a message that overtook ACCEPT (see struct link_peer). */
+static ucs_status_t link_msg_early(struct link *l, struct link_peer *p, uint16_t type,
+                                   const void *hdr, size_t hdr_len, void *data, size_t len,
+                                   int rndv)
+{
+    size_t copy = rndv ? 0 : len;
+    struct link_early *e = NULL;
+    if (p->early_count < EARLY_MAX_MSGS && p->early_bytes + copy <= EARLY_MAX_BYTES)
+        e = malloc(sizeof(*e) + copy);
+    if (!e) {
+        l->st.dropped++;
+        return UCS_OK;
+    }
+    e->next = NULL;
+    e->type = type;
+    e->hdr_len = hdr_len;
+    e->len = len;
+    e->desc = rndv ? data : NULL;
+    memcpy(e->hdr, hdr, hdr_len);
+    if (copy)
+        memcpy(e->data, data, copy);
+    if (p->early_tail)
+        p->early_tail->next = e;
+    else
+        p->early_head = e;
+    p->early_tail = e;
+    p->early_count++;
+    p->early_bytes += copy;
+    log_debug("link peer %llu: message %u arrived before ACCEPT, kept", (unsigned long long)p->serial,
+              type);
+    return rndv ? UCS_INPROGRESS : UCS_OK;
+}
+
+void link_msg_replay_early(struct link_peer *p)
+{
+    struct link_early *e;
+    while ((e = p->early_head) && p->state == LINK_PEER_READY) {
+        p->early_head = e->next;
+        if (e->desc)
+            link_defer_rndv(p->link, p, e->type, e->hdr, e->hdr_len, e->desc, e->len);
+        else
+            deliver(p->link, p, e->type, e->hdr, e->hdr_len, e->data, e->len);
+        free(e);
+    }
+    if (!p->early_head) {
+        p->early_tail = NULL;
+        p->early_count = 0;
+        p->early_bytes = 0;
+    }
+}
+
+void link_msg_drop_early(struct link_peer *p)
+{
+    struct link_early *e;
+    while ((e = p->early_head)) {
+        p->early_head = e->next;
+        if (e->desc && p->link->worker)
+            ucp_am_data_release(p->link->worker, e->desc);
+        p->link->st.dropped++;
+        free(e);
+    }
+    p->early_tail = NULL;
+}
+
 ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length, void *data,
                             size_t length, const ucp_am_recv_param_t *param)
 {
@@ -130,7 +207,8 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
     if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
         p = link_peer_by_ep(l, param->reply_ep);
     struct msg_wire w;
-    if (!p || p->state != LINK_PEER_READY || header_length < sizeof(w) ||
+    int early_ok = p && p->state == LINK_PEER_HANDSHAKING && p->server_proven;
+    if (!p || (p->state != LINK_PEER_READY && !early_ok) || header_length < sizeof(w) ||
         length > l->cfg.max_payload) {
         l->st.dropped++;
         log_debug("link: message dropped (peer %s, %zu bytes)",
@@ -144,6 +222,8 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
         return UCS_OK;
     }
     const uint8_t *uh = (const uint8_t *)header + sizeof(w);
+    if (p->state != LINK_PEER_READY)
+        return link_msg_early(l, p, le16toh(w.type), uh, hdr_len, data, length, rndv);
     if (rndv) {
         link_defer_rndv(l, p, le16toh(w.type), uh, hdr_len, data, length);
         return UCS_INPROGRESS;
@@ -155,6 +235,7 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
 static void recv_done(void *request, ucs_status_t status, size_t length, void *user_data)
 {
     struct recv_req *r = user_data;
+    r->link->inflight--;
     if (status == UCS_OK && length == r->len && r->peer->state == LINK_PEER_READY)
         deliver(r->link, r->peer, r->type, r->hdr, r->hdr_len, r->buf, r->len);
     else
@@ -199,6 +280,7 @@ void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, con
         .cb.recv_am = recv_done,
         .user_data = r,
     };
+    l->inflight++;
     ucs_status_ptr_t s = ucp_am_recv_data_nbx(l->worker, desc, r->buf, len, &rp);
     if (s == NULL)
         recv_done(NULL, UCS_OK, len, r);

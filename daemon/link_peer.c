@@ -146,6 +146,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
 {
     if (!p)
         return NULL;
+    link_msg_drop_early(p);
     if (p->arena_rkey)
         ucp_rkey_destroy(p->arena_rkey);
     sodium_memzero(p, sizeof(*p));
@@ -162,9 +163,9 @@ void link_peer_unref(struct link_peer *p)
 
 void link_peer_reap(struct link *l)
 {
-    struct link_peer **pp = &l->peers;
-    while (*pp) {
-        struct link_peer *p = *pp;
+    /* Pass 1 runs user callbacks, which may add peers (at the head) but never unlink one, so a
+     * forward walk stays valid. Pass 2 unlinks and runs no callbacks. */
+    for (struct link_peer *p = l->peers; p; p = p->next) {
         if (p->state == LINK_PEER_FAILED && p->announced && !p->down_reported) {
             p->down_reported = 1;
             if (l->ops.on_peer_down)
@@ -172,6 +173,10 @@ void link_peer_reap(struct link *l)
         }
         if (p->state == LINK_PEER_FAILED && !p->close_started)
             link_peer_start_close(p);
+    }
+    struct link_peer **pp = &l->peers;
+    while (*pp) {
+        struct link_peer *p = *pp;
         if (p->state == LINK_PEER_CLOSED && p->refs == 0) {
             *pp = p->next;
             l->npeers--;

@@ -21,6 +21,7 @@ struct link_mreg {
 };
 
 struct rma_req {
+    struct link *link;
     link_done_cb cb;
     void *arg;
     ucp_rkey_h rkey; /* owned when the put unpacked its own rkey */
@@ -88,6 +89,7 @@ int link_peer_set_rkey(struct link_peer *p, const void *blob, size_t len, uint64
 static void rma_done(void *request, ucs_status_t status, void *user_data)
 {
     struct rma_req *r = user_data;
+    r->link->inflight--;
     if (r->rkey)
         ucp_rkey_destroy(r->rkey);
     if (r->cb)
@@ -101,8 +103,10 @@ static void rma_done(void *request, ucs_status_t status, void *user_data)
 static int rma_finish(struct link *l, ucs_status_ptr_t s, struct rma_req *r)
 {
     link_kick(l);
-    if (s != NULL && !UCS_PTR_IS_ERR(s))
+    if (s != NULL && !UCS_PTR_IS_ERR(s)) {
+        l->inflight++;
         return 0;
+    }
     if (r->rkey)
         ucp_rkey_destroy(r->rkey);
     int rc = s == NULL ? link_defer_done(l, r->cb, r->arg) : link_err_from_ucs(UCS_PTR_STATUS(s));
@@ -120,6 +124,7 @@ static int rma_put(struct link_peer *p, const void *local, size_t len, uint64_t 
             ucp_rkey_destroy(rkey);
         return -ENOMEM;
     }
+    r->link = l;
     r->cb = cb;
     r->arg = arg;
     r->rkey = own_rkey ? rkey : NULL;
@@ -174,7 +179,7 @@ int link_flush(struct link_peer *p, link_done_cb cb, void *arg)
     struct rma_req *r = malloc(sizeof(*r));
     if (!r)
         return -ENOMEM;
-    *r = (struct rma_req){.cb = cb, .arg = arg};
+    *r = (struct rma_req){.link = p->link, .cb = cb, .arg = arg};
     ucp_request_param_t rp = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = rma_done,

@@ -16,13 +16,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: kvferryd [--config FILE] [--log-level LEVEL]\n"
-            "       kvferryd --check-config FILE   validate FILE, exit 0 (ok) or 1 (error)\n"
-            "       kvferryd [--config FILE] --print-config   print the effective config\n"
-            "       kvferryd --version\n"
-            "With no --config, built-in defaults apply (sockets under /run/kvferry for root,\n"
-            "else $XDG_RUNTIME_DIR/kvferry, else ./run). LEVEL: error, warn, info, debug.\n");
+    fprintf(f, "usage: kvferryd [--config FILE] [--log-level LEVEL]\n"
+               "       kvferryd --check-config FILE   validate FILE, exit 0 (ok) or 1 (error)\n"
+               "       kvferryd [--config FILE] --print-config   print the effective config\n"
+               "       kvferryd --version\n"
+               "With no --config, built-in defaults apply (sockets under /run/kvferry for root,\n"
+               "else $XDG_RUNTIME_DIR/kvferry, else ./run). LEVEL: error, warn, info, debug.\n");
 }
 
 static int check_config(const char *path)
@@ -69,9 +68,12 @@ static int print_config(const char *path)
 int main(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},   {"check-config", required_argument, NULL, 'C'},
-        {"print-config", no_argument, NULL, 'p'},   {"log-level", required_argument, NULL, 'l'},
-        {"version", no_argument, NULL, 'V'},        {"help", no_argument, NULL, 'h'},
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", required_argument, NULL, 'C'},
+        {"print-config", no_argument, NULL, 'p'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *level = NULL;
@@ -79,13 +81,26 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt_long(argc, argv, "c:l:hV", opts, NULL)) != -1) {
         switch (o) {
-        case 'c': config = optarg; break;
-        case 'C': return check_config(optarg);
-        case 'p': print = true; break;
-        case 'l': level = optarg; break;
-        case 'V': printf("kvferryd %s\n", KVF_VERSION); return 0;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'c':
+            config = optarg;
+            break;
+        case 'C':
+            return check_config(optarg);
+        case 'p':
+            print = true;
+            break;
+        case 'l':
+            level = optarg;
+            break;
+        case 'V':
+            printf("kvferryd %s\n", KVF_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (optind < argc) {

@@ -12,13 +12,13 @@
 struct daemon;
 
 struct daemon_module {
-    const char *name;                                /* section key: "control", "workers", ... */
+    const char *name; /* section key: "control", "workers", ... */
     /* Fill `ret` (an empty object the caller owns) with the section. 0 or -errno. */
     int (*status)(struct daemon *d, json_t *ret);
     int (*stats)(struct daemon *d, json_t *ret);
-    void (*reloaded)(struct daemon *d);              /* live keys of d->cfg may have changed */
-    void (*drain_start)(struct daemon *d);           /* stop accepting new work */
-    size_t (*in_flight)(struct daemon *d);           /* drain waits until every module says 0 */
+    void (*reloaded)(struct daemon *d);    /* live keys of d->cfg may have changed */
+    void (*drain_start)(struct daemon *d); /* stop accepting new work */
+    size_t (*in_flight)(struct daemon *d); /* drain waits until every module says 0 */
 };
 
 extern const struct daemon_module daemon_modules[];

@@ -12,8 +12,8 @@
 struct notify {
     uv_timer_t watchdog;
     bool watchdog_inited;
-    uint64_t watchdog_usec;    /* 0: watchdog off */
-    uint64_t watchdog_sent;    /* WATCHDOG=1 messages sent */
+    uint64_t watchdog_usec; /* 0: watchdog off */
+    uint64_t watchdog_sent; /* WATCHDOG=1 messages sent */
 };
 
 /* Inits the timer on `loop` and starts it when systemd asked for a watchdog. 0 or -errno. */

@@ -21,7 +21,8 @@ typedef enum {
     COMPAT_SIZE_INVARIANT,    /* region_bytes x shards differ (replicated vs sharded mix-up) */
     COMPAT_TP_RATIO,          /* the larger TP is not a multiple of the smaller */
     COMPAT_TABLE,             /* the context table is incomplete or inconsistent */
-    COMPAT_DP_RANK,           /* attention-DP context without a valid DP rank */
+    COMPAT_DP_RANK,           /* attention-DP context without a valid DP rank (plan_build
+                               * reports it as BAD_REQUEST: a request's fault, not the peer's) */
     COMPAT__COUNT
 } compat_reason_t;
 

@@ -5,9 +5,56 @@
  * copy_check is the bounds gate for programs from outside; the executors trust their input.
  * Thread-safe: no shared state. */
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "copy.h"
+
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+/* Streaming (non-temporal) stores pay off when the bytes copied will not be read again soon
+ * and far exceed the caches: glibc's memcpy switches to them for large sizes, and many
+ * medium runs (one block of one layer, tens of KiB) would otherwise pay read-for-ownership on
+ * every destination line. Used for runs of at least NT_MIN_RUN in copies of at least
+ * NT_MIN_TOTAL bytes. */
+#define NT_MIN_RUN (4u << 10)
+#define NT_MIN_TOTAL (8u << 20)
+
+static void copy_run(uint8_t *d, const uint8_t *s, uint64_t n, bool nt)
+{
+#ifdef __SSE2__
+    if (nt) {
+        uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
+        memcpy(d, s, head);
+        d += head, s += head, n -= head;
+        for (; n >= 64; n -= 64, d += 64, s += 64) {
+            __m128i a = _mm_loadu_si128((const __m128i *)s);
+            __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+            __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+            __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+            _mm_stream_si128((__m128i *)d, a);
+            _mm_stream_si128((__m128i *)(d + 16), b);
+            _mm_stream_si128((__m128i *)(d + 32), c);
+            _mm_stream_si128((__m128i *)(d + 48), e);
+        }
+    }
+#else
+    (void)nt;
+#endif
+    memcpy(d, s, n);
+}
+
+static void copy_fence(bool nt)
+{
+#ifdef __SSE2__
+    if (nt)
+        _mm_sfence(); /* streaming stores visible before we return */
+#else
+    (void)nt;
+#endif
+}
 
 int copy_check(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem, char side)
 {
@@ -65,6 +112,7 @@ static void copy_range(const struct copy_op *ops, uint32_t n_ops, const struct c
                        uint64_t lo, uint64_t hi, uint8_t *buf, int to_ext)
 {
     uint64_t pos = lo;
+    bool big = hi - lo >= NT_MIN_TOTAL, used_nt = false;
     for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
         const struct copy_op *o = &ops[i];
         uint32_t pool = to_ext ? o->src_pool : o->dst_pool;
@@ -77,13 +125,16 @@ static void copy_range(const struct copy_op *ops, uint32_t n_ops, const struct c
             if (n > hi - pos)
                 n = hi - pos;
             uint8_t *p = base + k * stride + within;
+            bool nt = big && n >= NT_MIN_RUN;
+            used_nt |= nt;
             if (to_ext)
-                memcpy(buf + (pos - lo), p, n);
+                copy_run(buf + (pos - lo), p, n, nt);
             else
-                memcpy(p, buf + (pos - lo), n);
+                copy_run(p, buf + (pos - lo), n, nt);
             pos += n;
         }
     }
+    copy_fence(used_nt);
 }
 
 void copy_gather(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
@@ -103,11 +154,18 @@ void copy_scatter(const struct copy_op *ops, uint32_t n_ops, const uint8_t *in, 
 void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                  const struct copy_mem *dst)
 {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n_ops; i++)
+        total += ops[i].len * ops[i].count;
+    bool nt_all = total >= NT_MIN_TOTAL, used_nt = false;
     for (uint32_t i = 0; i < n_ops; i++) {
         const struct copy_op *o = &ops[i];
         const uint8_t *s = src->base[o->src_pool] + o->src_off;
         uint8_t *d = dst->base[o->dst_pool] + o->dst_off;
+        bool nt = nt_all && o->len >= NT_MIN_RUN;
+        used_nt |= nt;
         for (uint64_t k = 0; k < o->count; k++)
-            memcpy(d + k * (uint64_t)o->dst_stride, s + k * (uint64_t)o->src_stride, o->len);
+            copy_run(d + k * (uint64_t)o->dst_stride, s + k * (uint64_t)o->src_stride, o->len, nt);
     }
+    copy_fence(used_nt);
 }

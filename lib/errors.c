@@ -1,6 +1,10 @@
-/* errors.c: names of the typed errors. */
+/* errors.c: names of the typed errors (kvferry.h), and err_inval (errors.h). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "kvferry.h"
 
 static const char *const error_names[KVF_E__COUNT] = {
@@ -30,4 +34,15 @@ int kvf_error_from_string(const char *name)
         if (strcmp(error_names[i], name) == 0)
             return i;
     return -1;
+}
+
+int err_inval(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
 }

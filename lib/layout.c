@@ -13,10 +13,10 @@
  *  - a pool of 0 bytes is allowed only when every view placed in it holds no layers (a group with
  *    no layers on this PP stage); such a view's strides are not checked. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "layout.h"
 #include "layout_regions.h"
 
@@ -80,17 +80,6 @@ const char *layout_role_to_string(layout_role_t r)
 
 /* ---- validation ---- */
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 /* 0 if `s` is a valid name held in an array of `cap` bytes, else a reason. */
 static const char *name_problem(const char *s, size_t cap)
 {
@@ -111,7 +100,7 @@ static const char *name_problem(const char *s, size_t cap)
         if (why_) {                                                                                \
             char p_[96];                                                                           \
             snprintf(p_, sizeof(p_), path, ##__VA_ARGS__);                                         \
-            return fail(err, errlen, "%s: %s", p_, why_);                                          \
+            return err_inval(err, errlen, "%s: %s", p_, why_);                                     \
         }                                                                                          \
     } while (0)
 
@@ -122,49 +111,52 @@ static int validate_tensors(const struct layout *l, const struct layout_group *g
     uint32_t tp_eff = layout_tp_eff(l);
     uint64_t at = 0;
     if (v->n_tensors == 0 || v->n_tensors > LAYOUT_MAX_TENSORS)
-        return fail(err, errlen, "groups[%u].views[%u].n_tensors: %u is outside 1..%d", gi, vi,
+        return err_inval(err, errlen, "groups[%u].views[%u].n_tensors: %u is outside 1..%d", gi, vi,
                     v->n_tensors, LAYOUT_MAX_TENSORS);
     for (uint32_t ti = 0; ti < v->n_tensors; ti++) {
         const struct layout_tensor *t = &v->tensors[ti];
         CHECK_NAME(t->name, "groups[%u].views[%u].tensors[%u].name", gi, vi, ti);
 #define TPATH "groups[%u].views[%u].tensors[%u]."
         if ((unsigned)t->dtype >= N_DTYPES)
-            return fail(err, errlen, TPATH "dtype: %d is not a dtype", gi, vi, ti, (int)t->dtype);
+            return err_inval(err, errlen, TPATH "dtype: %d is not a dtype", gi, vi, ti,
+                             (int)t->dtype);
         if (t->shard != SHARD_SHARDED && t->shard != SHARD_REPLICATED)
-            return fail(err, errlen, TPATH "shard: %d is not a shard mode", gi, vi, ti, (int)t->shard);
+            return err_inval(err, errlen, TPATH "shard: %d is not a shard mode", gi, vi, ti,
+                             (int)t->shard);
         if (t->outer == 0)
-            return fail(err, errlen, TPATH "outer: 0 is not allowed", gi, vi, ti);
+            return err_inval(err, errlen, TPATH "outer: 0 is not allowed", gi, vi, ti);
         if (t->heads == 0)
-            return fail(err, errlen, TPATH "heads: 0 is not allowed", gi, vi, ti);
+            return err_inval(err, errlen, TPATH "heads: 0 is not allowed", gi, vi, ti);
         if (t->inner == 0)
-            return fail(err, errlen, TPATH "inner: 0 is not allowed", gi, vi, ti);
+            return err_inval(err, errlen, TPATH "inner: 0 is not allowed", gi, vi, ti);
         if (t->global_heads == 0)
-            return fail(err, errlen, TPATH "global_heads: 0 is not allowed", gi, vi, ti);
+            return err_inval(err, errlen, TPATH "global_heads: 0 is not allowed", gi, vi, ti);
         if (t->inner % dtype_size(t->dtype))
-            return fail(err, errlen, TPATH "inner: %u is not a multiple of the %s size %u", gi, vi,
-                        ti, t->inner, dtype_to_string(t->dtype), dtype_size(t->dtype));
+            return err_inval(err, errlen, TPATH "inner: %u is not a multiple of the %s size %u", gi,
+                             vi, ti, t->inner, dtype_to_string(t->dtype), dtype_size(t->dtype));
         if (t->shard == SHARD_SHARDED && tp_eff > 1) {
             if ((uint64_t)t->heads * tp_eff != t->global_heads)
-                return fail(err, errlen,
+                return err_inval(err, errlen,
                             TPATH "heads: %u local heads x tp_eff %u != global_heads %u", gi, vi,
                             ti, t->heads, tp_eff, t->global_heads);
         } else if (t->heads != t->global_heads) {
-            return fail(err, errlen, TPATH "heads: %u != global_heads %u for a %s tensor", gi, vi,
-                        ti, t->heads, t->global_heads,
-                        t->shard == SHARD_SHARDED ? "single-shard" : "replicated");
+            return err_inval(err, errlen, TPATH "heads: %u != global_heads %u for a %s tensor", gi,
+                             vi, ti, t->heads, t->global_heads,
+                             t->shard == SHARD_SHARDED ? "single-shard" : "replicated");
         }
         if (t->offset != at)
-            return fail(err, errlen,
+            return err_inval(err, errlen,
                         TPATH "offset: %llu, expected %llu (tensors must tile the region in order)",
                         gi, vi, ti, (unsigned long long)t->offset, (unsigned long long)at);
         unsigned __int128 end = (unsigned __int128)t->outer * t->heads * t->inner + at;
         if (end > LAYOUT_U64_MAX_JSON)
-            return fail(err, errlen, TPATH "inner: the tensor ends past 2^53 bytes", gi, vi, ti);
+            return err_inval(err, errlen, TPATH "inner: the tensor ends past 2^53 bytes", gi, vi,
+                             ti);
         at = (uint64_t)end;
 #undef TPATH
     }
     if (at != v->region_bytes)
-        return fail(err, errlen,
+        return err_inval(err, errlen,
                     "groups[%u].views[%u].region_bytes: %llu but its tensors tile %llu bytes", gi,
                     vi, (unsigned long long)v->region_bytes, (unsigned long long)at);
     return 0;
@@ -176,13 +168,13 @@ static int validate_group_names(const struct layout_group *g, uint32_t gi, char 
     for (uint32_t a = 0; a < g->n_views; a++) {
         for (uint32_t b = 0; b < a; b++)
             if (strcmp(g->views[a].name, g->views[b].name) == 0)
-                return fail(err, errlen, "groups[%u].views[%u].name: \"%s\" repeats views[%u]", gi,
-                            a, g->views[a].name, b);
+                return err_inval(err, errlen, "groups[%u].views[%u].name: \"%s\" repeats views[%u]",
+                                 gi, a, g->views[a].name, b);
         for (uint32_t ta = 0; ta < g->views[a].n_tensors; ta++)
             for (uint32_t b = 0; b <= a; b++)
                 for (uint32_t tb = 0; tb < (b == a ? ta : g->views[b].n_tensors); tb++)
                     if (strcmp(g->views[a].tensors[ta].name, g->views[b].tensors[tb].name) == 0)
-                        return fail(err, errlen,
+                        return err_inval(err, errlen,
                                     "groups[%u].views[%u].tensors[%u].name: \"%s\" repeats "
                                     "views[%u].tensors[%u]",
                                     gi, a, ta, g->views[a].tensors[ta].name, b, tb);
@@ -197,41 +189,44 @@ static int validate_group(const struct layout *l, uint32_t gi, uint8_t *layer_ow
     CHECK_NAME(g->name, "groups[%u].name", gi);
     for (uint32_t o = 0; o < gi; o++)
         if (strcmp(l->groups[o].name, g->name) == 0)
-            return fail(err, errlen, "groups[%u].name: \"%s\" repeats groups[%u]", gi, g->name, o);
+            return err_inval(err, errlen, "groups[%u].name: \"%s\" repeats groups[%u]", gi, g->name,
+                             o);
     if (g->kind != GROUP_PAGED && g->kind != GROUP_STATE)
-        return fail(err, errlen, "groups[%u].kind: %d is not a group kind", gi, (int)g->kind);
+        return err_inval(err, errlen, "groups[%u].kind: %d is not a group kind", gi, (int)g->kind);
     if (g->n_layers > LAYOUT_MAX_LAYERS)
-        return fail(err, errlen, "groups[%u].n_layers: %u is over %d", gi, g->n_layers,
+        return err_inval(err, errlen, "groups[%u].n_layers: %u is over %d", gi, g->n_layers,
                     LAYOUT_MAX_LAYERS);
     if (g->n_items == 0)
-        return fail(err, errlen, "groups[%u].n_items: 0 is not allowed", gi);
+        return err_inval(err, errlen, "groups[%u].n_items: 0 is not allowed", gi);
     for (uint32_t i = 0; i < g->n_layers; i++) {
         uint16_t id = g->layers[i];
         if (id >= l->n_layers_total)
-            return fail(err, errlen, "groups[%u].layers[%u]: %u is not below n_layers_total %u",
-                        gi, i, id, l->n_layers_total);
+            return err_inval(err, errlen,
+                             "groups[%u].layers[%u]: %u is not below n_layers_total %u", gi, i, id,
+                             l->n_layers_total);
         if (i > 0 && id <= g->layers[i - 1])
-            return fail(err, errlen, "groups[%u].layers[%u]: %u after %u (layers must ascend, unique)",
-                        gi, i, id, g->layers[i - 1]);
+            return err_inval(err, errlen,
+                             "groups[%u].layers[%u]: %u after %u (layers must ascend, unique)", gi,
+                             i, id, g->layers[i - 1]);
         if (layer_owner[id])
-            return fail(err, errlen, "groups[%u].layers[%u]: layer %u is also in groups[%u]", gi,
-                        i, id, layer_owner[id] - 1);
+            return err_inval(err, errlen, "groups[%u].layers[%u]: layer %u is also in groups[%u]",
+                             gi, i, id, layer_owner[id] - 1);
         layer_owner[id] = (uint8_t)(gi + 1);
     }
     if (g->n_views == 0 || g->n_views > LAYOUT_MAX_VIEWS)
-        return fail(err, errlen, "groups[%u].n_views: %u is outside 1..%d", gi, g->n_views,
+        return err_inval(err, errlen, "groups[%u].n_views: %u is outside 1..%d", gi, g->n_views,
                     LAYOUT_MAX_VIEWS);
     for (uint32_t vi = 0; vi < g->n_views; vi++) {
         const struct layout_view *v = &g->views[vi];
         CHECK_NAME(v->name, "groups[%u].views[%u].name", gi, vi);
         if (v->pool >= l->n_pools)
-            return fail(err, errlen, "groups[%u].views[%u].pool: %u is not below n_pools %u", gi,
-                        vi, v->pool, l->n_pools);
+            return err_inval(err, errlen, "groups[%u].views[%u].pool: %u is not below n_pools %u",
+                             gi, vi, v->pool, l->n_pools);
         const uint64_t *f[] = {&v->base, &v->layer_stride, &v->item_stride, &v->region_bytes};
         const char *fn[] = {"base", "layer_stride", "item_stride", "region_bytes"};
         for (int k = 0; k < 4; k++)
             if (*f[k] > LAYOUT_U64_MAX_JSON)
-                return fail(err, errlen, "groups[%u].views[%u].%s: %llu is over 2^53", gi, vi,
+                return err_inval(err, errlen, "groups[%u].views[%u].%s: %llu is over 2^53", gi, vi,
                             fn[k], (unsigned long long)*f[k]);
         int rc = validate_tensors(l, g, gi, vi, err, errlen);
         if (rc)
@@ -243,25 +238,26 @@ static int validate_group(const struct layout *l, uint32_t gi, uint8_t *layer_ow
 static int validate_pools(const struct layout *l, char *err, size_t errlen)
 {
     if (l->n_pools == 0 || l->n_pools > LAYOUT_MAX_POOLS)
-        return fail(err, errlen, "n_pools: %u is outside 1..%d", l->n_pools, LAYOUT_MAX_POOLS);
+        return err_inval(err, errlen, "n_pools: %u is outside 1..%d", l->n_pools, LAYOUT_MAX_POOLS);
     for (uint32_t p = 0; p < l->n_pools; p++) {
         const struct layout_pool *pl = &l->pools[p];
         if (pl->bytes > LAYOUT_U64_MAX_JSON)
-            return fail(err, errlen, "pools[%u].bytes: %llu is over 2^53", p,
+            return err_inval(err, errlen, "pools[%u].bytes: %llu is over 2^53", p,
                         (unsigned long long)pl->bytes);
         if (pl->kind == POOL_HOST) {
             if (pl->device != -1)
-                return fail(err, errlen, "pools[%u].device: %d for a host pool (must be -1)", p,
-                            pl->device);
+                return err_inval(err, errlen, "pools[%u].device: %d for a host pool (must be -1)",
+                                 p, pl->device);
         } else if (pl->kind == POOL_CUDA) {
             if (l->device < 0)
-                return fail(err, errlen, "pools[%u].kind: cuda pool on a CPU-mode rank (device -1)",
-                            p);
+                return err_inval(err, errlen,
+                                 "pools[%u].kind: cuda pool on a CPU-mode rank (device -1)", p);
             if (pl->device != l->device)
-                return fail(err, errlen, "pools[%u].device: %d but the rank's device is %d", p,
+                return err_inval(err, errlen, "pools[%u].device: %d but the rank's device is %d", p,
                             pl->device, l->device);
         } else {
-            return fail(err, errlen, "pools[%u].kind: %d is not a pool kind", p, (int)pl->kind);
+            return err_inval(err, errlen, "pools[%u].kind: %d is not a pool kind", p,
+                             (int)pl->kind);
         }
     }
     return 0;
@@ -270,31 +266,34 @@ static int validate_pools(const struct layout *l, char *err, size_t errlen)
 int layout_validate(const struct layout *l, char *err, size_t errlen)
 {
     if (!l)
-        return fail(err, errlen, "layout: NULL");
+        return err_inval(err, errlen, "layout: NULL");
     CHECK_NAME(l->instance, "instance");
     CHECK_NAME(l->fingerprint, "fingerprint");
     if (l->role != ROLE_CONTEXT && l->role != ROLE_GENERATION)
-        return fail(err, errlen, "role: %d is not a role", (int)l->role);
+        return err_inval(err, errlen, "role: %d is not a role", (int)l->role);
     if (l->tp_size == 0 || l->tp_size > LAYOUT_MAX_TP)
-        return fail(err, errlen, "tp_size: %u is outside 1..%d", l->tp_size, LAYOUT_MAX_TP);
+        return err_inval(err, errlen, "tp_size: %u is outside 1..%d", l->tp_size, LAYOUT_MAX_TP);
     if (l->tp_rank >= l->tp_size)
-        return fail(err, errlen, "tp_rank: %u is not below tp_size %u", l->tp_rank, l->tp_size);
+        return err_inval(err, errlen, "tp_rank: %u is not below tp_size %u", l->tp_rank,
+                         l->tp_size);
     if (l->pp_size == 0 || l->pp_size > LAYOUT_MAX_PP)
-        return fail(err, errlen, "pp_size: %u is outside 1..%d", l->pp_size, LAYOUT_MAX_PP);
+        return err_inval(err, errlen, "pp_size: %u is outside 1..%d", l->pp_size, LAYOUT_MAX_PP);
     if (l->pp_rank >= l->pp_size)
-        return fail(err, errlen, "pp_rank: %u is not below pp_size %u", l->pp_rank, l->pp_size);
+        return err_inval(err, errlen, "pp_rank: %u is not below pp_size %u", l->pp_rank,
+                         l->pp_size);
     if (l->device < -1)
-        return fail(err, errlen, "device: %d is below -1", l->device);
+        return err_inval(err, errlen, "device: %d is below -1", l->device);
     if (l->tokens_per_block == 0)
-        return fail(err, errlen, "tokens_per_block: 0 is not allowed");
+        return err_inval(err, errlen, "tokens_per_block: 0 is not allowed");
     if (l->n_layers_total == 0 || l->n_layers_total > LAYOUT_MAX_LAYERS)
-        return fail(err, errlen, "n_layers_total: %u is outside 1..%d", l->n_layers_total,
+        return err_inval(err, errlen, "n_layers_total: %u is outside 1..%d", l->n_layers_total,
                     LAYOUT_MAX_LAYERS);
     int rc = validate_pools(l, err, errlen);
     if (rc)
         return rc;
     if (l->n_groups == 0 || l->n_groups > LAYOUT_MAX_GROUPS)
-        return fail(err, errlen, "n_groups: %u is outside 1..%d", l->n_groups, LAYOUT_MAX_GROUPS);
+        return err_inval(err, errlen, "n_groups: %u is outside 1..%d", l->n_groups,
+                         LAYOUT_MAX_GROUPS);
     uint8_t layer_owner[LAYOUT_MAX_LAYERS] = {0};
     for (uint32_t gi = 0; gi < l->n_groups; gi++)
         if ((rc = validate_group(l, gi, layer_owner, err, errlen)))

@@ -15,9 +15,9 @@
  *    layout; a layout needing more is refused ("cannot prove disjoint"), never accepted
  *    unchecked. A stride is ignored where its count is 1. Views with no layers have no regions. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 
+#include "errors.h"
 #include "layout_regions.h"
 
 #define LAYOUT_REGION_BUDGET (1u << 22)
@@ -28,17 +28,6 @@ struct vgeom {
     i128 base, a, b, r, span; /* span: bounding range length */
     i128 l, n;
 };
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static i128 floor_div(i128 x, i128 d) /* d > 0 */
 {
@@ -118,7 +107,8 @@ static int cross_overlap(const struct vgeom *x, const struct vgeom *y, uint64_t 
 int layout_regions_check(const struct layout *l, char *err, size_t errlen)
 {
     struct vgeom gs[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS];
-    uint32_t gi_of[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS], vi_of[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS];
+    uint32_t gi_of[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS],
+        vi_of[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS];
     uint32_t pool_of[LAYOUT_MAX_GROUPS * LAYOUT_MAX_VIEWS];
     uint32_t nv = 0;
     for (uint32_t gi = 0; gi < l->n_groups; gi++) {
@@ -130,18 +120,19 @@ int layout_regions_check(const struct layout *l, char *err, size_t errlen)
             struct vgeom *x = &gs[nv];
             geom(v, g->n_layers, g->n_items, x);
             if (x->base + x->span > (i128)l->pools[v->pool].bytes)
-                return fail(err, errlen,
+                return err_inval(err, errlen,
                             "groups[%u].views[%u]: the last region ends at byte %llu, past pool %u "
                             "of %llu bytes",
                             gi, vi, (unsigned long long)(x->base + x->span), v->pool,
                             (unsigned long long)l->pools[v->pool].bytes);
             const char *f = self_overlap(x);
             if (f)
-                return fail(err, errlen,
-                            "groups[%u].views[%u].%s: regions of different (layer, item) overlap "
-                            "(layer_stride %llu, item_stride %llu, region_bytes %llu)",
-                            gi, vi, f, (unsigned long long)v->layer_stride,
-                            (unsigned long long)v->item_stride, (unsigned long long)v->region_bytes);
+                return err_inval(
+                    err, errlen,
+                    "groups[%u].views[%u].%s: regions of different (layer, item) overlap "
+                    "(layer_stride %llu, item_stride %llu, region_bytes %llu)",
+                    gi, vi, f, (unsigned long long)v->layer_stride,
+                    (unsigned long long)v->item_stride, (unsigned long long)v->region_bytes);
             gi_of[nv] = gi;
             vi_of[nv] = vi;
             pool_of[nv] = v->pool;
@@ -156,16 +147,18 @@ int layout_regions_check(const struct layout *l, char *err, size_t errlen)
                 continue;
             int rc = cross_overlap(&gs[q], &gs[p], &budget);
             if (rc > 0)
-                return fail(err, errlen,
-                            "groups[%u].views[%u].base: regions overlap those of groups[%u].views[%u] "
-                            "in pool %u",
-                            gi_of[p], vi_of[p], gi_of[q], vi_of[q], pool_of[p]);
+                return err_inval(
+                    err, errlen,
+                    "groups[%u].views[%u].base: regions overlap those of groups[%u].views[%u] "
+                    "in pool %u",
+                    gi_of[p], vi_of[p], gi_of[q], vi_of[q], pool_of[p]);
             if (rc < 0)
-                return fail(err, errlen,
-                            "groups[%u].views[%u].item_stride: cannot prove its regions disjoint from "
-                            "groups[%u].views[%u] in pool %u within %u steps (bounding ranges "
-                            "intersect and item strides differ)",
-                            gi_of[p], vi_of[p], gi_of[q], vi_of[q], pool_of[p], LAYOUT_REGION_BUDGET);
+                return err_inval(
+                    err, errlen,
+                    "groups[%u].views[%u].item_stride: cannot prove its regions disjoint from "
+                    "groups[%u].views[%u] in pool %u within %u steps (bounding ranges "
+                    "intersect and item strides differ)",
+                    gi_of[p], vi_of[p], gi_of[q], vi_of[q], pool_of[p], LAYOUT_REGION_BUDGET);
         }
     return 0;
 }

@@ -62,7 +62,7 @@ struct plan_input {
 
 struct plan_error {
     kvf_error_t code;              /* PEER_INCOMPATIBLE, BAD_REQUEST, INTERNAL */
-    compat_reason_t reason;        /* for PEER_INCOMPATIBLE */
+    compat_reason_t reason;        /* for PEER_INCOMPATIBLE (and COMPAT_DP_RANK: BAD_REQUEST) */
     char message[512];
 };
 

@@ -10,15 +10,22 @@
  *   from every context rank of the stage whose head range meets its own (fan-in, head split).
  * - Replicated data (rule 5): a context tensor every rank holds in full (replicated, G == 1, or
  *   an attention-DP context) has ONE writer: under context attention-DP the DP rank that ran
- *   the request (in_put->ctx_dp_rank == tp_rank), else context tp rank gen_tp_rank % ctx_tp,
+ *   the request (plan_input.ctx_dp_rank == its tp_rank), else context tp rank gen_tp_rank % ctx_tp,
  *   in the stage holding the layer. It supplies the generation rank's head range.
  * - Blocks (rule 6): suffix-aligned. Generation block k of n_gen is context block
  *   n_ctx - n_gen + k; n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
- *   and a state group without exactly one slot id are BAD_REQUEST.
+ *   and a state group without exactly one slot id are BAD_REQUEST. So is an attention-DP
+ *   context without a valid ctx_dp_rank (reason COMPAT_DP_RANK): the DP rank belongs to the
+ *   request, not to the peer, so it must never become a cached PEER_INCOMPATIBLE verdict.
  * - Canonical order of a writer's extent (rule 9): (generation group index, layer ascending,
  *   generation view index, item in request order, tensor index within the view, outer, head
  *   run). Each writer's extent is its subsequence of that order, packed.
  * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
+ * - Writers are listed by ascending context rank; a rank with nothing to send is not a writer.
+ *   Without context ids (the generation daemon) sources stay unresolved; extents and
+ *   destinations are the same as the context daemon's.
+ * Layouts are assumed to have passed layout_validate (the decoder runs it); compat_check
+ * still bounds every array index. A plan is capped at PLAN_MAX_RUNS copy runs.
  * Pure; thread-safe. */
 #include <errno.h>
 #include <inttypes.h>
@@ -59,18 +66,19 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32 " %s ids, limit %u",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n, what, PLAN_MAX_IDS);
+    if (!ids && !need_ids)
+        return 0; /* context ids unknown here: only the count matters */
     if (g->kind == GROUP_STATE && n != 1)
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32
                        " slot ids, a state group takes exactly one",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n);
-    if (!ids) {
-        if (need_ids && n > 0)
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
-                           LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
+    if (!ids && n > 0)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
+                       LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
+    if (!ids)
         return 0;
-    }
     for (uint32_t k = 0; k < n; k++)
         if (ids[k] >= g->n_items)
             return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
@@ -106,10 +114,16 @@ struct wsrc {
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
 };
 
+/* Most copy runs one plan may emit before compression: bounds planning time and memory against
+ * pathological layouts. Counted as (outer rows x writers) per tensor and item, before merging
+ * whole tensors: a kimi-k3 8k request counts about 4 x 10^5. */
+#define PLAN_MAX_RUNS (1ull << 24)
+
 struct bctx {
     const struct plan_input *in;
     struct plan_error *err;
     struct plan_opvec *vecs;         /* one per context rank */
+    uint64_t runs;                   /* emitted so far */
 };
 
 static const struct layout_tensor *ctx_tensor(const struct layout_group *g, const char *name,
@@ -241,11 +255,27 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
             return rc;
         head_range(gen, &gv->tensors[t], &glo[t], &ghi[t]);
     }
+    uint64_t per_item = 0;
+    for (uint32_t t = 0; t < gv->n_tensors; t++)
+        per_item += (uint64_t)gv->tensors[t].outer * nw[t];
+    b->runs += per_item * n_gen;
+    if (b->runs > PLAN_MAX_RUNS)
+        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: the plan needs more than %llu copy runs",
+                       LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
         uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
-            for (uint32_t o = 0; o < gt->outer; o++)
+            /* One writer holding all heads on both sides: the tensor is one contiguous run
+             * (the common case: MLA latent, matched TP); emit it once, not row by row. */
+            uint32_t outer = gt->outer, rows = 1;
+            if (nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
+                ws[t][0].h1 - ws[t][0].h0 == ws[t][0].ct->heads) {
+                rows = outer;
+                outer = 1;
+            }
+            for (uint32_t o = 0; o < outer; o++)
                 for (uint32_t i = 0; i < nw[t]; i++) {
                     const struct wsrc *w = &ws[t][i];
                     const struct layout_tensor *ct = w->ct;
@@ -261,7 +291,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint64_t d = gregion + gt->offset +
                                  ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
                     if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d,
-                                       (uint64_t)(w->h1 - w->h0) * gt->inner, state))
+                                       (uint64_t)rows * (w->h1 - w->h0) * gt->inner, state))
                         return -ENOMEM;
                 }
         }
@@ -287,7 +317,7 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
         }
     if (in->ctx[0].attention_dp &&
         (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
-        return set_err(err, KVF_E_PEER_INCOMPATIBLE, COMPAT_DP_RANK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
                        "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
                        "request, got %" PRId32,
                        in->ctx[0].tp_size, in->ctx_dp_rank);
@@ -305,7 +335,7 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     int rc = check_request(in, err);
     if (rc)
         return rc;
-    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec))};
+    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
     if (!b.vecs)
         goto nomem;
@@ -319,8 +349,11 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
                 if (rc)
                     goto fail;
             }
-    for (uint32_t c = 0; c < in->n_ctx; c++)
+    for (uint32_t c = 0; c < in->n_ctx; c++) {
+        if (plan_opvec_finish(&b.vecs[c]))
+            goto nomem;
         p.n_writers += b.vecs[c].bytes > 0;
+    }
     p.writers = calloc(p.n_writers ? p.n_writers : 1, sizeof(*p.writers));
     if (!p.writers)
         goto nomem;

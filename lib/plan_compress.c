@@ -1,9 +1,9 @@
 /* plan_compress.c: a writer's copy program grows run by run in canonical order and compresses
  * as it grows (plan_internal.h). Compression rules (decided by the lead):
- *   - a run that continues the last single run contiguously on all three sides (src, extent,
- *     dst) extends its len;
- *   - a run of the same len whose src and dst advance by the last op's constant strides raises
- *     its count (the second run of an op fixes the strides).
+ *   - a run that continues the previous one contiguously on all three sides (src, extent, dst)
+ *     extends its len: runs are first coalesced into a pending run;
+ *   - a finished (maximal) run of the same len as the last op, whose src and dst advance by
+ *     that op's constant strides, raises its count (the second run of an op fixes the strides).
  * The extent side is always packed, so it always continues. An unknown source (the generation
  * daemon does not know the context's block ids) never blocks a merge; its offsets stay 0.
  * Strides may be negative (block ids in descending order). Pure. */
@@ -25,6 +25,32 @@ static int grow(struct plan_opvec *v)
     return 0;
 }
 
+/* Appends the finished run r as an op, or folds it into the last op as one more repetition. */
+static int flush(struct plan_opvec *v, const struct copy_op *r)
+{
+    bool unk = r->src_pool == PLAN_POOL_UNKNOWN;
+    if (v->n) {
+        struct copy_op *o = &v->ops[v->n - 1];
+        if (o->src_pool == r->src_pool && o->dst_pool == r->dst_pool && o->len == r->len) {
+            if (o->count == 1) {
+                o->src_stride = unk ? 0 : (int64_t)(r->src_off - o->src_off);
+                o->dst_stride = (int64_t)(r->dst_off - o->dst_off);
+                o->count = 2;
+                return 0;
+            }
+            if ((unk || r->src_off == o->src_off + o->count * (uint64_t)o->src_stride) &&
+                r->dst_off == o->dst_off + o->count * (uint64_t)o->dst_stride) {
+                o->count++;
+                return 0;
+            }
+        }
+    }
+    if (v->n == v->cap && grow(v))
+        return -ENOMEM;
+    v->ops[v->n++] = *r;
+    return 0;
+}
+
 int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, uint32_t dst_pool,
                    uint64_t dst_off, uint64_t len, bool state)
 {
@@ -33,45 +59,37 @@ int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, ui
     bool unk = src_pool == PLAN_POOL_UNKNOWN;
     if (unk)
         src_off = 0;
-    if (v->n) {
-        struct copy_op *o = &v->ops[v->n - 1];
-        if (o->src_pool == src_pool && o->dst_pool == dst_pool) {
-            if (o->count == 1 && (unk || src_off == o->src_off + o->len) &&
-                dst_off == o->dst_off + o->len) {
-                o->len += len;
-                goto added;
-            }
-            if (len == o->len && o->count == 1) {
-                o->src_stride = unk ? 0 : (int64_t)(src_off - o->src_off);
-                o->dst_stride = (int64_t)(dst_off - o->dst_off);
-                o->count = 2;
-                goto added;
-            }
-            if (len == o->len &&
-                (unk || src_off == o->src_off + o->count * (uint64_t)o->src_stride) &&
-                dst_off == o->dst_off + o->count * (uint64_t)o->dst_stride) {
-                o->count++;
-                goto added;
-            }
-        }
+    struct copy_op *p = &v->pend;
+    if (v->has_pend && p->src_pool == src_pool && p->dst_pool == dst_pool &&
+        (unk || src_off == p->src_off + p->len) && dst_off == p->dst_off + p->len) {
+        p->len += len; /* continues the pending run on all three sides */
+    } else {
+        if (v->has_pend && flush(v, p))
+            return -ENOMEM;
+        *p = (struct copy_op){
+            .src_pool = src_pool,
+            .dst_pool = dst_pool,
+            .src_off = src_off,
+            .ext_off = v->bytes,
+            .dst_off = dst_off,
+            .len = len,
+            .count = 1,
+        };
+        v->has_pend = true;
     }
-    if (v->n == v->cap && grow(v))
-        return -ENOMEM;
-    v->ops[v->n++] = (struct copy_op){
-        .src_pool = src_pool,
-        .dst_pool = dst_pool,
-        .src_off = src_off,
-        .ext_off = v->bytes,
-        .dst_off = dst_off,
-        .len = len,
-        .count = 1,
-    };
-added:
     v->bytes += len;
     if (state)
         v->state_bytes += len;
     else
         v->kv_bytes += len;
+    return 0;
+}
+
+int plan_opvec_finish(struct plan_opvec *v)
+{
+    if (v->has_pend && flush(v, &v->pend))
+        return -ENOMEM;
+    v->has_pend = false;
     return 0;
 }
 

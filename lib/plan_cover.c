@@ -51,9 +51,8 @@ static int ivl_cmp(const void *a, const void *b)
     return 0;
 }
 
-/* Sorts, refuses overlap when strict (else overlapping regions are a layout error anyway and
- * are refused too), merges adjacent intervals in place. Returns the index of the first overlap
- * + 1, or 0. */
+/* Sorts, refuses any overlap, merges adjacent intervals in place. Returns the index of the
+ * first overlapping interval + 1, or 0. */
 static size_t sort_merge(struct ivec *a)
 {
     if (a->n == 0)
@@ -115,8 +114,8 @@ int plan_cover_check(const struct plan *p, const struct layout *gen, const struc
         }
         if (ext != wr->bytes || wr->state_bytes + wr->kv_bytes != wr->bytes) {
             snprintf(msg, msglen, "writer context rank %" PRIu32 ": ops carry %" PRIu64
-                                  " bytes, writer says %" PRIu64,
-                     wr->ctx_rank, ext, wr->bytes);
+                                  " bytes, writer says %" PRIu64 " (state %" PRIu64 " + kv %" PRIu64 ")",
+                     wr->ctx_rank, ext, wr->bytes, wr->state_bytes, wr->kv_bytes);
             rc = -EINVAL;
             goto out;
         }

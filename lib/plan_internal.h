@@ -19,14 +19,17 @@ struct plan_opvec {
     struct copy_op *ops; /* owned */
     uint32_t n, cap;
     uint64_t bytes, state_bytes, kv_bytes;
+    struct copy_op pend;  /* the run being extended; not yet in ops */
+    bool has_pend;
 };
 
 /* Appends one run of len bytes: src (src_pool may be PLAN_POOL_UNKNOWN, then src_off is ignored)
- * and dst. Merges into the last op when it can: a run continuing the last single run on all
- * three sides extends len; a run of the same len at constant src and dst strides raises count.
- * Returns 0 or -ENOMEM. */
+ * and dst. A run continuing the pending run on all three sides extends it; a finished run of
+ * the same len as the last op at its constant src and dst strides raises its count.
+ * plan_opvec_finish() flushes the pending run: call it before reading ops. 0 or -ENOMEM. */
 int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, uint32_t dst_pool,
                    uint64_t dst_off, uint64_t len, bool state);
+int plan_opvec_finish(struct plan_opvec *v);
 void plan_opvec_done(struct plan_opvec *v);
 
 /* Rule 8: every destination byte of the generation rank's request (gen, ids) is written exactly

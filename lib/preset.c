@@ -3,10 +3,10 @@
  * key. Limits (beyond preset.h): tp*pp <= LAYOUT_MAX_TP, tpb <= 65536, blocks <= 2^20,
  * slots <= 2^16, hd <= 1024, fp printable ASCII without ',' up to LAYOUT_FP_MAX-1 bytes. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "preset.h"
 #include "preset_models.h"
 
@@ -15,33 +15,22 @@
 #define PRESET_SLOTS_MAX (1u << 16)
 #define PRESET_HD_MAX 1024u
 
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
 /* Decimal in 1..max. */
 static int parse_num(const char *key, const char *v, uint32_t max, uint32_t *ret, char *err,
                      size_t errlen)
 {
     uint64_t x = 0;
     if (!*v)
-        return fail(err, errlen, "%s: empty value", key);
+        return err_inval(err, errlen, "%s: empty value", key);
     for (const char *p = v; *p; p++) {
         if (*p < '0' || *p > '9')
-            return fail(err, errlen, "%s: \"%s\" is not a decimal number", key, v);
+            return err_inval(err, errlen, "%s: \"%s\" is not a decimal number", key, v);
         x = x * 10 + (uint64_t)(*p - '0');
         if (x > max)
-            return fail(err, errlen, "%s: %s is over the limit %u", key, v, max);
+            return err_inval(err, errlen, "%s: %s is over the limit %u", key, v, max);
     }
     if (x == 0)
-        return fail(err, errlen, "%s: 0 is not allowed", key);
+        return err_inval(err, errlen, "%s: 0 is not allowed", key);
     *ret = (uint32_t)x;
     return 0;
 }
@@ -55,7 +44,7 @@ static int parse_pick(const char *key, const char *v, const char *w0, const char
     else if (strcmp(v, w1) == 0)
         *ret = true;
     else
-        return fail(err, errlen, "%s: \"%s\" is not %s or %s", key, v, w0, w1);
+        return err_inval(err, errlen, "%s: \"%s\" is not %s or %s", key, v, w0, w1);
     return 0;
 }
 
@@ -67,7 +56,7 @@ static int parse_pp_layers(const char *v, struct preset_spec *s, char *err, size
     char *save = NULL;
     for (char *tok = strtok_r(buf, "+", &save); tok; tok = strtok_r(NULL, "+", &save)) {
         if (s->n_pp_layers == LAYOUT_MAX_PP)
-            return fail(err, errlen, "pp_layers: more than %d stages", LAYOUT_MAX_PP);
+            return err_inval(err, errlen, "pp_layers: more than %d stages", LAYOUT_MAX_PP);
         int rc = parse_num("pp_layers", tok, LAYOUT_MAX_LAYERS, &s->pp_layers[s->n_pp_layers],
                            err, errlen);
         if (rc)
@@ -76,7 +65,7 @@ static int parse_pp_layers(const char *v, struct preset_spec *s, char *err, size
     }
     size_t n = strlen(v);
     if (s->n_pp_layers == 0 || v[0] == '+' || v[n - 1] == '+' || strstr(v, "++"))
-        return fail(err, errlen, "pp_layers: \"%s\" is not A+B+...", v);
+        return err_inval(err, errlen, "pp_layers: \"%s\" is not A+B+...", v);
     return 0;
 }
 
@@ -113,17 +102,17 @@ static int parse_kv(const char *key, const char *v, struct preset_spec *s, char 
     if (!strcmp(key, "dtype")) {
         dtype_t t;
         if (dtype_from_string(v, &t))
-            return fail(err, errlen, "dtype: \"%s\" is not bf16, fp16, fp32, fp8 or u8", v);
+            return err_inval(err, errlen, "dtype: \"%s\" is not bf16, fp16, fp32, fp8 or u8", v);
         s->ssm_dtype = (int32_t)t;
         return 0;
     }
     /* fp */
     size_t n = strlen(v);
     if (n == 0 || n >= LAYOUT_FP_MAX)
-        return fail(err, errlen, "fp: length %zu is outside 1..%d", n, LAYOUT_FP_MAX - 1);
+        return err_inval(err, errlen, "fp: length %zu is outside 1..%d", n, LAYOUT_FP_MAX - 1);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] > 0x7e)
-            return fail(err, errlen, "fp: has a byte outside printable ASCII");
+            return err_inval(err, errlen, "fp: has a byte outside printable ASCII");
     memcpy(s->fingerprint, v, n + 1);
     return 0;
 }
@@ -132,10 +121,10 @@ int preset_parse(const char *spec, struct preset_spec *ret, char *err, size_t er
 {
     char buf[PRESET_SPEC_MAX];
     if (!spec)
-        return fail(err, errlen, "spec: NULL");
+        return err_inval(err, errlen, "spec: NULL");
     size_t len = strnlen(spec, PRESET_SPEC_MAX);
     if (len >= PRESET_SPEC_MAX)
-        return fail(err, errlen, "spec: longer than %d bytes", PRESET_SPEC_MAX - 1);
+        return err_inval(err, errlen, "spec: longer than %d bytes", PRESET_SPEC_MAX - 1);
     memcpy(buf, spec, len + 1);
 
     struct preset_spec s = {.tp = 1, .pp = 1, .tpb = 64, .n_blocks = 512, .n_slots = 8,
@@ -145,7 +134,7 @@ int preset_parse(const char *spec, struct preset_spec *ret, char *err, size_t er
         *opts++ = '\0';
     const struct preset_model *m = preset_model_find(buf);
     if (!m)
-        return fail(err, errlen, "model: \"%s\" is not tiny, kimi-linear-48b or kimi-k3", buf);
+        return err_inval(err, errlen, "model: \"%s\" is not tiny, kimi-linear-48b or kimi-k3", buf);
     snprintf(s.model, sizeof(s.model), "%s", m->name);
 
     bool seen[sizeof(keys) / sizeof(keys[0])] = {false};
@@ -159,15 +148,15 @@ int preset_parse(const char *spec, struct preset_spec *ret, char *err, size_t er
                 *comma = '\0';
             char *eq = strchr(item, '=');
             if (!eq)
-                return fail(err, errlen, "spec: \"%s\" is not key=value", item);
+                return err_inval(err, errlen, "spec: \"%s\" is not key=value", item);
             *eq = '\0';
             int k = 0;
             while (keys[k] && strcmp(keys[k], item))
                 k++;
             if (!keys[k])
-                return fail(err, errlen, "%s: unknown key", item);
+                return err_inval(err, errlen, "%s: unknown key", item);
             if (seen[k])
-                return fail(err, errlen, "%s: given twice", item);
+                return err_inval(err, errlen, "%s: given twice", item);
             seen[k] = true;
             if (!strcmp(item, "pp"))
                 pp_given = true;
@@ -181,19 +170,21 @@ int preset_parse(const char *spec, struct preset_spec *ret, char *err, size_t er
     }
     if (s.n_pp_layers) {
         if (pp_given && s.pp != s.n_pp_layers)
-            return fail(err, errlen, "pp_layers: %u stages but pp=%u", s.n_pp_layers, s.pp);
+            return err_inval(err, errlen, "pp_layers: %u stages but pp=%u", s.n_pp_layers, s.pp);
         s.pp = s.n_pp_layers;
         uint32_t sum = 0;
         for (uint32_t i = 0; i < s.n_pp_layers; i++)
             sum += s.pp_layers[i];
         if (sum != m->n_layers)
-            return fail(err, errlen, "pp_layers: stages sum to %u layers, %s has %u", sum, m->name,
-                        m->n_layers);
+            return err_inval(err, errlen, "pp_layers: stages sum to %u layers, %s has %u", sum,
+                             m->name, m->n_layers);
     } else if (s.pp > m->n_layers) {
-        return fail(err, errlen, "pp: %u stages for %u layers of %s", s.pp, m->n_layers, m->name);
+        return err_inval(err, errlen, "pp: %u stages for %u layers of %s", s.pp, m->n_layers,
+                         m->name);
     }
     if (s.tp * s.pp > LAYOUT_MAX_TP)
-        return fail(err, errlen, "tp: tp*pp = %u ranks is over %d", s.tp * s.pp, LAYOUT_MAX_TP);
+        return err_inval(err, errlen, "tp: tp*pp = %u ranks is over %d", s.tp * s.pp,
+                         LAYOUT_MAX_TP);
     *ret = s;
     return 0;
 }

@@ -17,24 +17,13 @@
  *  item_stride = region; arr=block: item_stride = n_layers * region, layer_stride = region.
  *  A group with no layers on a PP stage keeps its views with 0-byte pools. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "errors.h"
 #include "layout_regions.h"
 #include "preset.h"
 #include "preset_models.h"
-
-__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
 
 static void set_name(char *dst, size_t cap, const char *src)
 {
@@ -66,8 +55,8 @@ static int add_view(struct layout *l, struct layout_group *g, const char *name, 
     }
     unsigned __int128 bytes = (unsigned __int128)region * g->n_items * g->n_layers;
     if (bytes > LAYOUT_U64_MAX_JSON || (unsigned __int128)region * g->n_items > LAYOUT_U64_MAX_JSON)
-        return fail(err, errlen, "%s: group %s view %s would need more than 2^53 bytes", capkey,
-                    g->name, name);
+        return err_inval(err, errlen, "%s: group %s view %s would need more than 2^53 bytes",
+                         capkey, g->name, name);
     v->region_bytes = region;
     v->pool = l->n_pools;
     v->base = 0;
@@ -94,8 +83,8 @@ static int build_kda(const struct preset_spec *s, const struct preset_model *m, 
     bool replicated = !s->adp && s->state_replicated;
     uint32_t h_local = replicated ? m->heads : m->heads / tp_eff;
     if (!replicated && m->heads % tp_eff)
-        return fail(err, errlen, "tp: %u does not divide the %u KDA heads of %s", tp_eff, m->heads,
-                    m->name);
+        return err_inval(err, errlen, "tp: %u does not divide the %u KDA heads of %s", tp_eff,
+                         m->heads, m->name);
     shard_mode_t sh = replicated ? SHARD_REPLICATED : SHARD_SHARDED;
     struct layout_tensor conv = tensor("conv", 0, 3, h_local, hd * m->conv_w * 2, m->heads, sh,
                                        DTYPE_BF16);
@@ -150,7 +139,7 @@ static int build_rank(const struct preset_spec *s, const struct preset_model *m,
 {
     memset(l, 0, sizeof(*l));
     if (strlen(instance) >= sizeof(l->instance))
-        return fail(err, errlen, "instance: longer than %zu bytes", sizeof(l->instance) - 1);
+        return err_inval(err, errlen, "instance: longer than %zu bytes", sizeof(l->instance) - 1);
     set_name(l->instance, sizeof(l->instance), instance);
     l->role = role;
     l->tp_size = s->tp;
@@ -187,29 +176,29 @@ int preset_build(const struct preset_spec *s, const char *instance, layout_role_
                  int32_t device, struct layout *ranks, char *err, size_t errlen)
 {
     if (!s || !instance || !ranks)
-        return fail(err, errlen, "preset_build: NULL argument");
+        return err_inval(err, errlen, "preset_build: NULL argument");
     const struct preset_model *m = preset_model_find(s->model);
     if (!m)
-        return fail(err, errlen, "model: \"%s\" is not a known preset", s->model);
+        return err_inval(err, errlen, "model: \"%s\" is not a known preset", s->model);
     if (s->tp == 0 || s->pp == 0 || (uint64_t)s->tp * s->pp > LAYOUT_MAX_TP)
-        return fail(err, errlen, "tp: tp %u x pp %u is outside 1..%d ranks", s->tp, s->pp,
+        return err_inval(err, errlen, "tp: tp %u x pp %u is outside 1..%d ranks", s->tp, s->pp,
                     LAYOUT_MAX_TP);
     if (s->n_pp_layers && s->n_pp_layers != s->pp)
-        return fail(err, errlen, "pp_layers: %u stages but pp=%u", s->n_pp_layers, s->pp);
+        return err_inval(err, errlen, "pp_layers: %u stages but pp=%u", s->n_pp_layers, s->pp);
     if (!s->n_pp_layers && s->pp > m->n_layers)
-        return fail(err, errlen, "pp: %u stages for %u layers", s->pp, m->n_layers);
+        return err_inval(err, errlen, "pp: %u stages for %u layers", s->pp, m->n_layers);
     if (s->n_pp_layers) {
         uint64_t sum = 0;
         for (uint32_t i = 0; i < s->n_pp_layers; i++)
             sum += s->pp_layers[i];
         if (sum != m->n_layers)
-            return fail(err, errlen, "pp_layers: sum %llu != %u layers", (unsigned long long)sum,
-                        m->n_layers);
+            return err_inval(err, errlen, "pp_layers: sum %llu != %u layers",
+                             (unsigned long long)sum, m->n_layers);
     }
     if (s->ssm_dtype >= 0 && dtype_size((dtype_t)s->ssm_dtype) == 0)
-        return fail(err, errlen, "dtype: %d is not a dtype", s->ssm_dtype);
+        return err_inval(err, errlen, "dtype: %d is not a dtype", s->ssm_dtype);
     if (device < -1)
-        return fail(err, errlen, "device: %d is below -1", device);
+        return err_inval(err, errlen, "device: %d is below -1", device);
     for (uint32_t p = 0; p < s->pp; p++)
         for (uint32_t t = 0; t < s->tp; t++) {
             struct layout *l = &ranks[p * s->tp + t];

@@ -114,8 +114,8 @@ START_TEST(control_status_answers_ok_with_version_pid_and_control_section)
     ck_assert_str_eq(json_string_value(json_object_get(res, "version")), KVF_VERSION);
     ck_assert_int_eq(json_integer_value(json_object_get(res, "pid")), getpid());
     ck_assert(json_is_integer(json_object_get(res, "uptime_s")));
-    ck_assert_int_eq(json_integer_value(
-                         json_object_get(json_object_get(res, "control"), "connections")), 1);
+    ck_assert_int_eq(
+        json_integer_value(json_object_get(json_object_get(res, "control"), "connections")), 1);
     json_decref(j);
     fx_free(f);
 }
@@ -175,8 +175,13 @@ END_TEST
 START_TEST(control_non_object_input_is_refused_and_connection_stays_usable)
 {
     struct fx *f = fx_new(0, true);
-    const char *bad[] = {"[1,2]", "\"status\"", "42", "true", "{\"id\":1}",
-                         "{\"id\":1,\"cmd\":7}", "{\"id\":1,\"cmd\":\"status\",\"args\":[1]}"};
+    const char *bad[] = {"[1,2]",
+                         "\"status\"",
+                         "42",
+                         "true",
+                         "{\"id\":1}",
+                         "{\"id\":1,\"cmd\":7}",
+                         "{\"id\":1,\"cmd\":\"status\",\"args\":[1]}"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         json_t *j = call(f, bad[i]);
         assert_error(j, "EINVAL");
@@ -229,7 +234,8 @@ END_TEST
 START_TEST(control_line_split_across_writes_and_pipelined_lines_answer_in_order)
 {
     struct fx *f = fx_new(0, true);
-    const char *part1 = "{\"id\":1,\"cm", *part2 = "d\":\"status\"}\n{\"id\":2,\"cmd\":\"stats\"}\n";
+    const char *part1 = "{\"id\":1,\"cm",
+               *part2 = "d\":\"status\"}\n{\"id\":2,\"cmd\":\"stats\"}\n";
     send_str(f, part1, strlen(part1));
     send_str(f, part2, strlen(part2));
     for (int want = 1; want <= 2; want++) {

@@ -119,6 +119,33 @@ START_TEST(link_handshake_ok_exchanges_ids_and_reports_status)
 }
 END_TEST
 
+START_TEST(link_messages_sent_from_on_peer_up_reach_the_client)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    uint16_t port;
+    int sfd;
+    lt_greet = 1; /* inherited by the forked server */
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    lt_greet = 0;
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.msgs, 3, 5000));
+    ck_assert_int_eq(t.ups, 1);
+    int g2 = 0; /* the 1 MiB greeting landed, intact, in a buffer on_rndv chose */
+    for (int i = 0; i < t.n_rndv; i++)
+        g2 |= t.rndv_lens[i] == 1 << 20 && lt_verify(t.rndv_bufs[i], 1 << 20, 7);
+    ck_assert(g2);
+    quit_server(&t);
+    struct link_stats cs, ss;
+    link_get_stats(t.link, &cs);
+    ck_assert_uint_eq(cs.dropped, 0);
+    ck_assert_uint_eq(cs.msgs_recv, 3);
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
 START_TEST(link_wrong_secret_is_refused_on_both_sides_and_nothing_delivered)
 {
     struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_b);
@@ -319,6 +346,63 @@ START_TEST(link_put_rkey_lands_in_registered_memory_bitwise)
 }
 END_TEST
 
+START_TEST(link_payload_over_the_limit_is_dropped_and_the_peer_stays_usable)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    sc.max_payload = 1 << 20;
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    size_t len = 2 << 20;
+    void *buf = calloc(1, len);
+    ck_assert_int_eq(link_send(t.peer, LT_PING, "x", 1, buf, len, lt_send_done, &t), 0);
+    ck_assert(lt_run_until(&t, &t.sends_done, 1, 5000));
+    /* exactly at the limit still passes, and the echo comes back */
+    ck_assert_int_eq(link_send(t.peer, LT_PING, "y", 1, buf, 1 << 20, lt_send_done, &t), 0);
+    ck_assert(lt_run_until(&t, &t.msgs, 1, 5000));
+    ck_assert_int_eq(t.last_hdr[0], 'y');
+    ck_assert_uint_eq(t.last_len, 1 << 20);
+    free(buf);
+    quit_server(&t);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_uint_eq(ss.dropped, 1);
+    ck_assert_uint_eq(ss.msgs_recv, 2); /* the 1 MiB ping and the quit */
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
+START_TEST(link_endpoints_over_max_peers_are_rejected)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    sc.max_peers = 1;
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    struct lt a, b;
+    ck_assert_int_eq(lt_open(&a, &cc), 0);
+    ck_assert_int_eq(lt_open(&b, &cc), 0);
+    lt_connect(&a, port);
+    ck_assert(lt_run_until(&a, &a.ups, 1, 5000));
+    lt_connect(&b, port);
+    ck_assert(lt_run_until(&b, &b.downs, 1, 5000));
+    ck_assert_int_eq(b.ups, 0);
+    printf("link: connection over max_peers: %s\n", strerror(-b.down_err));
+    /* the first peer is untouched */
+    ck_assert_int_eq(link_send(a.peer, LT_PING, "z", 1, NULL, 0, NULL, NULL), 0);
+    ck_assert(lt_run_until(&a, &a.msgs, 1, 3000));
+    ck_assert_int_eq(lt_close(&b), 0);
+    quit_server(&a);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(lt_close(&a), 0);
+}
+END_TEST
+
 static Suite *link_suite(void)
 {
     Suite *s = suite_create("link");
@@ -330,6 +414,7 @@ static Suite *link_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_ok_exchanges_ids_and_reports_status);
+    tcase_add_test(tc, link_messages_sent_from_on_peer_up_reach_the_client);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusal");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -342,6 +427,12 @@ static Suite *link_suite(void)
     tcase_set_timeout(tc, 40);
     tcase_add_test(tc, link_small_messages_echo_with_header_and_payload);
     tcase_add_test(tc, link_rndv_64mib_lands_in_the_receivers_buffer_bitwise);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, link_payload_over_the_limit_is_dropped_and_the_peer_stays_usable);
+    tcase_add_test(tc, link_endpoints_over_max_peers_are_rejected);
     suite_add_tcase(s, tc);
     tc = tcase_create("rma");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "parity.h"
+#include "plan_internal.h"
 #include "testutil.h"
 
 static const struct par_opts base_opts = {.ctx_dp_rank = -1, .seed = 7, .chunked = 1};
@@ -149,6 +150,132 @@ START_TEST(plan_writers_follow_head_ranges_and_replication_rules)
 }
 END_TEST
 
+START_TEST(plan_empty_intersection_is_zero_bytes_of_that_kind)
+{
+    char err[256];
+    uint64_t rng = 9;
+    struct par_side c, g;
+    /* tiny's MLA layers are 3 and 7 (0-based): stage 0 of pp_layers=3+5 holds none */
+    ck_assert_int_eq(par_side_init(&c, T ",pp=2,pp_layers=3+5", ROLE_CONTEXT, 3, &rng, err,
+                                   sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T, ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_build(&in, &p, &pe), 0);
+    ck_assert_uint_eq(p.n_writers, 2);
+    ck_assert_uint_eq(p.writers[0].ctx_rank, 0);
+    ck_assert_uint_eq(p.writers[0].kv_bytes, 0);
+    ck_assert_uint_gt(p.writers[0].state_bytes, 0);
+    ck_assert_uint_gt(p.writers[1].kv_bytes, 0);
+    /* per rank sizing: stage 0 holds 3 KDA layers, stage 1 holds 3 of 5 */
+    ck_assert_uint_eq(p.writers[0].state_bytes, p.writers[1].state_bytes);
+    ck_assert_uint_eq(p.writers[0].bytes + p.writers[1].bytes, p.total_bytes);
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+/* The coverage check (rule 8) on tampered plans: a gap, a double write, a stray write. */
+START_TEST(plan_cover_check_refuses_gaps_overlaps_and_strays)
+{
+    char err[256], msg[256];
+    uint64_t rng = 13;
+    struct par_side c, g;
+    ck_assert_int_eq(par_side_init(&c, T ",tp=2", ROLE_CONTEXT, 3, &rng, err, sizeof(err)), 0);
+    ck_assert_int_eq(par_side_init(&g, T ",tp=2", ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_build(&in, &p, &pe), 0);
+    const struct layout *l = &g.ranks[0];
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), 0);
+    struct plan_writer *w = &p.writers[0];
+    ck_assert_uint_ge(w->n_ops, 2);
+    struct copy_op keep = w->ops[1];
+    /* the state/kv of the request differs from what ops carry */
+    w->n_ops--;
+    uint64_t last = w->ops[w->n_ops].len * w->ops[w->n_ops].count;
+    w->bytes -= last;
+    w->kv_bytes -= last; /* the last op is the MLA group's */
+    p.total_bytes -= last;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_msg(strstr(msg, "plan_bytes"), "%s", msg);
+    w->n_ops++;
+    w->kv_bytes += last;
+    w->bytes += last;
+    p.total_bytes += last;
+    /* op 1 writes over op 0's destination */
+    w->ops[1].dst_pool = w->ops[0].dst_pool;
+    w->ops[1].dst_off = w->ops[0].dst_off;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "more than once"));
+    /* op 1 writes outside the request (and leaves its own bytes uncovered) */
+    w->ops[1] = keep;
+    w->ops[1].dst_off = g.mem[0].size[w->ops[1].dst_pool] + 4096;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "coverage differs"));
+    /* extents that do not tile */
+    w->ops[1] = keep;
+    w->ops[1].ext_off++;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "not tiled"));
+    w->ops[1] = keep;
+    ck_assert_int_eq(plan_cover_check(&p, l, &g.ids[0], msg, sizeof(msg)), 0);
+    plan_done(&p);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
+/* Both daemons compute the same plan from the same inputs: planning twice gives identical
+ * programs, and the generation daemon (context ids unknown) gets the same writers and extents. */
+START_TEST(plan_is_deterministic_and_extents_match_without_context_ids)
+{
+    const char *pairs[][2] = {{T ",tp=4", T ",tp=2"}, {T ",tp=2,adp=1", T ",tp=4"},
+                              {K ",pp=2", K ",tp=2,arr=block"}};
+    for (int pi = 0; pi < 3; pi++) {
+        char err[256];
+        uint64_t rng = 21;
+        struct par_side c, g;
+        ck_assert_int_eq(par_side_init(&c, pairs[pi][0], ROLE_CONTEXT, 4, &rng, err, sizeof(err)), 0);
+        ck_assert_int_eq(par_side_init(&g, pairs[pi][1], ROLE_GENERATION, 3, &rng, err, sizeof(err)), 0);
+        struct plan_ids counts[8];
+        memset(counts, 0, sizeof(counts));
+        for (uint32_t r = 0; r < c.n; r++)
+            memcpy(counts[r].n, c.ids[r].n, sizeof(counts[r].n));
+        for (uint32_t gr = 0; gr < g.n; gr++) {
+            struct plan a, b, u;
+            struct plan_error pe;
+            struct plan_input in = par_input(&c, &g, gr, c.ids, 1);
+            ck_assert_int_eq(plan_build(&in, &a, &pe), 0);
+            ck_assert_int_eq(plan_build(&in, &b, &pe), 0);
+            in.ctx_ids = counts;
+            ck_assert_int_eq(plan_build(&in, &u, &pe), 0);
+            ck_assert_uint_eq(a.n_writers, b.n_writers);
+            ck_assert_uint_eq(a.n_writers, u.n_writers);
+            ck_assert_uint_eq(a.total_bytes, u.total_bytes);
+            for (uint32_t w = 0; w < a.n_writers; w++) {
+                ck_assert_uint_eq(a.writers[w].n_ops, b.writers[w].n_ops);
+                ck_assert(memcmp(a.writers[w].ops, b.writers[w].ops,
+                                 a.writers[w].n_ops * sizeof(struct copy_op)) == 0);
+                ck_assert_uint_eq(a.writers[w].ctx_rank, u.writers[w].ctx_rank);
+                ck_assert_uint_eq(a.writers[w].bytes, u.writers[w].bytes);
+                ck_assert_uint_eq(a.writers[w].state_bytes, u.writers[w].state_bytes);
+                for (uint32_t i = 0; i < u.writers[w].n_ops; i++)
+                    ck_assert_uint_eq(u.writers[w].ops[i].src_pool, PLAN_POOL_UNKNOWN);
+            }
+            plan_done(&a);
+            plan_done(&b);
+            plan_done(&u);
+        }
+        par_side_free(&c);
+        par_side_free(&g);
+    }
+}
+END_TEST
+
 /* ---- canonical order (rule 9): an independent walk of the generation rank's rows ---- */
 
 START_TEST(plan_extent_follows_canonical_order)
@@ -197,6 +324,8 @@ START_TEST(plan_extent_follows_canonical_order)
 END_TEST
 
 /* ---- request limits ---- */
+
+static void build_one(const char *spec, struct layout *ranks);
 
 static int try_plan(struct par_side *c, struct par_side *g, struct plan_error *pe)
 {
@@ -262,7 +391,41 @@ START_TEST(plan_refuses_bad_block_lists_with_bad_request)
 }
 END_TEST
 
-START_TEST(plan_refuses_attention_dp_context_without_dp_rank)
+START_TEST(plan_refuses_requests_needing_too_many_copy_runs)
+{
+    static struct layout c[1], g[1];
+    static uint32_t ids[140000];
+    uint32_t slot = 0;
+    build_one("tiny:blocks=140000", c);
+    build_one("tiny:blocks=140000", g);
+    for (uint32_t i = 0; i < 140000; i++)
+        ids[i] = i;
+    struct plan_ids cids = {0};
+    struct plan_input in = {.gen = g, .ctx = c, .n_ctx = 1, .ctx_ids = &cids, .ctx_dp_rank = -1};
+    uint32_t n_ok = 60000, n_bad = 140000; /* 2 MLA layers x 2 tensors x 64 rows per block */
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t n = pass ? n_bad : n_ok;
+        for (uint32_t gi = 0; gi < g->n_groups; gi++) {
+            bool st = g->groups[gi].kind == GROUP_STATE;
+            cids.n[gi] = in.gen_ids.n[gi] = st ? 1 : n;
+            cids.ids[gi] = in.gen_ids.ids[gi] = st ? &slot : ids;
+        }
+        struct plan p;
+        struct plan_error pe;
+        int rc = plan_build(&in, &p, &pe);
+        if (pass == 0) {
+            ck_assert_msg(rc == 0, "%s", pe.message);
+            plan_done(&p);
+        } else {
+            ck_assert_int_eq(rc, -EINVAL);
+            ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+            ck_assert_msg(strstr(pe.message, "copy runs"), "%s", pe.message);
+        }
+    }
+}
+END_TEST
+
+START_TEST(plan_refuses_attention_dp_context_without_dp_rank_as_bad_request)
 {
     char err[256];
     uint64_t rng = 5;
@@ -275,9 +438,16 @@ START_TEST(plan_refuses_attention_dp_context_without_dp_rank)
         struct plan p;
         struct plan_error pe;
         ck_assert_int_eq(plan_build(&in, &p, &pe), -EINVAL);
-        ck_assert_int_eq(pe.code, KVF_E_PEER_INCOMPATIBLE);
+        /* the request's fault, never a peer verdict a daemon would cache (DESIGN §7) */
+        ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
         ck_assert_int_eq(pe.reason, COMPAT_DP_RANK);
+        ck_assert_ptr_nonnull(strstr(pe.message, "DP rank"));
     }
+    struct plan_input in = par_input(&c, &g, 0, c.ids, 1);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s", pe.message);
+    plan_done(&p);
     par_side_free(&c);
     par_side_free(&g);
 }
@@ -335,6 +505,68 @@ START_TEST(plan_bytes_kimi_linear_48b_per_token)
 }
 END_TEST
 
+/* ---- compression: op counts for a kimi-k3 8k-token request (they size the GPU kernels) ---- */
+
+static void k3_ops(const char *cs, const char *gs, uint32_t gr, bool ids_known, uint32_t *ops,
+                   uint32_t *n)
+{
+    static struct layout c[8], g[8];
+    static uint32_t blocks[128], slot = 0;
+    build_one(cs, c);
+    build_one(gs, g);
+    struct preset_spec sc;
+    char err[128];
+    ck_assert_int_eq(preset_parse(cs, &sc, err, sizeof(err)), 0);
+    for (uint32_t i = 0; i < 128; i++)
+        blocks[i] = i;
+    struct plan_ids cids[8];
+    memset(cids, 0, sizeof(cids));
+    for (uint32_t r = 0; r < preset_n_ranks(&sc); r++)
+        for (uint32_t gi = 0; gi < c[r].n_groups; gi++) {
+            bool st = c[r].groups[gi].kind == GROUP_STATE;
+            cids[r].n[gi] = st ? 1 : 128;
+            cids[r].ids[gi] = ids_known ? (st ? &slot : blocks) : NULL;
+        }
+    struct plan_input in = {.gen = &g[gr], .ctx = c, .n_ctx = preset_n_ranks(&sc),
+                            .ctx_ids = cids, .ctx_dp_rank = -1};
+    for (uint32_t gi = 0; gi < g[gr].n_groups; gi++) {
+        bool st = g[gr].groups[gi].kind == GROUP_STATE;
+        in.gen_ids.n[gi] = st ? 1 : 128;
+        in.gen_ids.ids[gi] = st ? &slot : blocks;
+    }
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s", pe.message);
+    *n = p.n_writers;
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        ops[w] = p.writers[w].n_ops;
+    plan_done(&p);
+}
+
+START_TEST(plan_compresses_kimi_k3_8k_request_to_few_ops)
+{
+    uint32_t ops[8], n;
+    for (int known = 0; known < 2; known++) {
+        /* TP1: one op for all 69 KDA layers (strided), one for all 24 MLA layers */
+        k3_ops("kimi-k3", "kimi-k3", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_eq(ops[0], 2);
+        /* block-major: the MLA blocks of a layer are strided, not contiguous */
+        k3_ops("kimi-k3:arr=block", "kimi-k3", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 1);
+        ck_assert_uint_le(ops[0], 2 + 24);
+        /* TP4 -> TP2 fan-in: per KDA layer a 3-row conv op and an ssm op, plus the MLA */
+        k3_ops("kimi-k3:tp=4", "kimi-k3:tp=2", 0, known, ops, &n);
+        ck_assert_uint_eq(n, 2);
+        ck_assert_uint_eq(ops[0], 2 * 69 + 1);
+        ck_assert_uint_eq(ops[1], 2 * 69);
+        k3_ops("kimi-k3:tp=4", "kimi-k3:tp=2", 1, known, ops, &n);
+        ck_assert_uint_eq(n, 3);
+        ck_assert_uint_eq(ops[0], 1);
+    }
+}
+END_TEST
+
 static Suite *plan_suite(void)
 {
     Suite *s = suite_create("plan");
@@ -358,14 +590,19 @@ static Suite *plan_suite(void)
     tc = tcase_create("writers");
     tcase_add_test(tc, plan_writers_follow_head_ranges_and_replication_rules);
     tcase_add_test(tc, plan_extent_follows_canonical_order);
+    tcase_add_test(tc, plan_is_deterministic_and_extents_match_without_context_ids);
+    tcase_add_test(tc, plan_empty_intersection_is_zero_bytes_of_that_kind);
+    tcase_add_test(tc, plan_cover_check_refuses_gaps_overlaps_and_strays);
     suite_add_tcase(s, tc);
     tc = tcase_create("request");
     tcase_add_test(tc, plan_refuses_bad_block_lists_with_bad_request);
-    tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank);
+    tcase_add_test(tc, plan_refuses_attention_dp_context_without_dp_rank_as_bad_request);
+    tcase_add_test(tc, plan_refuses_requests_needing_too_many_copy_runs);
     suite_add_tcase(s, tc);
     tc = tcase_create("accounting");
     tcase_add_test(tc, plan_bytes_kimi_k3_state_per_request);
     tcase_add_test(tc, plan_bytes_kimi_linear_48b_per_token);
+    tcase_add_test(tc, plan_compresses_kimi_k3_8k_request_to_few_ops);
     suite_add_tcase(s, tc);
     return s;
 }

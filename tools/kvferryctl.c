@@ -15,6 +15,7 @@
 
 #include "cfg.h"
 #include "kvferryctl.h"
+#include "kvferryctl_plan.h"
 
 #define EXIT_DAEMON_ERROR 1
 #define EXIT_USAGE 2
@@ -27,15 +28,13 @@ static int local_version(int argc, char **argv)
     return 0;
 }
 
-/* Offline subcommands: run here, without a daemon; argv[0] is the subcommand.
- * DISPATCH POINT for `plan`: the planner adds the row
- *     {"plan", ctl_plan_main},
- * with int ctl_plan_main(int argc, char **argv) from tools/kvferryctl_plan.c. */
+/* Offline subcommands: run here, without a daemon; argv[0] is the subcommand. */
 static const struct {
     const char *name;
     int (*main)(int argc, char **argv);
 } local_cmds[] = {
     {"version", local_version},
+    {"plan", ctl_plan_main},
 };
 
 /* Daemon commands that take one positional argument, and its key in args. */
@@ -50,9 +49,9 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
             "[ARGS]\n"
-            "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, workers,\n"
-            "                  transfers, peers, arena, help\n"
-            "commands (offline): version\n"
+            "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
+            "                  workers, transfers, peers, arena, help\n"
+            "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
             "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
             "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
             "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
@@ -69,8 +68,8 @@ static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
                 if (strcmp(positional[p].cmd, cmd) == 0)
                     key = positional[p].key;
             if (!key || json_object_get(args, key)) {
-                fprintf(stderr, "kvferryctl: %s: unexpected argument '%s' (use key=value)\n",
-                        cmd, argv[i]);
+                fprintf(stderr, "kvferryctl: %s: unexpected argument '%s' (use key=value)\n", cmd,
+                        argv[i]);
                 json_decref(args);
                 return -EINVAL;
             }
@@ -126,9 +125,15 @@ int main(int argc, char **argv)
     int o;
     while ((o = getopt_long(argc, argv, "+s:c:jt:h", opts, NULL)) != -1) {
         switch (o) {
-        case 's': sock = optarg; break;
-        case 'c': config = optarg; break;
-        case 'j': as_json = true; break;
+        case 's':
+            sock = optarg;
+            break;
+        case 'c':
+            config = optarg;
+            break;
+        case 'j':
+            as_json = true;
+            break;
         case 't': {
             char *end;
             timeout_s = strtod(optarg, &end);
@@ -138,8 +143,12 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return EXIT_USAGE;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return EXIT_USAGE;
         }
     }
     if (optind >= argc) {
@@ -164,8 +173,7 @@ int main(int argc, char **argv)
     }
     int fd = ctl_client_connect(sock);
     if (fd < 0) {
-        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock,
-                strerror(-fd));
+        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock, strerror(-fd));
         json_decref(args);
         return EXIT_UNREACHABLE;
     }

@@ -12,12 +12,24 @@
 static void scalar(FILE *f, json_t *v)
 {
     switch (json_typeof(v)) {
-    case JSON_STRING: fputs(json_string_value(v), f); break;
-    case JSON_INTEGER: fprintf(f, "%lld", (long long)json_integer_value(v)); break;
-    case JSON_REAL: fprintf(f, "%g", json_real_value(v)); break;
-    case JSON_TRUE: fputs("yes", f); break;
-    case JSON_FALSE: fputs("no", f); break;
-    case JSON_NULL: fputs("-", f); break;
+    case JSON_STRING:
+        fputs(json_string_value(v), f);
+        break;
+    case JSON_INTEGER:
+        fprintf(f, "%lld", (long long)json_integer_value(v));
+        break;
+    case JSON_REAL:
+        fprintf(f, "%g", json_real_value(v));
+        break;
+    case JSON_TRUE:
+        fputs("yes", f);
+        break;
+    case JSON_FALSE:
+        fputs("no", f);
+        break;
+    case JSON_NULL:
+        fputs("-", f);
+        break;
     default: {
         char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         fputs(s ? s : "?", f);
@@ -30,13 +42,18 @@ static size_t scalar_width(json_t *v)
 {
     char buf[64];
     switch (json_typeof(v)) {
-    case JSON_STRING: return strlen(json_string_value(v));
-    case JSON_INTEGER: return (size_t)snprintf(buf, sizeof(buf), "%lld",
-                                              (long long)json_integer_value(v));
-    case JSON_REAL: return (size_t)snprintf(buf, sizeof(buf), "%g", json_real_value(v));
-    case JSON_TRUE: return 3;
-    case JSON_FALSE: return 2;
-    case JSON_NULL: return 1;
+    case JSON_STRING:
+        return strlen(json_string_value(v));
+    case JSON_INTEGER:
+        return (size_t)snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+    case JSON_REAL:
+        return (size_t)snprintf(buf, sizeof(buf), "%g", json_real_value(v));
+    case JSON_TRUE:
+        return 3;
+    case JSON_FALSE:
+        return 2;
+    case JSON_NULL:
+        return 1;
     default: {
         char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
         size_t n = s ? strlen(s) : 1;

@@ -200,9 +200,9 @@ static ucs_status_t rogue_ignore(void *arg, const void *header, size_t header_le
     return UCS_OK;
 }
 
-/* Connects with plain UCP and sends n user messages (and one bogus handshake) before any
- * handshake. Returns how many sends completed. */
-static int rogue_send(uint16_t port, int n)
+/* Connects with plain UCP and sends n user messages (and, with junk, one bogus handshake)
+ * before any handshake, then stays connected for hold_ms. Returns how many sends completed. */
+static int rogue_send(uint16_t port, int n, int junk_hs, unsigned hold_ms)
 {
     ucp_config_t *uc;
     ucp_context_h ctx;
@@ -238,8 +238,9 @@ static int rogue_send(uint16_t port, int n)
         ok += rogue_wait(w, ucp_am_send_nbx(ep, LINK_AM_USER, hdr, sizeof(hdr), payload,
                                             sizeof(payload), &rp)) == 0;
     char junk[40] = "junk handshake";
-    rogue_wait(w, ucp_am_send_nbx(ep, LINK_AM_HS, junk, sizeof(junk), NULL, 0, &rp));
-    for (uint64_t end = lt_now_ns() + 200000000ull; lt_now_ns() < end;)
+    if (junk_hs)
+        rogue_wait(w, ucp_am_send_nbx(ep, LINK_AM_HS, junk, sizeof(junk), NULL, 0, &rp));
+    for (uint64_t end = lt_now_ns() + hold_ms * 1000000ull; lt_now_ns() < end;)
         if (!ucp_worker_progress(w))
             usleep(1000);
     ucp_request_param_t cp = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
@@ -257,7 +258,7 @@ START_TEST(link_messages_before_the_handshake_are_dropped_and_counted)
     uint16_t port;
     int sfd;
     pid_t pid = lt_server_start(&sc, 1500, &port, &sfd);
-    int sent = rogue_send(port, 5);
+    int sent = rogue_send(port, 5, 1, 200);
     ck_assert_int_eq(sent, 5);
     struct link_stats ss;
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
@@ -267,6 +268,22 @@ START_TEST(link_messages_before_the_handshake_are_dropped_and_counted)
     ck_assert_uint_ge(ss.dropped, 5);
     ck_assert_uint_eq(ss.msgs_recv, 0);
     ck_assert_uint_ge(ss.refused, 1);
+}
+END_TEST
+
+START_TEST(link_silent_endpoint_fails_at_the_handshake_deadline)
+{
+    struct link_config sc = {.listen_host = "127.0.0.1", .secret_path = secret,
+                             .handshake_timeout_ms = 300};
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 1500, &port, &sfd);
+    ck_assert_int_eq(rogue_send(port, 0, 0, 1000), 0);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_uint_eq(ss.peers_failed, 1); /* by the deadline, while the rogue still held on */
+    ck_assert_uint_eq(ss.refused, 0);
+    ck_assert_uint_eq(ss.msgs_recv, 0);
 }
 END_TEST
 
@@ -391,6 +408,10 @@ END_TEST
 
 START_TEST(link_handshake_suite_is_clean_under_valgrind)
 {
+#ifdef __SANITIZE_ADDRESS__
+    printf("SKIP valgrind: this build uses AddressSanitizer, which valgrind cannot run\n");
+    return;
+#endif
     if (sh("command -v valgrind >/dev/null") != 0) {
         printf("SKIP valgrind: not installed\n");
         return;
@@ -421,6 +442,7 @@ static Suite *procs_suite(void)
     tcase_add_test(tc, link_sigkilled_peer_is_reported_within_2s_and_the_loop_keeps_running);
     tcase_add_test(tc, link_reconnects_to_a_peer_restarted_on_the_same_port);
     tcase_add_test(tc, link_messages_before_the_handshake_are_dropped_and_counted);
+    tcase_add_test(tc, link_silent_endpoint_fails_at_the_handshake_deadline);
     suite_add_tcase(s, tc);
     tc = tcase_create("netns");
     tcase_add_checked_fixture(tc, setup, teardown);

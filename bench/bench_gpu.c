@@ -1,0 +1,552 @@
+/* bench_gpu.c: the CUDA copy kernels on a Kimi-K3 request (8k tokens, ~649 MiB) against ceilings
+ * measured in the same run: gather/scatter in 32 MiB chunks vs one cudaMemcpy device-to-device
+ * (bytes counted read + write), gather into / scatter from mapped pinned host memory vs cudaMemcpy
+ * D2H / H2D, the direct program GPU0 -> GPU1 vs cudaMemcpyPeer, and the per-fragment alternative
+ * (one cudaMemcpyAsync per run) for contrast. The copy programs are the planner's (plan_build on
+ * the kimi-k3 preset, 128 random blocks of 512 and a random slot on each side): TP1 -> TP1 (one
+ * writer: 69 KDA slots of 6,586,368 B + 24 MLA layers x 128 blocks x 73,728 B = 649.4 MiB), and
+ * writer 0 of a TP4 -> TP2 fan-in (head-range runs). Prints a table; --out PATH writes JSON.
+ * Times: median of cudaEvent-timed repetitions. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef KVF_HAVE_CUDA
+int main(void)
+{
+    printf("bench_gpu: no CUDA in this build\n");
+    return 0;
+}
+#else
+
+#include <cuda_runtime.h>
+#include <time.h>
+
+#include "kvf_kernels.h"
+#include "plan.h"
+#include "preset.h"
+
+#define CHUNK (32ull << 20)
+#define REPS 15
+
+#define TRY(call)                                                                              \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "bench_gpu: %s: %s\n", #call, cudaGetErrorString(e_));             \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+#define KTRY(call)                                                                             \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_ != 0) {                                                                        \
+            fprintf(stderr, "bench_gpu: %s: %s\n", #call, kvk_last_error());                   \
+            exit(1);                                                                           \
+        }                                                                                      \
+    } while (0)
+
+struct row {
+    const char *name;
+    double ms, gbs, ceiling_gbs, goal;
+    double wall_ms;
+};
+static struct row rows[64];
+static int n_rows;
+
+static uint64_t rng = 12345;
+static uint64_t rnd(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* A random selection of n distinct ids of [0, pool). */
+static void pick_ids(uint32_t *ids, uint32_t n, uint32_t pool)
+{
+    uint32_t *perm = malloc(pool * sizeof(*perm));
+    for (uint32_t i = 0; i < pool; i++)
+        perm[i] = i;
+    for (uint32_t i = pool - 1; i > 0; i--) {
+        uint32_t j = (uint32_t)(rnd() % (i + 1)), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    memcpy(ids, perm, n * sizeof(*ids));
+    free(perm);
+}
+
+/* One writer's program of a planned request: ctx_spec -> gen_spec, generation rank gr, writer w,
+ * with 128 random blocks and a random slot per rank (context ids known). Copies the ops and the
+ * pool sizes of both sides. */
+struct bprog {
+    struct copy_op *ops; /* owned */
+    uint32_t n_ops, n_writers;
+    uint64_t bytes;
+    struct kvk_mem src_sizes, dst_sizes; /* sizes only */
+};
+
+static void bprog_build(const char *cs, const char *gs, uint32_t gr, uint32_t w, struct bprog *ret)
+{
+    static struct layout c[LAYOUT_MAX_TP], g[LAYOUT_MAX_TP];
+    static uint32_t ids[LAYOUT_MAX_TP][LAYOUT_MAX_GROUPS][128], gids[LAYOUT_MAX_GROUPS][128];
+    struct preset_spec sc, sg;
+    char err[256];
+    if (preset_parse(cs, &sc, err, sizeof(err)) || preset_parse(gs, &sg, err, sizeof(err)) ||
+        preset_build(&sc, "ctx", ROLE_CONTEXT, 0, c, err, sizeof(err)) ||
+        preset_build(&sg, "gen", ROLE_GENERATION, 0, g, err, sizeof(err))) {
+        fprintf(stderr, "bench_gpu: preset: %s\n", err);
+        exit(1);
+    }
+    struct plan_ids cids[LAYOUT_MAX_TP];
+    memset(cids, 0, sizeof(cids));
+    uint32_t nc = preset_n_ranks(&sc);
+    for (uint32_t r = 0; r < nc; r++)
+        for (uint32_t gi = 0; gi < c[r].n_groups; gi++) {
+            int st = c[r].groups[gi].kind == GROUP_STATE;
+            cids[r].n[gi] = st ? 1 : 128;
+            pick_ids(ids[r][gi], cids[r].n[gi], c[r].groups[gi].n_items);
+            cids[r].ids[gi] = ids[r][gi];
+        }
+    struct plan_input in = {.gen = &g[gr], .ctx = c, .n_ctx = nc, .ctx_ids = cids,
+                            .ctx_dp_rank = -1};
+    for (uint32_t gi = 0; gi < g[gr].n_groups; gi++) {
+        int st = g[gr].groups[gi].kind == GROUP_STATE;
+        in.gen_ids.n[gi] = st ? 1 : 128;
+        pick_ids(gids[gi], in.gen_ids.n[gi], g[gr].groups[gi].n_items);
+        in.gen_ids.ids[gi] = gids[gi];
+    }
+    struct plan p;
+    struct plan_error pe;
+    if (plan_build(&in, &p, &pe)) {
+        fprintf(stderr, "bench_gpu: plan_build: %s\n", pe.message);
+        exit(1);
+    }
+    const struct plan_writer *wr = &p.writers[w];
+    memset(ret, 0, sizeof(*ret));
+    ret->n_ops = wr->n_ops;
+    ret->n_writers = p.n_writers;
+    ret->bytes = wr->bytes;
+    ret->ops = malloc(wr->n_ops * sizeof(*wr->ops));
+    memcpy(ret->ops, wr->ops, wr->n_ops * sizeof(*wr->ops));
+    const struct layout *cl = &c[wr->ctx_rank];
+    ret->src_sizes.n = cl->n_pools;
+    for (uint32_t i = 0; i < cl->n_pools; i++)
+        ret->src_sizes.size[i] = cl->pools[i].bytes;
+    ret->dst_sizes.n = g[gr].n_pools;
+    for (uint32_t i = 0; i < g[gr].n_pools; i++)
+        ret->dst_sizes.size[i] = g[gr].pools[i].bytes;
+    plan_done(&p);
+}
+
+static void alloc_pools(int dev, const struct kvk_mem *sizes, struct kvk_mem *m, uint8_t fill)
+{
+    TRY(cudaSetDevice(dev));
+    *m = *sizes;
+    for (uint32_t p = 0; p < m->n; p++) {
+        void *d;
+        TRY(cudaMalloc(&d, m->size[p] ? m->size[p] : 1));
+        TRY(cudaMemset(d, fill + (int)p, m->size[p]));
+        m->base[p] = (uint64_t)(uintptr_t)d;
+    }
+    TRY(cudaSetDevice(0));
+}
+
+static void free_pools(struct kvk_mem *m)
+{
+    for (uint32_t p = 0; p < m->n; p++)
+        cudaFree((void *)(uintptr_t)m->base[p]);
+    m->n = 0;
+}
+
+typedef void (*work_fn)(void *ctx, cudaStream_t st);
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Median device time (ms) of fn over REPS after 2 warm-ups; *wall: median host wall time from
+ * enqueue to completion. */
+static double time_it(work_fn fn, void *ctx, cudaStream_t st, double *wall)
+{
+    cudaEvent_t a, b;
+    TRY(cudaEventCreate(&a));
+    TRY(cudaEventCreate(&b));
+    double t[REPS], w[REPS];
+    for (int i = 0; i < 2; i++)
+        fn(ctx, st);
+    TRY(cudaStreamSynchronize(st));
+    for (int i = 0; i < REPS; i++) {
+        double w0 = now_ms();
+        TRY(cudaEventRecord(a, st));
+        fn(ctx, st);
+        TRY(cudaEventRecord(b, st));
+        TRY(cudaEventSynchronize(b));
+        w[i] = now_ms() - w0;
+        float ms;
+        TRY(cudaEventElapsedTime(&ms, a, b));
+        t[i] = ms;
+    }
+    qsort(t, REPS, sizeof(double), cmp_d);
+    qsort(w, REPS, sizeof(double), cmp_d);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    if (wall)
+        *wall = w[REPS / 2];
+    return t[REPS / 2];
+}
+
+struct ctx {
+    struct kvk_program *p;
+    struct kvk_mem *src, *dst;
+    uint8_t *ext;       /* device-accessible extent buffer */
+    uint64_t bytes, chunk;
+    const struct copy_op *ops;
+    uint32_t n_ops;
+    void *a, *b;        /* plain copies */
+    int da, db;
+    enum cudaMemcpyKind kind;
+};
+
+static void do_gather(void *v, cudaStream_t st)
+{
+    struct ctx *c = v;
+    for (uint64_t lo = 0; lo < c->bytes; lo += c->chunk) {
+        uint64_t hi = lo + c->chunk < c->bytes ? lo + c->chunk : c->bytes;
+        KTRY(kvk_gather(c->p, c->src, lo, hi, c->ext + lo, st));
+    }
+}
+
+static void do_scatter(void *v, cudaStream_t st)
+{
+    struct ctx *c = v;
+    for (uint64_t lo = 0; lo < c->bytes; lo += c->chunk) {
+        uint64_t hi = lo + c->chunk < c->bytes ? lo + c->chunk : c->bytes;
+        KTRY(kvk_scatter(c->p, c->ext + lo, lo, hi, c->dst, st));
+    }
+}
+
+static void do_direct(void *v, cudaStream_t st)
+{
+    struct ctx *c = v;
+    KTRY(kvk_direct(c->p, c->src, c->dst, st));
+}
+
+static void do_memcpy(void *v, cudaStream_t st)
+{
+    struct ctx *c = v;
+    TRY(cudaMemcpyAsync(c->a, c->b, c->bytes, c->kind, st));
+}
+
+static void do_peer(void *v, cudaStream_t st)
+{
+    struct ctx *c = v;
+    TRY(cudaMemcpyPeerAsync(c->a, c->da, c->b, c->db, c->bytes, st));
+}
+
+static void do_fragments(void *v, cudaStream_t st) /* one cudaMemcpyAsync per run */
+{
+    struct ctx *c = v;
+    for (uint32_t i = 0; i < c->n_ops; i++) {
+        const struct copy_op *o = &c->ops[i];
+        for (uint64_t k = 0; k < o->count; k++)
+            TRY(cudaMemcpyAsync(c->ext + o->ext_off + k * o->len,
+                                (uint8_t *)(uintptr_t)c->src->base[o->src_pool] + o->src_off +
+                                    (int64_t)k * o->src_stride,
+                                o->len, cudaMemcpyDeviceToDevice, st));
+    }
+}
+
+static void add(const char *name, double ms, double bytes_counted, double ceiling, double goal,
+                double wall)
+{
+    struct row *r = &rows[n_rows++];
+    r->name = name;
+    r->ms = ms;
+    r->gbs = bytes_counted / (ms * 1e6);
+    r->ceiling_gbs = ceiling;
+    r->goal = goal;
+    r->wall_ms = wall;
+}
+
+static void measure(const char *name, work_fn fn, void *ctx, cudaStream_t st, double counted,
+                    double ceiling, double goal)
+{
+    double wall;
+    double ms = time_it(fn, ctx, st, &wall);
+    add(name, ms, counted, ceiling, goal, wall);
+}
+
+/* knobs: task bytes, threads, fat, unroll, piece alignment (see kvf_kernels.h) */
+static const char *const knob_names[5] = {"KVK_TASK_BYTES", "KVK_THREADS", "KVK_FAT",
+                                          "KVK_UNROLL", "KVK_PIECE_ALIGN"};
+
+static struct kvk_program *program_with(const struct copy_op *ops, uint32_t n,
+                                        const char *const knobs[5])
+{
+    struct kvk_program *p = NULL;
+    for (int k = 0; k < 5; k++)
+        setenv(knob_names[k], knobs[k], 1);
+    KTRY(kvk_program_new(ops, n, 0, &p));
+    for (int k = 0; k < 5; k++)
+        unsetenv(knob_names[k]);
+    return p;
+}
+
+/* DESIGN §10's scattered-blocks case: 4096 blocks of 36 KiB at random ids of an 8192-block
+ * pool, gathered by one kernel launch vs one cudaMemcpyAsync per block. */
+static void scattered_blocks(cudaStream_t st, double d2d)
+{
+    enum { NB = 4096, POOL = 8192 };
+    const uint64_t bs = 36864;
+    static struct copy_op ops[NB];
+    uint32_t *ids = malloc(POOL * sizeof(*ids));
+    pick_ids(ids, POOL, POOL);
+    for (uint32_t b = 0; b < NB; b++) {
+        memset(&ops[b], 0, sizeof(ops[b]));
+        ops[b].src_off = ids[b] * bs;
+        ops[b].len = bs;
+        ops[b].count = 1;
+        ops[b].ext_off = b * bs;
+    }
+    free(ids);
+    struct kvk_program *p = NULL;
+    KTRY(kvk_program_new(ops, NB, 0, &p));
+    void *pool, *out;
+    TRY(cudaMalloc(&pool, POOL * bs));
+    TRY(cudaMemset(pool, 0x55, POOL * bs));
+    TRY(cudaMalloc(&out, NB * bs));
+    struct kvk_mem m = {.n = 1};
+    m.base[0] = (uint64_t)(uintptr_t)pool;
+    m.size[0] = POOL * bs;
+    struct ctx c = {.p = p, .src = &m, .ext = out, .bytes = NB * bs, .chunk = NB * bs,
+                    .ops = ops, .n_ops = NB};
+    measure("4096 x 36KiB blocks: gather kernel", do_gather, &c, st, 2.0 * NB * bs, d2d, 0.85);
+    measure("4096 x 36KiB: cudaMemcpyAsync each", do_fragments, &c, st, 2.0 * NB * bs, d2d, 0);
+    cudaFree(pool);
+    cudaFree(out);
+    kvk_program_free(p);
+}
+
+/* Writer 0 of generation rank 0 of a TP4 -> TP2 fan-in: head-range runs (conv rows of 48 KiB
+ * per section, ssm halves), chunked gather and scatter through a device arena. */
+static void fan_in(cudaStream_t st, double d2d, uint8_t *arena)
+{
+    struct bprog f;
+    bprog_build("kimi-k3:tp=4", "kimi-k3:tp=2", 0, 0, &f);
+    struct kvk_program *p = NULL;
+    KTRY(kvk_program_new(f.ops, f.n_ops, 0, &p));
+    struct kvk_mem src, dst;
+    alloc_pools(0, &f.src_sizes, &src, 0x66);
+    alloc_pools(0, &f.dst_sizes, &dst, 0x77);
+    struct ctx c = {.p = p, .src = &src, .dst = &dst, .ext = arena, .bytes = f.bytes,
+                    .chunk = CHUNK, .ops = f.ops, .n_ops = f.n_ops};
+    printf("fan-in TP4->TP2 writer 0: %u ops, %.1f MiB, %u tasks\n", f.n_ops,
+           f.bytes / 1048576.0, kvk_program_tasks(p));
+    measure("fan-in TP4->TP2 w0 gather 32MiB", do_gather, &c, st, 2.0 * f.bytes, d2d, 0.85);
+    measure("fan-in TP4->TP2 w0 scatter 32MiB", do_scatter, &c, st, 2.0 * f.bytes, d2d, 0.85);
+    free_pools(&src);
+    free_pools(&dst);
+    kvk_program_free(p);
+    free(f.ops);
+}
+
+static void print_and_save(const char *out, uint64_t bytes, uint32_t n_ops, uint32_t n_tasks,
+                           int n_gpus, const char *gpu)
+{
+    char knobs[256] = "";
+    for (int k = 0; k < 5; k++) {
+        const char *v = getenv(knob_names[k]);
+        if (v)
+            snprintf(knobs + strlen(knobs), sizeof(knobs) - strlen(knobs), " %s=%s",
+                     knob_names[k], v);
+    }
+    printf("\nbench_gpu: %s x%d, request %.1f MiB, %u ops, %u tasks, chunk %llu MiB, knobs:%s\n",
+           gpu, n_gpus, bytes / 1048576.0, n_ops, n_tasks, CHUNK >> 20,
+           knobs[0] ? knobs : " defaults");
+    printf("%-34s %9s %9s %9s %7s %6s %9s\n", "what", "ms", "GB/s", "ceiling", "ratio", "goal",
+           "wall_ms");
+    for (int i = 0; i < n_rows; i++) {
+        struct row *r = &rows[i];
+        double ratio = r->ceiling_gbs > 0 ? r->gbs / r->ceiling_gbs : 0;
+        printf("%-34s %9.3f %9.1f %9.1f %7.3f %6.2f %9.3f\n", r->name, r->ms, r->gbs,
+               r->ceiling_gbs, ratio, r->goal, r->wall_ms);
+    }
+    if (!out)
+        return;
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        perror(out);
+        return;
+    }
+    fprintf(f, "{\"gpu\":\"%s\",\"gpus\":%d,\"request_bytes\":%llu,\"ops\":%u,\"tasks\":%u,"
+            "\"chunk_bytes\":%llu,\"reps\":%d,\"knobs\":\"%s\",\"results\":[", gpu, n_gpus,
+            (unsigned long long)bytes, n_ops, n_tasks, CHUNK, REPS, knobs);
+    for (int i = 0; i < n_rows; i++) {
+        struct row *r = &rows[i];
+        fprintf(f, "%s{\"name\":\"%s\",\"ms\":%.4f,\"gbs\":%.2f,\"ceiling_gbs\":%.2f,"
+                "\"ratio\":%.4f,\"goal\":%.2f,\"wall_ms\":%.4f}", i ? "," : "", r->name, r->ms,
+                r->gbs, r->ceiling_gbs, r->ceiling_gbs > 0 ? r->gbs / r->ceiling_gbs : 0,
+                r->goal, r->wall_ms);
+    }
+    fprintf(f, "]}\n");
+    fclose(f);
+    printf("wrote %s\n", out);
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = NULL;
+    int sweep_on = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else if (strcmp(argv[i], "--no-sweep") == 0)
+            sweep_on = 0;
+    }
+    struct bprog k3;
+    bprog_build("kimi-k3", "kimi-k3", 0, 0, &k3);
+    const struct copy_op *ops = k3.ops;
+    uint32_t n_ops = k3.n_ops;
+    uint64_t bytes = k3.bytes;
+    uint64_t runs = 0;
+    for (uint32_t i = 0; i < n_ops; i++)
+        runs += ops[i].count;
+    printf("kimi-k3 8k TP1->TP1: %u writer(s), writer 0: %u ops, %llu runs, %llu bytes\n",
+           k3.n_writers, n_ops, (unsigned long long)runs, (unsigned long long)bytes);
+    int n_gpus = kvk_device_count();
+    if (n_gpus < 1) {
+        printf("bench_gpu: SKIP: no CUDA device: %s\n", kvk_last_error());
+        return 0;
+    }
+    struct cudaDeviceProp prop;
+    TRY(cudaGetDeviceProperties(&prop, 0));
+    struct kvk_program *p = NULL, *p_nopdl = NULL;
+    KTRY(kvk_program_new(ops, n_ops, 0, &p));
+    setenv("KVK_PDL", "0", 1);
+    KTRY(kvk_program_new(ops, n_ops, 0, &p_nopdl));
+    unsetenv("KVK_PDL");
+    struct kvk_mem src, dst;
+    alloc_pools(0, &k3.src_sizes, &src, 0x11);
+    alloc_pools(0, &k3.dst_sizes, &dst, 0x22);
+    uint8_t *arena, *arena2, *host;
+    TRY(cudaMalloc((void **)&arena, bytes));
+    TRY(cudaMalloc((void **)&arena2, bytes));
+    TRY(cudaHostAlloc((void **)&host, bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    memset(host, 0x33, bytes);
+    uint8_t *dhost;
+    TRY(cudaHostGetDevicePointer((void **)&dhost, host, 0));
+    cudaStream_t st;
+    TRY(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+
+    struct ctx c = {.p = p, .src = &src, .dst = &dst, .ext = arena, .bytes = bytes,
+                    .chunk = CHUNK, .ops = ops, .n_ops = n_ops};
+    double w;
+    /* device-to-device: bytes counted read + write */
+    c.a = arena2;
+    c.b = arena;
+    c.kind = cudaMemcpyDeviceToDevice;
+    double d2d = 2.0 * bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
+    add("ceiling: cudaMemcpy D2D (r+w)", 2.0 * bytes / (d2d * 1e6), 2.0 * bytes, d2d, 0, w);
+    measure("gather 32MiB chunks -> device", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+    measure("scatter 32MiB chunks <- device", do_scatter, &c, st, 2.0 * bytes, d2d, 0.85);
+    c.chunk = bytes;
+    measure("gather one launch -> device", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+    c.chunk = CHUNK;
+    c.p = p_nopdl;
+    measure("gather 32MiB chunks, PDL off", do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+    c.p = p;
+    /* kernel variants: task bytes, threads, fat, unroll, piece alignment */
+    static const char *const sweep[][6] = {
+        {"65536", "512", "0", "4", "4096", "  op  U4 64K/512 align4K"},
+        {"65536", "512", "0", "8", "4096", "  op  U8 64K/512 align4K"},
+        {"32768", "256", "0", "8", "4096", "  op  U8 32K/256 align4K"},
+        {"8192", "128", "0", "4", "4096", "  op  U4 8K/128 align4K"},
+        {"65536", "512", "1", "4", "16", "  fat U4 64K/512 align16"},
+        {"65536", "512", "1", "4", "4096", "  fat U4 64K/512 align4K"},
+        {"32768", "256", "1", "4", "4096", "  fat U4 32K/256 align4K"},
+        {"8192", "128", "1", "4", "4096", "  fat U4 8K/128 align4K"},
+        {"65536", "512", "1", "8", "4096", "  fat U8 64K/512 align4K"},
+        {"65536", "256", "1", "8", "4096", "  fat U8 64K/256 align4K"},
+        {"32768", "256", "1", "8", "4096", "  fat U8 32K/256 align4K"},
+        {"16384", "256", "1", "8", "4096", "  fat U8 16K/256 align4K"},
+        {"16384", "128", "1", "8", "4096", "  fat U8 16K/128 align4K"},
+    };
+    for (size_t i = 0; sweep_on && i < sizeof(sweep) / sizeof(sweep[0]); i++) {
+        c.p = program_with(ops, n_ops, sweep[i]);
+        measure(sweep[i][5], do_gather, &c, st, 2.0 * bytes, d2d, 0.85);
+        kvk_program_free(c.p);
+    }
+    c.p = p;
+    measure("direct pool->pool same GPU", do_direct, &c, st, 2.0 * bytes, d2d, 0.85);
+    measure("per-fragment cudaMemcpyAsync", do_fragments, &c, st, 2.0 * bytes, d2d, 0);
+
+    scattered_blocks(st, d2d);
+    fan_in(st, d2d, arena);
+
+    /* pinned mapped host memory: bytes counted once (the PCIe direction) */
+    c.a = host;
+    c.b = arena;
+    c.kind = cudaMemcpyDeviceToHost;
+    double d2h = bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
+    add("ceiling: cudaMemcpy D2H pinned", bytes / (d2h * 1e6), bytes, d2h, 0, w);
+    c.ext = dhost;
+    measure("gather 32MiB chunks -> host", do_gather, &c, st, bytes, d2h, 0.9);
+    c.a = arena;
+    c.b = host;
+    c.kind = cudaMemcpyHostToDevice;
+    double h2d = bytes / (time_it(do_memcpy, &c, st, &w) * 1e6);
+    add("ceiling: cudaMemcpy H2D pinned", bytes / (h2d * 1e6), bytes, h2d, 0, w);
+    measure("scatter 32MiB chunks <- host", do_scatter, &c, st, bytes, h2d, 0.9);
+    c.ext = arena;
+
+    int can = 0;
+    if (n_gpus >= 2 && cudaDeviceCanAccessPeer(&can, 0, 1) == cudaSuccess && can) {
+        TRY(cudaSetDevice(1));
+        cudaError_t e = cudaDeviceEnablePeerAccess(0, 0);
+        TRY(cudaSetDevice(0));
+        if (e == cudaSuccess || e == cudaErrorPeerAccessAlreadyEnabled)
+            e = cudaDeviceEnablePeerAccess(1, 0);
+        if (e != cudaSuccess && e != cudaErrorPeerAccessAlreadyEnabled) {
+            fprintf(stderr, "bench_gpu: peer access: %s\n", cudaGetErrorString(e));
+        } else {
+            struct kvk_mem dst1;
+            alloc_pools(1, &k3.dst_sizes, &dst1, 0x44);
+            uint8_t *arena1;
+            TRY(cudaSetDevice(1));
+            TRY(cudaMalloc((void **)&arena1, bytes));
+            TRY(cudaSetDevice(0));
+            c.a = arena1;
+            c.da = 1;
+            c.b = arena;
+            c.db = 0;
+            double peer = bytes / (time_it(do_peer, &c, st, &w) * 1e6);
+            add("ceiling: cudaMemcpyPeer 0->1", bytes / (peer * 1e6), bytes, peer, 0, w);
+            c.dst = &dst1;
+            measure("direct program GPU0 -> GPU1", do_direct, &c, st, bytes, peer, 0.8);
+            c.ext = arena1;
+            measure("gather GPU0 pools -> GPU1 arena", do_gather, &c, st, bytes, peer, 0.8);
+            c.ext = arena;
+            c.dst = &dst;
+        }
+    } else {
+        printf("bench_gpu: fewer than 2 GPUs with peer access: peer rows skipped\n");
+    }
+    print_and_save(out, bytes, n_ops, kvk_program_tasks(p), n_gpus, prop.name);
+    kvk_program_free(p);
+    kvk_program_free(p_nopdl);
+    free(k3.ops);
+    return 0;
+}
+#endif

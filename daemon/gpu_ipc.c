@@ -1,0 +1,269 @@
+/* gpu_ipc.c: workers' GPU pools mapped into the daemon from their CUDA IPC handles, once per
+ * allocation, on the device that holds the memory; closed when the last user lets go (gpu.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_priv.h"
+#include "log.h"
+
+#ifdef KVF_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) == GPU_IPC_HANDLE_BYTES, "IPC handle size changed");
+
+/* cuMemGetAddressRange through the runtime's driver entry point (no link against libcuda). */
+typedef CUresult (*addr_range_fn)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
+
+static addr_range_fn addr_range(void)
+{
+    static addr_range_fn fn;
+    static bool tried; /* loop thread only */
+    if (!tried) {
+        void *p = NULL;
+        enum cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+        tried = true;
+        if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &p, 3020, cudaEnableDefault,
+                                             &q) == cudaSuccess &&
+            q == cudaDriverEntryPointSuccess)
+            fn = (addr_range_fn)p;
+        else
+            log_warn("gpu: cuMemGetAddressRange unavailable: pool sizes of workers go unchecked");
+        (void)cudaGetLastError();
+    }
+    return fn;
+}
+
+static int map_on(int dev, const uint8_t *handle, void **ptr_ret, char *err, size_t errlen)
+{
+    cudaIpcMemHandle_t h;
+    int rc;
+    memcpy(&h, handle, sizeof(h));
+    if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
+        return rc;
+    return GPU_TRY(cudaIpcOpenMemHandle(ptr_ret, h, cudaIpcMemLazyEnablePeerAccess));
+}
+
+static int unmap(int dev, void *ptr, char *err, size_t errlen)
+{
+    int rc;
+    if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
+        return rc;
+    return GPU_TRY(cudaIpcCloseMemHandle(ptr));
+}
+
+/* Maps the handle, moves the mapping to the device that holds the memory, reads its size. */
+static int map(struct gpu *g, struct gpu_mapping *m, char *err, size_t errlen)
+{
+    struct cudaPointerAttributes attr;
+    int dev = m->declared_device, rc;
+
+    if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
+        return rc;
+    if ((rc = GPU_TRY(cudaPointerGetAttributes(&attr, m->ptr))) < 0)
+        goto err_unmap;
+    if (attr.device != dev && attr.device >= 0 && attr.device < g->n_devices) {
+        log_info("gpu: pool declared on device %d lives on device %d: mapping it there", dev,
+                 attr.device);
+        if ((rc = unmap(dev, m->ptr, err, errlen)) < 0)
+            return rc;
+        m->ptr = NULL;
+        dev = attr.device;
+        if ((rc = map_on(dev, m->handle, &m->ptr, err, errlen)) < 0)
+            return rc;
+    }
+    m->device = dev;
+    addr_range_fn fn = addr_range();
+    if (fn) {
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUresult cr = fn(&base, &size, (CUdeviceptr)(uintptr_t)m->ptr);
+        if (cr != CUDA_SUCCESS) {
+            snprintf(err, errlen, "cuMemGetAddressRange: driver error %d (device %d)", (int)cr,
+                     dev);
+            rc = -EIO;
+            goto err_unmap;
+        }
+        m->bytes = size - ((uintptr_t)m->ptr - (uintptr_t)base);
+        m->size_verified = true;
+    }
+    return 0;
+
+err_unmap:
+    unmap(dev, m->ptr, NULL, 0);
+    m->ptr = NULL;
+    return rc;
+}
+
+#else /* !KVF_HAVE_CUDA: g is always in CPU mode, refused before we get here */
+
+static int map(struct gpu *g, struct gpu_mapping *m, char *err, size_t errlen)
+{
+    (void)g, (void)m;
+    snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
+    return -ENOTSUP;
+}
+
+static int unmap(int dev, void *ptr, char *err, size_t errlen)
+{
+    (void)dev, (void)ptr;
+    snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
+    return -ENOTSUP;
+}
+
+#endif
+
+static struct gpu_mapping *find(const struct gpu *g, const uint8_t *handle)
+{
+    for (struct gpu_mapping *m = g->mappings; m; m = m->next)
+        if (memcmp(m->handle, handle, GPU_IPC_HANDLE_BYTES) == 0)
+            return m;
+    return NULL;
+}
+
+/* The declared pool [offset, offset + bytes) against the allocation; offset + bytes cannot
+ * overflow (both are bounded by GPU_MAX_MAPPING_BYTES). */
+static int range_check(const struct gpu_mapping *m, uint64_t offset, uint64_t bytes, char *err,
+                       size_t errlen)
+{
+    if (!m->size_verified || offset + bytes <= m->bytes)
+        return 0;
+    snprintf(err, errlen,
+             "pool declared as bytes [%llu, %llu) of its allocation, but the "
+             "allocation on device %d holds %llu",
+             (unsigned long long)offset, (unsigned long long)(offset + bytes), m->device,
+             (unsigned long long)m->bytes);
+    return -ERANGE;
+}
+
+int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen)
+{
+    struct gpu_mapping *m;
+    int rc;
+
+    if (g->cpu_mode) {
+        snprintf(err, errlen, "cannot map a GPU pool (device %d): the daemon runs in CPU mode: %s",
+                 device, g->cpu_reason);
+        return -ENODEV;
+    }
+    if (device < 0 || device >= g->n_devices) {
+        snprintf(err, errlen, "GPU pool on device %d: this daemon sees %d CUDA device%s", device,
+                 g->n_devices, g->n_devices == 1 ? "" : "s");
+        return -ENODEV;
+    }
+    if (bytes == 0 || bytes > GPU_MAX_MAPPING_BYTES || offset > GPU_MAX_MAPPING_BYTES) {
+        snprintf(err, errlen,
+                 "GPU pool of %llu bytes at offset %llu: size must be 1..%llu "
+                 "bytes and offset at most that",
+                 (unsigned long long)bytes, (unsigned long long)offset,
+                 (unsigned long long)GPU_MAX_MAPPING_BYTES);
+        return -EINVAL;
+    }
+    if ((m = find(g, handle))) {
+        if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
+            return rc;
+        m->refs++;
+        *ret = m;
+        return 0;
+    }
+    if (g->n_mappings >= g->max_mappings) {
+        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
+        return -ENOSPC;
+    }
+    if (g->dev[device].failed) {
+        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
+        return -ENODEV;
+    }
+    if (!(m = calloc(1, sizeof(*m)))) {
+        snprintf(err, errlen, "out of memory");
+        return -ENOMEM;
+    }
+    memcpy(m->handle, handle, GPU_IPC_HANDLE_BYTES);
+    m->declared_device = device;
+    m->bytes = offset + bytes; /* what we know until the driver says */
+    if ((rc = map(g, m, err, errlen)) < 0)
+        goto err_free;
+    if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
+        goto err_unmap;
+    m->refs = 1;
+    m->next = g->mappings;
+    g->mappings = m;
+    g->n_mappings++;
+    g->mapped_bytes += m->bytes;
+    g->mappings_opened++;
+    *ret = m;
+    return 0;
+
+err_unmap:
+    unmap(m->device, m->ptr, NULL, 0);
+err_free:
+    free(m);
+    return rc;
+}
+
+static void release(struct gpu *g, struct gpu_mapping *m)
+{
+    char err[GPU_REASON_MAX];
+    if (unmap(m->device, m->ptr, err, sizeof(err)) < 0) {
+        g->mapping_close_errors++;
+        log_warn("gpu: closing a pool mapping on device %d: %s", m->device, err);
+    }
+    g->n_mappings--;
+    g->mapped_bytes -= m->bytes;
+    free(m);
+}
+
+struct gpu_mapping *gpu_ipc_close(struct gpu *g, struct gpu_mapping *m)
+{
+    if (!m || --m->refs > 0)
+        return NULL;
+    for (struct gpu_mapping **p = &g->mappings; *p; p = &(*p)->next)
+        if (*p == m) {
+            *p = m->next;
+            break;
+        }
+    release(g, m);
+    return NULL;
+}
+
+void gpu_ipc_close_all(struct gpu *g)
+{
+    while (g->mappings) {
+        struct gpu_mapping *m = g->mappings;
+        g->mappings = m->next;
+        release(g, m);
+    }
+}
+
+int gpu_set_max_mappings(struct gpu *g, size_t max)
+{
+    if (max < 1 || max > GPU_MAX_MAPPINGS)
+        return -EINVAL;
+    g->max_mappings = max;
+    return 0;
+}
+
+void *gpu_mapping_ptr(const struct gpu_mapping *m)
+{
+    return m->ptr;
+}
+int gpu_mapping_device(const struct gpu_mapping *m)
+{
+    return m->device;
+}
+uint64_t gpu_mapping_bytes(const struct gpu_mapping *m)
+{
+    return m->bytes;
+}
+size_t gpu_mapping_count(const struct gpu *g)
+{
+    return g->n_mappings;
+}
+uint64_t gpu_mapping_total_bytes(const struct gpu *g)
+{
+    return g->mapped_bytes;
+}

@@ -1,0 +1,102 @@
+/* gpu_priv.h: the inside of struct gpu, shared by daemon/gpu*.c only, and GPU_TRY.
+ * Split by duty: gpu.c (discovery, lifetime, status), gpu_peer.c (peer access), gpu_ipc.c
+ * (worker pool mappings), gpu_done.c (streams' completions to the loop), gpu_pin.c (pinned
+ * arena, placement). */
+#ifndef KVF_GPU_PRIV_H
+#define KVF_GPU_PRIV_H
+
+#include <pthread.h>
+
+#include "cuda_err.h"
+#include "gpu.h"
+
+/* GPU_TRY(call): evaluates to 0 or -errno and writes "call: reason (device N)" into err; needs
+ * `dev`, `err` and `errlen` in scope. CUDA errors are converted here and nowhere else. */
+#define GPU_TRY(call) cuda_err_check((int)(call), #call, dev, err, errlen)
+
+struct gpu_mapping {
+    struct gpu_mapping *next;
+    uint8_t handle[GPU_IPC_HANDLE_BYTES];
+    void *ptr;           /* owned: the IPC mapping */
+    int device;          /* where the memory lives */
+    int declared_device; /* what the worker said */
+    uint64_t bytes;      /* allocation size (declared size when it cannot be read) */
+    bool size_verified;
+    unsigned refs;
+};
+
+struct gpu_pinned {
+    void *ptr; /* borrowed: the caller's memory */
+    void *dev_ptr;
+    uint64_t bytes;
+};
+
+/* One outstanding completion; lives in g->pending until fired, then in g->done. */
+struct gpu_done_node {
+    struct gpu_done_node *prev, *next;
+    struct gpu *g;
+    struct CUstream_st *stream;
+    int device;
+    gpu_done_cb cb;
+    void *arg;
+    int status;
+    bool fired;
+    bool synced;       /* gpu_free waited for its stream */
+    bool watch_failed; /* failed by the watch: kept (a zombie) until gpu_free, in
+                          case CUDA runs its host function after all */
+};
+
+struct gpu {
+    uv_loop_t *loop; /* borrowed: must outlive us */
+    bool cpu_mode;
+    char cpu_reason[GPU_REASON_MAX];
+    int n_devices;
+    struct gpu_device dev[GPU_MAX_DEVICES];
+    struct CUstream_st *streams[GPU_MAX_DEVICES][GPU_STREAMS_PER_DEVICE]; /* owned */
+    uint8_t peer_can[GPU_MAX_DEVICES][GPU_MAX_DEVICES];
+    uint8_t peer_on[GPU_MAX_DEVICES][GPU_MAX_DEVICES];
+    int peer_rank[GPU_MAX_DEVICES][GPU_MAX_DEVICES]; /* cudaDevP2PAttrPerformanceRank */
+
+    struct gpu_mapping *mappings; /* owned list */
+    size_t n_mappings;
+    size_t max_mappings; /* <= GPU_MAX_MAPPINGS */
+    uint64_t mapped_bytes;
+    uint64_t mappings_opened, mapping_close_errors;
+
+    struct gpu_pinned pinned[GPU_MAX_PINNED];
+    size_t n_pinned;
+
+    bool placement_decided;
+    int placement_rc; /* 0 or the refusal */
+    gpu_place_t placement;
+    char placement_why[GPU_REASON_MAX];
+
+    /* completions */
+    uv_async_t done_async;
+    uv_timer_t watch_timer;
+    int handles_open; /* freed when the last close callback ran */
+    bool freeing;
+    pthread_mutex_t done_mu;      /* guards pending, done and every node's fired/status */
+    struct gpu_done_node pending; /* sentinel: outstanding, not fired */
+    struct gpu_done_node done;    /* sentinel: fired, awaiting the loop */
+    struct gpu_done_node zombies; /* sentinel: delivered after a watch failure, not yet freed */
+    size_t outstanding;           /* loop thread only */
+    uint64_t completions_ok, completions_failed;
+};
+
+/* gpu_peer.c: fills peer_can/peer_rank for discovered devices. 0 or -errno (err set). */
+int gpu_peer_discover(struct gpu *g, char *err, size_t errlen);
+/* gpu_ipc.c: closes every mapping (teardown). */
+void gpu_ipc_close_all(struct gpu *g);
+/* gpu_done.c: handle setup, teardown (sync streams, cancel), the watch. On failure after the
+ * async handle was made, g belongs to the loop (handles_open > 0): its close callback frees it. */
+int gpu_done_init(struct gpu *g);
+void gpu_done_stop(struct gpu *g);
+/* gpu_pin.c: unregisters every pinned range (teardown). */
+void gpu_pin_release_all(struct gpu *g);
+/* gpu.c: close callback of g's handles; the last one frees g. */
+void gpu_handle_closed(uv_handle_t *h);
+/* gpu.c: marks a device failed after a sticky error (logged once). */
+void gpu_device_fail(struct gpu *g, int ordinal, const char *why);
+
+#endif

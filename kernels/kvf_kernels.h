@@ -1,0 +1,97 @@
+/* kvf_kernels.h: CUDA kernels that execute a plan writer's copy program (struct copy_op,
+ * lib/plan.h) on the GPU: gather (pools -> packed extent bytes [lo, hi)), scatter (extent bytes
+ * [lo, hi) -> pools) and direct (pools -> pools, also to or from a peer GPU's memory). The GPU
+ * twin of lib/copy.h, with the same meaning of every op.
+ *
+ * A program is uploaded once (kvk_program_new): its runs are split into tasks of at most
+ * KVK_TASK_BYTES, kept in device memory of the program's device, with a host index of task
+ * extent offsets so a sub-range [lo, hi) finds its tasks by binary search. One launch copies a
+ * whole chunk (many runs), on a stream the caller owns. 16-byte accesses where source, dest and
+ * length allow, narrower accesses and a byte tail where not.
+ *
+ * Plain C header: usable from gcc-compiled C. Streams are `struct CUstream_st *`, which is what
+ * cudaStream_t is (NULL: the legacy default stream). Pointers passed here are device-accessible
+ * addresses: device memory of the program's device, a peer device's memory with peer access
+ * enabled, or mapped pinned host memory (cudaHostAlloc mapped / cudaHostRegister mapped; pass
+ * cudaHostGetDevicePointer's address).
+ *
+ * Errors: functions return 0 or a negative errno (-EINVAL bad argument, -ERANGE a program op
+ * outside the given pools, -ENOMEM, -ENODEV no usable device, -EIO any other CUDA failure); the
+ * CUDA call that failed and why is then in kvk_last_error() (thread-local). Nothing aborts.
+ * Ownership: a program owns its device and host tables; ops passed in are copied.
+ * Tuning (benchmarks): the environment at kvk_program_new may set KVK_TASK_BYTES (power of two,
+ * 4 KiB..1 MiB, default 64 KiB), KVK_THREADS (threads per block, multiple of 32, 64..512,
+ * default 512), KVK_FAT (1 default: self-contained tasks prefetched into shared memory; 0: task
+ * + op tables), KVK_UNROLL (4 default, or 8 loads in flight per thread), KVK_PIECE_ALIGN (where
+ * long runs are cut, power of two >= 16, default 4096) and KVK_PDL=0 (no programmatic
+ * dependent launch). The bytes copied never depend on them (tests/gpu cover each).
+ * Threads: a program is immutable after kvk_program_new; any thread may launch with it
+ * concurrently (on any streams); kvk_program_free only after its launches completed. */
+#ifndef KVF_KERNELS_H
+#define KVF_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "layout.h"
+#include "plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CUstream_st;
+struct kvk_program;
+
+#define KVK_TASK_BYTES (64u * 1024u) /* most bytes one task (one block's unit of work) copies */
+
+/* Device-accessible base address and size of each pool of one side, by pool index. */
+struct kvk_mem {
+    uint32_t n;
+    uint64_t base[LAYOUT_MAX_POOLS];
+    uint64_t size[LAYOUT_MAX_POOLS];
+};
+
+/* Validates the program (ascending ext_off tiling [0, bytes), no overflow, no negative address),
+ * splits it into tasks and uploads them to `device`. Pool indices are checked at launch against
+ * the kvk_mem given there; a program with src_pool == PLAN_POOL_UNKNOWN can only scatter.
+ * Returns 0 and *ret, or -errno (kvk_last_error() says why). The current device is restored. */
+int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
+                    struct kvk_program **ret);
+/* Frees device and host tables; accepts NULL; returns NULL. */
+struct kvk_program *kvk_program_free(struct kvk_program *p);
+
+uint64_t kvk_program_bytes(const struct kvk_program *p); /* extent length */
+uint32_t kvk_program_tasks(const struct kvk_program *p); /* tasks after splitting */
+int kvk_program_device(const struct kvk_program *p);
+
+/* Extent bytes [lo, hi) from the source pools into out (out[0] is extent byte lo).
+ * lo <= hi <= bytes. Asynchronous on stream (launched with the program's device current). */
+int kvk_gather(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo, uint64_t hi,
+               void *out, struct CUstream_st *stream);
+/* Extent bytes [lo, hi) from in (in[0] is extent byte lo) into the destination pools. */
+int kvk_scatter(const struct kvk_program *p, const void *in, uint64_t lo, uint64_t hi,
+                const struct kvk_mem *dst, struct CUstream_st *stream);
+/* Source pools straight into destination pools (the local path; either side may be a peer
+ * device's memory). */
+int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const struct kvk_mem *dst,
+               struct CUstream_st *stream);
+
+/* Completion reporting for an event loop: fn(arg) runs on a CUDA-owned thread once every work
+ * enqueued on stream before this call has finished. fn must only signal (uv_async_send, a
+ * write to an eventfd) and must not call CUDA. If the stream hits an error fn may never run:
+ * pair it with a deadline. Returns 0 or -errno. */
+typedef void (*kvk_done_cb)(void *arg);
+int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg);
+
+/* The last failure of this thread: "cudaMalloc(task table): out of memory
+ * (cudaErrorMemoryAllocation)". Never NULL. */
+const char *kvk_last_error(void);
+
+/* Devices usable by this process: 0 when none or the driver is missing (why: kvk_last_error). */
+int kvk_device_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,259 @@
+/* kvk_program.cu: upload of copy programs to the GPU, the CUDA error conversion, the public
+ * gather/scatter/direct entry points (argument and bounds checks, then one launch), and the
+ * completion notification for event loops. The kernel itself is in kvk_copy.cu. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvk_cuda.h"
+
+int kvk_cuda_fail(const char *call, cudaError_t e)
+{
+    int err;
+    switch (e) {
+    case cudaErrorMemoryAllocation: err = -ENOMEM; break;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidResourceHandle: err = -EINVAL; break;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice:
+    case cudaErrorDevicesUnavailable: err = -ENODEV; break;
+    default: err = -EIO; break;
+    }
+    return kvk_fail(err, "%s: %s (%s)", call, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+int kvk_device_enter(int device, int *prev)
+{
+    KVK_TRY(cudaGetDevice(prev));
+    if (*prev != device)
+        KVK_TRY(cudaSetDevice(device));
+    return 0;
+}
+
+void kvk_device_leave(int prev)
+{
+    int cur;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur != prev)
+        cudaSetDevice(prev);
+}
+
+int kvk_device_count(void)
+{
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        kvk_cuda_fail("cudaGetDeviceCount", e);
+        return 0;
+    }
+    if (n == 0)
+        kvk_fail(0, "no CUDA device");
+    return n;
+}
+
+#define KVK_TRY_RC(expr)                                                                       \
+    do {                                                                                       \
+        int rc_ = (expr);                                                                      \
+        if (rc_ < 0)                                                                           \
+            return rc_;                                                                        \
+    } while (0)
+
+static int upload(struct kvk_program *p)
+{
+    size_t ob = (size_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op);
+    size_t tb = (size_t)(p->t.n_tasks ? p->t.n_tasks : 1) * sizeof(struct kvk_task);
+    KVK_TRY(cudaMalloc((void **)&p->d_ops, ob));
+    KVK_TRY(cudaMalloc((void **)&p->d_tasks, tb));
+    KVK_TRY(cudaMemcpy(p->d_ops, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op),
+                       cudaMemcpyHostToDevice));
+    KVK_TRY(cudaMemcpy(p->d_tasks, p->t.tasks, (size_t)p->t.n_tasks * sizeof(struct kvk_task),
+                       cudaMemcpyHostToDevice));
+    if (p->fat) {
+        struct kvk_ftask *f = NULL;
+        KVK_TRY_RC(kvk_tasks_fat(&p->t, &f));
+        size_t fb = (size_t)(p->t.n_tasks ? p->t.n_tasks : 1) * sizeof(*f);
+        cudaError_t e = cudaMalloc((void **)&p->d_ftasks, fb);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(p->d_ftasks, f, (size_t)p->t.n_tasks * sizeof(*f),
+                           cudaMemcpyHostToDevice);
+        free(f);
+        if (e != cudaSuccess)
+            return kvk_cuda_fail("cudaMalloc/cudaMemcpy(fat task table)", e);
+    }
+    KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
+    KVK_TRY_RC(kvk_blocks_per_sm(p, &p->blocks_per_sm));
+    int major = 0;
+    KVK_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device));
+    const char *env = getenv("KVK_PDL");
+    p->pdl = major >= 9 && !(env && strcmp(env, "0") == 0);
+    return 0;
+}
+
+/* Tuning knobs for benchmarks (kvf_kernels.h): unset or unparsable means the default. */
+static uint32_t env_u32(const char *name, uint32_t dflt)
+{
+    const char *v = getenv(name);
+    char *end;
+    if (!v || !*v)
+        return dflt;
+    unsigned long x = strtoul(v, &end, 0);
+    return (*end || x > UINT32_MAX) ? dflt : (uint32_t)x;
+}
+
+int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
+                    struct kvk_program **ret)
+{
+    if (!ret)
+        return kvk_fail(-EINVAL, "kvk_program_new: NULL ret");
+    struct kvk_program *p = (struct kvk_program *)calloc(1, sizeof(*p));
+    if (!p)
+        return kvk_fail(-ENOMEM, "kvk_program_new: out of memory");
+    p->device = device;
+    p->threads = (int)env_u32("KVK_THREADS", KVK_THREADS);
+    if (p->threads < 64 || p->threads > KVK_THREADS || p->threads % 32) {
+        free(p);
+        return kvk_fail(-EINVAL, "KVK_THREADS=%d: not a multiple of 32 in [64, %d]", p->threads,
+                        KVK_THREADS);
+    }
+    p->fat = env_u32("KVK_FAT", KVK_DEFAULT_FAT) != 0;
+    p->unroll = (int)env_u32("KVK_UNROLL", KVK_DEFAULT_UNROLL);
+    if (p->unroll != 4 && p->unroll != 8) {
+        free(p);
+        return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
+    }
+    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
+                             env_u32("KVK_PIECE_ALIGN", 0), &p->t);
+    if (rc < 0) {
+        free(p);
+        return rc;
+    }
+    int prev;
+    rc = kvk_device_enter(device, &prev);
+    if (rc < 0) {
+        kvk_program_free(p);
+        return rc;
+    }
+    rc = upload(p);
+    kvk_device_leave(prev);
+    if (rc < 0) {
+        kvk_program_free(p);
+        return rc;
+    }
+    *ret = p;
+    return 0;
+}
+
+struct kvk_program *kvk_program_free(struct kvk_program *p)
+{
+    if (!p)
+        return NULL;
+    if (p->d_ops || p->d_tasks || p->d_ftasks) {
+        int prev;
+        if (kvk_device_enter(p->device, &prev) == 0) {
+            cudaFree(p->d_ops);
+            cudaFree(p->d_tasks);
+            cudaFree(p->d_ftasks);
+            kvk_device_leave(prev);
+        }
+    }
+    kvk_tasks_done(&p->t);
+    free(p);
+    return NULL;
+}
+
+uint64_t kvk_program_bytes(const struct kvk_program *p) { return p ? p->t.bytes : 0; }
+uint32_t kvk_program_tasks(const struct kvk_program *p) { return p ? p->t.n_tasks : 0; }
+int kvk_program_device(const struct kvk_program *p) { return p ? p->device : -1; }
+
+static void set_bases(uint64_t *out, const struct kvk_mem *m)
+{
+    for (uint32_t i = 0; i < LAYOUT_MAX_POOLS; i++)
+        out[i] = (m && i < m->n) ? m->base[i] : 0;
+}
+
+static int run(const struct kvk_program *p, kvk_mode_t mode, const struct kvk_mem *src,
+               const struct kvk_mem *dst, uint64_t lo, uint64_t hi, uint64_t ext,
+               cudaStream_t stream)
+{
+    if (!p)
+        return kvk_fail(-EINVAL, "NULL program");
+    if (lo > hi || hi > p->t.bytes)
+        return kvk_fail(-EINVAL, "range [%llu, %llu) outside extent of %llu bytes",
+                        (unsigned long long)lo, (unsigned long long)hi,
+                        (unsigned long long)p->t.bytes);
+    if (mode != KVK_DIRECT && hi > lo && ext == 0)
+        return kvk_fail(-EINVAL, "NULL extent buffer");
+    int rc;
+    if (mode != KVK_SCATTER && (rc = kvk_tasks_check_mem(&p->t, src, 's')) < 0)
+        return rc;
+    if (mode != KVK_GATHER && (rc = kvk_tasks_check_mem(&p->t, dst, 'd')) < 0)
+        return rc;
+    if (lo == hi)
+        return 0;
+    struct kvk_args a;
+    memset(&a, 0, sizeof(a));
+    a.tasks = p->d_tasks;
+    a.ops = p->d_ops;
+    a.ftasks = p->d_ftasks;
+    kvk_tasks_range(&p->t, lo, hi, &a.first, &a.n);
+    a.mode = mode;
+    a.lo = lo;
+    a.hi = hi;
+    a.ext = ext;
+    set_bases(a.src, src);
+    set_bases(a.dst, dst);
+    int prev;
+    if ((rc = kvk_device_enter(p->device, &prev)) < 0)
+        return rc;
+    rc = kvk_launch(p, &a, stream);
+    kvk_device_leave(prev);
+    return rc;
+}
+
+int kvk_gather(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo, uint64_t hi,
+               void *out, struct CUstream_st *stream)
+{
+    return run(p, KVK_GATHER, src, NULL, lo, hi, (uint64_t)(uintptr_t)out, stream);
+}
+
+int kvk_scatter(const struct kvk_program *p, const void *in, uint64_t lo, uint64_t hi,
+                const struct kvk_mem *dst, struct CUstream_st *stream)
+{
+    return run(p, KVK_SCATTER, NULL, dst, lo, hi, (uint64_t)(uintptr_t)in, stream);
+}
+
+int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const struct kvk_mem *dst,
+               struct CUstream_st *stream)
+{
+    return run(p, KVK_DIRECT, src, dst, 0, p ? p->t.bytes : 0, 0, stream);
+}
+
+struct notify {
+    kvk_done_cb fn;
+    void *arg;
+};
+
+static void CUDART_CB notify_trampoline(void *data)
+{
+    struct notify n = *(struct notify *)data;
+    free(data);
+    n.fn(n.arg);
+}
+
+int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg)
+{
+    if (!fn)
+        return kvk_fail(-EINVAL, "NULL callback");
+    struct notify *n = (struct notify *)malloc(sizeof(*n));
+    if (!n)
+        return kvk_fail(-ENOMEM, "kvk_notify_on_complete: out of memory");
+    n->fn = fn;
+    n->arg = arg;
+    cudaError_t e = cudaLaunchHostFunc(stream, notify_trampoline, n);
+    if (e != cudaSuccess) {
+        free(n);
+        return kvk_cuda_fail("cudaLaunchHostFunc", e);
+    }
+    return 0;
+}

@@ -1,0 +1,171 @@
+/* check_plan_matrix.c: randomised geometries (seeded). Random presets, TP, PP (even and uneven),
+ * attention-DP, arrangements, view splits, block lists and prefix caching on each side; every
+ * generation rank is planned and checked independently of the planner's own coverage check:
+ * the sum of extents equals plan_bytes, each writer's ops tile [0, bytes) in order, and a byte
+ * map of the generation pools shows every destination byte of the request written exactly once
+ * and nothing else written. Tiny geometries also run the full bitwise parity (parity.h). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "parity.h"
+#include "testutil.h"
+
+#define N_CASES 240
+
+struct geo {
+    char ctx[160], gen[160];
+    uint32_t n_ctx, n_gen;
+    int32_t dp;
+    bool tiny;
+};
+
+static void side_spec(char *buf, size_t len, const char *model, uint32_t n_layers,
+                      const uint32_t *tps, uint32_t n_tps, uint32_t tpb, uint64_t *rng,
+                      bool *adp_ret, uint32_t *tp_ret)
+{
+    uint32_t tp = tps[par_rand(rng) % n_tps];
+    uint32_t pp = 1 + par_rand(rng) % 3;
+    bool adp = par_rand(rng) % 3 == 0;
+    int n = snprintf(buf, len, "%s:tp=%u,pp=%u,adp=%d,tpb=%u,arr=%s,state=%s,kv=%s,blocks=8,slots=%u",
+                     model, tp, pp, adp, tpb, par_rand(rng) % 2 ? "block" : "layer",
+                     par_rand(rng) % 2 ? "split" : "joint", par_rand(rng) % 2 ? "split" : "joint",
+                     n_layers > 8 ? 1 : 3);
+    if (pp > 1 && par_rand(rng) % 2) { /* uneven split, every stage at least one layer */
+        uint32_t left = n_layers;
+        n += snprintf(buf + n, len - n, ",pp_layers=");
+        for (uint32_t s = 0; s < pp; s++) {
+            uint32_t take = s + 1 == pp ? left : 1 + par_rand(rng) % (left - (pp - s - 1));
+            left -= take;
+            n += snprintf(buf + n, len - n, "%s%u", s ? "+" : "", take);
+        }
+    }
+    *adp_ret = adp;
+    *tp_ret = tp;
+}
+
+static void random_geo(struct geo *g, uint64_t *rng)
+{
+    static const uint32_t tiny_tps[] = {1, 2, 4}, k_tps[] = {1, 2, 4, 8};
+    g->tiny = par_rand(rng) % 32 != 0; /* kimi-linear-48b: ~45 MiB pools, costly */
+    const char *model = g->tiny ? "tiny" : "kimi-linear-48b";
+    uint32_t layers = g->tiny ? 8 : 27, tpb = par_rand(rng) % 2 ? 64 : 16;
+    bool cadp, gadp;
+    uint32_t ctp, gtp;
+    side_spec(g->ctx, sizeof(g->ctx), model, layers, g->tiny ? tiny_tps : k_tps, g->tiny ? 3 : 4,
+              tpb, rng, &cadp, &ctp);
+    side_spec(g->gen, sizeof(g->gen), model, layers, g->tiny ? tiny_tps : k_tps, g->tiny ? 3 : 4,
+              tpb, rng, &gadp, &gtp);
+    g->n_ctx = par_rand(rng) % 7;
+    g->n_gen = g->n_ctx ? par_rand(rng) % (g->n_ctx + 1) : 0;
+    g->dp = cadp ? (int32_t)(par_rand(rng) % ctp) : -1;
+}
+
+/* The independent structural check of one generation rank's plan. */
+static void check_structure(const struct geo *g, const struct par_side *c, const struct par_side *gs,
+                            uint32_t gr)
+{
+    struct plan_input in = par_input(c, gs, gr, c->ids, g->dp);
+    struct plan p;
+    struct plan_error pe;
+    ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s -> %s gen %u: %s (%s)", g->ctx, g->gen, gr,
+                  pe.message, compat_reason_to_string(pe.reason));
+    const struct layout *l = &gs->ranks[gr];
+    struct request_bytes rb;
+    plan_bytes(l, gs->ids[gr].n, &rb);
+    ck_assert_uint_eq(p.total_bytes, rb.total);
+    uint8_t *map[LAYOUT_MAX_POOLS];
+    for (uint32_t i = 0; i < l->n_pools; i++) {
+        map[i] = calloc(1, l->pools[i].bytes + 1);
+        ck_assert_ptr_nonnull(map[i]);
+    }
+    uint64_t sum = 0;
+    for (uint32_t w = 0; w < p.n_writers; w++) {
+        const struct plan_writer *wr = &p.writers[w];
+        ck_assert(w == 0 || wr->ctx_rank > p.writers[w - 1].ctx_rank);
+        ck_assert_uint_lt(wr->ctx_rank, c->n);
+        uint64_t ext = 0;
+        for (uint32_t i = 0; i < wr->n_ops; i++) {
+            const struct copy_op *o = &wr->ops[i];
+            ck_assert_uint_eq(o->ext_off, ext);
+            ck_assert_uint_lt(o->dst_pool, l->n_pools);
+            for (uint64_t k = 0; k < o->count; k++) {
+                uint64_t d = o->dst_off + k * (uint64_t)o->dst_stride;
+                ck_assert_uint_le(d + o->len, l->pools[o->dst_pool].bytes);
+                for (uint64_t b = 0; b < o->len; b++)
+                    if (map[o->dst_pool][d + b]++ != 0) /* no ck_assert per byte: too slow */
+                        ck_abort_msg("%s -> %s gen %u: pool %u byte %lu written twice", g->ctx,
+                                     g->gen, gr, o->dst_pool, (unsigned long)(d + b));
+            }
+            ext += o->len * o->count;
+        }
+        ck_assert_uint_eq(ext, wr->bytes);
+        sum += ext;
+    }
+    ck_assert_uint_eq(sum, rb.total);
+    /* every byte of every declared region of the request once; then nothing else */
+    for (uint32_t gi = 0; gi < l->n_groups; gi++)
+        for (uint32_t li = 0; li < l->groups[gi].n_layers; li++)
+            for (uint32_t v = 0; v < l->groups[gi].n_views; v++) {
+                const struct layout_view *vw = &l->groups[gi].views[v];
+                for (uint32_t k = 0; k < gs->ids[gr].n[gi]; k++) {
+                    uint8_t *r = map[vw->pool] + vw->base + li * vw->layer_stride +
+                                 (uint64_t)gs->ids[gr].ids[gi][k] * vw->item_stride;
+                    for (uint64_t b = 0; b < vw->region_bytes; b++) {
+                        if (r[b] != 1)
+                            ck_abort_msg("%s -> %s gen %u: group %u view %u byte %lu not covered",
+                                         g->ctx, g->gen, gr, gi, v, (unsigned long)b);
+                        r[b] = 0;
+                    }
+                }
+            }
+    for (uint32_t i = 0; i < l->n_pools; i++) {
+        for (uint64_t b = 0; b < l->pools[i].bytes; b++)
+            if (map[i][b] != 0)
+                ck_abort_msg("pool %u byte %lu written outside the request", i, (unsigned long)b);
+        free(map[i]);
+    }
+    plan_done(&p);
+}
+
+START_TEST(plan_random_geometries_cover_every_byte_once)
+{
+    uint64_t rng = 0x5eed0000ull + (uint64_t)_i;
+    uint32_t parity_runs = 0, big_runs = 0;
+    for (int n = 0; n < N_CASES / 3; n++) {
+        struct geo g;
+        random_geo(&g, &rng);
+        char err[256];
+        struct par_side c, gs;
+        ck_assert_msg(par_side_init(&c, g.ctx, ROLE_CONTEXT, g.n_ctx, &rng, err, sizeof(err)) == 0,
+                      "%s: %s", g.ctx, err);
+        ck_assert_msg(par_side_init(&gs, g.gen, ROLE_GENERATION, g.n_gen, &rng, err,
+                                    sizeof(err)) == 0, "%s: %s", g.gen, err);
+        for (uint32_t gr = 0; gr < gs.n; gr++)
+            check_structure(&g, &c, &gs, gr);
+        par_side_free(&c);
+        par_side_free(&gs);
+        big_runs += !g.tiny;
+        if (g.tiny) {
+            struct par_opts o = {.ctx_dp_rank = g.dp, .seed = rng, .chunked = n % 4 == 0};
+            par_run(g.ctx, g.gen, g.n_ctx, g.n_gen, &o, NULL);
+            parity_runs++;
+        }
+    }
+    ck_assert_uint_gt(parity_runs, N_CASES / 6);
+    ck_assert_uint_ge(big_runs, 1); /* the seeds do reach kimi-linear-48b geometries */
+}
+END_TEST
+
+static Suite *matrix_suite(void)
+{
+    Suite *s = suite_create("plan_matrix");
+    TCase *tc = tcase_create("random");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, plan_random_geometries_cover_every_byte_once, 0, 3);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(matrix_suite()); }

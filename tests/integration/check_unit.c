@@ -1,0 +1,89 @@
+/* check_unit.c: systemd/kvferry.service in its installed form (@PREFIX@ replaced as `make install`
+ * does, with the real kvferryd under PREFIX/bin) passes `systemd-analyze verify` without a single
+ * warning, and carries the settings the daemon relies on. */
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+static int sh(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void installed_unit(char *dir, size_t dlen, char *unit, size_t ulen)
+{
+    char cmd[1024], out[4096], bin[256], cwd[512];
+    tu_tmpdir(dir, dlen);
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+    tu_bin("kvferryd", bin, sizeof(bin));
+    snprintf(unit, ulen, "%s/kvferry.service", dir);
+    /* the same substitution as the Makefile's install target */
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s/bin && ln -s %s%s%s %s/bin/kvferryd && "
+             "sed 's|@PREFIX@|%s|g' systemd/kvferry.service > %s 2>&1",
+             dir, bin[0] == '/' ? "" : cwd, bin[0] == '/' ? "" : "/", bin, dir, dir, unit);
+    ck_assert_int_eq(sh(cmd, out, sizeof(out)), 0);
+}
+
+START_TEST(unit_installed_form_passes_systemd_analyze_verify_cleanly)
+{
+    if (system("command -v systemd-analyze >/dev/null 2>&1") != 0) {
+        printf("SKIP unit_installed_form_passes_systemd_analyze_verify_cleanly: "
+               "systemd-analyze not installed\n");
+        return;
+    }
+    char dir[64], unit[128], cmd[512], out[8192];
+    installed_unit(dir, sizeof(dir), unit, sizeof(unit));
+    snprintf(cmd, sizeof(cmd), "systemd-analyze verify %s 2>&1", unit);
+    int rc = sh(cmd, out, sizeof(out));
+    ck_assert_msg(rc == 0 && out[0] == '\0', "systemd-analyze verify: exit %d: %s", rc, out);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+END_TEST
+
+START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
+{
+    char dir[64], unit[128], cmd[512], out[8192];
+    installed_unit(dir, sizeof(dir), unit, sizeof(unit));
+    snprintf(cmd, sizeof(cmd), "cat %s", unit);
+    ck_assert_int_eq(sh(cmd, out, sizeof(out)), 0);
+    char exec[256];
+    snprintf(exec, sizeof(exec), "ExecStart=%s/bin/kvferryd --config /etc/kvferry/kvferry.yaml\n",
+             dir);
+    const char *want[] = {exec,
+                          "Type=notify\n",
+                          "ExecReload=/bin/kill -HUP $MAINPID\n",
+                          "Restart=on-failure\n",
+                          "WatchdogSec=30s\n",
+                          "RuntimeDirectory=kvferry\n",
+                          "LimitMEMLOCK=infinity\n",
+                          "LimitNOFILE=65536\n",
+                          "DevicePolicy=closed\n",
+                          "DeviceAllow=char-nvidia-uvm rw\n",
+                          "ProtectSystem=strict\n"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(strstr(out, want[i]) != NULL, "unit lacks %s", want[i]);
+    ck_assert_ptr_null(strstr(out, "@PREFIX@"));
+    ck_assert_ptr_null(strstr(out, "\nMemoryDenyWriteExecute=yes"));
+    ck_assert_ptr_null(strstr(out, "PrivateDevices=yes"));
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    (void)!system(cmd);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("unit");
+    TCase *t = tcase_create("systemd");
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, unit_installed_form_passes_systemd_analyze_verify_cleanly);
+    tcase_add_test(t, unit_has_notify_watchdog_reload_and_cuda_device_access);
+    suite_add_tcase(s, t);
+    return tu_run(s);
+}
