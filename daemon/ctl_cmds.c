@@ -7,6 +7,7 @@
 #include "ctl_cmds.h"
 #include "daemon.h"
 #include "engine.h"
+#include "metrics.h"
 #include "workers.h"
 
 static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args, json_t **ret,
@@ -148,6 +149,7 @@ const struct ctl_cmd ctl_cmds[] = {
     {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
     {"peers", cmd_peers, 0, "peer daemons: id, address, state, transport, requests, bytes"},
     {"arena", cmd_arena, 0, "arena slots: capacity, in use, quarantined, waiting, counters"},
+    {"metrics", metrics_cmd, 0, "every stats counter and gauge as Prometheus text (result.text)"},
     {"help", cmd_help, 0, "the commands"},
 };
 const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);

@@ -1,6 +1,8 @@
 /* modules.h: the table of daemon modules (modules.c). A module contributes a section to
  * `status` and `stats` (a JSON object under its name), and may react to a reload or a drain.
- * Adding a module to the daemon = one row in modules.c. Every hook may be NULL; a hook that finds
+ * Adding a module to the daemon = one row in modules.c. Stats also become Prometheus metrics
+ * (metrics.h): name counters *_total or list them in metrics.c; name an object keyed by name
+ * (per error, per peer) <x>_by_<label>. Every hook may be NULL; a hook that finds
  * its module not started (pointer in struct daemon still NULL) does nothing.
  * Loop thread only. */
 #ifndef KVF_MODULES_H

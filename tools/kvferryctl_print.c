@@ -227,8 +227,9 @@ void ctl_print_human(FILE *f, const char *cmd, json_t *result)
         print_arena(f, result);
         return;
     }
-    if (json_is_object(result))
-
+    if (json_is_string(json_object_get(result, "text"))) /* preformatted (metrics): raw */
+        fputs(json_string_value(json_object_get(result, "text")), f);
+    else if (json_is_object(result))
         object(f, "", result);
     else if (is_table(result))
         table(f, "", result);
