@@ -32,6 +32,7 @@ struct sim {
     uint64_t ok, failed, bytes, parity_bad;
     uint64_t fail_by[KVF_E__COUNT];
     char first_bad[512];
+    struct sim_stats st; /* latencies (and, at the end, the counts) for --stats-json */
 };
 
 static double now_s(void)
@@ -124,23 +125,36 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         total_ids += s->l.groups[g].kind == GROUP_STATE ? 1 : s->n_blocks_req;
     uint32_t *ids = calloc((size_t)nq * (total_ids ? total_ids : 1), sizeof *ids);
     struct plan_ids *pids = calloc(nq, sizeof *pids);
+    double *t_issue = calloc(nq, sizeof *t_issue);
+    if (!ids || !pids || !t_issue) {
+        free(ids);
+        free(pids);
+        free(t_issue);
+        return -ENOMEM;
+    }
     uint32_t counts[LAYOUT_MAX_GROUPS];
     uint32_t pending = 0;
     for (uint32_t j = 0; j < nq; j++) {
         uint64_t q = q0 + j;
         ids_for(s, w, j, ids + (size_t)j * total_ids, counts, &pids[j]);
         int rc;
+        /* --parity first: later requests move whatever the pools hold, unchecked */
+        bool check = !s->o->parity_first || q == s->o->first_req;
         if (!s->gen) {
-            pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
+            if (check)
+                pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
+            t_issue[j] = now_s();
             rc = kvf_send(s->c, q, s->l.n_groups, counts, ids + (size_t)j * total_ids, s->o->readers);
         } else {
             /* wrong bytes first, so a transfer that does not happen cannot pass */
-            pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
+            if (check)
+                pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
             struct kvf_recv_args a = {.req_id = q, .ctx_instance = s->o->ctx_instance,
                                       .ctx_home = s->o->ctx_home,
                                       .ctx_dp_rank = s->o->ctx_dp_rank,
                                       .deadline_ms = s->o->deadline_ms, .n_groups = s->l.n_groups,
                                       .counts = counts, .ids = ids + (size_t)j * total_ids};
+            t_issue[j] = now_s();
             rc = kvf_recv(s->c, &a);
         }
         if (rc) {
@@ -157,6 +171,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
             fprintf(stderr, "kvferry-sim: no event within 30 s (%u pending)\n", pending);
             free(ids);
             free(pids);
+            free(t_issue);
             return -ETIMEDOUT;
         }
         if (ev.req_id < q0 || ev.req_id >= q0 + nq)
@@ -168,8 +183,11 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         }
         s->ok++;
         s->bytes += ev.bytes;
-        if (s->gen) {
-            uint32_t j = (uint32_t)(ev.req_id - q0), bp;
+        uint32_t j = (uint32_t)(ev.req_id - q0);
+        if (s->o->stats_json && sim_stats_add(&s->st, ev.req_id, t_issue[j], now_s()))
+            fprintf(stderr, "kvferry-sim: latency record: out of memory\n");
+        if (s->gen && (!s->o->parity_first || ev.req_id == s->o->first_req)) {
+            uint32_t bp;
             uint64_t off;
             char where[400];
             if (pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + ev.req_id,
@@ -179,10 +197,12 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
                              "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", ev.req_id, bp,
                              off, where);
             }
+            s->st.verified++;
         }
     }
     free(ids);
     free(pids);
+    free(t_issue);
     return 0;
 }
 
@@ -267,6 +287,10 @@ int sim_run(const struct sim_opts *o)
     if (o->start_delay_ms)
         usleep(o->start_delay_ms * 1000u);
     double t0 = now_s();
+    s.st.t0 = t0;
+    s.st.o = o;
+    if (o->n_cpu_pids)
+        sim_stats_cpu_sample(&s.st, 0);
     for (uint32_t w = 0, done = 0; done < o->requests; w++) {
         uint32_t nq = o->requests - done < s.window ? o->requests - done : s.window;
         if (run_window(&s, w, o->first_req + done, nq)) {
@@ -274,6 +298,8 @@ int sim_run(const struct sim_opts *o)
             break;
         }
         done += nq;
+        if (o->n_cpu_pids && sim_stats_cpu_sample(&s.st, done))
+            fprintf(stderr, "kvferry-sim: cpu sample: out of memory\n");
     }
     double dt = now_s() - t0;
     if (o->hold_ms)
@@ -284,6 +310,21 @@ int sim_run(const struct sim_opts *o)
            dt > 0 ? s.bytes / dt / 1e9 : 0.0,
            !s.gen ? "n/a" : s.parity_bad ? "FAILED" : s.ok ? "OK" : "none",
            s.parity_bad ? ": first difference: " : "", s.parity_bad ? s.first_bad : "");
+    if (o->stats_json) {
+        s.st.o = o;
+        s.st.gen = s.gen;
+        s.st.ok = s.ok;
+        s.st.failed = s.failed;
+        s.st.bytes = s.bytes;
+        s.st.parity_bad = s.parity_bad;
+        s.st.time_s = dt;
+        int rc = sim_stats_write(&s.st);
+        if (rc) {
+            fprintf(stderr, "kvferry-sim: --stats-json %s: %s\n", o->stats_json, strerror(-rc));
+            if (code == 0)
+                code = 4;
+        }
+    }
     for (int e = 1; e < KVF_E__COUNT; e++)
         if (s.fail_by[e])
             printf("  failures %s: %" PRIu64 "\n", kvf_error_to_string(e), s.fail_by[e]);
@@ -298,6 +339,10 @@ int sim_run(const struct sim_opts *o)
         code = 3;
 out:
     s.c = kvf_close(s.c);
+    free(s.st.t);
+    free(s.st.cpu);
+    free(s.st.cpu_req);
+    free(s.st.req);
     for (uint32_t i = 0; i < s.mem.n; i++)
         munmap(s.mem.base[i], s.mem.size[i]);
     for (int i = 0; i < LAYOUT_MAX_POOLS; i++)
