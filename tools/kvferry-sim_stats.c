@@ -50,8 +50,8 @@ static uint64_t cpu_ticks(int32_t pid)
     /* fields after "(comm)": state is field 3, utime 14, stime 15 */
     char *p = strrchr(buf, ')');
     unsigned long long ut = 0, stt = 0;
-    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                     &stt) != 2)
+    if (!p ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2)
         return 0;
     return ut + stt;
 }
@@ -90,9 +90,8 @@ int sim_stats_write(const struct sim_stats *st)
         json_array_append_new(done, json_real(st->t[2 * i + 1] - st->t0));
     }
     json_t *doc = json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:s,s:o*,s:o*,s:o*,s:o*}",
-                            "role",
-                            o->role, "instance", o->instance, "spec", o->spec, "rank", o->rank,
-                            "requests", (json_int_t)o->requests, "ok", (json_int_t)st->ok,
+                            "role", o->role, "instance", o->instance, "spec", o->spec, "rank",
+                            o->rank, "requests", (json_int_t)o->requests, "ok", (json_int_t)st->ok,
                             "failed", (json_int_t)st->failed, "bytes", (json_int_t)st->bytes,
                             "parity_bad", (json_int_t)st->parity_bad, "verified",
                             (json_int_t)st->verified, "time_s", st->time_s, "latency_unit", "s",
