@@ -92,55 +92,22 @@ static int all_ranks(char **argv, int argc, const struct sim_opts *o)
 
 int main(int argc, char **argv)
 {
-    struct sim_opts o = {.rank = -2,
-                         .requests = 4,
-                         .prompt_tokens = 1000,
-                         .ctx_dp_rank = -1,
-                         .seed = 1,
-                         .first_req = 1,
-                         .readers = 1};
+    struct sim_opts o = {.rank = -2, .requests = 4, .prompt_tokens = 1000, .ctx_dp_rank = -1,
+                         .seed = 1, .first_req = 1, .readers = 1};
     bool all = false;
-    enum {
-        O_ROLE = 256,
-        O_INST,
-        O_SPEC,
-        O_RANK,
-        O_ALL,
-        O_REQS,
-        O_PT,
-        O_GCT,
-        O_CTXI,
-        O_DP,
-        O_SOCK,
-        O_SEED,
-        O_FIRST,
-        O_READERS,
-        O_DL,
-        O_EXP,
-        O_HOLD,
-        O_DELAY,
-        O_QUIET,
-        O_HELP,
-        O_CTXH,
-        O_HOME,
-        O_PARITY,
-        O_STATS,
-        O_CPU
-    };
+    enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
+           O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
+           O_HOME, O_PARITY, O_STATS, O_CPU };
     static const struct option longopts[] = {
-        {"role", 1, 0, O_ROLE},         {"instance", 1, 0, O_INST},
-        {"spec", 1, 0, O_SPEC},         {"rank", 1, 0, O_RANK},
-        {"all-ranks", 0, 0, O_ALL},     {"requests", 1, 0, O_REQS},
-        {"prompt-tokens", 1, 0, O_PT},  {"gen-cached-tokens", 1, 0, O_GCT},
-        {"ctx-instance", 1, 0, O_CTXI}, {"ctx-dp-rank", 1, 0, O_DP},
-        {"socket", 1, 0, O_SOCK},       {"seed", 1, 0, O_SEED},
-        {"first-req", 1, 0, O_FIRST},   {"readers", 1, 0, O_READERS},
-        {"deadline-ms", 1, 0, O_DL},    {"expect-error", 1, 0, O_EXP},
-        {"hold-ms", 1, 0, O_HOLD},      {"start-delay-ms", 1, 0, O_DELAY},
-        {"quiet", 0, 0, O_QUIET},       {"help", 0, 0, O_HELP},
-        {"ctx-home", 1, 0, O_CTXH},     {"home", 1, 0, O_HOME},
-        {"parity", 1, 0, O_PARITY},     {"stats-json", 1, 0, O_STATS},
-        {"cpu-pids", 1, 0, O_CPU},      {0, 0, 0, 0}};
+        {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
+        {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
+        {"prompt-tokens", 1, 0, O_PT}, {"gen-cached-tokens", 1, 0, O_GCT},
+        {"ctx-instance", 1, 0, O_CTXI}, {"ctx-dp-rank", 1, 0, O_DP}, {"socket", 1, 0, O_SOCK},
+        {"seed", 1, 0, O_SEED}, {"first-req", 1, 0, O_FIRST}, {"readers", 1, 0, O_READERS},
+        {"deadline-ms", 1, 0, O_DL}, {"expect-error", 1, 0, O_EXP}, {"hold-ms", 1, 0, O_HOLD},
+        {"start-delay-ms", 1, 0, O_DELAY}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+        {"ctx-home", 1, 0, O_CTXH}, {"home", 1, 0, O_HOME}, {"parity", 1, 0, O_PARITY},
+        {"stats-json", 1, 0, O_STATS}, {"cpu-pids", 1, 0, O_CPU}, {0, 0, 0, 0}};
     int ch;
     uint64_t v = 0;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -151,69 +118,27 @@ int main(int argc, char **argv)
             return 2;
         }
         switch (ch) {
-        case O_ROLE:
-            o.role = optarg;
-            break;
-        case O_INST:
-            o.instance = optarg;
-            break;
-        case O_SPEC:
-            o.spec = optarg;
-            break;
-        case O_RANK:
-            o.rank = (int32_t)v;
-            break;
-        case O_ALL:
-            all = true;
-            break;
-        case O_REQS:
-            o.requests = (uint32_t)v;
-            break;
-        case O_PT:
-            o.prompt_tokens = v;
-            break;
-        case O_GCT:
-            o.gen_cached_tokens = v;
-            break;
-        case O_CTXI:
-            o.ctx_instance = optarg;
-            break;
-        case O_DP:
-            o.ctx_dp_rank = (int32_t)v;
-            break;
-        case O_SOCK:
-            o.socket = optarg;
-            break;
-        case O_SEED:
-            o.seed = v;
-            break;
-        case O_FIRST:
-            o.first_req = v;
-            break;
-        case O_READERS:
-            o.readers = (uint32_t)v;
-            break;
-        case O_DL:
-            o.deadline_ms = (uint32_t)v;
-            break;
-        case O_EXP:
-            o.expect_error = optarg;
-            break;
-        case O_HOLD:
-            o.hold_ms = (uint32_t)v;
-            break;
-        case O_DELAY:
-            o.start_delay_ms = (uint32_t)v;
-            break;
-        case O_QUIET:
-            o.quiet = true;
-            break;
-        case O_CTXH:
-            o.ctx_home = optarg;
-            break;
-        case O_HOME:
-            o.home = optarg;
-            break;
+        case O_ROLE: o.role = optarg; break;
+        case O_INST: o.instance = optarg; break;
+        case O_SPEC: o.spec = optarg; break;
+        case O_RANK: o.rank = (int32_t)v; break;
+        case O_ALL: all = true; break;
+        case O_REQS: o.requests = (uint32_t)v; break;
+        case O_PT: o.prompt_tokens = v; break;
+        case O_GCT: o.gen_cached_tokens = v; break;
+        case O_CTXI: o.ctx_instance = optarg; break;
+        case O_DP: o.ctx_dp_rank = (int32_t)v; break;
+        case O_SOCK: o.socket = optarg; break;
+        case O_SEED: o.seed = v; break;
+        case O_FIRST: o.first_req = v; break;
+        case O_READERS: o.readers = (uint32_t)v; break;
+        case O_DL: o.deadline_ms = (uint32_t)v; break;
+        case O_EXP: o.expect_error = optarg; break;
+        case O_HOLD: o.hold_ms = (uint32_t)v; break;
+        case O_DELAY: o.start_delay_ms = (uint32_t)v; break;
+        case O_QUIET: o.quiet = true; break;
+        case O_CTXH: o.ctx_home = optarg; break;
+        case O_HOME: o.home = optarg; break;
         case O_PARITY:
             if (strcmp(optarg, "all") && strcmp(optarg, "first")) {
                 fprintf(stderr, "kvferry-sim: --parity: all or first, not '%s'\n", optarg);
@@ -221,9 +146,7 @@ int main(int argc, char **argv)
             }
             o.parity_first = strcmp(optarg, "first") == 0;
             break;
-        case O_STATS:
-            o.stats_json = optarg;
-            break;
+        case O_STATS: o.stats_json = optarg; break;
         case O_CPU: {
             /* a copy: --all-ranks passes argv on to its children */
             static char list[256];
@@ -239,12 +162,8 @@ int main(int argc, char **argv)
             }
             break;
         }
-        case O_HELP:
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
         }
     }
     if (!o.role || !o.instance || !o.spec || (!all && o.rank < 0) ||

@@ -11,29 +11,29 @@
 #define SIM_MAX_CPU_PIDS 4
 
 struct sim_opts {
-    const char *role; /* "context" | "generation" */
+    const char *role;          /* "context" | "generation" */
     const char *instance;
     const char *spec;
-    int32_t rank; /* -1 with --all-ranks */
+    int32_t rank;              /* -1 with --all-ranks */
     uint32_t requests;
     uint64_t prompt_tokens;
     uint64_t gen_cached_tokens; /* generation: tokens already held (prefix cache) */
     const char *ctx_instance;
-    const char *ctx_home; /* generation: the context instance's home "host:port" */
-    const char *home;     /* this instance's home "host:port" ("" / NULL: this daemon) */
+    const char *ctx_home;      /* generation: the context instance's home "host:port" */
+    const char *home;          /* this instance's home "host:port" ("" / NULL: this daemon) */
     int32_t ctx_dp_rank;
     const char *socket;
     uint64_t seed;
     uint64_t first_req;
-    uint32_t readers;         /* context: generation ranks that read each SEND */
-    uint32_t deadline_ms;     /* generation: per RECV, 0 = daemon's */
-    const char *expect_error; /* every request must fail with this error */
-    uint32_t hold_ms;         /* stay connected this long after the workload */
-    uint32_t start_delay_ms;  /* wait before the workload (after registering) */
+    uint32_t readers;          /* context: generation ranks that read each SEND */
+    uint32_t deadline_ms;      /* generation: per RECV, 0 = daemon's */
+    const char *expect_error;  /* every request must fail with this error */
+    uint32_t hold_ms;          /* stay connected this long after the workload */
+    uint32_t start_delay_ms;   /* wait before the workload (after registering) */
     bool quiet;
-    bool parity_first;      /* pattern fill/verify for the first request only (benchmarks) */
-    const char *stats_json; /* write PREFIX.r<rank>.json: counts and per-request latencies */
-    uint32_t n_cpu_pids;    /* --cpu-pids: processes whose CPU time is sampled per window */
+    bool parity_first;         /* pattern fill/verify for the first request only (benchmarks) */
+    const char *stats_json;    /* write PREFIX.r<rank>.json: counts and per-request latencies */
+    uint32_t n_cpu_pids;       /* --cpu-pids: processes whose CPU time is sampled per window */
     int32_t cpu_pids[SIM_MAX_CPU_PIDS];
 };
 
@@ -46,14 +46,14 @@ struct sim_stats {
     const struct sim_opts *o;
     bool gen;
     uint64_t ok, failed, bytes, parity_bad, verified;
-    double t0; /* CLOCK_MONOTONIC seconds at the workload's start */
+    double t0;                 /* CLOCK_MONOTONIC seconds at the workload's start */
     double time_s;
-    double *t;     /* owned: per completed request, issue then completion time */
-    uint64_t *req; /* owned: its request id */
+    double *t;                 /* owned: per completed request, issue then completion time */
+    uint64_t *req;             /* owned: its request id */
     uint32_t n, cap;
     /* --cpu-pids: utime+stime ticks of each pid at the start and after each window */
     uint64_t (*cpu)[SIM_MAX_CPU_PIDS]; /* owned */
-    uint64_t *cpu_req;                 /* owned: requests completed or failed at that sample */
+    uint64_t *cpu_req;         /* owned: requests completed or failed at that sample */
     uint32_t n_cpu, cap_cpu;
 };
 

@@ -25,8 +25,8 @@ struct sim {
     int fds[LAYOUT_MAX_POOLS];
     struct kvf_client *c;
     bool gen;
-    uint32_t n_blocks_req; /* blocks this rank holds per request */
-    uint32_t first_block;  /* generation: n_ctx - n_gen */
+    uint32_t n_blocks_req;   /* blocks this rank holds per request */
+    uint32_t first_block;    /* generation: n_ctx - n_gen */
     uint32_t window;
     /* results */
     uint64_t ok, failed, bytes, parity_bad;
@@ -115,8 +115,7 @@ static void record_fail(struct sim *s, const struct kvf_event *ev)
         s->fail_by[ev->error]++;
     if (!s->o->quiet && s->failed <= 3)
         fprintf(stderr, "kvferry-sim %s rank %d: request %" PRIu64 " failed: %s: %s\n",
-                s->o->instance, s->o->rank, ev->req_id, kvf_error_to_string(ev->error),
-                ev->message);
+                s->o->instance, s->o->rank, ev->req_id, kvf_error_to_string(ev->error), ev->message);
 }
 
 static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
@@ -145,20 +144,16 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
             if (check)
                 pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
             t_issue[j] = now_s();
-            rc = kvf_send(s->c, q, s->l.n_groups, counts, ids + (size_t)j * total_ids,
-                          s->o->readers);
+            rc = kvf_send(s->c, q, s->l.n_groups, counts, ids + (size_t)j * total_ids, s->o->readers);
         } else {
             /* wrong bytes first, so a transfer that does not happen cannot pass */
             if (check)
                 pattern_fill(&s->l, &s->mem, &pids[j], s->first_block, ~(s->o->seed + q));
-            struct kvf_recv_args a = {.req_id = q,
-                                      .ctx_instance = s->o->ctx_instance,
+            struct kvf_recv_args a = {.req_id = q, .ctx_instance = s->o->ctx_instance,
                                       .ctx_home = s->o->ctx_home,
                                       .ctx_dp_rank = s->o->ctx_dp_rank,
-                                      .deadline_ms = s->o->deadline_ms,
-                                      .n_groups = s->l.n_groups,
-                                      .counts = counts,
-                                      .ids = ids + (size_t)j * total_ids};
+                                      .deadline_ms = s->o->deadline_ms, .n_groups = s->l.n_groups,
+                                      .counts = counts, .ids = ids + (size_t)j * total_ids};
             t_issue[j] = now_s();
             rc = kvf_recv(s->c, &a);
         }
@@ -243,8 +238,7 @@ static int setup(struct sim *s, char *err, size_t errlen)
     for (uint32_t g = 0; g < s->l.n_groups; g++) {
         const struct layout_group *gr = &s->l.groups[g];
         uint32_t fit = gr->kind == GROUP_STATE ? gr->n_items
-                       : s->n_blocks_req       ? gr->n_items / s->n_blocks_req
-                                               : UINT32_MAX;
+                       : s->n_blocks_req ? gr->n_items / s->n_blocks_req : UINT32_MAX;
         if (fit < s->window)
             s->window = fit;
     }
@@ -268,8 +262,8 @@ static int setup(struct sim *s, char *err, size_t errlen)
     struct kvf_pool pools[LAYOUT_MAX_POOLS];
     memset(pools, 0, sizeof pools);
     for (uint32_t i = 0; i < s->l.n_pools; i++)
-        pools[i] = (struct kvf_pool){
-            .kind = KVF_POOL_HOST, .device = -1, .bytes = s->l.pools[i].bytes, .fd = s->fds[i]};
+        pools[i] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
+                                     .bytes = s->l.pools[i].bytes, .fd = s->fds[i]};
     rc = json ? kvf_register(s->c, json, pools, s->l.n_pools, err, errlen) : -ENOMEM;
     free(json);
     return rc;
@@ -314,10 +308,7 @@ int sim_run(const struct sim_opts *o)
            " time %.3f s throughput %.2f GB/s parity %s%s%s\n",
            o->role, o->instance, o->rank, o->requests, s.ok, s.failed, s.bytes, dt,
            dt > 0 ? s.bytes / dt / 1e9 : 0.0,
-           !s.gen         ? "n/a"
-           : s.parity_bad ? "FAILED"
-           : s.ok         ? "OK"
-                          : "none",
+           !s.gen ? "n/a" : s.parity_bad ? "FAILED" : s.ok ? "OK" : "none",
            s.parity_bad ? ": first difference: " : "", s.parity_bad ? s.first_bad : "");
     if (o->stats_json) {
         s.st.o = o;
