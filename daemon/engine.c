@@ -27,6 +27,8 @@ static void tick_cb(uv_timer_t *h)
     uint64_t now = engine_now(e);
     if (e->arena)
         arena_tick(e->arena, now);
+    if (e->stage_arena)
+        arena_tick(e->stage_arena, now);
     tab_tick(e, now);
     gen_tick(e, now);
     ctx_tick(e, now);
@@ -253,6 +255,15 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return 0;
     }
+    if (cfg->arena_placement == 2) { /* "device": needs a CUDA-aware UCX and device staging */
+        snprintf(err, errlen,
+                 "arena.placement is device, but this build stages through host "
+                 "memory only: set arena.placement to auto or host");
+        uv_close((uv_handle_t *)&e->tick, NULL);
+        e->tick_inited = false;
+        *ret = e;
+        return -ENOTSUP;
+    }
     bool listen = cfg->listen_port > 0;
     struct link_config lc = {
         .listen_host = listen ? cfg->listen_address : NULL,
@@ -283,7 +294,14 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         snprintf(e->self_addr, sizeof e->self_addr, "%s:%u", cfg->listen_address,
                  link_listen_port(e->link));
     e->arena_base = link_arena(e->link, &e->arena_len);
-    struct arena_params ap = {.size = e->arena_len,
+    /* A quarter of the slots (at least one) stage outgoing chunks, the rest land incoming ones:
+     * a daemon that both sends and receives never waits for a staging slot behind its own
+     * landing credits (which wait for the peer, whose staging could wait the same way). */
+    uint64_t slot = (cfg->arena_chunk + ARENA_MIN_ALIGN - 1) / ARENA_MIN_ALIGN * ARENA_MIN_ALIGN;
+    uint64_t slots = slot ? e->arena_len / slot : 0;
+    uint64_t n_stage = slots >= 2 ? (slots / 4 ? slots / 4 : 1) : 0;
+    e->stage_off = e->arena_len - n_stage * slot;
+    struct arena_params ap = {.size = e->stage_off,
                               .chunk = cfg->arena_chunk,
                               .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
                               .max_waiters = 65536,
@@ -292,6 +310,13 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
                               .on_timeout = arena_timeout,
                               .user = e};
     rc = e->arena_base ? arena_new(&ap, &e->arena) : -ENOMEM;
+    if (rc == 0 && n_stage) {
+        ap.size = n_stage * slot;
+        rc = arena_new(&ap, &e->stage_arena);
+    } else if (rc == 0) { /* one slot in all: landing and staging share it */
+        e->stage_arena = NULL;
+        e->stage_off = 0;
+    }
     if (rc < 0) {
         snprintf(err, errlen, "arena (size %llu, chunk %llu): %s",
                  (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_chunk,
@@ -299,10 +324,11 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return rc;
     }
-    log_info("engine: daemon %s, %s, arena %zu bytes in %u slots of %llu (host, UCX-allocated)",
+    log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated): %u landing and %u "
+             "staging slots of %llu",
              link_self_id(e->link), e->self_addr[0] ? e->self_addr : "no listener (outbound only)",
              e->arena_len, arena_slots_total(e->arena),
-             (unsigned long long)arena_slot_bytes(e->arena));
+             e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
     *ret = e;
     return 0;
 }
@@ -340,6 +366,7 @@ struct engine *engine_free(struct engine *e)
     frag_jobs_free(e);
     quar_free_all(e);
     e->arena = arena_free(e->arena);
+    e->stage_arena = arena_free(e->stage_arena);
     free(e);
     return NULL;
 }
@@ -355,6 +382,11 @@ void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
     (void)t;
     if (e && e->link)
         ctx_send_arrived(e, s);
+}
+
+int engine_is_self(const struct engine *e, const char *addr)
+{
+    return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
 }
 
 void engine_xfer_end(struct engine *e, struct xfer *x, int err)
@@ -387,7 +419,9 @@ json_t *engine_arena_json(struct daemon *d)
     if (!e || !e->arena)
         return json_pack("{s:b,s:s}", "enabled", 0, "why",
                          "no arena: cluster.secret_file is unset (single-node use)");
-    json_t *o = arena_stats_json(e->arena);
+    json_t *o = arena_stats_json(e->arena); /* the landing slots */
+    if (e->stage_arena)
+        json_object_set_new(o, "staging", arena_stats_json(e->stage_arena));
     json_object_set_new(o, "enabled", json_true());
     json_object_set_new(o, "placement", json_string("host"));
     return o;

@@ -3,8 +3,10 @@
  *
  * Parts (one duty per file):
  *   engine.c       start/stop: the UCX link (listen.*, cluster.secret_file) and the arena over
- *                  the link's UCX-allocated region (arena.*); message dispatch; the tick that
- *                  drives deadlines; status/stats sections and control commands.
+ *                  the link's UCX-allocated region (arena.*: three quarters landing slots, one
+ *                  quarter staging slots, so sending never waits behind this daemon's own
+ *                  landing credits); message dispatch; the tick that drives deadlines;
+ *                  status/stats sections and control commands.
  *   engine_peer.c  peers: one struct epeer per link peer, connect on demand, loss.
  *   engine_tab.c   instance tables: TABLE_REQ/TABLE served from the registry of the home daemon
  *                  (plus the layouts forwarded to it), cached by the generation side with the
@@ -40,6 +42,17 @@
  * flight; the slots are reclaimed then, or ENGINE_RECLAIM_MS after the peer was lost. Flow ids
  * start at a random value per run, so a NACK or CANCEL is routed to the side that owns the flow.
  *
+ * Deadlines: deadlines.lookup bounds a table fetch, arena.reserve_timeout the first landing
+ * credit (and a staging slot), deadlines.send_wait the context side's wait for the SEND, the
+ * RECV's deadline (or send_wait) + deadlines.transfer the whole request. Compatibility and
+ * planning are synchronous, so deadlines.validate has nothing to bound here.
+ *
+ * Known limits: host pools only (GPU pools are refused at REGISTER in this build); fragment
+ * puts already issued when a request fails may still land in the generation rank's blocks
+ * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
+ * it registers again; a generation rank cannot read a writer registered at its own daemon when
+ * the context instance spans daemons (refused with NO_ROUTE).
+ *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer
  * until engine_xfer_end. Loop thread only. */
@@ -73,6 +86,8 @@ struct engine *engine_free(struct engine *e);
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
 void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+/* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
+int engine_is_self(const struct engine *e, const char *addr);
 
 /* Hook from the worker connection: a rank registered; when it names a home other than this
  * daemon, its layout is forwarded there (engine_home.c). Accepts a NULL engine. */

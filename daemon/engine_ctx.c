@@ -350,7 +350,8 @@ static void stage_finish(struct stage *st, int status)
 {
     struct engine *e = st->e;
     if (st->resv_open) {
-        arena_resv_close(e->arena, &st->resv, false);
+        uint64_t off;
+        arena_resv_close(engine_stage_arena(e, &off), &st->resv, false);
         st->resv_open = false;
     }
     for (struct stage **pp = &e->stages; *pp; pp = &(*pp)->next)
@@ -464,7 +465,9 @@ void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
 {
     st->have_slot = true;
     st->slot = *g;
-    st->buf = st->e->arena_base + g->offset;
+    uint64_t off;
+    engine_stage_arena(st->e, &off);
+    st->buf = st->e->arena_base + off + g->offset;
     stage_run(st);
 }
 
@@ -513,11 +516,13 @@ static void pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
-        if (g.length <= arena_slot_bytes(e->arena)) {
+        uint64_t soff;
+        struct arena *sa = engine_stage_arena(e, &soff);
+        if (g.length <= arena_slot_bytes(sa)) {
             arena_resv_init(&st->resv, tx->flow, 0, g.length);
             st->resv.data = st;
             st->resv_open = true;
-            if (arena_want(e->arena, &st->resv, 1, engine_now(e)) >= 0)
+            if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
                 continue; /* ctx_stage_granted runs now or when a slot frees */
             st->resv_open = false;
         }

@@ -173,6 +173,14 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         w->ctx_rank = pw->ctx_rank;
         w->extent = pw->bytes;
         w->flow = ++e->next_flow;
+        if (engine_is_self(e, tab->addrs[pw->ctx_rank])) {
+            rx_fail(rx, KVF_E_NO_ROUTE,
+                    "context rank %u of %s is registered at this daemon while "
+                    "the instance spans daemons: a generation rank cannot read such a writer "
+                    "here (register the generation instance on another daemon)",
+                    pw->ctx_rank, rx->ctx_instance);
+            return;
+        }
         int rc = epeer_get(e, tab->addrs[pw->ctx_rank], &w->peer);
         if (rc < 0) {
             w->peer = NULL;
@@ -475,6 +483,8 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
     arena_release(e->arena, &w->resv, g.slot, g.generation);
     w->out[i] = w->out[--w->n_out];
+    if (w->scattered == 0 && rx->x)
+        transfers_copying(rx->t, rx->x);
     w->scattered += g.length;
     p->chunks_recv++;
     p->bytes_recv += g.length;

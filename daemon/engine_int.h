@@ -212,9 +212,11 @@ struct engine_counters {
 };
 
 struct engine {
-    struct daemon *d;    /* borrowed: owns us */
-    struct link *link;   /* owned; NULL without a cluster secret */
-    struct arena *arena; /* owned; NULL without a link */
+    struct daemon *d;          /* borrowed: owns us */
+    struct link *link;         /* owned; NULL without a cluster secret */
+    struct arena *arena;       /* owned; landing slots over [0, stage_off); NULL without link */
+    struct arena *stage_arena; /* owned; staging slots over [stage_off, len); NULL: shared */
+    uint64_t stage_off;
     uint8_t *arena_base;
     size_t arena_len;
     char self_addr[WIRE_ADDR_MAX]; /* listen.address:port as peers reach us; "" without */
@@ -242,6 +244,12 @@ struct engine {
 /* engine.c */
 uint64_t engine_now(const struct engine *e);
 void engine_kick_tick(struct engine *e);
+/* The arena staging slots come from, and the region offset of its byte 0. */
+static inline struct arena *engine_stage_arena(const struct engine *e, uint64_t *off)
+{
+    *off = e->stage_arena ? e->stage_off : 0;
+    return e->stage_arena ? e->stage_arena : e->arena;
+}
 /* Encodes m and sends it to p with the flow envelope. 0 or -errno. */
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,

@@ -191,8 +191,9 @@ static void try_run(struct transfers *t, struct xfer *r)
             goto out; /* this writer has not sent yet */
     }
     xfer_set_state(r, XFER_COPYING);
-    uint64_t bytes = 0;
+    uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
+    t->counters.local_copy_ns += uv_hrtime() - t0;
     if (e != KVF_OK) {
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
         goto out;
@@ -321,7 +322,9 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
-    if (!in && m->ctx_home[0] && t->w->d->engine)
+    bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
+                                             !engine_is_self(t->w->d->engine, m->ctx_home)));
+    if (remote && t->w->d->engine)
         engine_recv(t->w->d->engine, t, r, m->ctx_home);
     else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
@@ -405,11 +408,17 @@ int transfers_init(struct transfers *t, struct workers *w)
     return 0;
 }
 
-void transfers_stop(struct transfers *t)
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
 {
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x))
-            fail(t, x, KVF_E_CANCELLED, "the daemon is stopping");
+            fail(t, x, err, "%s", why);
+    sweep(t);
+}
+
+void transfers_stop(struct transfers *t)
+{
+    transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
     tally_expire(t, UINT64_MAX);
     sweep(t);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
@@ -424,6 +433,13 @@ void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_
         t->counters.bytes_remote += bytes;
     finish(t, x, kind, err, bytes, msg);
     sweep(t);
+}
+
+void transfers_copying(struct transfers *t, struct xfer *x)
+{
+    (void)t;
+    if (x->state == XFER_WAITING)
+        xfer_set_state(x, XFER_COPYING);
 }
 
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
@@ -459,9 +475,13 @@ json_t *transfers_stats_json(const struct transfers *t)
     json_t *f = json_object();
     for (int e = 1; e < KVF_E__COUNT; e++)
         json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:o,s:i}", "sends", (json_int_t)t->counters.sends, "recvs",
-                     (json_int_t)t->counters.recvs, "done", (json_int_t)t->counters.done, "sent",
-                     (json_int_t)t->counters.sent, "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
-                     (json_int_t)t->counters.bytes_remote,
-                     "failed", f, "in_flight", (int)t->n);
+    double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
+    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
+                     (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs, "done",
+                     (json_int_t)t->counters.done, "sent", (json_int_t)t->counters.sent,
+                     "bytes_local", (json_int_t)t->counters.bytes_local, "bytes_remote",
+                     (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
+                     s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
+                     sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
+                     (int)t->n);
 }

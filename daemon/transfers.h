@@ -69,6 +69,8 @@ struct xfer_tally {
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
     uint64_t bytes_local, bytes_remote;
+    uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
+    uint64_t local_memcpy_ns;   /* of which copy_direct */
 };
 
 struct transfers {
@@ -82,6 +84,8 @@ struct transfers {
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
+/* Fails every request in flight, each with an event to its worker. */
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why);
 /* Closes the timer (the loop then runs its close callback) after freeing every request. */
 void transfers_stop(struct transfers *t);
 
@@ -101,6 +105,8 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
+void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);

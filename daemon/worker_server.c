@@ -238,6 +238,9 @@ void workers_stop(struct workers *w)
     }
     if (w->path[0])
         unlink(w->path);
+    /* requests still in flight get their FAILED event before their connections close */
+    transfers_fail_all(&w->xt, KVF_E_CANCELLED, "the daemon is stopping (drain timed out or "
+                       "it was not drained)");
     for (struct wconn *c = w->conns; c; c = c->next)
         wconn_close(c, "the daemon is stopping");
     transfers_stop(&w->xt);

@@ -79,7 +79,6 @@ kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
 {
-    (void)t;
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
     struct plan p;
     kvf_error_t e = plan_for(r, sends, &p, msg, msglen);
@@ -100,11 +99,13 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
             return KVF_E_BOUND_VIOLATION;
         }
     }
+    uint64_t t0 = uv_hrtime();
     for (uint32_t w = 0; w < p.n_writers; w++) {
         const struct plan_writer *pw = &p.writers[w];
         copy_direct(pw->ops, pw->n_ops, &in->ranks[pw->ctx_rank]->mem, dst);
         sends[pw->ctx_rank]->bytes += pw->bytes;
     }
+    t->counters.local_memcpy_ns += uv_hrtime() - t0;
     *bytes = p.total_bytes;
     plan_done(&p);
     return KVF_OK;

@@ -207,7 +207,7 @@ static int check_pools(const struct kvf_pool *pools, uint32_t n, char *err, size
     }
     for (uint32_t i = 0; i < n; i++) {
         const struct kvf_pool *p = &pools[i];
-        if ((p->kind != KVF_POOL_HOST && p->kind != KVF_POOL_CUDA) || p->bytes == 0 ||
+        if ((p->kind != KVF_POOL_HOST && p->kind != KVF_POOL_CUDA) ||
             (p->kind == KVF_POOL_HOST && p->fd < 0) || (p->kind == KVF_POOL_CUDA && p->device < 0)) {
             snprintf(err, errlen, "BAD_REQUEST: pool %u: kind %d device %d bytes %llu fd %d", i,
                      p->kind, p->device, (unsigned long long)p->bytes, p->fd);

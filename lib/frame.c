@@ -47,6 +47,7 @@ ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags)
     if (r->off > 0) { /* compact */
         memmove(r->buf, r->buf + r->off, r->len - r->off);
         r->len -= r->off;
+        r->base += r->off;
         r->off = 0;
     }
     size_t need = frame_need(r);
@@ -77,6 +78,8 @@ ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags)
     memcpy(r->fds + r->nfds, fds, nfds * sizeof(int));
     r->nfds += nfds;
     r->len += (size_t)n;
+    if (nfds)
+        r->fd_mark = r->base + r->len;
     return n;
 }
 
@@ -95,8 +98,15 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
         return 0;
     *frame = r->buf + r->off;
     *len = total;
+    r->last_start = r->base + r->off;
     r->off += total;
+    r->last_end = r->base + r->off;
     return 1;
+}
+
+bool frame_reader_frame_has_fds(const struct frame_reader *r)
+{
+    return r->nfds > 0 && r->fd_mark > r->last_start && r->fd_mark <= r->last_end;
 }
 
 unsigned frame_reader_take_fds(struct frame_reader *r, int *fds, unsigned max)

@@ -6,6 +6,7 @@
 #ifndef KVF_FRAME_H
 #define KVF_FRAME_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,6 +20,9 @@ struct frame_reader {
     size_t off, len, cap;   /* consumed bytes, filled bytes, allocated bytes */
     int fds[FDPASS_MAX_FDS];
     unsigned nfds;          /* received, not yet taken; owned */
+    uint64_t base;          /* stream offset of buf[0] */
+    uint64_t fd_mark;       /* stream offset just past the read that brought the pending fds */
+    uint64_t last_start, last_end; /* stream range of the frame frame_reader_next returned last */
 };
 
 int frame_reader_init(struct frame_reader *r, const struct proto_limits *lim);
@@ -35,6 +39,12 @@ ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags);
  * when the header is bad (the connection should be dropped). */
 int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len, char *err,
                       size_t errlen);
+
+/* Whether the pending fds came with the frame frame_reader_next returned last. The kernel ends
+ * a read right after the bytes that carried fds, and a sender attaches fds to a frame's first
+ * byte, so the fds belong to the frame holding the last byte of that read; frames that ended
+ * before it (pipelined ahead of it) own none. */
+bool frame_reader_frame_has_fds(const struct frame_reader *r);
 
 /* Moves up to max pending fds into fds[] (ownership passes to the caller); returns how many. */
 unsigned frame_reader_take_fds(struct frame_reader *r, int *fds, unsigned max);

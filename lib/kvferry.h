@@ -49,6 +49,8 @@ int kvf_error_from_string(const char *name);
  * disconnected, kvf_send / kvf_recv return -ENOTCONN.
  * Request ids are the caller's (uint64, not 0); a context rank's SEND and the generation ranks'
  * RECVs of one request use the same id: they meet by (context instance, request id).
+ * Events must be drained: the daemon never blocks on a worker, so a worker that lets its socket
+ * buffer fill (thousands of unread events) is disconnected.
  * Errors: functions return 0 or -errno. */
 
 struct kvf_client;

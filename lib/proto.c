@@ -271,10 +271,7 @@ static void dec_register(struct rd *r, struct proto_register *g)
             rd_fail(r, "pool %u: unknown kind %u", i, p->kind);
             return;
         }
-        if (p->bytes == 0) {
-            rd_fail(r, "pool %u: zero bytes", i);
-            return;
-        }
+        /* a pool may be empty: a PP stage without layers of that group (uneven splits) */
         if (p->kind == POOL_HOST) {
             static const uint8_t zero[PROTO_IPC_HANDLE];
             if (p->device != -1 || p->offset != 0 || memcmp(p->ipc_handle, zero, PROTO_IPC_HANDLE)) {

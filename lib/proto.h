@@ -11,8 +11,9 @@
  *
  * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
  * SCM_RIGHTS to the REGISTER frame, one per POOL_HOST pool, in pool order) -> REGISTERED; then
- * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. A worker
- * sends nothing else between REGISTER and REGISTERED. A frame the daemon refuses gets an ERROR
+ * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. Frames may
+ * be pipelined (HELLO and REGISTER back to back): fds belong to the frame whose first byte they
+ * were sent with (frame.h). A frame the daemon refuses gets an ERROR
  * frame and the connection is closed. PING is answered with PONG (same seq).
  *
  * Pure codec: no I/O, no logging. Decoded messages own their allocations (proto_msg_done).

@@ -261,6 +261,54 @@ START_TEST(frame_more_pending_fds_than_the_limit_is_refused)
 }
 END_TEST
 
+START_TEST(frame_fds_belong_to_the_frame_they_came_with_when_pipelined)
+{
+    struct proto_limits l;
+    proto_limits_init(&l, 0, 0);
+    int sv[2];
+    pair(sv);
+    struct proto_msg a = {.type = PROTO_PING, .seq = 1}, b = {.type = PROTO_PONG, .seq = 2},
+                     c = {.type = PROTO_PING, .seq = 3};
+    size_t la, lb, lc;
+    uint8_t *fa = enc(&a, &la), *fb = enc(&b, &lb), *fc = enc(&c, &lc);
+    int fd = memfd_with("x");
+    /* frame 1 plain, frame 2 with an fd, frame 3 plain: sent before anything is read */
+    ck_assert_int_eq(fdpass_send(sv[0], fa, la, NULL, 0, 1000), 0);
+    ck_assert_int_eq(fdpass_send(sv[0], fb, lb, &fd, 1, 1000), 0);
+    ck_assert_int_eq(fdpass_send(sv[0], fc, lc, NULL, 0, 1000), 0);
+    close(fd);
+    struct frame_reader r;
+    ck_assert_int_eq(frame_reader_init(&r, &l), 0);
+    const uint8_t *f;
+    size_t flen;
+    char err[128];
+    int owners[4] = {0}, seen = 0;
+    while (seen < 3) {
+        int rc = frame_reader_next(&r, &f, &flen, err, sizeof err);
+        if (rc == 0) {
+            ck_assert_int_gt(frame_reader_fill(&r, sv[1], MSG_DONTWAIT), 0);
+            continue;
+        }
+        ck_assert_int_eq(rc, 1);
+        owners[seen++] = frame_reader_frame_has_fds(&r);
+        if (owners[seen - 1]) {
+            int got;
+            ck_assert_uint_eq(frame_reader_take_fds(&r, &got, 1), 1);
+            close(got);
+        }
+    }
+    ck_assert_int_eq(owners[0], 0);
+    ck_assert_int_eq(owners[1], 1);
+    ck_assert_int_eq(owners[2], 0);
+    frame_reader_done(&r);
+    close(sv[0]);
+    close(sv[1]);
+    free(fa);
+    free(fb);
+    free(fc);
+}
+END_TEST
+
 static Suite *fdpass_suite(void)
 {
     Suite *s = suite_create("fdpass");
@@ -275,6 +323,7 @@ static Suite *fdpass_suite(void)
     tcase_add_test(fr, frame_oversized_header_is_refused_before_the_body);
     tcase_add_test(fr, frame_fds_are_held_until_taken_and_closed_if_not);
     tcase_add_test(fr, frame_more_pending_fds_than_the_limit_is_refused);
+    tcase_add_test(fr, frame_fds_belong_to_the_frame_they_came_with_when_pipelined);
     suite_add_tcase(s, fr);
     return s;
 }

@@ -444,7 +444,7 @@ START_TEST(proto_bad_register_pools_are_refused)
         const char *words = "pool";
         switch (i) {
         case 0: g->pools[0].kind = 7; break;
-        case 1: g->pools[0].bytes = 0; break;
+        case 1: g->pools[0].offset = 4096; break;
         case 2: g->pools[0].device = 0; break;
         case 3: g->pools[0].ipc_handle[5] = 1; break;
         case 4: g->pools[1].device = -1; break;

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +63,7 @@ static int all_ranks(char **argv, int argc, const struct sim_opts *o)
     for (uint32_t r = 0; r < n; r++) {
         pid_t p = fork();
         if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM); /* the launcher's end is the ranks' end */
             char **av = calloc((size_t)argc + 3, sizeof *av);
             int k = 0;
             for (int i = 0; i < argc; i++)

@@ -58,7 +58,7 @@ static int make_pools(struct sim *s)
         if (fd < 0 || ftruncate(fd, (off_t)n) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
             return -errno;
-        void *b = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        void *b = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
         if (b == MAP_FAILED)
             return -errno;
         s->fds[i] = fd;
@@ -344,7 +344,8 @@ out:
     free(s.st.cpu_req);
     free(s.st.req);
     for (uint32_t i = 0; i < s.mem.n; i++)
-        munmap(s.mem.base[i], s.mem.size[i]);
+        if (s.mem.base[i])
+            munmap(s.mem.base[i], s.mem.size[i]);
     for (int i = 0; i < LAYOUT_MAX_POOLS; i++)
         if (s.fds[i] >= 0)
             close(s.fds[i]);

@@ -161,8 +161,17 @@ static const char *gets(json_t *o, const char *k)
 
 static void size_text(long long v, char *buf, size_t len)
 {
-    if (v < 0 || cfg_format_size((uint64_t)v, buf, len) < 0)
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double x = (double)v;
+    int u = 0;
+    while (x >= 1024 && u < 4)
+        x /= 1024, u++;
+    if (v < 0)
         snprintf(buf, len, "%lld", v);
+    else if (u == 0 || x == (double)(long long)x)
+        snprintf(buf, len, "%lld%s", (long long)x, units[u]);
+    else
+        snprintf(buf, len, "%.1f%s", x, units[u]);
 }
 
 static void print_peers(FILE *f, json_t *r)
@@ -204,11 +213,20 @@ static void print_arena(FILE *f, json_t *r)
     size_text(geti(r, "capacity_bytes"), cap, sizeof cap);
     size_text(geti(r, "slot_bytes"), slot, sizeof slot);
     size_text(geti(r, "quarantined_bytes"), q, sizeof q);
-    fprintf(f, "arena %s (%s), %lld slots of %s\n", cap, gets(r, "placement"),
+    json_t *st = json_object_get(r, "staging");
+    fprintf(f, "arena (%s): landing %s in %lld slots of %s", gets(r, "placement"), cap,
             geti(r, "slots_total"), slot);
-    fprintf(f, "%-12s %6s\n", "SLOTS", "COUNT");
-    fprintf(f, "%-12s %6lld\n%-12s %6lld\n%-12s %6lld (%s)\n", "in use", geti(r, "slots_in_use"),
-            "free", geti(r, "slots_free"), "quarantined", geti(r, "quarantined_slots"), q);
+    if (json_is_object(st)) {
+        char sc[32];
+        size_text(geti(st, "capacity_bytes"), sc, sizeof sc);
+        fprintf(f, ", staging %s in %lld slots\n", sc, geti(st, "slots_total"));
+    } else {
+        fprintf(f, " (staging shares them)\n");
+    }
+    fprintf(f, "%-12s %8s %8s\n", "SLOTS", "LANDING", "STAGING");
+    fprintf(f, "%-12s %8lld %8lld\n%-12s %8lld %8lld\n%-12s %8lld %8s  (%s)\n", "in use",
+            geti(r, "slots_in_use"), geti(st, "slots_in_use"), "free", geti(r, "slots_free"),
+            geti(st, "slots_free"), "quarantined", geti(r, "quarantined_slots"), "-", q);
     fprintf(f, "waiting requests %lld\n", geti(r, "waiting_requests"));
     fprintf(f, "grants %lld, first-credit timeouts %lld, stale reports %lld, bound violations "
             "%lld, reclaimed %lld, refused waiters %lld\n", geti(r, "grants_total"),

@@ -107,6 +107,8 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         ck_assert_int_eq(put + am, landed);
         if (tls && strcmp(tls, "tcp") == 0)
             ck_assert_int_eq(put, 0); /* puts over tcp are emulated: active messages */
+        else
+            ck_assert_int_gt(put, 0); /* shared memory: put into the peer's arena + flush */
     }
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
@@ -142,6 +144,14 @@ END_TEST
 START_TEST(remote_tp2_to_tp4_head_split_is_bitwise_equal)
 {
     parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=4,blocks=64,slots=4", 6, 6, -1, NULL, NULL);
+}
+END_TEST
+
+START_TEST(remote_dep2_to_dep4_attention_dp_is_bitwise_equal)
+{
+    /* attention-DP: the context DP rank that ran the request (1) is the one writer */
+    parity_case("tiny:tp=2,adp=1,blocks=64,slots=4", "tiny:tp=4,adp=1,blocks=64,slots=4", 6, 6, 1,
+                NULL, NULL);
 }
 END_TEST
 
@@ -216,6 +226,60 @@ static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_b
     ck_assert_msg(ok, "%s (spread over two daemons) -> %s did not complete", ctx_spec, gen_spec);
     ck_assert_int_gt(c_chunks, 0); /* the forwarded ranks' daemon moved bytes itself */
 }
+
+/* A generation instance on daemon C, which also hosts context rank 1 of an instance homed at A:
+ * generation rank 0 reads context rank 0 from A (works); generation rank 1 would read context
+ * rank 1 registered at C itself, which the engine refuses with a clear NO_ROUTE (no hang). */
+START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_is_refused_clearly)
+{
+    struct two t;
+    const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
+    two_start(&t, extra, extra, NULL);
+    struct ru_daemon c;
+    ck_assert_int_eq(ru_daemon_start(&c, t.top, "c", 1, t.secret, extra), 0);
+    uint64_t rng = 31;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, "tiny:tp=2,blocks=64,slots=4", "ctx", ROLE_CONTEXT, 5, &rng, 0x5a);
+    ru_inst_init(&gen, "tiny:tp=2,blocks=64,slots=4", "gen", ROLE_GENERATION, 5, &rng, RU_POISON);
+    ru_rank_register(&ctx, 0, &t.a, t.a.addr);
+    ru_rank_register(&ctx, 1, &c, t.a.addr);
+    ru_inst_register(&gen, &c);
+    uint64_t until = ru_now_ms() + 5000;
+    while (ru_now_ms() < until) {
+        json_t *st = ru_ctl(&c, "stats");
+        long long fw =
+            json_integer_value(json_object_get(json_object_get(st, "peers"), "layouts_forwarded"));
+        json_decref(st);
+        if (fw == 1)
+            break;
+        ru_sleep_ms(10);
+    }
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 3);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 9, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
+    struct kvf_event ev;
+    for (uint32_t g = 0; g < 2; g++) {
+        struct ru_rank *r = &gen.r[g];
+        struct kvf_recv_args a = {.req_id = 9,
+                                  .ctx_instance = "ctx",
+                                  .ctx_dp_rank = -1,
+                                  .ctx_home = t.a.addr,
+                                  .n_groups = r->l.n_groups,
+                                  .counts = r->counts,
+                                  .ids = r->ids};
+        ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+    }
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 9, &ev, 10000), KVF_EV_DONE);
+    ru_assert_parity(&gen.r[0], 0, 3, "from the home");
+    ck_assert_int_eq(ru_wait_event(&gen.r[1], 9, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_NO_ROUTE && strstr(ev.message, "spans daemons"), "%s: %s",
+                  kvf_error_to_string(ev.error), ev.message);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    ck_assert_int_eq(ru_daemon_stop(&c), 0);
+    two_stop(&t, 1);
+}
+END_TEST
 
 START_TEST(remote_context_spread_over_two_daemons_tp2_to_tp2)
 {
@@ -294,7 +358,8 @@ static void throughput_case(const char *tls, const char *extra)
     free(m2);
     fprintf(stderr,
             "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
-            tls ? tls : "shm (UCX default)", (double)bytes / 1048576.0, best / 1e9, mbest / 1e9);
+            tls ? tls : "UCX_TLS=" RU_TLS_SAME_HOST, (double)bytes / 1048576.0, best / 1e9,
+            mbest / 1e9);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     two_stop(&t, ok);
@@ -425,6 +490,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal);
     tcase_add_test(tc, remote_tp2_to_tp4_head_split_is_bitwise_equal);
     tcase_add_test(tc, remote_pp2_to_pp1_is_bitwise_equal);
+    tcase_add_test(tc, remote_dep2_to_dep4_attention_dp_is_bitwise_equal);
     tcase_add_test(tc, remote_prefix_cached_generation_gets_the_suffix);
     tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);
     tcase_add_test(tc, remote_larger_than_the_arena_over_tcp_lands_by_rendezvous);
@@ -432,6 +498,8 @@ static Suite *suite(void)
     TCase *tc2 = tcase_create("home");
     tcase_set_timeout(tc2, 90);
     tcase_add_test(tc2, remote_context_spread_over_two_daemons_tp2_to_tp2);
+    tcase_add_test(tc2,
+                   remote_writer_on_the_generation_daemon_of_a_spread_instance_is_refused_clearly);
     tcase_add_test(tc2, remote_context_pp2_stages_on_two_daemons_to_pp1);
     tcase_add_test(tc2, remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte);
     suite_add_tcase(s, tc2);

@@ -17,6 +17,11 @@ static const struct geo geos[] = {
     {"tp2_to_tp4", "tiny:tp=2", "tiny:tp=4", "4", "300", {NULL}},
     {"tp4_to_tp2", "tiny:tp=4", "tiny:tp=2", "2", "300", {NULL}},
     {"pp2_to_pp1", "tiny:pp=2", "tiny", "1", "300", {NULL}},
+    {"pp1_to_pp2", "tiny", "tiny:pp=2", "2", "300", {NULL}},
+    {"pp_uneven_to_pp1", "tiny:pp=2,pp_layers=3+5", "tiny", "1", "300", {NULL}},
+    {"dep2_to_dep4", "tiny:tp=2,adp=1", "tiny:tp=4,adp=1", "4", "300", {"--ctx-dp-rank", "0", NULL}},
+    {"layer_major_to_block_major_split", "tiny:arr=layer", "tiny:arr=block,state=split,kv=split",
+     "1", "300", {NULL}},
     {"prefix_cached", "tiny", "tiny", "1", "300", {"--gen-cached-tokens", "128", NULL}},
     {"kimi_tp1_to_tp1", "kimi-linear-48b:blocks=16,slots=2", "kimi-linear-48b:blocks=16,slots=2",
      "1", "300", {NULL}},
@@ -182,6 +187,34 @@ START_TEST(workers_incompatible_pair_fails_only_the_generation_side_with_the_rea
 }
 END_TEST
 
+START_TEST(workers_sigterm_fails_waiting_requests_with_an_event_and_exits_0)
+{
+    struct wenv e;
+    wt_start(&e, "daemon:\n  drain_timeout: 300ms\ndeadlines:\n  send_wait: 20s\n  transfer: 20s\n");
+    pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny",
+                     "--rank", "0", "--requests", "1", "--start-delay-ms", "20000", (char *)NULL);
+    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
+                     "--rank", "0", "--requests", "2", "--ctx-instance", "ctx", "--expect-error",
+                     "CANCELLED", (char *)NULL);
+    for (int i = 0; i < 200 && wt_ctl_count(&e, "transfers", "transfers") < 2; i++)
+        usleep(10000);
+    ck_assert_uint_eq(wt_ctl_count(&e, "transfers", "transfers"), 2);
+    int64_t t0 = wt_now_ms();
+    kill(e.daemon, SIGTERM);
+    int rd = wt_wait(e.daemon, 10000);
+    e.daemon = 0;
+    ck_assert_int_eq(rd, 0);
+    ck_assert_int_lt(wt_now_ms() - t0, 3000);
+    int rq = wt_wait(q, 10000);
+    char *l = wt_log(&e, "gen.log");
+    ck_assert_msg(rq == 0 && strstr(l, "the daemon is stopping"), "generation exit %d:\n%s", rq, l);
+    free(l);
+    kill(c, SIGKILL);
+    wt_wait(c, 5000);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *workers_suite(void)
 {
     Suite *s = suite_create("workers");
@@ -197,6 +230,7 @@ static Suite *workers_suite(void)
     tcase_add_test(f, workers_generation_killed_mid_run_leaves_the_others_served);
     tcase_add_test(f, workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lost);
     tcase_add_test(f, workers_incompatible_pair_fails_only_the_generation_side_with_the_reason);
+    tcase_add_test(f, workers_sigterm_fails_waiting_requests_with_an_event_and_exits_0);
     suite_add_tcase(s, f);
     return s;
 }

@@ -2,6 +2,7 @@
  * under a libkvferry client (requests in flight fail with PEER_LOST, the client reconnects and
  * re-registers by itself), and raw clients sending garbage, truncated frames, wrong fds and
  * oversized counts, after which well-behaved workers still complete their transfers. */
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include "fdpass.h"
@@ -184,7 +185,9 @@ static int raw_hello(struct wenv *e)
     m.u.hello.version_min = m.u.hello.version_max = PROTO_VERSION;
     strcpy(m.u.hello.name, "hostile");
     raw_send_msg(fd, &m, NULL, 0);
-    ck_assert_uint_eq(raw_next(fd, NULL, 0), PROTO_WELCOME);
+    char msg[600] = "";
+    uint32_t t = raw_next(fd, msg, sizeof msg);
+    ck_assert_msg(t == PROTO_WELCOME, "HELLO answered with %s: %s", proto_type_to_string(t), msg);
     return fd;
 }
 
@@ -291,6 +294,19 @@ START_TEST(workers_hostile_frames_close_only_their_connection)
     close(pipes[0][1]);
     (void)pipes[1];
 
+    /* pipelined HELLO + REGISTER (fds on the second frame) is a good worker, not a hostile one */
+    fd = raw_connect(&e);
+    struct proto_msg hello = {.type = PROTO_HELLO};
+    hello.u.hello.version_min = hello.u.hello.version_max = PROTO_VERSION;
+    raw_send_msg(fd, &hello, NULL, 0);
+    register_msg(&m, &r);
+    raw_send_msg(fd, &m, r.fds, r.l.n_pools);
+    char okmsg[600] = "";
+    ck_assert_uint_eq(raw_next(fd, NULL, 0), PROTO_WELCOME);
+    ck_assert_uint_eq(raw_next(fd, okmsg, sizeof okmsg), PROTO_REGISTERED);
+    ck_assert_msg(strstr(okmsg, "OK: registered"), "%s", okmsg);
+    close(fd);
+
     /* the daemon counted them and still serves well-behaved workers */
     json_t *st = wt_ctl(&e, "stats");
     json_t *w = json_object_get(st, "workers");
@@ -345,17 +361,185 @@ START_TEST(workers_gpu_pool_registration_is_refused_with_a_reason)
 }
 END_TEST
 
+START_TEST(workers_limits_on_connections_and_requests_in_flight_hold)
+{
+    struct wenv e;
+    wt_start(&e, "workers:\n  max_conns: 2\n  max_inflight: 2\n"
+                 "deadlines:\n  send_wait: 5s\n  transfer: 5s\n");
+    /* connections: the third is refused with a reason */
+    int a = raw_hello(&e), b = raw_hello(&e);
+    int x = raw_connect(&e);
+    expect_error_close(x, "workers.max_conns");
+    close(a);
+    close(b);
+    json_int_t conns = -1;
+    for (int i = 0; i < 200 && conns != 0; i++) {
+        json_t *st = wt_ctl(&e, "status");
+        conns = json_integer_value(json_object_get(json_object_get(st, "workers"), "connections"));
+        json_decref(st);
+        if (conns)
+            usleep(10000);
+    }
+    ck_assert_int_eq(conns, 0);
+
+    struct rank r;
+    rank_make(&r, "tiny", "ctx", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct kvf_client *c;
+    ck_assert_int_eq(kvf_connect("/nonexistent/kvferry.sock", NULL, &c), -ENOENT);
+    ck_assert_int_eq(kvf_connect(e.wsock, NULL, &c), 0);
+    uint32_t counts[LAYOUT_MAX_GROUPS + 1] = {0}, ids[8] = {0};
+    for (uint32_t g = 0; g < r.l.n_groups; g++)
+        counts[g] = r.l.groups[g].kind == GROUP_STATE ? 1 : 1;
+    /* the library refuses what it can see is wrong, before the daemon is asked */
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), -ENOTCONN); /* unregistered */
+    char err[512];
+    struct kvf_pool bad = r.pools[0];
+    bad.fd = -1;
+    ck_assert_int_eq(kvf_register(c, r.json, &bad, 1, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(kvf_register(c, "{\"instance\":1}", r.pools, r.l.n_pools, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "BAD_REQUEST: layout"), "%s", err); /* the daemon's refusal */
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), 0);
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), -EALREADY);
+    ck_assert_int_eq(kvf_send(c, 0, r.l.n_groups, counts, ids, 1), -EINVAL);
+    ck_assert_int_eq(kvf_send(c, 1, LAYOUT_MAX_GROUPS + 1, counts, ids, 1), -EINVAL);
+    struct kvf_recv_args ra = {.req_id = 9, .ctx_instance = "", .n_groups = 0};
+    ck_assert_int_eq(kvf_recv(c, &ra), -EINVAL);
+    ck_assert_int_eq(kvf_cancel(c, 12345), -ENOENT);
+    /* in flight: two SENDs fit, the third is refused by the library (-EBUSY) */
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), 0);
+    ck_assert_int_eq(kvf_send(c, 1, r.l.n_groups, counts, ids, 1), -EEXIST);
+    ck_assert_int_eq(kvf_send(c, 2, r.l.n_groups, counts, ids, 1), 0);
+    ck_assert_int_eq(kvf_send(c, 3, r.l.n_groups, counts, ids, 1), -EBUSY);
+    ck_assert_uint_eq(wt_ctl_count(&e, "transfers", "transfers"), 2);
+    /* cancel ends one with CANCELLED and frees its room */
+    ck_assert_int_eq(kvf_cancel(c, 1), 0);
+    struct kvf_event ev = wait_event(c, 1, KVF_EV_FAILED, 2000);
+    ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
+    ck_assert_int_eq(kvf_send(c, 3, r.l.n_groups, counts, ids, 1), 0);
+    /* ... and the daemon enforces the limit itself on a client that ignores it */
+    int fd = raw_hello(&e);
+    struct rank r2;
+    rank_make(&r2, "tiny", "ctx2", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct proto_msg m;
+    register_msg(&m, &r2);
+    raw_send_msg(fd, &m, r2.fds, r2.l.n_pools);
+    char msg[600];
+    ck_assert_uint_eq(raw_next(fd, msg, sizeof msg), PROTO_REGISTERED);
+    ck_assert_msg(strstr(msg, "OK"), "%s", msg);
+    for (uint64_t q = 1; q <= 3; q++) {
+        struct proto_msg s = {.type = PROTO_SEND};
+        s.u.send.req_id = q;
+        s.u.send.n_readers = 1;
+        s.u.send.items.n_groups = r2.l.n_groups;
+        memcpy(s.u.send.items.counts, counts, sizeof s.u.send.items.counts);
+        s.u.send.items.ids = ids;
+        raw_send_msg(fd, &s, NULL, 0);
+    }
+    ck_assert_uint_eq(raw_next(fd, NULL, 0), PROTO_EVENT); /* the third: FAILED */
+    close(fd);
+    c = kvf_close(c);
+    rank_free(&r);
+    rank_free(&r2);
+    wt_stop(&e);
+}
+END_TEST
+
+struct poller {
+    struct kvf_client *c;
+    struct kvf_event ev;
+    int rc;
+};
+
+static void *poll_thread(void *arg)
+{
+    struct poller *p = arg;
+    p->rc = kvf_poll(p->c, &p->ev, -1); /* blocks without holding the client's lock */
+    return NULL;
+}
+
+START_TEST(workers_client_is_usable_from_two_threads)
+{
+    struct wenv e;
+    wt_start(&e, NULL);
+    struct rank r;
+    rank_make(&r, "tiny", "ctx", ROLE_CONTEXT, F_SEAL_SHRINK);
+    struct kvf_client *c;
+    char err[512];
+    ck_assert_int_eq(kvf_connect(e.wsock, NULL, &c), 0);
+    ck_assert_int_eq(kvf_register(c, r.json, r.pools, r.l.n_pools, err, sizeof err), 0);
+    struct poller p = {.c = c, .rc = -99};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
+    usleep(100000); /* the poller is parked in kvf_poll(-1) */
+    uint32_t counts[LAYOUT_MAX_GROUPS], ids[64], k = 0;
+    struct plan_ids pids;
+    memset(&pids, 0, sizeof pids);
+    for (uint32_t g = 0; g < r.l.n_groups; g++) {
+        uint32_t n = r.l.groups[g].kind == GROUP_STATE ? 1 : 5;
+        pids.ids[g] = ids + k;
+        for (uint32_t b = 0; b < n; b++)
+            ids[k++] = b;
+        counts[g] = pids.n[g] = n;
+    }
+    pattern_fill(&r.l, &r.mem, &pids, 0, 1 + 7);
+    ck_assert_int_eq(kvf_send(c, 7, r.l.n_groups, counts, ids, 1), 0); /* meanwhile, this thread */
+    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
+                     "--rank", "0", "--requests", "1", "--first-req", "7", "--prompt-tokens", "300",
+                     "--ctx-instance", "ctx", (char *)NULL);
+    ck_assert_int_eq(wt_wait(q, 20000), 0);
+    int64_t end = wt_now_ms() + 5000;
+    while (p.rc == -99 && wt_now_ms() < end)
+        usleep(5000);
+    ck_assert_int_eq(p.rc, 1);
+    pthread_join(th, NULL);
+    ck_assert_uint_eq(p.ev.req_id, 7);
+    ck_assert_int_eq(p.ev.kind, KVF_EV_SENT);
+    ck_assert_uint_gt(p.ev.bytes, 0);
+    kvf_close(c);
+    rank_free(&r);
+    wt_stop(&e);
+}
+END_TEST
+
+START_TEST(workers_library_binds_from_python_ctypes)
+{
+#ifdef __SANITIZE_ADDRESS__
+    printf("SKIP workers_library_binds_from_python_ctypes: an ASan libkvferry.so cannot be "
+           "loaded into python3 without LD_PRELOAD of the runtime\n");
+    return;
+#endif
+    if (system("python3 -c 'import ctypes' >/dev/null 2>&1") != 0) {
+        printf("SKIP workers_library_binds_from_python_ctypes: no python3 with ctypes\n");
+        return;
+    }
+    struct wenv e;
+    wt_start(&e, NULL);
+    char cmd[512], so[256];
+    tu_bin("libkvferry.so", so, sizeof so);
+    snprintf(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
+             e.wsock, e.dir);
+    int rc = system(cmd);
+    char *l = wt_log(&e, "py.log");
+    ck_assert_msg(rc == 0 && strstr(l, "ctypes binding OK"), "exit %d:\n%s", rc, l);
+    free(l);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *faults_suite(void)
 {
     Suite *s = suite_create("workers_faults");
     TCase *t = tcase_create("restart");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, workers_daemon_restart_fails_in_flight_and_the_client_reconnects);
+    tcase_add_test(t, workers_client_is_usable_from_two_threads);
     suite_add_tcase(s, t);
     TCase *h = tcase_create("hostile");
     tcase_set_timeout(h, 60);
     tcase_add_test(h, workers_hostile_frames_close_only_their_connection);
     tcase_add_test(h, workers_gpu_pool_registration_is_refused_with_a_reason);
+    tcase_add_test(h, workers_limits_on_connections_and_requests_in_flight_hold);
+    tcase_add_test(h, workers_library_binds_from_python_ctypes);
     suite_add_tcase(s, h);
     return s;
 }

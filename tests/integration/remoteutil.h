@@ -3,8 +3,9 @@
  * listening for peers on 127.0.0.1 at a random port of the ephemeral range with a shared 0600
  * secret file, and real ranks through libkvferry (host pools in memfds) built from presets and
  * filled with the global test pattern. Same host: UCX may use shared memory between the daemons
- * (UCX_TLS unset), which is the put path; ru_daemon_start_tls pins UCX_TLS (e.g. "tcp") for the
- * active-message path. A control-socket helper asks the daemons for JSON. */
+ * (UCX_TLS=sm,tcp: RU_TLS_SAME_HOST), which is the put path; ru_daemon_start_tls pins another
+ * UCX_TLS (e.g. "tcp") for the active-message path. A control-socket helper asks the daemons for
+ * JSON. */
 #ifndef KVF_REMOTEUTIL_H
 #define KVF_REMOTEUTIL_H
 
@@ -31,6 +32,10 @@
 #include "testutil.h"
 
 #define RU_POISON 0xa5
+/* Same host, same network namespace: shared memory for puts and rendezvous, tcp for the
+ * connection by address (UCX-NOTES.md trap 5). Tests that want the active-message path pass
+ * "tcp" (what two hosts on Ethernet get). */
+#define RU_TLS_SAME_HOST "sm,tcp"
 
 struct ru_daemon {
     pid_t pid;
@@ -103,10 +108,7 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
                 dup2(fd, 1);
                 dup2(fd, 2);
             }
-            if (tls)
-                setenv("UCX_TLS", tls, 1);
-            else
-                unsetenv("UCX_TLS");
+            setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
             execl(bin, bin, "--config", d->cfg, (char *)NULL);
             _exit(127);
         }

@@ -31,17 +31,25 @@ static inline int64_t wt_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static inline int wt_connectable(const char path[100])
+/* 1 when the daemon's loop answers a control command (so every socket is listening). Probing
+ * the worker socket itself would take connection slots (workers.max_conns) for a moment. */
+static inline int wt_answers(const char path[100])
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int ok = connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    int ok = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        write(fd, "{\"id\":1,\"cmd\":\"help\"}\n", 23) == 23) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        char b[16];
+        ok = poll(&p, 1, 1000) == 1 && read(fd, b, sizeof b) > 0;
+    }
     close(fd);
     return ok;
 }
 
-/* Starts (or restarts, same dir) kvferryd; waits until the worker socket accepts. */
+/* Starts (or restarts, same dir) kvferryd; waits until it answers on its control socket. */
 static inline void wt_daemon_start(struct wenv *e)
 {
     char bin[256], logp[160];
@@ -58,9 +66,10 @@ static inline void wt_daemon_start(struct wenv *e)
         _exit(127);
     }
     e->daemon = p;
-    for (int i = 0; i < 500 && !wt_connectable(e->wsock); i++)
+    int up = 0;
+    for (int i = 0; i < 500 && !(up = wt_answers(e->csock)); i++)
         usleep(10000);
-    ck_assert_msg(wt_connectable(e->wsock), "kvferryd did not come up (see %s)", logp);
+    ck_assert_msg(up, "kvferryd did not come up (see %s)", logp);
 }
 
 static inline void wt_start(struct wenv *e, const char *extra_yaml)
