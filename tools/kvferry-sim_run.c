@@ -58,7 +58,11 @@ static int make_pools(struct sim *s)
         if (fd < 0 || ftruncate(fd, (off_t)n) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
             return -errno;
-        void *b = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+        /* populated here, like a real engine's resident KV pools: the daemon's own
+         * MAP_POPULATE at REGISTER then only maps pages that exist (allocating GiBs of shmem
+         * inside REGISTER can outlast the client's registration wait on a loaded host) */
+        void *b = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
+                    : NULL;
         if (b == MAP_FAILED)
             return -errno;
         s->fds[i] = fd;
