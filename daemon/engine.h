@@ -17,6 +17,8 @@
  *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
+ *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
+ *                  pool once its SEND is here.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.
@@ -50,8 +52,7 @@
  * Known limits: host pools only (GPU pools are refused at REGISTER in this build); fragment
  * puts already issued when a request fails may still land in the generation rank's blocks
  * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
- * it registers again; a generation rank cannot read a writer registered at its own daemon when
- * the context instance spans daemons (refused with NO_ROUTE).
+ * it registers again.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer
