@@ -6,6 +6,7 @@
 #   make asan            the same under ASan+UBSan, in build-asan/
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
+#   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
 #   make install PREFIX=/usr/local DESTDIR=
 # Sources are found by directory: lib/*.c -> libkvferry, daemon/*.c -> kvferryd,
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
@@ -151,6 +152,10 @@ fuzz-short: $(FUZZERS)
 
 bench-copy: all
 	$(BUILD)/bench/bench_copy
+
+# Two daemons, real sims, both paths, vs ucx_perftest and memcpy (scripts/bench-remote)
+bench: all
+	BUILD=$(BUILD) scripts/bench-remote
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \

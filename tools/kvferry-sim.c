@@ -6,7 +6,13 @@
  *       [--requests N --prompt-tokens N --gen-cached-tokens N --ctx-instance ID
  *        --ctx-dp-rank N --socket PATH --seed S --first-req N --readers N --deadline-ms N
  *        --expect-error NAME --hold-ms N --start-delay-ms N --quiet
- *        --device N | --devices A,B,...] (GPU pools: rank r on entry r mod count) */
+ *        --device N | --devices A,B,...] (GPU pools: rank r on entry r mod count)
+ *       [--parity all|first]     first: fill and verify the first request only (benchmarks:
+ *                                the pattern work would compete with the daemons for the CPU)
+ *       [--stats-json PREFIX]    write PREFIX.r<rank>.json: counts, bytes, workload time and
+ *                                each request's latency (RECV->DONE; context: SEND->SENT)
+ *       [--cpu-pids PID,PID]     with --stats-json: sample these processes' CPU time (user+sys)
+ *                                at the start and after each window (at most 4 pids) */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -30,7 +36,8 @@ static void usage(FILE *f)
                "  [--deadline-ms N] [--expect-error NAME] [--hold-ms N] [--start-delay-ms N] "
                "[--quiet]\n"
                "  [--home HOST:PORT] [--ctx-home HOST:PORT]   instance homes on other daemons\n"
-               "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n");
+               "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n"
+               "  [--parity all|first] [--stats-json PREFIX] [--cpu-pids PID,...]   benchmarks\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -95,7 +102,7 @@ int main(int argc, char **argv)
     bool all = false;
     enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
            O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
-           O_HOME, O_DEV };
+           O_HOME, O_DEV, O_PARITY, O_STATS, O_CPU };
     static const struct option longopts[] = {
         {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
         {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
@@ -105,13 +112,14 @@ int main(int argc, char **argv)
         {"deadline-ms", 1, 0, O_DL}, {"expect-error", 1, 0, O_EXP}, {"hold-ms", 1, 0, O_HOLD},
         {"start-delay-ms", 1, 0, O_DELAY}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
         {"ctx-home", 1, 0, O_CTXH}, {"home", 1, 0, O_HOME},
-        {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV},
-        {0, 0, 0, 0}};
+        {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV}, {"parity", 1, 0, O_PARITY},
+        {"stats-json", 1, 0, O_STATS}, {"cpu-pids", 1, 0, O_CPU}, {0, 0, 0, 0}};
     int ch;
     uint64_t v = 0;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         if (ch >= O_RANK && ch != O_ALL && ch != O_CTXI && ch != O_SOCK && ch != O_EXP &&
             ch != O_QUIET && ch != O_HELP && ch != O_CTXH && ch != O_HOME && ch != O_DEV &&
+            ch < O_PARITY &&
             parse_u64(optarg, &v)) {
             fprintf(stderr, "kvferry-sim: bad number '%s'\n", optarg);
             return 2;
@@ -138,6 +146,29 @@ int main(int argc, char **argv)
         case O_QUIET: o.quiet = true; break;
         case O_CTXH: o.ctx_home = optarg; break;
         case O_HOME: o.home = optarg; break;
+        case O_PARITY:
+            if (strcmp(optarg, "all") && strcmp(optarg, "first")) {
+                fprintf(stderr, "kvferry-sim: --parity: all or first, not '%s'\n", optarg);
+                return 2;
+            }
+            o.parity_first = strcmp(optarg, "first") == 0;
+            break;
+        case O_STATS: o.stats_json = optarg; break;
+        case O_CPU: {
+            /* a copy: --all-ranks passes argv on to its children */
+            static char list[256];
+            snprintf(list, sizeof list, "%s", optarg);
+            for (char *save, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (o.n_cpu_pids == SIM_MAX_CPU_PIDS || parse_u64(t, &v) || v == 0 ||
+                    v > INT32_MAX) {
+                    fprintf(stderr, "kvferry-sim: --cpu-pids: at most %d pids, not '%s'\n",
+                            SIM_MAX_CPU_PIDS, t);
+                    return 2;
+                }
+                o.cpu_pids[o.n_cpu_pids++] = (int32_t)v;
+            }
+            break;
+        }
         case O_HELP: usage(stdout); return 0;
         case O_DEV: o.devices = optarg; break;
         default: usage(stderr); return 2;

@@ -11,6 +11,8 @@
 #include "kvferry.h"
 #include "layout.h"
 
+#define SIM_MAX_CPU_PIDS 4
+
 struct sim_opts {
     const char *role;          /* "context" | "generation" */
     const char *instance;
@@ -34,6 +36,10 @@ struct sim_opts {
     bool quiet;
     const char *devices;       /* NULL: host pools; else GPU ordinals, rank r takes entry
                                   r mod count ("1", or "0,1" for --all-ranks) */
+    bool parity_first;         /* pattern fill/verify for the first request only (benchmarks) */
+    const char *stats_json;    /* write PREFIX.r<rank>.json: counts and per-request latencies */
+    uint32_t n_cpu_pids;       /* --cpu-pids: processes whose CPU time is sampled per window */
+    int32_t cpu_pids[SIM_MAX_CPU_PIDS];
 };
 
 /* Runs one rank; returns the process exit code (0 ok, 1 parity failure, 3 request failures
@@ -53,5 +59,30 @@ void sim_cuda_pools(const struct sim_cuda *c, const struct layout *l, struct kvf
 /* Whole pools host staging -> GPU, and back. */
 int sim_cuda_push(struct sim_cuda *c, const struct copy_mem *host, char *err, size_t errlen);
 int sim_cuda_pull(const struct sim_cuda *c, struct copy_mem *host, char *err, size_t errlen);
+/* One rank's results, as written by sim_stats_write (kvferry-sim_stats.c). */
+struct sim_stats {
+    const struct sim_opts *o;
+    bool gen;
+    uint64_t ok, failed, bytes, parity_bad, verified;
+    double t0;                 /* CLOCK_MONOTONIC seconds at the workload's start */
+    double time_s;
+    double *t;                 /* owned: per completed request, issue then completion time */
+    uint64_t *req;             /* owned: its request id */
+    uint32_t n, cap;
+    /* --cpu-pids: utime+stime ticks of each pid at the start and after each window */
+    uint64_t (*cpu)[SIM_MAX_CPU_PIDS]; /* owned */
+    uint64_t *cpu_req;         /* owned: requests completed or failed at that sample */
+    uint32_t n_cpu, cap_cpu;
+};
+
+/* Samples the CPU time of o->cpu_pids now (after done requests); 0 or -ENOMEM. */
+int sim_stats_cpu_sample(struct sim_stats *st, uint64_t done);
+
+/* Records a completed request: its id, when RECV/SEND was issued and when DONE/SENT came
+ * (CLOCK_MONOTONIC seconds); returns 0 or -ENOMEM. */
+int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double t_done);
+
+/* Writes PREFIX.r<rank>.json (see kvferry-sim.c); returns 0 or -errno. */
+int sim_stats_write(const struct sim_stats *st);
 
 #endif

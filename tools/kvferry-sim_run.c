@@ -35,6 +35,7 @@ struct sim {
     uint64_t ok, failed, bytes, parity_bad;
     uint64_t fail_by[KVF_E__COUNT];
     char first_bad[512];
+    struct sim_stats st; /* latencies (and, at the end, the counts) for --stats-json */
 };
 
 static double now_s(void)
@@ -60,7 +61,11 @@ static int make_pools(struct sim *s)
         if (fd < 0 || ftruncate(fd, (off_t)n) < 0 ||
             fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
             return -errno;
-        void *b = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : NULL;
+        /* populated here, like a real engine's resident KV pools: the daemon's own
+         * MAP_POPULATE at REGISTER then only maps pages that exist (allocating GiBs of shmem
+         * inside REGISTER can outlast the client's registration wait on a loaded host) */
+        void *b = n ? mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0)
+                    : NULL;
         if (b == MAP_FAILED)
             return -errno;
         s->fds[i] = fd;
@@ -127,14 +132,22 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         total_ids += s->l.groups[g].kind == GROUP_STATE ? 1 : s->n_blocks_req;
     uint32_t *ids = calloc((size_t)nq * (total_ids ? total_ids : 1), sizeof *ids);
     struct plan_ids *pids = calloc(nq, sizeof *pids);
+    double *t_issue = calloc(nq, sizeof *t_issue);
+    uint8_t *ok = calloc(nq, 1);
     uint32_t counts[LAYOUT_MAX_GROUPS];
     uint32_t pending = 0;
-    uint8_t *ok = calloc(nq, 1);
     char err[512];
     int ret = 0;
+    if (!ids || !pids || !t_issue || !ok) {
+        ret = -ENOMEM;
+        goto out;
+    }
     for (uint32_t j = 0; j < nq; j++) {
         uint64_t q = q0 + j;
         ids_for(s, w, j, ids + (size_t)j * total_ids, counts, &pids[j]);
+        /* --parity first: later requests move whatever the pools hold, unchecked */
+        if (s->o->parity_first && q != s->o->first_req)
+            continue;
         if (!s->gen)
             pattern_fill(&s->l, &s->mem, &pids[j], 0, s->o->seed + q);
         else /* wrong bytes first, so a transfer that does not happen cannot pass */
@@ -151,6 +164,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         for (uint32_t g = 0; g < s->l.n_groups; g++)
             counts[g] = pids[j].n[g];
         int rc;
+        t_issue[j] = now_s();
         if (!s->gen) {
             rc = kvf_send(s->c, q, s->l.n_groups, counts, jids, s->o->readers);
         } else {
@@ -185,7 +199,10 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         }
         s->ok++;
         s->bytes += ev.bytes;
-        ok[ev.req_id - q0] = 1;
+        uint32_t j = (uint32_t)(ev.req_id - q0);
+        ok[j] = 1;
+        if (s->o->stats_json && sim_stats_add(&s->st, ev.req_id, t_issue[j], now_s()))
+            fprintf(stderr, "kvferry-sim: latency record: out of memory\n");
     }
     if (s->gen && s->cu && sim_cuda_pull(s->cu, &s->mem, err, sizeof err)) {
         fprintf(stderr, "kvferry-sim: GPU pools: %s\n", err);
@@ -196,17 +213,21 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         uint64_t q = q0 + j, off;
         uint32_t bp;
         char where[400];
-        if (ok[j] && pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q,
-                                    &bp, &off, where, sizeof where)) {
+        if (!ok[j] || (s->o->parity_first && q != s->o->first_req))
+            continue;
+        if (pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q, &bp, &off,
+                           where, sizeof where)) {
             if (s->parity_bad++ == 0)
                 snprintf(s->first_bad, sizeof s->first_bad,
                          "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", q, bp, off, where);
         }
+        s->st.verified++;
     }
 out:
     free(ok);
     free(ids);
     free(pids);
+    free(t_issue);
     return ret;
 }
 
@@ -298,6 +319,10 @@ int sim_run(const struct sim_opts *o)
     if (o->start_delay_ms)
         usleep(o->start_delay_ms * 1000u);
     double t0 = now_s();
+    s.st.t0 = t0;
+    s.st.o = o;
+    if (o->n_cpu_pids)
+        sim_stats_cpu_sample(&s.st, 0);
     for (uint32_t w = 0, done = 0; done < o->requests; w++) {
         uint32_t nq = o->requests - done < s.window ? o->requests - done : s.window;
         if (run_window(&s, w, o->first_req + done, nq)) {
@@ -305,6 +330,8 @@ int sim_run(const struct sim_opts *o)
             break;
         }
         done += nq;
+        if (o->n_cpu_pids && sim_stats_cpu_sample(&s.st, done))
+            fprintf(stderr, "kvferry-sim: cpu sample: out of memory\n");
     }
     double dt = now_s() - t0;
     if (o->hold_ms)
@@ -315,6 +342,21 @@ int sim_run(const struct sim_opts *o)
            dt > 0 ? s.bytes / dt / 1e9 : 0.0,
            !s.gen ? "n/a" : s.parity_bad ? "FAILED" : s.ok ? "OK" : "none",
            s.parity_bad ? ": first difference: " : "", s.parity_bad ? s.first_bad : "");
+    if (o->stats_json) {
+        s.st.o = o;
+        s.st.gen = s.gen;
+        s.st.ok = s.ok;
+        s.st.failed = s.failed;
+        s.st.bytes = s.bytes;
+        s.st.parity_bad = s.parity_bad;
+        s.st.time_s = dt;
+        int rc = sim_stats_write(&s.st);
+        if (rc) {
+            fprintf(stderr, "kvferry-sim: --stats-json %s: %s\n", o->stats_json, strerror(-rc));
+            if (code == 0)
+                code = 4;
+        }
+    }
     for (int e = 1; e < KVF_E__COUNT; e++)
         if (s.fail_by[e])
             printf("  failures %s: %" PRIu64 "\n", kvf_error_to_string(e), s.fail_by[e]);
@@ -333,6 +375,10 @@ out:
      * after it sees our connection end, and cudaFree before the importer's
      * cudaIpcCloseMemHandle is undefined (CUDA runtime API); exiting is the path of a crashed
      * worker, which the daemon is built for. */
+    free(s.st.t);
+    free(s.st.cpu);
+    free(s.st.cpu_req);
+    free(s.st.req);
     for (uint32_t i = 0; i < s.mem.n; i++)
         if (s.mem.base[i])
             munmap(s.mem.base[i], s.mem.size[i]);

@@ -46,14 +46,15 @@ static const struct {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
-               "[ARGS]\n"
-               "commands (daemon): status, stats, config, log-level [LEVEL], reload, drain, workers,\n"
-               "                   transfers, peers, arena, help\n"
-               "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
-               "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
-               "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
-               "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
+    fprintf(f,
+            "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
+            "[ARGS]\n"
+            "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
+            "                  workers, transfers, peers, arena, help\n"
+            "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
+            "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
+            "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
+            "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
 }
 
 static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
