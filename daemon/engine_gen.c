@@ -6,7 +6,10 @@
  * CHUNK is checked against its grant (slot, generation, offset, length: else BOUND_VIOLATION and
  * nothing scattered), scattered into the rank's pools, its credit returned and the next asked;
  * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
- * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer. */
+ * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
+ * A generation rank with GPU pools has each landed chunk scattered by a kernel (engine_gpu.c):
+ * its slot stays held until gen_chunk_scattered, and a failure while scatters run reaches the
+ * worker only when they ended (held in rx, or by transfers.c through engine_xfer_hold). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,6 +72,13 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
              rx->ctx_instance, kvf_error_to_string(code), msg);
     release(rx, code, msg);
     struct xfer *x = rx->x;
+    if (x && rx->gpu_busy > 0) {
+        /* scatters still write into the rank's pools: it hears of the failure when they ended
+         * (gen_chunk_scattered), so it never reuses blocks under a running kernel */
+        rx->held = code;
+        snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
+        return;
+    }
     rx->x = NULL;
     if (x) {
         x->eng = NULL;
@@ -80,6 +90,8 @@ static void rx_done(struct rx *rx)
 {
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
+    rx->e->c.last_wall_ns = uv_hrtime() - rx->t0_ns;
+    rx->e->c.last_bytes = rx->plan.total_bytes;
     release(rx, KVF_OK, "");
     struct xfer *x = rx->x;
     rx->x = NULL;
@@ -147,7 +159,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     rx->epoch = tab->epoch;
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
-        if (copy_check(pw->ops, pw->n_ops, &x->rank->mem, 'd') < 0) {
+        if (copy_check(pw->ops, pw->n_ops, egpu_rank_mem(x->rank), 'd') < 0) {
             rx_fail(rx, KVF_E_BOUND_VIOLATION, "plan of writer rank %u leaves the mapped pools",
                     pw->ctx_rank);
             return;
@@ -162,7 +174,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     rx->n_w = rx->plan.n_writers;
-    rx->path = rx->n_w ? frag_choose(e, x, &rx->plan) : WIRE_PATH_BOUNCE;
+    rx->path = !rx->n_w || egpu_bounce_only(e, x, tab, &rx->plan) ? WIRE_PATH_BOUNCE
+                                                                  : frag_choose(e, x, &rx->plan);
     rx_set_state(rx, RX_CONNECT);
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
@@ -189,6 +202,14 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             return;
         }
         w->peer->users++;
+    }
+    if (x->rank->gpu) { /* GPU pools: one program per writer, scattered by kernels */
+        char msg[WIRE_TEXT_MAX];
+        int rc = egpu_rx_start(rx, msg, sizeof msg);
+        if (rc < 0) {
+            rx_fail(rx, rc == -ENOMEM || rc == -EIO ? KVF_E_INTERNAL : KVF_E_NO_ROUTE, "%s", msg);
+            return;
+        }
     }
     rx_set_state(rx, RX_MOVING);
     if (rx->n_w == 0) {
@@ -244,6 +265,8 @@ static void rx_replan(struct rx *rx)
     log_info("engine: request %llu from %s: the table was stale, replanning with a fresh one",
              (unsigned long long)rx->req_id, rx->ctx_instance);
     release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
+    egpu_rx_gone(rx);
+    rx->gpu_serial++; /* scatters still running belong to the old plan */
     for (uint32_t i = 0; i < rx->n_w; i++)
         if (rx->w[i].peer)
             rx->w[i].peer->users--;
@@ -318,6 +341,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     snprintf(rx->home, sizeof rx->home, "%s", home);
     snprintf(rx->ctx_instance, sizeof rx->ctx_instance, "%s", x->ctx_instance);
     rx->started_ms = now;
+    rx->t0_ns = uv_hrtime();
     /* x->deadline_ms: the RECV's own deadline or deadlines.send_wait for the SEND to come;
      * then the bytes have deadlines.transfer. transfers.c's sweep stays behind ours. */
     rx->deadline_ms = x->deadline_ms + cfg->deadlines_transfer_ms;
@@ -446,6 +470,25 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
     return -EBADMSG;
 }
 
+/* Chunk out[i] of w is in the rank's pools: its credit goes back, the next is asked. */
+static void landed(struct rxw *w, uint32_t i)
+{
+    struct rx *rx = w->rx;
+    struct engine *e = rx->e;
+    struct arena_grant g = w->out[i];
+    arena_release(e->arena, &w->resv, g.slot, g.generation);
+    w->out[i] = w->out[--w->n_out];
+    w->scattered += g.length;
+    if (w->peer) {
+        w->peer->chunks_recv++;
+        w->peer->bytes_recv += g.length;
+    }
+    e->c.chunks_landed++;
+    e->c.bytes_landed += g.length;
+    ask(w);
+    check_done(rx);
+}
+
 int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                 size_t len, void **dest)
 {
@@ -479,19 +522,43 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                 w->ctx_rank, g.slot, strerror(-rc));
         return;
     }
+    if (rx->x)
+        transfers_copying(rx->t, rx->x);
+    if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
+        char msg[WIRE_TEXT_MAX];
+        if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
+            rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
+        return; /* gen_chunk_scattered goes on */
+    }
     const struct plan_writer *pw = &rx->plan.writers[w->idx];
     copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
-    arena_release(e->arena, &w->resv, g.slot, g.generation);
-    w->out[i] = w->out[--w->n_out];
-    if (w->scattered == 0 && rx->x)
-        transfers_copying(rx->t, rx->x);
-    w->scattered += g.length;
-    p->chunks_recv++;
-    p->bytes_recv += g.length;
-    e->c.chunks_landed++;
-    e->c.bytes_landed += g.length;
-    ask(w);
-    check_done(rx);
+    landed(w, i);
+}
+
+void gen_chunk_scattered(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
+                         int status)
+{
+    if (--rx->gpu_busy == 0 && rx->x)
+        rx->x->eng_gpu = false;
+    if (rx->state == RX_MOVING && serial == rx->gpu_serial && widx < rx->n_w) {
+        struct rxw *w = &rx->w[widx];
+        uint32_t i = 0;
+        while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
+            i++;
+        if (status < 0)
+            rx_fail(rx, KVF_E_INTERNAL, "GPU scatter of writer rank %u's extent [%llu, +%llu) "
+                    "failed: %s", w->ctx_rank, (unsigned long long)g->ext_off,
+                    (unsigned long long)g->length, strerror(-status));
+        else if (i < w->n_out)
+            landed(w, i);
+    }
+    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
+        struct xfer *x = rx->x; /* the failure held while the scatters ran */
+        rx->x = NULL;
+        x->eng = NULL;
+        x->eng_gpu = false;
+        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
+    }
 }
 
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
@@ -545,6 +612,12 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
         return;
     }
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
+}
+
+void gen_xfer_held(struct engine *e, struct rx *rx, int err, const char *msg)
+{
+    (void)e;
+    rx_fail(rx, err ? (kvf_error_t)err : KVF_E_CANCELLED, "%s", msg);
 }
 
 void gen_xfer_end(struct engine *e, struct rx *rx, int err)
@@ -613,11 +686,12 @@ void gen_sweep(struct engine *e)
 {
     for (struct rx **pp = &e->rxs; *pp;) {
         struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x) {
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy) { /* kernels hold rx */
             pp = &rx->next;
             continue;
         }
         *pp = rx->next;
+        egpu_rx_gone(rx);
         for (uint32_t i = 0; i < rx->n_w; i++)
             if (rx->w[i].peer)
                 rx->w[i].peer->users--;
