@@ -18,7 +18,8 @@ uint64_t engine_now(const struct engine *e)
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e);
+    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
+           e->gpu_retired;
 }
 
 static void tick_cb(uv_timer_t *h)
@@ -36,6 +37,7 @@ static void tick_cb(uv_timer_t *h)
     home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);
+    egpu_tick(e);
     if (!busy(e))
         uv_timer_stop(&e->tick);
 }

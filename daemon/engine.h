@@ -17,6 +17,8 @@
  *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
+ *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
+ *                  scatter kernels through its device alias, completions on the loop.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.

@@ -163,9 +163,17 @@ static void job_put(struct egpu_job *j)
     struct engine *e = j->e;
     j->next = e->gpu_retired;
     e->gpu_retired = j;
-    if (gpu_notify_outstanding(e->gpu) > 0 && ++e->gpu_retired_n < EGPU_RETIRE_MAX)
+    if (gpu_notify_outstanding(e->gpu) > 0 && ++e->gpu_retired_n < EGPU_RETIRE_MAX) {
+        engine_kick_tick(e); /* egpu_tick frees them once the GPUs are idle */
         return;
+    }
     free_retired(e);
+}
+
+void egpu_tick(struct engine *e)
+{
+    if (e->gpu_retired && gpu_notify_outstanding(e->gpu) == 0)
+        free_retired(e);
 }
 
 /* A job for writer pw's program over rk's GPU pools; *ret NULL when the writer has no bytes. */
@@ -302,6 +310,7 @@ static void on_done(void *arg, int status)
     free(op);
     gen_sweep(e);
     ctx_sweep(e);
+    egpu_tick(e);
 }
 
 #ifdef KVF_HAVE_CUDA
