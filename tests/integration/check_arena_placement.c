@@ -11,6 +11,10 @@ START_TEST(arena_status_says_host_and_why_it_is_not_page_locked)
 {
     struct two t;
     two_start(&t, NULL, NULL, NULL);
+    json_t *b = ru_ctl(&t.b, "arena"); /* both answer: both loops run (signals handled) */
+    ck_assert_ptr_nonnull(b);
+    ck_assert_str_eq(json_string_value(json_object_get(b, "placement")), "host");
+    json_decref(b);
     json_t *a = ru_ctl(&t.a, "arena");
     ck_assert_ptr_nonnull(a);
     ck_assert_str_eq(json_string_value(json_object_get(a, "placement")), "host");
