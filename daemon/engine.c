@@ -385,8 +385,11 @@ void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const ch
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
 {
     (void)t;
-    if (e && e->link)
+    if (e && e->link) {
         ctx_send_arrived(e, s);
+        local_send_arrived(e, s);
+        gen_sweep(e);
+    }
 }
 
 int engine_is_self(const struct engine *e, const char *addr)
@@ -485,6 +488,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(nacks_recv);
     C(slots_reclaimed);
     C(replans);
+    C(bytes_local_writers);
     C(fragment_puts);
     C(bytes_fragment);
     C(gpu_gathers);

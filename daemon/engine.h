@@ -19,6 +19,8 @@
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
  *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
  *                  scatter kernels through its device alias, completions on the loop.
+ *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
+ *                  pool once its SEND is here.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.
@@ -56,8 +58,7 @@
  * Known limits: fragment
  * puts already issued when a request fails may still land in the generation rank's blocks
  * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
- * it registers again; a generation rank cannot read a writer registered at its own daemon when
- * the context instance spans daemons (refused with NO_ROUTE).
+ * it registers again.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer

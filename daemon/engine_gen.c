@@ -101,6 +101,18 @@ static void rx_done(struct rx *rx)
     }
 }
 
+static void check_done(struct rx *rx);
+
+void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg)
+{
+    rx_fail(rx, code, "%s", msg);
+}
+
+void gen_check_done(struct rx *rx)
+{
+    check_done(rx);
+}
+
 static void check_done(struct rx *rx)
 {
     if (rx->state != RX_MOVING)
@@ -186,13 +198,18 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         w->ctx_rank = pw->ctx_rank;
         w->extent = pw->bytes;
         w->flow = ++e->next_flow;
-        if (engine_is_self(e, tab->addrs[pw->ctx_rank])) {
-            rx_fail(rx, KVF_E_NO_ROUTE,
-                    "context rank %u of %s is registered at this daemon while "
-                    "the instance spans daemons: a generation rank cannot read such a writer "
-                    "here (register the generation instance on another daemon)",
-                    pw->ctx_rank, rx->ctx_instance);
-            return;
+        if (engine_is_self(e, tab->addrs[pw->ctx_rank])) { /* a writer of ours: no UCX */
+            w->local = true;
+            if (!rx->ctx_layouts) {
+                rx->ctx_layouts = malloc(tab->n * sizeof *rx->ctx_layouts);
+                if (!rx->ctx_layouts) {
+                    rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+                    return;
+                }
+                memcpy(rx->ctx_layouts, tab->ranks, tab->n * sizeof *rx->ctx_layouts);
+                rx->n_ctx = tab->n;
+            }
+            continue;
         }
         int rc = epeer_get(e, tab->addrs[pw->ctx_rank], &w->peer);
         if (rc < 0) {
@@ -217,7 +234,9 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++)
-        if (rx->w[i].peer->up)
+        if (rx->w[i].local)
+            local_start(&rx->w[i]);
+        else if (rx->w[i].peer->up)
             start_writer(&rx->w[i]);
 }
 
@@ -278,6 +297,8 @@ static void rx_replan(struct rx *rx)
     rx->n_w = 0;
     free(rx->gen_json);
     rx->gen_json = NULL;
+    free(rx->ctx_layouts);
+    rx->ctx_layouts = NULL;
     rx->retried = true;
     e->c.replans++;
     rx_set_state(rx, RX_LOOKUP);
@@ -699,6 +720,7 @@ void gen_sweep(struct engine *e)
             plan_done(&rx->plan);
         free(rx->w);
         free(rx->gen_json);
+        free(rx->ctx_layouts);
         free(rx);
     }
 }

@@ -247,6 +247,8 @@ int egpu_rx_start(struct rx *rx, char *msg, size_t len)
         return -ENOMEM;
     }
     for (uint32_t i = 0; i < rx->n_w; i++) {
+        if (rx->w[i].local)
+            continue; /* a writer of this daemon: engine_local.c (host pools only) */
         int rc = job_new(rx->e, rx->x->rank, &rx->plan.writers[i], (unsigned)(rx->req_id + i),
                          &rx->gpu[i], msg, len);
         if (rc < 0)

@@ -76,6 +76,7 @@ struct rxw {
     struct arena_resv resv;
     bool resv_open, req_sent, writer_done;
     bool no_nack; /* the writer's daemon ended the flow: no NACK back */
+    bool local;   /* the writer rank is registered here: pool to pool (engine_local.c) */
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
@@ -85,9 +86,11 @@ enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED };
 
 struct rx {
     struct engine *e;
-    struct transfers *t; /* borrowed */
-    struct xfer *x;      /* borrowed until engine_xfer_end; NULL after */
-    char *gen_json;      /* owned: the generation rank's layout, for RECV_REQ */
+    struct transfers *t;        /* borrowed */
+    struct xfer *x;             /* borrowed until engine_xfer_end; NULL after */
+    char *gen_json;             /* owned: the generation rank's layout, for RECV_REQ */
+    struct layout *ctx_layouts; /* owned copy of the table when a writer is local, n_ctx */
+    uint32_t n_ctx;
     uint64_t req_id;
     char home[WIRE_ADDR_MAX];
     char ctx_instance[LAYOUT_NAME_MAX];
@@ -219,7 +222,7 @@ struct engine_counters {
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
-    uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans;
+    uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: RECV to DONE */
@@ -351,6 +354,12 @@ void gen_xfer_end(struct engine *e, struct rx *rx, int err);
 void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
+void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
+void gen_check_done(struct rx *rx);
+
+/* engine_local.c */
+void local_start(struct rxw *w);
+void local_send_arrived(struct engine *e, struct xfer *s);
 
 /* engine_ctx.c */
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m);

@@ -310,8 +310,11 @@ static void dec_register(struct rd *r, struct proto_register *g)
     r->p += g->json_len;
     r->left -= g->json_len;
     g->home[0] = 0;
-    if (r->left > 0) /* optional trailing home "host:port" (engine, issue 5) */
+    if (r->left > 0) { /* optional trailing home "host:port" (engine, issue 5) */
         rdstr(r, g->home, sizeof g->home, "home");
+        if (!r->rc && !g->home[0]) /* absent, never empty: the encoding stays canonical */
+            rd_fail(r, "home present but empty");
+    }
     if (!r->rc && r->left != 0)
         rd_fail(r, "REGISTER: %zu trailing bytes", r->left);
 }

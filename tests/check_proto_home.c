@@ -93,6 +93,23 @@ START_TEST(register_home_over_the_limit_is_refused)
 }
 END_TEST
 
+START_TEST(register_home_present_but_empty_is_refused)
+{
+    struct proto_msg m, d;
+    make(&m, "");
+    uint8_t *f;
+    size_t flen;
+    ck_assert_int_eq(proto_encode(&m, NULL, &f, &flen), 0);
+    uint8_t *g = calloc(1, flen + 2); /* + u16 0: an empty home on the wire */
+    memcpy(g, f, flen);
+    size_t hl = flen - PROTO_HDR_SIZE + 2;
+    g[12] = (uint8_t)hl, g[13] = (uint8_t)(hl >> 8), g[14] = (uint8_t)(hl >> 16), g[15] = 0;
+    ck_assert_int_lt(decode(g, flen + 2, &d), 0); /* else it would re-encode differently */
+    free(f);
+    free(g);
+}
+END_TEST
+
 START_TEST(register_home_with_a_nul_or_trailing_bytes_is_refused)
 {
     struct proto_msg m, d;
@@ -125,6 +142,7 @@ int main(void)
     tcase_add_test(tc, register_home_round_trips);
     tcase_add_test(tc, register_without_home_is_the_old_frame_and_decodes_empty);
     tcase_add_test(tc, register_home_over_the_limit_is_refused);
+    tcase_add_test(tc, register_home_present_but_empty_is_refused);
     tcase_add_test(tc, register_home_with_a_nul_or_trailing_bytes_is_refused);
     suite_add_tcase(s, tc);
     return tu_run(s);
