@@ -174,29 +174,37 @@ static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
     }
 }
 
+/* A failed expectation is recorded, not asserted at once: the daemons are stopped first (they
+ * are not children that die with a failed test). */
+#define EXPECT(cond, ...)                                                                         \
+    do {                                                                                          \
+        if (!(cond) && !fail[0])                                                                  \
+            snprintf(fail, sizeof fail, __VA_ARGS__);                                             \
+    } while (0)
+
 static void run_case(const struct gcase *c)
 {
-    char extra[512];
+    char extra[512], fail[1024] = "";
+    uint32_t readers[64] = {0}, n_ctx = 0;
+    readers_of(c->ctx, c->gen, readers, &n_ctx);
+    for (uint32_t r = 0; r < n_ctx; r++)
+        ck_assert_uint_gt(readers[r], 0);
     snprintf(extra, sizeof extra, "%s%s", GR_DEADLINES, c->arena ? c->arena : "");
     struct two t;
     two_start(&t, extra, extra, NULL);
-    int ok = 0;
     for (int side = 0; side < 2; side++) { /* both arenas page-locked, and status says why */
         json_t *a = ru_ctl(side ? &t.b : &t.a, "arena");
-        ck_assert_ptr_nonnull(a);
         const char *why = json_string_value(json_object_get(a, "why"));
-        ck_assert_msg(json_is_true(json_object_get(a, "pinned_for_gpu")) && why &&
-                          strstr(why, "page-locked for CUDA"),
-                      "daemon %c arena: %s", side ? 'B' : 'A', why ? why : "(no why)");
-        ck_assert_str_eq(json_string_value(json_object_get(a, "placement")), "host");
+        const char *place = json_string_value(json_object_get(a, "placement"));
+        EXPECT(json_is_true(json_object_get(a, "pinned_for_gpu")) && why &&
+                   strstr(why, "page-locked for CUDA") && place && strcmp(place, "host") == 0,
+               "daemon %c arena: placement %s, why: %s", side ? 'B' : 'A', place ? place : "-",
+               why ? why : "(none)");
         json_decref(a);
     }
-    uint32_t readers[64] = {0}, n_ctx = 0;
-    readers_of(c->ctx, c->gen, readers, &n_ctx);
     pid_t cp[64];
     char logs[64][320], rb[16], rk[16], glog[320];
-    for (uint32_t r = 0; r < n_ctx; r++) { /* one process per context rank: its own readers */
-        ck_assert_uint_gt(readers[r], 0);
+    for (uint32_t r = 0; r < n_ctx && !fail[0]; r++) { /* one process per rank: its readers */
         snprintf(rb, sizeof rb, "%u", readers[r]);
         snprintf(rk, sizeof rk, "%u", r);
         snprintf(logs[r], sizeof logs[r], "%s/ctx%u.log", t.top, r);
@@ -204,34 +212,36 @@ static void run_case(const struct gcase *c)
                     c->ctx, "--rank", rk, "--requests", c->requests, "--prompt-tokens", c->prompt,
                     "--readers", rb, "--devices", "0", (char *)NULL);
     }
-    if (c->wait_sends) { /* the context side is ready: the request's wall time is its own */
+    if (c->wait_sends && !fail[0]) { /* the context side is ready: the wall time is the move's */
         uint64_t end = ru_now_ms() + 90000;
         while (sends_waiting(&t.a) < (int)n_ctx && ru_now_ms() < end)
             ru_sleep_ms(20);
-        ck_assert_int_eq(sends_waiting(&t.a), (int)n_ctx);
+        EXPECT(sends_waiting(&t.a) == (int)n_ctx, "the context ranks did not SEND within 90 s");
     }
+    pid_t gp = 0;
     snprintf(glog, sizeof glog, "%s/gen.log", t.top);
-    pid_t gp = sim(t.b.worker, glog, "--role", "generation", "--instance", "gen", "--spec", c->gen,
-                   "--all-ranks", "--requests", c->requests, "--prompt-tokens", c->prompt,
-                   "--ctx-instance", "ctx", "--ctx-home", t.a.addr, "--devices", gen_dev,
-                   (char *)NULL);
-    int gq = wait_exit(gp, 180000);
+    if (!fail[0])
+        gp = sim(t.b.worker, glog, "--role", "generation", "--instance", "gen", "--spec", c->gen,
+                 "--all-ranks", "--requests", c->requests, "--prompt-tokens", c->prompt,
+                 "--ctx-instance", "ctx", "--ctx-home", t.a.addr, "--devices", gen_dev,
+                 (char *)NULL);
+    int gq = gp > 0 ? wait_exit(gp, 180000) : -1;
     char *gl = tail_file(glog, 3000);
-    ok = gq == 0 && strstr(gl, "parity OK") && !strstr(gl, "FAILED");
-    for (uint32_t r = 0; r < n_ctx; r++) {
+    EXPECT(gq == 0 && strstr(gl, "parity OK") && !strstr(gl, "FAILED"),
+           "generation exit %d, no parity OK (log above)", gq);
+    if (gq != 0 || !strstr(gl, "parity OK"))
+        fprintf(stderr, "%s: generation exit %d:\n%s\n", c->name, gq, gl);
+    for (uint32_t r = 0; r < n_ctx && gp > 0; r++) {
         int rc = wait_exit(cp[r], 60000);
         if (rc != 0) {
             char *cl = tail_file(logs[r], 1500);
             fprintf(stderr, "%s: context rank %u exit %d:\n%s\n", c->name, r, rc, cl);
             free(cl);
-            ok = 0;
         }
+        EXPECT(rc == 0, "context rank %u exit %d (log above)", r, rc);
     }
-    if (!ok)
-        fprintf(stderr, "%s: generation exit %d:\n%s\n", c->name, gq, gl);
+    free(gl);
     json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
-    ck_assert_ptr_nonnull(sa);
-    ck_assert_ptr_nonnull(sb);
     json_t *pa = json_object_get(sa, "peers"), *pb = json_object_get(sb, "peers");
     long long gathered = jint(pa, "bytes_gpu_gathered", NULL);
     long long scattered = jint(pb, "bytes_gpu_scattered", NULL);
@@ -244,40 +254,43 @@ static void run_case(const struct gcase *c)
             c->name, gathered, jint(pa, "gpu_gathers", NULL), scattered,
             jint(pb, "gpu_scatters", NULL), chunks, jint(pa, "chunks_put", NULL),
             jint(pa, "chunks_am", NULL));
-    if (ok) {
-        ck_assert_int_gt(gathered, 0);
-        ck_assert_int_eq(gathered, scattered); /* every byte through the kernels, both sides */
-        ck_assert_int_eq(scattered, landed);
-        ck_assert_int_eq(jint(pa, "gpu_failures", NULL), 0);
-        ck_assert_int_eq(jint(pb, "gpu_failures", NULL), 0);
-        ck_assert_int_eq(jint(pa, "flows_failed", NULL), 0);
-        ck_assert_int_eq(jint(pb, "remote_failed", NULL), 0);
-        ck_assert_int_gt(jint(json_object_get(pb, "paths"), "bounce_gpu_pools", NULL), 0);
-        if (c->arena) /* larger than the arena: slots were reused (12 landing slots there) */
-            ck_assert_int_gt(chunks, 12);
-        ck_assert_int_eq(jint(json_object_get(pb, "paths"), "fragment_state_below_min_bytes", NULL),
-                         0);
-        if (c->wait_sends && wall_us > 0)
-            printf("%s through two kvferryd (GPU %s -> pinned arena -> UCX -> pinned arena -> "
-                   "GPU %s): %lld bytes (%.1f MiB), wall %.3f ms (RECV to DONE), %.2f GB/s\n",
-                   c->name, "0", gen_dev, bytes, bytes / 1048576.0, wall_us / 1e3,
-                   bytes / (wall_us * 1e3));
-    }
+    /* every byte through the kernels on both sides, nothing failed, GPU pools forced bounce */
+    EXPECT(gathered > 0 && gathered == scattered && scattered == landed,
+           "bytes gathered %lld, scattered %lld, landed %lld", gathered, scattered, landed);
+    EXPECT(jint(pa, "gpu_failures", NULL) == 0 && jint(pb, "gpu_failures", NULL) == 0,
+           "GPU failures: A %lld, B %lld", jint(pa, "gpu_failures", NULL),
+           jint(pb, "gpu_failures", NULL));
+    EXPECT(jint(pa, "flows_failed", NULL) == 0 && jint(pb, "remote_failed", NULL) == 0,
+           "flows failed %lld, requests failed %lld", jint(pa, "flows_failed", NULL),
+           jint(pb, "remote_failed", NULL));
+    json_t *paths = json_object_get(pb, "paths");
+    EXPECT(jint(paths, "bounce_gpu_pools", NULL) > 0 &&
+               jint(paths, "fragment_state_below_min_bytes", NULL) == 0,
+           "paths: bounce_gpu_pools %lld, fragment %lld", jint(paths, "bounce_gpu_pools", NULL),
+           jint(paths, "fragment_state_below_min_bytes", NULL));
+    if (c->arena) /* larger than the arena: slots were reused (12 landing slots there) */
+        EXPECT(chunks > 12, "%lld chunks through 12 landing slots", chunks);
+    if (!fail[0] && c->wait_sends && wall_us > 0)
+        printf("%s through two kvferryd (GPU 0 -> pinned arena -> UCX -> pinned arena -> GPU %s): "
+               "%lld bytes (%.1f MiB), wall %.3f ms (RECV to DONE), %.2f GB/s\n",
+               c->name, gen_dev, bytes, bytes / 1048576.0, wall_us / 1e3,
+               bytes / (wall_us * 1e3));
     json_decref(sa);
     json_decref(sb);
-    if (ok) { /* slots and mappings come back */
-        ck_assert_int_eq(mappings_drain(&t.a, 10000), 0);
-        ck_assert_int_eq(mappings_drain(&t.b, 10000), 0);
+    if (!fail[0]) { /* slots and mappings come back */
+        long long ma = mappings_drain(&t.a, 10000), mb = mappings_drain(&t.b, 10000);
+        EXPECT(ma == 0 && mb == 0, "GPU mappings left open: A %lld, B %lld", ma, mb);
         json_t *ab = ru_ctl(&t.b, "arena"), *aa = ru_ctl(&t.a, "arena");
-        ck_assert_int_eq(jint(ab, "slots_in_use", NULL), 0);
-        ck_assert_int_eq(jint(ab, "quarantined_slots", NULL), 0);
-        ck_assert_int_eq(jint(json_object_get(aa, "staging"), "slots_in_use", NULL), 0);
+        EXPECT(jint(ab, "slots_in_use", NULL) == 0 && jint(ab, "quarantined_slots", NULL) == 0 &&
+                   jint(json_object_get(aa, "staging"), "slots_in_use", NULL) == 0,
+               "slots left: landing %lld in use, %lld quarantined; staging %lld in use",
+               jint(ab, "slots_in_use", NULL), jint(ab, "quarantined_slots", NULL),
+               jint(json_object_get(aa, "staging"), "slots_in_use", NULL));
         json_decref(ab);
         json_decref(aa);
     }
-    free(gl);
-    two_stop(&t, ok);
-    ck_assert_msg(ok, "%s: %s -> %s did not complete with parity", c->name, c->ctx, c->gen);
+    two_stop(&t, !fail[0]);
+    ck_assert_msg(!fail[0], "%s: %s -> %s: %s", c->name, c->ctx, c->gen, fail);
 }
 
 static const struct gcase cases[] = {
