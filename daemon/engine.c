@@ -399,8 +399,8 @@ int engine_is_self(const struct engine *e, const char *addr)
 
 void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg)
 {
-    if (e && x->eng && x->side == 'R')
-        gen_xfer_held(e, x->eng, err, msg);
+    if (e && x->eng && x->side == 'R') /* held while its scatters run (engine_gpu.c) */
+        gen_rx_fail(x->eng, err ? (kvf_error_t)err : KVF_E_CANCELLED, msg);
 }
 
 void engine_xfer_end(struct engine *e, struct xfer *x, int err)

@@ -90,12 +90,6 @@ static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
     return NULL;
 }
 
-/* The writer rank's pools are on a GPU: chunks are gathered by kernels (engine_gpu.c). */
-static bool tx_on_gpu(const struct tx *tx)
-{
-    return tx->gpu || (tx->send && tx->send->rank->gpu);
-}
-
 static bool live_send(const struct xfer *s)
 {
     return s->state == XFER_WAITING || s->state == XFER_COPYING;
@@ -182,18 +176,11 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
-    if (s->rank->gpu) { /* GPU pools: gathered by a kernel into the page-locked staging slots */
-        char msg[WIRE_TEXT_MAX];
-        int grc = q->path == WIRE_PATH_FRAGMENT ? -EPROTO : egpu_tx_start(tx, msg, sizeof msg);
-        if (grc == -EPROTO)
-            snprintf(msg, sizeof msg, "writer rank %u has GPU pools, which the fragment path "
-                     "cannot read (UCX here reaches host memory only): the bounce path is needed",
-                     q->writer);
-        if (grc < 0) {
-            tx_fail(tx, grc == -ENOMEM || grc == -EIO ? KVF_E_INTERNAL : KVF_E_NO_ROUTE, true, "%s",
-                    msg);
-            return;
-        }
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = s->rank->gpu ? egpu_tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: gathered by kernels into the page-locked slots */
+        tx_fail(tx, gcode, true, "%s", gmsg);
+        return;
     }
     if (q->path == WIRE_PATH_FRAGMENT) {
         char msg[WIRE_TEXT_MAX];
@@ -489,7 +476,7 @@ static void stage_run(struct stage *st)
         stage_finish(st, -ECANCELED);
         return;
     }
-    if (tx_on_gpu(tx)) {
+    if (egpu_tx_on_gpu(tx)) {
         char msg[WIRE_TEXT_MAX];
         int rc = egpu_gather(st, msg, sizeof msg);
         if (rc < 0) {
@@ -583,7 +570,7 @@ static void pump(struct tx *tx)
                 continue; /* ctx_stage_granted runs now or when a slot frees */
             st->resv_open = false;
         }
-        if (tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
+        if (egpu_tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
             tx_fail(tx, KVF_E_NO_ROUTE, true,
                     "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
                     "page-locked arena (slots of %llu bytes, or the wait queue is full): give "

@@ -7,9 +7,8 @@
  * nothing scattered), scattered into the rank's pools, its credit returned and the next asked;
  * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
  * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
- * A generation rank with GPU pools has each landed chunk scattered by a kernel (engine_gpu.c):
- * its slot stays held until gen_chunk_scattered, and a failure while scatters run reaches the
- * worker only when they ended (held in rx, or by transfers.c through engine_xfer_hold). */
+ * GPU pools: a kernel scatters each chunk (engine_gpu.c), its slot held until it ended; a failure
+ * meanwhile reaches the worker only then (held in rx, or by transfers.c: engine_xfer_hold). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,7 +73,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && rx->gpu_busy > 0) {
         /* scatters still write into the rank's pools: it hears of the failure when they ended
-         * (gen_chunk_scattered), so it never reuses blocks under a running kernel */
+         * (engine_gpu.c), so it never reuses blocks under a running kernel */
         rx->held = code;
         snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
         return;
@@ -220,13 +219,11 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         }
         w->peer->users++;
     }
-    if (x->rank->gpu) { /* GPU pools: one program per writer, scattered by kernels */
-        char msg[WIRE_TEXT_MAX];
-        int rc = egpu_rx_start(rx, msg, sizeof msg);
-        if (rc < 0) {
-            rx_fail(rx, rc == -ENOMEM || rc == -EIO ? KVF_E_INTERNAL : KVF_E_NO_ROUTE, "%s", msg);
-            return;
-        }
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = x->rank->gpu ? egpu_rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: one program per writer, scattered by kernels */
+        rx_fail(rx, gcode, "%s", gmsg);
+        return;
     }
     rx_set_state(rx, RX_MOVING);
     if (rx->n_w == 0) {
@@ -491,8 +488,7 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
     return -EBADMSG;
 }
 
-/* Chunk out[i] of w is in the rank's pools: its credit goes back, the next is asked. */
-static void landed(struct rxw *w, uint32_t i)
+void gen_landed(struct rxw *w, uint32_t i)
 {
     struct rx *rx = w->rx;
     struct engine *e = rx->e;
@@ -549,37 +545,11 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
         char msg[WIRE_TEXT_MAX];
         if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
             rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
-        return; /* gen_chunk_scattered goes on */
+        return; /* gen_landed follows the kernel (engine_gpu.c) */
     }
     const struct plan_writer *pw = &rx->plan.writers[w->idx];
     copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
-    landed(w, i);
-}
-
-void gen_chunk_scattered(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
-                         int status)
-{
-    if (--rx->gpu_busy == 0 && rx->x)
-        rx->x->eng_gpu = false;
-    if (rx->state == RX_MOVING && serial == rx->gpu_serial && widx < rx->n_w) {
-        struct rxw *w = &rx->w[widx];
-        uint32_t i = 0;
-        while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
-            i++;
-        if (status < 0)
-            rx_fail(rx, KVF_E_INTERNAL, "GPU scatter of writer rank %u's extent [%llu, +%llu) "
-                    "failed: %s", w->ctx_rank, (unsigned long long)g->ext_off,
-                    (unsigned long long)g->length, strerror(-status));
-        else if (i < w->n_out)
-            landed(w, i);
-    }
-    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
-        struct xfer *x = rx->x; /* the failure held while the scatters ran */
-        rx->x = NULL;
-        x->eng = NULL;
-        x->eng_gpu = false;
-        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
-    }
+    gen_landed(w, i);
 }
 
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
@@ -633,12 +603,6 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
         return;
     }
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
-}
-
-void gen_xfer_held(struct engine *e, struct rx *rx, int err, const char *msg)
-{
-    (void)e;
-    rx_fail(rx, err ? (kvf_error_t)err : KVF_E_CANCELLED, "%s", msg);
 }
 
 void gen_xfer_end(struct engine *e, struct rx *rx, int err)

@@ -10,7 +10,7 @@
  *    copy_gather (put + flush + CHUNK, or the CHUNK active message).
  *  - Generation side: a request whose generation rank has GPU pools uploads one program per
  *    writer; a landed chunk is scattered by kvk_scatter from its landing slot's device alias and
- *    gen_chunk_scattered returns the credit as the CPU path does.
+ *    gen_landed then returns the credit as the CPU path does.
  * Either side may be host pools while the other is GPU pools: each daemon copies its own side.
  * Lifetimes. A job (one program + one reference to the rank's GPU mappings) is held by its owner
  * (the flow, or the request for one writer) and by every kernel in flight; the last drop retires
@@ -228,9 +228,26 @@ static int job_new(struct engine *e, const struct reg_rank *rk, const struct pla
 #endif
 }
 
-int egpu_tx_start(struct tx *tx, char *msg, size_t len)
+bool egpu_tx_on_gpu(const struct tx *tx)
 {
-    return job_new(tx->e, tx->send->rank, tx->pw, (unsigned)tx->flow, &tx->gpu, msg, len);
+    return tx->gpu || (tx->send && tx->send->rank->gpu);
+}
+
+static kvf_error_t code_of(int rc)
+{
+    return rc == -ENOMEM || rc == -EIO ? KVF_E_INTERNAL : KVF_E_NO_ROUTE;
+}
+
+kvf_error_t egpu_tx_plan(struct tx *tx, char *msg, size_t len)
+{
+    if (tx->rr.u.recv_req.path == WIRE_PATH_FRAGMENT) {
+        snprintf(msg, len, "writer rank %u has GPU pools, which the fragment path cannot read "
+                 "(UCX here reaches host memory only): the bounce path is needed",
+                 tx->rr.u.recv_req.writer);
+        return KVF_E_NO_ROUTE;
+    }
+    int rc = job_new(tx->e, tx->send->rank, tx->pw, (unsigned)tx->flow, &tx->gpu, msg, len);
+    return rc < 0 ? code_of(rc) : KVF_OK;
 }
 
 void egpu_tx_gone(struct tx *tx)
@@ -239,12 +256,12 @@ void egpu_tx_gone(struct tx *tx)
     tx->gpu = NULL;
 }
 
-int egpu_rx_start(struct rx *rx, char *msg, size_t len)
+kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len)
 {
     rx->gpu = calloc(rx->n_w ? rx->n_w : 1, sizeof *rx->gpu);
     if (!rx->gpu) {
         snprintf(msg, len, "out of memory");
-        return -ENOMEM;
+        return KVF_E_INTERNAL;
     }
     for (uint32_t i = 0; i < rx->n_w; i++) {
         if (rx->w[i].local)
@@ -252,9 +269,9 @@ int egpu_rx_start(struct rx *rx, char *msg, size_t len)
         int rc = job_new(rx->e, rx->x->rank, &rx->plan.writers[i], (unsigned)(rx->req_id + i),
                          &rx->gpu[i], msg, len);
         if (rc < 0)
-            return rc; /* egpu_rx_gone drops what was made */
+            return code_of(rc); /* egpu_rx_gone drops what was made */
     }
-    return 0;
+    return KVF_OK;
 }
 
 void egpu_rx_gone(struct rx *rx)
@@ -266,6 +283,38 @@ void egpu_rx_gone(struct rx *rx)
 }
 
 /* ---- kernels ---- */
+
+/* A scatter of rx's writer widx ended: the credit goes back (or the request fails); a failure
+ * held while scatters ran reaches the worker when the last one ended. */
+static void scattered(struct egpu_op *op, int status)
+{
+    struct rx *rx = op->rx;
+    const struct arena_grant *g = &op->g;
+    if (--rx->gpu_busy == 0 && rx->x)
+        rx->x->eng_gpu = false;
+    if (rx->state == RX_MOVING && op->serial == rx->gpu_serial && op->widx < rx->n_w) {
+        struct rxw *w = &rx->w[op->widx];
+        uint32_t i = 0;
+        while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
+            i++;
+        char msg[WIRE_TEXT_MAX];
+        if (status < 0) {
+            snprintf(msg, sizeof msg, "GPU scatter of writer rank %u's extent [%llu, +%llu) "
+                     "failed: %s", w->ctx_rank, (unsigned long long)g->ext_off,
+                     (unsigned long long)g->length, strerror(-status));
+            gen_rx_fail(rx, KVF_E_INTERNAL, msg);
+        } else if (i < w->n_out) {
+            gen_landed(w, i);
+        }
+    }
+    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
+        struct xfer *x = rx->x;
+        rx->x = NULL;
+        x->eng = NULL;
+        x->eng_gpu = false;
+        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
+    }
+}
 
 static void deliver(struct egpu_op *op, int status)
 {
@@ -285,7 +334,7 @@ static void deliver(struct egpu_op *op, int status)
             e->c.gpu_scatters++;
             e->c.bytes_gpu_scattered += op->g.length;
         }
-        gen_chunk_scattered(op->rx, op->widx, op->serial, &op->g, status);
+        scattered(op, status);
     }
     job_put(j);
 }

@@ -379,10 +379,9 @@ void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
 /* The GPU gather of st's chunk ended (status 0 or -errno): moves it on as after copy_gather. */
 void ctx_stage_gathered(struct stage *st, int status);
-/* engine_gen.c: a GPU scatter of writer widx's chunk g ended: its credit goes back. */
-void gen_chunk_scattered(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
-                         int status);
-void gen_xfer_held(struct engine *e, struct rx *rx, int err, const char *msg);
+/* engine_gen.c: chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked
+ * (the request may end: DONE). */
+void gen_landed(struct rxw *w, uint32_t i);
 
 /* engine_gpu.c: the bounce path with GPU pools (see there) */
 void egpu_arena_init(struct engine *e);
@@ -392,14 +391,17 @@ const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk);
 /* Must the request take the bounce path because GPU pools are on either side? (counted) */
 bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
                       const struct plan *pl);
-int egpu_tx_start(struct tx *tx, char *msg, size_t len);
+/* The writer rank's pools are on a GPU: its chunks are gathered by kernels. */
+bool egpu_tx_on_gpu(const struct tx *tx);
+/* A flow of a GPU writer rank is planned: its program uploaded. KVF_OK or the error + message. */
+kvf_error_t egpu_tx_plan(struct tx *tx, char *msg, size_t len);
 void egpu_tx_gone(struct tx *tx);
 /* Launches the gather of st's chunk into its staging slot; ctx_stage_gathered follows. 0, or
  * -errno with a message (nothing runs then). */
 int egpu_gather(struct stage *st, char *msg, size_t len);
-int egpu_rx_start(struct rx *rx, char *msg, size_t len);
+kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len);
 void egpu_rx_gone(struct rx *rx);
-/* Launches the scatter of a landed chunk; gen_chunk_scattered follows. 0 or -errno + message. */
+/* Launches the scatter of a landed chunk; gen_landed follows. 0 or -errno + message. */
 int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
                  size_t len);
 /* A scatter of this (generation side) flow is running: its landing slots must stay. */
