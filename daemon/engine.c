@@ -18,7 +18,8 @@ uint64_t engine_now(const struct engine *e)
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e);
+    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
+           e->gpu_retired;
 }
 
 static void tick_cb(uv_timer_t *h)
@@ -36,6 +37,7 @@ static void tick_cb(uv_timer_t *h)
     home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);
+    egpu_tick(e);
     if (!busy(e))
         uv_timer_stop(&e->tick);
 }
@@ -324,10 +326,11 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return rc;
     }
-    log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated): %u landing and %u "
+    egpu_arena_init(e);
+    log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated%s): %u landing and %u "
              "staging slots of %llu",
              link_self_id(e->link), e->self_addr[0] ? e->self_addr : "no listener (outbound only)",
-             e->arena_len, arena_slots_total(e->arena),
+             e->arena_len, e->arena_dev ? ", page-locked for CUDA" : "", arena_slots_total(e->arena),
              e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
     *ret = e;
     return 0;
@@ -339,8 +342,10 @@ void engine_stop(struct engine *e)
         return;
     gen_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
+    egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     gen_sweep(e);
     ctx_sweep(e);
+    egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
     e->stopping = true;
     frag_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
@@ -392,6 +397,12 @@ int engine_is_self(const struct engine *e, const char *addr)
     return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
 }
 
+void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg)
+{
+    if (e && x->eng && x->side == 'R') /* held while its scatters run (engine_gpu.c) */
+        gen_rx_fail(x->eng, err ? (kvf_error_t)err : KVF_E_CANCELLED, msg);
+}
+
 void engine_xfer_end(struct engine *e, struct xfer *x, int err)
 {
     if (!e || !x->eng)
@@ -426,7 +437,7 @@ json_t *engine_arena_json(struct daemon *d)
     if (e->stage_arena)
         json_object_set_new(o, "staging", arena_stats_json(e->stage_arena));
     json_object_set_new(o, "enabled", json_true());
-    json_object_set_new(o, "placement", json_string("host"));
+    egpu_arena_json(e, o); /* placement, pinned_for_gpu, why */
     return o;
 }
 
@@ -480,10 +491,17 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_local_writers);
     C(fragment_puts);
     C(bytes_fragment);
+    C(gpu_gathers);
+    C(gpu_scatters);
+    C(bytes_gpu_gathered);
+    C(bytes_gpu_scattered);
+    C(gpu_failures);
+    json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
+    json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
 #undef C
     /* path decisions by reason: generation side per request, context side per flow */
     json_object_set_new(ret, "paths",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
                                   (json_int_t)c->path_fragment_state,
                                   "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
                                   "bounce_state_at_min_bytes",
@@ -491,7 +509,8 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
                                   (json_int_t)c->path_bounce_gate_blocks,
                                   "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
                                   "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
-                                  "flow_bounce_am", (json_int_t)c->path_bounce_am));
+                                  "flow_bounce_am", (json_int_t)c->path_bounce_am,
+                                  "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools));
     return 0;
 }
 

@@ -17,6 +17,8 @@
  *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
+ *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
+ *                  scatter kernels through its device alias, completions on the loop.
  *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
  *                  pool once its SEND is here.
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
@@ -49,7 +51,11 @@
  * RECV's deadline (or send_wait) + deadlines.transfer the whole request. Compatibility and
  * planning are synchronous, so deadlines.validate has nothing to bound here.
  *
- * Known limits: host pools only (GPU pools are refused at REGISTER in this build); fragment
+ * GPU pools (engine_gpu.c): with a GPU the arena is page-locked for CUDA at start; ranks with
+ * GPU pools take the bounce path, gathered and scattered by kernels through the arena's device
+ * alias (either side may be host while the other is GPU).
+ *
+ * Known limits: fragment
  * puts already issued when a request fails may still land in the generation rank's blocks
  * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
  * it registers again.
@@ -87,6 +93,10 @@ struct engine *engine_free(struct engine *e);
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
 void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+/* A RECV the engine follows failed (err) while its GPU scatters run (x->eng_gpu): transfers.c
+ * holds the worker's event; the engine stops the request and ends x (transfers_end) once its
+ * kernels ended. x->eng stays set until then. */
+void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg);
 /* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
 int engine_is_self(const struct engine *e, const char *addr);
 

@@ -6,7 +6,9 @@
  * a staging slot of its own arena, gathers the chunk into it and moves it into the landing slot,
  * by RMA put + flush + CHUNK where puts to the peer are fast (shared memory), else by a CHUNK
  * active message whose payload the receiver takes straight into the slot. Up to ENGINE_WINDOW
- * chunks per flow are in flight. After the last chunk completed: WRITER_DONE, and the SEND is
+ * chunks per flow are in flight. A writer rank with GPU pools has its chunks gathered by a kernel
+ * into the staging slot (engine_gpu.c); ctx_stage_gathered then moves them on the same way.
+ * After the last chunk completed: WRITER_DONE, and the SEND is
  * told one reader was served (transfers.h decides SENT). Waiting for the SEND is bounded by
  * deadlines.send_wait, the moving by deadlines.transfer. */
 #include <endian.h>
@@ -168,12 +170,18 @@ static void plan_with(struct tx *tx, const struct itable *tab)
                 q->writer, (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
         return;
     }
-    if (copy_check(tx->pw->ops, tx->pw->n_ops, &s->rank->mem, 's') < 0) {
+    if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
         tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
                 q->writer);
         return;
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = s->rank->gpu ? egpu_tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: gathered by kernels into the page-locked slots */
+        tx_fail(tx, gcode, true, "%s", gmsg);
+        return;
+    }
     if (q->path == WIRE_PATH_FRAGMENT) {
         char msg[WIRE_TEXT_MAX];
         int frc = frag_start(tx, &s->rank->mem, msg, sizeof msg);
@@ -411,8 +419,8 @@ static void put_done(void *arg, int status)
         st->err = status; /* the flush that follows reports it */
 }
 
-/* Gathers the chunk and starts moving it. st may be freed when this returns. */
-static void stage_run(struct stage *st)
+/* Moves a gathered chunk into its landing slot. st may be freed when this returns. */
+static void stage_move(struct stage *st)
 {
     struct tx *tx = st->tx;
     if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
@@ -421,8 +429,6 @@ static void stage_run(struct stage *st)
     }
     struct engine *e = st->e;
     const struct wire_grant *g = &st->g;
-    copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
-                g->ext_off + g->length, st->buf);
     struct wire_msg m = {.type = WIRE_CHUNK};
     m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id,
                                     tx->rr.u.recv_req.writer,
@@ -459,6 +465,44 @@ static void stage_run(struct stage *st)
         if (rc < 0)
             stage_finish(st, rc);
     }
+}
+
+/* Gathers the chunk (on the CPU, or launches the GPU gather) and starts moving it. st may be
+ * freed when this returns. */
+static void stage_run(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
+        stage_finish(st, -ECANCELED);
+        return;
+    }
+    if (egpu_tx_on_gpu(tx)) {
+        char msg[WIRE_TEXT_MAX];
+        int rc = egpu_gather(st, msg, sizeof msg);
+        if (rc < 0) {
+            tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
+            stage_finish(st, rc);
+        }
+        return; /* ctx_stage_gathered goes on */
+    }
+    const struct wire_grant *g = &st->g;
+    copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
+                g->ext_off + g->length, st->buf);
+    stage_move(st);
+}
+
+void ctx_stage_gathered(struct stage *st, int status)
+{
+    if (status < 0) {
+        struct tx *tx = st->tx;
+        if (tx && !tx->ended)
+            tx_fail(tx, KVF_E_INTERNAL, true, "GPU gather of extent [%llu, +%llu) failed: %s",
+                    (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
+                    strerror(-status));
+        stage_finish(st, status);
+        return;
+    }
+    stage_move(st);
 }
 
 void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
@@ -525,6 +569,15 @@ static void pump(struct tx *tx)
             if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
                 continue; /* ctx_stage_granted runs now or when a slot frees */
             st->resv_open = false;
+        }
+        if (egpu_tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
+            tx_fail(tx, KVF_E_NO_ROUTE, true,
+                    "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
+                    "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
+                    "both daemons the same arena.chunk",
+                    (unsigned long long)g.length, (unsigned long long)arena_slot_bytes(sa));
+            stage_finish(st, -ENOSPC);
+            return;
         }
         /* a landing chunk larger than our slots, or our wait queue is full: a heap buffer */
         e->c.staging_fallbacks++;
@@ -634,6 +687,7 @@ void ctx_sweep(struct engine *e)
         *pp = tx->next;
         if (tx->peer)
             tx->peer->users--;
+        egpu_tx_gone(tx); /* its program is freed when its kernels ended */
         if (tx->planned)
             plan_done(&tx->plan);
         wire_msg_done(&tx->rr);

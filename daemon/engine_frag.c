@@ -33,8 +33,8 @@ static struct fragreg *reg_find(struct engine *e, const struct reg_rank *rk)
 
 void frag_rank_registered(struct engine *e, struct reg_rank *rk)
 {
-    if (!e->link || rk->layout.role != ROLE_GENERATION)
-        return;
+    if (!e->link || rk->layout.role != ROLE_GENERATION || rk->gpu)
+        return; /* GPU pools: UCX here reaches host memory only; they take the bounce path */
     struct fragreg *f = calloc(1, sizeof *f);
     if (!f)
         return;

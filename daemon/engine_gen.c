@@ -6,7 +6,9 @@
  * CHUNK is checked against its grant (slot, generation, offset, length: else BOUND_VIOLATION and
  * nothing scattered), scattered into the rank's pools, its credit returned and the next asked;
  * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
- * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer. */
+ * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
+ * GPU pools: a kernel scatters each chunk (engine_gpu.c), its slot held until it ended; a failure
+ * meanwhile reaches the worker only then (held in rx, or by transfers.c: engine_xfer_hold). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -69,6 +71,13 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
              rx->ctx_instance, kvf_error_to_string(code), msg);
     release(rx, code, msg);
     struct xfer *x = rx->x;
+    if (x && rx->gpu_busy > 0) {
+        /* scatters still write into the rank's pools: it hears of the failure when they ended
+         * (engine_gpu.c), so it never reuses blocks under a running kernel */
+        rx->held = code;
+        snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
+        return;
+    }
     rx->x = NULL;
     if (x) {
         x->eng = NULL;
@@ -80,6 +89,8 @@ static void rx_done(struct rx *rx)
 {
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
+    rx->e->c.last_wall_ns = uv_hrtime() - rx->t0_ns;
+    rx->e->c.last_bytes = rx->plan.total_bytes;
     release(rx, KVF_OK, "");
     struct xfer *x = rx->x;
     rx->x = NULL;
@@ -159,7 +170,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     rx->epoch = tab->epoch;
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
-        if (copy_check(pw->ops, pw->n_ops, &x->rank->mem, 'd') < 0) {
+        if (copy_check(pw->ops, pw->n_ops, egpu_rank_mem(x->rank), 'd') < 0) {
             rx_fail(rx, KVF_E_BOUND_VIOLATION, "plan of writer rank %u leaves the mapped pools",
                     pw->ctx_rank);
             return;
@@ -174,7 +185,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     rx->n_w = rx->plan.n_writers;
-    rx->path = rx->n_w ? frag_choose(e, x, &rx->plan) : WIRE_PATH_BOUNCE;
+    rx->path = !rx->n_w || egpu_bounce_only(e, x, tab, &rx->plan) ? WIRE_PATH_BOUNCE
+                                                                  : frag_choose(e, x, &rx->plan);
     rx_set_state(rx, RX_CONNECT);
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
@@ -206,6 +218,12 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             return;
         }
         w->peer->users++;
+    }
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = x->rank->gpu ? egpu_rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: one program per writer, scattered by kernels */
+        rx_fail(rx, gcode, "%s", gmsg);
+        return;
     }
     rx_set_state(rx, RX_MOVING);
     if (rx->n_w == 0) {
@@ -263,6 +281,8 @@ static void rx_replan(struct rx *rx)
     log_info("engine: request %llu from %s: the table was stale, replanning with a fresh one",
              (unsigned long long)rx->req_id, rx->ctx_instance);
     release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
+    egpu_rx_gone(rx);
+    rx->gpu_serial++; /* scatters still running belong to the old plan */
     for (uint32_t i = 0; i < rx->n_w; i++)
         if (rx->w[i].peer)
             rx->w[i].peer->users--;
@@ -339,6 +359,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     snprintf(rx->home, sizeof rx->home, "%s", home);
     snprintf(rx->ctx_instance, sizeof rx->ctx_instance, "%s", x->ctx_instance);
     rx->started_ms = now;
+    rx->t0_ns = uv_hrtime();
     /* x->deadline_ms: the RECV's own deadline or deadlines.send_wait for the SEND to come;
      * then the bytes have deadlines.transfer. transfers.c's sweep stays behind ours. */
     rx->deadline_ms = x->deadline_ms + cfg->deadlines_transfer_ms;
@@ -467,6 +488,24 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
     return -EBADMSG;
 }
 
+void gen_landed(struct rxw *w, uint32_t i)
+{
+    struct rx *rx = w->rx;
+    struct engine *e = rx->e;
+    struct arena_grant g = w->out[i];
+    arena_release(e->arena, &w->resv, g.slot, g.generation);
+    w->out[i] = w->out[--w->n_out];
+    w->scattered += g.length;
+    if (w->peer) {
+        w->peer->chunks_recv++;
+        w->peer->bytes_recv += g.length;
+    }
+    e->c.chunks_landed++;
+    e->c.bytes_landed += g.length;
+    ask(w);
+    check_done(rx);
+}
+
 int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                 size_t len, void **dest)
 {
@@ -500,19 +539,17 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                 w->ctx_rank, g.slot, strerror(-rc));
         return;
     }
+    if (rx->x)
+        transfers_copying(rx->t, rx->x);
+    if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
+        char msg[WIRE_TEXT_MAX];
+        if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
+            rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
+        return; /* gen_landed follows the kernel (engine_gpu.c) */
+    }
     const struct plan_writer *pw = &rx->plan.writers[w->idx];
     copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
-    arena_release(e->arena, &w->resv, g.slot, g.generation);
-    w->out[i] = w->out[--w->n_out];
-    if (w->scattered == 0 && rx->x)
-        transfers_copying(rx->t, rx->x);
-    w->scattered += g.length;
-    p->chunks_recv++;
-    p->bytes_recv += g.length;
-    e->c.chunks_landed++;
-    e->c.bytes_landed += g.length;
-    ask(w);
-    check_done(rx);
+    gen_landed(w, i);
 }
 
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
@@ -634,11 +671,12 @@ void gen_sweep(struct engine *e)
 {
     for (struct rx **pp = &e->rxs; *pp;) {
         struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x) {
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy) { /* kernels hold rx */
             pp = &rx->next;
             continue;
         }
         *pp = rx->next;
+        egpu_rx_gone(rx);
         for (uint32_t i = 0; i < rx->n_w; i++)
             if (rx->w[i].peer)
                 rx->w[i].peer->users--;

@@ -23,6 +23,9 @@
 struct daemon;
 struct transfers;
 struct xfer;
+struct reg_rank;
+struct egpu_job;
+struct egpu_op;
 
 /* One peer daemon, for as long as its link peer lives. */
 struct epeer {
@@ -101,6 +104,13 @@ struct rx {
     struct rxw *w; /* owned, n_w */
     uint64_t phase_deadline_ms, deadline_ms;
     uint64_t started_ms;
+    /* GPU pools (engine_gpu.c): one job per writer, scatters in flight, a failure held until
+     * they ended (the worker must not reuse blocks under a running kernel) */
+    struct egpu_job **gpu; /* owned references, n_w; NULL: host pools */
+    uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
+    kvf_error_t held;
+    char held_msg[WIRE_TEXT_MAX];
+    uint64_t t0_ns; /* RECV taken (uv_hrtime), for the last request's wall time */
     struct rx *next;
 };
 
@@ -123,6 +133,7 @@ struct tx {
     uint32_t q_head, q_len;   /* granted landing slots not yet filled (ring) */
     struct wire_grant q[ENGINE_MAX_CREDITS];
     uint64_t deadline_ms;
+    struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
     struct tx *next;
 };
 
@@ -212,6 +223,9 @@ struct engine_counters {
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
+    uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
+    uint64_t bytes_gpu_scattered, gpu_failures;
+    uint64_t last_wall_ns, last_bytes; /* the last remote request done: RECV to DONE */
 };
 
 struct engine {
@@ -241,6 +255,13 @@ struct engine {
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */
     uint64_t flow_base;   /* random start of this run's flow ids */
+    /* GPU pools (engine_gpu.c) */
+    struct gpu *gpu;               /* borrowed: the daemon's; NULL or CPU mode: none */
+    void *arena_dev;               /* device alias of arena_base (page-locked); NULL: not */
+    char arena_why[768];           /* placement and why, for status */
+    struct egpu_op *gpu_ops;       /* kernels in flight */
+    struct egpu_job *gpu_retired;  /* jobs freed when the GPUs are idle */
+    uint32_t gpu_retired_n;
     struct engine_counters c;
 };
 
@@ -356,5 +377,40 @@ void ctx_frag_done(struct tx *tx);
 void ctx_frag_failed(struct tx *tx, int err);
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
+/* The GPU gather of st's chunk ended (status 0 or -errno): moves it on as after copy_gather. */
+void ctx_stage_gathered(struct stage *st, int status);
+/* engine_gen.c: chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked
+ * (the request may end: DONE). */
+void gen_landed(struct rxw *w, uint32_t i);
+
+/* engine_gpu.c: the bounce path with GPU pools (see there) */
+void egpu_arena_init(struct engine *e);
+void egpu_arena_json(const struct engine *e, json_t *o);
+/* The pools a plan of rk addresses: its GPU mappings, or its host mappings. */
+const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk);
+/* Must the request take the bounce path because GPU pools are on either side? (counted) */
+bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
+                      const struct plan *pl);
+/* The writer rank's pools are on a GPU: its chunks are gathered by kernels. */
+bool egpu_tx_on_gpu(const struct tx *tx);
+/* A flow of a GPU writer rank is planned: its program uploaded. KVF_OK or the error + message. */
+kvf_error_t egpu_tx_plan(struct tx *tx, char *msg, size_t len);
+void egpu_tx_gone(struct tx *tx);
+/* Launches the gather of st's chunk into its staging slot; ctx_stage_gathered follows. 0, or
+ * -errno with a message (nothing runs then). */
+int egpu_gather(struct stage *st, char *msg, size_t len);
+kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len);
+void egpu_rx_gone(struct rx *rx);
+/* Launches the scatter of a landed chunk; gen_landed follows. 0 or -errno + message. */
+int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
+                 size_t len);
+/* A scatter of this (generation side) flow is running: its landing slots must stay. */
+bool egpu_flow_busy(const struct engine *e, uint64_t flow);
+/* Frees retired programs once no GPU completion is outstanding (from the tick). */
+void egpu_tick(struct engine *e);
+/* engine_stop: waits for the engine's kernels and completes them cancelled; then (after the
+ * sweeps) frees every program and unpins the arena. */
+void egpu_stop_kernels(struct engine *e);
+void egpu_free(struct engine *e);
 
 #endif

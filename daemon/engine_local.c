@@ -25,6 +25,13 @@ static void run(struct rxw *w, struct xfer *s)
     struct rx *rx = w->rx;
     struct xfer *x = rx->x;
     char msg[WIRE_TEXT_MAX];
+    if (s->rank->gpu || x->rank->gpu) { /* copy_direct is a CPU copy of host pools */
+        snprintf(msg, sizeof msg, "context rank %u is registered at this daemon while its "
+                 "instance spans daemons, and GPU pools cannot take that path: register the "
+                 "generation instance on another daemon", w->ctx_rank);
+        gen_rx_fail(rx, KVF_E_NO_ROUTE, msg);
+        return;
+    }
     struct plan_ids *ids = calloc(rx->n_ctx, sizeof *ids);
     if (!ids) {
         gen_rx_fail(rx, KVF_E_INTERNAL, "out of memory");

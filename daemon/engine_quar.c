@@ -5,7 +5,8 @@
  * slots QUARANTINED under the writer's flow id (the arena's quarantine key). They are reclaimed
  * when the context daemon acknowledges the flow drained (a CANCEL carrying the flow, sent after
  * its last chunk of that flow completed), or ENGINE_RECLAIM_MS after the peer was lost (the link
- * force-closes the endpoint first), never before.
+ * force-closes the endpoint first), never before, and never while a GPU scatter of the flow still
+ * reads one of them (engine_gpu.c).
  * Context side: every flow that ends failed is acknowledged with that CANCEL once none of its
  * chunks is in flight (at once if none was); a NACK or CANCEL for a flow it does not know is
  * acknowledged at once.
@@ -66,6 +67,11 @@ void quar_acked(struct engine *e, struct epeer *p, uint64_t flow)
     for (struct qflow **pp = &e->qflows; *pp; pp = &(*pp)->next) {
         struct qflow *q = *pp;
         if (q->flow == flow && q->peer == p) {
+            if (egpu_flow_busy(e, flow)) { /* a GPU scatter still reads a slot: next tick */
+                q->at_ms = engine_now(e);
+                engine_kick_tick(e);
+                return;
+            }
             reclaim(e, q, "drained");
             *pp = q->next;
             free(q);
@@ -90,7 +96,7 @@ void quar_tick(struct engine *e, uint64_t now)
 {
     for (struct qflow **pp = &e->qflows; *pp;) {
         struct qflow *q = *pp;
-        if (q->at_ms && now >= q->at_ms) {
+        if (q->at_ms && now >= q->at_ms && !egpu_flow_busy(e, q->flow)) {
             reclaim(e, q, "peer lost");
             *pp = q->next;
             free(q);

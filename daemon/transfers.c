@@ -52,11 +52,14 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
-    if (x->gpu_job && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
+    if ((x->gpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
+        !t->w->stopped) {
         if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
             x->held_err = err;
             snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
         }
+        if (x->eng_gpu && x->eng) /* the engine stops it and ends it when its kernels ended */
+            engine_xfer_hold(t->w->d->engine, x, err, msg);
         return;
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);

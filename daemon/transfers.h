@@ -62,6 +62,9 @@ struct xfer {
                                    while its GPU copy ran; reported when the copy has ended, so
                                    the worker never reuses blocks under a running kernel */
     char held_msg[PROTO_MSG_MAX + 1];
+    bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
+                                   a failure is held as for gpu_job; the engine is told
+                                   (engine_xfer_hold) and ends the request when they ended */
     struct xfer *next;
 };
 
