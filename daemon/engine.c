@@ -481,6 +481,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(tables_served);
     C(tables_fetched);
     C(table_nacks);
+    C(table_retries);
     C(layouts_forwarded);
     C(forwards_refused);
     C(peers_lost);

@@ -50,6 +50,9 @@ struct itable {
     char (*addrs)[WIRE_ADDR_MAX]; /* owned, n: the daemon hosting each rank */
     enum { TAB_FETCHING, TAB_READY } state;
     uint64_t fetched_ms, deadline_ms;
+    uint64_t retry_ms;  /* fetching: ask the home again then (0: not waiting to retry) */
+    int nack_code;      /* fetching: the home's last answer was this NACK (0: none) */
+    char nack_msg[WIRE_TEXT_MAX];
     struct epeer *peer; /* the home while fetching */
     /* verdict cache: generation ranks found incompatible at this epoch */
     uint32_t n_bad;
@@ -218,7 +221,8 @@ struct engine_counters {
     uint64_t flows, flows_done, flows_failed;
     uint64_t chunks_put, chunks_am, bytes_put, bytes_am, chunks_landed, bytes_landed;
     uint64_t staging_fallbacks, bound_violations, stale_epochs;
-    uint64_t tables_served, tables_fetched, table_nacks, layouts_forwarded, forwards_refused;
+    uint64_t tables_served, tables_fetched, table_nacks, table_retries, layouts_forwarded,
+        forwards_refused;
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;

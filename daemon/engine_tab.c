@@ -11,6 +11,8 @@
 
 #include "daemon.h"
 #include "engine_int.h"
+
+#define TAB_RETRY_MS 50 /* between asks for an instance not yet complete at its home */
 #include "registry.h"
 #include "workers.h"
 
@@ -167,6 +169,8 @@ struct itable *tab_get(struct engine *e, const char *instance, const char *home,
         return NULL;
     }
     t->state = TAB_FETCHING;
+    t->retry_ms = 0;
+    t->nack_code = 0;
     t->peer = p;
     p->users++;
     t->deadline_ms = now + e->d->cfg.deadlines_lookup_ms;
@@ -254,6 +258,18 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
     const struct wire_table_nack *n = &m->u.table_nack;
     for (struct itable *t = e->tables; t; t = t->next)
         if (t->state == TAB_FETCHING && t->peer == p && strcmp(t->instance, n->instance) == 0) {
+            /* An instance not (yet) complete at its home: its ranks may still be registering
+             * (GPU pools take seconds to set up). Ask again until deadlines.lookup, as the
+             * local path waits for an unregistered context instance. */
+            uint64_t now = engine_now(e);
+            if (n->code == KVF_E_UNKNOWN_INSTANCE && now + TAB_RETRY_MS < t->deadline_ms) {
+                t->retry_ms = now + TAB_RETRY_MS;
+                t->nack_code = n->code;
+                snprintf(t->nack_msg, sizeof t->nack_msg, "%s", n->message);
+                e->c.table_retries++;
+                engine_kick_tick(e);
+                return;
+            }
             char msg[WIRE_TEXT_MAX * 2];
             snprintf(msg, sizeof msg, "home %s: %s", t->home, n->message);
             tab_ready(e, t, n->code, msg);
@@ -266,13 +282,22 @@ void tab_tick(struct engine *e, uint64_t now)
 {
     for (struct itable *t = e->tables, *nx; t; t = nx) {
         nx = t->next;
-        if (t->state == TAB_FETCHING && now >= t->deadline_ms) {
-            char msg[WIRE_TEXT_MAX];
-            snprintf(msg, sizeof msg,
-                     "home %s did not send the table of %s within %llu ms "
-                     "(deadlines.lookup)",
-                     t->home, t->instance, (unsigned long long)e->d->cfg.deadlines_lookup_ms);
-            tab_ready(e, t, KVF_E_TIMEOUT, msg);
+        if (t->state == TAB_FETCHING && t->retry_ms && now >= t->retry_ms &&
+            now < t->deadline_ms) {
+            t->retry_ms = 0;
+            if (t->peer->up)
+                send_req(e, t);
+        } else if (t->state == TAB_FETCHING && now >= t->deadline_ms) {
+            char msg[WIRE_TEXT_MAX * 2];
+            if (t->nack_code) /* the home kept saying no: say what it said */
+                snprintf(msg, sizeof msg, "home %s: %s (asked for %llu ms, deadlines.lookup)",
+                         t->home, t->nack_msg, (unsigned long long)e->d->cfg.deadlines_lookup_ms);
+            else
+                snprintf(msg, sizeof msg,
+                         "home %s did not send the table of %s within %llu ms "
+                         "(deadlines.lookup)",
+                         t->home, t->instance, (unsigned long long)e->d->cfg.deadlines_lookup_ms);
+            tab_ready(e, t, t->nack_code ? t->nack_code : KVF_E_TIMEOUT, msg);
             tab_drop(e, t);
         } else if (t->state == TAB_READY && now - t->fetched_ms > 6 * ENGINE_TABLE_TTL_MS) {
             tab_drop(e, t);

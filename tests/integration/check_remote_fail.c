@@ -189,11 +189,63 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
 }
 END_TEST
 
+/* A RECV that reaches the home before the context instance has registered there (its ranks are
+ * still starting: GPU pools take seconds) waits, asking again, up to deadlines.lookup, and then
+ * completes once the instance is complete; an instance that never comes still fails
+ * UNKNOWN_INSTANCE at that deadline, with the home's words. */
+START_TEST(remote_recv_before_the_context_registers_waits_for_it_up_to_the_lookup_deadline)
+{
+    struct two t;
+    two_start(&t, BOUNCE "deadlines:\n  lookup: 3s\n", BOUNCE "deadlines:\n  lookup: 3s\n", NULL);
+    uint64_t rng = 23;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&gen, &t.b);
+    struct kvf_recv_args a;
+    recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    usleep(400 * 1000); /* the home has answered "not registered" at least once by now */
+    ru_inst_register(&ctx, &t.a);
+    uint32_t readers[64] = {0};
+    ru_readers(&ctx, &gen, -1, readers);
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 0x777);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 7, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids,
+                              readers[0]),
+                     0);
+    struct kvf_event ev;
+    int k = ru_wait_event(&gen.r[0], 7, &ev, 10000);
+    ck_assert_msg(k == KVF_EV_DONE, "event %d: %s: %s", k, kvf_error_to_string(ev.error),
+                  ev.message);
+    ru_assert_parity(&gen.r[0], 0, 0x777, "late context registration");
+    json_t *st = ru_ctl(&t.b, "stats");
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_gt(
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "table_retries")), 0);
+    json_decref(st);
+    /* an instance that never registers: UNKNOWN_INSTANCE at the lookup deadline, not before */
+    uint64_t t0 = ru_now_ms();
+    recv_args(&gen.r[0], 8, "never", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 8, &ev, 10000), KVF_EV_FAILED);
+    uint64_t took = ru_now_ms() - t0;
+    ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE, "%s: %s", kvf_error_to_string(ev.error),
+                  ev.message);
+    ck_assert_msg(took >= 2500 && took < 6000, "failed after %llu ms", (unsigned long long)took);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
 {
     struct two t;
-    two_start(&t, BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n",
-              BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n", NULL);
+    /* lookup (300ms) ends before the request's own deadline (800ms): an unknown instance is
+     * UNKNOWN_INSTANCE, asked for until then */
+    two_start(&t, BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n",
+              BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n",
+              NULL);
     uint64_t rng = 15;
     struct ru_inst ctx, gen;
     ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
@@ -748,6 +800,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena);
     tcase_add_test(tc, remote_peer_with_the_wrong_secret_is_refused);
+    tcase_add_test(tc, remote_recv_before_the_context_registers_waits_for_it_up_to_the_lookup_deadline);
     tcase_add_test(tc, remote_without_a_cluster_secret_fails_no_route_and_local_use_works);
     tcase_add_test(tc, remote_incompatible_instance_fails_only_its_requests);
     tcase_add_test(tc, remote_timeouts_per_phase_and_failed_flows_give_their_slots_back);
