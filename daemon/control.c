@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "sockpath.h"
 #include "ctl_cmds.h"
 #include "daemon.h"
 
@@ -157,47 +158,6 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 }
 
 /* mkdir -p for the directory part of path, missing components created with mode. */
-static int mkdir_parents(const char *path, mode_t mode)
-{
-    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    snprintf(buf, sizeof(buf), "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf)
-        return 0;
-    *slash = '\0';
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, mode) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(buf, mode) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* Removes a socket file nobody accepts on; -EADDRINUSE when a daemon is live there. */
-static int clear_stale(const struct sockaddr_un *sa)
-{
-    struct stat st;
-    if (lstat(sa->sun_path, &st) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISSOCK(st.st_mode))
-        return -EEXIST;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa));
-    close(fd);
-    if (r == 0)
-        return -EADDRINUSE;
-    if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
-}
-
 int control_listen(struct control *ctl, char *err, size_t errlen)
 {
     const struct kvf_config *cfg = &ctl->d->cfg;
@@ -208,11 +168,11 @@ int control_listen(struct control *ctl, char *err, size_t errlen)
         return r;
     }
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
-    if ((r = mkdir_parents(ctl->path, 0750)) < 0) {
+    if ((r = sockpath_mkdir_parents(ctl->path, 0750)) < 0) {
         snprintf(err, errlen, "control socket directory for %s: %s", ctl->path, strerror(-r));
         return r;
     }
-    if ((r = clear_stale(&sa)) < 0) {
+    if ((r = sockpath_clear_stale(&sa)) < 0) {
         snprintf(err, errlen, "control socket %s: %s", ctl->path,
                  r == -EADDRINUSE ? "another kvferryd is serving it" : strerror(-r));
         ctl->path[0] = '\0';

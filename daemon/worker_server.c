@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sockpath.h"
 #include "daemon.h"
 #include "workers.h"
 
@@ -143,48 +144,6 @@ static void accept_cb(uv_poll_t *p, int status, int events)
     }
 }
 
-/* mkdir -p of the socket's directory. */
-static int mkdir_parents(const char *path, mode_t mode)
-{
-    char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    snprintf(buf, sizeof buf, "%s", path);
-    char *slash = strrchr(buf, '/');
-    if (!slash || slash == buf)
-        return 0;
-    *slash = '\0';
-    for (char *q = buf + 1; *q; q++) {
-        if (*q != '/')
-            continue;
-        *q = '\0';
-        if (mkdir(buf, mode) < 0 && errno != EEXIST)
-            return -errno;
-        *q = '/';
-    }
-    if (mkdir(buf, mode) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* Removes a socket file nobody accepts on; -EADDRINUSE when a daemon is live there. */
-static int clear_stale(const struct sockaddr_un *sa)
-{
-    struct stat st;
-    if (lstat(sa->sun_path, &st) < 0)
-        return errno == ENOENT ? 0 : -errno;
-    if (!S_ISSOCK(st.st_mode))
-        return -EEXIST;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    int r = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
-    close(fd);
-    if (r == 0)
-        return -EADDRINUSE;
-    if (unlink(sa->sun_path) < 0 && errno != ENOENT)
-        return -errno;
-    return 0;
-}
-
 int workers_listen(struct workers *w, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -194,7 +153,7 @@ int workers_listen(struct workers *w, char *err, size_t errlen)
         return r;
     }
     snprintf(w->path, sizeof w->path, "%s", sa.sun_path);
-    if ((r = mkdir_parents(w->path, 0750)) < 0 || (r = clear_stale(&sa)) < 0) {
+    if ((r = sockpath_mkdir_parents(w->path, 0750)) < 0 || (r = sockpath_clear_stale(&sa)) < 0) {
         snprintf(err, errlen, "worker socket %s: %s", w->path,
                  r == -EADDRINUSE ? "another kvferryd is serving it" : strerror(-r));
         w->path[0] = '\0';
