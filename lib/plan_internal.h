@@ -13,6 +13,14 @@
 const struct layout_group *compat_find_group(const struct layout *l, const char *name,
                                              uint32_t *idx);
 
+/* "context rank 1 (tp 1/2 pp 0/1)" (+ " adp" under attention-DP) into buf; returns buf. */
+const char *compat_rank_desc(const struct layout *l, const char *side, char *buf, size_t n);
+
+/* The layer-map and omission rules (compat_cover.c), run by compat_check after the per-group
+ * checks: 0, or -EINVAL with *reason (COMPAT_LAYER_MAP, COMPAT_OMITTED) and msg. */
+int compat_cover_rules(const struct layout *gen, const struct layout *ctx, uint32_t n_ctx,
+                       compat_reason_t *reason, char *msg, size_t msglen);
+
 /* A growing copy program of one writer (plan_compress.c). Runs are appended in canonical order;
  * the extent is packed, so each run's ext_off is the current length. */
 struct plan_opvec {
