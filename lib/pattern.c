@@ -97,16 +97,15 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                     uint32_t h_off = layout_first_head(l, ts);
                     for (uint32_t k = 0; k < ids->n[g]; k++) {
                         uint64_t item = gr->kind == GROUP_PAGED ? (uint64_t)first_block + k : 0;
-                        uint64_t off = vw->base + li * vw->layer_stride +
-                                       (uint64_t)ids->ids[g][k] * vw->item_stride;
+                        struct layout_loc at = layout_region_at(l, vw, li, ids->ids[g][k]);
                         for (uint32_t o = 0; o < ts->outer; o++)
                             for (uint32_t h = 0; h < ts->heads; h++) {
                                 /* paged rows by request token: block sizes may differ */
                                 uint64_t key = gr->kind == GROUP_PAGED
                                                    ? row_key(gt_key, 0, item * ts->outer + o, h + h_off)
                                                    : row_key(gt_key, item, o, h + h_off);
-                                uint64_t ro = off + layout_row_off(ts, o, h);
-                                uint8_t *p = w->mem->base[vw->pool] + ro;
+                                uint64_t ro = at.off + layout_row_off(ts, o, h);
+                                uint8_t *p = w->mem->base[at.pool] + ro;
                                 if (!w->verify) {
                                     fill_row(p, ts->inner, key);
                                     continue;
@@ -116,7 +115,7 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                                 if (b == ts->inner)
                                     continue;
                                 if (w->bad_pool)
-                                    *w->bad_pool = vw->pool;
+                                    *w->bad_pool = at.pool;
                                 if (w->bad_off)
                                     *w->bad_off = ro + b;
                                 if (w->where && w->wherelen)

@@ -120,9 +120,10 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
 /* One writer of one (generation group, layer, view, tensor). */
 struct wsrc {
     uint32_t c;                      /* context rank */
+    const struct layout *cl;         /* its layout */
     const struct layout_view *cv;    /* context view holding the tensor */
     const struct layout_tensor *ct;
-    uint32_t cl;                     /* context local layer index */
+    uint32_t li;                     /* context local layer index */
     const uint32_t *cids;            /* the context rank's ids of the group (all), or NULL */
     uint32_t n_cids;                 /* how many */
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
@@ -202,7 +203,7 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
                        LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, gtb);
     if (ids && ids->ids[cgi])
         cids = ids->ids[cgi];
-    *w = (struct wsrc){c, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo};
+    *w = (struct wsrc){c, cl, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo};
     return 0;
 }
 
@@ -283,9 +284,9 @@ static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint
 }
 
 /* Row by row, in generation memory order: order or block size differ between the sides. */
-static int emit_rows(struct bctx *b, const struct layout_view *gv, const struct layout_tensor *gt,
-                     const struct wsrc *ws, uint32_t nw, uint32_t glo, uint64_t gregion,
-                     uint32_t n_gen, uint32_t k, bool paged, bool state)
+static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struct wsrc *ws,
+                     uint32_t nw, uint32_t glo, struct layout_loc gat, uint32_t n_gen, uint32_t k,
+                     bool paged, bool state)
 {
     bool hnd = gt->order == ORDER_HND;
     uint32_t n1 = hnd ? 1 : gt->outer;
@@ -298,13 +299,12 @@ static int emit_rows(struct bctx *b, const struct layout_view *gv, const struct 
                     uint64_t so = 0;
                     if (w->cids) {
                         ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
-                        sp = w->cv->pool;
-                        so = w->cv->base + w->cl * w->cv->layer_stride +
-                             (uint64_t)w->cids[kc] * w->cv->item_stride +
-                             layout_row_off(w->ct, oc, h - w->clo);
+                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+                        sp = cat.pool;
+                        so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
                     }
-                    uint64_t d = gregion + layout_row_off(gt, o, h - glo);
-                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d, gt->inner, state))
+                    uint64_t d = gat.off + layout_row_off(gt, o, h - glo);
+                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gat.pool, d, gt->inner, state))
                         return -ENOMEM;
                 }
         }
@@ -344,13 +344,13 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                        "groups.%.*s: the plan needs more than %llu copy runs",
                        LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
-        uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
+        struct layout_loc gat = layout_region_at(gen, gv, l, gids[k]);
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
             if (rows[t] && !(nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
                              ws[t][0].ct->heads == gt->heads && ws[t][0].ct->order == gt->order &&
                              ws[t][0].ct->outer == gt->outer)) {
-                if (emit_rows(b, gv, gt, ws[t], nw[t], glo[t], gregion, n_gen, k, paged, state))
+                if (emit_rows(b, gt, ws[t], nw[t], glo[t], gat, n_gen, k, paged, state))
                     return -ENOMEM;
                 continue;
             }
@@ -370,16 +370,15 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint32_t sp = PLAN_POOL_UNKNOWN;
                     uint64_t so = 0;
                     if (w->cids) {
-                        const struct layout_view *cv = w->cv;
                         uint32_t kc = paged ? w->n_cids - n_gen + k : 0;
-                        sp = cv->pool;
-                        so = cv->base + w->cl * cv->layer_stride +
-                             (uint64_t)w->cids[kc] * cv->item_stride + ct->offset +
+                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+                        sp = cat.pool;
+                        so = cat.off + ct->offset +
                              ((uint64_t)o * ct->heads + (w->h0 - w->clo)) * ct->inner;
                     }
-                    uint64_t d = gregion + gt->offset +
+                    uint64_t d = gat.off + gt->offset +
                                  ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
-                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d,
+                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gat.pool, d,
                                        (uint64_t)nrows * (w->h1 - w->h0) * gt->inner, state))
                         return -ENOMEM;
                 }

@@ -466,10 +466,12 @@ START_TEST(proto_bad_register_pools_are_refused)
     /* n_pools over the limit on the wire */
     sample(PROTO_REGISTER, &m);
     ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
-    buf[PROTO_HDR_SIZE] = LAYOUT_MAX_POOLS + 1;
+    uint32_t over = LAYOUT_MAX_POOLS + 1;
+    for (int k = 0; k < 4; k++)
+        buf[PROTO_HDR_SIZE + k] = (uint8_t)(over >> (8 * k)); /* little-endian u32 */
     ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "n_pools"));
-    buf[PROTO_HDR_SIZE] = 0;
+    memset(buf + PROTO_HDR_SIZE, 0, 4);
     ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
     free(buf);
     /* the host pool count gives the fds expected */
