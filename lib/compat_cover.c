@@ -6,11 +6,12 @@
  *   context rank 0's; and the context table holds every layer its map declares, in the mapped
  *   group. A side without a map is accepted: the context table's own layers (complete over its
  *   PP stages) then serve as the map.
- * - Omissions: the layers a generation rank holds are its PP stage's span: every layer of the
- *   model for pp_size 1; else from its lowest to its highest declared layer, stretched to layer
- *   0 on the first stage and to the model's last layer on the last stage (PP stages are
- *   contiguous layer ranges in every engine; an interior stage's edge layer that no group of
- *   the rank declares is the one omission this cannot see). For every layer of the span that
+ * - Omissions: the layers a generation rank holds are its PP stage's span: stage_layers when
+ *   the layout declares it (presets do under PP); else every layer of the model for pp_size 1;
+ *   else from its lowest to its highest declared layer, stretched to layer 0 on the first
+ *   stage and to the model's last layer on the last stage (PP stages are contiguous layer
+ *   ranges in every engine; without stage_layers, layers at a stage's inner edge that no group
+ *   of the rank declares are the one omission this cannot see). For every layer of the span that
  *   the context holds in group X, the generation rank must hold it in its group X; else
  *   COMPAT_OMITTED naming the group (and the layer when the group is there). Tensors a group
  *   omits are refused in compat.c's group check.
@@ -117,6 +118,11 @@ static int check_maps(const struct layout *gen, const struct layout *ctx, uint32
 /* The generation rank's PP span [*lo, *hi]; false when it holds nothing and is interior. */
 static bool gen_span(const struct layout *gen, uint32_t *lo, uint32_t *hi)
 {
+    if (gen->stage_count) {
+        *lo = gen->stage_first;
+        *hi = gen->stage_first + gen->stage_count - 1;
+        return true;
+    }
     uint32_t mn = UINT32_MAX, mx = 0;
     for (uint32_t g = 0; g < gen->n_groups; g++)
         for (uint32_t i = 0; i < gen->groups[g].n_layers; i++) {

@@ -325,6 +325,26 @@ static int validate_pools(const struct layout *l, char *err, size_t errlen)
 /* The layer map: names valid and unique, entries in range, every map group holding a layer,
  * and the rank's own groups agreeing with it (each group in the map, each of its layers mapped
  * to it). Which layers a rank must hold is compat's question (it knows the other side). */
+static int validate_stage(const struct layout *l, char *err, size_t errlen)
+{
+    if (l->stage_count == 0)
+        return l->stage_first ? err_inval(err, errlen, "stage_layers.first: %u with count 0",
+                                          l->stage_first)
+                              : 0;
+    if ((uint64_t)l->stage_first + l->stage_count > l->n_layers_total)
+        return err_inval(err, errlen, "stage_layers: %u + %u layers is past n_layers_total %u",
+                         l->stage_first, l->stage_count, l->n_layers_total);
+    for (uint32_t gi = 0; gi < l->n_groups; gi++)
+        for (uint32_t i = 0; i < l->groups[gi].n_layers; i++) {
+            uint32_t id = l->groups[gi].layers[i];
+            if (id < l->stage_first || id >= l->stage_first + l->stage_count)
+                return err_inval(err, errlen,
+                                 "groups[%u].layers[%u]: layer %u is outside stage_layers %u..%u",
+                                 gi, i, id, l->stage_first, l->stage_first + l->stage_count - 1);
+        }
+    return 0;
+}
+
 static int validate_layer_map(const struct layout *l, char *err, size_t errlen)
 {
     if (l->n_map_groups == 0) {
@@ -417,7 +437,7 @@ int layout_validate(const struct layout *l, char *err, size_t errlen)
     for (uint32_t gi = 0; gi < l->n_groups; gi++)
         if ((rc = validate_group(l, gi, layer_owner, err, errlen)))
             return rc;
-    if ((rc = validate_layer_map(l, err, errlen)))
+    if ((rc = validate_layer_map(l, err, errlen)) || (rc = validate_stage(l, err, errlen)))
         return rc;
     return layout_regions_check(l, err, errlen);
 }

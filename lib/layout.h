@@ -110,6 +110,10 @@ struct layout {
     uint32_t n_map_groups;
     char map_groups[LAYOUT_MAX_GROUPS][LAYOUT_SHORT_MAX];
     uint8_t layer_map[LAYOUT_MAX_LAYERS];
+    /* This rank's PP stage: global layers [stage_first, stage_first + stage_count), the span of
+     * which it must declare every layer the context holds (rule 8). stage_count 0: undeclared
+     * (then every layer for pp_size 1, else inferred from the declared layers). */
+    uint32_t stage_first, stage_count;
     uint32_t n_pools;
     struct layout_pool pools[LAYOUT_MAX_POOLS];
     uint32_t n_groups;

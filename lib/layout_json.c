@@ -14,7 +14,8 @@
  * "pool","base","layer_stride". "alias" is present only when set. Layouts without either encode
  * as they did before (v1), byte for byte. docs/LAYOUT.md is the schema, field by field.
  * Also optional, emitted only when they differ from their default: "layer_map" (the model's
- * layer map, layout.h; absent: none declared) and a tensor's "order" ("nhd" default, "hnd").
+ * layer map, layout.h; absent: none declared), "stage_layers":{"first","count"} (the rank's PP
+ * stage; absent: undeclared) and a tensor's "order" ("nhd" default, "hnd").
  * Decoding: every other key required, unknown and duplicate keys refused, integers only (no reals),
  * no negatives except device (>= -1), nothing over 2^53 or the field's own range, strings within
  * their array, arrays within the LAYOUT_MAX_* limits, then layout_validate. Errors name the path,
@@ -149,6 +150,12 @@ struct json_t *layout_to_jobj(const struct layout *l)
             put(m, name, ids, &bad);
         }
         put(o, "layer_map", m, &bad);
+    }
+    if (l->stage_count) {
+        json_t *st = json_object();
+        put(st, "first", jint(l->stage_first), &bad);
+        put(st, "count", jint(l->stage_count), &bad);
+        put(o, "stage_layers", st, &bad);
     }
     uint32_t np = l->n_pools < LAYOUT_MAX_POOLS ? l->n_pools : LAYOUT_MAX_POOLS;
     for (uint32_t i = 0; i < np; i++) {
@@ -335,7 +342,8 @@ static const char *const top_keys[] = {"instance",     "role",        "tp_size",
                                        "attention_dp", "device",      "fingerprint",
                                        "tokens_per_block", "n_layers_total", "pools",
                                        "groups",       NULL};
-static const char *const top_opt_keys[] = {"layer_map", NULL};
+static const char *const top_opt_keys[] = {"layer_map", "stage_layers", NULL};
+static const char *const stage_keys[] = {"first", "count", NULL};
 static const char *const shard_names[] = {"sharded", "replicated"};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp32", "fp8", "u8"};
 static const char *const kind_names[] = {"paged", "state"};
@@ -531,6 +539,15 @@ static int dec_layout(struct dec *d, const json_t *o, struct layout *l)
     if (json_object_get(o, "layer_map") &&
         (rc = dec_layer_map(d, json_object_get(o, "layer_map"), l)))
         return rc;
+    const json_t *st = json_object_get(o, "stage_layers");
+    if (st) {
+        if ((rc = expect_object(d, st, "stage_layers", stage_keys)))
+            return rc;
+        GET_U(st, "stage_layers", "first", LAYOUT_MAX_LAYERS - 1, l->stage_first);
+        GET_U(st, "stage_layers", "count", LAYOUT_MAX_LAYERS, l->stage_count);
+        if (l->stage_count == 0)
+            return fail(d, "stage_layers.count: 0 is not allowed");
+    }
     if ((rc = get_array(d, o, "", "pools", LAYOUT_MAX_POOLS, 1, &ps)))
         return rc;
     l->n_pools = (uint32_t)json_array_size(ps);

@@ -30,7 +30,8 @@
  *  pools=layer / layer_joint (per_layer_pools): the group's views become per-layer views; one
  *  pool of n_items * region per (view, layer), or one per layer of n_items * sum(regions) with
  *  the views side by side (view v at n_items * the regions of views before it); item_stride =
- *  region. A group with no layers on the stage then has no pools. */
+ *  region. A group with no layers on the stage then has no pools.
+ *  Every layout carries the model's layer map; under PP (pp > 1) also its stage_layers. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -282,6 +283,10 @@ static int build_rank(const struct preset_spec *s, const struct preset_model *m,
         return err_inval(err, errlen, "omit: %s would leave no group", s->omit);
     uint32_t lo, hi;
     stage_range(s, m, pp_rank, &lo, &hi);
+    if (s->pp > 1) {
+        l->stage_first = lo;
+        l->stage_count = hi - lo;
+    }
     for (uint32_t id = lo; id < hi; id++) {
         char k = preset_layer_kind(m, id);
         struct layout_group *g = k == 'S' ? sg : k == 'A' ? ag : NULL;
