@@ -283,31 +283,67 @@ static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint
     *oc = (uint32_t)(t % ctb);
 }
 
-/* Row by row, in generation memory order: order or block size differ between the sides. */
+/* Row by row, in generation memory order: order or block size differ between the sides.
+ * Generation NHD: per token, per writer, its heads (one run, or rows strided by a head-major
+ * context's block). Generation HND: per writer, per head, its tokens in pieces that stay in one
+ * context block (rows strided by a token-major context's heads). */
 static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struct wsrc *ws,
                      uint32_t nw, uint32_t glo, struct layout_loc gat, uint32_t n_gen, uint32_t k,
                      bool paged, bool state)
 {
-    bool hnd = gt->order == ORDER_HND;
-    uint32_t n1 = hnd ? 1 : gt->outer;
-    for (uint32_t a = 0; a < n1; a++)
-        for (uint32_t i = 0; i < nw; i++) {
-            const struct wsrc *w = &ws[i];
-            for (uint32_t h = w->h0; h < w->h1; h++)
-                for (uint32_t o = hnd ? 0 : a; o < (hnd ? gt->outer : a + 1); o++) {
-                    uint32_t sp = PLAN_POOL_UNKNOWN, kc, oc;
-                    uint64_t so = 0;
-                    if (w->cids) {
-                        ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
-                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
-                        sp = cat.pool;
-                        so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
-                    }
-                    uint64_t d = gat.off + layout_row_off(gt, o, h - glo);
-                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gat.pool, d, gt->inner, state))
-                        return -ENOMEM;
+    uint64_t in = gt->inner;
+    if (gt->order != ORDER_HND) {
+        for (uint32_t o = 0; o < gt->outer; o++)
+            for (uint32_t i = 0; i < nw; i++) {
+                const struct wsrc *w = &ws[i];
+                uint32_t sp = PLAN_POOL_UNKNOWN, kc, oc;
+                uint64_t so = 0;
+                int64_t ss = (int64_t)in;
+                if (w->cids) {
+                    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
+                    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+                    sp = cat.pool;
+                    so = cat.off + layout_row_off(w->ct, oc, w->h0 - w->clo);
+                    ss = w->ct->order == ORDER_HND ? (int64_t)(w->ct->outer * in) : (int64_t)in;
                 }
-        }
+                uint64_t d = gat.off + layout_row_off(gt, o, w->h0 - glo);
+                if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
+                                        w->h1 - w->h0, state))
+                    return -ENOMEM;
+            }
+        return 0;
+    }
+    uint64_t gtb = b->in->gen->tokens_per_block;
+    for (uint32_t i = 0; i < nw; i++) {
+        const struct wsrc *w = &ws[i];
+        uint64_t ctb = b->in->ctx[w->c].tokens_per_block;
+        for (uint32_t h = w->h0; h < w->h1; h++)
+            for (uint32_t o = 0; o < gt->outer;) {
+                /* rows up to the end of the context block holding row o */
+                uint32_t n = gt->outer - o;
+                if (paged && ctb < gtb) {
+                    uint64_t t = (uint64_t)(n_gen - k) * gtb - o; /* tokens to the context end */
+                    uint32_t left = (uint32_t)(ctb - (ctb - t % ctb) % ctb);
+                    left = left ? left : (uint32_t)ctb;
+                    n = n < left ? n : left;
+                }
+                uint32_t sp = PLAN_POOL_UNKNOWN, kc, oc;
+                uint64_t so = 0;
+                int64_t ss = (int64_t)in;
+                if (w->cids) {
+                    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
+                    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+                    sp = cat.pool;
+                    so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
+                    ss = w->ct->order == ORDER_HND ? (int64_t)in : (int64_t)(w->ct->heads * in);
+                }
+                uint64_t d = gat.off + layout_row_off(gt, o, h - glo);
+                if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
+                                        n, state))
+                    return -ENOMEM;
+                o += n;
+            }
+    }
     return 0;
 }
 
@@ -336,7 +372,12 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
         for (uint32_t i = 0; i < nw[t]; i++)
             rows[t] |= ws[t][i].ct->order != gt->order || ws[t][i].ct->outer != gt->outer;
         rows[t] |= gt->order == ORDER_HND && nw[t] > 0;
-        per_item += (uint64_t)gt->outer * (rows[t] ? gt->heads : nw[t]);
+        /* runs emit_rows / the loop below make: tokens x writers, or for a head-major
+         * generation tensor heads x the context blocks one generation block spans */
+        uint64_t ctb = b->in->ctx[0].tokens_per_block, gtb = gen->tokens_per_block;
+        uint64_t pieces = paged && ctb < gtb ? gtb / ctb : 1;
+        per_item += rows[t] && gt->order == ORDER_HND ? (uint64_t)gt->heads * pieces
+                                                      : (uint64_t)gt->outer * nw[t];
     }
     b->runs += per_item * n_gen;
     if (b->runs > PLAN_MAX_RUNS)

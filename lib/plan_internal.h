@@ -37,6 +37,12 @@ struct plan_opvec {
  * plan_opvec_finish() flushes the pending run: call it before reading ops. 0 or -ENOMEM. */
 int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, uint32_t dst_pool,
                    uint64_t dst_off, uint64_t len, bool state);
+/* Appends count rows of len bytes at constant strides (src_stride, dst_stride): one op, or one
+ * run when the rows are contiguous on both sides. A later run continuing the strides raises its
+ * count as plan_opvec_add's runs do. 0 or -ENOMEM. */
+int plan_opvec_add_rows(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off,
+                        int64_t src_stride, uint32_t dst_pool, uint64_t dst_off,
+                        int64_t dst_stride, uint64_t len, uint64_t count, bool state);
 int plan_opvec_finish(struct plan_opvec *v);
 void plan_opvec_done(struct plan_opvec *v);
 
