@@ -24,9 +24,8 @@
 
 #include "plan_internal.h"
 
-__attribute__((format(printf, 5, 6))) static int refuse(compat_reason_t *reason, char *msg,
-                                                        size_t msglen, compat_reason_t r,
-                                                        const char *fmt, ...)
+__attribute__((format(printf, 5, 6))) static int
+refuse(compat_reason_t *reason, char *msg, size_t msglen, compat_reason_t r, const char *fmt, ...)
 {
     if (reason)
         *reason = r;
@@ -62,8 +61,7 @@ static bool holds(const struct layout_group *g, uint32_t layer)
 }
 
 /* The context group holding layer id (any stage), its stage in *stage; NULL if none. */
-static const struct layout_group *ctx_holder(const struct layout *ctx, uint32_t id,
-                                             uint32_t *stage)
+static const struct layout_group *ctx_holder(const struct layout *ctx, uint32_t id, uint32_t *stage)
 {
     uint32_t tp = ctx[0].tp_size;
     for (uint32_t p = 0; p < ctx[0].pp_size; p++)
@@ -81,35 +79,40 @@ static int check_maps(const struct layout *gen, const struct layout *ctx, uint32
     char a[96], b[96];
     const struct layout *c0 = &ctx[0];
     if (gen->n_layers_total != c0->n_layers_total) {
-        return refuse(reason, msg, msglen, COMPAT_LAYER_MAP, "n_layers_total differs: %s has %" PRIu32 ", %s has %" PRIu32,
-                 compat_rank_desc(c0, "context", a, sizeof(a)), c0->n_layers_total,
-                 compat_rank_desc(gen, "generation", b, sizeof(b)), gen->n_layers_total);
+        return refuse(reason, msg, msglen, COMPAT_LAYER_MAP,
+                      "n_layers_total differs: %s has %" PRIu32 ", %s has %" PRIu32,
+                      compat_rank_desc(c0, "context", a, sizeof(a)), c0->n_layers_total,
+                      compat_rank_desc(gen, "generation", b, sizeof(b)), gen->n_layers_total);
     }
     for (uint32_t i = 1; i < n_ctx; i++)
         for (uint32_t id = 0; id < LAYOUT_MAX_LAYERS; id++)
             if (!same_name(mapped(&ctx[i], id), mapped(c0, id))) {
-                return refuse(reason, msg, msglen, COMPAT_LAYER_MAP, "layer_map: layer %" PRIu32 " is %.*s on %s, %.*s on %s", id,
-                         N, mapped(&ctx[i], id) ? mapped(&ctx[i], id) : "no group",
-                         compat_rank_desc(&ctx[i], "context", a, sizeof(a)), N,
-                         mapped(c0, id) ? mapped(c0, id) : "no group",
-                         compat_rank_desc(c0, "context", b, sizeof(b)));
+                return refuse(reason, msg, msglen, COMPAT_LAYER_MAP,
+                              "layer_map: layer %" PRIu32 " is %.*s on %s, %.*s on %s", id, N,
+                              mapped(&ctx[i], id) ? mapped(&ctx[i], id) : "no group",
+                              compat_rank_desc(&ctx[i], "context", a, sizeof(a)), N,
+                              mapped(c0, id) ? mapped(c0, id) : "no group",
+                              compat_rank_desc(c0, "context", b, sizeof(b)));
             }
     if (gen->n_map_groups && c0->n_map_groups)
         for (uint32_t id = 0; id < LAYOUT_MAX_LAYERS; id++)
             if (!same_name(mapped(gen, id), mapped(c0, id))) {
-                return refuse(reason, msg, msglen, COMPAT_LAYER_MAP, "layer_map: layer %" PRIu32 " is %.*s on %s, %.*s on %s", id,
-                         N, mapped(c0, id) ? mapped(c0, id) : "no group",
-                         compat_rank_desc(c0, "context", a, sizeof(a)), N,
-                         mapped(gen, id) ? mapped(gen, id) : "no group",
-                         compat_rank_desc(gen, "generation", b, sizeof(b)));
+                return refuse(reason, msg, msglen, COMPAT_LAYER_MAP,
+                              "layer_map: layer %" PRIu32 " is %.*s on %s, %.*s on %s", id, N,
+                              mapped(c0, id) ? mapped(c0, id) : "no group",
+                              compat_rank_desc(c0, "context", a, sizeof(a)), N,
+                              mapped(gen, id) ? mapped(gen, id) : "no group",
+                              compat_rank_desc(gen, "generation", b, sizeof(b)));
             }
     for (uint32_t id = 0; c0->n_map_groups && id < c0->n_layers_total; id++) {
         const char *want = mapped(c0, id);
         uint32_t stage = 0;
         const struct layout_group *g = ctx_holder(ctx, id, &stage);
         if (want && (!g || strncmp(g->name, want, N) != 0)) {
-            return refuse(reason, msg, msglen, COMPAT_LAYER_MAP, "layer_map: layer %" PRIu32 " is in group %.*s, but %s", id, N,
-                     want, g ? "the context holds it in another group" : "no context stage holds it");
+            return refuse(reason, msg, msglen, COMPAT_LAYER_MAP,
+                          "layer_map: layer %" PRIu32 " is in group %.*s, but %s", id, N, want,
+                          g ? "the context holds it in another group"
+                            : "no context stage holds it");
         }
     }
     return 0;
@@ -169,12 +172,12 @@ int compat_cover_rules(const struct layout *gen, const struct layout *ctx, uint3
                           id, n_in ? n_in - 1 : 0);
         }
         if (!holds(gg, id))
-            return refuse(reason, msg, msglen, COMPAT_OMITTED,
-                          "groups.%.*s layer %" PRIu32 ": omitted by %s, which holds layers %" PRIu32
-                          "..%" PRIu32 " (%s holds it)",
-                          N, cg->name, id, compat_rank_desc(gen, "generation", b, sizeof(b)), lo,
-                          hi,
-                          compat_rank_desc(&ctx[stage * ctx[0].tp_size], "context", a, sizeof(a)));
+            return refuse(
+                reason, msg, msglen, COMPAT_OMITTED,
+                "groups.%.*s layer %" PRIu32 ": omitted by %s, which holds layers %" PRIu32
+                "..%" PRIu32 " (%s holds it)",
+                N, cg->name, id, compat_rank_desc(gen, "generation", b, sizeof(b)), lo, hi,
+                compat_rank_desc(&ctx[stage * ctx[0].tp_size], "context", a, sizeof(a)));
     }
     return 0;
 }

@@ -36,8 +36,9 @@ static const struct preset_model models[] = {
     {"deepseek-v3", 61, ALL_A_61, NULL, "mla", PRESET_STATE_NONE, 0, 0, 0, 0, 0, 0, 0},
 };
 
-const char *const preset_models[] = {"tiny",       "kimi-linear-48b", "kimi-k3",     "qwen3-next-80b",
-                                     "nemotron-h", "llama-3-70b",     "deepseek-v3", NULL};
+const char *const preset_models[] = {
+    "tiny",       "kimi-linear-48b", "kimi-k3",     "qwen3-next-80b",
+    "nemotron-h", "llama-3-70b",     "deepseek-v3", NULL};
 
 const struct preset_model *preset_model_find(const char *name)
 {

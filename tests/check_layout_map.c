@@ -91,13 +91,16 @@ START_TEST(bad_layer_maps_stages_and_orders_are_refused_naming_the_field)
     b = edit(j, "\"mla\":[3,7]", "\"mla\":[3,\"7\"]");
     refused(b, "layer_map.mla[1]: not an integer");
     free(b);
-    b = edit(j, "\"n_layers_total\":8,", "\"n_layers_total\":8,\"stage_layers\":{\"first\":0,\"count\":0},");
+    b = edit(j, "\"n_layers_total\":8,",
+             "\"n_layers_total\":8,\"stage_layers\":{\"first\":0,\"count\":0},");
     refused(b, "stage_layers.count: 0 is not allowed");
     free(b);
-    b = edit(j, "\"n_layers_total\":8,", "\"n_layers_total\":8,\"stage_layers\":{\"first\":2,\"count\":6},");
+    b = edit(j, "\"n_layers_total\":8,",
+             "\"n_layers_total\":8,\"stage_layers\":{\"first\":2,\"count\":6},");
     refused(b, "groups[0].layers[0]: layer 0 is outside stage_layers 2..7");
     free(b);
-    b = edit(j, "\"n_layers_total\":8,", "\"n_layers_total\":8,\"stage_layers\":{\"first\":4,\"count\":6},");
+    b = edit(j, "\"n_layers_total\":8,",
+             "\"n_layers_total\":8,\"stage_layers\":{\"first\":4,\"count\":6},");
     refused(b, "stage_layers: 4 + 6 layers is past n_layers_total 8");
     free(b);
     b = edit(j, "\"n_layers_total\":8,", "\"n_layers_total\":8,\"stage_layers\":{\"first\":0},");

@@ -26,7 +26,7 @@ static const struct {
     const char *base;
     uint32_t ctx_tp, gen_tp;
 } tp_pairs[] = {
-    {QWEN, 8, 16}, {QWEN, 16, 8}, {QWEN, 4, 2}, {QWEN, 2, 4},
+    {QWEN, 8, 16},  {QWEN, 16, 8},  {QWEN, 4, 2},  {QWEN, 2, 4},
     {LLAMA, 8, 16}, {LLAMA, 16, 8}, {LLAMA, 4, 2}, {LLAMA, 2, 4},
 };
 
@@ -42,10 +42,10 @@ END_TEST
 
 START_TEST(nemotron_h_tp8_to_tp16_moves_its_replicated_bc_groups)
 {
-    parity("nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=8", "nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=16", 2,
-           2);
-    parity("nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=16", "nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=2", 2,
-           2);
+    parity("nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=8",
+           "nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=16", 2, 2);
+    parity("nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=16",
+           "nemotron-h:hd=4,blocks=2,slots=1,tpb=4,tp=2", 2, 2);
 }
 END_TEST
 
@@ -153,13 +153,16 @@ START_TEST(block_lists_that_do_not_map_are_bad_requests)
     uint64_t rng = 9;
     struct par_side c, g;
     /* 5 blocks of 16 tokens do not end on a 32-token block */
-    ck_assert(par_side_init(&c, "tiny:tpb=16,blocks=8", ROLE_CONTEXT, 5, &rng, err, sizeof(err)) == 0);
-    ck_assert(par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 3, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&c, "tiny:tpb=16,blocks=8", ROLE_CONTEXT, 5, &rng, err, sizeof(err)) ==
+              0);
+    ck_assert(
+        par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 3, &rng, err, sizeof(err)) == 0);
     struct plan_error pe = refusal(&c, &g, 0);
     ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
     ck_assert_msg(strstr(pe.message, "asks for 3 blocks of 32 tokens"), "%s", pe.message);
     par_side_free(&g);
-    ck_assert(par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
+    ck_assert(
+        par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
     pe = refusal(&c, &g, 0);
     ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
     ck_assert_msg(strstr(pe.message, "do not end on a generation block of 32 tokens"), "%s",
@@ -167,8 +170,10 @@ START_TEST(block_lists_that_do_not_map_are_bad_requests)
     par_side_free(&g);
     par_side_free(&c);
     /* a paged tensor whose outer is not the token axis cannot change block size */
-    ck_assert(par_side_init(&c, "tiny:tpb=16,blocks=8", ROLE_CONTEXT, 4, &rng, err, sizeof(err)) == 0);
-    ck_assert(par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&c, "tiny:tpb=16,blocks=8", ROLE_CONTEXT, 4, &rng, err, sizeof(err)) ==
+              0);
+    ck_assert(
+        par_side_init(&g, "tiny:tpb=32,blocks=8", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
     for (uint32_t r = 0; r < c.n; r++)
         c.ranks[r].groups[1].views[0].tensors[1].outer = 8; /* k_pe: 8 rows of a 16-token block */
     pe = refusal(&c, &g, 0);
@@ -199,10 +204,12 @@ START_TEST(a_generation_layout_that_omits_anything_is_refused_naming_it)
     struct par_side c, g;
     /* group: the missing-kda-group case, on every generation rank, with and without PP */
     ck_assert(par_side_init(&c, "tiny:tp=2", ROLE_CONTEXT, 2, &rng, err, sizeof(err)) == 0);
-    ck_assert(par_side_init(&g, "tiny:tp=2,omit=kda", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&g, "tiny:tp=2,omit=kda", ROLE_GENERATION, 2, &rng, err, sizeof(err)) ==
+              0);
     expect_omitted(&c, &g, "groups.kda: omitted by generation rank");
     par_side_free(&g);
-    ck_assert(par_side_init(&g, "tiny:pp=2,omit=kda", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&g, "tiny:pp=2,omit=kda", ROLE_GENERATION, 2, &rng, err, sizeof(err)) ==
+              0);
     expect_omitted(&c, &g, "groups.kda: omitted");
     /* without any layer map the context table still says what the model holds */
     for (uint32_t r = 0; r < g.n; r++)
@@ -222,7 +229,8 @@ START_TEST(a_generation_layout_that_omits_anything_is_refused_naming_it)
     expect_omitted(&c, &g, "groups.kda layer 2: omitted by generation rank");
     par_side_free(&g);
     /* view: split state without its ssm view */
-    ck_assert(par_side_init(&g, "tiny:tp=2,state=split", ROLE_GENERATION, 2, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&g, "tiny:tp=2,state=split", ROLE_GENERATION, 2, &rng, err,
+                            sizeof(err)) == 0);
     for (uint32_t r = 0; r < g.n; r++)
         g.ranks[r].groups[0].n_views = 1;
     expect_omitted(&c, &g, "groups.kda tensor ssm: omitted by generation rank");
@@ -276,7 +284,8 @@ START_TEST(layer_maps_must_agree_and_the_context_must_hold_its_map)
     par_side_free(&g);
     par_side_free(&c);
     /* model sizes differ */
-    ck_assert(par_side_init(&c, "deepseek-v3:blocks=2", ROLE_CONTEXT, 1, &rng, err, sizeof(err)) == 0);
+    ck_assert(par_side_init(&c, "deepseek-v3:blocks=2", ROLE_CONTEXT, 1, &rng, err, sizeof(err)) ==
+              0);
     ck_assert(par_side_init(&g, "deepseek-v3:blocks=2,fp=deepseek-v3/v1", ROLE_GENERATION, 1, &rng,
                             err, sizeof(err)) == 0);
     g.ranks[0].n_layers_total = 62;

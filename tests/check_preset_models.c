@@ -137,8 +137,8 @@ START_TEST(llama_3_70b_is_80_gqa_layers_of_320_kib_per_token)
     build_ok("llama-3-70b:tp=16,blocks=2");
     for (uint32_t r = 0; r < 16; r++) {
         ck_assert_uint_eq(per_token(&ranks[r], "attn"), 327680 / 8);
-        ck_assert_uint_eq(layout_first_head(&ranks[r], &group(&ranks[r], "attn")->views[0].tensors[1]),
-                          r / 2);
+        ck_assert_uint_eq(
+            layout_first_head(&ranks[r], &group(&ranks[r], "attn")->views[0].tensors[1]), r / 2);
     }
     /* head-major blocks: the same bytes, rows [head][token] */
     build_ok("llama-3-70b:tp=2,order=hnd,kv=split,blocks=2");
@@ -188,8 +188,8 @@ END_TEST
 START_TEST(every_new_model_validates_in_every_arrangement)
 {
     const char *models[] = {"qwen3-next-80b", "nemotron-h", "llama-3-70b", "deepseek-v3"};
-    const char *vars[] = {"", ",arr=block", ",state=split,kv=split", ",order=hnd", ",adp=1",
-                          ",tp=8", ",tp=16,pp=2", ",conv=w-1,tpb=16", ",pools=layer"};
+    const char *vars[] = {"",      ",arr=block",  ",state=split,kv=split", ",order=hnd",  ",adp=1",
+                          ",tp=8", ",tp=16,pp=2", ",conv=w-1,tpb=16",      ",pools=layer"};
     for (int m = 0; m < 4; m++)
         for (int v = 0; v < 9; v++) {
             char spec[128];
