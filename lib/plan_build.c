@@ -243,22 +243,13 @@ static int tensor_writers(struct bctx *b, const struct layout_group *gg, uint32_
         return 0;
     }
     uint32_t G = ct0->global_heads, ctpe = layout_tp_eff(&ctx[0]), gtpe = layout_tp_eff(gen);
-    if (ctpe > G) { /* replicated head groups: one holder per needed head */
-        uint32_t rep = ctpe / G, i = gtpe > G ? gen->tp_rank % (gtpe / G) : 0;
-        for (uint32_t h = glo; h < ghi; h++) {
-            uint32_t r = h * rep + (h + i) % rep;
-            int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, h, h + 1, gt->name, false,
-                                 &ws[*nw]);
-            if (rc < 0)
-                return rc;
-            if (rc == 0)
-                (*nw)++;
-        }
-        return 0;
-    }
-    for (uint32_t r = 0; r < tp; r++) {
-        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, glo, ghi, gt->name, false,
-                             &ws[*nw]);
+    /* replicated head groups (ctpe > G): one holder per needed head; else every rank whose
+     * head range meets ours */
+    uint32_t rep = ctpe > G ? ctpe / G : 0, i = gtpe > G ? gen->tp_rank % (gtpe / G) : 0;
+    for (uint32_t j = 0; j < (rep ? ghi - glo : tp); j++) {
+        uint32_t h = glo + j, r = rep ? h * rep + (h + i) % rep : j;
+        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, rep ? h : glo, rep ? h + 1 : ghi,
+                             gt->name, false, &ws[*nw]);
         if (rc < 0)
             return rc;
         if (rc == 0)
@@ -283,6 +274,21 @@ static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint
     *oc = (uint32_t)(t % ctb);
 }
 
+/* Source of generation row (k, o), global head h, of writer w: unresolved without ids. */
+static void src_row(const struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
+                    uint32_t k, uint32_t o, uint32_t h, uint32_t *sp, uint64_t *so)
+{
+    uint32_t kc, oc;
+    *sp = PLAN_POOL_UNKNOWN;
+    *so = 0;
+    if (!w->cids)
+        return;
+    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
+    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+    *sp = cat.pool;
+    *so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
+}
+
 /* Row by row, in generation memory order: order or block size differ between the sides.
  * Generation NHD: per token, per writer, its heads (one run, or rows strided by a head-major
  * context's block). Generation HND: per writer, per head, its tokens in pieces that stay in one
@@ -296,16 +302,10 @@ static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struc
         for (uint32_t o = 0; o < gt->outer; o++)
             for (uint32_t i = 0; i < nw; i++) {
                 const struct wsrc *w = &ws[i];
-                uint32_t sp = PLAN_POOL_UNKNOWN, kc, oc;
-                uint64_t so = 0;
-                int64_t ss = (int64_t)in;
-                if (w->cids) {
-                    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
-                    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
-                    sp = cat.pool;
-                    so = cat.off + layout_row_off(w->ct, oc, w->h0 - w->clo);
-                    ss = w->ct->order == ORDER_HND ? (int64_t)(w->ct->outer * in) : (int64_t)in;
-                }
+                uint32_t sp;
+                uint64_t so;
+                src_row(b, paged, w, n_gen, k, o, w->h0, &sp, &so);
+                int64_t ss = w->ct->order == ORDER_HND ? (int64_t)(w->ct->outer * in) : (int64_t)in;
                 uint64_t d = gat.off + layout_row_off(gt, o, w->h0 - glo);
                 if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
                                         w->h1 - w->h0, state))
@@ -327,16 +327,10 @@ static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struc
                     left = left ? left : (uint32_t)ctb;
                     n = n < left ? n : left;
                 }
-                uint32_t sp = PLAN_POOL_UNKNOWN, kc, oc;
-                uint64_t so = 0;
-                int64_t ss = (int64_t)in;
-                if (w->cids) {
-                    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
-                    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
-                    sp = cat.pool;
-                    so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
-                    ss = w->ct->order == ORDER_HND ? (int64_t)in : (int64_t)(w->ct->heads * in);
-                }
+                uint32_t sp;
+                uint64_t so;
+                src_row(b, paged, w, n_gen, k, o, h, &sp, &so);
+                int64_t ss = w->ct->order == ORDER_HND ? (int64_t)in : (int64_t)(w->ct->heads * in);
                 uint64_t d = gat.off + layout_row_off(gt, o, h - glo);
                 if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
                                         n, state))
