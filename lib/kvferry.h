@@ -11,6 +11,11 @@
 extern "C" {
 #endif
 
+/* libkvferry is built with -fvisibility=hidden: what this header declares is its API, visible. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* Typed errors (DESIGN.md §7). Values are stable: they travel on the wire. */
 typedef enum {
     KVF_OK = 0,
@@ -152,6 +157,10 @@ uint32_t kvf_inflight(struct kvf_client *c);
 /* Closes the connection and frees everything; pending events are dropped. Accepts NULL;
  * returns NULL. Must not race with other calls on the same client. */
 struct kvf_client *kvf_close(struct kvf_client *c);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }
