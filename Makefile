@@ -11,7 +11,8 @@
 #   make install PREFIX=/usr/local DESTDIR=
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
-# daemon/*.c -> kvferryd,
+# daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
+# scripts/check-includes keeps the folders' include graph pointing down),
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
 # tests/integration/check_*.c -> one Check binary each.
 
@@ -22,12 +23,14 @@ SAN     ?=
 CC      ?= cc
 OPT     ?= -O2
 
+DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
+
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) -MMD -MP \
-          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Idaemon
+          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels $(addprefix -I,$(DAEMON_DIRS))
 
 LIB_PKGS    := jansson yaml-0.1
 DAEMON_PKGS := libuv ucx libsystemd libsodium
@@ -62,7 +65,7 @@ endif
 CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 
 LIB_SRCS     := $(wildcard lib/*.c) $(wildcard kernels/*.c)
-DAEMON_SRCS  := $(wildcard daemon/*.c)
+DAEMON_SRCS  := $(wildcard daemon/*.c daemon/*/*.c)
 TOOL_MAINS   := $(filter-out $(wildcard tools/*_*.c),$(wildcard tools/*.c))
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_MAINS))
 UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c))
@@ -84,7 +87,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols unit integration asan fuzz fuzz-short bench-copy install clean format
+.PHONY: all demo test check check-symbols check-includes unit integration asan fuzz fuzz-short bench-copy install clean format
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c
@@ -139,8 +142,12 @@ test:
 	$(MAKE) all
 	$(MAKE) check
 
-check: all check-symbols
+check: all check-symbols check-includes
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+
+# Folders are modules: a module includes only the modules below it (scripts/check-includes).
+check-includes:
+	scripts/check-includes
 
 # The library as built and as `make install` lays it out exports nothing but kvf_*.
 check-symbols: $(LIBSO)
@@ -195,6 +202,6 @@ clean:
 	rm -rf build build-asan
 
 format:
-	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
+	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
