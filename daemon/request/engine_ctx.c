@@ -1,4 +1,4 @@
-/* engine_ctx.c: the context side of a remote request (see engine.h, DESIGN.md §7).
+/* engine_ctx.c: the context side of a remote request (see engine.h, docs/DESIGN.md §7).
  * A RECV_REQ (one generation rank, one writer of ours) and the rank's SEND meet by (instance,
  * request id) in either order (the SEND waits in transfers.c's list). The flow plans with its
  * own ids against the instance's table (this daemon must be the home: it holds the table), checks

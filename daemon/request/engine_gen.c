@@ -1,4 +1,4 @@
-/* engine_gen.c: the generation side of a remote request (see engine.h, DESIGN.md §7).
+/* engine_gen.c: the generation side of a remote request (see engine.h, docs/DESIGN.md §7).
  * RECV naming a context home -> the instance's table (cached, else TABLE_REQ to the home within
  * deadlines.lookup) -> plan (compat first: PEER_INCOMPATIBLE to this rank only, verdict cached
  * per epoch) -> per writer: connect to its daemon, reserve landing credits (first credit within

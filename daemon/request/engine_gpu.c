@@ -1,4 +1,4 @@
-/* engine_gpu.c: the bounce path for ranks whose pools are on GPUs (DESIGN.md §3, §5; issue 6):
+/* engine_gpu.c: the bounce path for ranks with pools on GPUs (docs/DESIGN.md §3, §5; issue 6):
  * GPU pools -> host-pinned arena -> UCX -> arena -> GPU pools.
  *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
  *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the

@@ -1,4 +1,4 @@
-/* transfers.h: the requests in flight of the local path (DESIGN.md §7). A SEND from a context
+/* transfers.h: the requests in flight of the local path (docs/DESIGN.md §7). A SEND from a context
  * rank and the RECVs of generation ranks meet by (context instance, request id), in either
  * order. A RECV is checked and planned against the context instance's table when it arrives
  * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only; an instance not

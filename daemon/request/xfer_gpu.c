@@ -1,4 +1,4 @@
-/* xfer_gpu.c: the `local` path with GPU pools (DESIGN.md §5, see transfers.h): one peer-copy
+/* xfer_gpu.c: the `local` path with GPU pools (docs/DESIGN.md §5, see transfers.h): one peer-copy
  * program per writer (kvk_program_new on the destination's device), launched with kvk_direct
  * on a daemon stream of the destination's device, so a context rank on GPU 0 and a generation
  * rank on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two

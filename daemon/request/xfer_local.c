@@ -1,4 +1,4 @@
-/* xfer_local.c: the `local` path (DESIGN.md §5): both ranks registered here, so a RECV is
+/* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
  * planned against the context instance's table with plan_build and executed pool to pool with
  * copy_direct, after copy_check has bounded every op inside the mapped pools. When either side
  * has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
