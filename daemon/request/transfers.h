@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
 
@@ -93,8 +94,7 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
-    struct xgpu_job *gpu_retired; /* finished GPU jobs freed when the GPU is idle (xfer_gpu.c) */
-    uint32_t gpu_retired_n;
+    struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
