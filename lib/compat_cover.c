@@ -1,5 +1,5 @@
 /* compat_cover.c: the rules of compatibility that guard against silent under-transfer
- * (DESIGN.md §4 rules 7 and 8), run by compat_check after the per-group checks.
+ * (docs/DESIGN.md §4 rules 7 and 8), run by compat_check after the per-group checks.
  *
  * - The model's layer map (layout.h): where both sides declare one, the maps are equal (same
  *   group name for every global layer, same n_layers_total); every context rank's map equals

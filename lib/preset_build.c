@@ -1,5 +1,5 @@
 /* preset_build.c: instantiates every rank's layout of an instance from a parsed preset spec
- * (preset.h, DESIGN.md §9). Pure; writes only the caller's ranks[] array.
+ * (preset.h, docs/DESIGN.md §9). Pure; writes only the caller's ranks[] array.
  *
  * Groups: the model's state group (kind state, one slot per request, n_items = slots) and its
  * attention group (kind paged, n_items = blocks), in that order, each when the model has one;

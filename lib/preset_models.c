@@ -1,4 +1,4 @@
-/* preset_models.c: the geometry table (preset_models.h). Kimi models per DESIGN.md §9; the
+/* preset_models.c: the geometry table (preset_models.h). Kimi models per docs/DESIGN.md §9; the
  * others from their public Hugging Face configs:
  *  qwen3-next-80b (Qwen3-Next-80B-A3B): 48 layers, full attention every 4th (1-indexed), the
  *    rest Gated DeltaNet with 16 key heads and 32 value heads of 128, conv kernel 4; gated

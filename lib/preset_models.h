@@ -1,4 +1,4 @@
-/* preset_models.h: internal to the preset module. The model table of DESIGN.md §9 and of the
+/* preset_models.h: internal to the preset module. The model table of docs/DESIGN.md §9 and of the
  * public configs of the models people run: layer pattern, recurrent-state geometry, attention
  * KV geometry. Static data; any thread. */
 #ifndef KVF_PRESET_MODELS_H
