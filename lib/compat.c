@@ -387,7 +387,7 @@ int compat_check(const struct layout *gen, const struct layout *ctx, uint32_t n_
                     CTXD(c0), LAYOUT_FP_MAX, c0->fingerprint, GEND(gen), LAYOUT_FP_MAX,
                     gen->fingerprint);
     uint32_t bt = gen->tokens_per_block, ctb = c0->tokens_per_block;
-    if (bt % ctb && ctb % bt)
+    if (bt == 0 || ctb == 0 || (bt % ctb && ctb % bt))
         return fail(&cc, COMPAT_TOKENS_PER_BLOCK,
                     "tokens_per_block: neither divides the other: %s has %" PRIu32 ", %s has %" PRIu32,
                     CTXD(c0), ctb, GEND(gen), bt);

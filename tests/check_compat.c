@@ -145,6 +145,11 @@ START_TEST(compat_refuses_other_model_and_block_size)
     /* one dividing the other converts (rule 10), both ways */
     EXPECT("tiny:tpb=32", "tiny", COMPAT_OK);
     EXPECT("tiny:tpb=16", "tiny:tpb=32", COMPAT_OK);
+    /* compat runs before validation too: a 0 block size is refused, not divided by (fuzz_plan) */
+    build(&ctx_i, "tiny", ROLE_CONTEXT);
+    build(&gen_i, "tiny", ROLE_GENERATION);
+    gen_i.r[0].tokens_per_block = 0;
+    ck_assert_int_eq(check_all(m, sizeof(m)), COMPAT_TOKENS_PER_BLOCK);
 }
 END_TEST
 
