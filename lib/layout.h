@@ -17,7 +17,8 @@
 #define LAYOUT_MAX_GROUPS 16    /* vLLM hybrid KV cache groups (Jamba-style 1:7 needs 8) */
 #define LAYOUT_MAX_VIEWS 8      /* per group: k, v, their fp8 scales, ... */
 #define LAYOUT_MAX_TENSORS 4    /* per view */
-#define LAYOUT_MAX_LAYER_ADDRS 2048 /* per-layer (pool, base) entries, all views together */
+#define LAYOUT_MAX_LAYER_ADDRS (LAYOUT_MAX_LAYERS * LAYOUT_MAX_VIEWS) /* per-layer entries: every
+                                     * layer of every view, so a decoded layout never runs out */
 #define LAYOUT_MAX_TP 64
 #define LAYOUT_MAX_PP 64
 #define LAYOUT_NAME_MAX 64      /* instance id, including NUL */
