@@ -17,7 +17,8 @@
 #define LAYOUT_MAX_GROUPS 16    /* vLLM hybrid KV cache groups (Jamba-style 1:7 needs 8) */
 #define LAYOUT_MAX_VIEWS 8      /* per group: k, v, their fp8 scales, ... */
 #define LAYOUT_MAX_TENSORS 4    /* per view */
-#define LAYOUT_MAX_LAYER_ADDRS 2048 /* per-layer (pool, base) entries, all views together */
+#define LAYOUT_MAX_LAYER_ADDRS (LAYOUT_MAX_LAYERS * LAYOUT_MAX_VIEWS) /* per-layer entries: every
+                                     * layer of every view, so a decoded layout never runs out */
 #define LAYOUT_MAX_TP 64
 #define LAYOUT_MAX_PP 64
 #define LAYOUT_NAME_MAX 64      /* instance id, including NUL */
@@ -174,7 +175,9 @@ const char *layout_role_to_string(layout_role_t r);
 /* Full consistency check (the decoder runs it too): counts within limits, names non-empty, every
  * view's tensors tile its region, heads divide, every region of every (layer, item) lies inside
  * its pool, regions of different (layer, item, view) never overlap, layer ids ascending and
- * unique. Returns 0, or -EINVAL with a message naming the field in err. */
+ * unique; regions of views of different groups declaring the same alias may overlap; per-layer
+ * entries lie in addrs[0, n_addrs) and name pools that exist. Returns 0, or -EINVAL with a
+ * message naming the field in err (-ENOMEM if the region check cannot allocate). */
 int layout_validate(const struct layout *l, char *err, size_t errlen);
 
 /* Canonical JSON (jansson). Encode returns a malloc'd NUL-terminated string (caller frees) or

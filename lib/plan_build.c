@@ -34,6 +34,8 @@
  *   generation view index, item in request order, tensor index within the view, outer, head
  *   run). Each writer's extent is its subsequence of that order, packed.
  * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
+ * - Declared aliasing: plan_alias_check() refuses, as BAD_REQUEST naming both items, a request
+ *   whose destination regions in aliased views overlap (before any run is emitted).
  * - Writers are listed by ascending context rank; a rank with nothing to send is not a writer.
  *   Without context ids (the generation daemon) sources stay unresolved; extents and
  *   destinations are the same as the context daemon's.
@@ -458,6 +460,11 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     int rc = check_request(in, err);
     if (rc)
         return rc;
+    rc = plan_alias_check(in->gen, &in->gen_ids, msg, sizeof(msg));
+    if (rc == -ENOMEM)
+        return set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
+    if (rc)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
     struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
     if (!b.vecs)
