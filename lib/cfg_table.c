@@ -191,27 +191,34 @@ const char *cfg_key_suggest(const char *name)
     return best;
 }
 
-int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, size_t len)
+int cfg_check_rule(const struct kvf_config *c, size_t rule, const char *keys[2], char *msg,
+                   size_t len)
 {
     char a[32], b[32];
-    if (c->arena_chunk % (4 * KIB) != 0) {
+    keys[1] = NULL;
+    switch (rule) {
+    case 0:
+        if (c->arena_chunk % (4 * KIB) == 0)
+            return 0;
         cfg_format_size(c->arena_chunk, a, sizeof(a));
         snprintf(msg, len, "arena.chunk: %s is not a multiple of 4KiB", a);
-        keys[0] = "arena.chunk", keys[1] = NULL;
+        keys[0] = "arena.chunk";
         return -EINVAL;
-    }
-    if (c->arena_chunk > c->arena_size) {
+    case 1:
+        if (c->arena_chunk <= c->arena_size)
+            return 0;
         cfg_format_size(c->arena_chunk, a, sizeof(a));
         cfg_format_size(c->arena_size, b, sizeof(b));
         snprintf(msg, len, "arena.chunk: %s is larger than arena.size %s", a, b);
         keys[0] = "arena.chunk", keys[1] = "arena.size";
         return -EINVAL;
-    }
-    if (c->control_max_conns_per_uid > c->control_max_conns) {
+    case 2:
+        if (c->control_max_conns_per_uid <= c->control_max_conns)
+            return 0;
         snprintf(msg, len, "control.max_conns_per_uid: %lld is larger than control.max_conns %lld",
                  (long long)c->control_max_conns_per_uid, (long long)c->control_max_conns);
         keys[0] = "control.max_conns_per_uid", keys[1] = "control.max_conns";
         return -EINVAL;
     }
-    return 0;
+    return 1;
 }
