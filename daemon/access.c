@@ -60,6 +60,30 @@ static int resolve_list(const char *key, const struct cfg_list *l, bool groups, 
     return 0;
 }
 
+/* sockets.group: its gid owns the sockets, and its members are allowed like allow_gids'. */
+static int resolve_socket_group(const char *name, struct access *a, char *err, size_t errlen)
+{
+    unsigned id;
+    if (!name || !*name)
+        return 0;
+    if (parse_id(name, &id) < 0) {
+        struct group *g = getgrnam(name);
+        if (!g) {
+            snprintf(err, errlen, "sockets.group: unknown group '%s'", name);
+            return -EINVAL;
+        }
+        id = g->gr_gid;
+    }
+    unsigned *ids = realloc(a->allow_gids.ids, (a->allow_gids.n + 1) * sizeof(*ids));
+    if (!ids)
+        return -ENOMEM;
+    ids[a->allow_gids.n++] = id;
+    a->allow_gids.ids = ids;
+    a->has_socket_gid = true;
+    a->socket_gid = (gid_t)id;
+    return 0;
+}
+
 int access_resolve(const struct kvf_config *c, struct access *ret, char *err, size_t errlen)
 {
     struct access a;
@@ -73,6 +97,10 @@ int access_resolve(const struct kvf_config *c, struct access *ret, char *err, si
                           errlen)) < 0 ||
         (r = resolve_list("access.admin_gids", &c->access_admin_gids, true, &a.admin_gids, err,
                           errlen)) < 0) {
+        access_done(&a);
+        return r;
+    }
+    if ((r = resolve_socket_group(c->sockets_group, &a, err, errlen)) < 0) {
         access_done(&a);
         return r;
     }

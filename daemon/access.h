@@ -19,6 +19,8 @@ struct id_set {
 
 struct access {
     struct id_set allow_uids, allow_gids, admin_uids, admin_gids;
+    bool has_socket_gid; /* sockets.group set: the sockets are chowned to socket_gid */
+    gid_t socket_gid;
 };
 
 struct peer_cred {
@@ -28,8 +30,9 @@ struct peer_cred {
     bool admin;
 };
 
-/* Resolves the four access.* lists. On an unknown name writes "access.allow_uids: unknown user
- * 'x'" into err and returns -EINVAL; *ret untouched. */
+/* Resolves the four access.* lists and sockets.group (whose gid joins allow_gids). On an unknown
+ * name writes "access.allow_uids: unknown user 'x'" into err and returns -EINVAL; *ret
+ * untouched. */
 int access_resolve(const struct kvf_config *c, struct access *ret, char *err, size_t errlen);
 void access_done(struct access *a);
 

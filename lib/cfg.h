@@ -24,11 +24,13 @@ struct cfg_list {
 
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
-     * /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, else ./run */
+     * $RUNTIME_DIRECTORY (set by systemd), else /run/kvferry for root, else
+     * $XDG_RUNTIME_DIR/kvferry, else ./run */
     char *sockets_dir;
     char *sockets_control;
     char *sockets_worker;
     int64_t sockets_mode;          /* octal, default 0660 */
+    char *sockets_group;           /* group owning both sockets; "": the daemon's own group */
 
     /* access.*: uids/gids (names or numbers) allowed on the sockets; the daemon's own uid and
      * root are always allowed. admin_*: may run mutating control commands. */

@@ -34,14 +34,18 @@ static const char *const placements[] = {"auto", "host", "device", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
-        "Directory of the sockets. \"\": /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, "
-        "else ./run."),
+        "Directory of the sockets. \"\": $RUNTIME_DIRECTORY (systemd's RuntimeDirectory=), else "
+        "/run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, else ./run."),
     ROW("sockets.control", CFG_PATH, sockets_control, "\"\"", 0, SOCKET_PATH_MAX, false,
         "Control socket (JSON lines, kvferryctl). \"\": <dir>/control.sock."),
     ROW("sockets.worker", CFG_PATH, sockets_worker, "\"\"", 0, SOCKET_PATH_MAX, false,
         "Worker socket (libkvferry). \"\": <dir>/worker.sock."),
     ROW("sockets.mode", CFG_INT, sockets_mode, "0660", 0, 0777, false,
         "Permission bits of both sockets, octal."),
+    ROW("sockets.group", CFG_STRING, sockets_group, "\"\"", 0, 64, false,
+        "Group (name or gid) owning both sockets, so that its members can connect (with mode "
+        "0660); its members are allowed as if listed in access.allow_gids. \"\": the daemon's own "
+        "group."),
 
     ROW("access.allow_uids", CFG_LIST, access_allow_uids, "[]", 0, 0, true,
         "Users (names or uids) allowed on the sockets besides root and the daemon's own user."),

@@ -597,6 +597,13 @@ static int check_user_paths(const struct kvf_config *c)
     wrong |= cfg_worker_path(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run/worker.sock") != 0;
     unsetenv("XDG_RUNTIME_DIR");
     wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
+    /* under systemd (User=kvferry, RuntimeDirectory=kvferry): the unit's runtime directory */
+    setenv("RUNTIME_DIRECTORY", "/run/kvferry", 1);
+    wrong |= cfg_worker_path(c, buf, sizeof(buf)) != 0 ||
+             strcmp(buf, "/run/kvferry/worker.sock") != 0;
+    setenv("RUNTIME_DIRECTORY", "/run/a:/run/b", 1); /* several: none of them */
+    wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
+    unsetenv("RUNTIME_DIRECTORY");
     return wrong ? 1 : 0;
 }
 
