@@ -60,13 +60,14 @@ static int resolve_list(const char *key, const struct cfg_list *l, bool groups, 
     return 0;
 }
 
-/* sockets.group: its gid owns the sockets, and its members are allowed like allow_gids'. */
+/* The sockets' group, whose members the sockets' mode (0660) lets connect: sockets.group (then
+ * the sockets are chowned to it), else the daemon's own group. Its members are allowed like
+ * allow_gids', so that file system and access.* agree. */
 static int resolve_socket_group(const char *name, struct access *a, char *err, size_t errlen)
 {
-    unsigned id;
-    if (!name || !*name)
-        return 0;
-    if (parse_id(name, &id) < 0) {
+    unsigned id = (unsigned)getegid();
+    bool chown_to = name && *name;
+    if (chown_to && parse_id(name, &id) < 0) {
         struct group *g = getgrnam(name);
         if (!g) {
             snprintf(err, errlen, "sockets.group: unknown group '%s'", name);
@@ -79,7 +80,7 @@ static int resolve_socket_group(const char *name, struct access *a, char *err, s
         return -ENOMEM;
     ids[a->allow_gids.n++] = id;
     a->allow_gids.ids = ids;
-    a->has_socket_gid = true;
+    a->has_socket_gid = chown_to;
     a->socket_gid = (gid_t)id;
     return 0;
 }

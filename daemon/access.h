@@ -1,7 +1,9 @@
 /* access.h: who may use the daemon's sockets. access.* lists (user/group names or numbers) are
  * resolved once, at load and at reload, into numeric sets; a peer (from SO_PEERCRED) is then
  * matched against them: by uid, or by gid against the peer's primary and supplementary groups.
- * The daemon's own uid and root are always allowed and always admins; admins are allowed.
+ * The daemon's own uid and root are always allowed and always admins; admins are allowed. So are
+ * the members of the sockets' group (sockets.group, else the daemon's own group): the sockets'
+ * mode lets them in, and access.* agrees.
  * struct access owns its arrays. Loop thread only (NSS lookups happen here). */
 #ifndef KVF_ACCESS_H
 #define KVF_ACCESS_H

@@ -44,11 +44,12 @@ const struct cfg_key cfg_table[] = {
         "Permission bits of both sockets, octal."),
     ROW("sockets.group", CFG_STRING, sockets_group, "\"\"", 0, 64, false,
         "Group (name or gid) owning both sockets, so that its members can connect (with mode "
-        "0660); its members are allowed as if listed in access.allow_gids. \"\": the daemon's own "
-        "group."),
+        "0660). \"\": the daemon's own group. The members of either are allowed as if listed in "
+        "access.allow_gids."),
 
     ROW("access.allow_uids", CFG_LIST, access_allow_uids, "[]", 0, 0, true,
-        "Users (names or uids) allowed on the sockets besides root and the daemon's own user."),
+        "Users (names or uids) allowed on the sockets besides root, the daemon's own user and the "
+        "members of the sockets' group (sockets.group)."),
     ROW("access.allow_gids", CFG_LIST, access_allow_gids, "[]", 0, 0, true,
         "Groups (names or gids) whose members are allowed on the sockets."),
     ROW("access.admin_uids", CFG_LIST, access_admin_uids, "[]", 0, 0, true,
