@@ -14,8 +14,8 @@ int sockowner_apply(const char *path, const struct access *a, char *err, size_t 
     gid_t gid = a->socket_gid;
     if (chown(path, (uid_t)-1, gid) < 0) {
         int e = errno;
-        snprintf(err, errlen, "sockets.group: cannot give %s to gid %u: %s%s", path,
-                 (unsigned)gid, strerror(e),
+        snprintf(err, errlen, "sockets.group: cannot give %s to gid %u: %s%s", path, (unsigned)gid,
+                 strerror(e),
                  e == EPERM ? " (the daemon's user must be a member of that group)" : "");
         return -e;
     }

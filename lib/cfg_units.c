@@ -40,7 +40,10 @@ static const struct unit size_units[] = {
 };
 
 static const struct unit duration_units[] = {
-    {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 3600 * 1000},
+    {"ms", 1},
+    {"s", 1000},
+    {"m", 60 * 1000},
+    {"h", 3600 * 1000},
 };
 
 /* Parses "<ws><digits><ws><unit><ws>" with one of units[]. */

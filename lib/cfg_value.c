@@ -188,8 +188,8 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
         if (rc == -EINVAL && k->type == CFG_DURATION && bare_number(text)) {
             const char *d = text + strspn(text, " \t");
             int nd = (int)strspn(d, "0123456789");
-            snprintf(msg, len, "%s: '%.*s' has no unit: write %.*sms or %.*ss", k->key, nd, d,
-                     nd, d, nd, d);
+            snprintf(msg, len, "%s: '%.*s' has no unit: write %.*sms or %.*ss", k->key, nd, d, nd,
+                     d, nd, d);
             return -EINVAL;
         }
         if (rc == -EINVAL)

@@ -27,7 +27,7 @@ struct yctx {
     const char *name; /* borrowed: the file name for messages */
     char *err;        /* borrowed: caller's buffer; one line per error */
     size_t errlen;
-    size_t err_used;  /* bytes of err written */
+    size_t err_used; /* bytes of err written */
     unsigned n_errors;
     const char *text; /* borrowed: the file's bytes, for positions of reader errors */
     size_t len;
@@ -59,8 +59,8 @@ __attribute__((format(printf, 3, 0))) static int vreport(struct yctx *y, yaml_ma
     if (y->n_errors < CFG_ERRORS_MAX)
         return 0;
     if (y->err_used + 1 < y->errlen)
-        snprintf(y->err + y->err_used, y->errlen - y->err_used,
-                 "\n%s: stopped after %d errors", y->name, CFG_ERRORS_MAX);
+        snprintf(y->err + y->err_used, y->errlen - y->err_used, "\n%s: stopped after %d errors",
+                 y->name, CFG_ERRORS_MAX);
     return -EINVAL;
 }
 
@@ -125,9 +125,9 @@ static int skip_rest(struct yctx *y, yaml_event_type_t first)
         int rc = next(y, &ev);
         if (rc < 0)
             return rc;
-        depth += opens(ev.type) ? 1
+        depth += opens(ev.type)                                                            ? 1
                  : ev.type == YAML_MAPPING_END_EVENT || ev.type == YAML_SEQUENCE_END_EVENT ? -1
-                                                                                          : 0;
+                                                                                           : 0;
         yaml_event_delete(&ev);
     }
     return 0;
@@ -243,8 +243,7 @@ static int parse_key(struct yctx *y, const char *key, yaml_mark_t key_mark)
         if ((rc = report(y, ev.start_mark, "%s: expected a single value, got %s", key,
                          shape(&ev))) == 0)
             rc = skip_rest(y, t);
-    } else if ((rc = cfg_value_parse(k,
-                                     plain_null(&ev) ? NULL : (const char *)ev.data.scalar.value,
+    } else if ((rc = cfg_value_parse(k, plain_null(&ev) ? NULL : (const char *)ev.data.scalar.value,
                                      y->cfg, msg, sizeof(msg))) == -EINVAL)
         *bad = true, rc = report(y, ev.start_mark, "%s", msg);
     yaml_event_delete(&ev);
@@ -268,8 +267,7 @@ static int read_key(struct yctx *y, char *buf, size_t len, yaml_mark_t *mark)
         rc = report(y, ev.start_mark, "expected a key name, got %s", shape(&ev));
     else if (ev.data.scalar.length >= len ||
              strlen((const char *)ev.data.scalar.value) != ev.data.scalar.length)
-        rc = report(y, ev.start_mark, "unknown key '%.40s...'",
-                    (const char *)ev.data.scalar.value);
+        rc = report(y, ev.start_mark, "unknown key '%.40s...'", (const char *)ev.data.scalar.value);
     else {
         memcpy(buf, ev.data.scalar.value, ev.data.scalar.length + 1);
         refused = false;
@@ -326,8 +324,9 @@ static int parse_section(struct yctx *y, const char *section, yaml_mark_t mark)
         return rc;
     yaml_event_type_t t = ev.type;
     bool empty = plain_null(&ev), mapping = t == YAML_MAPPING_START_EVENT;
-    if (!empty && !mapping && (rc = report(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s",
-                                           section, section, shape(&ev))) == 0)
+    if (!empty && !mapping &&
+        (rc = report(y, ev.start_mark, "%s: expected a mapping of %s.* keys, got %s", section,
+                     section, shape(&ev))) == 0)
         rc = skip_rest(y, t);
     yaml_event_delete(&ev);
     if (rc < 0 || !mapping)

@@ -23,8 +23,8 @@ static void roff(const char *s)
 
 static const char *type_name(const struct cfg_key *k)
 {
-    static const char *const names[] = {"string", "path", "boolean", "integer",
-                                        "size",   "duration", "one of", "list"};
+    static const char *const names[] = {"string", "path",     "boolean", "integer",
+                                        "size",   "duration", "one of",  "list"};
     return names[k->type];
 }
 
@@ -57,8 +57,7 @@ int main(void)
                 printf("%s%s", e ? ", " : " ", k->enum_names[e]);
         printf("; default ");
         roff(k->def);
-        if ((k->type == CFG_INT || k->type == CFG_SIZE || k->type == CFG_DURATION) &&
-            k->max > 0) {
+        if ((k->type == CFG_INT || k->type == CFG_SIZE || k->type == CFG_DURATION) && k->max > 0) {
             char lo[32], hi[32];
             bound(k, k->min, lo, sizeof(lo));
             bound(k, k->max, hi, sizeof(hi));

@@ -355,20 +355,21 @@ START_TEST(every_error_of_a_file_is_reported_at_once)
                        "listen: [1]\n"
                        "gates:\n"
                        "  min_bytes: lots\n";
-    const char *want = "t.yaml:2:3: unknown key 'arena.sise' (did you mean 'arena.size'?)\n"
-                       "t.yaml:4:20: arena.reserve_timeout: '5' has no unit: write 5ms or 5s\n"
-                       "t.yaml:6:11: deadlines.lookup: expected a duration like 30s or 200ms, got "
-                       "'soon'\n"
-                       "t.yaml:7:3: duplicate key 'deadlines.lookup' (first set at line 6)\n"
-                       "t.yaml:8:1: unknown key 'banana'\n"
-                       "t.yaml:12:20: access.allow_uids: expected a user or group name or number, "
-                       "got 'no way'\n"
-                       "t.yaml:12:30: access.allow_uids: list entries must be scalars, got a list\n"
-                       "t.yaml:13:9: listen: expected a mapping of listen.* keys, got a list\n"
-                       "t.yaml:15:14: gates.min_bytes: expected a size like 512MiB, got 'lots'\n"
-                       "t.yaml:3:3: arena.chunk: 65537 is not a multiple of 4KiB\n"
-                       "t.yaml:10:3: control.max_conns_per_uid: 16 is larger than control.max_conns "
-                       "4";
+    const char *want =
+        "t.yaml:2:3: unknown key 'arena.sise' (did you mean 'arena.size'?)\n"
+        "t.yaml:4:20: arena.reserve_timeout: '5' has no unit: write 5ms or 5s\n"
+        "t.yaml:6:11: deadlines.lookup: expected a duration like 30s or 200ms, got "
+        "'soon'\n"
+        "t.yaml:7:3: duplicate key 'deadlines.lookup' (first set at line 6)\n"
+        "t.yaml:8:1: unknown key 'banana'\n"
+        "t.yaml:12:20: access.allow_uids: expected a user or group name or number, "
+        "got 'no way'\n"
+        "t.yaml:12:30: access.allow_uids: list entries must be scalars, got a list\n"
+        "t.yaml:13:9: listen: expected a mapping of listen.* keys, got a list\n"
+        "t.yaml:15:14: gates.min_bytes: expected a size like 512MiB, got 'lots'\n"
+        "t.yaml:3:3: arena.chunk: 65537 is not a multiple of 4KiB\n"
+        "t.yaml:10:3: control.max_conns_per_uid: 16 is larger than control.max_conns "
+        "4";
     ck_assert_str_eq(load_err(text), want);
 
     /* a refused arena.size: the chunk rule (chunk <= size) is not judged against the default */
@@ -599,8 +600,8 @@ static int check_user_paths(const struct kvf_config *c)
     wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
     /* under systemd (User=kvferry, RuntimeDirectory=kvferry): the unit's runtime directory */
     setenv("RUNTIME_DIRECTORY", "/run/kvferry", 1);
-    wrong |= cfg_worker_path(c, buf, sizeof(buf)) != 0 ||
-             strcmp(buf, "/run/kvferry/worker.sock") != 0;
+    wrong |=
+        cfg_worker_path(c, buf, sizeof(buf)) != 0 || strcmp(buf, "/run/kvferry/worker.sock") != 0;
     setenv("RUNTIME_DIRECTORY", "/run/a:/run/b", 1); /* several: none of them */
     wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
     unsetenv("RUNTIME_DIRECTORY");

@@ -74,8 +74,8 @@ END_TEST
 START_TEST(duration_refuses_negative_junk_unknown_units_and_overflow)
 {
     /* a number without its unit ("2": milliseconds or seconds?) is refused, 0 alone excepted */
-    static const char *const bad[] = {"",     "-5s", "s",    "1.5s", "1d", "10 sec",
-                                      "5mm",  "soon", "2",    "250",  " 30 ", "00x"};
+    static const char *const bad[] = {"",    "-5s",  "s", "1.5s", "1d",   "10 sec",
+                                      "5mm", "soon", "2", "250",  " 30 ", "00x"};
     uint64_t v = 7;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(cfg_parse_duration_ms(bad[i], &v) == -EINVAL, "'%s' must be refused", bad[i]);

@@ -81,8 +81,11 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
     static char out[16384];
     char cmd[4096], rel[512];
     make_install(out, sizeof(out));
-    const char *want[] = {"/usr/bin/kvferryd", "/usr/bin/kvferryctl", "/usr/lib/kvferry/kvferry-sim",
-                          "/usr/include/kvferry.h", "/usr/lib/systemd/system/kvferry.service",
+    const char *want[] = {"/usr/bin/kvferryd",
+                          "/usr/bin/kvferryctl",
+                          "/usr/lib/kvferry/kvferry-sim",
+                          "/usr/include/kvferry.h",
+                          "/usr/lib/systemd/system/kvferry.service",
                           "/usr/lib/sysusers.d/kvferry.conf"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         ck_assert_msg(exists(want[i]), "%s not installed", want[i]);
@@ -99,8 +102,8 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
     char pc[1024];
     snprintf(pc, sizeof(pc), "PKG_CONFIG_SYSROOT_DIR=%s PKG_CONFIG_PATH=%s%s/pkgconfig", dest, dest,
              multiarch_libdir);
-    snprintf(cmd, sizeof(cmd), "%s pkg-config --modversion kvferry && %s pkg-config --cflags --libs kvferry",
-             pc, pc);
+    snprintf(cmd, sizeof(cmd),
+             "%s pkg-config --modversion kvferry && %s pkg-config --cflags --libs kvferry", pc, pc);
     sh_ok(cmd, out, sizeof(out));
     char inc[192];
     snprintf(inc, sizeof(inc), "-I%s/usr/include", dest);
@@ -133,8 +136,8 @@ START_TEST(installed_man_pages_render)
                  {"man8/kvferryctl.8", "--json"},
                  {"man5/kvferry.yaml.5", "deadlines.send_wait"}};
     for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
-        snprintf(cmd, sizeof(cmd), "MANWIDTH=100 man -l %s/usr/share/man/%s 2>&1 | col -b",
-                 dest, pages[i].page);
+        snprintf(cmd, sizeof(cmd), "MANWIDTH=100 man -l %s/usr/share/man/%s 2>&1 | col -b", dest,
+                 pages[i].page);
         sh_ok(cmd, out, sizeof(out));
         ck_assert_msg(strstr(out, pages[i].needle), "%s lacks %s:\n%s", pages[i].page,
                       pages[i].needle, out);

@@ -61,9 +61,9 @@ START_TEST(sockets_group_owns_sockets_and_its_members_connect_others_do_not)
     ck_assert_uint_eq(st.st_gid, GROUP);
     ck_assert_uint_eq(st.st_mode & 0070, 0050); /* 0750: the group may enter, not write */
 
-    ck_assert_int_eq(status_as(&h, h.sock, GROUP), 0);   /* a member: connects and is allowed */
+    ck_assert_int_eq(status_as(&h, h.sock, GROUP), 0); /* a member: connects and is allowed */
     ck_assert_int_eq(status_as(&h, worker, GROUP), 0);
-    ck_assert_int_eq(status_as(&h, h.sock, NOBODY), 4);  /* not a member: EACCES */
+    ck_assert_int_eq(status_as(&h, h.sock, NOBODY), 4); /* not a member: EACCES */
     ck_assert_int_eq(status_as(&h, worker, NOBODY), 4);
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);

@@ -59,26 +59,15 @@ START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
     char exec[256];
     snprintf(exec, sizeof(exec), "ExecStart=%s/bin/kvferryd --config /etc/kvferry/kvferry.yaml\n",
              dir);
-    const char *want[] = {exec,
-                          "Type=notify\n",
-                          "ExecReload=/bin/kill -HUP $MAINPID\n",
-                          "Restart=on-failure\n",
-                          "WatchdogSec=30s\n",
-                          "RuntimeDirectory=kvferry\n",
-                          "LimitMEMLOCK=infinity\n",
-                          "LimitNOFILE=65536\n",
-                          "DevicePolicy=closed\n",
-                          "DeviceAllow=char-nvidia-uvm rw\n",
-                          "ProtectSystem=strict\n",
-                          /* non-root: workers in group kvferry reach the sockets */
-                          "User=kvferry\n",
-                          "Group=kvferry\n",
-                          "RuntimeDirectoryMode=0770\n",
-                          "AmbientCapabilities=CAP_IPC_LOCK\n",
-                          "CapabilityBoundingSet=CAP_IPC_LOCK\n",
-                          "SystemCallFilter=@system-service\n",
-                          "UMask=0027\n",
-                          "NoNewPrivileges=yes\n"};
+    const char *want[] = {
+        exec, "Type=notify\n", "ExecReload=/bin/kill -HUP $MAINPID\n", "Restart=on-failure\n",
+        "WatchdogSec=30s\n", "RuntimeDirectory=kvferry\n", "LimitMEMLOCK=infinity\n",
+        "LimitNOFILE=65536\n", "DevicePolicy=closed\n", "DeviceAllow=char-nvidia-uvm rw\n",
+        "ProtectSystem=strict\n",
+        /* non-root: workers in group kvferry reach the sockets */
+        "User=kvferry\n", "Group=kvferry\n", "RuntimeDirectoryMode=0770\n",
+        "AmbientCapabilities=CAP_IPC_LOCK\n", "CapabilityBoundingSet=CAP_IPC_LOCK\n",
+        "SystemCallFilter=@system-service\n", "UMask=0027\n", "NoNewPrivileges=yes\n"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         ck_assert_msg(strstr(out, want[i]) != NULL, "unit lacks %s", want[i]);
     ck_assert_ptr_null(strstr(out, "@PREFIX@"));
