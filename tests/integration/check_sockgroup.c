@@ -70,6 +70,30 @@ START_TEST(sockets_group_owns_sockets_and_its_members_connect_others_do_not)
 }
 END_TEST
 
+/* Without sockets.group the sockets keep the daemon's own group (root's here), and its members
+ * are allowed too: what the mode lets in, access.* does not turn away. */
+START_TEST(without_sockets_group_the_daemons_own_group_is_allowed)
+{
+    if (geteuid() != 0) {
+        printf("SKIP without_sockets_group_the_daemons_own_group_is_allowed: needs root\n");
+        return;
+    }
+    struct dh h;
+    dh_start(&h, NULL);
+    char run[128];
+    snprintf(run, sizeof(run), "%s/run", h.dir);
+    ck_assert_int_eq(chmod(h.dir, 0711), 0);
+    ck_assert_int_eq(chmod(run, 0750), 0);
+    struct stat st;
+    ck_assert_int_eq(stat(h.sock, &st), 0);
+    ck_assert_uint_eq(st.st_gid, getegid());
+    ck_assert_int_eq(status_as(&h, h.sock, getegid()), 0);
+    ck_assert_int_eq(status_as(&h, h.sock, NOBODY), 4);
+    ck_assert_int_eq(dh_stop(&h), 0);
+    dh_cleanup(&h);
+}
+END_TEST
+
 START_TEST(sockets_group_unknown_name_fails_check_config_with_the_key)
 {
     char dir[64], path[128], cmd[512], out[4096], bin[256];
@@ -91,6 +115,7 @@ int main(void)
     TCase *t = tcase_create("sockgroup");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, sockets_group_owns_sockets_and_its_members_connect_others_do_not);
+    tcase_add_test(t, without_sockets_group_the_daemons_own_group_is_allowed);
     tcase_add_test(t, sockets_group_unknown_name_fails_check_config_with_the_key);
     suite_add_tcase(s, t);
     return tu_run(s);
