@@ -56,6 +56,8 @@ START_TEST(status_is_short_and_human_json_stays_raw)
     ck_assert_int_eq(ctl("--json status"), 0);
     ck_assert_msg(matches(out, "\"started_at_s\": [0-9]+,$"), "%s", out);
     ck_assert_msg(matches(out, "\"uptime_s\": [0-9]+,$"), "%s", out);
+    ck_assert_int_eq(ctl("transfers"), 0);
+    ck_assert_str_eq(out, "no requests in flight\n");
     wt_stop(&env);
 }
 END_TEST
