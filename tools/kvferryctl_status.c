@@ -9,8 +9,8 @@
 
 #define COLS 100
 
-__attribute__((format(printf, 3, 4))) static void line(FILE *f, const char *label,
-                                                       const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void line(FILE *f, const char *label, const char *fmt,
+                                                       ...)
 {
     char buf[1024];
     int n = snprintf(buf, sizeof(buf), "%-10s", label);
@@ -22,7 +22,6 @@ __attribute__((format(printf, 3, 4))) static void line(FILE *f, const char *labe
         memcpy(buf + COLS - 3, "...", 4);
     fprintf(f, "%s\n", buf);
 }
-
 
 static void print_reload(FILE *f, json_t *r)
 {
@@ -50,8 +49,9 @@ static void print_instances(FILE *f, json_t *insts)
     json_array_foreach(insts, i, in)
     {
         int n = snprintf(buf + off, sizeof(buf) - off, "%s%s (%s, %lld/%lld ranks%s)",
-                         i ? ", " : "", ctl_gets(in, "id"), ctl_gets(in, "role"), ctl_geti(in, "registered"),
-                         ctl_geti(in, "ranks"), json_is_true(json_object_get(in, "home")) ? ", home" : "");
+                         i ? ", " : "", ctl_gets(in, "id"), ctl_gets(in, "role"),
+                         ctl_geti(in, "registered"), ctl_geti(in, "ranks"),
+                         json_is_true(json_object_get(in, "home")) ? ", home" : "");
         if (n < 0 || (size_t)n >= sizeof(buf) - off)
             break;
         off += (size_t)n;
@@ -76,8 +76,8 @@ void ctl_print_status(FILE *f, json_t *r)
     if (json_is_object(w)) {
         line(f, "workers", "%s  %lld connections, %lld ranks, %lld requests in flight%s",
              ctl_gets(w, "socket"), ctl_geti(w, "connections"), ctl_geti(w, "ranks"),
-             ctl_geti(w, "transfers_in_flight"), json_is_true(json_object_get(w, "draining"))
-                                                 ? "  DRAINING" : "");
+             ctl_geti(w, "transfers_in_flight"),
+             json_is_true(json_object_get(w, "draining")) ? "  DRAINING" : "");
         print_instances(f, json_object_get(w, "instances"));
     }
     json_t *p = json_object_get(r, "peers");
@@ -88,7 +88,8 @@ void ctl_print_status(FILE *f, json_t *r)
             size_t i, upn = 0;
             json_t *e;
             json_array_foreach(json_object_get(p, "peers"), i, e) upn +=
-                strcmp(ctl_gets(e, "state"), "up") == 0 || strcmp(ctl_gets(e, "state"), "ready") == 0;
+                strcmp(ctl_gets(e, "state"), "up") == 0 ||
+                strcmp(ctl_gets(e, "state"), "ready") == 0;
             line(f, "peers", "self %s  listen %s  %zu peers (%zu up)", ctl_gets(p, "self"),
                  *ctl_gets(p, "listen") ? ctl_gets(p, "listen") : "(none)",
                  json_array_size(json_object_get(p, "peers")), upn);
@@ -102,7 +103,8 @@ void ctl_print_status(FILE *f, json_t *r)
             line(f, "arena", "off: %s", ctl_gets(a, "why"));
         else
             line(f, "arena", "%s landing, %lld/%lld slots in use, %lld waiting", cap,
-                 ctl_geti(a, "slots_in_use"), ctl_geti(a, "slots_total"), ctl_geti(a, "waiting_requests"));
+                 ctl_geti(a, "slots_in_use"), ctl_geti(a, "slots_total"),
+                 ctl_geti(a, "waiting_requests"));
     }
     json_t *g = json_object_get(r, "gpu");
     if (json_is_object(g)) {
@@ -112,10 +114,10 @@ void ctl_print_status(FILE *f, json_t *r)
             line(f, "gpu", "%s, %lld devices", ctl_gets(g, "mode"), ctl_geti(g, "device_count"));
     }
     /* sections this printer does not know still show up, by name */
-    static const char *const known[] = {"version", "pid",         "state",   "uptime_s",
-                                        "started_at_s", "config_path", "log_level", "last_reload",
-                                        "watchdog_usec", "control", "workers", "peers",
-                                        "arena",   "gpu"};
+    static const char *const known[] = {"version",       "pid",         "state",     "uptime_s",
+                                        "started_at_s",  "config_path", "log_level", "last_reload",
+                                        "watchdog_usec", "control",     "workers",   "peers",
+                                        "arena",         "gpu"};
     char other[512] = "";
     size_t off = 0;
     const char *k;
@@ -125,7 +127,8 @@ void ctl_print_status(FILE *f, json_t *r)
         bool is_known = false;
         for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
             is_known |= strcmp(k, known[i]) == 0;
-        int n = is_known ? 0 : snprintf(other + off, sizeof(other) - off, "%s%s", off ? ", " : "", k);
+        int n =
+            is_known ? 0 : snprintf(other + off, sizeof(other) - off, "%s%s", off ? ", " : "", k);
         if (n > 0 && (size_t)n < sizeof(other) - off)
             off += (size_t)n;
     }
@@ -140,10 +143,17 @@ void ctl_print_workers(FILE *f, json_t *r)
     static const struct {
         const char *key, *head;
         int width;
-    } cols[] = {{"conn_id", "CONN", 5},  {"pid", "PID", 8},        {"uid", "UID", 6},
-                {"name", "NAME", 16},    {"instance", "INSTANCE", 12}, {"role", "ROLE", 10},
-                {"rank", "RANK", 5},     {"pool_bytes", "POOLS", 9}, {"memory", "MEM", 5},
-                {"in_flight", "REQS", 5}, {"age_ms", "AGE", 8}};
+    } cols[] = {{"conn_id", "CONN", 5},
+                {"pid", "PID", 8},
+                {"uid", "UID", 6},
+                {"name", "NAME", 16},
+                {"instance", "INSTANCE", 12},
+                {"role", "ROLE", 10},
+                {"rank", "RANK", 5},
+                {"pool_bytes", "POOLS", 9},
+                {"memory", "MEM", 5},
+                {"in_flight", "REQS", 5},
+                {"age_ms", "AGE", 8}};
     const size_t nc = sizeof(cols) / sizeof(cols[0]);
     json_t *ws = json_object_get(r, "workers");
     if (json_array_size(ws) == 0)
@@ -179,9 +189,9 @@ void ctl_print_workers(FILE *f, json_t *r)
                 "HOME", "EPOCH");
         size_t i;
         json_t *in;
-        json_array_foreach(insts, i, in)
-        fprintf(f, "%-16.16s %-12.12s %6lld %10lld %5s %6lld\n", ctl_gets(in, "id"), ctl_gets(in, "role"),
-                ctl_geti(in, "ranks"), ctl_geti(in, "registered"),
-                json_is_true(json_object_get(in, "home")) ? "yes" : "no", ctl_geti(in, "epoch"));
+        json_array_foreach(insts, i, in) fprintf(
+            f, "%-16.16s %-12.12s %6lld %10lld %5s %6lld\n", ctl_gets(in, "id"),
+            ctl_gets(in, "role"), ctl_geti(in, "ranks"), ctl_geti(in, "registered"),
+            json_is_true(json_object_get(in, "home")) ? "yes" : "no", ctl_geti(in, "epoch"));
     }
 }

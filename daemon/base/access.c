@@ -130,6 +130,10 @@ int access_peer_cred(int fd, struct peer_cred *ret)
     ret->uid = uc.uid;
     ret->gid = uc.gid;
     ret->admin = false;
+    ret->n_groups = 0;
+    len = sizeof(ret->groups);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, ret->groups, &len) == 0)
+        ret->n_groups = (uint16_t)(len / sizeof(gid_t));
     return 0;
 }
 
@@ -142,13 +146,16 @@ static bool set_has(const struct id_set *s, unsigned id)
 }
 
 /* True when one of the peer's groups (primary from the credential and from passwd,
- * supplementary from the group database) is in s. */
+ * supplementary as the process runs with them and from the group database) is in s. */
 static bool groups_match(const struct id_set *s, const struct peer_cred *cred)
 {
     if (s->n == 0)
         return false;
     if (set_has(s, cred->gid))
         return true;
+    for (uint16_t i = 0; i < cred->n_groups && i < ACCESS_PEER_GROUPS; i++)
+        if (set_has(s, cred->groups[i]))
+            return true;
     struct passwd *p = getpwuid(cred->uid);
     if (!p)
         return false;

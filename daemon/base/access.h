@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "cfg.h"
@@ -25,11 +26,18 @@ struct access {
     gid_t socket_gid;
 };
 
+#define ACCESS_PEER_GROUPS 64 /* supplementary groups of a peer kept from SO_PEERGROUPS */
+
 struct peer_cred {
     pid_t pid;
     uid_t uid;
     gid_t gid;
     bool admin;
+    /* The peer process's own supplementary groups (SO_PEERGROUPS): those it runs with, which
+     * the file system used to let it connect (a unit's SupplementaryGroups=, newgrp), whether
+     * or not the group database lists them. n_groups 0: unknown (more than fit, or none). */
+    uint16_t n_groups;
+    gid_t groups[ACCESS_PEER_GROUPS];
 };
 
 /* Resolves the four access.* lists and sockets.group (whose gid joins allow_gids). On an unknown
@@ -38,7 +46,7 @@ struct peer_cred {
 int access_resolve(const struct kvf_config *c, struct access *ret, char *err, size_t errlen);
 void access_done(struct access *a);
 
-/* Reads SO_PEERCRED of a connected unix socket. 0 or -errno. */
+/* Reads SO_PEERCRED (and SO_PEERGROUPS) of a connected unix socket. 0 or -errno. */
 int access_peer_cred(int fd, struct peer_cred *ret);
 /* Sets cred->admin. Returns true when the peer may use the socket at all. */
 bool access_check(const struct access *a, struct peer_cred *cred);

@@ -7,7 +7,8 @@
 
 #include "wtest.h"
 
-#define ISO_TIME "[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9][+-][0-9]{2}:[0-9]{2}"
+#define ISO_TIME                                                                                   \
+    "[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9][+-][0-9]{2}:[0-9]{2}"
 
 static struct wenv env;
 static char out[1 << 16];
@@ -83,17 +84,18 @@ END_TEST
 START_TEST(workers_fit_100_columns_and_l_shows_every_column)
 {
     wt_start(&env, NULL);
-    pid_t sim = wt_sim(&env, "ctx.log", "--role", "context", "--instance",
-                       "a-rather-long-instance-name-0", "--spec",
-                       "kimi-linear-48b:tp=2,blocks=40,slots=2", "--all-ranks", "--requests", "1",
-                       "--prompt-tokens", "2048", "--readers", "2", (char *)NULL);
+    pid_t sim =
+        wt_sim(&env, "ctx.log", "--role", "context", "--instance", "a-rather-long-instance-name-0",
+               "--spec", "kimi-linear-48b:tp=2,blocks=40,slots=2", "--all-ranks", "--requests", "1",
+               "--prompt-tokens", "2048", "--readers", "2", (char *)NULL);
     int64_t end = wt_now_ms() + 10000;
     while (wt_ctl_count(&env, "workers", "workers") < 2 && wt_now_ms() < end)
         usleep(10000);
     ck_assert_int_eq(ctl("workers"), 0);
     ck_assert_msg(widest_line(out) <= 100, "workers is %zu wide:\n%s", widest_line(out), out);
-    ck_assert_msg(matches(out, "^CONN +PID +UID +NAME +INSTANCE +ROLE +RANK +POOLS +MEM +REQS +AGE$"),
-                  "%s", out);
+    ck_assert_msg(
+        matches(out, "^CONN +PID +UID +NAME +INSTANCE +ROLE +RANK +POOLS +MEM +REQS +AGE$"), "%s",
+        out);
     ck_assert_msg(matches(out, " [0-9.]+MiB +host +"), "%s", out); /* pool bytes in MiB */
     ck_assert_int_eq(ctl("-l workers"), 0);
     ck_assert_msg(strstr(out, "tp_size") && strstr(out, "attention_dp") &&

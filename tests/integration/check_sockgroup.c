@@ -7,14 +7,18 @@
 #define GROUP 54321
 #define NOBODY 65534
 
-/* A child as uid 65534 with primary group gid (no supplementary groups) connects to `sock` and
- * asks for status: 0 when the daemon answers ok, 4 when connect fails with EACCES. */
-static int status_as(const struct dh *h, const char *sock, gid_t gid)
+#define NO_GROUP ((gid_t)-1)
+
+/* A child as uid 65534 with primary group gid and the one supplementary group supp (or none:
+ * NO_GROUP) connects to `sock` and asks for status: 0 when the daemon answers ok, 4 when connect
+ * fails with EACCES. */
+static int status_as(const struct dh *h, const char *sock, gid_t gid, gid_t supp)
 {
     pid_t p = fork();
     ck_assert_int_ge(p, 0);
     if (p == 0) {
-        if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(NOBODY) < 0)
+        gid_t g[1] = {supp};
+        if (setgroups(supp == NO_GROUP ? 0 : 1, g) < 0 || setgid(gid) < 0 || setuid(NOBODY) < 0)
             _exit(3);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -61,10 +65,14 @@ START_TEST(sockets_group_owns_sockets_and_its_members_connect_others_do_not)
     ck_assert_uint_eq(st.st_gid, GROUP);
     ck_assert_uint_eq(st.st_mode & 0070, 0050); /* 0750: the group may enter, not write */
 
-    ck_assert_int_eq(status_as(&h, h.sock, GROUP), 0); /* a member: connects and is allowed */
-    ck_assert_int_eq(status_as(&h, worker, GROUP), 0);
-    ck_assert_int_eq(status_as(&h, h.sock, NOBODY), 4); /* not a member: EACCES */
-    ck_assert_int_eq(status_as(&h, worker, NOBODY), 4);
+    ck_assert_int_eq(status_as(&h, h.sock, GROUP, NO_GROUP),
+                     0); /* a member: connects and is allowed */
+    ck_assert_int_eq(status_as(&h, worker, GROUP, NO_GROUP), 0);
+    ck_assert_int_eq(status_as(&h, h.sock, NOBODY, NO_GROUP), 4); /* not a member: EACCES */
+    ck_assert_int_eq(status_as(&h, worker, NOBODY, NO_GROUP), 4);
+    /* a member by a supplementary group the process runs with (a unit's SupplementaryGroups=),
+     * which the group database does not list: the file system and access.* both let it in */
+    ck_assert_int_eq(status_as(&h, h.sock, NOBODY, GROUP), 0);
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);
 }
@@ -87,8 +95,8 @@ START_TEST(without_sockets_group_the_daemons_own_group_is_allowed)
     struct stat st;
     ck_assert_int_eq(stat(h.sock, &st), 0);
     ck_assert_uint_eq(st.st_gid, getegid());
-    ck_assert_int_eq(status_as(&h, h.sock, getegid()), 0);
-    ck_assert_int_eq(status_as(&h, h.sock, NOBODY), 4);
+    ck_assert_int_eq(status_as(&h, h.sock, getegid(), NO_GROUP), 0);
+    ck_assert_int_eq(status_as(&h, h.sock, NOBODY, NO_GROUP), 4);
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);
 }
