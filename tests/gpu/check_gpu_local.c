@@ -234,7 +234,7 @@ START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_rele
     ck_assert_int_eq(wait_mappings(&e, 0, 15000), 0);
     char bin[256], cmd[512], out[1 << 16];
     tu_bin("kvferryctl", bin, sizeof bin);
-    snprintf(cmd, sizeof cmd, "%s --socket %s --json status 2>&1", bin, e.csock);
+    tu_fmt(cmd, sizeof cmd, "%s --socket %s --json status 2>&1", bin, e.csock);
     FILE *pf = popen(cmd, "r");
     ck_assert_ptr_nonnull(pf);
     size_t got = fread(out, 1, sizeof out - 1, pf);

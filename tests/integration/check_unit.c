@@ -21,12 +21,12 @@ static void installed_unit(char *dir, size_t dlen, char *unit, size_t ulen)
     tu_tmpdir(dir, dlen);
     ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
     tu_bin("kvferryd", bin, sizeof(bin));
-    snprintf(unit, ulen, "%s/kvferry.service", dir);
+    tu_fmt(unit, ulen, "%s/kvferry.service", dir);
     /* the same substitution as the Makefile's install target */
-    snprintf(cmd, sizeof(cmd),
-             "mkdir -p %s/bin && ln -s %s%s%s %s/bin/kvferryd && "
-             "sed 's|@PREFIX@|%s|g' systemd/kvferry.service > %s 2>&1",
-             dir, bin[0] == '/' ? "" : cwd, bin[0] == '/' ? "" : "/", bin, dir, dir, unit);
+    tu_fmt(cmd, sizeof(cmd),
+           "mkdir -p %s/bin && ln -s %s%s%s %s/bin/kvferryd && "
+           "sed 's|@PREFIX@|%s|g' systemd/kvferry.service > %s 2>&1",
+           dir, bin[0] == '/' ? "" : cwd, bin[0] == '/' ? "" : "/", bin, dir, dir, unit);
     ck_assert_int_eq(sh(cmd, out, sizeof(out)), 0);
 }
 
@@ -39,10 +39,10 @@ START_TEST(unit_installed_form_passes_systemd_analyze_verify_cleanly)
     }
     char dir[64], unit[128], cmd[512], out[8192];
     installed_unit(dir, sizeof(dir), unit, sizeof(unit));
-    snprintf(cmd, sizeof(cmd), "systemd-analyze verify %s 2>&1", unit);
+    tu_fmt(cmd, sizeof(cmd), "systemd-analyze verify %s 2>&1", unit);
     int rc = sh(cmd, out, sizeof(out));
     ck_assert_msg(rc == 0 && out[0] == '\0', "systemd-analyze verify: exit %d: %s", rc, out);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST
@@ -51,11 +51,11 @@ START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
 {
     char dir[64], unit[128], cmd[512], out[8192];
     installed_unit(dir, sizeof(dir), unit, sizeof(unit));
-    snprintf(cmd, sizeof(cmd), "cat %s", unit);
+    tu_fmt(cmd, sizeof(cmd), "cat %s", unit);
     ck_assert_int_eq(sh(cmd, out, sizeof(out)), 0);
     char exec[256];
-    snprintf(exec, sizeof(exec), "ExecStart=%s/bin/kvferryd --config /etc/kvferry/kvferry.yaml\n",
-             dir);
+    tu_fmt(exec, sizeof(exec), "ExecStart=%s/bin/kvferryd --config /etc/kvferry/kvferry.yaml\n",
+           dir);
     const char *want[] = {exec,
                           "Type=notify\n",
                           "ExecReload=/bin/kill -HUP $MAINPID\n",
@@ -72,7 +72,7 @@ START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
     ck_assert_ptr_null(strstr(out, "@PREFIX@"));
     ck_assert_ptr_null(strstr(out, "\nMemoryDenyWriteExecute=yes"));
     ck_assert_ptr_null(strstr(out, "PrivateDevices=yes"));
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST

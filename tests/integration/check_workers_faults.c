@@ -133,8 +133,7 @@ END_TEST
 
 static int raw_connect(struct wenv *e)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", e->wsock);
+    struct sockaddr_un sa = tu_sun(e->wsock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     return fd;
@@ -516,8 +515,8 @@ START_TEST(workers_library_binds_from_python_ctypes)
     wt_start(&e, NULL);
     char cmd[512], so[256];
     tu_bin("libkvferry.so", so, sizeof so);
-    snprintf(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
-             e.wsock, e.dir);
+    tu_fmt(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
+           e.wsock, e.dir);
     int rc = system(cmd);
     char *l = wt_log(&e, "py.log");
     ck_assert_msg(rc == 0 && strstr(l, "ctypes binding OK"), "exit %d:\n%s", rc, l);
