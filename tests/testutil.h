@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Longest unix socket path: sun_path is 108 bytes with its NUL. */
@@ -72,6 +73,18 @@ static inline void tu_tmpdir(char *buf, size_t len)
 {
     tu_fmt(buf, len, "/tmp/kvf-test-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+/* Runs `sh -c cmd`; its stdout (stderr too when cmd says 2>&1) in out, NUL-terminated and cut
+ * at len - 1 bytes. Returns its exit status, -1 when it did not exit. */
+static inline int tu_sh(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Run a suite, return the process exit code. */

@@ -119,12 +119,7 @@ static int ctl(const char *args, char *out, size_t len)
 {
     char bin[256], cmd[1024];
     tu_fmt(cmd, sizeof cmd, "%s %s status 2>&1", tu_bin("kvferryctl", bin, sizeof bin), args);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_sh(cmd, out, len);
 }
 
 /* The library connects (HELLO and its answer) to path; NULL: its default (the environment). */

@@ -7,12 +7,7 @@
 
 static int sh(const char *cmd, char *out, size_t len)
 {
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_sh(cmd, out, len);
 }
 
 static void installed_unit(char *dir, size_t dlen, char *unit, size_t ulen)

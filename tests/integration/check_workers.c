@@ -95,8 +95,12 @@ START_TEST(workers_generation_killed_mid_run_leaves_the_others_served)
                       "--rank", "0", "--requests", "400", "--ctx-instance", "cb", (char *)NULL);
     pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
                       "--rank", "0", "--requests", "30", "--ctx-instance", "ca", (char *)NULL);
-    wt_until_listed(&e, 10000, "transfers", "transfers", "instance", "gb", NULL,
-                    NULL); /* mid-run */
+    /* mid-run: gb registered and requests completing (ca starts 300 ms late: cb's to gb) */
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "gb", NULL, NULL);
+    for (int64_t end = wt_now_ms() + 10000; wt_xfer_stat(&e, "done") < 1;) {
+        ck_assert_msg(wt_now_ms() < end, "no request done within 10 s");
+        usleep(10000);
+    }
     kill(gb, SIGKILL);
     ck_assert_int_eq(wt_wait(gb, 5000), 128 + SIGKILL);
     /* the killed worker's registration and requests are gone at once */

@@ -239,12 +239,7 @@ static inline json_t *dh_call(const struct dh *h, const char *line)
 /* Runs a shell command, captures stdout+stderr into out; returns the exit status. */
 static inline int dh_sh(const char *cmd, char *out, size_t len)
 {
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_sh(cmd, out, len);
 }
 
 #endif

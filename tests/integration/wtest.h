@@ -202,6 +202,16 @@ static inline size_t wt_ctl_count(struct wenv *e, const char *cmd, const char *k
     return n;
 }
 
+/* stats.workers.transfers.<key>, or -1. */
+static inline long long wt_xfer_stat(struct wenv *e, const char *key)
+{
+    json_t *r = wt_ctl(e, "stats");
+    json_t *v = json_object_get(json_object_get(json_object_get(r, "workers"), "transfers"), key);
+    long long n = json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+    json_decref(r);
+    return n;
+}
+
 /* 1 when result[key] of a control command lists an object whose field f1 reads v1 and, when
  * f2 is not NULL, whose field f2 reads v2 (tj_lists). */
 static inline int wt_listed(struct wenv *e, const char *cmd, const char *key, const char *f1,
