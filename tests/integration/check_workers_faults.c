@@ -447,13 +447,37 @@ struct poller {
     struct kvf_client *c;
     struct kvf_event ev;
     int rc;
+    pid_t tid; /* the thread's id, set (atomically) before it polls */
 };
 
 static void *poll_thread(void *arg)
 {
     struct poller *p = arg;
+    __atomic_store_n(&p->tid, gettid(), __ATOMIC_RELEASE);
     p->rc = kvf_poll(p->c, &p->ev, -1); /* blocks without holding the client's lock */
     return NULL;
+}
+
+/* Waits until the poller sleeps in the kernel (state S in /proc: parked in kvf_poll). */
+static void wait_parked(struct poller *p)
+{
+    int64_t end = wt_now_ms() + 10000;
+    for (;;) {
+        pid_t tid = __atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+        char path[64], st[512] = "";
+        FILE *f =
+            tid ? fopen(tu_fmt(path, sizeof path, "/proc/self/task/%d/stat", (int)tid), "r") : NULL;
+        if (f) {
+            if (!fgets(st, sizeof st, f))
+                st[0] = '\0';
+            fclose(f);
+        }
+        const char *paren = strrchr(st, ')'); /* "tid (comm) S ..." */
+        if (paren && paren[1] == ' ' && paren[2] == 'S')
+            return;
+        ck_assert_msg(wt_now_ms() < end, "the poller thread never blocked: %s", st);
+        usleep(1000);
+    }
 }
 
 START_TEST(workers_client_is_usable_from_two_threads)
@@ -469,7 +493,7 @@ START_TEST(workers_client_is_usable_from_two_threads)
     struct poller p = {.c = c, .rc = -99};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
-    usleep(100000); /* the poller is parked in kvf_poll(-1) */
+    wait_parked(&p); /* in kvf_poll(-1) */
     uint32_t counts[LAYOUT_MAX_GROUPS], ids[64], k = 0;
     struct plan_ids pids;
     memset(&pids, 0, sizeof pids);
