@@ -86,16 +86,20 @@ START_TEST(workers_generation_killed_mid_run_leaves_the_others_served)
 {
     struct wenv e;
     wt_start(&e, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n");
-    /* a pair that must finish, and a second pair whose generation worker gets killed */
-    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* a pair that must finish, and a second pair whose generation worker gets killed. The pair
+     * that finishes does not race the 1 s deadlines (kept short for cb's unclaimed SENDs): ga's
+     * RECVs wait up to 10 s, and ca starts once ga is registered, so its SENDs find them. */
+    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", "--deadline-ms",
+                      "10000", (char *)NULL);
     pid_t cb = wt_sim(&e, "cb.log", "--role", "context", "--instance", "cb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", (char *)NULL);
     pid_t gb = wt_sim(&e, "gb.log", "--role", "generation", "--instance", "gb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", "--ctx-instance", "cb", (char *)NULL);
-    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", (char *)NULL);
-    /* mid-run: gb registered and requests completing (ca starts 300 ms late: cb's to gb) */
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "ga", NULL, NULL);
+    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* mid-run: gb registered and requests completing */
     wt_until_listed(&e, 10000, "workers", "workers", "instance", "gb", NULL, NULL);
     for (int64_t end = wt_now_ms() + 10000; wt_xfer_stat(&e, "done") < 1;) {
         ck_assert_msg(wt_now_ms() < end, "no request done within 10 s");
