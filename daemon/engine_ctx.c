@@ -21,6 +21,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "readers.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -147,6 +148,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     struct plan_error perr;
     memset(&perr, 0, sizeof perr);
     int rc = plan_build(&pin, &tx->plan, &perr);
+    if (rc == 0 && !s->n_readers && !s->derived) /* the worker left the count to us */
+        s->derived = readers_remote(&pin, q->writer);
     free(ctx_ids);
     if (rc < 0) {
         tx_fail(tx, perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL, true, "%s", perr.message);
