@@ -94,6 +94,20 @@ class HybridCache:
             out += [t[slot] for t in self.states[layer]]
         return out
 
+    def shard(self, blocks, slot, tp_size, r):
+        """The part of this (TP 1) rank's request that TP rank r of tp_size holds."""
+        out = []
+        h = self.h_kv // tp_size
+        for layer in self.attn_layers:
+            out.append(self.kv_caches[layer][:, blocks, :, r * h:(r + 1) * h])
+        H = self.H // tp_size
+        hd = MODEL["kda_head_dim"]
+        for layer in self.kda_layers:
+            st = self.states[layer]
+            out += [t[slot][:, r * H * hd:(r + 1) * H * hd] for t in st[:3]]
+            out.append(st[3][slot][r * H:(r + 1) * H])
+        return out
+
     def equal(self, other, blocks, other_blocks, slot, other_slot):
         """torch.equal of every tensor of one request on both sides (TP equal on both)."""
         a = self.request_tensors(blocks, slot)

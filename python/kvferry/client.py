@@ -136,9 +136,7 @@ class Client:
 
     # ---- requests ----
     def _id(self, key):
-        rid = request_id(key)
-        self._keys[rid] = key
-        return rid
+        return request_id(key)
 
     def send(self, key, items, n_readers=0):
         """Context rank: the request's items ({group: block ids | slot} or a list per group)
@@ -148,8 +146,8 @@ class Client:
         rid = self._id(key)
         rc = self._lib.kvf_send(self._live(), rid, n, counts, ids, n_readers)
         if rc != 0:
-            self._keys.pop(rid, None)
             raise _oserror(rc, "kvf_send %r" % (key,))
+        self._keys[rid] = key
         return rid
 
     def recv(self, key, ctx_instance, items, ctx_dp_rank=-1, deadline_ms=0, ctx_home=None):
@@ -164,8 +162,8 @@ class Client:
                           ids=C.cast(ids, C.POINTER(C.c_uint32)))
         rc = self._lib.kvf_recv(self._live(), C.byref(a))
         if rc != 0:
-            self._keys.pop(rid, None)
             raise _oserror(rc, "kvf_recv %r" % (key,))
+        self._keys[rid] = key
         return rid
 
     def cancel(self, key):
