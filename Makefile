@@ -7,7 +7,7 @@
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (+ the kvferry Python package in PYDIR)
 # Sources are found by directory: lib/*.c -> libkvferry, daemon/*.c -> kvferryd,
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
 # tests/integration/check_*.c -> one Check binary each.
@@ -20,6 +20,8 @@ CC      ?= cc
 OPT     ?= -O2
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+# The Python package goes where Debian's python3 looks for modules of a prefix
+PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -66,6 +68,7 @@ UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c
 INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/check_*.c))
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+PY_TESTS     := tests/python/check_python
 
 LIB_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 KERNEL_OBJS  := $(patsubst %.cu,$(BUILD)/%.cu.o,$(KERNEL_SRCS))
@@ -123,13 +126,13 @@ test:
 	$(MAKE) check
 
 check: all
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 unit: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
@@ -167,6 +170,8 @@ install: all
 	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 config/kvferry.yaml $(DESTDIR)/etc/kvferry/kvferry.yaml
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/kvferry.service
+	install -d $(DESTDIR)$(PYDIR)/kvferry
+	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
 
 clean:
 	rm -rf build build-asan

@@ -113,3 +113,16 @@ class HybridCache:
         a = self.request_tensors(blocks, slot)
         b = other.request_tensors(other_blocks, other_slot)
         return all(torch.equal(x.cpu(), y.cpu()) for x, y in zip(a, b))
+
+
+def request_key(q):
+    return "chatcmpl-%04d" % q
+
+
+def blocks_of(q):
+    """The prompt of request q needs this many blocks (prompts of 17 .. 97 tokens)."""
+    return (17 + 10 * q) // BLOCK_SIZE + 1
+
+
+def seed(q, tp_rank):
+    return 1000 * q + tp_rank

@@ -3,10 +3,12 @@
 The structs below are kvferry.h's at ABI 2; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
 being misread. Search order: $KVFERRY_LIB (a file), the install prefix this package sits under
-(PREFIX/lib/python3/dist-packages/kvferry -> PREFIX/lib/libkvferry.so.0), the build tree of a
+(PREFIX/lib/python3/dist-packages/kvferry -> PREFIX/lib[/<multiarch>]/libkvferry.so.0), the
+build tree of a
 checkout (build/libkvferry.so), then the system loader (libkvferry.so.0)."""
 import ctypes as C
 import ctypes.util
+import glob
 import os
 
 from .errors import KvferryError
@@ -57,6 +59,8 @@ def _candidates():
     # PREFIX/lib/python3/dist-packages/kvferry or PREFIX/lib/pythonX.Y/site-packages/kvferry
     prefix_lib = os.path.dirname(os.path.dirname(os.path.dirname(here)))
     out += [os.path.join(prefix_lib, "libkvferry.so.0"), os.path.join(prefix_lib, "libkvferry.so")]
+    # Debian multiarch: PREFIX/lib/<triplet>/libkvferry.so.0
+    out += sorted(glob.glob(os.path.join(prefix_lib, "*-linux-gnu*", "libkvferry.so.0")))
     # a checkout: python/kvferry -> build/libkvferry.so
     root = os.path.dirname(os.path.dirname(here))
     out.append(os.path.join(root, os.environ.get("BUILD", "build"), "libkvferry.so"))

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/python/..
 BUILD = os.environ.get("BUILD", os.path.join(ROOT, "build"))
 if not os.path.isabs(BUILD):
     BUILD = os.path.join(ROOT, BUILD)
