@@ -198,8 +198,8 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     memset(&m, 0, sizeof m);
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
-    int fds[LAYOUT_MAX_POOLS];
-    unsigned nfds = 0;
+    int fds[FDPASS_MAX_FDS];
+    unsigned nfds = 0; /* check_pools kept the total within FDPASS_MAX_FDS */
     for (uint32_t i = 0; i < c->n_pools; i++) {
         const struct kvf_pool *p = &c->pools[i];
         struct proto_pool *q = &m.u.reg.pools[i];
@@ -208,6 +208,13 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
         q->bytes = p->bytes;
         if (p->kind == KVF_POOL_HOST) {
             fds[nfds++] = p->fd;
+        } else if (p->kind == KVF_POOL_CUDA_VMM) {
+            q->kind = PROTO_POOL_CUDA_VMM;
+            q->offset = p->offset;
+            q->n_fds = p->n_fds;
+            q->chunk_bytes = p->chunk_bytes;
+            for (uint32_t k = 0; k < p->n_fds && nfds < FDPASS_MAX_FDS; k++)
+                fds[nfds++] = p->fds[k];
         } else {
             q->offset = p->offset;
             memcpy(q->ipc_handle, p->ipc_handle, PROTO_IPC_HANDLE);

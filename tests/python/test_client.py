@@ -175,6 +175,38 @@ class ClientBasics(kvftest.DaemonCase):
             self.assertEqual(asyncio.run(run()).kind, "DONE")
             c.wait("aio-1")
 
+    def vmm_layout(self, n_chunks):
+        """A layout whose pool is declared as CUDA VMM memory of n_chunks (memfds stand in for
+        the chunk fds: the daemon here runs in CPU mode and refuses before importing)."""
+        lc, raw = self.layout("vmm-%d" % n_chunks, "context")
+        (region,) = lc.regions()
+        chunk = 2 << 20
+        fds = [os.memfd_create("chunk") for _ in range(n_chunks)]
+        vr = kvferry.vmm_region(region.ptr, region.nbytes, 0, fds, chunk, region.ptr)
+        for f in fds:
+            os.close(f)
+        for _, _, _, parts in lc.groups:
+            for p in parts:
+                p.region = vr
+        return lc, vr
+
+    def test_vmm_pool_reaches_the_daemon_with_its_fds(self):
+        lc, vr = self.vmm_layout(3)
+        with kvferry.Client(self.cluster.a.sock) as c:
+            with self.assertRaises(kvferry.RegistrationError) as cm:
+                c.register(lc)
+        # a refusal that says why (not a protocol violation: the frame carried the 3 chunk fds)
+        self.assertIn("cannot map GPU memory", cm.exception.message)
+        kvferry.memory.release(vr)
+
+    def test_vmm_pool_with_too_many_chunks_is_refused_by_the_library(self):
+        lc, vr = self.vmm_layout(17)
+        with kvferry.Client(self.cluster.a.sock) as c:
+            with self.assertRaises(kvferry.RegistrationError) as cm:
+                c.register(lc)
+        self.assertIn("1..16 chunk fds", cm.exception.message)
+        kvferry.memory.release(vr)
+
     def test_registration_time_160_tensors(self):
         # 80 layers x K and V: 160 per-layer tensors of one engine, carved from one buffer
         raw = kvferry.host_tensor((80, 2, 16, 16, 2, 64), torch.bfloat16)
