@@ -25,7 +25,9 @@ def layers():
 class HybridCache:
     """Per-layer tensors exactly as a vLLM v1 worker of TP rank tp_rank holds them."""
 
-    def __init__(self, num_blocks, num_slots, tp_size=1, tp_rank=0, device="cpu"):
+    def __init__(self, num_blocks, num_slots, tp_size=1, tp_rank=0, device="cpu", alloc=None):
+        """alloc(nbytes) -> an int8 tensor: where the raw buffers come from (default: a
+        kvferry.host_tensor on CPU, PyTorch's caching allocator on CUDA)."""
         self.tp_size, self.tp_rank = tp_size, tp_rank
         attn, kda = layers()
         self.attn_layers, self.kda_layers = attn, kda
@@ -38,6 +40,8 @@ class HybridCache:
         self.h_kv, self.H = h_kv, H
 
         def raw(nbytes):
+            if alloc is not None:
+                return alloc(nbytes)
             if device == "cpu":
                 return kvferry.host_tensor((nbytes,), torch.int8)
             return torch.zeros(nbytes, dtype=torch.int8, device=device)
