@@ -189,7 +189,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
     uint32_t want = proto_register_fds(g);
     if (nfds != want) {
         fdpass_close_all(fds, nfds);
-        violation(c, "REGISTER came with %u fds, its pools need %u (memfds, VMM chunks)", nfds,
+        violation(c, "REGISTER came with %u fds for %u pool fds (memfds, VMM chunks)", nfds,
                   want);
         return;
     }
