@@ -11,6 +11,11 @@
 extern "C" {
 #endif
 
+/* libkvferry is built with -fvisibility=hidden: what this header declares is its API, visible. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* The ABI of this header: bumped whenever a struct below or a function's meaning changes in a
  * way an existing binding (ctypes, an older build) would misread. Bindings compare it with
  * kvf_abi_version() of the library they load and refuse a mismatch. */
@@ -120,10 +125,6 @@ struct kvf_options {
  * opt may be NULL. Returns 0 and *ret, or -errno (-ENOENT / -ECONNREFUSED: no daemon). */
 int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct kvf_client **ret);
 
-/* Checks a layout JSON exactly as the daemon's REGISTER does (decode + consistency), without a
- * daemon: 0, or -EINVAL with the daemon's own message naming the field in err. Thread-safe. */
-int kvf_layout_check(const char *layout_json, char *err, size_t errlen);
-
 /* Registers the rank: its layout (lib/layout.h's JSON encoding) and pools. Blocks until the
  * daemon answers. Returns 0, -EINVAL with "ERROR_NAME: message" in err when the daemon refuses
  * (or the arguments are bad), -EALREADY if registered, or -errno. err may be NULL. */
@@ -176,6 +177,10 @@ uint32_t kvf_inflight(struct kvf_client *c);
 /* Closes the connection and frees everything; pending events are dropped. Accepts NULL;
  * returns NULL. Must not race with other calls on the same client. */
 struct kvf_client *kvf_close(struct kvf_client *c);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -75,7 +75,6 @@ def _declare(lib):
         "kvf_version": ([], C.c_char_p),
         "kvf_error_to_string": ([i32], C.c_char_p),
         "kvf_error_from_string": ([C.c_char_p], i32),
-        "kvf_layout_check": ([C.c_char_p, C.c_char_p, C.c_size_t], i32),
         "kvf_connect": ([C.c_char_p, C.POINTER(Options), C.POINTER(p)], i32),
         "kvf_register": ([p, C.c_char_p, C.POINTER(Pool), u32, C.c_char_p, C.c_size_t], i32),
         "kvf_send": ([p, C.c_uint64, u32, C.POINTER(u32), C.POINTER(u32), u32], i32),

@@ -21,7 +21,8 @@ Engine shapes (helpers below):
     SGLang MLA kv_buffer    (tokens, 1, 576)       "n h d"
     TensorRT-LLM pool       (L, blocks, 2, H, T, D) "L b kv h t d" (or block-major "b L kv h t d")
 Parts of a block that are adjacent in memory become tensors of one view; others get views of
-their own. The layout is checked by the library with the daemon's own code (Layout.check()).
+their own. The layout is checked offline by the daemon's own decoder (Layout.check(): kvferryctl
+check-layout), and again by the daemon at REGISTER.
 
 Fingerprint: both sides must name the same model; it is derived from the model config the
 engine passes, never a free string: "kvf1-" + the first 32 hex digits of BLAKE2b-128 of the
@@ -30,6 +31,10 @@ default=str), a dict, or an object with to_dict() such as a Hugging Face Pretrai
 pass the same config on both sides (the KV dtype and block size are checked separately)."""
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 
 from . import _lib, memory
 from .errors import KvferryError, from_text, RegistrationError
@@ -39,6 +44,22 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3
 
 # lib/layout.h limits (checked again by the library; here for early, local messages)
 MAX_GROUPS, MAX_VIEWS, MAX_TENSORS, MAX_POOLS = 8, 4, 4, 16
+
+
+def _ctl():
+    """kvferryctl: $KVFERRY_CTL, beside the loaded library (a build tree), PREFIX/bin, PATH."""
+    env = os.environ.get("KVFERRY_CTL")
+    if env:
+        return env
+    libdir = os.path.dirname(os.path.abspath(_lib.lib()._name))
+    for cand in (os.path.join(libdir, "kvferryctl"),
+                 os.path.join(os.path.dirname(libdir), "bin", "kvferryctl"),
+                 os.path.join(os.path.dirname(os.path.dirname(libdir)), "bin", "kvferryctl"),
+                 shutil.which("kvferryctl")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    raise KvferryError("kvferryctl not found (beside %s, in PREFIX/bin or on PATH): set "
+                       "KVFERRY_CTL to check a layout offline" % libdir)
 
 
 def fingerprint(model_config):
@@ -295,14 +316,18 @@ class Layout:
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     def check(self):
-        """Runs the daemon's own decoder and checks on the JSON; raises RegistrationError with
-        its message (naming the field) when it would be refused."""
+        """Runs the daemon's own decoder and checks on the JSON (`kvferryctl check-layout`, offline)
+        and raises RegistrationError with its message (naming the field) when it would be
+        refused. Returns the JSON."""
         text = self.to_json()
-        err = _lib.C.create_string_buffer(_lib.MESSAGE_MAX)
-        rc = _lib.lib().kvf_layout_check(text.encode(), err, _lib.MESSAGE_MAX)
-        if rc != 0:
-            raise from_text("BAD_REQUEST: layout: " + err.value.decode(errors="replace"),
-                            RegistrationError)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="kvf-layout-") as f:
+            f.write(text)
+            f.flush()
+            out = subprocess.run([_ctl(), "check-layout", f.name], capture_output=True, text=True,
+                                 timeout=60)
+        if out.returncode != 0:
+            msg = out.stderr.strip().replace(f.name + ": ", "", 1) or out.stdout.strip()
+            raise from_text("BAD_REQUEST: layout: " + msg, RegistrationError)
         return text
 
     def pools(self):
