@@ -237,7 +237,6 @@ static int check_pools(const struct kvf_pool *pools, uint32_t n, char *err, size
         snprintf(err, errlen, "BAD_REQUEST: %u pools, expected 1..%d", n, LAYOUT_MAX_POOLS);
         return -EINVAL;
     }
-    uint32_t nfds = 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct kvf_pool *p = &pools[i];
         if ((p->kind != KVF_POOL_HOST && p->kind != KVF_POOL_CUDA && p->kind != KVF_POOL_CUDA_VMM) ||
@@ -248,14 +247,24 @@ static int check_pools(const struct kvf_pool *pools, uint32_t n, char *err, size
         }
         if (p->kind == KVF_POOL_CUDA_VMM && check_vmm(p, i, err, errlen))
             return -EINVAL;
-        nfds += p->kind == KVF_POOL_HOST ? 1 : p->kind == KVF_POOL_CUDA_VMM ? p->n_fds : 0;
     }
-    if (nfds > FDPASS_MAX_FDS) {
+    uint32_t nfds = client_pool_fds(pools, n); /* VMM n_fds bounded above: no overflow */
+    if (nfds > PROTO_REGISTER_MAX_FDS) {
         snprintf(err, errlen, "BAD_REQUEST: the pools need %u fds (memfds and VMM chunks), one "
-                 "REGISTER carries at most %d", nfds, FDPASS_MAX_FDS);
+                 "REGISTER carries at most %d", nfds, PROTO_REGISTER_MAX_FDS);
         return -EINVAL;
     }
     return 0;
+}
+
+uint32_t client_pool_fds(const struct kvf_pool *pools, uint32_t n)
+{
+    uint32_t nfds = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nfds += pools[i].kind == KVF_POOL_HOST       ? 1
+                : pools[i].kind == KVF_POOL_CUDA_VMM ? pools[i].n_fds
+                                                     : 0;
+    return nfds;
 }
 
 /* Dups what the caller lent (memfd, VMM chunk fds) into *dst; -errno with nothing kept. */

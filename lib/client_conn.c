@@ -198,8 +198,15 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     memset(&m, 0, sizeof m);
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
-    int fds[FDPASS_MAX_FDS];
-    unsigned nfds = 0; /* check_pools kept the total within FDPASS_MAX_FDS */
+    m.u.reg.pools = calloc(c->n_pools, sizeof(*m.u.reg.pools));
+    int *fds = malloc(client_pool_fds(c->pools, c->n_pools) * sizeof(int) + 1);
+    unsigned nfds = 0; /* check_pools kept the total within PROTO_REGISTER_MAX_FDS */
+    if (!m.u.reg.pools || !fds) {
+        free(m.u.reg.pools);
+        free(fds);
+        snprintf(err, errlen, "out of memory for REGISTER");
+        return -ENOMEM;
+    }
     for (uint32_t i = 0; i < c->n_pools; i++) {
         const struct kvf_pool *p = &c->pools[i];
         struct proto_pool *q = &m.u.reg.pools[i];
@@ -213,7 +220,7 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
             q->offset = p->offset;
             q->n_fds = p->n_fds;
             q->chunk_bytes = p->chunk_bytes;
-            for (uint32_t k = 0; k < p->n_fds && nfds < FDPASS_MAX_FDS; k++)
+            for (uint32_t k = 0; k < p->n_fds; k++)
                 fds[nfds++] = p->fds[k];
         } else {
             q->offset = p->offset;
@@ -224,7 +231,20 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     m.u.reg.json = c->layout_json; /* borrowed: not released below */
     m.u.reg.json_len = c->layout_len;
     c->got_registered = false;
-    int rc = client_conn_send(c, &m, fds, nfds);
+    /* a frame carries PROTO_FDS_MAX fds: the first ones go ahead in FDS frames (proto.h) */
+    int rc = 0;
+    unsigned sent = 0;
+    while (!rc && nfds - sent > PROTO_FDS_MAX) {
+        unsigned n = nfds - sent - PROTO_FDS_MAX < PROTO_FDS_MAX ? nfds - sent - PROTO_FDS_MAX
+                                                                 : PROTO_FDS_MAX;
+        struct proto_msg f = {.type = PROTO_FDS, .u.fds.n = n};
+        rc = client_conn_send(c, &f, fds + sent, n);
+        sent += n;
+    }
+    if (!rc)
+        rc = client_conn_send(c, &m, fds + sent, nfds - sent);
+    free(fds);
+    free(m.u.reg.pools);
     if (rc) {
         snprintf(err, errlen, "sending REGISTER: %s", strerror(-rc));
         return rc;

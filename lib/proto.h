@@ -10,11 +10,15 @@
  * consumed exactly: trailing bytes are refused like missing ones.
  *
  * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
- * SCM_RIGHTS to the REGISTER frame, one per POOL_HOST pool, in pool order) -> REGISTERED; then
+ * SCM_RIGHTS, one per POOL_HOST pool, in pool order) -> REGISTERED; then
  * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. Frames may
  * be pipelined (HELLO and REGISTER back to back): fds belong to the frame whose first byte they
  * were sent with (frame.h). A frame the daemon refuses gets an ERROR
  * frame and the connection is closed. PING is answered with PONG (same seq).
+ * A frame carries at most PROTO_FDS_MAX fds, so a REGISTER with more host pools sends the first
+ * ones ahead in FDS frames (u32 n, the n fds attached), PROTO_FDS_MAX a frame, in pool order,
+ * immediately before the REGISTER, which carries the rest; the daemon holds at most
+ * LAYOUT_MAX_POOLS fds ahead and refuses any other frame while it holds some.
  *
  * Pure codec: no I/O, no logging. Decoded messages own their allocations (proto_msg_done).
  * Thread-safe (no shared state). */
@@ -42,6 +46,7 @@
 #define PROTO_HOME_MAX 255     /* RECV ctx_home "host:port" */
 #define PROTO_MSG_MAX 511      /* EVENT / REGISTERED / ERROR messages */
 #define PROTO_IPC_HANDLE 64    /* bytes of a cudaIpcMemHandle_t */
+#define PROTO_FDS_MAX 16       /* fds one frame carries (== FDPASS_MAX_FDS) */
 
 typedef enum {
     PROTO_HELLO = 1,
@@ -55,6 +60,7 @@ typedef enum {
     PROTO_ERROR = 9,
     PROTO_PING = 10,
     PROTO_PONG = 11,
+    PROTO_FDS = 12,
     PROTO__TYPE_END
 } proto_type_t;
 
@@ -98,7 +104,8 @@ struct proto_welcome {
 };
 
 #define PROTO_POOL_CUDA_VMM 2 /* a kind beside pool_kind_t's: GPU memory by VMM fd handles */
-#define PROTO_VMM_MAX_FDS FDPASS_MAX_FDS /* chunks of one VMM pool (all fds: one frame) */
+#define PROTO_REGISTER_MAX_FDS LAYOUT_MAX_POOLS /* fds of one REGISTER, FDS frames ahead included */
+#define PROTO_VMM_MAX_FDS PROTO_REGISTER_MAX_FDS /* chunks of one VMM pool */
 
 struct proto_pool {
     uint32_t kind;   /* pool_kind_t, or PROTO_POOL_CUDA_VMM (a "cuda" pool of the layout) */
@@ -121,7 +128,7 @@ static inline uint32_t proto_pool_layout_kind(const struct proto_pool *p)
 
 struct proto_register {
     uint32_t n_pools;
-    struct proto_pool pools[LAYOUT_MAX_POOLS];
+    struct proto_pool *pools; /* n_pools entries: owned when decoded, borrowed when encoded */
     uint32_t json_len;
     char *json; /* owned, NUL-terminated, json_len <= LAYOUT_JSON_MAX */
     char home[PROTO_HOME_MAX + 1]; /* optional trailing str: the instance's home daemon
@@ -154,6 +161,10 @@ struct proto_cancel {
     uint64_t req_id;
 };
 
+struct proto_fds {
+    uint32_t n; /* fds attached to this frame, 1..PROTO_FDS_MAX */
+};
+
 struct proto_event {
     uint64_t req_id;
     uint32_t kind;  /* proto_event_kind_t */
@@ -178,6 +189,7 @@ struct proto_msg {
         struct proto_send send;
         struct proto_recv recv;
         struct proto_cancel cancel;
+        struct proto_fds fds;
         struct proto_event event;
         struct proto_error error;
     } u;

@@ -1,8 +1,9 @@
 """A hybrid model's KV cache allocated the way vLLM v1 does it (gpu_model_runner's
-_allocate_kv_cache_tensors / _reshape_kv_cache_tensors): one raw int8 buffer per KV-cache group,
-carved into per-layer views: full-attention layers get (2, blocks, block_size, kv_heads,
-head_dim) FlashAttention caches, KDA (Kimi Delta Attention) layers get (q_conv, k_conv, v_conv,
-recurrent) state tensors per slot. Also the kvferry layout of it, and a deterministic fill."""
+_allocate_kv_cache_tensors / _reshape_kv_cache_tensors): one raw int8 buffer per layer, viewed
+per layer: full-attention layers get (2, blocks, block_size, kv_heads, head_dim) FlashAttention
+caches, KDA (Kimi Delta Attention) layers get (q_conv, k_conv, v_conv, recurrent) state tensors
+per slot (as_strided into the layer's pages). Also the kvferry layout of it (per-layer views: one
+pool per layer) and a deterministic fill."""
 import torch
 
 import kvferry
@@ -46,23 +47,20 @@ class HybridCache:
                 return kvferry.host_tensor((nbytes,), torch.int8)
             return torch.zeros(nbytes, dtype=torch.int8, device=device)
 
-        # attention group: per layer (2, blocks, block_size, h_kv, d), all layers carved from one
-        # buffer (vLLM allocates per KVCacheTensor; here one tensor per group, uniform stride)
+        # attention layers: one raw buffer per layer (vLLM's KVCacheTensor), viewed as the
+        # FlashAttention cache (2, blocks, block_size, h_kv, d)
         per_layer = 2 * num_blocks * BLOCK_SIZE * h_kv * d * 2
-        self.attn_raw = raw(per_layer * len(attn))
         self.kv_caches = {}
-        for i, layer in enumerate(attn):
-            self.kv_caches[layer] = self.attn_raw[i * per_layer:(i + 1) * per_layer].view(dt).view(
-                2, num_blocks, BLOCK_SIZE, h_kv, d)
-        # KDA group: a page per slot holds q/k/v conv states (W-1, H*hd) then the fp32
-        # recurrent state (H, hd, hd), as vLLM's MambaSpec pages (as_strided views of one raw
-        # tensor per layer)
+        for layer in attn:
+            self.kv_caches[layer] = raw(per_layer).view(dt).view(2, num_blocks, BLOCK_SIZE, h_kv, d)
+        # KDA layers: one raw buffer per layer, a page per slot holding the q/k/v conv states
+        # (W-1, H*hd) then the fp32 recurrent state (H, hd, hd), as vLLM's MambaSpec pages
+        # (as_strided views into the raw tensor)
         conv_elems = (W - 1) * H * hd
         page = 3 * conv_elems * 2 + H * hd * hd * 4
-        self.kda_raw = raw(page * num_slots * len(kda))
         self.states = {}
-        for i, layer in enumerate(kda):
-            base = self.kda_raw[i * page * num_slots:(i + 1) * page * num_slots]
+        for layer in kda:
+            base = raw(page * num_slots)
             b16 = base.view(dt)
             convs = [torch.as_strided(b16, (num_slots, W - 1, H * hd), (page // 2, H * hd, 1),
                                       b16.storage_offset() + k * conv_elems) for k in range(3)]

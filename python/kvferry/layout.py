@@ -21,7 +21,9 @@ Engine shapes (helpers below):
     SGLang MLA kv_buffer    (tokens, 1, 576)       "n h d"
     TensorRT-LLM pool       (L, blocks, 2, H, T, D) "L b kv h t d" (or block-major "b L kv h t d")
 Parts of a block that are adjacent in memory become tensors of one view; others get views of
-their own. The layout is checked offline by the daemon's own decoder (Layout.check(): kvferryctl
+their own. Layers evenly spaced in one allocation make a uniform view (pool, base,
+layer_stride); the engine's own per-layer tensors (separate allocations, as vLLM and SGLang make
+them) a per-layer view (one pool and base per layer, docs/LAYOUT.md). The layout is checked offline by the daemon's own decoder (Layout.check(): kvferryctl
 check-layout), and again by the daemon at REGISTER.
 
 Fingerprint: both sides must name the same model; it is derived from the model config the
@@ -43,7 +45,7 @@ DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "float8_e4m3
           "float8_e5m2": "fp8", "uint8": "u8", "int8": "u8"}
 
 # lib/layout.h limits (checked again by the library; here for early, local messages)
-MAX_GROUPS, MAX_VIEWS, MAX_TENSORS, MAX_POOLS = 8, 4, 4, 16
+MAX_GROUPS, MAX_VIEWS, MAX_TENSORS, MAX_POOLS = 16, 8, 4, 1024
 
 
 def _ctl():
@@ -82,9 +84,10 @@ def _dtype(t):
 class _Part:
     """One head-structured tensor of an item, on every layer."""
 
-    def __init__(self, name, region, ptrs, item_stride, n_items, outer, heads, inner,
+    def __init__(self, name, regions, ptrs, item_stride, n_items, outer, heads, inner,
                  global_heads, shard, dtype):
-        self.name, self.region, self.ptrs = name, region, ptrs  # ptrs: layer -> item 0 address
+        # per layer: the allocation (memory.Region) holding it and the address of its item 0
+        self.name, self.regions, self.ptrs = name, regions, ptrs
         self.item_stride, self.n_items = item_stride, n_items
         self.outer, self.heads, self.inner = outer, heads, inner
         self.global_heads, self.shard, self.dtype = global_heads, shard, dtype
@@ -96,13 +99,14 @@ class _Part:
 
 def _layer_ptrs(tensors, dims, esize):
     """Per-layer tensors (a list) or one tensor with an L dimension -> (tensor of layer 0, the
-    address of each layer's element 0)."""
+    remaining dims, the address of each layer's element 0, each layer's Region)."""
     if "L" in dims:
         if not hasattr(tensors, "shape"):
             raise KvferryError("dims name L: pass one tensor holding every layer")
         i = dims.index("L")
         ptrs = [tensors.data_ptr() + k * tensors.stride(i) * esize for k in range(tensors.shape[i])]
-        return tensors.select(i, 0), [x for x in dims if x != "L"], ptrs
+        region = memory.region_of(tensors)
+        return tensors.select(i, 0), [x for x in dims if x != "L"], ptrs, [region] * len(ptrs)
     if hasattr(tensors, "shape"):
         tensors = [tensors]
     tensors = list(tensors)
@@ -114,7 +118,7 @@ def _layer_ptrs(tensors, dims, esize):
             raise KvferryError("layer %d tensor %s stride %s %s differs from layer 0's %s %s %s"
                                % (k, tuple(t.shape), t.stride(), t.dtype, tuple(t0.shape),
                                   t0.stride(), t0.dtype))
-    return t0, list(dims), [t.data_ptr() for t in tensors]
+    return t0, list(dims), [t.data_ptr() for t in tensors], [memory.region_of(t) for t in tensors]
 
 
 def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names):
@@ -122,7 +126,7 @@ def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names)
     dims = dims.split() if isinstance(dims, str) else list(dims)
     first = tensors if hasattr(tensors, "shape") else list(tensors)[0]
     esize = first.element_size()
-    t0, dims, ptrs = _layer_ptrs(tensors, dims, esize)
+    t0, dims, ptrs, regions = _layer_ptrs(tensors, dims, esize)
     if len(dims) != t0.dim():
         raise KvferryError("%s: dims %r name %d dimensions, the tensor has %d (%s)"
                            % (name, " ".join(dims), len(dims), t0.dim(), tuple(t0.shape)))
@@ -154,7 +158,6 @@ def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names)
     if global_heads is None:
         global_heads = H
     dt = _dtype(t0)
-    region = memory.region_of(t0)
     kvs = [(kv_names[0] if "kv" in dims else name, 0)]
     if "kv" in dims:
         if size["kv"] != 2:
@@ -162,22 +165,22 @@ def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names)
         kvs.append((kv_names[1], stride["kv"] * esize))
     out = []
     for pname, off in kvs:
-        out.append(_Part(pname, region, [p + off for p in ptrs], item_stride * esize, n_items,
+        out.append(_Part(pname, regions, [p + off for p in ptrs], item_stride * esize, n_items,
                          outer, H, inner, global_heads, shard, dt))
     for p in out:
-        span_lo = min(p.ptrs)
-        span_hi = max(p.ptrs) + (p.n_items - 1) * p.item_stride + p.nbytes
-        if not region.contains(span_lo, span_hi - span_lo):
-            raise KvferryError("%s: the tensors of every layer must lie in one allocation (a "
-                               "storage, or one kvferry.host_tensor)" % name)
+        for r, ptr in zip(p.regions, p.ptrs):
+            span = (p.n_items - 1) * p.item_stride + p.nbytes
+            if not r.contains(ptr, span):
+                raise KvferryError("%s: a layer's blocks leave the allocation holding it" % name)
     return out
 
 
 def _state_parts(name, tensors, outer, heads, global_heads, shard):
     """A state tensor per layer of shape (slots, ...), the rest contiguous per slot."""
     first = tensors if hasattr(tensors, "shape") else list(tensors)[0]
-    t0, _, ptrs = _layer_ptrs(tensors, ["s"] + ["x%d" % i for i in range(first.dim() - 1)],
-                              first.element_size())
+    t0, _, ptrs, regions = _layer_ptrs(tensors,
+                                       ["s"] + ["x%d" % i for i in range(first.dim() - 1)],
+                                       first.element_size())
     esize = t0.element_size()
     expect = 1
     for d in range(t0.dim() - 1, 0, -1):
@@ -189,7 +192,7 @@ def _state_parts(name, tensors, outer, heads, global_heads, shard):
     if slot_bytes % (outer * heads):
         raise KvferryError("%s: %d bytes per slot do not split into outer %d x heads %d"
                            % (name, slot_bytes, outer, heads))
-    return [_Part(name, memory.region_of(t0), ptrs, t0.stride(0) * esize, t0.shape[0], outer,
+    return [_Part(name, regions, ptrs, t0.stride(0) * esize, t0.shape[0], outer,
                   heads, slot_bytes // (outer * heads),
                   heads if global_heads is None else global_heads, shard, _dtype(t0))]
 
@@ -251,33 +254,29 @@ class Layout:
     # ---- encoding ----
     def regions(self):
         out = []
+        seen = set()
         for _, _, _, parts in self.groups:
             for p in parts:
-                if p.region not in out:
-                    out.append(p.region)
+                for r in p.regions:
+                    if id(r) not in seen:
+                        seen.add(id(r))
+                        out.append(r)
         return out
 
-    def _views(self, gname, parts, regions):
+    def _views(self, gname, parts, index):
+        """Parts adjacent in every layer (same allocation, same item stride) share a view;
+        evenly spaced layers in one allocation make a uniform view, others a per-layer one."""
         views = []
         for p in parts:
             v = views[-1] if views else None
-            if (v is not None and v["_region"] is p.region and v["item_stride"] == p.item_stride
+            if (v is not None and v["item_stride"] == p.item_stride
                     and len(v["tensors"]) < MAX_TENSORS
+                    and all(a is b for a, b in zip(v["_regions"], p.regions))
                     and all(q == b + v["region_bytes"] for q, b in zip(p.ptrs, v["_ptrs"]))):
                 off = v["region_bytes"]
             else:
-                v = {"name": p.name, "_region": p.region, "_ptrs": p.ptrs,
-                     "pool": regions.index(p.region), "base": p.ptrs[0] - p.region.ptr,
-                     "layer_stride": 0, "item_stride": p.item_stride, "region_bytes": 0,
-                     "tensors": []}
-                if len(p.ptrs) > 1:
-                    strides = {b - a for a, b in zip(p.ptrs, p.ptrs[1:])}
-                    if len(strides) != 1 or min(strides) <= 0:
-                        raise KvferryError(
-                            "group %s: the layers of %s are not evenly spaced in one allocation "
-                            "(per-layer addressing needs layout v2): carve them from one "
-                            "tensor" % (gname, p.name))
-                    v["layer_stride"] = strides.pop()
+                v = {"name": p.name, "_regions": p.regions, "_ptrs": p.ptrs,
+                     "item_stride": p.item_stride, "region_bytes": 0, "tensors": []}
                 views.append(v)
                 off = 0
             v["tensors"].append({"name": p.name, "offset": off, "outer": p.outer,
@@ -287,12 +286,25 @@ class Layout:
             v["region_bytes"] += p.nbytes
             if len(v["tensors"]) > 1:
                 v["name"] = gname if len(views) == 1 else "%s%d" % (gname, len(views) - 1)
+        out = []
         for v in views:
-            del v["_region"], v["_ptrs"]
-        return views
+            regs, ptrs = v.pop("_regions"), v.pop("_ptrs")
+            strides = {b - a for a, b in zip(ptrs, ptrs[1:])}
+            addr = {}
+            if all(r is regs[0] for r in regs) and (len(ptrs) == 1 or
+                                                    (len(strides) == 1 and min(strides) > 0)):
+                addr = {"pool": index[id(regs[0])], "base": ptrs[0] - regs[0].ptr,
+                        "layer_stride": strides.pop() if strides else 0}
+            else:  # the engine's own per-layer tensors (vLLM, SGLang): one address per layer
+                addr = {"per_layer": [{"pool": index[id(r)], "base": q - r.ptr}
+                                      for r, q in zip(regs, ptrs)]}
+            out.append(dict(name=v["name"], **addr, item_stride=v["item_stride"],
+                            region_bytes=v["region_bytes"], tensors=v["tensors"]))
+        return out
 
     def to_dict(self):
         regions = self.regions()
+        index = {id(r): i for i, r in enumerate(regions)}
         devs = {r.device for r in regions}
         if len(devs) > 1:
             raise KvferryError("a rank's pools are on one device (or all on the host), got %s"
@@ -301,7 +313,7 @@ class Layout:
         for name, kind, layers, parts in self.groups:
             groups.append({"name": name, "kind": kind, "layers": layers,
                            "n_items": parts[0].n_items,
-                           "views": self._views(name, parts, regions)})
+                           "views": self._views(name, parts, index)})
         return {"instance": self.instance, "role": self.role, "tp_size": self.tp_size,
                 "tp_rank": self.tp_rank, "pp_size": self.pp_size, "pp_rank": self.pp_rank,
                 "attention_dp": self.attention_dp,

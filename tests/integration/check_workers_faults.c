@@ -205,7 +205,10 @@ static void register_msg(struct proto_msg *m, const struct rank *r)
 {
     memset(m, 0, sizeof *m);
     m->type = PROTO_REGISTER;
+    static struct proto_pool pools[LAYOUT_MAX_POOLS]; /* borrowed by m: never proto_msg_done */
+    memset(pools, 0, sizeof pools);
     m->u.reg.n_pools = r->l.n_pools;
+    m->u.reg.pools = pools;
     for (uint32_t i = 0; i < r->l.n_pools; i++)
         m->u.reg.pools[i] = (struct proto_pool){.kind = POOL_HOST, .device = -1,
                                                 .bytes = r->l.pools[i].bytes};

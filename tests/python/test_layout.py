@@ -193,13 +193,19 @@ class EngineLayouts(kvftest.DaemonCase):
             kl.vllm_attention(lc, "attn", L, [torch.zeros(2, 4, 16, 2, 64) for _ in L])
         self.assertIn("host_tensor", str(cm.exception))
 
-    def test_unevenly_spaced_layers_are_refused(self):
-        raw = kvferry.host_tensor((5, 2, 4, 16, 2, 64), torch.bfloat16)
-        lc = lay("x", "context")
-        kl.vllm_attention(lc, "attn", L, [raw[i] for i in (0, 1, 2, 4)])
-        with self.assertRaises(kvferry.KvferryError) as cm:
-            lc.to_json()
-        self.assertIn("evenly spaced", str(cm.exception))
+    def test_per_layer_tensors_make_a_per_layer_view(self):
+        def build(inst, role):
+            # vLLM v1: one allocation per layer (KVCacheTensor), FlashAttention shape
+            caches = [kvferry.host_tensor((2, 6, 16, 2, 64), torch.bfloat16) for _ in L]
+            lc = lay(inst, role)
+            kl.vllm_attention(lc, "attn", L, caches)
+            return lc, caches
+        sel = lambda ts, b: [t[:, b] for t in ts]  # noqa: E731
+        lc = self.roundtrip(build, [1, 4], [0, 5], sel, sel)
+        v = lc.to_dict()["groups"][0]["views"][0]
+        self.assertEqual(len(v["per_layer"]), 4)
+        self.assertEqual(len({e["pool"] for e in v["per_layer"]}), 4)
+        self.assertNotIn("layer_stride", v)
 
     def test_fingerprint_is_the_documented_hash_of_the_config(self):
         import hashlib
