@@ -159,13 +159,8 @@ void gpu_mapping_link(struct gpu *g, struct gpu_mapping *m)
     g->mappings_opened++;
 }
 
-int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
-                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
-                 size_t errlen)
+int gpu_pool_device_check(const struct gpu *g, int device, bool now, char *err, size_t errlen)
 {
-    struct gpu_mapping *m;
-    int rc;
-
     if (g->cpu_mode) {
         snprintf(err, errlen, "cannot map a GPU pool (device %d): the daemon runs in CPU mode: %s",
                  device, g->cpu_reason);
@@ -176,6 +171,26 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
                  g->n_devices, g->n_devices == 1 ? "" : "s");
         return -ENODEV;
     }
+    if (now && g->n_mappings >= g->max_mappings) {
+        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
+        return -ENOSPC;
+    }
+    if (now && g->dev[device].failed) {
+        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
+        return -ENODEV;
+    }
+    return 0;
+}
+
+int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen)
+{
+    struct gpu_mapping *m;
+    int rc;
+
+    if ((rc = gpu_pool_device_check(g, device, false, err, errlen)) < 0)
+        return rc;
     if (bytes == 0 || bytes > GPU_MAX_MAPPING_BYTES || offset > GPU_MAX_MAPPING_BYTES) {
         snprintf(err, errlen,
                  "GPU pool of %llu bytes at offset %llu: size must be 1..%llu "
@@ -191,14 +206,8 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
         *ret = m;
         return 0;
     }
-    if (g->n_mappings >= g->max_mappings) {
-        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
-        return -ENOSPC;
-    }
-    if (g->dev[device].failed) {
-        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
-        return -ENODEV;
-    }
+    if ((rc = gpu_pool_device_check(g, device, true, err, errlen)) < 0)
+        return rc;
     if (!(m = calloc(1, sizeof(*m)))) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;

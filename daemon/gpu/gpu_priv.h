@@ -94,6 +94,9 @@ struct gpu {
 
 /* gpu_peer.c: fills peer_can/peer_rank for discovered devices. 0 or -errno (err set). */
 int gpu_peer_discover(struct gpu *g, char *err, size_t errlen);
+/* gpu_ipc.c: the device of a pool about to be mapped: not CPU mode, in range, and with `now`
+ * (a new mapping) below the mapping limit and not failed. 0 or -ENODEV/-ENOSPC (err set). */
+int gpu_pool_device_check(const struct gpu *g, int device, bool now, char *err, size_t errlen);
 /* gpu_ipc.c: links a new mapping in (one reference, counted). */
 void gpu_mapping_link(struct gpu *g, struct gpu_mapping *m);
 /* gpu_vmm.c: unmaps a VMM mapping and releases its chunks. 0 or -errno (err set). */

@@ -171,20 +171,9 @@ int gpu_vmm_open(struct gpu *g, int device, const int *fds, uint32_t n_fds, uint
                  uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
                  size_t errlen)
 {
-    if (g->cpu_mode) {
-        snprintf(err, errlen, "cannot map a GPU pool (device %d): the daemon runs in CPU mode: %s",
-                 device, g->cpu_reason);
-        return -ENODEV;
-    }
-    if (device < 0 || device >= g->n_devices) {
-        snprintf(err, errlen, "GPU pool on device %d: this daemon sees %d CUDA device%s", device,
-                 g->n_devices, g->n_devices == 1 ? "" : "s");
-        return -ENODEV;
-    }
-    if (g->dev[device].failed) {
-        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
-        return -ENODEV;
-    }
+    int rc = gpu_pool_device_check(g, device, true, err, errlen);
+    if (rc < 0)
+        return rc;
     if (!fds || n_fds == 0 || chunk_bytes == 0 || chunk_bytes > GPU_MAX_MAPPING_BYTES / n_fds) {
         snprintf(err, errlen, "VMM pool of %u chunks of %llu bytes: 1.. chunks, at most %llu "
                  "bytes in all", n_fds, (unsigned long long)chunk_bytes,
@@ -197,10 +186,6 @@ int gpu_vmm_open(struct gpu *g, int device, const int *fds, uint32_t n_fds, uint
                  (unsigned long long)offset, (unsigned long long)bytes,
                  (unsigned long long)span);
         return -ERANGE;
-    }
-    if (g->n_mappings >= g->max_mappings) {
-        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
-        return -ENOSPC;
     }
     struct gpu_mapping *m = calloc(1, sizeof *m);
     unsigned long long *chunks = calloc(n_fds, sizeof *chunks);
@@ -217,7 +202,7 @@ int gpu_vmm_open(struct gpu *g, int device, const int *fds, uint32_t n_fds, uint
     m->declared_device = m->device = m->opened_on = device;
     m->bytes = span;
     m->size_verified = true;
-    int rc = vmm_map(g, m, fds, err, errlen);
+    rc = vmm_map(g, m, fds, err, errlen);
     if (rc < 0) {
         free(m->chunks);
         free(m);

@@ -95,7 +95,7 @@ def cuda_region(ptr, nbytes, device, ipc_handle=None, base=None):
     """Declares CUDA memory from outside PyTorch's caching allocator: [ptr, ptr + nbytes) of a
     cudaMalloc allocation starting at `base` (CuPy: arr.data.mem.ptr; default: asked from the
     driver), with its 64-byte cudaIpcMemHandle (CuPy: cupy.cuda.runtime.ipcGetMemHandle(base);
-    default: asked from libcudart). Tensors inside it then register through it."""
+    default: asked from the driver). Tensors inside it then register through it."""
     if base is None:
         base = _cu_base(ptr)
     if ipc_handle is None:
@@ -214,7 +214,6 @@ def _vmm_pool(payload, ptr, size, offset, device):
 # ---- driver / runtime look-ups for memory from outside PyTorch ----
 
 _cuda = None
-_cudart = None
 
 
 def _cu():
@@ -236,20 +235,13 @@ def _cu_base(ptr):
 
 
 def _cudart_ipc_handle(base):
-    global _cudart
-    if _cudart is None:
-        for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-            try:
-                _cudart = C.CDLL(name)
-                break
-            except OSError:
-                continue
-        if _cudart is None:
-            raise KvferryError("libcudart not found: pass ipc_handle= to cuda_region()")
+    """The legacy IPC handle of the cudaMalloc allocation at base (cuIpcGetMemHandle: the
+    driver's, so it does not matter which CUDA runtime allocated it)."""
+    cu = _cu()
     h = (C.c_uint8 * 64)()
-    rc = _cudart.cudaIpcGetMemHandle(h, C.c_void_p(base))
+    rc = cu.cuIpcGetMemHandle(h, C.c_uint64(base))
     if rc != 0:
-        raise KvferryError("cudaIpcGetMemHandle(0x%x): CUDA runtime error %d (memory from "
+        raise KvferryError("cuIpcGetMemHandle(0x%x): CUDA driver error %d (memory from "
                            "cuMemCreate or a VMM allocator has no legacy IPC handle: use "
                            "vmm_region)" % (base, rc))
     return bytes(h)

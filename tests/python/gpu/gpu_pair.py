@@ -24,6 +24,7 @@ KINDS = {0: "host", 1: "cuda-ipc", 2: "cuda-vmm"}
 
 
 def caches(alloc_name, n_blocks=48, n_slots=4):
+    torch.zeros(1, device="cuda")  # the primary context, current for the driver calls below
     alloc = gpu_alloc.ALLOCATORS[alloc_name]()
     ctx = hybrid.HybridCache(n_blocks, n_slots, device="cuda", alloc=alloc)
     gen = hybrid.HybridCache(n_blocks, n_slots, device="cuda", alloc=alloc)
