@@ -152,8 +152,9 @@ check: all check-symbols check-includes
 check-includes:
 	scripts/check-includes
 
-# The library as built and as `make install` lays it out exports nothing but kvf_*.
-check-symbols: $(LIBSO)
+# The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
+# the install below is a second make, which must find everything built (no race under -j).
+check-symbols: all
 	scripts/check-symbols $(LIBSO)
 	rm -rf $(BUILD)/install-check && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(BUILD))/install-check >/dev/null
 	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)

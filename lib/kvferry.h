@@ -25,7 +25,7 @@ uint32_t kvf_abi_version(void);
 /* The library's version string ("0.1.0"). Never NULL. Thread-safe. */
 const char *kvf_version(void);
 
-/* Typed errors (DESIGN.md §7). Values are stable: they travel on the wire. */
+/* Typed errors (docs/DESIGN.md §7). Values are stable: they travel on the wire. */
 typedef enum {
     KVF_OK = 0,
     KVF_E_PEER_INCOMPATIBLE = 1,
@@ -47,7 +47,7 @@ const char *kvf_error_to_string(kvf_error_t e);
 int kvf_error_from_string(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
- * libkvferry: the worker side of the local socket (DESIGN.md §8). A worker process (one rank)
+ * libkvferry: the worker side of the local socket (docs/DESIGN.md §8). A worker process (one rank)
  * connects to its node's kvferryd, registers its layout and pools once, then issues SEND
  * (context ranks) and RECV (generation ranks) and collects events.
  *

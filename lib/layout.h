@@ -1,4 +1,4 @@
-/* layout.h: what one rank registers (DESIGN.md §1, §3, §4): identity, parallelism, the global
+/* layout.h: what a rank registers (docs/DESIGN.md §1, §3, §4): identity, parallelism, the global
  * layers it holds, its memory pools and, per group, the pool views that locate every tensor.
  * Plain data with fixed-size arrays: a layout is copied by value and needs no destructor. It is
  * about 100 KiB (check_layout prints sizeof): keep it on the heap or the main thread's stack, never

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan_request.h"
 #include "readers.h"
 
 uint32_t readers_local(const struct layout *gen)
@@ -16,9 +17,8 @@ static int reads(const struct plan_input *in, struct layout *g, uint32_t r, uint
     struct plan_input pin = *in;
     pin.gen = g;
     struct plan p;
-    struct plan_error err;
-    memset(&err, 0, sizeof err);
-    if (plan_build(&pin, &p, &err) < 0)
+    char msg[sizeof(((struct plan_error *)0)->message)];
+    if (plan_request(&pin, &p, msg, sizeof msg) != KVF_OK)
         return -1;
     int hit = 0;
     for (uint32_t w = 0; w < p.n_writers; w++)
