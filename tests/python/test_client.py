@@ -264,7 +264,9 @@ class Hybrid:
                 for c in cc:
                     ev = c.wait(key, 30)
                     self.assertEqual(ev.kind, "SENT")
-                    self.assertIn("counted by the daemon", ev.message)
+                    readers = gen_tp if gen_tp > ctx_tp else 1  # gen ranks reading each ctx rank
+                    self.assertIn("%d of %d readers served (counted by the daemon)"
+                                  % (readers, readers), ev.message)
                 # every byte: the TP 1 side's request equals the TP 2 ranks' shards
                 if ctx_tp == gen_tp:
                     for a, b in zip(ctxs, gens):
