@@ -10,6 +10,7 @@ import fcntl
 import os
 import selectors
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -44,6 +45,21 @@ class Library(unittest.TestCase):
         with self.assertRaises(kvferry.KvferryError) as cm:
             _lib.load(ctypes.util.find_library("m"))
         self.assertIn("kvf_abi_version", str(cm.exception))
+
+    def test_installed_layout_finds_its_library(self):
+        # make install's layout: PREFIX/lib/python3/dist-packages/kvferry, PREFIX/lib/libkvferry.so.0
+        import shutil
+        with tempfile.TemporaryDirectory() as d:
+            pydir = os.path.join(d, "usr", "lib", "python3", "dist-packages")
+            shutil.copytree(os.path.join(kvftest.ROOT, "python", "kvferry"),
+                            os.path.join(pydir, "kvferry"))
+            shutil.copy(_lib.lib()._name, os.path.join(d, "usr", "lib", "libkvferry.so.0"))
+            env = {k: v for k, v in os.environ.items() if k not in ("KVFERRY_LIB", "BUILD")}
+            env["PYTHONPATH"] = pydir
+            out = subprocess.check_output(
+                [sys.executable, "-c", "import kvferry, kvferry._lib as l; print(l.lib()._name)"],
+                env=env, cwd=d, text=True)
+            self.assertEqual(out.strip(), os.path.join(d, "usr", "lib", "libkvferry.so.0"))
 
     def test_struct_sizes_match_the_header(self):
         with tempfile.TemporaryDirectory() as d:
