@@ -3,7 +3,7 @@
               (legacy IPC handle + storage offset, the 'c' sharing handle)
   expandable  the same under PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set by the caller
               before CUDA starts): VMM chunks, the 'e' sharing handle, POSIX fds
-  cudamalloc  raw cudaMalloc through libcudart (kvferry.cuda_region, offset inside the allocation)
+  cudamalloc  raw cudaMalloc (libcudart, else cuMemAlloc) via kvferry.cuda_region, at an offset
   cupy        CuPy's runtime malloc and IPC handle (kvferry.cuda_region)
   cumem       cuMemCreate chunks mapped back to back by hand (kvferry.vmm_region)"""
 import ctypes as C
@@ -52,31 +52,38 @@ def expandable():
 
 
 def _cudart():
-    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
+    """libcudart if one can be loaded (cudaMalloc), else None."""
+    import glob
+    names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12"]
+    names += glob.glob("/usr/local/cuda*/lib64/libcudart.so*")
+    for base in __import__("sys").path:
+        names += glob.glob(os.path.join(base, "nvidia", "cuda_runtime", "lib", "libcudart.so*"))
+    for name in names:
         try:
             return C.CDLL(name)
         except OSError:
             pass
-    import glob
-    for p in glob.glob("/usr/local/cuda*/lib64/libcudart.so*") + glob.glob(
-            os.path.join(os.path.dirname(torch.__file__), "lib", "libcudart*.so*")):
-        try:
-            return C.CDLL(p)
-        except OSError:
-            pass
-    raise RuntimeError("libcudart not found")
+    return None
 
 
 def cudamalloc():
+    """Raw cudaMalloc (libcudart), or the driver's cuMemAlloc it calls when no libcudart loads."""
     rt = _cudart()
+    cu = C.CDLL("libcuda.so.1")
     dev = torch.cuda.current_device()
 
     def alloc(n):
-        ptr = C.c_void_p()
-        assert rt.cudaMalloc(C.byref(ptr), C.c_size_t(n + 65536)) == 0
+        if rt is not None:
+            ptr = C.c_void_p()
+            assert rt.cudaMalloc(C.byref(ptr), C.c_size_t(n + 65536)) == 0
+            base = ptr.value
+        else:
+            ptr = C.c_uint64()
+            assert cu.cuMemAlloc_v2(C.byref(ptr), C.c_size_t(n + 65536)) == 0
+            base = ptr.value
         KEEP.append(ptr)
-        kvferry.cuda_region(ptr.value + 65536, n, dev)  # handle and base asked from CUDA
-        return _wrap(ptr.value + 65536, n)
+        kvferry.cuda_region(base + 65536, n, dev)  # handle and base asked from CUDA
+        return _wrap(base + 65536, n)
     return alloc
 
 
