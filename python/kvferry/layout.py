@@ -210,13 +210,16 @@ class Layout:
         self.tp_size, self.tp_rank, self.pp_size, self.pp_rank = tp_size, tp_rank, pp_size, pp_rank
         self.attention_dp = bool(attention_dp)
         self.groups = []  # (name, kind, layers, [_Part])
+        self.aliases = {}  # group name -> alias of its views
 
     # ---- groups ----
     def paged(self, name, layers, tensors, dims, global_heads=None, shard="sharded",
-              kv_names=("k", "v")):
+              kv_names=("k", "v"), alias=None):
         """A paged group: per-layer KV tensors (a list, or one tensor with an L dim) whose dims
         are named by `dims`; or a dict {"k": tensors, "v": tensors} with the same dims for
-        K and V kept apart (SGLang's k_buffer / v_buffer)."""
+        K and V kept apart (SGLang's k_buffer / v_buffer). alias: the name under which this
+        group's memory is shared by design with other groups' (vLLM's hybrid allocator: one raw
+        tensor per layer pair holds attention pages and Mamba state pages)."""
         parts = []
         if isinstance(tensors, dict):
             for pname, ts in tensors.items():
@@ -225,9 +228,9 @@ class Layout:
         else:
             parts = _parts(name, tensors, dims, self.tokens_per_block, global_heads, shard,
                            kv_names)
-        return self._add(name, "paged", layers, parts)
+        return self._add(name, "paged", layers, parts, alias)
 
-    def state(self, name, layers, tensors):
+    def state(self, name, layers, tensors, alias=None):
         """A state group: tensors is a list of (tensor_name, per-layer tensors of shape
         (slots, ...), outer, heads[, global_heads[, shard]]): each slot's bytes are
         [outer][heads][inner]; heads are this rank's local heads."""
@@ -237,9 +240,9 @@ class Layout:
             gh = spec[4] if len(spec) > 4 else None
             shard = spec[5] if len(spec) > 5 else "sharded"
             parts += _state_parts(tname, ts, outer, heads, gh, shard)
-        return self._add(name, "state", layers, parts)
+        return self._add(name, "state", layers, parts, alias)
 
-    def _add(self, name, kind, layers, parts):
+    def _add(self, name, kind, layers, parts, alias=None):
         layers = list(layers)
         for p in parts:
             if len(p.ptrs) != len(layers):
@@ -249,6 +252,8 @@ class Layout:
             raise KvferryError("group %s: its tensors disagree on the item count (%s)"
                                % (name, sorted({p.n_items for p in parts})))
         self.groups.append((name, kind, layers, parts))
+        if alias:
+            self.aliases[name] = alias
         return self
 
     # ---- encoding ----
@@ -311,9 +316,12 @@ class Layout:
                                % sorted(devs))
         groups = []
         for name, kind, layers, parts in self.groups:
+            views = self._views(name, parts, index)
+            for v in views:
+                if name in self.aliases:
+                    v["alias"] = self.aliases[name]
             groups.append({"name": name, "kind": kind, "layers": layers,
-                           "n_items": parts[0].n_items,
-                           "views": self._views(name, parts, index)})
+                           "n_items": parts[0].n_items, "views": views})
         return {"instance": self.instance, "role": self.role, "tp_size": self.tp_size,
                 "tp_rank": self.tp_rank, "pp_size": self.pp_size, "pp_rank": self.pp_rank,
                 "attention_dp": self.attention_dp,
@@ -359,20 +367,23 @@ class Layout:
 
 # ---- engine-shaped helpers ----
 
-def vllm_attention(layout, name, layers, kv_caches, backend="flash_attn", global_heads=None):
+def vllm_attention(layout, name, layers, kv_caches, backend="flash_attn", global_heads=None,
+                   alias=None):
     """vLLM v1 per-layer attention caches (each layer's kv_cache tensor, as the model runner
     binds them): backend "flash_attn" (2, blocks, T, H, D), "flashinfer" (blocks, 2, T, H, D;
     NHD or HND through the tensor's strides), "mla" (blocks, T, latent) replicated."""
     if backend == "flash_attn":
-        return layout.paged(name, layers, kv_caches, "kv b t h d", global_heads)
+        return layout.paged(name, layers, kv_caches, "kv b t h d", global_heads, alias=alias)
     if backend == "flashinfer":
-        return layout.paged(name, layers, kv_caches, "b kv t h d", global_heads)
+        return layout.paged(name, layers, kv_caches, "b kv t h d", global_heads, alias=alias)
     if backend == "mla":
-        return layout.paged(name, layers, kv_caches, "b t d", 1, "replicated", ("kv", "kv"))
+        return layout.paged(name, layers, kv_caches, "b t d", 1, "replicated", ("kv", "kv"),
+                            alias=alias)
     raise KvferryError("vllm_attention backend %r: flash_attn, flashinfer or mla" % backend)
 
 
-def vllm_kda_state(layout, name, layers, states, heads, global_heads=None, shard="sharded"):
+def vllm_kda_state(layout, name, layers, states, heads, global_heads=None, shard="sharded",
+                   alias=None):
     """vLLM v1 Kimi Delta Attention state per layer: (q_conv, k_conv, v_conv, recurrent), each
     (slots, ...): convs (W-1, H_local*hd) -> [W-1][H_local][hd], recurrent (H_local, hd, hd)."""
     specs = []
@@ -380,10 +391,10 @@ def vllm_kda_state(layout, name, layers, states, heads, global_heads=None, shard
         ts = [s[k] for s in states]
         outer = 1 if tname == "ssm" else ts[0].shape[1]
         specs.append((tname, ts, outer, heads, global_heads, shard))
-    return layout.state(name, layers, specs)
+    return layout.state(name, layers, specs, alias)
 
 
-def mamba2_state(layout, name, layers, states, nheads, global_heads=None):
+def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=None):
     """vLLM v1 Mamba2 state per layer: (conv (slots, W-1, conv_dim), ssm (slots, nheads, hd,
     d_state)). The conv channels are x|B|C segments sharded segment-wise under TP, which layout
     v1 cannot express as heads: tp_size must be 1 (or attention-DP)."""
@@ -393,7 +404,7 @@ def mamba2_state(layout, name, layers, states, nheads, global_heads=None):
     conv = [s[0] for s in states]
     ssm = [s[1] for s in states]
     return layout.state(name, layers, [("conv", conv, conv[0].shape[1], 1, 1),
-                                       ("ssm", ssm, 1, nheads, global_heads)])
+                                       ("ssm", ssm, 1, nheads, global_heads)], alias)
 
 
 def sglang_mha(layout, name, layers, k_buffer, v_buffer, global_heads=None):

@@ -160,6 +160,46 @@ class EngineLayouts(kvftest.DaemonCase):
             return [t[slot[0]] for s in states for t in s]
         self.roundtrip(build, [2], [4], sel, sel)
 
+    def test_vllm_hybrid_raw_tensors_shared_by_attention_and_mamba(self):
+        # vLLM v1's hybrid allocator: one raw tensor per layer pair, its pages used as attention
+        # blocks by one layer and as Mamba state by another; both views declare alias "raw"
+        T, H, D, pages = 16, 2, 64, 8
+        page = 2 * T * H * D * 2  # bytes of one attention block (FlashInfer (2, T, H, D) bf16)
+
+        def build(inst, role):
+            raws = [kvferry.host_tensor((pages * page,), torch.int8) for _ in range(2)]
+            attn = [r.view(torch.bfloat16).view(pages, 2, T, H, D) for r in raws]
+            conv_e, ssm_e = 3 * 64, 2 * 16 * 16  # bf16 conv, fp32 ssm; padded to a page
+            states = []
+            for r in raws:
+                b16, f32 = r.view(torch.bfloat16), r.view(torch.float32)
+                conv = torch.as_strided(b16, (pages, 3, 64), (page // 2, 64, 1))
+                ssm = torch.as_strided(f32, (pages, 2, 16, 16), (page // 4, 256, 16, 1),
+                                       conv_e * 2 // 4)
+                states.append((conv, ssm))
+            assert conv_e * 2 + ssm_e * 4 <= page
+            lc = lay(inst, role)
+            kl.vllm_attention(lc, "attn", [0, 2], attn, backend="flashinfer", alias="raw")
+            kl.mamba2_state(lc, "mamba", [1, 3], states, nheads=2, alias="raw")
+            return lc, (attn, states)
+
+        def sel(ts, items):
+            blocks, slot = items
+            attn, states = ts
+            return [a[blocks] for a in attn] + [t[slot] for s in states for t in s]
+        lc, tc = build("ctx-hyb", "context")
+        lg, tg = build("gen-hyb", "generation")
+        self.assertEqual({v.get("alias") for g in lc.to_dict()["groups"] for v in g["views"]},
+                         {"raw"})
+        lc.check()
+        g = torch.Generator().manual_seed(3)
+        for r in lc.regions():
+            r.keep[2].copy_(torch.randint(0, 256, r.keep[2].shape, generator=g, dtype=torch.uint8))
+        kvftest.move(self, lc, lg, {"attn": [1, 2], "mamba": 5}, {"attn": [6, 3], "mamba": 0},
+                     self.key())
+        for a, b in zip(sel(tc, ([1, 2], 5)), sel(tg, ([6, 3], 0))):
+            self.assertTrue(torch.equal(a.view(torch.uint8), b.view(torch.uint8)))
+
     def test_kda_state_and_attention_hybrid(self):
         import hybrid
         lc = hybrid.HybridCache(16, 4).layout("kda-ctx", "context")
