@@ -1,6 +1,6 @@
 /* layout.c: the string names of layout enums and layout_validate, the full consistency check of
- * a rank's layout (layout.h). Pure; no allocation. The geometric part (regions inside pools,
- * regions never overlapping) lives in layout_regions.c.
+ * a rank's layout (layout.h). Pure. The geometric part (regions inside pools, regions never
+ * overlapping; it allocates its list of spans) lives in layout_regions.c.
  *
  * Rules beyond the header's summary, chosen here:
  *  - names (instance, fingerprint, groups, views, tensors) are printable ASCII (0x20..0x7e),

@@ -136,7 +136,9 @@ const char *layout_role_to_string(layout_role_t r);
 /* Full consistency check (the decoder runs it too): counts within limits, names non-empty, every
  * view's tensors tile its region, heads divide, every region of every (layer, item) lies inside
  * its pool, regions of different (layer, item, view) never overlap, layer ids ascending and
- * unique. Returns 0, or -EINVAL with a message naming the field in err. */
+ * unique; regions of views of different groups declaring the same alias may overlap; per-layer
+ * entries lie in addrs[0, n_addrs) and name pools that exist. Returns 0, or -EINVAL with a
+ * message naming the field in err (-ENOMEM if the region check cannot allocate). */
 int layout_validate(const struct layout *l, char *err, size_t errlen);
 
 /* Canonical JSON (jansson). Encode returns a malloc'd NUL-terminated string (caller frees) or

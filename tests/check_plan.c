@@ -104,6 +104,7 @@ START_TEST(plan_parity_per_layer_pools_bitwise)
     parity(T ",pools=layer_joint,tp=2", T ",tp=4,state=split", 4, 4, -1);
     parity(T ",arr=block", T ",pools=layer,kv=split,tp=2", 4, 4, -1);
     parity(K ",pools=layer,tp=2", K ",pools=layer_joint,kv=split", 2, 2, -1);
+    parity(K ",hd=16,pools=layer,kv=split,state=split", K ",hd=16,tp=2", 2, 2, -1); /* 54 pools */
 }
 END_TEST
 START_TEST(plan_parity_kimi_k3_tp4_to_tp2_bitwise)

@@ -5,6 +5,7 @@
  *    (a k and a v buffer per layer: 160 pools a rank, fds sent ahead in FDS frames) to
  *    generation TP1 vLLM-style (one [2, blocks, ...] tensor per layer: 80 pools);
  *  - the aliased vLLM hybrid of examples/layouts (attention and Mamba state on shared pages);
+ *  - the pool limit: 1024 pools a rank register and move, 1025 are refused by the library;
  * and the refusals: an undeclared overlap at REGISTER, a request writing one page twice. */
 #include <check.h>
 #include <sys/resource.h>
@@ -18,39 +19,41 @@
 #define LLAMA_BLOCKS 8
 #define HYBRID "examples/layouts/vllm-hybrid-mamba-state.json"
 
-/* One rank of a per-layer Llama: sglang: pools k[0..L) then v[0..L) (k_buffer / v_buffer);
- * else vLLM: pool l holds layer l's K of every block, then its V. */
-static void llama(struct layout *l, const char *inst, layout_role_t role, uint32_t tp,
-                  uint32_t rank, bool sglang)
+/* One rank of a per-layer GQA model of `layers` layers and `views` tensors a layer (k, v; or
+ * t0..t7): sglang: a pool per view and layer, view-major (k_buffer / v_buffer lists); else
+ * vLLM: pool l holds layer l's first view of every block, then the next view's, ... */
+static void model(struct layout *l, const char *inst, layout_role_t role, uint32_t tp,
+                  uint32_t rank, uint32_t layers, uint32_t views, bool sglang)
 {
     memset(l, 0, sizeof(*l));
     snprintf(l->instance, sizeof(l->instance), "%s", inst);
-    snprintf(l->fingerprint, sizeof(l->fingerprint), "llama-test-80l/v1");
     l->role = role;
     l->tp_size = tp;
     l->tp_rank = rank;
     l->pp_size = 1;
     l->device = -1;
     l->tokens_per_block = LLAMA_TPB;
-    l->n_layers_total = LLAMA_LAYERS;
+    l->n_layers_total = layers;
     uint32_t h = LLAMA_HEADS / tp;
     uint64_t region = (uint64_t)LLAMA_TPB * h * LLAMA_HD * 2;
-    l->n_pools = sglang ? 2 * LLAMA_LAYERS : LLAMA_LAYERS;
+    l->n_pools = sglang ? views * layers : layers;
     for (uint32_t p = 0; p < l->n_pools; p++)
         l->pools[p] = (struct layout_pool){POOL_HOST, -1,
-                                           (sglang ? 1 : 2) * LLAMA_BLOCKS * region};
+                                           (sglang ? 1 : views) * LLAMA_BLOCKS * region};
     l->n_groups = 1;
     struct layout_group *g = &l->groups[0];
     snprintf(g->name, sizeof(g->name), "attn");
     g->kind = GROUP_PAGED;
     g->n_items = LLAMA_BLOCKS;
-    g->n_layers = LLAMA_LAYERS;
-    for (uint32_t k = 0; k < LLAMA_LAYERS; k++)
+    g->n_layers = layers;
+    for (uint32_t k = 0; k < layers; k++)
         g->layers[k] = (uint16_t)k;
-    g->n_views = 2;
-    for (uint32_t v = 0; v < 2; v++) {
+    g->n_views = views;
+    for (uint32_t v = 0; v < views; v++) {
         struct layout_view *vw = &g->views[v];
-        snprintf(vw->name, sizeof(vw->name), v ? "v" : "k");
+        char name[8];
+        snprintf(name, sizeof(name), views == 2 ? (v ? "v" : "k") : "t%u", v);
+        snprintf(vw->name, sizeof(vw->name), "%s", name);
         vw->per_layer = true;
         vw->addr_at = l->n_addrs;
         vw->item_stride = vw->region_bytes = region;
@@ -59,22 +62,23 @@ static void llama(struct layout *l, const char *inst, layout_role_t role, uint32
                                                 .inner = LLAMA_HD * 2,
                                                 .global_heads = LLAMA_HEADS,
                                                 .shard = SHARD_SHARDED, .dtype = DTYPE_BF16};
-        snprintf(vw->tensors[0].name, sizeof(vw->tensors[0].name), v ? "v" : "k");
-        for (uint32_t k = 0; k < LLAMA_LAYERS; k++)
-            l->addrs[l->n_addrs++] = sglang ? (struct layout_addr){v * LLAMA_LAYERS + k, 0}
+        snprintf(vw->tensors[0].name, sizeof(vw->tensors[0].name), "%s", name);
+        for (uint32_t k = 0; k < layers; k++)
+            l->addrs[l->n_addrs++] = sglang ? (struct layout_addr){v * layers + k, 0}
                                             : (struct layout_addr){k, v * LLAMA_BLOCKS * region};
     }
+    snprintf(l->fingerprint, sizeof(l->fingerprint), "gqa-%ul-%uv/v1", layers, views);
     char err[256];
     ck_assert_msg(layout_validate(l, err, sizeof err) == 0, "%s", err);
 }
 
-static void llama_inst(struct ru_inst *in, const char *inst, layout_role_t role, uint32_t tp,
-                       bool sglang, uint64_t *rng, int fill)
+static void model_inst(struct ru_inst *in, const char *inst, layout_role_t role, uint32_t tp,
+                       uint32_t layers, uint32_t views, bool sglang, uint64_t *rng, int fill)
 {
     struct layout *ls = calloc(tp, sizeof(*ls));
     ck_assert_ptr_nonnull(ls);
     for (uint32_t r = 0; r < tp; r++)
-        llama(&ls[r], inst, role, tp, r, sglang);
+        model(&ls[r], inst, role, tp, r, layers, views, sglang);
     memset(in, 0, sizeof(*in));
     ru_inst_init_layouts(in, ls, tp, LLAMA_BLOCKS / 2, rng, fill);
     free(ls);
@@ -104,8 +108,8 @@ static void raise_nofile(void)
 {
     struct rlimit r;
     ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &r), 0);
-    if (r.rlim_cur < 4096 && r.rlim_max > r.rlim_cur) {
-        r.rlim_cur = r.rlim_max < 4096 ? r.rlim_max : 4096;
+    if (r.rlim_cur < 8192 && r.rlim_max > r.rlim_cur) {
+        r.rlim_cur = r.rlim_max < 8192 ? r.rlim_max : 8192;
         ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &r), 0);
     }
 }
@@ -157,8 +161,8 @@ static void llama_case(bool two_daemons)
     two_start(&t, NULL, NULL, NULL);
     uint64_t rng = 0x51;
     struct ru_inst ctx, gen;
-    llama_inst(&ctx, "ctx", ROLE_CONTEXT, 2, true, &rng, 0x5a);
-    llama_inst(&gen, "gen", ROLE_GENERATION, 1, false, &rng, RU_POISON);
+    model_inst(&ctx, "ctx", ROLE_CONTEXT, 2, LLAMA_LAYERS, 2, true, &rng, 0x5a);
+    model_inst(&gen, "gen", ROLE_GENERATION, 1, LLAMA_LAYERS, 2, false, &rng, RU_POISON);
     ck_assert_uint_eq(ctx.r[0].l.n_pools, 160);
     /* the generation rank names the same blocks as the context: suffix of equal length */
     for (uint32_t k = 0; k < gen.r[0].n_ids; k++)
@@ -283,6 +287,42 @@ START_TEST(undeclared_overlap_is_refused_at_register)
 }
 END_TEST
 
+/* The pool limit through the client library and the daemon: 1024 pools a rank (64 FDS frames
+ * ahead of the REGISTER) register and move; 1025 are refused by the library naming the count. */
+START_TEST(pools_at_the_limit_register_and_move_one_past_is_refused)
+{
+    raise_nofile();
+    struct two t;
+    two_start(&t, NULL, NULL, NULL);
+    uint64_t rng = 0x71;
+    struct ru_inst ctx, gen;
+    model_inst(&ctx, "ctx", ROLE_CONTEXT, 1, 128, LAYOUT_MAX_VIEWS, true, &rng, 0x5a);
+    model_inst(&gen, "gen", ROLE_GENERATION, 1, 128, LAYOUT_MAX_VIEWS, false, &rng, RU_POISON);
+    ck_assert_uint_eq(ctx.r[0].l.n_pools, LAYOUT_MAX_POOLS);
+    memcpy(gen.r[0].ids, ctx.r[0].ids, gen.r[0].n_ids * sizeof(uint32_t));
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.a);
+    int ok = move(&ctx, &gen, 11, NULL, 0x1024);
+    /* one past: the library refuses before anything is sent */
+    struct kvf_client *c;
+    struct kvf_options o = {.no_reconnect = 1, .connect_timeout_ms = 10000};
+    ck_assert_int_eq(kvf_connect(t.a.worker, &o, &c), 0);
+    struct kvf_pool *pools = calloc(LAYOUT_MAX_POOLS + 1, sizeof(*pools));
+    for (uint32_t p = 0; p <= LAYOUT_MAX_POOLS; p++)
+        pools[p] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1, .bytes = 4096,
+                                     .fd = ctx.r[0].fds[p % LAYOUT_MAX_POOLS]};
+    char err[256] = "";
+    ck_assert_int_eq(kvf_register(c, "{}", pools, LAYOUT_MAX_POOLS + 1, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "1025 pools, expected 1..1024"), "%s", err);
+    free(pools);
+    kvf_close(c);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, ok);
+    ck_assert_msg(ok, "1024-pool layout did not complete");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("layouts_daemons");
@@ -293,6 +333,7 @@ int main(void)
     tcase_add_test(tc, aliased_hybrid_same_daemon_is_bitwise_equal_and_refuses_a_shared_page);
     tcase_add_test(tc, aliased_hybrid_two_daemons_is_bitwise_equal_and_refuses_a_shared_page);
     tcase_add_test(tc, undeclared_overlap_is_refused_at_register);
+    tcase_add_test(tc, pools_at_the_limit_register_and_move_one_past_is_refused);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
