@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "sockowner.h"
 #include "sockpath.h"
 #include "ctl_cmds.h"
 #include "daemon.h"
@@ -189,6 +190,12 @@ int control_listen(struct control *ctl, char *err, size_t errlen)
         chmod(sa.sun_path, (mode_t)cfg->sockets_mode) < 0 || listen(fd, 64) < 0) {
         r = -errno;
         snprintf(err, errlen, "control socket %s: %s", ctl->path, strerror(errno));
+        close(fd);
+        unlink(sa.sun_path);
+        ctl->path[0] = '\0';
+        return r;
+    }
+    if ((r = sockowner_apply(sa.sun_path, &ctl->d->access, err, errlen)) < 0) {
         close(fd);
         unlink(sa.sun_path);
         ctl->path[0] = '\0';

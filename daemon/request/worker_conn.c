@@ -279,7 +279,8 @@ static void on_register(struct wconn *c, struct proto_register *g)
     snprintf(rk->home, sizeof rk->home, "%s", g->home);
     engine_rank_registered(c->w->d->engine, rk);
     c->w->counters.registered++;
-    log_info("worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u)",
+    log_req(LOG_LVL_INFO, 0, NULL, l.instance,
+            "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u)",
              (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),
              layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank, l.pp_size);
     registered(c, KVF_OK, "registered");

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sockowner.h"
 #include "sockpath.h"
 #include "daemon.h"
 #include "workers.h"
@@ -168,6 +169,12 @@ int workers_listen(struct workers *w, char *err, size_t errlen)
             close(fd);
             unlink(sa.sun_path);
         }
+        w->path[0] = '\0';
+        return r;
+    }
+    if ((r = sockowner_apply(sa.sun_path, &w->d->access, err, errlen)) < 0) {
+        close(fd);
+        unlink(sa.sun_path);
         w->path[0] = '\0';
         return r;
     }
