@@ -266,11 +266,14 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
 int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(c->path) >= sizeof sa.sun_path) {
-        snprintf(err, errlen, "socket path too long");
+    size_t plen = strlen(c->path);
+    if (plen >= sizeof sa.sun_path) {
+        snprintf(err, errlen,
+                 "worker socket path is %zu bytes, above the unix socket limit of %zu: %s", plen,
+                 sizeof sa.sun_path - 1, c->path);
         return -ENAMETOOLONG;
     }
-    strcpy(sa.sun_path, c->path);
+    memcpy(sa.sun_path, c->path, plen + 1);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -errno;
@@ -341,7 +344,8 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
     }
     c->next_attempt_ms = -1;
     char msg[KVF_MESSAGE_MAX];
-    snprintf(msg, sizeof msg, "reconnected to %s (daemon epoch %llu)%s", c->path,
+    snprintf(msg, sizeof msg, "reconnected to %.*s (daemon epoch %llu)%s", /* fits sun_path */
+             (int)sizeof(((struct sockaddr_un *)0)->sun_path), c->path,
              (unsigned long long)c->epoch, c->registered ? ", registered again" : "");
     client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg);
     client_sync_fds(c);

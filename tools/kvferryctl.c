@@ -116,6 +116,8 @@ static int default_socket(const char *config, char *buf, size_t len)
         access(SYSTEM_CONTROL_SOCKET, F_OK) == 0)
         snprintf(buf, len, "%s", SYSTEM_CONTROL_SOCKET);
     cfg_free(&c);
+    if (r == -ENAMETOOLONG && strlen(buf) + 1 < len)
+        return 0; /* whole, but over sun_path: ctl_client_connect says so */
     if (r < 0)
         fprintf(stderr, "kvferryctl: control socket path: %s\n", strerror(-r));
     return r;
@@ -176,7 +178,7 @@ int main(int argc, char **argv)
     json_t *args;
     if (build_args(cmd, argc - optind - 1, argv + optind + 1, &args) < 0)
         return EXIT_USAGE;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[4096]; /* whole: ctl_client_connect refuses one over sun_path, never truncated */
     if (!sock) {
         if (default_socket(config, path, sizeof(path)) < 0) {
             json_decref(args);
@@ -185,6 +187,14 @@ int main(int argc, char **argv)
         sock = path;
     }
     int fd = ctl_client_connect(sock);
+    if (fd == -ENAMETOOLONG) {
+        fprintf(stderr,
+                "kvferryctl: control socket path %s is %zu bytes: a unix socket path holds at most "
+                "%zu\n",
+                sock, strlen(sock), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+        json_decref(args);
+        return EXIT_UNREACHABLE;
+    }
     if (fd < 0) {
         fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock, strerror(-fd));
         json_decref(args);

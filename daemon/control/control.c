@@ -162,12 +162,15 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 int control_listen(struct control *ctl, char *err, size_t errlen)
 {
     const struct kvf_config *cfg = &ctl->d->cfg;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int r = cfg_control_path(cfg, sa.sun_path, sizeof(sa.sun_path));
-    if (r < 0) {
+    struct sockaddr_un sa;
+    char path[SOCKPATH_BUF];
+    int r = cfg_control_path(cfg, path, sizeof(path)); /* -ENAMETOOLONG: sockpath_addr says why */
+    if (r < 0 && r != -ENAMETOOLONG) {
         snprintf(err, errlen, "control socket path: %s", strerror(-r));
         return r;
     }
+    if ((r = sockpath_addr(&sa, path, "control", err, errlen)) < 0)
+        return r;
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
     if ((r = sockpath_mkdir_parents(ctl->path, 0750)) < 0) {
         snprintf(err, errlen, "control socket directory for %s: %s", ctl->path, strerror(-r));
