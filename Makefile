@@ -8,7 +8,8 @@
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
-#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config)
+#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
+#                        the kvferry Python package in PYDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
@@ -27,6 +28,8 @@ OPT     ?= -O2
 DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+# The Python package goes where Debian's python3 looks for modules of a prefix
+PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -73,6 +76,7 @@ UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c
 INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/check_*.c))
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+PY_TESTS     := tests/python/check_python
 
 # libkvferry, loaded into every inference worker: the public API and the worker protocol only
 # (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
@@ -148,7 +152,7 @@ test:
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
 check: all check-symbols check-includes
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -165,7 +169,7 @@ unit: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
@@ -240,6 +244,8 @@ install: all $(BUILD)/man/kvferry.yaml.5
 	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
 	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
+	install -d $(DESTDIR)$(PYDIR)/kvferry
+	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
 	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
 	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
