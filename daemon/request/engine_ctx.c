@@ -21,6 +21,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "move_exec.h"
 #include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
@@ -454,8 +455,13 @@ static void stage_move(struct stage *st)
     }
 }
 
-/* Gathers the chunk (on the CPU, or launches the GPU gather) and starts moving it. st may be
- * freed when this returns. */
+static void stage_gathered(void *user, int status)
+{
+    ctx_stage_gathered(user, status);
+}
+
+/* Gathers the chunk (the host executor, or launches the GPU gather) and starts moving it. st
+ * may be freed when this returns. */
 static void stage_run(struct stage *st)
 {
     struct tx *tx = st->tx;
@@ -473,9 +479,16 @@ static void stage_run(struct stage *st)
         return; /* ctx_stage_gathered goes on */
     }
     const struct wire_grant *g = &st->g;
-    copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
-                g->ext_off + g->length, st->buf);
-    stage_move(st);
+    struct move_prog mp = {tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, NULL};
+    char msg[WIRE_TEXT_MAX];
+    int rc = move_exec_of(MOVE_EXEC_HOST)->gather(&mp, g->ext_off, g->ext_off + g->length,
+                                                  st->buf, stage_gathered, st, msg, sizeof msg);
+    if (rc < 0) {
+        tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
+        stage_finish(st, rc);
+    } else if (rc == MOVE_DONE) {
+        stage_move(st);
+    } /* MOVE_STARTED: stage_gathered goes on */
 }
 
 void ctx_stage_gathered(struct stage *st, int status)

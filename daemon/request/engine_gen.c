@@ -18,6 +18,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "move_exec.h"
 #include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
@@ -537,7 +538,15 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
         return; /* gen_landed follows the kernel (engine_gpu.c) */
     }
     const struct plan_writer *pw = &rx->plan.writers[w->idx];
-    copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
+    struct move_prog mp = {pw->ops, pw->n_ops, NULL, &rx->x->rank->mem};
+    char msg[WIRE_TEXT_MAX];
+    const struct move_exec *ex = move_exec_of(MOVE_EXEC_HOST);
+    rc = ex->scatter(&mp, slot, g.ext_off, g.ext_off + g.length, NULL, NULL, msg, sizeof msg);
+    if (rc != MOVE_DONE) { /* a landing slot's completion is wired for inline executors only */
+        rx_fail(rx, KVF_E_INTERNAL, "%s scatter of writer rank %u: %s", ex->name, w->ctx_rank,
+                rc < 0 ? msg : "completes asynchronously, which this path does not take yet");
+        return;
+    }
     gen_landed(w, i);
 }
 
