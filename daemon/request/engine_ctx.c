@@ -260,7 +260,7 @@ static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
     if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
         return NULL;
     for (struct xfer *x = e->d->workers->xt.list; x; x = x->next)
-        if (x->side == 'S' && live_send(x) && x->rank == in->ranks[q->writer] &&
+        if (x->side == XFER_SEND && live_send(x) && x->rank == in->ranks[q->writer] &&
             x->req_id == q->req_id)
             return x;
     return NULL;
@@ -627,16 +627,16 @@ void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struc
         quar_ack_unknown(p, flow, m);
 }
 
-void ctx_xfer_end(struct engine *e, struct xfer *s, int err)
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->send != s)
             continue;
         frag_send_gone(e, tx, s);
         tx->send = NULL;
-        tx_fail(tx, err ? (kvf_error_t)err : KVF_E_CANCELLED, true,
+        tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",
-                kvf_error_to_string((kvf_error_t)err));
+                kvf_error_to_string(err));
     }
 }
 

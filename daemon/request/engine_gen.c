@@ -636,7 +636,7 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
 }
 
-void gen_xfer_end(struct engine *e, struct rx *rx, int err)
+void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
 {
     (void)e;
     rx->x = NULL;
@@ -644,7 +644,7 @@ void gen_xfer_end(struct engine *e, struct rx *rx, int err)
         return;
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_failed++;
-    release(rx, err ? (kvf_error_t)err : KVF_E_CANCELLED, "the generation rank's request ended");
+    release(rx, err != KVF_OK ? err : KVF_E_CANCELLED, "the generation rank's request ended");
 }
 
 void gen_peer_up(struct engine *e, struct epeer *p)

@@ -357,7 +357,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                   const void *data, size_t len);
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
-void gen_xfer_end(struct engine *e, struct rx *rx, int err);
+void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err);
 void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
@@ -377,7 +377,7 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_send_arrived(struct engine *e, struct xfer *s);
-void ctx_xfer_end(struct engine *e, struct xfer *s, int err);
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err);
 void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
 void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);

@@ -99,7 +99,7 @@ static struct xfer *find_send(struct rxw *w)
     if (!in || w->ctx_rank >= in->n_ranks || !in->ranks[w->ctx_rank])
         return NULL;
     for (struct xfer *s = e->d->workers->xt.list; s; s = s->next)
-        if (s->side == 'S' && live(s) && s->rank == in->ranks[w->ctx_rank] &&
+        if (s->side == XFER_SEND && live(s) && s->rank == in->ranks[w->ctx_rank] &&
             s->req_id == w->rx->req_id)
             return s;
     return NULL;

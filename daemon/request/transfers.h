@@ -41,9 +41,15 @@ typedef enum {
 
 const char *xfer_state_to_string(xfer_state_t s);
 
+/* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
+typedef enum {
+    XFER_SEND = 'S', /* a context rank's SEND */
+    XFER_RECV = 'R', /* a generation rank's RECV */
+} xfer_side_t;
+
 struct xfer {
     uint64_t id;                /* daemon-wide, for logs */
-    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    xfer_side_t side;
     uint64_t req_id;
     struct wconn *conn;         /* borrowed */
     struct reg_rank *rank;      /* borrowed: the requesting rank */
