@@ -1,11 +1,13 @@
-/* check_request_state.c: the generation side's request state machine (engine_int.h, rx_state):
- * exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE (require.h),
- * which guards the setter: false and logged in release, abort where invariants are fatal. */
+/* check_request_state.c: the request state machines (transfers.h xfer_state_t, engine_int.h
+ * rx_state): exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE
+ * (require.h), which guards both setters: false and logged in release, abort where invariants
+ * are fatal. */
 #include <check.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include "engine_int.h"
+#include "transfers.h"
 #include "require.h"
 #include "testutil.h"
 
@@ -44,6 +46,22 @@ START_TEST(rx_states_have_names_and_ended_is_terminal)
 }
 END_TEST
 
+START_TEST(xfer_allows_exactly_the_documented_edges)
+{
+    for (int f = 0; f < XFER__COUNT; f++)
+        for (int t = 0; t < XFER__COUNT; t++) {
+            bool want = (f == XFER_WAITING && t != XFER_WAITING) ||
+                        (f == XFER_COPYING && (t == XFER_DONE || t == XFER_FAILED));
+            ck_assert_msg(xfer_state_edge_ok((xfer_state_t)f, (xfer_state_t)t) == want,
+                          "%s -> %s", xfer_state_to_string((xfer_state_t)f),
+                          xfer_state_to_string((xfer_state_t)t));
+        }
+    ck_assert(!xfer_state_edge_ok(XFER__COUNT, XFER_DONE));
+    ck_assert_str_eq(xfer_state_to_string(XFER_COPYING), "copying");
+    ck_assert_str_eq(xfer_state_to_string(XFER__COUNT), "unknown");
+}
+END_TEST
+
 START_TEST(require_in_release_logs_and_yields_false)
 {
     unsetenv("KVF_FATAL_INVARIANTS");
@@ -70,6 +88,9 @@ static Suite *suite(void)
     TCase *tc = tcase_create("rx");
     tcase_add_test(tc, rx_allows_exactly_the_documented_edges);
     tcase_add_test(tc, rx_states_have_names_and_ended_is_terminal);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("xfer");
+    tcase_add_test(tc, xfer_allows_exactly_the_documented_edges);
     suite_add_tcase(s, tc);
     tc = tcase_create("require");
     tcase_add_test(tc, require_in_release_logs_and_yields_false);

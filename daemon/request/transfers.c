@@ -10,6 +10,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "registry.h"
+#include "require.h"
 #include "transfers.h"
 #include "workers.h"
 
@@ -32,13 +33,19 @@ static const bool allowed[XFER__COUNT][XFER__COUNT] = {
 
 static bool terminal(const struct xfer *x) { return x->state == XFER_DONE || x->state == XFER_FAILED; }
 
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to)
+{
+    return (unsigned)from < XFER__COUNT && (unsigned)to < XFER__COUNT && allowed[from][to];
+}
+
+/* An illegal edge is an invariant failure (require.h): fatal in debug and tests; in release it
+ * is logged and ignored (the request keeps its state and ends through its own deadline). */
 static void xfer_set_state(struct xfer *x, xfer_state_t to)
 {
-    if (!allowed[x->state][to]) {
-        log_error("xfer %llu: illegal edge %s -> %s (ignored)", (unsigned long long)x->id,
-                  xfer_state_to_string(x->state), xfer_state_to_string(to));
+    if (!KVF_REQUIRE(xfer_state_edge_ok(x->state, to), "xfer %llu: illegal edge %s -> %s (ignored)",
+                     (unsigned long long)x->id, xfer_state_to_string(x->state),
+                     xfer_state_to_string(to)))
         return;
-    }
     log_debug("xfer %llu: %s -> %s", (unsigned long long)x->id, xfer_state_to_string(x->state),
               xfer_state_to_string(to));
     x->state = to;

@@ -40,6 +40,8 @@ typedef enum {
 } xfer_state_t;
 
 const char *xfer_state_to_string(xfer_state_t s);
+/* Whether from -> to is an edge of the request state machine (xfer_set_state allows no other). */
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to);
 
 /* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
 typedef enum {
