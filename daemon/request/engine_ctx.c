@@ -92,11 +92,6 @@ static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
     return NULL;
 }
 
-static bool live_send(const struct xfer *s)
-{
-    return s->state == XFER_WAITING || s->state == XFER_COPYING;
-}
-
 /* ---- meeting and planning ---- */
 
 /* Plans the flow against the context instance's table, then starts moving. */
@@ -259,11 +254,7 @@ static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
     struct reg_instance *in = registry_find(&e->d->workers->reg, q->ctx_instance);
     if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
         return NULL;
-    for (struct xfer *x = e->d->workers->xt.list; x; x = x->next)
-        if (x->side == XFER_SEND && live_send(x) && x->rank == in->ranks[q->writer] &&
-            x->req_id == q->req_id)
-            return x;
-    return NULL;
+    return transfers_find_send(&e->d->workers->xt, in->ranks[q->writer], q->req_id);
 }
 
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)

@@ -98,11 +98,7 @@ static struct xfer *find_send(struct rxw *w)
     struct reg_instance *in = registry_find(&e->d->workers->reg, w->rx->ctx_instance);
     if (!in || w->ctx_rank >= in->n_ranks || !in->ranks[w->ctx_rank])
         return NULL;
-    for (struct xfer *s = e->d->workers->xt.list; s; s = s->next)
-        if (s->side == XFER_SEND && live(s) && s->rank == in->ranks[w->ctx_rank] &&
-            s->req_id == w->rx->req_id)
-            return s;
-    return NULL;
+    return transfers_find_send(&e->d->workers->xt, in->ranks[w->ctx_rank], w->rx->req_id);
 }
 
 void local_start(struct rxw *w)

@@ -123,7 +123,8 @@ static void sweep(struct transfers *t)
 
 /* ---- the meeting of SEND and RECV ---- */
 
-static struct xfer *find_send(struct transfers *t, const struct reg_rank *rank, uint64_t req_id)
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id)
 {
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == XFER_SEND && !terminal(x) && x->rank == rank && x->req_id == req_id)
@@ -208,7 +209,7 @@ static void try_run(struct transfers *t, struct xfer *r)
         goto out;
     }
     for (uint32_t c = 0; c < in->n_ranks; c++) {
-        sends[c] = find_send(t, in->ranks[c], r->req_id);
+        sends[c] = transfers_find_send(t, in->ranks[c], r->req_id);
         if (writers[c] && !sends[c])
             goto out; /* this writer has not sent yet */
     }
@@ -241,7 +242,7 @@ static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
     struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
     for (uint32_t c = 0; in && c < in->n_ranks; c++) {
-        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        struct xfer *s = in->ranks[c] ? transfers_find_send(t, in->ranks[c], r->req_id) : NULL;
         if (s)
             serve(t, s, ty ? ty->done : s->served + 1);
     }

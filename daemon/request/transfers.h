@@ -127,6 +127,10 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
+ * or a RECV_REQ (engine) meets its writer. */
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id);
 /* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
 void transfers_copying(struct transfers *t, struct xfer *x);
 
