@@ -45,10 +45,11 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     e->c.flows_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         e->c.bound_violations++;
-    log_info("engine: flow %llu (request %llu of %s, writer %u): %s: %s",
-             (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
-             tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code),
-             msg);
+    log_req(
+        LOG_LVL_INFO, tx->rr.u.recv_req.req_id, tx->peer ? tx->peer->addr : NULL,
+        tx->rr.u.recv_req.ctx_instance, "engine: flow %llu (request %llu of %s, writer %u): %s: %s",
+        (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
+        tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);

@@ -81,9 +81,10 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         if (!x->conn->closing)
             wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
     }
-    if (err != KVF_OK)
-        log_debug("xfer %llu (req %llu): %s: %s", (unsigned long long)x->id,
-                  (unsigned long long)x->req_id, kvf_error_to_string(err), msg);
+    if (err != KVF_OK && log_get_level() >= LOG_LVL_DEBUG)
+        log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
+                (unsigned long long)x->id, (unsigned long long)x->req_id,
+                kvf_error_to_string(err), msg);
     if (x->eng)
         engine_xfer_end(t->w->d->engine, x, err);
 }
