@@ -62,6 +62,7 @@ struct daemon {
     struct workers *workers;        /* worker socket, registry, transfers (workers.h) */
     struct engine *engine;          /* inter-daemon transfers: link, arena, peers (engine.h) */
     struct gpu *gpu;                /* CUDA plumbing (gpu.h); CPU mode without a GPU */
+    struct copyeng *copy;           /* host copy threads (copyeng.h) */
 };
 
 /* Inits the loop, signals and timers (not yet started). Returns 0 or -errno. */
