@@ -135,6 +135,16 @@ int main(int argc, char **argv)
         log_error("config: %s", err);
         goto err_done;
     }
+    /* threads start before the sockets: once the control socket is up, the worker socket
+     * follows with nothing slow between them (clients wait for the control socket) */
+    struct copyeng_params cp = {.loop = &d.loop, .threads = (uint32_t)d.cfg.copy_threads};
+    if ((r = copyeng_new(&cp, &d.copy)) < 0) {
+        log_error("copy threads: %s", strerror(-r));
+        goto err_control;
+    }
+    struct copyeng_stats cst;
+    copyeng_get_stats(d.copy, &cst);
+    log_info("copy: %u thread(s) on %u NUMA node(s)", cst.threads, cst.nodes);
     if ((r = control_new(&d, &d.control)) < 0) {
         log_error("control: %s", strerror(-r));
         goto err_done;
@@ -158,14 +168,6 @@ int main(int argc, char **argv)
     } else {
         log_info("gpu: %d device(s)", gpu_device_count(d.gpu));
     }
-    struct copyeng_params cp = {.loop = &d.loop, .threads = (uint32_t)d.cfg.copy_threads};
-    if ((r = copyeng_new(&cp, &d.copy)) < 0) {
-        log_error("copy threads: %s", strerror(-r));
-        goto err_control;
-    }
-    struct copyeng_stats cst;
-    copyeng_get_stats(d.copy, &cst);
-    log_info("copy: %u thread(s) on %u NUMA node(s)", cst.threads, cst.nodes);
     if ((r = workers_new(&d, &d.workers)) < 0) {
         log_error("workers: %s", strerror(-r));
         goto err_control;
