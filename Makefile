@@ -1,5 +1,6 @@
 # kvferry: plain Makefile, out-of-tree build.
 #   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels when nvcc exists)
+#   make check-symbols   libkvferry.so, built and installed (DESTDIR), exports kvf_* alone
 #   make demo            install-deps, build, scripts/demo (README quick start)
 #   make test            install-deps, build, make check (README quick start; CI)
 #   make check           unit + integration tests (Check), CPU mode
@@ -9,7 +10,10 @@
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
 #   make install PREFIX=/usr/local DESTDIR=
-# Sources are found by directory: lib/*.c -> libkvferry, daemon/*.c -> kvferryd,
+# Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
+# tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
+# daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
+# scripts/check-includes keeps the folders' include graph pointing down),
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
 # tests/integration/check_*.c -> one Check binary each.
 
@@ -20,12 +24,14 @@ SAN     ?=
 CC      ?= cc
 OPT     ?= -O2
 
+DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
+
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) -MMD -MP \
-          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Idaemon
+          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels $(addprefix -I,$(DAEMON_DIRS))
 
 LIB_PKGS    := jansson yaml-0.1
 DAEMON_PKGS := libuv ucx libsystemd libsodium
@@ -60,7 +66,7 @@ endif
 CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 
 LIB_SRCS     := $(wildcard lib/*.c) $(wildcard kernels/*.c)
-DAEMON_SRCS  := $(wildcard daemon/*.c)
+DAEMON_SRCS  := $(wildcard daemon/*.c daemon/*/*.c)
 TOOL_MAINS   := $(filter-out $(wildcard tools/*_*.c),$(wildcard tools/*.c))
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_MAINS))
 UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c))
@@ -68,16 +74,22 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
+# libkvferry, loaded into every inference worker: the public API and the worker protocol only
+# (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
+CLIENT_SRCS  := $(wildcard lib/client*.c) lib/proto.c lib/frame.c lib/fdpass.c lib/errors.c
+
 LIB_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+CLIENT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(CLIENT_SRCS))
 KERNEL_OBJS  := $(patsubst %.cu,$(BUILD)/%.cu.o,$(KERNEL_SRCS))
 DAEMON_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRCS))
 DAEMON_CORE  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
 
+CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check unit integration asan tsan fuzz fuzz-short bench-copy install clean format
-all: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy install clean format
+all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -87,30 +99,38 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -MMD -MP -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
 
-$(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
+# lib/ objects keep their symbols hidden; kvferry.h marks the kvf_* API visible.
+$(BUILD)/lib/%.o: CFLAGS += -fvisibility=hidden
+
+$(CORE): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBSO): $(LIB_OBJS) $(KERNEL_OBJS)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -Wl,-soname,libkvferry.so.0
+$(LIBA): $(CLIENT_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/kvferryd: $(DAEMON_OBJS) $(LIBA)
-	$(CC) -o $@ $(DAEMON_OBJS) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+$(LIBSO): $(CLIENT_OBJS) lib/libkvferry.map
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(LDFLAGS) -lpthread -Wl,-soname,libkvferry.so.0 \
+	  -Wl,--version-script=lib/libkvferry.map
+
+$(BUILD)/kvferryd: $(DAEMON_OBJS) $(CORE)
+	$(CC) -o $@ $(DAEMON_OBJS) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
 # tools/<name>.c plus its helpers tools/<name>_*.c
 .SECONDEXPANSION:
-$(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(LIBA)
+$(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(LIBA) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
 
-# Tests link the library and every daemon object but main.o, so daemon modules are testable.
-$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(LIBA) tests/testutil.h
+# Tests link the core library and every daemon object but main.o, so daemon modules are testable.
+$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(CORE) tests/testutil.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(LIBA)
+$(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
 # Quick start: dependencies first, then a fresh make (it re-reads pkg-config after installing).
 demo:
@@ -123,8 +143,19 @@ test:
 	$(MAKE) all
 	$(MAKE) check
 
-check: all
+check: all check-symbols check-includes
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+
+# Folders are modules: a module includes only the modules below it (scripts/check-includes).
+check-includes:
+	scripts/check-includes
+
+# The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
+# the install below is a second make, which must find everything built (no race under -j).
+check-symbols: all
+	scripts/check-symbols $(LIBSO)
+	rm -rf $(BUILD)/install-check && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(BUILD))/install-check >/dev/null
+	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
 
 unit: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
@@ -182,6 +213,6 @@ clean:
 	rm -rf build build-asan build-tsan
 
 format:
-	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
+	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

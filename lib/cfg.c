@@ -200,3 +200,44 @@ size_t cfg_diff_restart_needed(const struct kvf_config *a, const struct kvf_conf
     }
     return count;
 }
+
+/* Bytes of a key's storage in struct kvf_config. */
+static size_t value_size(cfg_type_t t)
+{
+    switch (t) {
+    case CFG_STRING:
+    case CFG_PATH:
+        return sizeof(char *);
+    case CFG_BOOL:
+        return sizeof(bool);
+    case CFG_INT:
+    case CFG_ENUM:
+        return sizeof(int64_t);
+    case CFG_SIZE:
+    case CFG_DURATION:
+        return sizeof(uint64_t);
+    case CFG_LIST:
+        return sizeof(struct cfg_list);
+    }
+    return 0;
+}
+
+size_t cfg_apply_live(struct kvf_config *c, struct kvf_config *fresh, const char **ret, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < cfg_table_len; i++) {
+        const struct cfg_key *k = &cfg_table[i];
+        if (!k->live || cfg_value_equal(k, c, fresh))
+            continue;
+        unsigned char tmp[sizeof(struct cfg_list) > 8 ? sizeof(struct cfg_list) : 8];
+        char *a = (char *)c + k->offset, *b = (char *)fresh + k->offset;
+        size_t len = value_size(k->type);
+        memcpy(tmp, a, len);
+        memcpy(a, b, len);
+        memcpy(b, tmp, len);
+        if (count < n)
+            ret[count] = k->key;
+        count++;
+    }
+    return count;
+}

@@ -127,6 +127,10 @@ char *cfg_to_yaml(const struct kvf_config *c);
 struct json_t;
 struct json_t *cfg_to_json(const struct kvf_config *c);
 
+/* Reload: moves into c the values of fresh for every live key where they differ, leaving c's old
+ * values in fresh (free fresh with cfg_free). Writes up to n of those keys' names into ret and
+ * returns how many changed. Keys that are not live are left as they are (see below). */
+size_t cfg_apply_live(struct kvf_config *c, struct kvf_config *fresh, const char **ret, size_t n);
 /* Keys whose values differ and that are not live: for the reload report. Writes up to n keys
  * into ret and returns the total count. */
 size_t cfg_diff_restart_needed(const struct kvf_config *a, const struct kvf_config *b,

@@ -1,4 +1,4 @@
-/* compat.c: the compatibility checker (DESIGN.md §4 rules 1, 4, 7). Decides, before any byte
+/* compat.c: the compatibility checker (docs/DESIGN.md §4 rules 1, 4, 7). Decides, before any byte
  * moves, whether one generation rank can be planned against a context instance's table.
  *
  * Semantics (decided by the lead; plan_build.c relies on every one of them):

@@ -1,4 +1,4 @@
-/* layout.h: what one rank registers (DESIGN.md §1, §3, §4): identity, parallelism, the global
+/* layout.h: what a rank registers (docs/DESIGN.md §1, §3, §4): identity, parallelism, the global
  * layers it holds, its memory pools and, per group, the pool views that locate every tensor.
  * Plain data with fixed-size arrays: a layout is copied by value and needs no destructor.
  * Pure: no I/O. The JSON codec (layout_json.c) is the one encoding used on every wire.

@@ -1,4 +1,4 @@
-/* plan_build.c: the planner (DESIGN.md §4). For one request and one generation rank: which
+/* plan_build.c: the planner (docs/DESIGN.md §4). For one request and one generation rank: which
  * context ranks write, which bytes of which region each writes, and where they land.
  *
  * Semantics (decided by the lead; compat.c checks the preconditions):

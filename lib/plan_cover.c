@@ -1,4 +1,4 @@
-/* plan_cover.c: the coverage check of a finished plan (DESIGN.md §4 rule 8), independent of how
+/* plan_cover.c: coverage check of a finished plan (docs/DESIGN.md §4 rule 8), independent of how
  * the plan was built. It expands every op's destination runs, sorts them, refuses any overlap,
  * and compares their union with the union of the request's declared regions (every view of
  * every layer of every item of every group of the generation rank). Equal unions plus no

@@ -1,4 +1,4 @@
-/* preset.h: the geometry presets of DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3), instantiated
+/* preset.h: geometry presets of docs/DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3), instantiated
  * into every rank's layout of an instance from a spec string. Shared by tests, kvferry-sim,
  * kvferryctl plan and the benches. Pure. */
 #ifndef KVF_PRESET_H

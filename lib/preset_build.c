@@ -1,5 +1,5 @@
 /* preset_build.c: instantiates every rank's layout of an instance from a parsed preset spec
- * (preset.h, DESIGN.md §9). Pure; writes only the caller's ranks[] array.
+ * (preset.h, docs/DESIGN.md §9). Pure; writes only the caller's ranks[] array.
  *
  * Geometry per rank (H heads of head_dim hd, H_local = H / tp_eff when state is sharded):
  *  group "kda" (state, one slot per request, n_items = slots), per KDA layer:

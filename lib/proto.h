@@ -1,4 +1,4 @@
-/* proto.h: the local worker protocol (DESIGN.md §8): the frames exchanged between libkvferry and
+/* proto.h: local worker protocol (docs/DESIGN.md §8): the frames exchanged between libkvferry and
  * kvferryd over the worker socket (sockets.worker, a unix stream socket).
  *
  * Every frame is a 24-byte header followed by `length` payload bytes. All integers are

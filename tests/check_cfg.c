@@ -521,6 +521,31 @@ START_TEST(diff_reports_only_changed_keys_that_need_a_restart)
 }
 END_TEST
 
+START_TEST(apply_live_moves_changed_live_keys_and_leaves_the_rest)
+{
+    struct kvf_config cur, fresh;
+    const char *keys[4];
+    ck_assert_int_eq(cfg_defaults(&cur), 0);
+    ck_assert_msg(load("log: {level: debug}\naccess: {allow_uids: [5]}\narena: {size: 1GiB}\n",
+                       &fresh) == 0,
+                  "%s", err);
+    uint64_t size_before = cur.arena_size;
+    ck_assert_uint_eq(cfg_apply_live(&cur, &fresh, keys, 4), 2);
+    ck_assert_str_eq(keys[0], "access.allow_uids");
+    ck_assert_str_eq(keys[1], "log.level");
+    ck_assert_int_eq(cur.log_level, 3); /* debug */
+    ck_assert_uint_eq(cur.access_allow_uids.n, 1);
+    ck_assert_str_eq(cur.access_allow_uids.items[0], "5");
+    ck_assert_uint_eq(cur.arena_size, size_before); /* needs a restart: untouched */
+    ck_assert_uint_eq(fresh.access_allow_uids.n, 0); /* the old value, freed with fresh */
+    ck_assert_uint_eq(cfg_apply_live(&cur, &fresh, keys, 1), 2); /* the old values back */
+    ck_assert_uint_eq(cur.access_allow_uids.n, 0);
+    ck_assert_uint_eq(cfg_apply_live(&cur, &cur, keys, 4), 0);
+    cfg_free(&cur);
+    cfg_free(&fresh);
+}
+END_TEST
+
 /* Derivation for a user other than root; returns 0 when right (callable in a child). */
 static int check_user_paths(const struct kvf_config *c)
 {
@@ -602,6 +627,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(tc, to_json_groups_sections_with_bytes_and_milliseconds);
     tcase_add_test(tc, copy_is_deep_and_survives_the_source);
     tcase_add_test(tc, diff_reports_only_changed_keys_that_need_a_restart);
+    tcase_add_test(tc, apply_live_moves_changed_live_keys_and_leaves_the_rest);
     tcase_add_test(tc, socket_paths_derive_from_dir_and_explicit_values_win);
     suite_add_tcase(s, tc);
     return s;

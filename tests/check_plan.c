@@ -1,4 +1,4 @@
-/* check_plan.c: the planner's parity geometries (DESIGN.md §9), bitwise: the context side holds
+/* check_plan.c: planner parity geometries (docs/DESIGN.md §9), bitwise: the context side holds
  * its shard of the global pattern, every generation rank is planned, gathered and scattered into
  * poisoned pools and must equal its own shard exactly (tests/parity.h). Also: writer sets,
  * canonical order, request limits, accounting. Randomised geometries: check_plan_matrix.c. */

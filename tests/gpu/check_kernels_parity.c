@@ -1,4 +1,4 @@
-/* check_kernels_parity.c: the planner's parity geometries (DESIGN.md §9) moved by the CUDA
+/* check_kernels_parity.c: the planner's parity geometries (docs/DESIGN.md §9) moved by the CUDA
  * kernels, bitwise. The context side holds its shard of the global pattern (tests/parity.h) in
  * GPU pools; every generation rank is planned twice like the two daemons do (context ids known /
  * unknown); each writer's extent is gathered on the GPU (whole, in 4097-byte chunks, at random

@@ -33,7 +33,7 @@
 
 #define RU_POISON 0xa5
 /* Same host, same network namespace: shared memory for puts and rendezvous, tcp for the
- * connection by address (UCX-NOTES.md trap 5). Tests that want the active-message path pass
+ * connection by address (docs/UCX.md trap 5). Tests that want the active-message path pass
  * "tcp" (what two hosts on Ethernet get). */
 #define RU_TLS_SAME_HOST "sm,tcp"
 

@@ -1,4 +1,4 @@
-/* copyeng.h: the host copy executor off the loop (DESIGN.md §5 "executors"). N copy threads
+/* copyeng.h: the host copy executor off the loop (docs/DESIGN.md §5 "executors"). N copy threads
  * run copy programs (lib/copy.h: direct, gather, scatter) between mapped host pools and
  * extent buffers; the loop only submits and completes. Shaped as a mover's executor: one
  * submit of a job of parts, one completion callback, cancel.

@@ -1,4 +1,4 @@
-/* engine_quar.c: when quarantined landing slots come back (DESIGN.md §6), and the context
+/* engine_quar.c: when quarantined landing slots come back (docs/DESIGN.md §6), and the context
  * side's "drained" acknowledgement that makes it safe.
  *
  * Generation side: a writer's reservation closed while chunks may still be coming keeps its

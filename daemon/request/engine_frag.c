@@ -1,4 +1,4 @@
-/* engine_frag.c: the fragment path (DESIGN.md §5): zero-copy, one UCX put per region, for
+/* engine_frag.c: the fragment path (docs/DESIGN.md §5): zero-copy, one UCX put per region, for
  * payloads below the gate. The generation daemon registers each generation rank's host pools
  * with UCX when the rank registers and sends their rkeys (and base addresses) in RECV_REQ; the
  * context daemon checks every destination range against the generation layout's pools, then

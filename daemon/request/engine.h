@@ -1,4 +1,4 @@
-/* engine.h: the transfer engine between daemons (DESIGN.md §5-§7, issue 5): a context rank on
+/* engine.h: the engine between daemons (docs/DESIGN.md §5-§7, issue 5): a context rank on
  * one node, a generation rank on another, each with its own kvferryd.
  *
  * Parts (one duty per file):

@@ -1,4 +1,4 @@
-/* arena.h: slot and credit bookkeeping of one staging/landing arena (DESIGN.md §6, §7).
+/* arena.h: slot and credit bookkeeping of one staging/landing arena (docs/DESIGN.md §6, §7).
  *
  * The arena owns no data memory: it hands out offsets in [0, size) of a region someone else
  * allocated and registered (the UCX-allocated, maybe CUDA-registered arena). It cuts the region

@@ -1,4 +1,4 @@
-/* workers.h: the worker side of kvferryd (DESIGN.md §3, §7, §8): the listener on the worker
+/* workers.h: the worker side of kvferryd (docs/DESIGN.md §3, §7, §8): the listener on the worker
  * socket (worker_server.c), one wconn per worker connection (worker_conn.c), the registry of
  * ranks (registry.c) and the requests in flight (transfers.c, xfer_local.c).
  * struct workers is owned by struct daemon (d->workers); it owns its connections, registry and

@@ -1,4 +1,4 @@
-/* engine_gen.c: the generation side of a remote request (see engine.h, DESIGN.md §7).
+/* engine_gen.c: the generation side of a remote request (see engine.h, docs/DESIGN.md §7).
  * RECV naming a context home -> the instance's table (cached, else TABLE_REQ to the home within
  * deadlines.lookup) -> plan (compat first: PEER_INCOMPATIBLE to this rank only, verdict cached
  * per epoch) -> per writer: connect to its daemon, reserve landing credits (first credit within
@@ -18,6 +18,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -124,17 +125,6 @@ static void check_done(struct rx *rx)
 
 /* ---- planning ---- */
 
-static void ids_of(const struct xfer *x, struct plan_ids *ret)
-{
-    memset(ret, 0, sizeof *ret);
-    const uint32_t *p = x->items.ids;
-    for (uint32_t g = 0; g < x->items.n_groups && g < LAYOUT_MAX_GROUPS; g++) {
-        ret->n[g] = x->items.counts[g];
-        ret->ids[g] = x->items.counts[g] ? p : NULL;
-        p += x->items.counts[g];
-    }
-}
-
 static void start_writer(struct rxw *w);
 
 static void plan_rx(struct rx *rx, struct itable *tab)
@@ -152,18 +142,17 @@ static void plan_rx(struct rx *rx, struct itable *tab)
                              .n_ctx = tab->n,
                              .ctx_ids = NULL,
                              .ctx_dp_rank = x->ctx_dp_rank};
-    ids_of(x, &pin.gen_ids);
-    struct plan_error perr;
-    memset(&perr, 0, sizeof perr);
-    if (plan_build(&pin, &rx->plan, &perr) < 0) {
-        kvf_error_t code = perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL;
+    plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
+    char msg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &rx->plan, msg, sizeof msg);
+    if (code != KVF_OK) {
         if (code == KVF_E_PEER_INCOMPATIBLE && tab->n_bad < sizeof tab->bad / sizeof tab->bad[0]) {
             struct tab_verdict *v = &tab->bad[tab->n_bad++];
             v->worker_id = x->rank->worker_id;
             v->code = code;
-            snprintf(v->msg, sizeof v->msg, "%s", perr.message);
+            snprintf(v->msg, sizeof v->msg, "%s", msg);
         }
-        rx_fail(rx, code, "%s", perr.message);
+        rx_fail(rx, code, "%s", msg);
         return;
     }
     rx->planned = true;

@@ -1,4 +1,4 @@
-/* engine_home.c: where an instance's table is assembled (see engine.h, DESIGN.md §1, §7).
+/* engine_home.c: where an instance's table is assembled (see engine.h, docs/DESIGN.md §1, §7).
  * A rank registers with its own node's daemon and names its instance's home ("" = here). A
  * daemon that is not the home forwards each such registration (LAYOUT_FORWARD: the rank's
  * layout and this daemon's listen address) to the home as soon as the home is reachable. The

@@ -1,4 +1,4 @@
-/* xfer_local.c: the `local` path (DESIGN.md §5): both ranks registered here, so a RECV is
+/* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
  * planned against the context instance's table with plan_build and executed pool to pool,
  * after copy_check has bounded every op inside the mapped pools: on the copy threads
  * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
@@ -12,58 +12,30 @@
 #include "copyeng.h"
 #include "daemon.h"
 #include "plan.h"
+#include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
-
-/* Gen ids of a request as plan_ids (borrowing the request's array). */
-static void ids_of(const struct proto_items *it, const struct layout *l, struct plan_ids *ret)
-{
-    memset(ret, 0, sizeof *ret);
-    const uint32_t *p = it->ids;
-    for (uint32_t g = 0; g < it->n_groups && g < LAYOUT_MAX_GROUPS; g++) {
-        ret->n[g] = it->counts[g];
-        ret->ids[g] = it->counts[g] ? p : NULL;
-        p += it->counts[g];
-    }
-    (void)l;
-}
-
-/* Context ids where a rank has not sent: counts only (one slot per state group). */
-static void ids_unknown(const struct layout *l, struct plan_ids *ret)
-{
-    memset(ret, 0, sizeof *ret);
-    for (uint32_t g = 0; g < l->n_groups; g++)
-        ret->n[g] = l->groups[g].kind == GROUP_STATE ? 1 : 0;
-}
 
 static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *ret, char *msg,
                             size_t msglen)
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
-    struct plan_ids *ctx_ids = sends ? calloc(in->n_ranks, sizeof *ctx_ids) : NULL;
+    struct plan_ids *ctx_ids = sends ? plan_ctx_ids_new(in->table, in->n_ranks) : NULL;
     if (sends && !ctx_ids) {
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
     struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
-                             .ctx_ids = sends ? ctx_ids : NULL, .ctx_dp_rank = r->ctx_dp_rank};
-    ids_of(&r->items, &r->rank->layout, &pin.gen_ids);
-    for (uint32_t c = 0; sends && c < in->n_ranks; c++) {
+                             .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank};
+    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
+    for (uint32_t c = 0; sends && c < in->n_ranks; c++)
         if (sends[c])
-            ids_of(&sends[c]->items, &in->table[c], &ctx_ids[c]);
-        else
-            ids_unknown(&in->table[c], &ctx_ids[c]);
-    }
-    struct plan_error perr;
-    memset(&perr, 0, sizeof perr);
-    int rc = plan_build(&pin, ret, &perr);
+            plan_ids_of(sends[c]->items.n_groups, sends[c]->items.counts, sends[c]->items.ids,
+                        &ctx_ids[c]);
+    kvf_error_t e = plan_request(&pin, ret, msg, msglen);
     free(ctx_ids);
-    if (rc) {
-        snprintf(msg, msglen, "%s", perr.message);
-        return perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL;
-    }
-    return KVF_OK;
+    return e;
 }
 
 kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size_t msglen)

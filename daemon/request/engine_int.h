@@ -9,6 +9,7 @@
 
 #include "arena.h"
 #include "copy.h"
+#include "gpu_retire.h"
 #include "engine.h"
 #include "layout.h"
 #include "link.h"
@@ -264,8 +265,7 @@ struct engine {
     void *arena_dev;               /* device alias of arena_base (page-locked); NULL: not */
     char arena_why[768];           /* placement and why, for status */
     struct egpu_op *gpu_ops;       /* kernels in flight */
-    struct egpu_job *gpu_retired;  /* jobs freed when the GPUs are idle */
-    uint32_t gpu_retired_n;
+    struct gpu_retire_list gpu_retired; /* jobs freed when the GPUs are idle */
     struct engine_counters c;
 };
 

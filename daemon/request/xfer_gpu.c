@@ -1,4 +1,4 @@
-/* xfer_gpu.c: the `local` path with GPU pools (DESIGN.md §5, see transfers.h): one peer-copy
+/* xfer_gpu.c: the `local` path with GPU pools (docs/DESIGN.md §5, see transfers.h): one peer-copy
  * program per writer (kvk_program_new on the destination's device), launched with kvk_direct
  * on a daemon stream of the destination's device, so a context rank on GPU 0 and a generation
  * rank on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two
@@ -13,12 +13,14 @@
  * would otherwise wait on the loop for other requests' kernels.
  * Loop thread only. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 #include "gpu.h"
+#include "gpu_retire.h"
 #include "kvf_kernels.h"
 #include "plan.h"
 #include "registry.h"
@@ -29,7 +31,7 @@
 struct xgpu_job {
     struct transfers *t;        /* borrowed */
     struct gpu *g;              /* borrowed */
-    struct xgpu_job *next_retired;
+    struct gpu_retired retired; /* in t->gpu_retired once finished */
     struct xfer *x;             /* borrowed; NULL once detached */
     struct reg_gpu *dst;        /* reference */
     struct reg_gpu **src;       /* n references (NULL where a writer has no bytes) */
@@ -122,24 +124,18 @@ static void job_free(struct xgpu_job *j)
     free(j);
 }
 
-/* A finished job's programs are freed only while no GPU copy is outstanding: cudaFree waits
- * for the whole device, and the loop must not wait for another request's kernel. The last
- * completion (gpu_free cancels what is left at teardown) frees what waited; under a load that
- * never lets the GPUs idle, every XGPU_RETIRE_MAX jobs are freed anyway (one wait). */
-#define XGPU_RETIRE_MAX 32
+static void job_retired_free(struct gpu_retired *r)
+{
+    job_free((struct xgpu_job *)((char *)r - offsetof(struct xgpu_job, retired)));
+}
+
+/* A finished job's programs are freed by the GPU retire list (gpu_retire.h): only while no GPU
+ * copy is outstanding. Jobs retire from their completion, so the last completion (gpu_free
+ * cancels what is left at teardown) frees what waited. */
 static void retire(struct xgpu_job *j)
 {
-    struct transfers *t = j->t;
-    j->next_retired = t->gpu_retired;
-    t->gpu_retired = j;
-    if (gpu_notify_outstanding(j->g) > 0 && ++t->gpu_retired_n < XGPU_RETIRE_MAX)
-        return;
-    t->gpu_retired_n = 0;
-    while (t->gpu_retired) {
-        struct xgpu_job *r = t->gpu_retired;
-        t->gpu_retired = r->next_retired;
-        job_free(r);
-    }
+    j->retired.free_fn = job_retired_free;
+    gpu_retire(&j->t->gpu_retired, j->g, &j->retired);
 }
 
 static void on_done(void *arg, int status)

@@ -1,4 +1,4 @@
-/* registry_gpu.h: a registered rank's GPU pools (DESIGN.md §3): the CUDA IPC handles of its
+/* registry_gpu.h: a registered rank's GPU pools (docs/DESIGN.md §3): the CUDA IPC handles of its
  * REGISTER opened once, at registration, on the device the worker declared (gpu_ipc_open),
  * and closed when the last reference goes; kernels of another device use views of them
  * (reg_gpu_mem_on), since an IPC mapping serves only the device it was opened on. The rank holds one reference; every copy in flight

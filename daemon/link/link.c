@@ -1,7 +1,7 @@
 /* link.c: the link's UCP context and worker, progressed from libuv, the listener, deferred work,
  * teardown and the status section. See link.h for the contract. Loop thread only.
  *
- * Progress (UCX-NOTES traps 3 and 10): on a worker event, progress until idle, run the work that
+ * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work that
  * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. After LINK_ROUNDS busy rounds
  * the uv_poll is stopped and a 1 ms timer progresses until arm succeeds, so a wedged shared-memory
  * peer can never freeze the loop. UCX callbacks only record work; it runs here, outside progress. */

@@ -1,4 +1,4 @@
-/* engine_gpu.c: the bounce path for ranks whose pools are on GPUs (DESIGN.md §3, §5; issue 6):
+/* engine_gpu.c: the bounce path for ranks with pools on GPUs (docs/DESIGN.md §3, §5; issue 6):
  * GPU pools -> host-pinned arena -> UCX -> arena -> GPU pools.
  *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
  *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the
@@ -15,7 +15,7 @@
  * Lifetimes. A job (one program + one reference to the rank's GPU mappings) is held by its owner
  * (the flow, or the request for one writer) and by every kernel in flight; the last drop retires
  * it. Retired jobs are freed only while no GPU completion is outstanding (cudaFree waits for the
- * whole device: the loop must not wait for another request's kernel), or every EGPU_RETIRE_MAX.
+ * whole device: the loop must not wait for another request's kernel), or every GPU_RETIRE_MAX.
  * While a kernel runs its arena slot stays: a staging stage is finished only after its gather's
  * completion; a landing slot stays held (quarantined when its request fails, and not reclaimed
  * while a scatter of its flow runs: egpu_flow_busy); a request that fails meanwhile tells its
@@ -24,6 +24,7 @@
  * engine_stop waits for the engine's kernels (egpu_stop_kernels) before the arena is unpinned
  * (egpu_free) and unmapped. Loop thread only. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "daemon.h"
 #include "engine_int.h"
 #include "gpu.h"
+#include "gpu_retire.h"
 #include "kvf_kernels.h"
 #include "registry.h"
 #include "registry_gpu.h"
@@ -40,8 +42,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#define EGPU_RETIRE_MAX 32
-
 struct egpu_job {
     struct engine *e;
     struct kvk_program *prog;   /* owned */
@@ -50,7 +50,7 @@ struct egpu_job {
     int device;                 /* where the pools, the program and the stream are */
     struct CUstream_st *stream; /* the daemon's */
     uint32_t refs;              /* the owner + kernels in flight */
-    struct egpu_job *next;      /* retired list */
+    struct gpu_retired retired; /* in e->gpu_retired once unreferenced */
 };
 
 /* One kernel in flight: gather (st) or scatter (rx). */
@@ -142,18 +142,14 @@ bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itabl
 
 /* ---- jobs ---- */
 
-static void free_retired(struct engine *e)
+static void job_retired_free(struct gpu_retired *r)
 {
-    e->gpu_retired_n = 0;
-    while (e->gpu_retired) {
-        struct egpu_job *j = e->gpu_retired;
-        e->gpu_retired = j->next;
+    struct egpu_job *j = (struct egpu_job *)((char *)r - offsetof(struct egpu_job, retired));
 #ifdef KVF_HAVE_CUDA
-        j->prog = kvk_program_free(j->prog);
+    j->prog = kvk_program_free(j->prog);
 #endif
-        j->pools = reg_gpu_unref(j->pools);
-        free(j);
-    }
+    j->pools = reg_gpu_unref(j->pools);
+    free(j);
 }
 
 static void job_put(struct egpu_job *j)
@@ -161,19 +157,15 @@ static void job_put(struct egpu_job *j)
     if (!j || --j->refs > 0)
         return;
     struct engine *e = j->e;
-    j->next = e->gpu_retired;
-    e->gpu_retired = j;
-    if (gpu_notify_outstanding(e->gpu) > 0 && ++e->gpu_retired_n < EGPU_RETIRE_MAX) {
+    j->retired.free_fn = job_retired_free;
+    if (gpu_retire(&e->gpu_retired, e->gpu, &j->retired))
         engine_kick_tick(e); /* egpu_tick frees them once the GPUs are idle */
-        return;
-    }
-    free_retired(e);
 }
 
 void egpu_tick(struct engine *e)
 {
-    if (e->gpu_retired && gpu_notify_outstanding(e->gpu) == 0)
-        free_retired(e);
+    if (e->gpu)
+        gpu_retire_idle(&e->gpu_retired, e->gpu);
 }
 
 /* A job for writer pw's program over rk's GPU pools; *ret NULL when the writer has no bytes. */
@@ -506,7 +498,7 @@ void egpu_free(struct engine *e)
         egpu_tx_gone(tx);
     for (struct rx *rx = e->rxs; rx; rx = rx->next)
         egpu_rx_gone(rx);
-    free_retired(e);
+    gpu_retire_flush(&e->gpu_retired);
     if (e->arena_dev) {
         char err[GPU_REASON_MAX + 64];
         if (gpu_host_unregister(e->gpu, e->arena_base, err, sizeof err) < 0)

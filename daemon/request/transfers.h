@@ -1,4 +1,4 @@
-/* transfers.h: the requests in flight of the local path (DESIGN.md §7). A SEND from a context
+/* transfers.h: the requests in flight of the local path (docs/DESIGN.md §7). A SEND from a context
  * rank and the RECVs of generation ranks meet by (context instance, request id), in either
  * order. A RECV is checked and planned against the context instance's table when it arrives
  * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only; an instance not
@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
 
@@ -96,8 +97,7 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
-    struct xgpu_job *gpu_retired; /* finished GPU jobs freed when the GPU is idle (xfer_gpu.c) */
-    uint32_t gpu_retired_n;
+    struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
 };
 
 int transfers_init(struct transfers *t, struct workers *w);

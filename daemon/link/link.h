@@ -24,7 +24,7 @@
  * ucp_ep_print_info's "put[lane]" lines (UCX 1.13 has no ucp_ep_query for lanes). Then the engine
  * puts into the peer's arena. Otherwise (tcp, cma: across namespaces, across hosts on Ethernet) UCX
  * emulates puts (0.01-1 GB/s) and the engine sends the chunk as an active message received straight
- * into the landing slot (2-4.5 GB/s over tcp). Measured on these machines: UCX-NOTES.md.
+ * into the landing slot (2-4.5 GB/s over tcp). Measured on these machines: docs/UCX.md.
  * link_peer_same_host (hostnames in the ids) is informational: two namespaces share a hostname.
  *
  * Network namespaces: two daemons on one host in different network namespaces must set

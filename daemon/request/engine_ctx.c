@@ -1,4 +1,4 @@
-/* engine_ctx.c: the context side of a remote request (see engine.h, DESIGN.md §7).
+/* engine_ctx.c: the context side of a remote request (see engine.h, docs/DESIGN.md §7).
  * A RECV_REQ (one generation rank, one writer of ours) and the rank's SEND meet by (instance,
  * request id) in either order (the SEND waits in transfers.c's list). The flow plans with its
  * own ids against the instance's table (this daemon must be the home: it holds the table), checks
@@ -21,6 +21,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -116,25 +117,12 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         tx_fail(tx, KVF_E_BAD_REQUEST, true, "writer %u of a %u-rank instance", q->writer, tab->n);
         return;
     }
-    struct plan_ids *ctx_ids = calloc(tab->n, sizeof *ctx_ids);
+    struct plan_ids *ctx_ids = plan_ctx_ids_new(tab->ranks, tab->n);
     if (!ctx_ids) {
         tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
         return;
     }
-    for (uint32_t c = 0; c < tab->n; c++) {
-        const struct layout *l = &tab->ranks[c];
-        if (c == q->writer) {
-            const uint32_t *p = s->items.ids;
-            for (uint32_t g = 0; g < s->items.n_groups && g < LAYOUT_MAX_GROUPS; g++) {
-                ctx_ids[c].n[g] = s->items.counts[g];
-                ctx_ids[c].ids[g] = s->items.counts[g] ? p : NULL;
-                p += s->items.counts[g];
-            }
-        } else {
-            for (uint32_t g = 0; g < l->n_groups; g++) /* unknown here: counts only */
-                ctx_ids[c].n[g] = l->groups[g].kind == GROUP_STATE ? 1 : PLAN_MAX_IDS;
-        }
-    }
+    plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ctx_ids[q->writer]);
     struct plan_input pin = {.gen = &tx->gen,
                              .ctx = tab->ranks,
                              .n_ctx = tab->n,
@@ -144,12 +132,11 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         pin.gen_ids.n[g] = q->n_ids[g];
         pin.gen_ids.ids[g] = q->ids[g];
     }
-    struct plan_error perr;
-    memset(&perr, 0, sizeof perr);
-    int rc = plan_build(&pin, &tx->plan, &perr);
+    char pmsg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
     free(ctx_ids);
-    if (rc < 0) {
-        tx_fail(tx, perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL, true, "%s", perr.message);
+    if (code != KVF_OK) {
+        tx_fail(tx, code, true, "%s", pmsg);
         return;
     }
     tx->planned = true;

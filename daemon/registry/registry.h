@@ -1,4 +1,4 @@
-/* registry.h: the daemon's table of registered ranks and their instances (DESIGN.md §1, §3).
+/* registry.h: the daemon's table of registered ranks and their instances (docs/DESIGN.md §1, §3).
  * A rank is one worker connection's registration: its layout, its mapped host pools and the
  * connection it came on. An instance groups the ranks of one instance id; when every rank of
  * an instance has registered here, this daemon is its home and holds its complete table.

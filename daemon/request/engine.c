@@ -19,7 +19,7 @@ uint64_t engine_now(const struct engine *e)
 static bool busy(const struct engine *e)
 {
     return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
-           e->gpu_retired;
+           gpu_retire_pending(&e->gpu_retired);
 }
 
 static void tick_cb(uv_timer_t *h)

@@ -11,6 +11,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "plan_request.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -32,43 +33,24 @@ static void run(struct rxw *w, struct xfer *s)
         gen_rx_fail(rx, KVF_E_NO_ROUTE, msg);
         return;
     }
-    struct plan_ids *ids = calloc(rx->n_ctx, sizeof *ids);
+    struct plan_ids *ids = plan_ctx_ids_new(rx->ctx_layouts, rx->n_ctx);
     if (!ids) {
         gen_rx_fail(rx, KVF_E_INTERNAL, "out of memory");
         return;
     }
-    for (uint32_t c = 0; c < rx->n_ctx; c++) {
-        const struct layout *l = &rx->ctx_layouts[c];
-        if (c == w->ctx_rank) {
-            const uint32_t *p = s->items.ids;
-            for (uint32_t g = 0; g < s->items.n_groups && g < LAYOUT_MAX_GROUPS; g++) {
-                ids[c].n[g] = s->items.counts[g];
-                ids[c].ids[g] = s->items.counts[g] ? p : NULL;
-                p += s->items.counts[g];
-            }
-        } else {
-            for (uint32_t g = 0; g < l->n_groups; g++) /* elsewhere: counts only */
-                ids[c].n[g] = l->groups[g].kind == GROUP_STATE ? 1 : PLAN_MAX_IDS;
-        }
-    }
+    plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ids[w->ctx_rank]);
     struct plan_input pin = {.gen = &x->rank->layout,
                              .ctx = rx->ctx_layouts,
                              .n_ctx = rx->n_ctx,
                              .ctx_ids = ids,
                              .ctx_dp_rank = x->ctx_dp_rank};
-    const uint32_t *p = x->items.ids;
-    for (uint32_t g = 0; g < x->items.n_groups && g < LAYOUT_MAX_GROUPS; g++) {
-        pin.gen_ids.n[g] = x->items.counts[g];
-        pin.gen_ids.ids[g] = x->items.counts[g] ? p : NULL;
-        p += x->items.counts[g];
-    }
+    plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
     struct plan pl;
-    struct plan_error perr;
-    memset(&perr, 0, sizeof perr);
-    int rc = plan_build(&pin, &pl, &perr);
+    char pmsg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &pl, pmsg, sizeof pmsg);
     free(ids);
-    if (rc < 0) {
-        gen_rx_fail(rx, perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL, perr.message);
+    if (code != KVF_OK) {
+        gen_rx_fail(rx, code, pmsg);
         return;
     }
     const struct plan_writer *pw = NULL;
