@@ -205,7 +205,7 @@ install: all
 	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libkvferry.so.0
 	ln -sf libkvferry.so.0 $(DESTDIR)$(PREFIX)/lib/libkvferry.so
-	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 lib/kvferry.h lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 config/kvferry.yaml $(DESTDIR)/etc/kvferry/kvferry.yaml
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/kvferry.service
 

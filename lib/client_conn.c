@@ -198,8 +198,15 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     memset(&m, 0, sizeof m);
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
-    int fds[LAYOUT_MAX_POOLS];
+    m.u.reg.pools = calloc(c->n_pools, sizeof(*m.u.reg.pools));
+    int *fds = malloc(c->n_pools * sizeof(int));
     unsigned nfds = 0;
+    if (!m.u.reg.pools || !fds) {
+        free(m.u.reg.pools);
+        free(fds);
+        snprintf(err, errlen, "out of memory for REGISTER");
+        return -ENOMEM;
+    }
     for (uint32_t i = 0; i < c->n_pools; i++) {
         const struct kvf_pool *p = &c->pools[i];
         struct proto_pool *q = &m.u.reg.pools[i];
@@ -217,7 +224,20 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     m.u.reg.json = c->layout_json; /* borrowed: not released below */
     m.u.reg.json_len = c->layout_len;
     c->got_registered = false;
-    int rc = client_conn_send(c, &m, fds, nfds);
+    /* a frame carries PROTO_FDS_MAX fds: the first ones go ahead in FDS frames (proto.h) */
+    int rc = 0;
+    unsigned sent = 0;
+    while (!rc && nfds - sent > PROTO_FDS_MAX) {
+        unsigned n = nfds - sent - PROTO_FDS_MAX < PROTO_FDS_MAX ? nfds - sent - PROTO_FDS_MAX
+                                                                 : PROTO_FDS_MAX;
+        struct proto_msg f = {.type = PROTO_FDS, .u.fds.n = n};
+        rc = client_conn_send(c, &f, fds + sent, n);
+        sent += n;
+    }
+    if (!rc)
+        rc = client_conn_send(c, &m, fds + sent, nfds - sent);
+    free(fds);
+    free(m.u.reg.pools);
     if (rc) {
         snprintf(err, errlen, "sending REGISTER: %s", strerror(-rc));
         return rc;

@@ -15,6 +15,7 @@
 
 #include "cfg.h"
 #include "kvferryctl.h"
+#include "kvferryctl_layout.h"
 #include "kvferryctl_plan.h"
 
 #define EXIT_DAEMON_ERROR 1
@@ -35,6 +36,8 @@ static const struct {
 } local_cmds[] = {
     {"version", local_version},
     {"plan", ctl_plan_main},
+    {"layout", ctl_layout_main},
+    {"check-layout", ctl_check_layout_main},
 };
 
 /* Daemon commands that take one positional argument, and its key in args. */
@@ -51,7 +54,8 @@ static void usage(FILE *f)
             "[ARGS]\n"
             "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
             "                  workers, transfers, peers, arena, help\n"
-            "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
+            "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help),\n"
+            "                  layout SPEC [--rank N], check-layout FILE...\n"
             "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
             "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
             "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");

@@ -77,6 +77,8 @@ static void on_close(uv_handle_t *h)
     struct workers *w = c->w;
     close(c->fd);
     frame_reader_done(&c->rd);
+    fdpass_close_all(c->fds_ahead, c->n_fds_ahead);
+    free(c->fds_ahead);
     for (struct wconn **pp = &w->conns; *pp; pp = &(*pp)->next)
         if (*pp == c) {
             *pp = c->next;
@@ -177,14 +179,43 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
     return 0;
 }
 
-static void on_register(struct wconn *c, struct proto_register *g)
+/* FDS: up to PROTO_FDS_MAX fds sent ahead of a REGISTER with more host pools (proto.h). */
+static void on_fds(struct wconn *c, const struct proto_fds *f)
 {
     int fds[FDPASS_MAX_FDS];
-    unsigned nfds = frame_reader_frame_has_fds(&c->rd)
-                        ? frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS) : 0;
+    unsigned n = frame_reader_frame_has_fds(&c->rd)
+                     ? frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS) : 0;
+    if (n != f->n || c->rank || c->n_fds_ahead + n > LAYOUT_MAX_POOLS) {
+        fdpass_close_all(fds, n);
+        violation(c, "FDS frame with %u fds (it says %u; %u held ahead, limit %d)%s", n, f->n,
+                  c->n_fds_ahead, LAYOUT_MAX_POOLS, c->rank ? " after REGISTER" : "");
+        return;
+    }
+    if (!c->fds_ahead && !(c->fds_ahead = malloc(LAYOUT_MAX_POOLS * sizeof(int)))) {
+        fdpass_close_all(fds, n);
+        violation(c, "out of memory holding fds");
+        return;
+    }
+    memcpy(c->fds_ahead + c->n_fds_ahead, fds, n * sizeof(int));
+    c->n_fds_ahead += n;
+}
+
+static void on_register(struct wconn *c, struct proto_register *g)
+{
+    int *fds = c->fds_ahead ? c->fds_ahead : malloc(LAYOUT_MAX_POOLS * sizeof(int));
+    unsigned nfds = c->n_fds_ahead;
+    c->fds_ahead = NULL;
+    c->n_fds_ahead = 0;
+    if (!fds) {
+        violation(c, "out of memory holding fds");
+        return;
+    }
+    if (frame_reader_frame_has_fds(&c->rd))
+        nfds += frame_reader_take_fds(&c->rd, fds + nfds, LAYOUT_MAX_POOLS - nfds);
     uint32_t want = proto_register_fds(g);
     if (nfds != want) {
         fdpass_close_all(fds, nfds);
+        free(fds);
         violation(c, "REGISTER came with %u fds for %u host pools", nfds, want);
         return;
     }
@@ -244,6 +275,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
     transfers_registered(&c->w->xt, l.instance);
 out:
     fdpass_close_all(fds, nfds); /* mapped or refused: the daemon keeps no fds */
+    free(fds);
 }
 
 /* ---- dispatch ---- */
@@ -257,8 +289,13 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         violation(c, "bad frame: %s", err);
         return;
     }
-    if (m.type != PROTO_REGISTER && frame_reader_frame_has_fds(&c->rd)) {
+    if (m.type != PROTO_REGISTER && m.type != PROTO_FDS && frame_reader_frame_has_fds(&c->rd)) {
         violation(c, "%s frame came with %u fds", proto_type_to_string(m.type), c->rd.nfds);
+        goto out;
+    }
+    if (c->n_fds_ahead && m.type != PROTO_REGISTER && m.type != PROTO_FDS) {
+        violation(c, "%s frame after FDS frames (they must be followed by REGISTER)",
+                  proto_type_to_string(m.type));
         goto out;
     }
     if (!c->hello && m.type != PROTO_HELLO) {
@@ -289,6 +326,9 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         wsend(c, &wm);
         break;
     }
+    case PROTO_FDS:
+        on_fds(c, &m.u.fds);
+        break;
     case PROTO_REGISTER:
         on_register(c, &m.u.reg);
         break;

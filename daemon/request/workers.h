@@ -40,6 +40,8 @@ struct wconn {
     bool closing;               /* close requested: no more frames in or out */
     bool broken;                /* a write failed: close at the next reap */
     struct reg_rank *rank;      /* borrowed from the registry; NULL until registered */
+    int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
+    uint32_t n_fds_ahead;
     uint64_t id;
     uint64_t seq;
     uint32_t inflight;          /* this connection's requests in flight */

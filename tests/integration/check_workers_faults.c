@@ -205,7 +205,10 @@ static void register_msg(struct proto_msg *m, const struct rank *r)
 {
     memset(m, 0, sizeof *m);
     m->type = PROTO_REGISTER;
+    static struct proto_pool pools[LAYOUT_MAX_POOLS]; /* borrowed by m: never proto_msg_done */
+    memset(pools, 0, sizeof pools);
     m->u.reg.n_pools = r->l.n_pools;
+    m->u.reg.pools = pools;
     for (uint32_t i = 0; i < r->l.n_pools; i++)
         m->u.reg.pools[i] = (struct proto_pool){.kind = POOL_HOST, .device = -1,
                                                 .bytes = r->l.pools[i].bytes};
@@ -325,6 +328,53 @@ START_TEST(workers_hostile_frames_close_only_their_connection)
     rank_free(&r);
     rank_free(&unsealed);
     rank_free(&smaller);
+    wt_stop(&e);
+}
+END_TEST
+
+/* FDS frames (fds sent ahead of a REGISTER with more than 16 host pools, proto.h): the count
+ * must match what came attached, nothing else may follow them but REGISTER, the daemon holds
+ * at most LAYOUT_MAX_POOLS ahead; split correctly, the REGISTER is accepted. */
+START_TEST(workers_fds_sent_ahead_are_bounded_and_belong_to_the_register)
+{
+    struct wenv e;
+    wt_start(&e, NULL);
+    struct rank r;
+    rank_make(&r, "tiny", "ahead", ROLE_CONTEXT, F_SEAL_SHRINK);
+    int many[PROTO_FDS_MAX];
+    for (int i = 0; i < PROTO_FDS_MAX; i++)
+        many[i] = r.fds[0];
+    /* says 2, brings 1 */
+    int fd = raw_hello(&e);
+    struct proto_msg f = {.type = PROTO_FDS, .u.fds.n = 2};
+    raw_send_msg(fd, &f, r.fds, 1);
+    expect_error_close(fd, "FDS frame with 1 fds (it says 2");
+    /* anything but REGISTER after FDS */
+    fd = raw_hello(&e);
+    f.u.fds.n = 1;
+    raw_send_msg(fd, &f, r.fds, 1);
+    struct proto_msg ping = {.type = PROTO_PING};
+    raw_send_msg(fd, &ping, NULL, 0);
+    expect_error_close(fd, "PING frame after FDS frames");
+    /* LAYOUT_MAX_POOLS held ahead is the most */
+    fd = raw_hello(&e);
+    f.u.fds.n = PROTO_FDS_MAX;
+    for (int k = 0; k < LAYOUT_MAX_POOLS / PROTO_FDS_MAX; k++)
+        raw_send_msg(fd, &f, many, PROTO_FDS_MAX);
+    f.u.fds.n = 1;
+    raw_send_msg(fd, &f, many, 1);
+    expect_error_close(fd, "1024 held ahead, limit 1024");
+    /* the first pool's fd ahead, the rest on the REGISTER: registered */
+    fd = raw_hello(&e);
+    raw_send_msg(fd, &f, r.fds, 1);
+    struct proto_msg m;
+    register_msg(&m, &r);
+    raw_send_msg(fd, &m, r.fds + 1, r.l.n_pools - 1);
+    char msg[600] = "";
+    ck_assert_uint_eq(raw_next(fd, msg, sizeof msg), PROTO_REGISTERED);
+    ck_assert_msg(strstr(msg, "OK: registered"), "%s", msg);
+    close(fd);
+    rank_free(&r);
     wt_stop(&e);
 }
 END_TEST
@@ -539,6 +589,7 @@ static Suite *faults_suite(void)
     tcase_set_timeout(h, 60);
     tcase_add_test(h, workers_hostile_frames_close_only_their_connection);
     tcase_add_test(h, workers_gpu_pool_registration_is_refused_with_a_reason);
+    tcase_add_test(h, workers_fds_sent_ahead_are_bounded_and_belong_to_the_register);
     tcase_add_test(h, workers_limits_on_connections_and_requests_in_flight_hold);
     tcase_add_test(h, workers_library_binds_from_python_ctypes);
     suite_add_tcase(s, h);

@@ -270,20 +270,16 @@ static inline uint64_t ru_rand(uint64_t *s)
     return *s * 0x2545f4914f6cdd1dull;
 }
 
-/* Builds the instance's ranks with memfd pools (filled with `fill`) and a request of n_blocks
- * distinct random blocks per paged group and one random slot per state group. */
-static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char *id,
-                                layout_role_t role, uint32_t n_blocks, uint64_t *rng, int fill)
+/* Builds ranks of the given layouts (n, copied) with memfd pools (filled with `fill`) and a
+ * request of n_blocks distinct random blocks per paged group and one random slot per state
+ * group. */
+static inline void ru_inst_init_layouts(struct ru_inst *in, const struct layout *ls,
+                                        uint32_t n_ranks, uint32_t n_blocks, uint64_t *rng,
+                                        int fill)
 {
-    char err[256];
-    memset(in, 0, sizeof *in);
-    ck_assert_msg(preset_parse(spec, &in->spec, err, sizeof err) == 0, "%s", err);
-    in->n = preset_n_ranks(&in->spec);
-    struct layout *ls = calloc(in->n, sizeof *ls);
+    in->n = n_ranks;
     in->r = calloc(in->n, sizeof *in->r);
-    ck_assert_ptr_nonnull(ls);
     ck_assert_ptr_nonnull(in->r);
-    ck_assert_msg(preset_build(&in->spec, id, role, -1, ls, err, sizeof err) == 0, "%s", err);
     for (uint32_t i = 0; i < in->n; i++) {
         struct ru_rank *r = &in->r[i];
         r->l = ls[i];
@@ -324,6 +320,20 @@ static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char
             r->n_ids += n;
         }
     }
+}
+
+/* ru_inst_init_layouts of a preset spec's ranks. */
+static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char *id,
+                                layout_role_t role, uint32_t n_blocks, uint64_t *rng, int fill)
+{
+    char err[256];
+    memset(in, 0, sizeof *in);
+    ck_assert_msg(preset_parse(spec, &in->spec, err, sizeof err) == 0, "%s", err);
+    uint32_t n = preset_n_ranks(&in->spec);
+    struct layout *ls = calloc(n, sizeof *ls);
+    ck_assert_ptr_nonnull(ls);
+    ck_assert_msg(preset_build(&in->spec, id, role, -1, ls, err, sizeof err) == 0, "%s", err);
+    ru_inst_init_layouts(in, ls, n, n_blocks, rng, fill);
     free(ls);
 }
 
