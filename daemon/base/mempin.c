@@ -1,5 +1,6 @@
-/* mempin.c: pins on host pool mappings (mempin.h). A small open list: a daemon pins at most
- * (copies in flight) x (pools per copy) mappings at once, distinct bases far fewer. */
+/* mempin.c: pins on host pool mappings (mempin.h). A chained hash by base address: a rank may
+ * bring up to LAYOUT_MAX_POOLS pools and a copy job pins every pool it names, so thousands of
+ * pins are normal and each one is found in O(1). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -8,44 +9,46 @@
 
 #include "mempin.h"
 
+#define BUCKETS 4096u
+
 struct pin {
     void *base;
     uint64_t len;
     uint32_t refs;
     bool unmap; /* the owner let go: munmap at the last unref */
+    struct pin *next;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pin *pins;  /* owned */
-static uint32_t n_pins, cap_pins;
+static struct pin *table[BUCKETS]; /* owned nodes */
+static uint32_t n_pins, n_deferred;
 
-static struct pin *find(void *base)
+static struct pin **slot_of(void *base)
 {
-    for (uint32_t i = 0; i < n_pins; i++)
-        if (pins[i].base == base)
-            return &pins[i];
-    return NULL;
+    uintptr_t h = (uintptr_t)base >> 12; /* mappings are page aligned */
+    h ^= h >> 17;
+    struct pin **pp = &table[h % BUCKETS];
+    while (*pp && (*pp)->base != base)
+        pp = &(*pp)->next;
+    return pp;
 }
 
 int mempin_ref(void *base, uint64_t len)
 {
     pthread_mutex_lock(&lock);
-    struct pin *p = find(base);
-    if (!p) {
-        if (n_pins == cap_pins) {
-            uint32_t cap = cap_pins ? cap_pins * 2 : 64;
-            struct pin *np = realloc(pins, cap * sizeof *np);
-            if (!np) {
-                pthread_mutex_unlock(&lock);
-                return -ENOMEM;
-            }
-            pins = np;
-            cap_pins = cap;
+    struct pin **pp = slot_of(base);
+    if (!*pp) {
+        struct pin *p = calloc(1, sizeof *p);
+        if (!p) {
+            pthread_mutex_unlock(&lock);
+            return -ENOMEM;
         }
-        p = &pins[n_pins++];
-        *p = (struct pin){.base = base, .len = len};
+        p->base = base;
+        p->len = len;
+        *pp = p;
+        n_pins++;
     }
-    p->refs++;
+    (*pp)->refs++;
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -53,11 +56,15 @@ int mempin_ref(void *base, uint64_t len)
 void mempin_unref(void *base)
 {
     pthread_mutex_lock(&lock);
-    struct pin *p = find(base);
+    struct pin **pp = slot_of(base), *p = *pp;
     if (p && --p->refs == 0) {
-        if (p->unmap)
+        if (p->unmap) {
             munmap(p->base, p->len);
-        *p = pins[--n_pins];
+            n_deferred--;
+        }
+        *pp = p->next;
+        free(p);
+        n_pins--;
     }
     pthread_mutex_unlock(&lock);
 }
@@ -65,8 +72,9 @@ void mempin_unref(void *base)
 int mempin_unmap(void *base, uint64_t len)
 {
     pthread_mutex_lock(&lock);
-    struct pin *p = find(base);
+    struct pin *p = *slot_of(base);
     if (p) {
+        n_deferred += !p->unmap;
         p->unmap = true;
         p->len = len;
     } else {
@@ -79,10 +87,7 @@ int mempin_unmap(void *base, uint64_t len)
 void mempin_counts(uint32_t *pinned, uint32_t *deferred)
 {
     pthread_mutex_lock(&lock);
-    uint32_t d = 0;
-    for (uint32_t i = 0; i < n_pins; i++)
-        d += pins[i].unmap;
     *pinned = n_pins;
-    *deferred = d;
+    *deferred = n_deferred;
     pthread_mutex_unlock(&lock);
 }
