@@ -9,7 +9,9 @@
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
+#                        the kvferry Python package in PYDIR)
+#   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
 # daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
@@ -27,6 +29,8 @@ OPT     ?= -O2
 DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+# The Python package goes where Debian's python3 looks for modules of a prefix
+PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -73,6 +77,7 @@ UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c
 INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/check_*.c))
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+PY_TESTS     := tests/python/check_python
 
 # libkvferry, loaded into every inference worker: the public API and the worker protocol only
 # (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
@@ -88,8 +93,9 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy install clean format
-all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy install check-systemd man clean format
+all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
+     $(BUILD)/man/kvferry.yaml.5
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -143,8 +149,11 @@ test:
 	$(MAKE) all
 	$(MAKE) check
 
+# KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
+KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
+export KVF_MAKEVARS
 check: all check-symbols check-includes
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -161,7 +170,7 @@ unit: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS)
+	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
@@ -198,16 +207,63 @@ bench-copy: all
 bench: all
 	BUILD=$(BUILD) scripts/bench-remote
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)/etc/kvferry $(DESTDIR)$(PREFIX)/lib/systemd/system
-	install -m 0755 $(BUILD)/kvferryd $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libkvferry.so.0
-	ln -sf libkvferry.so.0 $(DESTDIR)$(PREFIX)/lib/libkvferry.so
-	install -m 0644 lib/kvferry.h lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
-	install -m 0644 config/kvferry.yaml $(DESTDIR)/etc/kvferry/kvferry.yaml
-	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/kvferry.service
+# Installs as a Debian package would lay it out: the library in the multiarch libdir with a
+# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its
+# sysusers.d file. An existing /etc/kvferry/kvferry.yaml is never overwritten: the shipped one
+# goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
+# created (systemd-sysusers) and ldconfig runs, as a package's postinst would.
+MULTIARCH  := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
+LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+TOOLSDIR   ?= $(PREFIX)/lib/kvferry
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+MAN_PAGES  := man/kvferryd.8 man/kvferryctl.8 $(BUILD)/man/kvferry.yaml.5
+
+# kvferry.yaml(5): man/kvferry.yaml.5.in with its @KEYS@ line replaced by every key of the cfg
+# table (tools-free: a tiny program prints them), so the page cannot drift from the code.
+$(BUILD)/man/gen_yaml5: man/gen_yaml5.c $(CORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS)
+$(BUILD)/man/kvferry.yaml.5: man/kvferry.yaml.5.in $(BUILD)/man/gen_yaml5 VERSION
+	$(BUILD)/man/gen_yaml5 > $@.keys
+	sed -e '/^@KEYS@$$/{r $@.keys' -e 'd}' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	rm -f $@.keys
+man: $(BUILD)/man/kvferry.yaml.5
+
+install: all $(BUILD)/man/kvferry.yaml.5
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
+	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
+	ln -sf libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  lib/kvferry.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc
+	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 man/kvferryd.8 man/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(BUILD)/man/kvferry.yaml.5 $(DESTDIR)$(MANDIR)/man5/
+	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
+	if [ ! -e $$conf ]; then install -m 0644 config/kvferry.yaml $$conf; \
+	elif cmp -s config/kvferry.yaml $$conf; then rm -f $$conf.dist; \
+	else install -m 0644 config/kvferry.yaml $$conf.dist; \
+	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
+	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
+	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
+	install -d $(DESTDIR)$(PYDIR)/kvferry
+	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
+	@if [ -z "$(DESTDIR)" ]; then \
+	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
+	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
+	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
+
+# The unit under a real systemd 252 in a container (scripts/check-systemd; needs root).
+check-systemd: all
+	BUILD=$(BUILD) scripts/check-systemd
 
 clean:
 	rm -rf build build-asan build-tsan
@@ -215,4 +271,4 @@ clean:
 format:
 	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -72,6 +72,11 @@ int daemon_init(struct daemon *d)
         uv_signal_init(&d->loop, sigs[i]);
         sigs[i]->data = d;
     }
+    /* from the start: a signal during the start is handled once the loop runs (after READY) */
+    if ((r = uv_signal_start(&d->sig_term, on_signal, SIGTERM)) < 0 ||
+        (r = uv_signal_start(&d->sig_int, on_signal, SIGINT)) < 0 ||
+        (r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP)) < 0)
+        return r;
     uv_timer_init(&d->loop, &d->drain_timer);
     d->drain_timer.data = d;
     d->start_ms = uv_now(&d->loop);
@@ -110,10 +115,6 @@ int daemon_load_config(struct daemon *d, const char *path, char *err, size_t err
 int daemon_ready(struct daemon *d)
 {
     int r;
-    if ((r = uv_signal_start(&d->sig_term, on_signal, SIGTERM)) < 0 ||
-        (r = uv_signal_start(&d->sig_int, on_signal, SIGINT)) < 0 ||
-        (r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP)) < 0)
-        return r;
     if ((r = notify_start(&d->notify, &d->loop)) < 0)
         return r;
     if ((r = daemon_set_state(d, DAEMON_RUNNING)) < 0)

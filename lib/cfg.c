@@ -66,9 +66,11 @@ static int put_path(char *buf, size_t len, const char *a, const char *b)
 
 int cfg_socket_dir(const struct kvf_config *c, char *buf, size_t len)
 {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR"), *rt = getenv("RUNTIME_DIRECTORY");
     if (c->sockets_dir && *c->sockets_dir)
         return put_path(buf, len, c->sockets_dir, "");
+    if (rt && *rt && !strchr(rt, ':')) /* systemd's RuntimeDirectory= (one directory) */
+        return put_path(buf, len, rt, "");
     if (geteuid() == 0)
         return put_path(buf, len, "/run/kvferry", "");
     if (xdg && *xdg)

@@ -199,8 +199,8 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
     m.u.reg.pools = calloc(c->n_pools, sizeof(*m.u.reg.pools));
-    int *fds = malloc(c->n_pools * sizeof(int));
-    unsigned nfds = 0;
+    int *fds = malloc(client_pool_fds(c->pools, c->n_pools) * sizeof(int) + 1);
+    unsigned nfds = 0; /* check_pools kept the total within PROTO_REGISTER_MAX_FDS */
     if (!m.u.reg.pools || !fds) {
         free(m.u.reg.pools);
         free(fds);
@@ -215,6 +215,13 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
         q->bytes = p->bytes;
         if (p->kind == KVF_POOL_HOST) {
             fds[nfds++] = p->fd;
+        } else if (p->kind == KVF_POOL_CUDA_VMM) {
+            q->kind = PROTO_POOL_CUDA_VMM;
+            q->offset = p->offset;
+            q->n_fds = p->n_fds;
+            q->chunk_bytes = p->chunk_bytes;
+            for (uint32_t k = 0; k < p->n_fds; k++)
+                fds[nfds++] = p->fds[k];
         } else {
             q->offset = p->offset;
             memcpy(q->ipc_handle, p->ipc_handle, PROTO_IPC_HANDLE);
@@ -259,11 +266,14 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
 int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(c->path) >= sizeof sa.sun_path) {
-        snprintf(err, errlen, "socket path too long");
+    size_t plen = strlen(c->path);
+    if (plen >= sizeof sa.sun_path) {
+        snprintf(err, errlen,
+                 "worker socket path is %zu bytes, above the unix socket limit of %zu: %s", plen,
+                 sizeof sa.sun_path - 1, c->path);
         return -ENAMETOOLONG;
     }
-    strcpy(sa.sun_path, c->path);
+    memcpy(sa.sun_path, c->path, plen + 1);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -errno;
@@ -334,7 +344,8 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
     }
     c->next_attempt_ms = -1;
     char msg[KVF_MESSAGE_MAX];
-    snprintf(msg, sizeof msg, "reconnected to %s (daemon epoch %llu)%s", c->path,
+    snprintf(msg, sizeof msg, "reconnected to %.*s (daemon epoch %llu)%s", /* fits sun_path */
+             (int)sizeof(((struct sockaddr_un *)0)->sun_path), c->path,
              (unsigned long long)c->epoch, c->registered ? ", registered again" : "");
     client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg);
     client_sync_fds(c);

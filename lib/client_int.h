@@ -4,6 +4,7 @@
 #ifndef KVF_CLIENT_INT_H
 #define KVF_CLIENT_INT_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@ struct client_req {
 
 struct kvf_client {
     pthread_mutex_t mu;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[PATH_MAX]; /* as given, never truncated to sun_path: client_conn_open refuses it */
     char name[PROTO_NAME_MAX + 1];
     char home[PROTO_HOME_MAX + 1]; /* options.home: sent with every REGISTER */
     uint32_t timeout_ms, backoff_min_ms, backoff_max_ms;
@@ -84,6 +85,8 @@ int client_conn_pump(struct kvf_client *c);
 int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client *), int64_t deadline);
 /* Sends REGISTER of the kept registration and waits for REGISTERED. */
 int client_conn_register(struct kvf_client *c, char *err, size_t errlen);
+/* The fds a REGISTER of these pools carries: one per host pool, n_fds per VMM pool. */
+uint32_t client_pool_fds(const struct kvf_pool *pools, uint32_t n);
 /* Reconnects if one is due; 0 when connected afterwards, else -ENOTCONN. */
 int client_conn_maybe_reconnect(struct kvf_client *c);
 /* Sets / clears the readiness of the event fd and the reconnect timer. */

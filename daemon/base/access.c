@@ -60,6 +60,31 @@ static int resolve_list(const char *key, const struct cfg_list *l, bool groups, 
     return 0;
 }
 
+/* The sockets' group, whose members the sockets' mode (0660) lets connect: sockets.group (then
+ * the sockets are chowned to it), else the daemon's own group. Its members are allowed like
+ * allow_gids', so that file system and access.* agree. */
+static int resolve_socket_group(const char *name, struct access *a, char *err, size_t errlen)
+{
+    unsigned id = (unsigned)getegid();
+    bool chown_to = name && *name;
+    if (chown_to && parse_id(name, &id) < 0) {
+        struct group *g = getgrnam(name);
+        if (!g) {
+            snprintf(err, errlen, "sockets.group: unknown group '%s'", name);
+            return -EINVAL;
+        }
+        id = g->gr_gid;
+    }
+    unsigned *ids = realloc(a->allow_gids.ids, (a->allow_gids.n + 1) * sizeof(*ids));
+    if (!ids)
+        return -ENOMEM;
+    ids[a->allow_gids.n++] = id;
+    a->allow_gids.ids = ids;
+    a->has_socket_gid = chown_to;
+    a->socket_gid = (gid_t)id;
+    return 0;
+}
+
 int access_resolve(const struct kvf_config *c, struct access *ret, char *err, size_t errlen)
 {
     struct access a;
@@ -73,6 +98,10 @@ int access_resolve(const struct kvf_config *c, struct access *ret, char *err, si
                           errlen)) < 0 ||
         (r = resolve_list("access.admin_gids", &c->access_admin_gids, true, &a.admin_gids, err,
                           errlen)) < 0) {
+        access_done(&a);
+        return r;
+    }
+    if ((r = resolve_socket_group(c->sockets_group, &a, err, errlen)) < 0) {
         access_done(&a);
         return r;
     }
@@ -101,6 +130,10 @@ int access_peer_cred(int fd, struct peer_cred *ret)
     ret->uid = uc.uid;
     ret->gid = uc.gid;
     ret->admin = false;
+    ret->n_groups = 0;
+    len = sizeof(ret->groups);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, ret->groups, &len) == 0)
+        ret->n_groups = (uint16_t)(len / sizeof(gid_t));
     return 0;
 }
 
@@ -113,13 +146,16 @@ static bool set_has(const struct id_set *s, unsigned id)
 }
 
 /* True when one of the peer's groups (primary from the credential and from passwd,
- * supplementary from the group database) is in s. */
+ * supplementary as the process runs with them and from the group database) is in s. */
 static bool groups_match(const struct id_set *s, const struct peer_cred *cred)
 {
     if (s->n == 0)
         return false;
     if (set_has(s, cred->gid))
         return true;
+    for (uint16_t i = 0; i < cred->n_groups && i < ACCESS_PEER_GROUPS; i++)
+        if (set_has(s, cred->groups[i]))
+            return true;
     struct passwd *p = getpwuid(cred->uid);
     if (!p)
         return false;

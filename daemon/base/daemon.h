@@ -65,12 +65,13 @@ struct daemon {
     struct copyeng *copy;           /* host copy threads (copyeng.h) */
 };
 
-/* Inits the loop, signals and timers (not yet started). Returns 0 or -errno. */
+/* Inits the loop, timers and the signal handlers (started: a signal during the start is handled
+ * when the loop runs). Returns 0 or -errno. */
 int daemon_init(struct daemon *d);
 /* Loads `path` (NULL: defaults) as the initial config and resolves access lists. On error
  * writes a message into err and returns -errno. */
 int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen);
-/* Starts signal handling and the watchdog, sends READY=1. Returns 0 or -errno. */
+/* Starts the watchdog, sends READY=1. Returns 0 or -errno. */
 int daemon_ready(struct daemon *d);
 /* Parses the config file again, validates, swaps live keys; on error keeps the old config.
  * Records the result in last_reload. Returns 0 or -errno. */

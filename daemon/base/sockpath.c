@@ -9,6 +9,23 @@
 
 #include "sockpath.h"
 
+int sockpath_addr(struct sockaddr_un *sa, const char *path, const char *what, char *err,
+                  size_t errlen)
+{
+    size_t n = strlen(path);
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_UNIX;
+    if (n >= sizeof(sa->sun_path)) {
+        snprintf(err, errlen,
+                 "%s socket path %s is %zu bytes: a unix socket path holds at most %zu "
+                 "(shorten sockets.dir or sockets.%s)",
+                 what, path, n, sizeof(sa->sun_path) - 1, what);
+        return -ENAMETOOLONG;
+    }
+    memcpy(sa->sun_path, path, n + 1);
+    return 0;
+}
+
 int sockpath_mkdir_parents(const char *path, mode_t mode)
 {
     char buf[sizeof(((struct sockaddr_un *)0)->sun_path)];

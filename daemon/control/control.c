@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "sockowner.h"
 #include "sockpath.h"
 #include "ctl_cmds.h"
 #include "daemon.h"
@@ -161,12 +162,15 @@ static void poll_cb(uv_poll_t *p, int status, int events)
 int control_listen(struct control *ctl, char *err, size_t errlen)
 {
     const struct kvf_config *cfg = &ctl->d->cfg;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int r = cfg_control_path(cfg, sa.sun_path, sizeof(sa.sun_path));
-    if (r < 0) {
+    struct sockaddr_un sa;
+    char path[SOCKPATH_BUF];
+    int r = cfg_control_path(cfg, path, sizeof(path)); /* -ENAMETOOLONG: sockpath_addr says why */
+    if (r < 0 && r != -ENAMETOOLONG) {
         snprintf(err, errlen, "control socket path: %s", strerror(-r));
         return r;
     }
+    if ((r = sockpath_addr(&sa, path, "control", err, errlen)) < 0)
+        return r;
     snprintf(ctl->path, sizeof(ctl->path), "%s", sa.sun_path);
     if ((r = sockpath_mkdir_parents(ctl->path, 0750)) < 0) {
         snprintf(err, errlen, "control socket directory for %s: %s", ctl->path, strerror(-r));
@@ -189,6 +193,12 @@ int control_listen(struct control *ctl, char *err, size_t errlen)
         chmod(sa.sun_path, (mode_t)cfg->sockets_mode) < 0 || listen(fd, 64) < 0) {
         r = -errno;
         snprintf(err, errlen, "control socket %s: %s", ctl->path, strerror(errno));
+        close(fd);
+        unlink(sa.sun_path);
+        ctl->path[0] = '\0';
+        return r;
+    }
+    if ((r = sockowner_apply(sa.sun_path, &ctl->d->access, err, errlen)) < 0) {
         close(fd);
         unlink(sa.sun_path);
         ctl->path[0] = '\0';

@@ -91,8 +91,9 @@ void link_peer_fail(struct link_peer *p, int err)
     p->fail_err = err;
     if (err != -ECANCELED) {
         p->link->st.peers_failed++;
-        log_warn("link peer %llu (%s %s): failed in state %s: %s", (unsigned long long)p->serial,
-                 p->addr, p->remote_id, state_names[p->state], strerror(-err));
+        log_req(LOG_LVL_WARN, 0, *p->addr ? p->addr : p->remote_id, NULL,
+                "link peer %llu (%s %s): failed in state %s: %s", (unsigned long long)p->serial,
+                p->addr, p->remote_id, state_names[p->state], strerror(-err));
     }
     link_peer_set_state(p, LINK_PEER_FAILED);
     link_kick(p->link);

@@ -22,6 +22,7 @@
 #include "daemon.h"
 #include "engine_int.h"
 #include "plan_request.h"
+#include "readers.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -44,10 +45,11 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     e->c.flows_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         e->c.bound_violations++;
-    log_info("engine: flow %llu (request %llu of %s, writer %u): %s: %s",
-             (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
-             tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code),
-             msg);
+    log_req(
+        LOG_LVL_INFO, tx->rr.u.recv_req.req_id, tx->peer ? tx->peer->addr : NULL,
+        tx->rr.u.recv_req.ctx_instance, "engine: flow %llu (request %llu of %s, writer %u): %s: %s",
+        (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
+        tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
@@ -134,6 +136,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     }
     char pmsg[sizeof(((struct plan_error *)0)->message)];
     kvf_error_t code = plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
+    if (code == KVF_OK && !s->n_readers && !s->derived) /* the worker left the count to us */
+        s->derived = readers_remote(&pin, q->writer);
     free(ctx_ids);
     if (code != KVF_OK) {
         tx_fail(tx, code, true, "%s", pmsg);

@@ -68,8 +68,9 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     rx->e->c.remote_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         rx->e->c.bound_violations++;
-    log_info("engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
-             rx->ctx_instance, kvf_error_to_string(code), msg);
+    log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
+            "engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
+            rx->ctx_instance, kvf_error_to_string(code), msg);
     release(rx, code, msg);
     struct xfer *x = rx->x;
     if (x && rx->gpu_busy > 0) {
@@ -267,8 +268,9 @@ static void start_writer(struct rxw *w)
 static void rx_replan(struct rx *rx)
 {
     struct engine *e = rx->e;
-    log_info("engine: request %llu from %s: the table was stale, replanning with a fresh one",
-             (unsigned long long)rx->req_id, rx->ctx_instance);
+    log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
+            "engine: request %llu from %s: the table was stale, replanning with a fresh one",
+            (unsigned long long)rx->req_id, rx->ctx_instance);
     release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
     egpu_rx_gone(rx);
     rx->gpu_serial++; /* scatters still running belong to the old plan */

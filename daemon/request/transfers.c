@@ -12,6 +12,7 @@
 #include "engine.h"
 #include "registry.h"
 #include "transfers.h"
+#include "readers.h"
 #include "workers.h"
 
 #define TICK_MS 20
@@ -75,9 +76,10 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         if (!x->conn->closing)
             wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
     }
-    if (err != KVF_OK)
-        log_debug("xfer %llu (req %llu): %s: %s", (unsigned long long)x->id,
-                  (unsigned long long)x->req_id, kvf_error_to_string(err), msg);
+    if (err != KVF_OK && log_get_level() >= LOG_LVL_DEBUG)
+        log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
+                (unsigned long long)x->id, (unsigned long long)x->req_id,
+                kvf_error_to_string(err), msg);
     if (x->eng)
         engine_xfer_end(t->w->d->engine, x, err);
 }
@@ -169,9 +171,11 @@ static void tally_expire(struct transfers *t, uint64_t now)
 static void serve(struct transfers *t, struct xfer *s, uint32_t done)
 {
     s->served = done;
-    if (s->n_readers > 0 && s->served >= s->n_readers) {
+    uint32_t need = s->n_readers ? s->n_readers : s->derived;
+    if (need > 0 && s->served >= need) {
         char m[96];
-        snprintf(m, sizeof m, "%u of %u readers served", s->served, s->n_readers);
+        snprintf(m, sizeof m, "%u of %u readers served%s", s->served, need,
+                 s->n_readers ? "" : " (counted by the daemon)");
         finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
     }
 }
@@ -237,6 +241,8 @@ static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64
     struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
     for (uint32_t c = 0; in && c < in->n_ranks; c++) {
         struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        if (s && !s->n_readers && !s->derived)
+            s->derived = readers_local(&r->rank->layout);
         if (s)
             serve(t, s, ty ? ty->done : s->served + 1);
     }

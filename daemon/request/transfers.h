@@ -10,6 +10,8 @@
  * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * n_readers 0: the daemon derives the count (readers.h) from the first reader and then ends the
+ * SEND as if the worker had passed it; where it cannot, the deadline rule above applies.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
  * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
@@ -52,6 +54,8 @@ struct xfer {
     int32_t ctx_dp_rank;
     struct proto_items items;   /* owned ids */
     uint32_t n_readers, served;
+    uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
+                                   (readers.h), 0 while unknown */
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;

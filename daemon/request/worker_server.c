@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sockowner.h"
 #include "sockpath.h"
 #include "daemon.h"
 #include "workers.h"
@@ -146,12 +147,15 @@ static void accept_cb(uv_poll_t *p, int status, int events)
 
 int workers_listen(struct workers *w, char *err, size_t errlen)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    int r = cfg_worker_path(&w->d->cfg, sa.sun_path, sizeof sa.sun_path);
-    if (r < 0) {
+    struct sockaddr_un sa;
+    char path[SOCKPATH_BUF];
+    int r = cfg_worker_path(&w->d->cfg, path, sizeof path); /* too long: sockpath_addr says why */
+    if (r < 0 && r != -ENAMETOOLONG) {
         snprintf(err, errlen, "worker socket path: %s", strerror(-r));
         return r;
     }
+    if ((r = sockpath_addr(&sa, path, "worker", err, errlen)) < 0)
+        return r;
     snprintf(w->path, sizeof w->path, "%s", sa.sun_path);
     if ((r = sockpath_mkdir_parents(w->path, 0750)) < 0 || (r = sockpath_clear_stale(&sa)) < 0) {
         snprintf(err, errlen, "worker socket %s: %s", w->path,
@@ -168,6 +172,12 @@ int workers_listen(struct workers *w, char *err, size_t errlen)
             close(fd);
             unlink(sa.sun_path);
         }
+        w->path[0] = '\0';
+        return r;
+    }
+    if ((r = sockowner_apply(sa.sun_path, &w->d->access, err, errlen)) < 0) {
+        close(fd);
+        unlink(sa.sun_path);
         w->path[0] = '\0';
         return r;
     }

@@ -29,6 +29,15 @@ static const struct geo geos[] = {
      "kimi-linear-48b:tp=4,blocks=16,slots=2", "4", "200", {NULL}},
     {"kimi_pp2_to_pp1", "kimi-linear-48b:pp=2,blocks=16,slots=2",
      "kimi-linear-48b:blocks=16,slots=2", "1", "200", {NULL}},
+    /* layout v2 planning: replicated KV heads, PP on one side, conversions on the way */
+    {"qwen3_next_tp2_pp2_to_tp4", "qwen3-next-80b:hd=16,tp=2,pp=2,blocks=16,slots=2,tpb=16",
+     "qwen3-next-80b:hd=16,tp=4,blocks=16,slots=2,tpb=16", "4", "200", {NULL}},
+    {"qwen3_next_nhd_to_hnd", "qwen3-next-80b:hd=16,tp=2,blocks=16,slots=2,tpb=16",
+     "qwen3-next-80b:hd=16,tp=2,blocks=16,slots=2,tpb=16,order=hnd", "2", "200", {NULL}},
+    {"tokens_per_block_16_to_32", "tiny:tpb=16,blocks=32", "tiny:tpb=32,blocks=32", "1", "320",
+     {NULL}},
+    {"llama_3_70b_tp8_to_tp16", "llama-3-70b:tp=8,blocks=4,tpb=16",
+     "llama-3-70b:tp=16,blocks=4,tpb=16", "16", "48", {NULL}},
 };
 
 START_TEST(workers_parity_matrix_through_the_local_path)
@@ -66,20 +75,9 @@ static void ordering(int recv_first)
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
                      "tiny:tp=2", "--all-ranks", "--requests", "2", "--ctx-instance", "ctx",
                      "--start-delay-ms", recv_first ? "0" : "700", (char *)NULL);
-    /* wait until the early side's requests are in the daemon, then look at them */
-    const char *want = recv_first ? "recv" : "send";
-    int seen = 0;
-    for (int i = 0; i < 60 && !seen; i++) {
-        usleep(10000);
-        json_t *r = wt_ctl(&e, "transfers");
-        json_t *a = json_object_get(r, "transfers"), *x;
-        size_t k;
-        json_array_foreach(a, k, x)
-            seen |= !strcmp(json_string_value(json_object_get(x, "side")), want) &&
-                    !strcmp(json_string_value(json_object_get(x, "state")), "waiting");
-        json_decref(r);
-    }
-    ck_assert_msg(seen, "no waiting %s seen in `transfers`", want);
+    /* the early side's requests wait in the daemon while the other side is late */
+    wt_until_listed(&e, 5000, "transfers", "transfers", "side", recv_first ? "recv" : "send",
+                    "state", "waiting");
     int gq = wt_wait(q, 30000), gc = wt_wait(c, 30000);
     char *gl = wt_log(&e, "gen.log");
     ck_assert_msg(gq == 0 && gc == 0, "gen %d ctx %d:\n%s", gq, gc, gl);
@@ -97,16 +95,25 @@ START_TEST(workers_generation_killed_mid_run_leaves_the_others_served)
 {
     struct wenv e;
     wt_start(&e, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n");
-    /* a pair that must finish, and a second pair whose generation worker gets killed */
-    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* a pair that must finish, and a second pair whose generation worker gets killed. The pair
+     * that finishes does not race the 1 s deadlines (kept short for cb's unclaimed SENDs): ga's
+     * RECVs wait up to 10 s, and ca starts once ga is registered, so its SENDs find them. */
+    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", "--deadline-ms",
+                      "10000", (char *)NULL);
     pid_t cb = wt_sim(&e, "cb.log", "--role", "context", "--instance", "cb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", (char *)NULL);
     pid_t gb = wt_sim(&e, "gb.log", "--role", "generation", "--instance", "gb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", "--ctx-instance", "cb", (char *)NULL);
-    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", (char *)NULL);
-    usleep(400000);
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "ga", NULL, NULL);
+    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* mid-run: gb registered and requests completing */
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "gb", NULL, NULL);
+    for (int64_t end = wt_now_ms() + 10000; wt_xfer_stat(&e, "done") < 1;) {
+        ck_assert_msg(wt_now_ms() < end, "no request done within 10 s");
+        usleep(10000);
+    }
     kill(gb, SIGKILL);
     ck_assert_int_eq(wt_wait(gb, 5000), 128 + SIGKILL);
     /* the killed worker's registration and requests are gone at once */
@@ -145,11 +152,13 @@ START_TEST(workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lo
     wt_start(&e, "deadlines:\n  send_wait: 20s\n  transfer: 20s\n");
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny",
                      "--rank", "0", "--requests", "2", "--start-delay-ms", "20000", (char *)NULL);
-    usleep(300000); /* registered, sleeping before its SENDs */
+    /* registered, sleeping before its SENDs */
+    wt_until_listed(&e, 10000, "workers", "instances", "id", "ctx", "home", "true");
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
                      "--rank", "0", "--requests", "2", "--ctx-instance", "ctx", "--expect-error",
                      "PEER_LOST", (char *)NULL);
-    usleep(300000);
+    /* its RECV waits for the context's SEND: now the context goes away */
+    wt_until_listed(&e, 10000, "transfers", "transfers", "instance", "gen", "state", "waiting");
     int64_t t0 = wt_now_ms();
     kill(c, SIGKILL);
     wt_wait(c, 5000);
@@ -171,7 +180,7 @@ START_TEST(workers_incompatible_pair_fails_only_the_generation_side_with_the_rea
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny:tp=2",
                      "--all-ranks", "--requests", "2", "--readers", "2", "--expect-error", "TIMEOUT",
                      (char *)NULL);
-    usleep(300000);
+    wt_until_listed(&e, 10000, "workers", "instances", "id", "ctx", "home", "true");
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
                      "tiny:tp=2,hd=64", "--all-ranks", "--requests", "2", "--ctx-instance", "ctx",
                      "--expect-error", "PEER_INCOMPATIBLE", (char *)NULL);
@@ -180,6 +189,35 @@ START_TEST(workers_incompatible_pair_fails_only_the_generation_side_with_the_rea
     ck_assert_msg(rq == 0, "generation exit %d:\n%s", rq, gl);
     ck_assert_ptr_nonnull(strstr(gl, "head inner bytes differ"));
     /* the context side saw no incompatibility, only its unclaimed SENDs released */
+    ck_assert_msg(rc == 0 && !strstr(cl, "INCOMPATIBLE"), "context exit %d:\n%s", rc, cl);
+    free(gl);
+    free(cl);
+    wt_stop(&e);
+}
+END_TEST
+
+/* Rule 8 through the daemon: a generation layout without the context's recurrent-state group
+ * is PEER_INCOMPATIBLE naming the group (never DONE with the attention bytes alone), and the
+ * context's SENDs are not served: they are released unclaimed at their deadline. */
+START_TEST(workers_generation_omitting_a_group_is_refused_naming_it)
+{
+    struct wenv e;
+    wt_start(&e, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n");
+    pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec",
+                     "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16", "--all-ranks",
+                     "--requests", "2", "--prompt-tokens", "64", "--readers", "2", "--expect-error",
+                     "TIMEOUT", (char *)NULL);
+    usleep(300000);
+    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
+                     "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16,omit=gdn", "--all-ranks",
+                     "--requests", "2", "--prompt-tokens", "64", "--ctx-instance", "ctx",
+                     "--expect-error", "PEER_INCOMPATIBLE", (char *)NULL);
+    int rq = wt_wait(q, 20000), rc = wt_wait(c, 20000);
+    char *gl = wt_log(&e, "gen.log"), *cl = wt_log(&e, "ctx.log");
+    ck_assert_msg(rq == 0, "generation exit %d:\n%s", rq, gl);
+    /* exit 0 under --expect-error: every request failed with that error, none completed */
+    ck_assert_msg(strstr(gl, "PEER_INCOMPATIBLE: groups.gdn: omitted by generation rank"), "%s",
+                  gl);
     ck_assert_msg(rc == 0 && !strstr(cl, "INCOMPATIBLE"), "context exit %d:\n%s", rc, cl);
     free(gl);
     free(cl);
@@ -230,6 +268,7 @@ static Suite *workers_suite(void)
     tcase_add_test(f, workers_generation_killed_mid_run_leaves_the_others_served);
     tcase_add_test(f, workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lost);
     tcase_add_test(f, workers_incompatible_pair_fails_only_the_generation_side_with_the_reason);
+    tcase_add_test(f, workers_generation_omitting_a_group_is_refused_naming_it);
     tcase_add_test(f, workers_sigterm_fails_waiting_requests_with_an_event_and_exits_0);
     suite_add_tcase(s, f);
     return s;

@@ -133,8 +133,7 @@ END_TEST
 
 static int raw_connect(struct wenv *e)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", e->wsock);
+    struct sockaddr_un sa = tu_sun(e->wsock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     return fd;
@@ -498,14 +497,38 @@ struct poller {
     struct kvf_client *c;
     struct kvf_event ev;
     int rc;
+    pid_t tid; /* the thread's id, set (atomically) before it polls */
 };
 
 static void *poll_thread(void *arg)
 {
     struct poller *p = arg;
+    __atomic_store_n(&p->tid, gettid(), __ATOMIC_RELEASE);
     int rc = kvf_poll(p->c, &p->ev, -1); /* blocks without holding the client's lock */
     __atomic_store_n(&p->rc, rc, __ATOMIC_RELEASE); /* the main thread polls it (TSan) */
     return NULL;
+}
+
+/* Waits until the poller sleeps in the kernel (state S in /proc: parked in kvf_poll). */
+static void wait_parked(struct poller *p)
+{
+    int64_t end = wt_now_ms() + 10000;
+    for (;;) {
+        pid_t tid = __atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+        char path[64], st[512] = "";
+        FILE *f =
+            tid ? fopen(tu_fmt(path, sizeof path, "/proc/self/task/%d/stat", (int)tid), "r") : NULL;
+        if (f) {
+            if (!fgets(st, sizeof st, f))
+                st[0] = '\0';
+            fclose(f);
+        }
+        const char *paren = strrchr(st, ')'); /* "tid (comm) S ..." */
+        if (paren && paren[1] == ' ' && paren[2] == 'S')
+            return;
+        ck_assert_msg(wt_now_ms() < end, "the poller thread never blocked: %s", st);
+        usleep(1000);
+    }
 }
 
 START_TEST(workers_client_is_usable_from_two_threads)
@@ -521,7 +544,7 @@ START_TEST(workers_client_is_usable_from_two_threads)
     struct poller p = {.c = c, .rc = -99};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
-    usleep(100000); /* the poller is parked in kvf_poll(-1) */
+    wait_parked(&p); /* in kvf_poll(-1) */
     uint32_t counts[LAYOUT_MAX_GROUPS], ids[64], k = 0;
     struct plan_ids pids;
     memset(&pids, 0, sizeof pids);
@@ -567,8 +590,8 @@ START_TEST(workers_library_binds_from_python_ctypes)
     wt_start(&e, NULL);
     char cmd[512], so[256];
     tu_bin("libkvferry.so", so, sizeof so);
-    snprintf(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
-             e.wsock, e.dir);
+    tu_fmt(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
+           e.wsock, e.dir);
     int rc = system(cmd);
     char *l = wt_log(&e, "py.log");
     ck_assert_msg(rc == 0 && strstr(l, "ctypes binding OK"), "exit %d:\n%s", rc, l);
