@@ -224,7 +224,7 @@ err_free:
 int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_mapping **ret,
                  char *err, size_t errlen)
 {
-    struct gpu_mapping *v;
+    struct gpu_mapping *v = NULL; /* gcc 12 -O1 cannot see that find() sets it */
     int rc;
 
     if (device < 0 || device >= g->n_devices) {

@@ -75,6 +75,22 @@ const struct cfg_key cfg_table[] = {
         "Block ids per request."),
     ROW("workers.max_inflight", CFG_INT, workers_max_inflight, "4096", 1, MIB, false,
         "Requests in flight per worker connection."),
+    ROW("workers.max_conns_per_uid", CFG_INT, workers_max_conns_per_uid, "128", 1, 65536, false,
+        "Worker connections open at once per user (a connection still in its handshake is "
+        "evicted first when a limit is reached)."),
+    ROW("workers.event_queue", CFG_INT, workers_event_queue, "65536", 64, 16 * MIB, false,
+        "Events queued per worker connection while its socket is full (at least "
+        "workers.max_inflight); past it the worker is disconnected, told why."),
+    ROW("workers.read_timeout", CFG_DURATION, workers_read_timeout_ms, "10s", 100, HOUR, true,
+        "A worker with events queued that reads none of them for this long is disconnected, "
+        "told why."),
+    ROW("workers.hello_timeout", CFG_DURATION, workers_hello_timeout_ms, "5s", 100, HOUR, true,
+        "A connection that has not said HELLO after this long is closed."),
+    ROW("workers.frame_timeout", CFG_DURATION, workers_frame_timeout_ms, "10s", 100, HOUR, true,
+        "A frame begun on the worker socket must be complete within this long."),
+    ROW("workers.frame_memory", CFG_SIZE, workers_frame_memory, "256MiB", MIB, 64 * GIB, true,
+        "Memory for partial frames, all worker connections together (beyond 16KiB each); a "
+        "frame that would pass it closes its connection."),
 
     ROW("listen.address", CFG_STRING, listen_address, "\"127.0.0.1\"", 0, 255, false,
         "Address the inter-daemon (UCX) listener binds."),
@@ -205,6 +221,12 @@ int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, 
         cfg_format_size(c->arena_size, b, sizeof(b));
         snprintf(msg, len, "arena.chunk: %s is larger than arena.size %s", a, b);
         keys[0] = "arena.chunk", keys[1] = "arena.size";
+        return -EINVAL;
+    }
+    if (c->workers_event_queue < c->workers_max_inflight) {
+        snprintf(msg, len, "workers.event_queue: %lld is smaller than workers.max_inflight %lld",
+                 (long long)c->workers_event_queue, (long long)c->workers_max_inflight);
+        keys[0] = "workers.event_queue", keys[1] = "workers.max_inflight";
         return -EINVAL;
     }
     if (c->control_max_conns_per_uid > c->control_max_conns) {
