@@ -57,7 +57,7 @@ const struct cfg_key cfg_table[] = {
     ROW("control.max_conns", CFG_INT, control_max_conns, "64", 1, 65536, true,
         "Control connections open at once."),
     ROW("control.max_conns_per_uid", CFG_INT, control_max_conns_per_uid, "16", 1, 65536, true,
-        "Control connections open at once per user."),
+        "Control connections open at once per user (root and the daemon's own user are exempt)."),
     ROW("control.idle_timeout", CFG_DURATION, control_idle_timeout_ms, "5m", SEC, 24 * HOUR, true,
         "An idle control connection is closed after this long."),
 

@@ -173,7 +173,7 @@ int main(int argc, char **argv)
     }
     int fd = ctl_client_connect(sock);
     if (fd < 0) {
-        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock, strerror(-fd));
+        ctl_explain_connect(stderr, sock, -fd);
         json_decref(args);
         return EXIT_UNREACHABLE;
     }
