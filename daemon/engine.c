@@ -13,6 +13,7 @@
 
 uint64_t engine_now(const struct engine *e)
 {
+    uv_update_time(&e->d->loop); /* fresh: deadlines from the cached time came early */
     return uv_now(&e->d->loop);
 }
 

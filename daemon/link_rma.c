@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 struct link_mreg {
     ucp_mem_h memh;
@@ -26,6 +28,19 @@ struct rma_req {
     void *arg;
     ucp_rkey_h rkey; /* owned when the put unpacked its own rkey */
 };
+
+/* Faults the arena in at start (before READY=1), so no put or copy on the loop ever takes its
+ * first-touch faults (pools are mapped without populating: see worker_conn.c). */
+static void link_prefault(void *base, size_t len)
+{
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(base, len, MADV_POPULATE_WRITE) == 0)
+        return;
+#endif
+    long pg = sysconf(_SC_PAGESIZE);
+    for (size_t off = 0; off < len; off += (size_t)pg)
+        ((volatile uint8_t *)base)[off] = 0;
+}
 
 int link_arena_init(struct link *l)
 {
@@ -51,6 +66,10 @@ int link_arena_init(struct link *l)
     }
     l->arena = ma.address;
     l->arena_len = l->cfg.arena_bytes; /* ma.length may be rounded up; we promise what we asked */
+    uint64_t t0 = uv_hrtime();
+    link_prefault(l->arena, l->arena_len);
+    log_info("link: arena of %zu MiB prefaulted in %llu ms", l->arena_len >> 20,
+             (unsigned long long)((uv_hrtime() - t0) / 1000000));
     return 0;
 }
 

@@ -160,8 +160,10 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
         if (p->bytes == 0)
             continue; /* an empty pool (a stage without layers of its group): nothing to map */
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
-        /* populated now, so the hot path takes no page faults (DESIGN §3: mapped once) */
-        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* mapped once (DESIGN §3), not populated: MAP_POPULATE here stalled the loop ~1 s per
+         * 2.7 GiB (bench_register_stall); pages of the worker's resident cache fault in cheaply
+         * on first copy, and the daemon's own arena is prefaulted at start instead */
+        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED, fd, 0);
         if (b == MAP_FAILED) {
             snprintf(msg, len, "pool %u: mmap of %llu bytes: %s", i, (unsigned long long)p->bytes,
                      strerror(errno));

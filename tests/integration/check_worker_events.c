@@ -189,6 +189,41 @@ START_TEST(worker_that_stops_reading_is_disconnected_after_read_timeout_told_why
 }
 END_TEST
 
+START_TEST(worker_deadline_counts_from_a_fresh_clock)
+{
+    struct wenv e;
+    wt_start(&e, "deadlines:\n  lookup: 500ms\n  send_wait: 60s\n  transfer: 60s\n");
+    struct gen g;
+    gen_start(&e, &g);
+    enum { N = 300 };
+    int64_t sent[N + 1];
+    for (uint64_t id = 1; id <= N; id++) {
+        sent[id] = wt_now_ms();
+        gen_recv(&g, id);
+    }
+    /* no request ends before 500 ms after it was sent: not even one handled late in a busy
+     * loop iteration (whose cached time is older than the request) */
+    int64_t early = INT64_MAX;
+    uint32_t got = 0;
+    struct kvf_event ev;
+    int64_t end = wt_now_ms() + 20000;
+    while (got < N && wt_now_ms() < end) {
+        if (kvf_poll(g.c, &ev, 100) != 1)
+            continue;
+        ck_assert_int_eq(ev.error, KVF_E_UNKNOWN_INSTANCE);
+        int64_t took = wt_now_ms() - sent[ev.req_id];
+        early = took < early ? took : early;
+        got++;
+    }
+    ck_assert_uint_eq(got, N);
+    printf("deadlines.lookup 500 ms: the earliest of %d ended %lld ms after it was sent\n", N,
+           (long long)early);
+    ck_assert_int_ge(early, 500);
+    gen_stop(&g);
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *worker_events_suite(void)
 {
     Suite *s = suite_create("worker_events");
@@ -197,6 +232,7 @@ static Suite *worker_events_suite(void)
     tcase_add_test(t, worker_event_burst_of_4096_reaches_a_worker_that_polls_late);
     tcase_add_test(t, worker_cancel_storm_of_4000_ends_every_request_cancelled);
     tcase_add_test(t, worker_that_stops_reading_is_disconnected_after_read_timeout_told_why);
+    tcase_add_test(t, worker_deadline_counts_from_a_fresh_clock);
     suite_add_tcase(s, t);
     return s;
 }
