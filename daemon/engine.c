@@ -274,6 +274,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .secret_path = cfg->cluster_secret_file,
         .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
         .arena_bytes = cfg->arena_size,
+        .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
     };
     struct link_ops ops = {.on_peer_up = on_peer_up,

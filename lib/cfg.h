@@ -70,6 +70,7 @@ struct kvf_config {
     uint64_t arena_chunk;
     uint64_t arena_reserve_timeout_ms;
     int64_t arena_placement;       /* enum: auto, host, device */
+    int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
 
     /* gates.* */
     uint64_t gates_min_bytes;      /* payloads with recurrent state: bounce at or above */

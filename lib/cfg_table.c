@@ -31,6 +31,7 @@
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const placements[] = {"auto", "host", "device", NULL};
+static const char *const prefaults[] = {"off", "thread", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
@@ -113,6 +114,9 @@ const struct cfg_key cfg_table[] = {
     {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},
+    {"arena.prefault", CFG_ENUM, OFF(arena_prefault), "thread", 0, 0, prefaults, false,
+     "thread: fault the arena's pages in after start on a low-priority thread, so copies on the "
+     "loop never take first-touch faults (commits arena.size of memory at once); off: on use."},
 
     ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
         "Payloads with recurrent state bounce through the arena at or above this size."),

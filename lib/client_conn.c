@@ -298,12 +298,13 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     c->got_registered = false;
     int rc = client_conn_send(c, &m, fds, nfds);
     if (rc) {
-        snprintf(err, errlen, "sending REGISTER: %s", strerror(-rc));
+        snprintf(err, errlen, "sending REGISTER: %s", c->sock < 0 ? c->lost_why : strerror(-rc));
         return rc;
     }
     rc = client_conn_wait(c, have_registered, client_now_ms() + c->timeout_ms);
-    if (rc) {
-        snprintf(err, errlen, "waiting for REGISTERED: %s", strerror(-rc));
+    if (rc) { /* the daemon's reason when it closed us (limits, a bad frame) */
+        snprintf(err, errlen, "waiting for REGISTERED: %s",
+                 c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
         return rc;
     }
     if (c->registered_reply.status != KVF_OK) {
