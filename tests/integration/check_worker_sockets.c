@@ -13,10 +13,7 @@
 
 static json_int_t stat_int(struct wenv *e, const char *key)
 {
-    json_t *st = wt_ctl(e, "stats");
-    json_int_t v = json_integer_value(json_object_get(json_object_get(st, "workers"), key));
-    json_decref(st);
-    return v;
+    return wr_workers_int(e, "stats", key);
 }
 
 static void wait_stat_ge(struct wenv *e, const char *key, json_int_t want, int timeout_ms)
@@ -29,13 +26,7 @@ static void wait_stat_ge(struct wenv *e, const char *key, json_int_t want, int t
                   (long long)want);
 }
 
-static json_int_t conns(struct wenv *e)
-{
-    json_t *st = wt_ctl(e, "status");
-    json_int_t v = json_integer_value(json_object_get(json_object_get(st, "workers"), "connections"));
-    json_decref(st);
-    return v;
-}
+static json_int_t conns(struct wenv *e) { return wr_workers_int(e, "status", "connections"); }
 
 static long rss_kib(pid_t p)
 {

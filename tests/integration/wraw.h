@@ -154,4 +154,13 @@ static inline void register_msg(struct proto_msg *m, const struct rank *r)
     m->u.reg.json_len = (uint32_t)strlen(r->json);
 }
 
+/* result.workers[key] of a control command ("status" or "stats"), as an integer. */
+static inline json_int_t wr_workers_int(struct wenv *e, const char *cmd, const char *key)
+{
+    json_t *st = wt_ctl(e, cmd);
+    json_int_t v = json_integer_value(json_object_get(json_object_get(st, "workers"), key));
+    json_decref(st);
+    return v;
+}
+
 #endif
