@@ -1,5 +1,6 @@
 # kvferry: plain Makefile, out-of-tree build.
 #   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels when nvcc exists)
+#   make check-symbols   libkvferry.so, built and installed (DESTDIR), exports kvf_* alone
 #   make demo            install-deps, build, scripts/demo (README quick start)
 #   make test            install-deps, build, make check (README quick start; CI)
 #   make check           unit + integration tests (Check), CPU mode
@@ -7,8 +8,12 @@
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
-#   make install PREFIX=/usr/local DESTDIR=
-# Sources are found by directory: lib/*.c -> libkvferry, daemon/*.c -> kvferryd,
+#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config)
+#   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
+# Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
+# tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
+# daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
+# scripts/check-includes keeps the folders' include graph pointing down),
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
 # tests/integration/check_*.c -> one Check binary each.
 
@@ -19,12 +24,14 @@ SAN     ?=
 CC      ?= cc
 OPT     ?= -O2
 
+DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
+
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
 CFLAGS_BASE := -std=gnu11 $(OPT) -g -fPIC -fno-strict-aliasing $(WARN) -MMD -MP \
-          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Idaemon
+          -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels $(addprefix -I,$(DAEMON_DIRS))
 
 LIB_PKGS    := jansson yaml-0.1
 DAEMON_PKGS := libuv ucx libsystemd libsodium
@@ -59,7 +66,7 @@ endif
 CFLAGS := $(CFLAGS_BASE) $(PKG_CFLAGS) $(EXTRA_CFLAGS)
 
 LIB_SRCS     := $(wildcard lib/*.c) $(wildcard kernels/*.c)
-DAEMON_SRCS  := $(wildcard daemon/*.c)
+DAEMON_SRCS  := $(wildcard daemon/*.c daemon/*/*.c)
 TOOL_MAINS   := $(filter-out $(wildcard tools/*_*.c),$(wildcard tools/*.c))
 TOOLS        := $(patsubst tools/%.c,$(BUILD)/%,$(TOOL_MAINS))
 UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c))
@@ -67,16 +74,23 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 
+# libkvferry, loaded into every inference worker: the public API and the worker protocol only
+# (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
+CLIENT_SRCS  := $(wildcard lib/client*.c) lib/proto.c lib/frame.c lib/fdpass.c lib/errors.c
+
 LIB_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
+CLIENT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(CLIENT_SRCS))
 KERNEL_OBJS  := $(patsubst %.cu,$(BUILD)/%.cu.o,$(KERNEL_SRCS))
 DAEMON_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(DAEMON_SRCS))
 DAEMON_CORE  := $(filter-out $(BUILD)/daemon/main.o,$(DAEMON_OBJS))
 
+CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check unit integration asan fuzz fuzz-short bench-copy install clean format
-all: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES)
+.PHONY: all demo test check check-symbols check-includes unit integration asan fuzz fuzz-short bench-copy install check-systemd man clean format
+all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
+     $(BUILD)/man/kvferry.yaml.5
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,30 +100,38 @@ $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(CUDA_ARCH) -O3 -std=c++17 -Xcompiler -fPIC -MMD -MP -Ilib -Ikernels -DKVF_HAVE_CUDA=1 -c $< -o $@
 
-$(LIBA): $(LIB_OBJS) $(KERNEL_OBJS)
+# lib/ objects keep their symbols hidden; kvferry.h marks the kvf_* API visible.
+$(BUILD)/lib/%.o: CFLAGS += -fvisibility=hidden
+
+$(CORE): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(LIBSO): $(LIB_OBJS) $(KERNEL_OBJS)
-	$(CC) -shared -o $@ $^ $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -Wl,-soname,libkvferry.so.0
+$(LIBA): $(CLIENT_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/kvferryd: $(DAEMON_OBJS) $(LIBA)
-	$(CC) -o $@ $(DAEMON_OBJS) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+$(LIBSO): $(CLIENT_OBJS) lib/libkvferry.map
+	$(CC) -shared -o $@ $(CLIENT_OBJS) $(LDFLAGS) -lpthread -Wl,-soname,libkvferry.so.0 \
+	  -Wl,--version-script=lib/libkvferry.map
+
+$(BUILD)/kvferryd: $(DAEMON_OBJS) $(CORE)
+	$(CC) -o $@ $(DAEMON_OBJS) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
 # tools/<name>.c plus its helpers tools/<name>_*.c
 .SECONDEXPANSION:
-$(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(LIBA)
+$(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(LIBA) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
 
-# Tests link the library and every daemon object but main.o, so daemon modules are testable.
-$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(LIBA) tests/testutil.h
+# Tests link the core library and every daemon object but main.o, so daemon modules are testable.
+$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(CORE) tests/testutil.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
-$(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(LIBA)
+$(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(LIBA) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
 # Quick start: dependencies first, then a fresh make (it re-reads pkg-config after installing).
 demo:
@@ -122,8 +144,22 @@ test:
 	$(MAKE) all
 	$(MAKE) check
 
-check: all
+# KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
+KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
+export KVF_MAKEVARS
+check: all check-symbols check-includes
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+
+# Folders are modules: a module includes only the modules below it (scripts/check-includes).
+check-includes:
+	scripts/check-includes
+
+# The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
+# the install below is a second make, which must find everything built (no race under -j).
+check-symbols: all
+	scripts/check-symbols $(LIBSO)
+	rm -rf $(BUILD)/install-check && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(BUILD))/install-check >/dev/null
+	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
 
 unit: all
 	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
@@ -157,21 +193,66 @@ bench-copy: all
 bench: all
 	BUILD=$(BUILD) scripts/bench-remote
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)/etc/kvferry $(DESTDIR)$(PREFIX)/lib/systemd/system
-	install -m 0755 $(BUILD)/kvferryd $(TOOLS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(LIBA) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(LIBSO) $(DESTDIR)$(PREFIX)/lib/libkvferry.so.0
-	ln -sf libkvferry.so.0 $(DESTDIR)$(PREFIX)/lib/libkvferry.so
+# Installs as a Debian package would lay it out: the library in the multiarch libdir with a
+# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its
+# sysusers.d file. An existing /etc/kvferry/kvferry.yaml is never overwritten: the shipped one
+# goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
+# created (systemd-sysusers) and ldconfig runs, as a package's postinst would.
+MULTIARCH  := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
+LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
+TOOLSDIR   ?= $(PREFIX)/lib/kvferry
+MANDIR     ?= $(PREFIX)/share/man
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+MAN_PAGES  := man/kvferryd.8 man/kvferryctl.8 $(BUILD)/man/kvferry.yaml.5
+
+# kvferry.yaml(5): man/kvferry.yaml.5.in with its @KEYS@ line replaced by every key of the cfg
+# table (tools-free: a tiny program prints them), so the page cannot drift from the code.
+$(BUILD)/man/gen_yaml5: man/gen_yaml5.c $(CORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS)
+$(BUILD)/man/kvferry.yaml.5: man/kvferry.yaml.5.in $(BUILD)/man/gen_yaml5 VERSION
+	$(BUILD)/man/gen_yaml5 > $@.keys
+	sed -e '/^@KEYS@$$/{r $@.keys' -e 'd}' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+	rm -f $@.keys
+man: $(BUILD)/man/kvferry.yaml.5
+
+install: all $(BUILD)/man/kvferry.yaml.5
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
+	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
+	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
+	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
+	ln -sf libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	  lib/kvferry.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc
 	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
-	install -m 0644 config/kvferry.yaml $(DESTDIR)/etc/kvferry/kvferry.yaml
-	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(PREFIX)/lib/systemd/system/kvferry.service
+	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 man/kvferryd.8 man/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 $(BUILD)/man/kvferry.yaml.5 $(DESTDIR)$(MANDIR)/man5/
+	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
+	if [ ! -e $$conf ]; then install -m 0644 config/kvferry.yaml $$conf; \
+	elif cmp -s config/kvferry.yaml $$conf; then rm -f $$conf.dist; \
+	else install -m 0644 config/kvferry.yaml $$conf.dist; \
+	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
+	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
+	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
+	@if [ -z "$(DESTDIR)" ]; then \
+	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
+	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
+	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
+
+# The unit under a real systemd 252 in a container (scripts/check-systemd; needs root).
+check-systemd: all
+	BUILD=$(BUILD) scripts/check-systemd
 
 clean:
 	rm -rf build build-asan
 
 format:
-	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
+	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' -type f 2>/dev/null)

@@ -72,6 +72,11 @@ int daemon_init(struct daemon *d)
         uv_signal_init(&d->loop, sigs[i]);
         sigs[i]->data = d;
     }
+    /* from the start: a signal during the start is handled once the loop runs (after READY) */
+    if ((r = uv_signal_start(&d->sig_term, on_signal, SIGTERM)) < 0 ||
+        (r = uv_signal_start(&d->sig_int, on_signal, SIGINT)) < 0 ||
+        (r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP)) < 0)
+        return r;
     uv_timer_init(&d->loop, &d->drain_timer);
     d->drain_timer.data = d;
     d->start_ms = uv_now(&d->loop);
@@ -110,10 +115,6 @@ int daemon_load_config(struct daemon *d, const char *path, char *err, size_t err
 int daemon_ready(struct daemon *d)
 {
     int r;
-    if ((r = uv_signal_start(&d->sig_term, on_signal, SIGTERM)) < 0 ||
-        (r = uv_signal_start(&d->sig_int, on_signal, SIGINT)) < 0 ||
-        (r = uv_signal_start(&d->sig_hup, on_signal, SIGHUP)) < 0)
-        return r;
     if ((r = notify_start(&d->notify, &d->loop)) < 0)
         return r;
     if ((r = daemon_set_state(d, DAEMON_RUNNING)) < 0)
@@ -126,56 +127,6 @@ int daemon_ready(struct daemon *d)
 }
 
 /* ---- reload ---- */
-
-static size_t field_size(cfg_type_t t)
-{
-    switch (t) {
-    case CFG_STRING:
-    case CFG_PATH:
-        return sizeof(char *);
-    case CFG_BOOL:
-        return sizeof(bool);
-    case CFG_INT:
-    case CFG_ENUM:
-        return sizeof(int64_t);
-    case CFG_SIZE:
-    case CFG_DURATION:
-        return sizeof(uint64_t);
-    case CFG_LIST:
-        return sizeof(struct cfg_list);
-    }
-    return 0;
-}
-
-static bool str_eq(const char *a, const char *b)
-{
-    return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
-static bool field_equal(const struct cfg_key *k, const void *a, const void *b)
-{
-    if (k->type == CFG_STRING || k->type == CFG_PATH)
-        return str_eq(*(char *const *)a, *(char *const *)b);
-    if (k->type == CFG_LIST) {
-        const struct cfg_list *la = a, *lb = b;
-        if (la->n != lb->n)
-            return false;
-        for (uint32_t i = 0; i < la->n; i++)
-            if (!str_eq(la->items[i], lb->items[i]))
-                return false;
-        return true;
-    }
-    return memcmp(a, b, field_size(k->type)) == 0;
-}
-
-static void swap_field(const struct cfg_key *k, void *a, void *b)
-{
-    unsigned char tmp[sizeof(struct cfg_list) > 8 ? sizeof(struct cfg_list) : 8];
-    size_t n = field_size(k->type);
-    memcpy(tmp, a, n);
-    memcpy(a, b, n);
-    memcpy(b, tmp, n);
-}
 
 static void reload_failed(struct daemon *d, int r, const char *err)
 {
@@ -220,19 +171,12 @@ int daemon_reload(struct daemon *d)
     for (size_t i = 0; i < n && i < DAEMON_RELOAD_KEYS_MAX; i++)
         json_array_append_new(lr->restart_needed, json_string(names[i]));
     lr->applied = json_array();
-    bool level_changed = false;
-    for (size_t i = 0; i < cfg_table_len; i++) {
-        const struct cfg_key *k = &cfg_table[i];
-        if (!k->live)
-            continue;
-        void *a = (char *)&next + k->offset, *b = (char *)&fresh + k->offset;
-        if (field_equal(k, a, b))
-            continue;
-        swap_field(k, a, b);
-        json_array_append_new(lr->applied, json_string(k->key));
-        if (k->offset == offsetof(struct kvf_config, log_level))
-            level_changed = true;
-    }
+    int64_t old_level = next.log_level;
+    const char *live[DAEMON_RELOAD_KEYS_MAX];
+    size_t n_live = cfg_apply_live(&next, &fresh, live, DAEMON_RELOAD_KEYS_MAX);
+    for (size_t i = 0; i < n_live && i < DAEMON_RELOAD_KEYS_MAX; i++)
+        json_array_append_new(lr->applied, json_string(live[i]));
+    bool level_changed = next.log_level != old_level;
     cfg_free(&fresh);
     if ((r = access_resolve(&next, &acc, err, sizeof(err))) < 0) {
         cfg_free(&next);

@@ -1,7 +1,7 @@
 /* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
- * Start: logging -> loop and signals -> config -> control socket -> worker socket -> transfer
- * engine (link, arena) -> READY=1. Any failure before
- * READY=1 exits non-zero. Teardown runs the start in reverse and closes the loop cleanly. */
+ * Start: signals held -> logging -> loop and signal handlers -> config -> control socket -> worker
+ * socket -> transfer engine (link, arena) -> READY=1. Any failure before READY=1 exits non-zero.
+ * Teardown runs the start in reverse and closes the loop cleanly. */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -90,6 +90,15 @@ static int print_config(const char *path)
 
 int main(int argc, char **argv)
 {
+    /* A stop signal held (blocked) from the first instruction until daemon_init has its
+     * handlers: a SIGTERM during the start drains once the loop runs (exit 0), never kills a
+     * half-started daemon (exit 143) */
+    sigset_t stop_sigs;
+    sigemptyset(&stop_sigs);
+    sigaddset(&stop_sigs, SIGTERM);
+    sigaddset(&stop_sigs, SIGINT);
+    sigaddset(&stop_sigs, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stop_sigs, NULL);
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check-config", required_argument, NULL, 'C'},
@@ -143,6 +152,7 @@ int main(int argc, char **argv)
         log_error("event loop: %s", uv_strerror(r));
         return 1;
     }
+    sigprocmask(SIG_UNBLOCK, &stop_sigs, NULL);
     if (level) {
         log_level_t lv;
         if (log_level_from_string(level, &lv) < 0) {

@@ -66,9 +66,11 @@ static int put_path(char *buf, size_t len, const char *a, const char *b)
 
 int cfg_socket_dir(const struct kvf_config *c, char *buf, size_t len)
 {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    const char *xdg = getenv("XDG_RUNTIME_DIR"), *rt = getenv("RUNTIME_DIRECTORY");
     if (c->sockets_dir && *c->sockets_dir)
         return put_path(buf, len, c->sockets_dir, "");
+    if (rt && *rt && !strchr(rt, ':')) /* systemd's RuntimeDirectory= (one directory) */
+        return put_path(buf, len, rt, "");
     if (geteuid() == 0)
         return put_path(buf, len, "/run/kvferry", "");
     if (xdg && *xdg)
@@ -194,6 +196,47 @@ size_t cfg_diff_restart_needed(const struct kvf_config *a, const struct kvf_conf
         const struct cfg_key *k = &cfg_table[i];
         if (k->live || cfg_value_equal(k, a, b))
             continue;
+        if (count < n)
+            ret[count] = k->key;
+        count++;
+    }
+    return count;
+}
+
+/* Bytes of a key's storage in struct kvf_config. */
+static size_t value_size(cfg_type_t t)
+{
+    switch (t) {
+    case CFG_STRING:
+    case CFG_PATH:
+        return sizeof(char *);
+    case CFG_BOOL:
+        return sizeof(bool);
+    case CFG_INT:
+    case CFG_ENUM:
+        return sizeof(int64_t);
+    case CFG_SIZE:
+    case CFG_DURATION:
+        return sizeof(uint64_t);
+    case CFG_LIST:
+        return sizeof(struct cfg_list);
+    }
+    return 0;
+}
+
+size_t cfg_apply_live(struct kvf_config *c, struct kvf_config *fresh, const char **ret, size_t n)
+{
+    size_t count = 0;
+    for (size_t i = 0; i < cfg_table_len; i++) {
+        const struct cfg_key *k = &cfg_table[i];
+        if (!k->live || cfg_value_equal(k, c, fresh))
+            continue;
+        unsigned char tmp[sizeof(struct cfg_list) > 8 ? sizeof(struct cfg_list) : 8];
+        char *a = (char *)c + k->offset, *b = (char *)fresh + k->offset;
+        size_t len = value_size(k->type);
+        memcpy(tmp, a, len);
+        memcpy(a, b, len);
+        memcpy(b, tmp, len);
         if (count < n)
             ret[count] = k->key;
         count++;

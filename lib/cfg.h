@@ -10,7 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CFG_ERR_MAX 512
+#define CFG_ERR_MAX 4096   /* room for every error of a file: one line each */
+#define CFG_ERRORS_MAX 16  /* errors reported per file; the walk stops after that many */
 #define CFG_FILE_MAX (1024 * 1024) /* larger config files are refused */
 #define CFG_LIST_MAX 256           /* entries per list */
 
@@ -23,11 +24,13 @@ struct cfg_list {
 
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
-     * /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, else ./run */
+     * $RUNTIME_DIRECTORY (set by systemd), else /run/kvferry for root, else
+     * $XDG_RUNTIME_DIR/kvferry, else ./run */
     char *sockets_dir;
     char *sockets_control;
     char *sockets_worker;
     int64_t sockets_mode;          /* octal, default 0660 */
+    char *sockets_group;           /* group owning both sockets; "": the daemon's own group */
 
     /* access.*: uids/gids (names or numbers) allowed on the sockets; the daemon's own uid and
      * root are always allowed. admin_*: may run mutating control commands. */
@@ -104,7 +107,8 @@ extern const size_t cfg_table_len;
 /* Defaults only. Returns 0 or -ENOMEM. */
 int cfg_defaults(struct kvf_config *ret);
 /* Loads a YAML file over the defaults. On error returns -EINVAL (or -errno for I/O) and writes
- * "file:line:column: message" into err; *ret untouched. */
+ * "file:line:column: message" into err, one line per error (all of the file's, up to
+ * CFG_ERRORS_MAX); *ret untouched. */
 int cfg_load_file(const char *path, struct kvf_config *ret, char *err, size_t errlen);
 /* The same from memory; `name` stands for the file in messages. */
 int cfg_load_string(const char *name, const char *text, size_t len, struct kvf_config *ret,
@@ -119,7 +123,8 @@ int cfg_socket_dir(const struct kvf_config *c, char *buf, size_t len);
 int cfg_control_path(const struct kvf_config *c, char *buf, size_t len);
 int cfg_worker_path(const struct kvf_config *c, char *buf, size_t len);
 
-/* Text helpers, also used by kvferryctl: "4GiB", "512MiB", "1024", "64k"; "200ms", "30s", "5m". */
+/* Text helpers, also used by kvferryctl: "4GiB", "512MiB", "1024", "64k"; "200ms", "30s", "5m".
+ * A duration needs its unit ("0" excepted): a bare "2" is -EINVAL. */
 int cfg_parse_size(const char *s, uint64_t *ret);
 int cfg_parse_duration_ms(const char *s, uint64_t *ret);
 int cfg_format_size(uint64_t v, char *buf, size_t len);
@@ -131,6 +136,10 @@ char *cfg_to_yaml(const struct kvf_config *c);
 struct json_t;
 struct json_t *cfg_to_json(const struct kvf_config *c);
 
+/* Reload: moves into c the values of fresh for every live key where they differ, leaving c's old
+ * values in fresh (free fresh with cfg_free). Writes up to n of those keys' names into ret and
+ * returns how many changed. Keys that are not live are left as they are (see below). */
+size_t cfg_apply_live(struct kvf_config *c, struct kvf_config *fresh, const char **ret, size_t n);
 /* Keys whose values differ and that are not live: for the reload report. Writes up to n keys
  * into ret and returns the total count. */
 size_t cfg_diff_restart_needed(const struct kvf_config *a, const struct kvf_config *b,

@@ -17,9 +17,11 @@ const struct cfg_key *cfg_key_find(const char *key);
 bool cfg_section_exists(const char *section, size_t len);
 /* The known key or section name closest to `name` (edit distance), or NULL if none is close. */
 const char *cfg_key_suggest(const char *name);
-/* Rules across keys. 0 if `c` obeys them, else -EINVAL with a message (without position) in msg,
- * the key to blame in keys[0] and the other key of the rule (or NULL) in keys[1]. */
-int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, size_t len);
+/* Rules across keys, numbered from 0. 0 if `c` obeys rule number `rule`, else -EINVAL with a
+ * message (without position) in msg, the key to blame in keys[0] and the other key of the rule
+ * (or NULL) in keys[1]; 1 past the last rule. */
+int cfg_check_rule(const struct kvf_config *c, size_t rule, const char *keys[2], char *msg,
+                   size_t len);
 
 /* Parses text (NULL: a YAML null, which strings take as "") into the field of `k` in base,
  * replacing (and freeing) the old value. Not for CFG_LIST (see cfg_list_append). On error returns

@@ -35,17 +35,22 @@ static const char *const prefaults[] = {"off", "thread", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
-        "Directory of the sockets. \"\": /run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, "
-        "else ./run."),
+        "Directory of the sockets. \"\": $RUNTIME_DIRECTORY (systemd's RuntimeDirectory=), else "
+        "/run/kvferry for root, else $XDG_RUNTIME_DIR/kvferry, else ./run."),
     ROW("sockets.control", CFG_PATH, sockets_control, "\"\"", 0, SOCKET_PATH_MAX, false,
         "Control socket (JSON lines, kvferryctl). \"\": <dir>/control.sock."),
     ROW("sockets.worker", CFG_PATH, sockets_worker, "\"\"", 0, SOCKET_PATH_MAX, false,
         "Worker socket (libkvferry). \"\": <dir>/worker.sock."),
     ROW("sockets.mode", CFG_INT, sockets_mode, "0660", 0, 0777, false,
         "Permission bits of both sockets, octal."),
+    ROW("sockets.group", CFG_STRING, sockets_group, "\"\"", 0, 64, false,
+        "Group (name or gid) owning both sockets, so that its members can connect (with mode "
+        "0660). \"\": the daemon's own group. The members of either are allowed as if listed in "
+        "access.allow_gids."),
 
     ROW("access.allow_uids", CFG_LIST, access_allow_uids, "[]", 0, 0, true,
-        "Users (names or uids) allowed on the sockets besides root and the daemon's own user."),
+        "Users (names or uids) allowed on the sockets besides root, the daemon's own user and the "
+        "members of the sockets' group (sockets.group)."),
     ROW("access.allow_gids", CFG_LIST, access_allow_gids, "[]", 0, 0, true,
         "Groups (names or gids) whose members are allowed on the sockets."),
     ROW("access.admin_uids", CFG_LIST, access_admin_uids, "[]", 0, 0, true,
@@ -211,33 +216,41 @@ const char *cfg_key_suggest(const char *name)
     return best;
 }
 
-int cfg_check_rules(const struct kvf_config *c, const char *keys[2], char *msg, size_t len)
+int cfg_check_rule(const struct kvf_config *c, size_t rule, const char *keys[2], char *msg,
+                   size_t len)
 {
     char a[32], b[32];
-    if (c->arena_chunk % (4 * KIB) != 0) {
+    keys[1] = NULL;
+    switch (rule) {
+    case 0:
+        if (c->arena_chunk % (4 * KIB) == 0)
+            return 0;
         cfg_format_size(c->arena_chunk, a, sizeof(a));
         snprintf(msg, len, "arena.chunk: %s is not a multiple of 4KiB", a);
-        keys[0] = "arena.chunk", keys[1] = NULL;
+        keys[0] = "arena.chunk";
         return -EINVAL;
-    }
-    if (c->arena_chunk > c->arena_size) {
+    case 1:
+        if (c->arena_chunk <= c->arena_size)
+            return 0;
         cfg_format_size(c->arena_chunk, a, sizeof(a));
         cfg_format_size(c->arena_size, b, sizeof(b));
         snprintf(msg, len, "arena.chunk: %s is larger than arena.size %s", a, b);
         keys[0] = "arena.chunk", keys[1] = "arena.size";
         return -EINVAL;
-    }
-    if (c->workers_event_queue < c->workers_max_inflight) {
+    case 2:
+        if (c->workers_event_queue >= c->workers_max_inflight)
+            return 0;
         snprintf(msg, len, "workers.event_queue: %lld is smaller than workers.max_inflight %lld",
                  (long long)c->workers_event_queue, (long long)c->workers_max_inflight);
         keys[0] = "workers.event_queue", keys[1] = "workers.max_inflight";
         return -EINVAL;
-    }
-    if (c->control_max_conns_per_uid > c->control_max_conns) {
+    case 3:
+        if (c->control_max_conns_per_uid <= c->control_max_conns)
+            return 0;
         snprintf(msg, len, "control.max_conns_per_uid: %lld is larger than control.max_conns %lld",
                  (long long)c->control_max_conns_per_uid, (long long)c->control_max_conns);
         keys[0] = "control.max_conns_per_uid", keys[1] = "control.max_conns";
         return -EINVAL;
     }
-    return 0;
+    return 1;
 }

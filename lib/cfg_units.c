@@ -3,8 +3,9 @@
  * Sizes are whole numbers of bytes with an optional BINARY unit; every unit is a power of 1024:
  *   "1024", "1024B", "64k" = "64K" = "64KiB", "512m" = "512M" = "512MiB", "4G" = "4GiB", "1TiB".
  * Decimal-looking units ("KB", "MB", ...) are refused rather than guessed at. No fractions.
- * Durations are whole numbers with a unit: "200ms", "30s", "5m", "1h"; a plain number is
- * milliseconds. Whitespace is allowed around the number and between number and unit.
+ * Durations are whole numbers with a unit: "200ms", "30s", "5m", "1h". A number without a unit
+ * is refused (is "2" two milliseconds or two seconds?), except "0", the same in every unit.
+ * Whitespace is allowed around the number and between number and unit.
  * Negative values, empty text, junk after the unit and values past 2^64-1 are refused:
  * -EINVAL for text that is not a size/duration, -ERANGE for one that does not fit.
  * The formatters print the largest unit that divides the value exactly, so that
@@ -39,7 +40,10 @@ static const struct unit size_units[] = {
 };
 
 static const struct unit duration_units[] = {
-    {"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60 * 1000}, {"h", 3600 * 1000},
+    {"ms", 1},
+    {"s", 1000},
+    {"m", 60 * 1000},
+    {"h", 3600 * 1000},
 };
 
 /* Parses "<ws><digits><ws><unit><ws>" with one of units[]. */
@@ -89,6 +93,12 @@ int cfg_parse_size(const char *s, uint64_t *ret)
 
 int cfg_parse_duration_ms(const char *s, uint64_t *ret)
 {
+    static const struct unit zero[] = {{"", 1}};
+    uint64_t v;
+    if (parse_with_units(s, zero, 1, &v) == 0 && v == 0) {
+        *ret = 0;
+        return 0;
+    }
     return parse_with_units(s, duration_units, sizeof(duration_units) / sizeof(duration_units[0]),
                             ret);
 }

@@ -31,6 +31,13 @@ static const char *shown(const char *s, char *buf, size_t len)
     return buf;
 }
 
+/* Digits only (around whitespace allowed): a duration whose unit was left out. */
+static bool bare_number(const char *s)
+{
+    size_t n = strspn(s, " \t"), d = strspn(s + n, "0123456789");
+    return d > 0 && s[n + d + strspn(s + n + d, " \t")] == '\0';
+}
+
 static bool octal_default(const struct cfg_key *k)
 {
     return k->def[0] == '0' && isdigit((unsigned char)k->def[1]);
@@ -178,6 +185,13 @@ int cfg_value_parse(const struct cfg_key *k, const char *text, void *base, char 
         if (!text)
             break;
         rc = k->type == CFG_SIZE ? cfg_parse_size(text, &uv) : cfg_parse_duration_ms(text, &uv);
+        if (rc == -EINVAL && k->type == CFG_DURATION && bare_number(text)) {
+            const char *d = text + strspn(text, " \t");
+            int nd = (int)strspn(d, "0123456789");
+            snprintf(msg, len, "%s: '%.*s' has no unit: write %.*sms or %.*ss", k->key, nd, d, nd,
+                     d, nd, d);
+            return -EINVAL;
+        }
         if (rc == -EINVAL)
             break;
         bool overflow = rc == -ERANGE || uv > INT64_MAX;

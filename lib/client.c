@@ -84,6 +84,10 @@ static void default_path(char *buf, size_t len)
         snprintf(buf, len, "%s/kvferry/worker.sock", xdg);
     else
         snprintf(buf, len, "./run/worker.sock");
+    /* no daemon of the user's own: the system daemon's (systemd unit, group kvferry) */
+    if (!(env && *env) && geteuid() != 0 && access(buf, F_OK) != 0 &&
+        access("/run/kvferry/worker.sock", F_OK) == 0)
+        snprintf(buf, len, "/run/kvferry/worker.sock");
 }
 
 int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct kvf_client **ret)

@@ -277,8 +277,15 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     memset(&m, 0, sizeof m);
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
-    int fds[LAYOUT_MAX_POOLS];
+    m.u.reg.pools = calloc(c->n_pools, sizeof(*m.u.reg.pools));
+    int *fds = malloc(c->n_pools * sizeof(int));
     unsigned nfds = 0;
+    if (!m.u.reg.pools || !fds) {
+        free(m.u.reg.pools);
+        free(fds);
+        snprintf(err, errlen, "out of memory for REGISTER");
+        return -ENOMEM;
+    }
     for (uint32_t i = 0; i < c->n_pools; i++) {
         const struct kvf_pool *p = &c->pools[i];
         struct proto_pool *q = &m.u.reg.pools[i];
@@ -296,7 +303,20 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     m.u.reg.json = c->layout_json; /* borrowed: not released below */
     m.u.reg.json_len = c->layout_len;
     c->got_registered = false;
-    int rc = client_conn_send(c, &m, fds, nfds);
+    /* a frame carries PROTO_FDS_MAX fds: the first ones go ahead in FDS frames (proto.h) */
+    int rc = 0;
+    unsigned sent = 0;
+    while (!rc && nfds - sent > PROTO_FDS_MAX) {
+        unsigned n = nfds - sent - PROTO_FDS_MAX < PROTO_FDS_MAX ? nfds - sent - PROTO_FDS_MAX
+                                                                 : PROTO_FDS_MAX;
+        struct proto_msg f = {.type = PROTO_FDS, .u.fds.n = n};
+        rc = client_conn_send(c, &f, fds + sent, n);
+        sent += n;
+    }
+    if (!rc)
+        rc = client_conn_send(c, &m, fds + sent, nfds - sent);
+    free(fds);
+    free(m.u.reg.pools);
     if (rc) {
         snprintf(err, errlen, "sending REGISTER: %s", c->sock < 0 ? c->lost_why : strerror(-rc));
         return rc;
@@ -319,11 +339,14 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
 int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
 {
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    if (strlen(c->path) >= sizeof sa.sun_path) {
-        snprintf(err, errlen, "socket path too long");
+    size_t plen = strlen(c->path);
+    if (plen >= sizeof sa.sun_path) {
+        snprintf(err, errlen,
+                 "worker socket path is %zu bytes, above the unix socket limit of %zu: %s", plen,
+                 sizeof sa.sun_path - 1, c->path);
         return -ENAMETOOLONG;
     }
-    strcpy(sa.sun_path, c->path);
+    memcpy(sa.sun_path, c->path, plen + 1);
     int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s < 0)
         return -errno;
@@ -396,7 +419,8 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
     }
     c->next_attempt_ms = -1;
     char msg[KVF_MESSAGE_MAX];
-    snprintf(msg, sizeof msg, "reconnected to %s (daemon epoch %llu)%s", c->path,
+    snprintf(msg, sizeof msg, "reconnected to %.*s (daemon epoch %llu)%s", /* fits sun_path */
+             (int)sizeof(((struct sockaddr_un *)0)->sun_path), c->path,
              (unsigned long long)c->epoch, c->registered ? ", registered again" : "");
     client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg);
     client_sync_fds(c);

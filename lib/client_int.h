@@ -4,6 +4,7 @@
 #ifndef KVF_CLIENT_INT_H
 #define KVF_CLIENT_INT_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,7 +25,7 @@ struct client_req {
 
 struct kvf_client {
     pthread_mutex_t mu;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[PATH_MAX]; /* as given, never truncated to sun_path: client_conn_open refuses it */
     char name[PROTO_NAME_MAX + 1];
     char home[PROTO_HOME_MAX + 1]; /* options.home: sent with every REGISTER */
     uint32_t timeout_ms, backoff_min_ms, backoff_max_ms;

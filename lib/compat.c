@@ -1,4 +1,4 @@
-/* compat.c: the compatibility checker (DESIGN.md §4 rules 1, 4, 7). Decides, before any byte
+/* compat.c: the compatibility checker (docs/DESIGN.md §4 rules 1, 4, 7). Decides, before any byte
  * moves, whether one generation rank can be planned against a context instance's table.
  *
  * Semantics (decided by the lead; plan_build.c relies on every one of them):
@@ -89,6 +89,10 @@ static int check_bounds(struct cctx *cc, const struct layout *l, const char *sid
         l->tp_size > LAYOUT_MAX_TP || l->pp_size > LAYOUT_MAX_PP)
         return fail(cc, COMPAT_TABLE, "%s: counts or ranks out of range",
                     rank_desc(l, side, b, sizeof(b)));
+    for (uint32_t a = 0; a < l->n_addrs && a < LAYOUT_MAX_LAYER_ADDRS; a++)
+        if (l->addrs[a].pool >= l->n_pools)
+            return fail(cc, COMPAT_TABLE, "%s: per-layer entry %u names pool %u of %u",
+                        rank_desc(l, side, b, sizeof(b)), a, l->addrs[a].pool, l->n_pools);
     for (uint32_t g = 0; g < l->n_groups; g++) {
         const struct layout_group *gr = &l->groups[g];
         if (gr->n_layers > LAYOUT_MAX_LAYERS || gr->n_views > LAYOUT_MAX_VIEWS)
@@ -96,7 +100,9 @@ static int check_bounds(struct cctx *cc, const struct layout *l, const char *sid
                         LAYOUT_SHORT_MAX, gr->name, rank_desc(l, side, b, sizeof(b)));
         for (uint32_t v = 0; v < gr->n_views; v++) {
             const struct layout_view *vw = &gr->views[v];
-            if (vw->n_tensors > LAYOUT_MAX_TENSORS || vw->pool >= l->n_pools)
+            if (vw->n_tensors > LAYOUT_MAX_TENSORS || vw->pool >= l->n_pools ||
+                (vw->per_layer && (uint64_t)vw->addr_at + gr->n_layers > l->n_addrs) ||
+                l->n_addrs > LAYOUT_MAX_LAYER_ADDRS)
                 return fail(cc, COMPAT_TABLE, "groups.%.*s view %.*s: pool or tensor count out of "
                                               "range on %s",
                             LAYOUT_SHORT_MAX, gr->name, LAYOUT_SHORT_MAX, vw->name,

@@ -1,4 +1,4 @@
-/* compat.h: the compatibility checker run before any plan (DESIGN.md §4 rule 7): a typed reason
+/* compat.h: the compatibility check run before any plan (docs/DESIGN.md §4 rule 7): a typed reason
  * and a message naming the field, both values and both ranks. Pure. */
 #ifndef KVF_COMPAT_H
 #define KVF_COMPAT_H

@@ -1,6 +1,6 @@
 /* cuda_err.h: converts CUDA runtime errors, once, where they arise, into a negative errno and a
  * message naming the call ("cudaIpcOpenMemHandle: invalid argument (device 1)"). Shared by
- * lib/cuda_pool.c and the daemon's gpu module (daemon/gpu_priv.h wraps it as GPU_TRY).
+ * lib/cuda_pool.c and the daemon's gpu module (daemon/gpu/gpu_priv.h wraps it as GPU_TRY).
  * Builds without CUDA too: there every status means "this build has no CUDA" (-ENOTSUP).
  * Thread-safe (no shared state); the caller owns the message buffer. */
 #ifndef KVF_CUDA_ERR_H

@@ -1,5 +1,5 @@
 /* cuda_pool.h: worker-side GPU pools. A pool is one cudaMalloc allocation on one device, exported
- * with cudaIpcGetMemHandle so the node's daemon can map it (daemon/gpu.h, gpu_ipc_open). The
+ * with cudaIpcGetMemHandle so the node's daemon can map it (daemon/gpu/gpu.h, gpu_ipc_open). The
  * handle is CUDA_POOL_HANDLE_BYTES plain bytes: it travels in the worker protocol's REGISTER as is.
  * Fill/read helpers (cudaMemcpy, synchronous) exist for tests, the simulator and small tools;
  * the data path uses kernels on streams.

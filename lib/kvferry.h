@@ -11,7 +11,12 @@
 extern "C" {
 #endif
 
-/* Typed errors (DESIGN.md §7). Values are stable: they travel on the wire. */
+/* libkvferry is built with -fvisibility=hidden: what this header declares is its API, visible. */
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility push(default)
+#endif
+
+/* Typed errors (docs/DESIGN.md §7). Values are stable: they travel on the wire. */
 typedef enum {
     KVF_OK = 0,
     KVF_E_PEER_INCOMPATIBLE = 1,
@@ -33,7 +38,7 @@ const char *kvf_error_to_string(kvf_error_t e);
 int kvf_error_from_string(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
- * libkvferry: the worker side of the local socket (DESIGN.md §8). A worker process (one rank)
+ * libkvferry: the worker side of the local socket (docs/DESIGN.md §8). A worker process (one rank)
  * connects to its node's kvferryd, registers its layout and pools once, then issues SEND
  * (context ranks) and RECV (generation ranks) and collects events.
  *
@@ -156,6 +161,10 @@ uint32_t kvf_inflight(struct kvf_client *c);
 /* Closes the connection and frees everything; pending events are dropped. Accepts NULL;
  * returns NULL. Must not race with other calls on the same client. */
 struct kvf_client *kvf_close(struct kvf_client *c);
+
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

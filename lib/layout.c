@@ -1,6 +1,6 @@
 /* layout.c: the string names of layout enums and layout_validate, the full consistency check of
- * a rank's layout (layout.h). Pure; no allocation. The geometric part (regions inside pools,
- * regions never overlapping) lives in layout_regions.c.
+ * a rank's layout (layout.h). Pure. The geometric part (regions inside pools, regions never
+ * overlapping; it allocates its list of spans) lives in layout_regions.c.
  *
  * Rules beyond the header's summary, chosen here:
  *  - names (instance, fingerprint, groups, views, tensors) are printable ASCII (0x20..0x7e),
@@ -11,7 +11,9 @@
  *  - a tensor list starts at offset 0 and each tensor starts where the previous one ends; the last
  *    one ends at region_bytes;
  *  - a pool of 0 bytes is allowed only when every view placed in it holds no layers (a group with
- *    no layers on this PP stage); such a view's strides are not checked. */
+ *    no layers on this PP stage); such a view's strides are not checked;
+ *  - a per-layer view has pool, base and layer_stride 0 and n_layers entries of addrs; entries
+ *    may be shared by views (the JSON decoder gives each view its own). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -182,6 +184,42 @@ static int validate_group_names(const struct layout_group *g, uint32_t gi, char 
     return 0;
 }
 
+/* The alias name, and a per-layer view's table entries: its n_layers entries lie inside
+ * addrs[0, n_addrs), each names a pool and a base <= 2^53; pool, base and layer_stride are 0. */
+static int validate_view_addrs(const struct layout *l, const struct layout_group *g, uint32_t gi,
+                               uint32_t vi, char *err, size_t errlen)
+{
+    const struct layout_view *v = &g->views[vi];
+    if (v->alias[0])
+        CHECK_NAME(v->alias, "groups[%u].views[%u].alias", gi, vi);
+    else if (strnlen(v->alias, sizeof(v->alias)) == sizeof(v->alias))
+        return err_inval(err, errlen, "groups[%u].views[%u].alias: is not NUL-terminated", gi, vi);
+    if (!v->per_layer)
+        return 0;
+    if (v->pool || v->base || v->layer_stride)
+        return err_inval(err, errlen,
+                         "groups[%u].views[%u].per_layer: a per-layer view has pool, base and "
+                         "layer_stride 0 (got %u, %llu, %llu)",
+                         gi, vi, v->pool, (unsigned long long)v->base,
+                         (unsigned long long)v->layer_stride);
+    if ((uint64_t)v->addr_at + g->n_layers > l->n_addrs)
+        return err_inval(err, errlen,
+                         "groups[%u].views[%u].per_layer: entries %u..%llu are past n_addrs %u", gi,
+                         vi, v->addr_at, (unsigned long long)v->addr_at + g->n_layers, l->n_addrs);
+    for (uint32_t k = 0; k < g->n_layers; k++) {
+        const struct layout_addr *a = &l->addrs[v->addr_at + k];
+        if (a->pool >= l->n_pools)
+            return err_inval(err, errlen,
+                             "groups[%u].views[%u].per_layer[%u].pool: %u is not below n_pools %u",
+                             gi, vi, k, a->pool, l->n_pools);
+        if (a->base > LAYOUT_U64_MAX_JSON)
+            return err_inval(err, errlen,
+                             "groups[%u].views[%u].per_layer[%u].base: %llu is over 2^53", gi, vi,
+                             k, (unsigned long long)a->base);
+    }
+    return 0;
+}
+
 static int validate_group(const struct layout *l, uint32_t gi, uint8_t *layer_owner, char *err,
                           size_t errlen)
 {
@@ -219,6 +257,9 @@ static int validate_group(const struct layout *l, uint32_t gi, uint8_t *layer_ow
     for (uint32_t vi = 0; vi < g->n_views; vi++) {
         const struct layout_view *v = &g->views[vi];
         CHECK_NAME(v->name, "groups[%u].views[%u].name", gi, vi);
+        int rc = validate_view_addrs(l, g, gi, vi, err, errlen);
+        if (rc)
+            return rc;
         if (v->pool >= l->n_pools)
             return err_inval(err, errlen, "groups[%u].views[%u].pool: %u is not below n_pools %u",
                              gi, vi, v->pool, l->n_pools);
@@ -228,8 +269,7 @@ static int validate_group(const struct layout *l, uint32_t gi, uint8_t *layer_ow
             if (*f[k] > LAYOUT_U64_MAX_JSON)
                 return err_inval(err, errlen, "groups[%u].views[%u].%s: %llu is over 2^53", gi, vi,
                             fn[k], (unsigned long long)*f[k]);
-        int rc = validate_tensors(l, g, gi, vi, err, errlen);
-        if (rc)
+        if ((rc = validate_tensors(l, g, gi, vi, err, errlen)))
             return rc;
     }
     return validate_group_names(g, gi, err, errlen);
@@ -291,10 +331,13 @@ int layout_validate(const struct layout *l, char *err, size_t errlen)
     int rc = validate_pools(l, err, errlen);
     if (rc)
         return rc;
+    if (l->n_addrs > LAYOUT_MAX_LAYER_ADDRS)
+        return err_inval(err, errlen, "n_addrs: %u per-layer entries is over %d", l->n_addrs,
+                         LAYOUT_MAX_LAYER_ADDRS);
     if (l->n_groups == 0 || l->n_groups > LAYOUT_MAX_GROUPS)
         return err_inval(err, errlen, "n_groups: %u is outside 1..%d", l->n_groups,
                          LAYOUT_MAX_GROUPS);
-    uint8_t layer_owner[LAYOUT_MAX_LAYERS] = {0};
+    uint8_t layer_owner[LAYOUT_MAX_LAYERS] = {0}; /* group index + 1 */
     for (uint32_t gi = 0; gi < l->n_groups; gi++)
         if ((rc = validate_group(l, gi, layer_owner, err, errlen)))
             return rc;

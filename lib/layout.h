@@ -1,7 +1,8 @@
-/* layout.h: what one rank registers (DESIGN.md §1, §3, §4): identity, parallelism, the global
+/* layout.h: what a rank registers (docs/DESIGN.md §1, §3, §4): identity, parallelism, the global
  * layers it holds, its memory pools and, per group, the pool views that locate every tensor.
- * Plain data with fixed-size arrays: a layout is copied by value and needs no destructor.
- * Pure: no I/O. The JSON codec (layout_json.c) is the one encoding used on every wire.
+ * Plain data with fixed-size arrays: a layout is copied by value and needs no destructor. It is
+ * about 100 KiB (check_layout prints sizeof): keep it on the heap or the main thread's stack, never
+ * on a small thread stack. Pure: no I/O. The JSON codec (layout_json.c) is the one encoding used on every wire.
  * Any thread may call these functions on layouts it owns. */
 #ifndef KVF_LAYOUT_H
 #define KVF_LAYOUT_H
@@ -10,11 +11,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Limits (docs/LAYOUT.md says why each is what it is). */
 #define LAYOUT_MAX_LAYERS 256   /* global layer ids < this */
-#define LAYOUT_MAX_POOLS 16
-#define LAYOUT_MAX_GROUPS 8
-#define LAYOUT_MAX_VIEWS 4      /* per group */
+#define LAYOUT_MAX_POOLS 1024   /* SGLang: one k and one v buffer per layer of a 512-layer rank */
+#define LAYOUT_MAX_GROUPS 16    /* vLLM hybrid KV cache groups (Jamba-style 1:7 needs 8) */
+#define LAYOUT_MAX_VIEWS 8      /* per group: k, v, their fp8 scales, ... */
 #define LAYOUT_MAX_TENSORS 4    /* per view */
+#define LAYOUT_MAX_LAYER_ADDRS (LAYOUT_MAX_LAYERS * LAYOUT_MAX_VIEWS) /* per-layer entries: every
+                                     * layer of every view, so a decoded layout never runs out */
 #define LAYOUT_MAX_TP 64
 #define LAYOUT_MAX_PP 64
 #define LAYOUT_NAME_MAX 64      /* instance id, including NUL */
@@ -46,15 +50,30 @@ struct layout_tensor {
     dtype_t dtype;
 };
 
-/* One tensor family of a group in memory. The region of (local layer l, item i) starts at
- * pool + base + l * layer_stride + i * item_stride and is region_bytes long; its tensors tile
- * it exactly (sum of tensor bytes == region_bytes, no overlap, no gap). */
+/* Where one local layer of a per-layer view starts: pool index and byte offset in it. */
+struct layout_addr {
+    uint32_t pool;
+    uint64_t base;
+};
+
+/* One tensor family of a group in memory. The region of (local layer l, item i) is region_bytes
+ * long and starts (layout_region_at)
+ *  - uniform view (per_layer false, as zeroed memory has it): in `pool` at
+ *    base + l * layer_stride + i * item_stride;
+ *  - per-layer view: in layout.addrs[addr_at + l].pool at addrs[addr_at + l].base + i * item_stride
+ *    (vLLM / SGLang: one tensor per layer; pool, base and layer_stride are then 0).
+ * Its tensors tile it exactly (sum of tensor bytes == region_bytes, no overlap, no gap).
+ * alias: "" or a name; views of different groups declaring the same alias may share memory
+ * (vLLM's hybrid allocator), then the planner refuses a request whose destinations overlap. */
 struct layout_view {
     char name[LAYOUT_SHORT_MAX];
     uint32_t pool; /* index into layout.pools */
     uint64_t base, layer_stride, item_stride, region_bytes;
     uint32_t n_tensors;
     struct layout_tensor tensors[LAYOUT_MAX_TENSORS];
+    bool per_layer;
+    uint32_t addr_at;             /* per_layer: first of the group's n_layers entries of addrs */
+    char alias[LAYOUT_SHORT_MAX]; /* "" none */
 };
 
 /* Paged group: n_items blocks, a request owns a block list. State group: n_items slots, a request
@@ -82,12 +101,30 @@ struct layout {
     struct layout_pool pools[LAYOUT_MAX_POOLS];
     uint32_t n_groups;
     struct layout_group groups[LAYOUT_MAX_GROUPS];
+    uint32_t n_addrs;             /* used entries of addrs, per-layer views index into it */
+    struct layout_addr addrs[LAYOUT_MAX_LAYER_ADDRS];
 };
 
 /* Rank index within its instance: pp_rank * tp_size + tp_rank. */
 static inline uint32_t layout_rank(const struct layout *l) { return l->pp_rank * l->tp_size + l->tp_rank; }
 /* Shards a sharded tensor is split into: 1 under attention-DP, else tp_size (DESIGN §4 rule 4). */
 static inline uint32_t layout_tp_eff(const struct layout *l) { return l->attention_dp ? 1 : l->tp_size; }
+
+/* The region of (view v, local layer l, item i): every planner, executor and check addresses
+ * memory through this one function. Expects a validated layout (l < n_layers of v's group). */
+struct layout_loc {
+    uint32_t pool;
+    uint64_t off;
+};
+static inline struct layout_loc layout_region_at(const struct layout *lay,
+                                                 const struct layout_view *v, uint32_t l,
+                                                 uint64_t i)
+{
+    if (!v->per_layer)
+        return (struct layout_loc){v->pool, v->base + l * v->layer_stride + i * v->item_stride};
+    const struct layout_addr *a = &lay->addrs[v->addr_at + l];
+    return (struct layout_loc){a->pool, a->base + i * v->item_stride};
+}
 
 uint32_t dtype_size(dtype_t t);
 const char *dtype_to_string(dtype_t t);
@@ -99,7 +136,9 @@ const char *layout_role_to_string(layout_role_t r);
 /* Full consistency check (the decoder runs it too): counts within limits, names non-empty, every
  * view's tensors tile its region, heads divide, every region of every (layer, item) lies inside
  * its pool, regions of different (layer, item, view) never overlap, layer ids ascending and
- * unique. Returns 0, or -EINVAL with a message naming the field in err. */
+ * unique; regions of views of different groups declaring the same alias may overlap; per-layer
+ * entries lie in addrs[0, n_addrs) and name pools that exist. Returns 0, or -EINVAL with a
+ * message naming the field in err (-ENOMEM if the region check cannot allocate). */
 int layout_validate(const struct layout *l, char *err, size_t errlen);
 
 /* Canonical JSON (jansson). Encode returns a malloc'd NUL-terminated string (caller frees) or

@@ -8,7 +8,10 @@
  *    "groups":[{"name","kind","layers":[..],"n_items",
  *               "views":[{"name","pool","base","layer_stride","item_stride","region_bytes",
  *                         "tensors":[{"name","offset","outer","heads","inner","global_heads",
- *                                     "shard","dtype"}]}]}]}
+ *                                     "shard","dtype"}], "alias"?}]}]}
+ * A per-layer view (v2) has "per_layer":[{"pool","base"}] (one per group layer) in place of
+ * "pool","base","layer_stride". "alias" is present only when set. Layouts without either encode
+ * as they did before (v1), byte for byte. docs/LAYOUT.md is the schema, field by field.
  * Decoding: every key required, unknown and duplicate keys refused, integers only (no reals),
  * no negatives except device (>= -1), nothing over 2^53 or the field's own range, strings within
  * their array, arrays within the LAYOUT_MAX_* limits, then layout_validate. Errors name the path,
@@ -56,13 +59,25 @@ static void push(json_t *a, json_t *v, int *bad)
         *bad = 1;
 }
 
-static json_t *enc_view(const struct layout_view *v, int *bad)
+static json_t *enc_view(const struct layout *l, const struct layout_group *g,
+                        const struct layout_view *v, int *bad)
 {
     json_t *o = json_object(), *ts = json_array();
     put(o, "name", jname(v->name, sizeof(v->name)), bad);
-    put(o, "pool", jint(v->pool), bad);
-    put(o, "base", jint(v->base), bad);
-    put(o, "layer_stride", jint(v->layer_stride), bad);
+    if (v->per_layer) {
+        json_t *pl = json_array();
+        for (uint32_t k = 0; k < g->n_layers && v->addr_at + k < LAYOUT_MAX_LAYER_ADDRS; k++) {
+            json_t *a = json_object();
+            put(a, "pool", jint(l->addrs[v->addr_at + k].pool), bad);
+            put(a, "base", jint(l->addrs[v->addr_at + k].base), bad);
+            push(pl, a, bad);
+        }
+        put(o, "per_layer", pl, bad);
+    } else {
+        put(o, "pool", jint(v->pool), bad);
+        put(o, "base", jint(v->base), bad);
+        put(o, "layer_stride", jint(v->layer_stride), bad);
+    }
     put(o, "item_stride", jint(v->item_stride), bad);
     put(o, "region_bytes", jint(v->region_bytes), bad);
     uint32_t nt = v->n_tensors < LAYOUT_MAX_TENSORS ? v->n_tensors : LAYOUT_MAX_TENSORS;
@@ -80,10 +95,12 @@ static json_t *enc_view(const struct layout_view *v, int *bad)
         push(ts, to, bad);
     }
     put(o, "tensors", ts, bad);
+    if (v->alias[0])
+        put(o, "alias", jname(v->alias, sizeof(v->alias)), bad);
     return o;
 }
 
-static json_t *enc_group(const struct layout_group *g, int *bad)
+static json_t *enc_group(const struct layout *l, const struct layout_group *g, int *bad)
 {
     json_t *o = json_object(), *ls = json_array(), *vs = json_array();
     put(o, "name", jname(g->name, sizeof(g->name)), bad);
@@ -95,7 +112,7 @@ static json_t *enc_group(const struct layout_group *g, int *bad)
     put(o, "n_items", jint(g->n_items), bad);
     uint32_t nv = g->n_views < LAYOUT_MAX_VIEWS ? g->n_views : LAYOUT_MAX_VIEWS;
     for (uint32_t i = 0; i < nv; i++)
-        push(vs, enc_view(&g->views[i], bad), bad);
+        push(vs, enc_view(l, g, &g->views[i], bad), bad);
     put(o, "views", vs, bad);
     return o;
 }
@@ -129,7 +146,7 @@ struct json_t *layout_to_jobj(const struct layout *l)
     put(o, "pools", ps, &bad);
     uint32_t ng = l->n_groups < LAYOUT_MAX_GROUPS ? l->n_groups : LAYOUT_MAX_GROUPS;
     for (uint32_t i = 0; i < ng; i++)
-        push(gs, enc_group(&l->groups[i], &bad), &bad);
+        push(gs, enc_group(l, &l->groups[i], &bad), &bad);
     put(o, "groups", gs, &bad);
     if (bad) {
         json_decref(o);
@@ -174,24 +191,36 @@ static const char *path(char *buf, size_t len, const char *pfx, const char *key)
     return buf;
 }
 
-/* An object holding exactly `keys` (NULL-terminated). */
-static int expect_object(struct dec *d, const json_t *o, const char *pfx, const char *const *keys)
+static int key_in(const char *const *keys, const char *k)
+{
+    for (int i = 0; keys && keys[i]; i++)
+        if (!strcmp(keys[i], k))
+            return 1;
+    return 0;
+}
+
+/* An object holding every one of `keys`, and of `optional` those it likes (NULL-terminated
+ * lists; optional may be NULL), nothing else. */
+static int expect_object_opt(struct dec *d, const json_t *o, const char *pfx,
+                             const char *const *keys, const char *const *optional)
 {
     if (!json_is_object(o))
         return fail(d, "%s: not an object", *pfx ? pfx : "layout");
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)o, k, v) {
-        int i = 0;
-        while (keys[i] && strcmp(keys[i], k))
-            i++;
-        if (!keys[i])
+        if (!key_in(keys, k) && !key_in(optional, k))
             return fail(d, "%s%s%.64s: unknown key", pfx, *pfx ? "." : "", k);
     }
     for (int i = 0; keys[i]; i++)
         if (!json_object_get(o, keys[i]))
             return fail(d, "%s%s%s: missing", pfx, *pfx ? "." : "", keys[i]);
     return 0;
+}
+
+static int expect_object(struct dec *d, const json_t *o, const char *pfx, const char *const *keys)
+{
+    return expect_object_opt(d, o, pfx, keys, NULL);
 }
 
 /* Integer in [min, max] (max <= 2^53). */
@@ -276,6 +305,10 @@ static const char *const tensor_keys[] = {"name",         "offset", "outer", "he
                                           "global_heads", "shard",  "dtype", NULL};
 static const char *const view_keys[] = {"name",        "pool",         "base",    "layer_stride",
                                         "item_stride", "region_bytes", "tensors", NULL};
+static const char *const view_pl_keys[] = {"name", "per_layer", "item_stride", "region_bytes",
+                                           "tensors", NULL};
+static const char *const view_opt_keys[] = {"alias", NULL};
+static const char *const addr_keys[] = {"pool", "base", NULL};
 static const char *const group_keys[] = {"name", "kind", "layers", "n_items", "views", NULL};
 static const char *const pool_keys[] = {"kind", "device", "bytes", NULL};
 static const char *const top_keys[] = {"instance",     "role",        "tp_size",
@@ -308,15 +341,52 @@ static int dec_tensor(struct dec *d, const json_t *o, const char *pfx, struct la
     return 0;
 }
 
-static int dec_view(struct dec *d, const json_t *o, const char *pfx, struct layout_view *v)
+/* "per_layer": one {"pool","base"} per layer of the group, appended to l->addrs. */
+static int dec_per_layer(struct dec *d, const json_t *o, const char *pfx, uint32_t n_layers,
+                         struct layout *l, struct layout_view *v)
+{
+    const json_t *pl;
+    int rc = get_array(d, o, pfx, "per_layer", LAYOUT_MAX_LAYERS, 0, &pl);
+    if (rc)
+        return rc;
+    if (json_array_size(pl) != n_layers)
+        return fail(d, "%s.per_layer: %zu entries, the group has %u layers", pfx,
+                    json_array_size(pl), n_layers);
+    if (l->n_addrs + n_layers > LAYOUT_MAX_LAYER_ADDRS)
+        return fail(d, "%s.per_layer: the layout's per-layer entries (n_addrs) would be %u, over %d",
+                    pfx, l->n_addrs + n_layers, LAYOUT_MAX_LAYER_ADDRS);
+    v->per_layer = true;
+    v->addr_at = l->n_addrs;
+    for (uint32_t k = 0; k < n_layers; k++) {
+        char p[192];
+        const json_t *a = json_array_get(pl, k);
+        struct layout_addr *x = &l->addrs[l->n_addrs];
+        snprintf(p, sizeof(p), "%s.per_layer[%u]", pfx, k);
+        if ((rc = expect_object(d, a, p, addr_keys)))
+            return rc;
+        GET_U(a, p, "pool", LAYOUT_MAX_POOLS - 1, x->pool);
+        GET_U(a, p, "base", LAYOUT_U64_MAX_JSON, x->base);
+        l->n_addrs++;
+    }
+    return 0;
+}
+
+static int dec_view(struct dec *d, const json_t *o, const char *pfx, uint32_t n_layers,
+                    struct layout *l, struct layout_view *v)
 {
     const json_t *ts;
-    int rc = expect_object(d, o, pfx, view_keys);
+    bool per_layer = json_is_object(o) && json_object_get(o, "per_layer");
+    int rc = expect_object_opt(d, o, pfx, per_layer ? view_pl_keys : view_keys, view_opt_keys);
     if (rc || (rc = get_str(d, o, pfx, "name", v->name, sizeof(v->name))))
         return rc;
-    GET_U(o, pfx, "pool", LAYOUT_MAX_POOLS - 1, v->pool);
-    GET_U(o, pfx, "base", LAYOUT_U64_MAX_JSON, v->base);
-    GET_U(o, pfx, "layer_stride", LAYOUT_U64_MAX_JSON, v->layer_stride);
+    if (per_layer) {
+        if ((rc = dec_per_layer(d, o, pfx, n_layers, l, v)))
+            return rc;
+    } else {
+        GET_U(o, pfx, "pool", LAYOUT_MAX_POOLS - 1, v->pool);
+        GET_U(o, pfx, "base", LAYOUT_U64_MAX_JSON, v->base);
+        GET_U(o, pfx, "layer_stride", LAYOUT_U64_MAX_JSON, v->layer_stride);
+    }
     GET_U(o, pfx, "item_stride", LAYOUT_U64_MAX_JSON, v->item_stride);
     GET_U(o, pfx, "region_bytes", LAYOUT_U64_MAX_JSON, v->region_bytes);
     if ((rc = get_array(d, o, pfx, "tensors", LAYOUT_MAX_TENSORS, 1, &ts)))
@@ -329,10 +399,17 @@ static int dec_view(struct dec *d, const json_t *o, const char *pfx, struct layo
         if ((rc = dec_tensor(d, json_array_get(ts, i), p, &v->tensors[i])))
             return rc;
     }
+    if (json_object_get(o, "alias")) {
+        if ((rc = get_str(d, o, pfx, "alias", v->alias, sizeof(v->alias))))
+            return rc;
+        if (!v->alias[0])
+            return fail(d, "%s.alias: empty (leave the key out for no alias)", pfx);
+    }
     return 0;
 }
 
-static int dec_group(struct dec *d, const json_t *o, const char *pfx, struct layout_group *g)
+static int dec_group(struct dec *d, const json_t *o, const char *pfx, struct layout *l,
+                     struct layout_group *g)
 {
     const json_t *ls, *vs;
     int rc = expect_object(d, o, pfx, group_keys), e = 0;
@@ -359,7 +436,7 @@ static int dec_group(struct dec *d, const json_t *o, const char *pfx, struct lay
         char p[160];
         if (snprintf(p, sizeof(p), "%s.views[%u]", pfx, i) >= (int)sizeof(p))
             return fail(d, "%s: path too long", pfx);
-        if ((rc = dec_view(d, json_array_get(vs, i), p, &g->views[i])))
+        if ((rc = dec_view(d, json_array_get(vs, i), p, g->n_layers, l, &g->views[i])))
             return rc;
     }
     return 0;
@@ -413,7 +490,7 @@ static int dec_layout(struct dec *d, const json_t *o, struct layout *l)
     for (uint32_t i = 0; i < l->n_groups; i++) {
         char p[32];
         snprintf(p, sizeof(p), "groups[%u]", i);
-        if ((rc = dec_group(d, json_array_get(gs, i), p, &l->groups[i])))
+        if ((rc = dec_group(d, json_array_get(gs, i), p, l, &l->groups[i])))
             return rc;
     }
     return 0;

@@ -98,13 +98,13 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                     uint32_t h_off = (ts->shard == SHARD_SHARDED && tpe > 1) ? l->tp_rank * ts->heads : 0;
                     for (uint32_t k = 0; k < ids->n[g]; k++) {
                         uint64_t item = gr->kind == GROUP_PAGED ? (uint64_t)first_block + k : 0;
-                        uint64_t off = vw->base + li * vw->layer_stride +
-                                       (uint64_t)ids->ids[g][k] * vw->item_stride + ts->offset;
+                        struct layout_loc at = layout_region_at(l, vw, li, ids->ids[g][k]);
+                        uint64_t off = at.off + ts->offset;
                         for (uint32_t o = 0; o < ts->outer; o++)
                             for (uint32_t h = 0; h < ts->heads; h++) {
                                 uint64_t key = row_key(gt_key, item, o, h + h_off);
                                 uint64_t ro = off + ((uint64_t)o * ts->heads + h) * ts->inner;
-                                uint8_t *p = w->mem->base[vw->pool] + ro;
+                                uint8_t *p = w->mem->base[at.pool] + ro;
                                 if (!w->verify) {
                                     fill_row(p, ts->inner, key);
                                     continue;
@@ -114,7 +114,7 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                                 if (b == ts->inner)
                                     continue;
                                 if (w->bad_pool)
-                                    *w->bad_pool = vw->pool;
+                                    *w->bad_pool = at.pool;
                                 if (w->bad_off)
                                     *w->bad_off = ro + b;
                                 if (w->where && w->wherelen)

@@ -1,4 +1,4 @@
-/* plan.h: the transfer plan for one request and one generation rank (DESIGN.md §4): its writers
+/* plan.h: the transfer plan of one request and one generation rank (docs/DESIGN.md §4): its writers
  * (context ranks), each writer's extent in canonical order, and the copy program that maps
  * context pool bytes <-> extent bytes <-> generation pool bytes. Also the one byte accounting.
  * Pure: no I/O. Both daemons compute the same plan from the same inputs. */

@@ -1,4 +1,4 @@
-/* plan_build.c: the planner (DESIGN.md §4). For one request and one generation rank: which
+/* plan_build.c: the planner (docs/DESIGN.md §4). For one request and one generation rank: which
  * context ranks write, which bytes of which region each writes, and where they land.
  *
  * Semantics (decided by the lead; compat.c checks the preconditions):
@@ -21,6 +21,8 @@
  *   generation view index, item in request order, tensor index within the view, outer, head
  *   run). Each writer's extent is its subsequence of that order, packed.
  * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
+ * - Declared aliasing: plan_alias_check() refuses, as BAD_REQUEST naming both items, a request
+ *   whose destination regions in aliased views overlap (before any run is emitted).
  * - Writers are listed by ascending context rank; a rank with nothing to send is not a writer.
  *   Without context ids (the generation daemon) sources stay unresolved; extents and
  *   destinations are the same as the context daemon's.
@@ -107,9 +109,10 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
 /* One writer of one (generation group, layer, view, tensor). */
 struct wsrc {
     uint32_t c;                      /* context rank */
+    const struct layout *cl;         /* its layout */
     const struct layout_view *cv;    /* context view holding the tensor */
     const struct layout_tensor *ct;
-    uint32_t cl;                     /* context local layer index */
+    uint32_t li;                     /* context local layer index */
     const uint32_t *cids;            /* context ids aligned to generation item 0, or NULL */
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
 };
@@ -186,7 +189,7 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
                        " holds %" PRIu32, LAYOUT_SHORT_MAX, gg->name, n_gen, c, ids->n[cgi]);
     if (ids && ids->ids[cgi])
         cids = gg->kind == GROUP_PAGED ? ids->ids[cgi] + (ids->n[cgi] - n_gen) : ids->ids[cgi];
-    *w = (struct wsrc){c, cv, ct, li, cids, h0, h1, clo};
+    *w = (struct wsrc){c, cl, cv, ct, li, cids, h0, h1, clo};
     return 0;
 }
 
@@ -264,7 +267,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                        "groups.%.*s: the plan needs more than %llu copy runs",
                        LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
-        uint64_t gregion = gv->base + l * gv->layer_stride + (uint64_t)gids[k] * gv->item_stride;
+        struct layout_loc gat = layout_region_at(gen, gv, l, gids[k]);
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
             /* One writer holding all heads on both sides: the tensor is one contiguous run
@@ -282,15 +285,14 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint32_t sp = PLAN_POOL_UNKNOWN;
                     uint64_t so = 0;
                     if (w->cids) {
-                        const struct layout_view *cv = w->cv;
-                        sp = cv->pool;
-                        so = cv->base + w->cl * cv->layer_stride +
-                             (uint64_t)w->cids[k] * cv->item_stride + ct->offset +
+                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[k]);
+                        sp = cat.pool;
+                        so = cat.off + ct->offset +
                              ((uint64_t)o * ct->heads + (w->h0 - w->clo)) * ct->inner;
                     }
-                    uint64_t d = gregion + gt->offset +
+                    uint64_t d = gat.off + gt->offset +
                                  ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
-                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gv->pool, d,
+                    if (plan_opvec_add(&b->vecs[w->c], sp, so, gat.pool, d,
                                        (uint64_t)rows * (w->h1 - w->h0) * gt->inner, state))
                         return -ENOMEM;
                 }
@@ -335,6 +337,11 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     int rc = check_request(in, err);
     if (rc)
         return rc;
+    rc = plan_alias_check(in->gen, &in->gen_ids, msg, sizeof(msg));
+    if (rc == -ENOMEM)
+        return set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
+    if (rc)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
     struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
     if (!b.vecs)

@@ -1,4 +1,4 @@
-/* plan_bytes.c: the one accounting of a request's bytes (DESIGN.md §4 rule 3). Every pool view
+/* plan_bytes.c: the one accounting of request bytes (docs/DESIGN.md §4 rule 3). Every pool view
  * of every group counts: bytes = sum over groups g, views v of
  *   n_layers(g) x n_items[g] x region_bytes(v),
  * split into state (state groups) and kv (paged groups). Reservation, bounds checks, stats,

@@ -1,4 +1,4 @@
-/* plan_cover.c: the coverage check of a finished plan (DESIGN.md §4 rule 8), independent of how
+/* plan_cover.c: coverage check of a finished plan (docs/DESIGN.md §4 rule 8), independent of how
  * the plan was built. It expands every op's destination runs, sorts them, refuses any overlap,
  * and compares their union with the union of the request's declared regions (every view of
  * every layer of every item of every group of the generation rank). Equal unions plus no
@@ -80,8 +80,8 @@ static int expected_regions(const struct layout *gen, const struct plan_ids *ids
             for (uint32_t v = 0; v < gr->n_views; v++) {
                 const struct layout_view *vw = &gr->views[v];
                 for (uint32_t k = 0; k < ids->n[g]; k++) {
-                    uint64_t off = vw->base + l * vw->layer_stride + ids->ids[g][k] * vw->item_stride;
-                    if (ivec_push(a, vw->pool, off, vw->region_bytes))
+                    struct layout_loc at = layout_region_at(gen, vw, l, ids->ids[g][k]);
+                    if (ivec_push(a, at.pool, at.off, vw->region_bytes))
                         return -ENOMEM;
                 }
             }

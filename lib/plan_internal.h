@@ -4,6 +4,7 @@
 #define KVF_PLAN_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "layout.h"
@@ -37,5 +38,10 @@ void plan_opvec_done(struct plan_opvec *v);
  * -ENOMEM. ids are assumed validated (in range). */
 int plan_cover_check(const struct plan *p, const struct layout *gen, const struct plan_ids *ids,
                      char *msg, size_t msglen);
+
+/* Declared aliasing: no two destination regions of the request (gen, ids) overlap (only aliased
+ * views are examined). 0, -EINVAL (msg names both items) or -ENOMEM. ids validated. */
+int plan_alias_check(const struct layout *gen, const struct plan_ids *ids, char *msg,
+                     size_t msglen);
 
 #endif

@@ -71,7 +71,7 @@ static int parse_pp_layers(const char *v, struct preset_spec *s, char *err, size
 
 static const char *const keys[] = {"tp",    "pp",     "adp",    "tpb",         "pp_layers",
                                    "arr",   "state",  "kv",     "blocks",      "slots",
-                                   "state_shard", "hd", "dtype", "fp",          NULL};
+                                   "state_shard", "hd", "dtype", "fp",          "pools", NULL};
 
 static int parse_kv(const char *key, const char *v, struct preset_spec *s, char *err, size_t errlen)
 {
@@ -91,6 +91,15 @@ static int parse_kv(const char *key, const char *v, struct preset_spec *s, char 
         return parse_pick(key, v, "0", "1", &s->adp, err, errlen);
     if (!strcmp(key, "arr"))
         return parse_pick(key, v, "layer", "block", &s->block_major, err, errlen);
+    if (!strcmp(key, "pools")) {
+        static const char *const names[] = {"view", "layer", "layer_joint"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(v, names[i])) {
+                s->pools = (preset_pools_t)i;
+                return 0;
+            }
+        return err_inval(err, errlen, "pools: \"%s\" is not view, layer or layer_joint", v);
+    }
     if (!strcmp(key, "state"))
         return parse_pick(key, v, "joint", "split", &s->state_split, err, errlen);
     if (!strcmp(key, "kv"))

@@ -1,4 +1,4 @@
-/* preset.h: the geometry presets of DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3), instantiated
+/* preset.h: geometry presets of docs/DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3), instantiated
  * into every rank's layout of an instance from a spec string. Shared by tests, kvferry-sim,
  * kvferryctl plan and the benches. Pure. */
 #ifndef KVF_PRESET_H
@@ -12,10 +12,17 @@
 
 #define PRESET_SPEC_MAX 512
 
+typedef enum { PRESET_POOLS_VIEW = 0, PRESET_POOLS_LAYER, PRESET_POOLS_LAYER_JOINT } preset_pools_t;
+
 /* Parsed spec string: "MODEL[:key=value,...]". Keys (all optional):
  *   tp=N pp=N adp=0|1 tpb=N            parallelism and tokens per block (default 1,1,0,64)
  *   pp_layers=A+B+...                  uneven PP split (layers per stage, sums to the model's)
  *   arr=layer|block                    pool arrangement: layer-major (default) or block-major
+ *   pools=view|layer|layer_joint       one pool per view (default); per-layer views with one
+ *                                      pool per (view, layer) (SGLang k_buffer / v_buffer lists);
+ *                                      or one pool per layer holding the group's views side by
+ *                                      side (vLLM v1 [2, num_blocks, ...] per layer); arr is
+ *                                      then moot (items are contiguous in each layer's tensor)
  *   state=joint|split                  conv and ssm in one view (default) or in two views
  *   kv=joint|split                     MLA latent in one view (default) or kv_c / k_pe apart
  *   blocks=N slots=N                   capacity (default 512 blocks, 8 slots)
@@ -35,6 +42,7 @@ struct preset_spec {
     uint32_t head_dim;                  /* 0: the model's */
     int32_t ssm_dtype;                  /* -1: the model's */
     char fingerprint[LAYOUT_FP_MAX];    /* "": the model's */
+    preset_pools_t pools;
 };
 
 /* Returns 0, or -EINVAL with a message naming the bad key or value. */

@@ -1,5 +1,5 @@
 /* preset_build.c: instantiates every rank's layout of an instance from a parsed preset spec
- * (preset.h, DESIGN.md §9). Pure; writes only the caller's ranks[] array.
+ * (preset.h, docs/DESIGN.md §9). Pure; writes only the caller's ranks[] array.
  *
  * Geometry per rank (H heads of head_dim hd, H_local = H / tp_eff when state is sharded):
  *  group "kda" (state, one slot per request, n_items = slots), per KDA layer:
@@ -15,7 +15,11 @@
  *  Every view has its own pool, sized exactly: n_layers * n_items * region_bytes, host pools in
  *  CPU mode (device -1), else CUDA pools on `device`. arr=layer: layer_stride = n_items * region,
  *  item_stride = region; arr=block: item_stride = n_layers * region, layer_stride = region.
- *  A group with no layers on a PP stage keeps its views with 0-byte pools. */
+ *  A group with no layers on a PP stage keeps its views with 0-byte pools.
+ *  pools=layer / layer_joint (per_layer_pools): the group's views become per-layer views; one
+ *  pool of n_items * region per (view, layer), or one per layer of n_items * sum(regions) with
+ *  the views side by side (view v at n_items * the regions of views before it); item_stride =
+ *  region. A group with no layers on the stage then has no pools. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +121,43 @@ static int build_mla(const struct preset_spec *s, struct layout *l, struct layou
     return rc ? rc : add_view(l, g, "k_pe", s->block_major, &k_pe, 1, "blocks", err, errlen);
 }
 
+/* Rebuilds group g's pools, the last ones added from `first`, as per-layer views. */
+static int per_layer_pools(struct layout *l, struct layout_group *g, uint32_t first, bool joint,
+                           char *err, size_t errlen)
+{
+    uint64_t sum = 0;
+    for (uint32_t v = 0; v < g->n_views; v++)
+        sum += g->views[v].region_bytes;
+    uint32_t need = joint ? g->n_layers : g->n_layers * g->n_views;
+    if (first + need > LAYOUT_MAX_POOLS)
+        return err_inval(err, errlen, "pools: group %s needs %u pools, over %d", g->name,
+                         first + need, LAYOUT_MAX_POOLS);
+    if (l->n_addrs + g->n_layers * g->n_views > LAYOUT_MAX_LAYER_ADDRS)
+        return err_inval(err, errlen, "pools: group %s needs more than %d per-layer entries",
+                         g->name, LAYOUT_MAX_LAYER_ADDRS);
+    l->n_pools = first;
+    struct layout_pool proto = {l->device >= 0 ? POOL_CUDA : POOL_HOST, l->device >= 0 ? l->device : -1, 0};
+    uint64_t before = 0;
+    for (uint32_t v = 0; v < g->n_views; v++) {
+        struct layout_view *vw = &g->views[v];
+        vw->per_layer = true;
+        vw->addr_at = l->n_addrs;
+        vw->pool = 0;
+        vw->base = vw->layer_stride = 0;
+        vw->item_stride = vw->region_bytes;
+        for (uint32_t k = 0; k < g->n_layers; k++) {
+            struct layout_addr *a = &l->addrs[l->n_addrs++];
+            a->pool = joint ? first + k : first + v * g->n_layers + k;
+            a->base = joint ? before * g->n_items : 0;
+            l->pools[a->pool] = proto;
+            l->pools[a->pool].bytes = (uint64_t)g->n_items * (joint ? sum : vw->region_bytes);
+        }
+        before += vw->region_bytes;
+    }
+    l->n_pools = first + need;
+    return 0;
+}
+
 /* Global layers [*lo, *hi) of PP stage `p`. */
 static void stage_range(const struct preset_spec *s, const struct preset_model *m, uint32_t p,
                         uint32_t *lo, uint32_t *hi)
@@ -168,8 +209,18 @@ static int build_rank(const struct preset_spec *s, const struct preset_model *m,
         struct layout_group *g = preset_layer_is_mla(m, id) ? mla : kda;
         g->layers[g->n_layers++] = (uint16_t)id;
     }
+    bool joint = s->pools == PRESET_POOLS_LAYER_JOINT;
     int rc = build_kda(s, m, l, kda, err, errlen);
-    return rc ? rc : build_mla(s, l, mla, err, errlen);
+    if (!rc && s->pools != PRESET_POOLS_VIEW)
+        rc = per_layer_pools(l, kda, 0, joint, err, errlen);
+    uint32_t first = l->n_pools;
+    if (!rc)
+        rc = build_mla(s, l, mla, err, errlen);
+    if (!rc && s->pools != PRESET_POOLS_VIEW)
+        rc = per_layer_pools(l, mla, first, joint, err, errlen);
+    if (!rc && l->n_pools == 0)
+        return err_inval(err, errlen, "pools: stage %u holds no layers", pp_rank);
+    return rc;
 }
 
 int preset_build(const struct preset_spec *s, const char *instance, layout_role_t role,

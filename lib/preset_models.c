@@ -1,4 +1,4 @@
-/* preset_models.c: the geometry table of DESIGN.md §9 (preset_models.h). */
+/* preset_models.c: the geometry table of docs/DESIGN.md §9 (preset_models.h). */
 #include <stddef.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* preset_models.h: internal to the preset module. The model table of DESIGN.md §9: layer count,
+/* preset_models.h: internal to preset. The model table of docs/DESIGN.md §9: layer count,
  * KDA head geometry, conv width, MLA latent size. Static data; any thread. */
 #ifndef KVF_PRESET_MODELS_H
 #define KVF_PRESET_MODELS_H

@@ -13,6 +13,7 @@ static const char *const type_names[PROTO__TYPE_END] = {
     [PROTO_HELLO] = "HELLO",     [PROTO_WELCOME] = "WELCOME", [PROTO_REGISTER] = "REGISTER",
     [PROTO_REGISTERED] = "REGISTERED", [PROTO_SEND] = "SEND", [PROTO_RECV] = "RECV",
     [PROTO_CANCEL] = "CANCEL",   [PROTO_EVENT] = "EVENT",     [PROTO_ERROR] = "ERROR",
+    [PROTO_FDS] = "FDS",
     [PROTO_PING] = "PING",       [PROTO_PONG] = "PONG",
 };
 
@@ -258,6 +259,16 @@ static void dec_register(struct rd *r, struct proto_register *g)
         rd_fail(r, "n_pools %u out of range [1, %u]", g->n_pools, LAYOUT_MAX_POOLS);
         return;
     }
+    if (r->left / (4 + 4 + 8 + 8 + PROTO_IPC_HANDLE) < g->n_pools) {
+        rd_fail(r, "n_pools %u: the payload holds fewer pools", g->n_pools);
+        return;
+    }
+    g->pools = calloc(g->n_pools, sizeof(*g->pools));
+    if (!g->pools) {
+        r->rc = -ENOMEM;
+        seterr(r->err, r->errlen, "out of memory for %u pools", g->n_pools);
+        return;
+    }
     for (uint32_t i = 0; i < g->n_pools && !r->rc; i++) {
         struct proto_pool *p = &g->pools[i];
         p->kind = rd32(r, "pool kind");
@@ -370,6 +381,11 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
             rd_fail(r, "ctx_dp_rank %d out of range [-1, %d)", m->u.recv.ctx_dp_rank, LAYOUT_MAX_TP);
         rd_items(r, lim, &m->u.recv.items);
         break;
+    case PROTO_FDS:
+        m->u.fds.n = rd32(r, "n");
+        if (!r->rc && (m->u.fds.n == 0 || m->u.fds.n > PROTO_FDS_MAX))
+            rd_fail(r, "FDS: n %u out of range [1, %u]", m->u.fds.n, PROTO_FDS_MAX);
+        break;
     case PROTO_CANCEL:
         m->u.cancel.req_id = rd64(r, "req_id");
         break;
@@ -439,6 +455,8 @@ void proto_msg_done(struct proto_msg *m)
     case PROTO_REGISTER:
         free(m->u.reg.json);
         m->u.reg.json = NULL;
+        free(m->u.reg.pools);
+        m->u.reg.pools = NULL;
         break;
     case PROTO_SEND:
         free(m->u.send.items.ids);
@@ -456,7 +474,7 @@ void proto_msg_done(struct proto_msg *m)
 uint32_t proto_register_fds(const struct proto_register *r)
 {
     uint32_t n = 0;
-    for (uint32_t i = 0; i < r->n_pools && i < LAYOUT_MAX_POOLS; i++)
+    for (uint32_t i = 0; r->pools && i < r->n_pools && i < LAYOUT_MAX_POOLS; i++)
         n += r->pools[i].kind == POOL_HOST;
     return n;
 }
@@ -525,7 +543,8 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
     case PROTO_WELCOME:
         return str_ok(m->u.welcome.name, PROTO_NAME_MAX) ? 0 : -EINVAL;
     case PROTO_REGISTER:
-        if (m->u.reg.n_pools == 0 || m->u.reg.n_pools > LAYOUT_MAX_POOLS || !m->u.reg.json ||
+        if (m->u.reg.n_pools == 0 || m->u.reg.n_pools > LAYOUT_MAX_POOLS || !m->u.reg.pools ||
+            !m->u.reg.json ||
             m->u.reg.json_len == 0 || m->u.reg.json_len > LAYOUT_JSON_MAX)
             return -EINVAL;
         return str_ok(m->u.reg.home, PROTO_HOME_MAX) ? 0 : -EINVAL;
@@ -544,6 +563,8 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
         return str_ok(m->u.event.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
     case PROTO_ERROR:
         return str_ok(m->u.error.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
+    case PROTO_FDS:
+        return m->u.fds.n >= 1 && m->u.fds.n <= PROTO_FDS_MAX ? 0 : -EINVAL;
     case PROTO_CANCEL:
     case PROTO_PING:
     case PROTO_PONG:
@@ -611,6 +632,9 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         wstr(w, m->u.recv.ctx_instance);
         wstr(w, m->u.recv.ctx_home);
         witems(w, &m->u.recv.items);
+        break;
+    case PROTO_FDS:
+        w32(w, m->u.fds.n);
         break;
     case PROTO_CANCEL:
         w64(w, m->u.cancel.req_id);

@@ -1,4 +1,4 @@
-/* proto.h: the local worker protocol (DESIGN.md §8): the frames exchanged between libkvferry and
+/* proto.h: local worker protocol (docs/DESIGN.md §8): the frames exchanged between libkvferry and
  * kvferryd over the worker socket (sockets.worker, a unix stream socket).
  *
  * Every frame is a 24-byte header followed by `length` payload bytes. All integers are
@@ -10,11 +10,15 @@
  * consumed exactly: trailing bytes are refused like missing ones.
  *
  * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
- * SCM_RIGHTS to the REGISTER frame, one per POOL_HOST pool, in pool order) -> REGISTERED; then
+ * SCM_RIGHTS, one per POOL_HOST pool, in pool order) -> REGISTERED; then
  * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. Frames may
  * be pipelined (HELLO and REGISTER back to back): fds belong to the frame whose first byte they
  * were sent with (frame.h). A frame the daemon refuses gets an ERROR
  * frame and the connection is closed. PING is answered with PONG (same seq).
+ * A frame carries at most PROTO_FDS_MAX fds, so a REGISTER with more host pools sends the first
+ * ones ahead in FDS frames (u32 n, the n fds attached), PROTO_FDS_MAX a frame, in pool order,
+ * immediately before the REGISTER, which carries the rest; the daemon holds at most
+ * LAYOUT_MAX_POOLS fds ahead and refuses any other frame while it holds some.
  *
  * Pure codec: no I/O, no logging. Decoded messages own their allocations (proto_msg_done).
  * Thread-safe (no shared state). */
@@ -41,6 +45,7 @@
 #define PROTO_HOME_MAX 255     /* RECV ctx_home "host:port" */
 #define PROTO_MSG_MAX 511      /* EVENT / REGISTERED / ERROR messages */
 #define PROTO_IPC_HANDLE 64    /* bytes of a cudaIpcMemHandle_t */
+#define PROTO_FDS_MAX 16       /* fds one frame carries (== FDPASS_MAX_FDS) */
 
 typedef enum {
     PROTO_HELLO = 1,
@@ -54,6 +59,7 @@ typedef enum {
     PROTO_ERROR = 9,
     PROTO_PING = 10,
     PROTO_PONG = 11,
+    PROTO_FDS = 12,
     PROTO__TYPE_END
 } proto_type_t;
 
@@ -106,7 +112,7 @@ struct proto_pool {
 
 struct proto_register {
     uint32_t n_pools;
-    struct proto_pool pools[LAYOUT_MAX_POOLS];
+    struct proto_pool *pools; /* n_pools entries: owned when decoded, borrowed when encoded */
     uint32_t json_len;
     char *json; /* owned, NUL-terminated, json_len <= LAYOUT_JSON_MAX */
     char home[PROTO_HOME_MAX + 1]; /* optional trailing str: the instance's home daemon
@@ -139,6 +145,10 @@ struct proto_cancel {
     uint64_t req_id;
 };
 
+struct proto_fds {
+    uint32_t n; /* fds attached to this frame, 1..PROTO_FDS_MAX */
+};
+
 struct proto_event {
     uint64_t req_id;
     uint32_t kind;  /* proto_event_kind_t */
@@ -163,6 +173,7 @@ struct proto_msg {
         struct proto_send send;
         struct proto_recv recv;
         struct proto_cancel cancel;
+        struct proto_fds fds;
         struct proto_event event;
         struct proto_error error;
     } u;

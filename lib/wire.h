@@ -1,4 +1,4 @@
-/* wire.h: the binary codec of daemon-to-daemon control messages (DESIGN.md §7, §8). The link
+/* wire.h: the binary codec of daemon-to-daemon control messages (docs/DESIGN.md §7, §8). The link
  * layer carries one encoded message per UCX active message (header or payload); the handshake is
  * the link layer's own. This module is pure: no I/O, no logging above debug.
  *

@@ -21,7 +21,8 @@ START_TEST(access_own_uid_and_root_are_always_admins)
 {
     struct access a;
     load("log.level: info\n", &a);
-    struct peer_cred self = {1, getuid(), getgid(), false}, root = {1, 0, 0, false};
+    struct peer_cred self = {.pid = 1, .uid = getuid(), .gid = getgid(), .admin = false};
+    struct peer_cred root = {.pid = 1, .uid = 0, .gid = 0, .admin = false};
     ck_assert(access_check(&a, &self));
     ck_assert(self.admin);
     ck_assert(access_check(&a, &root));
@@ -33,7 +34,7 @@ END_TEST
 START_TEST(access_other_uid_refused_by_default_and_allowed_by_number_or_name)
 {
     struct access a;
-    struct peer_cred p = {1, 65534, 65533, false};
+    struct peer_cred p = {.pid = 1, .uid = 65534, .gid = 65533, .admin = false};
     if (getuid() == 65534) {
         printf("SKIP access_other_uid...: running as uid 65534\n");
         return;
@@ -72,13 +73,19 @@ START_TEST(access_gid_matches_primary_group_from_passwd_not_only_the_credential)
     struct access a;
     load(y, &a);
     /* the credential carries another gid; the passwd primary group still matches */
-    struct peer_cred p = {1, 65534, pw->pw_gid == 12345 ? 12346 : 12345, false};
+    struct peer_cred p = {
+        .pid = 1, .uid = 65534, .gid = pw->pw_gid == 12345 ? 12346 : 12345, .admin = false};
     ck_assert(access_check(&a, &p));
     ck_assert(!p.admin);
     /* a gid nobody has is no match */
     access_done(&a);
     load("access.allow_gids: [54321]\n", &a);
     ck_assert(!access_check(&a, &p));
+    /* ... unless the process runs with it (SO_PEERGROUPS), though the database does not say so */
+    p.groups[0] = 7, p.groups[1] = 54321, p.n_groups = 2;
+    ck_assert(access_check(&a, &p));
+    ck_assert(!p.admin);
+    p.n_groups = 0;
     access_done(&a);
     snprintf(y, sizeof(y), "access.admin_gids: [%u]\n", (unsigned)pw->pw_gid);
     load(y, &a);

@@ -275,6 +275,10 @@ static const struct {
     {"arena:\n  size: lots\n", "t.yaml:2:9: arena.size: expected a size like 512MiB, got 'lots'"},
     {"deadlines:\n  lookup: soon\n",
      "t.yaml:2:11: deadlines.lookup: expected a duration like 30s or 200ms, got 'soon'"},
+    {"deadlines:\n  lookup: 2\n",
+     "t.yaml:2:11: deadlines.lookup: '2' has no unit: write 2ms or 2s"},
+    {"control:\n  idle_timeout: 300\n",
+     "t.yaml:2:17: control.idle_timeout: '300' has no unit: write 300ms or 300s"},
     {"workers:\n  max_conns: many\n",
      "t.yaml:2:14: workers.max_conns: expected an integer, got 'many'"},
     {"arena:\n  size: 1GiB\n  chunk: 1KiB\n",
@@ -333,6 +337,67 @@ START_TEST(bad_file_reports_file_line_column_and_what_is_wrong)
     const char *got = load_err(bad[_i].text);
     ck_assert_msg(strncmp(got, bad[_i].msg, strlen(bad[_i].msg)) == 0,
                   "case %d:\n got: %s\nwant: %s", _i, got, bad[_i].msg);
+}
+END_TEST
+
+/* Every mistake of a file at once, one line each in file order, the rules after the keys; a rule
+ * on a key whose value was refused is not judged (it would blame a value the file did not set). */
+START_TEST(every_error_of_a_file_is_reported_at_once)
+{
+    const char *text = "arena:\n"
+                       "  sise: 1GiB\n"
+                       "  chunk: 65537\n"
+                       "  reserve_timeout: 5\n"
+                       "deadlines:\n"
+                       "  lookup: soon\n"
+                       "  lookup: 2s\n"
+                       "banana: {a: [1, 2]}\n"
+                       "control:\n"
+                       "  max_conns: 4\n"
+                       "access:\n"
+                       "  allow_uids: [ok, \"no way\", [1]]\n"
+                       "listen: [1]\n"
+                       "gates:\n"
+                       "  min_bytes: lots\n";
+    const char *want =
+        "t.yaml:2:3: unknown key 'arena.sise' (did you mean 'arena.size'?)\n"
+        "t.yaml:4:20: arena.reserve_timeout: '5' has no unit: write 5ms or 5s\n"
+        "t.yaml:6:11: deadlines.lookup: expected a duration like 30s or 200ms, got "
+        "'soon'\n"
+        "t.yaml:7:3: duplicate key 'deadlines.lookup' (first set at line 6)\n"
+        "t.yaml:8:1: unknown key 'banana'\n"
+        "t.yaml:12:20: access.allow_uids: expected a user or group name or number, "
+        "got 'no way'\n"
+        "t.yaml:12:30: access.allow_uids: list entries must be scalars, got a list\n"
+        "t.yaml:13:9: listen: expected a mapping of listen.* keys, got a list\n"
+        "t.yaml:15:14: gates.min_bytes: expected a size like 512MiB, got 'lots'\n"
+        "t.yaml:3:3: arena.chunk: 65537 is not a multiple of 4KiB\n"
+        "t.yaml:10:3: control.max_conns_per_uid: 16 is larger than control.max_conns "
+        "4";
+    ck_assert_str_eq(load_err(text), want);
+
+    /* a refused arena.size: the chunk rule (chunk <= size) is not judged against the default */
+    ck_assert_str_eq(load_err("arena:\n  size: 1KiB\n  chunk: 64MiB\n"),
+                     "t.yaml:2:9: arena.size: 1KiB is below the minimum 4MiB");
+}
+END_TEST
+
+/* A file of nothing but mistakes: CFG_ERRORS_MAX of them, then a line saying the walk stopped. */
+START_TEST(errors_past_the_cap_stop_the_walk_with_a_note)
+{
+    static char text[4096];
+    int off = 0;
+    for (int i = 0; i < CFG_ERRORS_MAX + 10; i++)
+        off += snprintf(text + off, sizeof(text) - (size_t)off, "nokey%d: 1\n", i);
+    const char *got = load_err(text);
+    int lines = 1;
+    for (const char *p = got; *p; p++)
+        lines += *p == '\n';
+    ck_assert_int_eq(lines, CFG_ERRORS_MAX + 1);
+    ck_assert_ptr_nonnull(strstr(got, "t.yaml:1:1: unknown key 'nokey0'\n"));
+    char last[64];
+    snprintf(last, sizeof(last), "\nt.yaml: stopped after %d errors", CFG_ERRORS_MAX);
+    ck_assert_ptr_nonnull(strstr(got, last));
 }
 END_TEST
 
@@ -525,6 +590,31 @@ START_TEST(diff_reports_only_changed_keys_that_need_a_restart)
 }
 END_TEST
 
+START_TEST(apply_live_moves_changed_live_keys_and_leaves_the_rest)
+{
+    struct kvf_config cur, fresh;
+    const char *keys[4];
+    ck_assert_int_eq(cfg_defaults(&cur), 0);
+    ck_assert_msg(load("log: {level: debug}\naccess: {allow_uids: [5]}\narena: {size: 1GiB}\n",
+                       &fresh) == 0,
+                  "%s", err);
+    uint64_t size_before = cur.arena_size;
+    ck_assert_uint_eq(cfg_apply_live(&cur, &fresh, keys, 4), 2);
+    ck_assert_str_eq(keys[0], "access.allow_uids");
+    ck_assert_str_eq(keys[1], "log.level");
+    ck_assert_int_eq(cur.log_level, 3); /* debug */
+    ck_assert_uint_eq(cur.access_allow_uids.n, 1);
+    ck_assert_str_eq(cur.access_allow_uids.items[0], "5");
+    ck_assert_uint_eq(cur.arena_size, size_before); /* needs a restart: untouched */
+    ck_assert_uint_eq(fresh.access_allow_uids.n, 0); /* the old value, freed with fresh */
+    ck_assert_uint_eq(cfg_apply_live(&cur, &fresh, keys, 1), 2); /* the old values back */
+    ck_assert_uint_eq(cur.access_allow_uids.n, 0);
+    ck_assert_uint_eq(cfg_apply_live(&cur, &cur, keys, 4), 0);
+    cfg_free(&cur);
+    cfg_free(&fresh);
+}
+END_TEST
+
 /* Derivation for a user other than root; returns 0 when right (callable in a child). */
 static int check_user_paths(const struct kvf_config *c)
 {
@@ -537,6 +627,13 @@ static int check_user_paths(const struct kvf_config *c)
     wrong |= cfg_worker_path(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run/worker.sock") != 0;
     unsetenv("XDG_RUNTIME_DIR");
     wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
+    /* under systemd (User=kvferry, RuntimeDirectory=kvferry): the unit's runtime directory */
+    setenv("RUNTIME_DIRECTORY", "/run/kvferry", 1);
+    wrong |=
+        cfg_worker_path(c, buf, sizeof(buf)) != 0 || strcmp(buf, "/run/kvferry/worker.sock") != 0;
+    setenv("RUNTIME_DIRECTORY", "/run/a:/run/b", 1); /* several: none of them */
+    wrong |= cfg_socket_dir(c, buf, sizeof(buf)) != 0 || strcmp(buf, "./run") != 0;
+    unsetenv("RUNTIME_DIRECTORY");
     return wrong ? 1 : 0;
 }
 
@@ -596,6 +693,8 @@ static Suite *cfg_suite(void)
     tcase_add_test(tc, empty_or_comment_only_files_mean_defaults);
     tcase_add_loop_test(tc, bad_file_reports_file_line_column_and_what_is_wrong, 0,
                         (int)(sizeof(bad) / sizeof(bad[0])));
+    tcase_add_test(tc, every_error_of_a_file_is_reported_at_once);
+    tcase_add_test(tc, errors_past_the_cap_stop_the_walk_with_a_note);
     tcase_add_test(tc, list_with_more_than_list_max_entries_is_refused);
     tcase_add_test(tc, file_over_the_size_limit_is_refused);
     tcase_add_test(tc, socket_path_longer_than_sun_path_is_refused);
@@ -606,6 +705,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(tc, to_json_groups_sections_with_bytes_and_milliseconds);
     tcase_add_test(tc, copy_is_deep_and_survives_the_source);
     tcase_add_test(tc, diff_reports_only_changed_keys_that_need_a_restart);
+    tcase_add_test(tc, apply_live_moves_changed_live_keys_and_leaves_the_rest);
     tcase_add_test(tc, socket_paths_derive_from_dir_and_explicit_values_win);
     suite_add_tcase(s, tc);
     return s;

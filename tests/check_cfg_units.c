@@ -57,10 +57,11 @@ START_TEST(size_refuses_negative_junk_empty_decimal_units_and_overflow)
 }
 END_TEST
 
-START_TEST(duration_parses_units_and_plain_milliseconds)
+START_TEST(duration_parses_units_and_a_bare_zero)
 {
     ck_assert_uint_eq(ms_of("0"), 0);
-    ck_assert_uint_eq(ms_of("250"), 250);
+    ck_assert_uint_eq(ms_of(" 0 "), 0);
+    ck_assert_uint_eq(ms_of("0s"), 0);
     ck_assert_uint_eq(ms_of("200ms"), 200);
     ck_assert_uint_eq(ms_of("30s"), 30000);
     ck_assert_uint_eq(ms_of("5m"), 300000);
@@ -72,11 +73,13 @@ END_TEST
 
 START_TEST(duration_refuses_negative_junk_unknown_units_and_overflow)
 {
-    static const char *const bad[] = {"", "-5s", "s", "1.5s", "1d", "10 sec", "5mm", "soon"};
+    /* a number without its unit ("2": milliseconds or seconds?) is refused, 0 alone excepted */
+    static const char *const bad[] = {"",    "-5s",  "s", "1.5s", "1d",   "10 sec",
+                                      "5mm", "soon", "2", "250",  " 30 ", "00x"};
     uint64_t v = 7;
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
         ck_assert_msg(cfg_parse_duration_ms(bad[i], &v) == -EINVAL, "'%s' must be refused", bad[i]);
-    ck_assert_int_eq(cfg_parse_duration_ms("18446744073709551616", &v), -ERANGE);
+    ck_assert_int_eq(cfg_parse_duration_ms("18446744073709551616ms", &v), -ERANGE);
     ck_assert_int_eq(cfg_parse_duration_ms("5124095576030432h", &v), -ERANGE);
     ck_assert_uint_eq(v, 7);
 }
@@ -368,7 +371,7 @@ static Suite *cfg_units_suite(void)
     TCase *tc_units = tcase_create("units");
     tcase_add_test(tc_units, size_parses_binary_units_plain_bytes_and_whitespace);
     tcase_add_test(tc_units, size_refuses_negative_junk_empty_decimal_units_and_overflow);
-    tcase_add_test(tc_units, duration_parses_units_and_plain_milliseconds);
+    tcase_add_test(tc_units, duration_parses_units_and_a_bare_zero);
     tcase_add_test(tc_units, duration_refuses_negative_junk_unknown_units_and_overflow);
     tcase_add_test(tc_units, format_picks_the_largest_exact_unit);
     tcase_add_test(tc_units, format_then_parse_round_trips_exactly);

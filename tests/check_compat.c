@@ -1,4 +1,4 @@
-/* check_compat.c: the compatibility checker's accept/refuse matrix (DESIGN.md §4 rule 7, §9),
+/* check_compat.c: the compatibility accept/refuse matrix (docs/DESIGN.md §4 rule 7, §9),
  * checking the exact reason code of every refusal and that messages name the field, both values
  * and both ranks. */
 #include <check.h>

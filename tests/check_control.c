@@ -26,7 +26,7 @@ static struct fx *fx_new(size_t max_line, bool admin)
     ck_assert_int_eq(control_new(&f.d, &f.d.control), 0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    struct peer_cred peer = {getpid(), getuid(), getgid(), admin};
+    struct peer_cred peer = {.pid = getpid(), .uid = getuid(), .gid = getgid(), .admin = admin};
     ck_assert_int_eq(control_adopt(f.d.control, sv[0], &peer), 0);
     f.cli = sv[1];
     fcntl(f.cli, F_SETFL, O_NONBLOCK);

@@ -1,4 +1,4 @@
-/* check_engine_gate.c: the path decision of the transfer engine (engine_frag.c, DESIGN.md §5):
+/* check_engine_gate.c: the path decision of the engine (engine_frag.c, docs/DESIGN.md §5):
  * the gate is picked by payload kind (state -> gates.min_bytes, plain KV -> gates.min_blocks),
  * never by a byte count alone; below the gate the fragment path needs the generation rank's
  * pools registered with UCX, else bounce (counted as a fallback). Every decision is counted by

@@ -492,10 +492,10 @@ START_TEST(json_decode_refuses_bad_fields_naming_them)
     refused_json(e_enum, "groups[0].views[0].tensors[0].dtype: \"int4\" is not a known value");
     refused_json(e_long_string, "instance: 64 bytes is over 63");
     refused_json(e_long_short, "groups[0].views[0].tensors[0].name: 25 bytes is over 23");
-    refused_json(e_many_groups, "groups: 9 entries is over 8");
-    refused_json(e_many_views, "groups[0].views: 5 entries is over 4");
+    refused_json(e_many_groups, "groups: 17 entries is over 16");
+    refused_json(e_many_views, "groups[0].views: 9 entries is over 8");
     refused_json(e_many_tensors, "groups[0].views[0].tensors: 5 entries is over 4");
-    refused_json(e_many_pools, "pools: 17 entries is over 16");
+    refused_json(e_many_pools, "pools: 1025 entries is over 1024");
     refused_json(e_many_layers, "groups[0].layers: 257 entries is over 256");
     refused_json(e_layer_value, "groups[0].layers[0]: not an integer in 0..255");
     refused_json(e_not_object, "groups[0]: not an object");

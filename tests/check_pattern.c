@@ -27,8 +27,8 @@ static const uint8_t *row(const struct par_side *s, uint32_t r, const char *grou
             const struct layout_view *vw = &l->groups[g].views[v];
             for (uint32_t t = 0; t < vw->n_tensors; t++)
                 if (!strcmp(vw->tensors[t].name, tensor))
-                    return s->mem[r].base[vw->pool] + vw->base + li * vw->layer_stride +
-                           (uint64_t)s->ids[r].ids[g][k] * vw->item_stride + vw->tensors[t].offset +
+                    return s->mem[r].base[layout_region_at(l, vw, li, s->ids[r].ids[g][k]).pool] +
+                           layout_region_at(l, vw, li, s->ids[r].ids[g][k]).off + vw->tensors[t].offset +
                            ((uint64_t)o * vw->tensors[t].heads + h) * vw->tensors[t].inner;
         }
     }

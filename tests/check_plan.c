@@ -1,4 +1,4 @@
-/* check_plan.c: the planner's parity geometries (DESIGN.md §9), bitwise: the context side holds
+/* check_plan.c: planner parity geometries (docs/DESIGN.md §9), bitwise: the context side holds
  * its shard of the global pattern, every generation rank is planned, gathered and scattered into
  * poisoned pools and must equal its own shard exactly (tests/parity.h). Also: writer sets,
  * canonical order, request limits, accounting. Randomised geometries: check_plan_matrix.c. */
@@ -94,6 +94,17 @@ START_TEST(plan_parity_block_major_to_layer_major_bitwise)
     parity(T ",arr=block", T ",tp=2", 4, 4, -1);
     parity(T ",tp=2", T ",arr=block,state=split", 4, 4, -1);
     parity(K ",arr=block,tp=2", K ",kv=split", 2, 2, -1);
+}
+END_TEST
+START_TEST(plan_parity_per_layer_pools_bitwise)
+{
+    /* SGLang-style (pool per view and layer) and vLLM-style (pool per layer, views side by side)
+     * against each other and against one pool per view */
+    parity(T ",pools=layer", T ",pools=layer_joint", 4, 4, -1);
+    parity(T ",pools=layer_joint,tp=2", T ",tp=4,state=split", 4, 4, -1);
+    parity(T ",arr=block", T ",pools=layer,kv=split,tp=2", 4, 4, -1);
+    parity(K ",pools=layer,tp=2", K ",pools=layer_joint,kv=split", 2, 2, -1);
+    parity(K ",hd=16,pools=layer,kv=split,state=split", K ",hd=16,tp=2", 2, 2, -1); /* 54 pools */
 }
 END_TEST
 START_TEST(plan_parity_kimi_k3_tp4_to_tp2_bitwise)
@@ -305,10 +316,9 @@ START_TEST(plan_extent_follows_canonical_order)
                 for (uint32_t k = 0; k < g.ids[0].n[gi]; k++)
                     for (uint32_t t = 0; t < vw->n_tensors; t++) {
                         const struct layout_tensor *ts = &vw->tensors[t];
-                        uint64_t off = vw->base + li * vw->layer_stride +
-                                       (uint64_t)g.ids[0].ids[gi][k] * vw->item_stride + ts->offset;
+                        struct layout_loc r = layout_region_at(l, vw, li, g.ids[0].ids[gi][k]);
                         uint64_t n = (uint64_t)ts->outer * ts->heads * ts->inner;
-                        memcpy(walk + at, want.base[vw->pool] + off, n);
+                        memcpy(walk + at, want.base[r.pool] + r.off + ts->offset, n);
                         at += n;
                     }
             }
@@ -585,6 +595,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, plan_parity_prefix_cached_generation_gets_the_suffix);
     tcase_add_test(tc, plan_parity_split_views_and_pools_bitwise);
     tcase_add_test(tc, plan_parity_block_major_to_layer_major_bitwise);
+    tcase_add_test(tc, plan_parity_per_layer_pools_bitwise);
     tcase_add_test(tc, plan_parity_kimi_k3_tp4_to_tp2_bitwise);
     suite_add_tcase(s, tc);
     tc = tcase_create("writers");

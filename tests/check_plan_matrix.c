@@ -110,8 +110,8 @@ static void check_structure(const struct geo *g, const struct par_side *c, const
             for (uint32_t v = 0; v < l->groups[gi].n_views; v++) {
                 const struct layout_view *vw = &l->groups[gi].views[v];
                 for (uint32_t k = 0; k < gs->ids[gr].n[gi]; k++) {
-                    uint8_t *r = map[vw->pool] + vw->base + li * vw->layer_stride +
-                                 (uint64_t)gs->ids[gr].ids[gi][k] * vw->item_stride;
+                    struct layout_loc at = layout_region_at(l, vw, li, gs->ids[gr].ids[gi][k]);
+                    uint8_t *r = map[at.pool] + at.off;
                     for (uint64_t b = 0; b < vw->region_bytes; b++) {
                         if (r[b] != 1)
                             ck_abort_msg("%s -> %s gen %u: group %u view %u byte %lu not covered",

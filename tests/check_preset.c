@@ -1,5 +1,5 @@
 /* check_preset.c: preset_parse errors by key, and the per-rank geometry preset_build produces
- * for the DESIGN.md §9 models (byte sums computed from the layouts, not restated). */
+ * for the docs/DESIGN.md §9 models (byte sums computed from the layouts, not restated). */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>

@@ -28,6 +28,7 @@ static int sample(uint32_t type, struct proto_msg *m)
         break;
     case PROTO_REGISTER:
         m->u.reg.n_pools = 2;
+        m->u.reg.pools = calloc(2, sizeof(*m->u.reg.pools)); /* freed by proto_msg_done */
         m->u.reg.pools[0] = (struct proto_pool){.kind = POOL_HOST, .device = -1, .bytes = 1 << 20};
         m->u.reg.pools[1] = (struct proto_pool){.kind = POOL_CUDA, .device = 3, .bytes = 4096,
                                                 .offset = 512};
@@ -64,6 +65,9 @@ static int sample(uint32_t type, struct proto_msg *m)
     }
     case PROTO_CANCEL:
         m->u.cancel.req_id = 77;
+        break;
+    case PROTO_FDS:
+        m->u.fds.n = PROTO_FDS_MAX;
         break;
     case PROTO_EVENT:
         m->u.event = (struct proto_event){.req_id = 5, .kind = PROTO_EV_FAILED,
@@ -131,6 +135,26 @@ static struct proto_limits lim(void)
 }
 
 /* ---- round trips ---- */
+
+START_TEST(proto_fds_frame_counts_are_bounded)
+{
+    struct proto_limits l;
+    proto_limits_init(&l, 0, 0);
+    struct proto_msg m = {.type = PROTO_FDS, .u.fds.n = 0}, d;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.fds.n = PROTO_FDS_MAX + 1;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.fds.n = PROTO_FDS_MAX;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    buf[PROTO_HDR_SIZE] = PROTO_FDS_MAX + 1; /* little-endian u32 17 */
+    char err[256] = "";
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "FDS: n 17 out of range [1, 16]"), "%s", err);
+    free(buf);
+}
+END_TEST
 
 START_TEST(proto_every_message_round_trips)
 {
@@ -466,10 +490,12 @@ START_TEST(proto_bad_register_pools_are_refused)
     /* n_pools over the limit on the wire */
     sample(PROTO_REGISTER, &m);
     ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
-    buf[PROTO_HDR_SIZE] = LAYOUT_MAX_POOLS + 1;
+    uint32_t over = LAYOUT_MAX_POOLS + 1;
+    for (int k = 0; k < 4; k++)
+        buf[PROTO_HDR_SIZE + k] = (uint8_t)(over >> (8 * k)); /* little-endian u32 */
     ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "n_pools"));
-    buf[PROTO_HDR_SIZE] = 0;
+    memset(buf + PROTO_HDR_SIZE, 0, 4);
     ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
     free(buf);
     /* the host pool count gives the fds expected */
@@ -516,6 +542,7 @@ static Suite *proto_suite(void)
     suite_add_tcase(s, rt);
     TCase *bad = tcase_create("refusals");
     tcase_add_test(bad, proto_every_truncation_is_refused);
+    tcase_add_test(bad, proto_fds_frame_counts_are_bounded);
     tcase_add_test(bad, proto_trailing_bytes_are_refused);
     tcase_add_test(bad, proto_bad_magic_version_type_flags_are_refused);
     tcase_add_test(bad, proto_frame_over_max_frame_is_refused_from_the_header);

@@ -12,7 +12,9 @@ static void make(struct proto_msg *m, const char *home)
     memset(m, 0, sizeof *m);
     m->type = PROTO_REGISTER;
     m->seq = 7;
+    static struct proto_pool pool; /* borrowed by m (encode side: never proto_msg_done) */
     m->u.reg.n_pools = 1;
+    m->u.reg.pools = &pool;
     m->u.reg.pools[0] = (struct proto_pool){.kind = POOL_HOST, .device = -1, .bytes = 1 << 20};
     m->u.reg.json = "{\"instance\":\"ctx\"}";
     m->u.reg.json_len = (uint32_t)strlen(m->u.reg.json);

@@ -15,11 +15,13 @@
 
 #include "cfg.h"
 #include "kvferryctl.h"
+#include "kvferryctl_layout.h"
 #include "kvferryctl_plan.h"
 
 #define EXIT_DAEMON_ERROR 1
 #define EXIT_USAGE 2
 #define EXIT_UNREACHABLE 3
+#define SYSTEM_CONTROL_SOCKET "/run/kvferry/control.sock"
 
 static int local_version(int argc, char **argv)
 {
@@ -35,6 +37,9 @@ static const struct {
 } local_cmds[] = {
     {"version", local_version},
     {"plan", ctl_plan_main},
+    {"layout", ctl_layout_main},
+    {"check-layout", ctl_check_layout_main},
+    {"help", ctl_help_main},
 };
 
 /* Daemon commands that take one positional argument, and its key in args. */
@@ -47,14 +52,14 @@ static const struct {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: kvferryctl [--socket PATH | --config FILE] [--json] [--timeout S] COMMAND "
+            "usage: kvferryctl [--socket PATH | --config FILE] [--json] [-l] [--timeout S] COMMAND "
             "[ARGS]\n"
             "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
-            "                  workers, transfers, peers, arena, help\n"
-            "commands (offline): version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help)\n"
+            "                  workers, transfers, peers, arena\n"
+            "commands (offline): help, version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help),\n"
+            "                  layout SPEC [--rank N], check-layout FILE...\n"
             "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
-            "The socket defaults to the daemon's: /run/kvferry/control.sock for root, else\n"
-            "$XDG_RUNTIME_DIR/kvferry/control.sock, else ./run/control.sock.\n");
+            "kvferryctl help: every command and option, without a daemon.\n");
 }
 
 static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
@@ -106,7 +111,13 @@ static int default_socket(const char *config, char *buf, size_t len)
         return r;
     }
     r = cfg_control_path(&c, buf, len);
+    /* a user's own daemon first; without one, the system daemon's (the unit's /run/kvferry) */
+    if (r == 0 && !config && geteuid() != 0 && access(buf, F_OK) != 0 &&
+        access(SYSTEM_CONTROL_SOCKET, F_OK) == 0)
+        snprintf(buf, len, "%s", SYSTEM_CONTROL_SOCKET);
     cfg_free(&c);
+    if (r == -ENAMETOOLONG && strlen(buf) + 1 < len)
+        return 0; /* whole, but over sun_path: ctl_client_connect says so */
     if (r < 0)
         fprintf(stderr, "kvferryctl: control socket path: %s\n", strerror(-r));
     return r;
@@ -117,14 +128,18 @@ int main(int argc, char **argv)
     static const struct option opts[] = {
         {"socket", required_argument, NULL, 's'}, {"config", required_argument, NULL, 'c'},
         {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},         {"long", no_argument, NULL, 'l'},
+        {NULL, 0, NULL, 0},
     };
     const char *sock = NULL, *config = NULL;
-    bool as_json = false;
+    bool as_json = false, all = false;
     double timeout_s = 5.0;
     int o;
-    while ((o = getopt_long(argc, argv, "+s:c:jt:h", opts, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "+s:c:jlt:h", opts, NULL)) != -1) {
         switch (o) {
+        case 'l':
+            all = true;
+            break;
         case 's':
             sock = optarg;
             break;
@@ -163,7 +178,7 @@ int main(int argc, char **argv)
     json_t *args;
     if (build_args(cmd, argc - optind - 1, argv + optind + 1, &args) < 0)
         return EXIT_USAGE;
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    char path[4096]; /* whole: ctl_client_connect refuses one over sun_path, never truncated */
     if (!sock) {
         if (default_socket(config, path, sizeof(path)) < 0) {
             json_decref(args);
@@ -172,6 +187,14 @@ int main(int argc, char **argv)
         sock = path;
     }
     int fd = ctl_client_connect(sock);
+    if (fd == -ENAMETOOLONG) {
+        fprintf(stderr,
+                "kvferryctl: control socket path %s is %zu bytes: a unix socket path holds at most "
+                "%zu\n",
+                sock, strlen(sock), sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+        json_decref(args);
+        return EXIT_UNREACHABLE;
+    }
     if (fd < 0) {
         ctl_explain_connect(stderr, sock, -fd);
         json_decref(args);
@@ -195,7 +218,7 @@ int main(int argc, char **argv)
                 puts(s);
             free(s);
         } else {
-            ctl_print_human(stdout, cmd, result);
+            ctl_print_human(stdout, cmd, result, all);
         }
     } else {
         const char *e = json_string_value(json_object_get(reply, "error"));

@@ -5,6 +5,7 @@
 #define KVF_KVFERRYCTL_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #define CTL_REPLY_MAX (64u * 1024 * 1024) /* longest reply line we read */
@@ -22,7 +23,15 @@ int ctl_client_call(int fd, const char *cmd, json_t *args, int timeout_ms, json_
 void ctl_explain_connect(FILE *f, const char *path, int err);
 
 /* Prints a result for people: scalars as aligned "key  value" lines, nested objects as
- * sections, arrays of objects as tables. */
-void ctl_print_human(FILE *f, const char *cmd, json_t *result);
+ * sections, arrays of objects as tables, numbers in human units; `status` and `workers` short
+ * (100 columns) unless `all` (-l). */
+void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all);
+/* `kvferryctl help`, offline (kvferryctl_help.c); the daemon commands it knows (up to n names
+ * into names, returns how many there are). */
+int ctl_help_main(int argc, char **argv);
+size_t ctl_help_daemon_commands(const char **names, size_t n);
+/* The short forms (kvferryctl_status.c). */
+void ctl_print_status(FILE *f, json_t *status);
+void ctl_print_workers(FILE *f, json_t *workers);
 
 #endif

@@ -1,8 +1,11 @@
-/* kvferryctl_plan.c: `kvferryctl plan --ctx SPEC --gen SPEC [--gen-rank N | --all-ranks]
- * [--prompt-tokens N] [--gen-cached-tokens N] [--ctx-dp-rank N] [--json]`.
- * Works offline: both instances come from preset specs (preset.h), the request is
+/* kvferryctl_plan.c: `kvferryctl plan (--ctx SPEC | --ctx-layout FILE...) (--gen SPEC |
+ * --gen-layout FILE) [--gen-rank N | --all-ranks] [--prompt-tokens N] [--gen-cached-tokens N]
+ * [--ctx-dp-rank N] [--json]`.
+ * Works offline: each instance comes from a preset spec (preset.h) or from layout files (one per
+ * context rank, in any order; one generation rank), the request is
  * ceil(prompt / tpb) context blocks 0..n_ctx-1, n_gen = n_ctx - cached / tpb generation blocks
- * 0..n_gen-1, slot 0 in every state group. Output: a table, or with --json exactly
+ * 0..n_gen-1, slot n_items - 1 - k in the k-th state group (clear of the blocks, so aliased
+ * layouts plan too). Output: a table, or with --json exactly
  *   {"ok":true,"gen_rank":N,"total_bytes":B,"state_bytes":S,"kv_bytes":K,
  *    "writers":[{"ctx_rank":R,"bytes":B,"copy_ops":C},...]}
  * (a JSON list of those with --all-ranks), or on refusal
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kvferryctl_layout.h"
 #include "kvferryctl_plan.h"
 #include "plan.h"
 #include "preset.h"
@@ -24,6 +28,9 @@
 
 struct opts {
     const char *ctx, *gen;
+    char **ctx_files;     /* argv entries, n_ctx_files of them */
+    int n_ctx_files;
+    const char *gen_file;
     int64_t gen_rank;
     bool all, json;
     uint64_t prompt, cached;
@@ -35,6 +42,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: kvferryctl plan --ctx SPEC --gen SPEC [--gen-rank N | --all-ranks]\n"
                "                      [--prompt-tokens N] [--gen-cached-tokens N]\n"
                "                      [--ctx-dp-rank N] [--json]\n"
+               "       --ctx-layout FILE... in place of --ctx (one file per context rank),\n"
+               "       --gen-layout FILE in place of --gen (the generation rank it holds)\n"
                "  SPEC: MODEL[:key=value,...], e.g. kimi-k3:tp=4,adp=0 (models:");
     for (int i = 0; preset_models[i]; i++)
         fprintf(f, " %s", preset_models[i]);
@@ -70,6 +79,23 @@ static int parse(int argc, char **argv, struct opts *o)
         } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             exit(0);
+        } else if (strcmp(a, "--ctx-layout") == 0) {
+            o->ctx_files = &argv[i + 1];
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+                o->n_ctx_files++;
+                i++;
+            }
+            if (!o->n_ctx_files) {
+                fprintf(stderr, "kvferryctl plan: --ctx-layout needs files\n");
+                return -1;
+            }
+        } else if (strcmp(a, "--gen-layout") == 0) {
+            if (!v) {
+                fprintf(stderr, "kvferryctl plan: --gen-layout needs a file\n");
+                return -1;
+            }
+            o->gen_file = v;
+            i++;
         } else if (strcmp(a, "--ctx") == 0 || strcmp(a, "--gen") == 0) {
             if (!v) {
                 fprintf(stderr, "kvferryctl plan: %s needs a spec\n", a);
@@ -98,9 +124,15 @@ static int parse(int argc, char **argv, struct opts *o)
             return -1;
         }
     }
-    if (!o->ctx || !o->gen) {
-        fprintf(stderr, "kvferryctl plan: --ctx and --gen are required\n");
+    if (!o->ctx == !o->n_ctx_files || !o->gen == !o->gen_file) {
+        fprintf(stderr, "kvferryctl plan: one of --ctx / --ctx-layout and one of --gen / "
+                        "--gen-layout are required\n");
         usage(stderr);
+        return -1;
+    }
+    if (o->gen_file && (o->all || have_rank)) {
+        fprintf(stderr, "kvferryctl plan: --gen-layout plans the rank its file holds (no "
+                        "--gen-rank / --all-ranks)\n");
         return -1;
     }
     if (o->all && have_rank) {
@@ -136,6 +168,67 @@ static int build(const char *spec, layout_role_t role, struct inst *ret)
     fprintf(stderr, "kvferryctl plan: %s spec \"%s\": %s\n",
             role == ROLE_CONTEXT ? "--ctx" : "--gen", spec, err);
     return -1;
+}
+
+/* The context table from one file per rank, placed by layout_rank. */
+static int load_ctx(char **files, int n_files, struct inst *ret)
+{
+    char err[512];
+    struct layout *l = malloc(sizeof(*l));
+    int rc = -1;
+    for (int i = 0; l && i < n_files; i++) {
+        if (ctl_layout_load(files[i], l, err, sizeof(err))) {
+            fprintf(stderr, "kvferryctl plan: --ctx-layout %s: %s\n", files[i], err);
+            goto out;
+        }
+        if (!ret->ranks) {
+            ret->n = l->tp_size * l->pp_size;
+            ret->ranks = calloc(ret->n, sizeof(*ret->ranks));
+            if (!ret->ranks)
+                break;
+        }
+        uint32_t r = layout_rank(l);
+        if (l->tp_size * l->pp_size != ret->n || strcmp(l->instance, ret->ranks[0].instance[0]
+                                                                         ? ret->ranks[0].instance
+                                                                         : l->instance)) {
+            fprintf(stderr, "kvferryctl plan: --ctx-layout %s: instance %s tp %u x pp %u differs "
+                            "from the files before it\n",
+                    files[i], l->instance, l->tp_size, l->pp_size);
+            goto out;
+        }
+        if (ret->ranks[r].instance[0]) {
+            fprintf(stderr, "kvferryctl plan: --ctx-layout %s: rank %u given twice\n", files[i], r);
+            goto out;
+        }
+        ret->ranks[r] = *l;
+    }
+    if (!l || !ret->ranks) {
+        fprintf(stderr, "kvferryctl plan: out of memory\n");
+        goto out;
+    }
+    for (uint32_t r = 0; r < ret->n; r++)
+        if (!ret->ranks[r].instance[0]) {
+            fprintf(stderr, "kvferryctl plan: --ctx-layout: no file for context rank %u of %u\n",
+                    r, ret->n);
+            goto out;
+        }
+    rc = 0;
+out:
+    free(l);
+    return rc;
+}
+
+static int load_gen(const char *file, struct inst *ret)
+{
+    char err[512];
+    ret->n = 1;
+    ret->ranks = calloc(1, sizeof(*ret->ranks));
+    if (!ret->ranks || ctl_layout_load(file, ret->ranks, err, sizeof(err))) {
+        fprintf(stderr, "kvferryctl plan: --gen-layout %s: %s\n", file,
+                ret->ranks ? err : "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 static json_t *plan_json(const struct plan *p)
@@ -185,12 +278,30 @@ static void print_error(const struct opts *o, const struct plan_error *pe)
     }
 }
 
+/* Blocks 0..n-1 in every paged group; slot n_items - 1 - k in the k-th state group (slots[]
+ * is scratch of LAYOUT_MAX_GROUPS entries, one per group). */
+static void set_ids(const struct layout *l, const uint32_t *blocks, uint32_t n, uint32_t *slots,
+                    struct plan_ids *ret)
+{
+    uint32_t k = 0;
+    for (uint32_t gi = 0; gi < l->n_groups; gi++) {
+        const struct layout_group *gr = &l->groups[gi];
+        bool st = gr->kind == GROUP_STATE;
+        if (st)
+            slots[gi] = gr->n_items - 1 - k++ % gr->n_items;
+        ret->n[gi] = st ? 1 : n;
+        ret->ids[gi] = st ? &slots[gi] : blocks;
+    }
+}
+
 int ctl_plan_main(int argc, char **argv)
 {
     struct opts o;
     struct inst c = {0}, g = {0};
     int rc = 1;
-    if (parse(argc, argv, &o) || build(o.ctx, ROLE_CONTEXT, &c) || build(o.gen, ROLE_GENERATION, &g))
+    if (parse(argc, argv, &o) ||
+        (o.ctx ? build(o.ctx, ROLE_CONTEXT, &c) : load_ctx(o.ctx_files, o.n_ctx_files, &c)) ||
+        (o.gen ? build(o.gen, ROLE_GENERATION, &g) : load_gen(o.gen_file, &g)))
         goto out;
     if (!o.all && (uint64_t)o.gen_rank >= g.n) {
         fprintf(stderr, "kvferryctl plan: --gen-rank %" PRId64 " but the generation instance has %"
@@ -204,7 +315,7 @@ int ctl_plan_main(int argc, char **argv)
                 PLAN_MAX_IDS);
         goto out;
     }
-    uint32_t *blocks = malloc((n_ctx ? n_ctx : 1) * sizeof(uint32_t)), slot = 0;
+    uint32_t *blocks = malloc((n_ctx ? n_ctx : 1) * sizeof(uint32_t)), slots[LAYOUT_MAX_GROUPS];
     struct plan_ids *cids = calloc(c.n, sizeof(*cids));
     json_t *all = json_array();
     rc = 2;
@@ -213,20 +324,12 @@ int ctl_plan_main(int argc, char **argv)
     for (uint64_t i = 0; i < n_ctx; i++)
         blocks[i] = (uint32_t)i;
     for (uint32_t r = 0; r < c.n; r++)
-        for (uint32_t gi = 0; gi < c.ranks[r].n_groups; gi++) {
-            bool st = c.ranks[r].groups[gi].kind == GROUP_STATE;
-            cids[r].n[gi] = st ? 1 : (uint32_t)n_ctx;
-            cids[r].ids[gi] = st ? &slot : blocks;
-        }
+        set_ids(&c.ranks[r], blocks, (uint32_t)n_ctx, slots, &cids[r]);
     uint32_t lo = o.all ? 0 : (uint32_t)o.gen_rank, hi = o.all ? g.n : lo + 1;
     for (uint32_t r = lo; r < hi; r++) {
         struct plan_input in = {.gen = &g.ranks[r], .ctx = c.ranks, .n_ctx = c.n, .ctx_ids = cids,
                                 .ctx_dp_rank = (int32_t)o.dp};
-        for (uint32_t gi = 0; gi < g.ranks[r].n_groups; gi++) {
-            bool st = g.ranks[r].groups[gi].kind == GROUP_STATE;
-            in.gen_ids.n[gi] = st ? 1 : (uint32_t)n_gen;
-            in.gen_ids.ids[gi] = st ? &slot : blocks;
-        }
+        set_ids(&g.ranks[r], blocks, (uint32_t)n_gen, slots, &in.gen_ids);
         struct plan p;
         struct plan_error pe;
         if (plan_build(&in, &p, &pe)) {

@@ -1,4 +1,6 @@
-/* kvferryctl_print.c: replies as text for people (tables and aligned key/value lines). */
+/* kvferryctl_print.c: replies as text for people (tables and aligned key/value lines), numbers in
+ * human units by their key's name (kvferryctl_units.c); `status` and `workers` in short forms
+ * unless -l (kvferryctl_status.c), `config` spelled as kvferry.yaml spells it. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,11 +8,17 @@
 
 #include "cfg.h"
 #include "kvferryctl.h"
+#include "kvferryctl_units.h"
 
 #define PRINT_COLS_MAX 32
 
-static void scalar(FILE *f, json_t *v)
+static void scalar(FILE *f, const char *key, json_t *v)
 {
+    char human[64];
+    if (ctl_human(key, v, human, sizeof(human))) {
+        fputs(human, f);
+        return;
+    }
     switch (json_typeof(v)) {
     case JSON_STRING:
         fputs(json_string_value(v), f);
@@ -38,9 +46,11 @@ static void scalar(FILE *f, json_t *v)
     }
 }
 
-static size_t scalar_width(json_t *v)
+static size_t scalar_width(const char *key, json_t *v)
 {
     char buf[64];
+    if (ctl_human(key, v, buf, sizeof(buf)))
+        return strlen(buf);
     switch (json_typeof(v)) {
     case JSON_STRING:
         return strlen(json_string_value(v));
@@ -89,8 +99,8 @@ static void table(FILE *f, const char *indent, json_t *rows)
             cols[nc] = k;
             w[nc++] = strlen(k);
         }
-        if (c < nc && scalar_width(v) > w[c])
-            w[c] = scalar_width(v);
+        if (c < nc && scalar_width(k, v) > w[c])
+            w[c] = scalar_width(k, v);
     }
     fputs(indent, f);
     for (size_t c = 0; c < nc; c++)
@@ -100,9 +110,9 @@ static void table(FILE *f, const char *indent, json_t *rows)
         fputs(indent, f);
         for (size_t c = 0; c < nc; c++) {
             json_t *cell = json_object_get(row, cols[c]);
-            size_t cw = cell ? scalar_width(cell) : 1;
+            size_t cw = cell ? scalar_width(cols[c], cell) : 1;
             if (cell)
-                scalar(f, cell);
+                scalar(f, cols[c], cell);
             else
                 fputc('-', f);
             if (c + 1 < nc)
@@ -125,7 +135,7 @@ static void object(FILE *f, const char *indent, json_t *o)
         if (json_is_object(v) || is_table(v))
             continue;
         fprintf(f, "%s%-*s  ", indent, (int)kw, k);
-        scalar(f, v);
+        scalar(f, k, v);
         fputc('\n', f);
     }
     char sub[64];
@@ -147,37 +157,11 @@ static void object(FILE *f, const char *indent, json_t *o)
 
 /* ---- peers and arena: the transfer engine's tables ---- */
 
-static long long geti(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
-}
-
-static const char *gets(json_t *o, const char *k)
-{
-    json_t *v = json_object_get(o, k);
-    return json_is_string(v) ? json_string_value(v) : "-";
-}
-
-static void size_text(long long v, char *buf, size_t len)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double x = (double)v;
-    int u = 0;
-    while (x >= 1024 && u < 4)
-        x /= 1024, u++;
-    if (v < 0)
-        snprintf(buf, len, "%lld", v);
-    else if (u == 0 || x == (double)(long long)x)
-        snprintf(buf, len, "%lld%s", (long long)x, units[u]);
-    else
-        snprintf(buf, len, "%.1f%s", x, units[u]);
-}
 
 static void print_peers(FILE *f, json_t *r)
 {
-    fprintf(f, "self    %s\nlisten  %s\n", gets(r, "self"),
-            *gets(r, "listen") ? gets(r, "listen") : "(none: outbound only)");
+    fprintf(f, "self    %s\nlisten  %s\n", ctl_gets(r, "self"),
+            *ctl_gets(r, "listen") ? ctl_gets(r, "listen") : "(none: outbound only)");
     if (!json_is_true(json_object_get(r, "enabled"))) {
         fprintf(f, "inter-daemon traffic is off (cluster.secret_file unset)\n");
         return;
@@ -194,49 +178,68 @@ static void print_peers(FILE *f, json_t *r)
     json_array_foreach(peers, i, p)
     {
         char tx[32], rx[32];
-        size_text(geti(p, "bytes_sent"), tx, sizeof tx);
-        size_text(geti(p, "bytes_recv"), rx, sizeof rx);
-        fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5lld %9lld %9lld %10s %10s\n", gets(p, "peer"),
-                gets(p, "addr"), gets(p, "direction"), gets(p, "state"),
+        ctl_size_text(ctl_geti(p, "bytes_sent"), tx, sizeof tx);
+        ctl_size_text(ctl_geti(p, "bytes_recv"), rx, sizeof rx);
+        fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5lld %9lld %9lld %10s %10s\n", ctl_gets(p, "peer"),
+                ctl_gets(p, "addr"), ctl_gets(p, "direction"), ctl_gets(p, "state"),
                 json_is_true(json_object_get(p, "put_fast")) ? "shm-put" : "am-rndv",
-                geti(p, "requests"), geti(p, "chunks_sent"), geti(p, "chunks_recv"), tx, rx);
+                ctl_geti(p, "requests"), ctl_geti(p, "chunks_sent"), ctl_geti(p, "chunks_recv"), tx, rx);
     }
 }
 
 static void print_arena(FILE *f, json_t *r)
 {
     if (!json_is_true(json_object_get(r, "enabled"))) {
-        fprintf(f, "no arena: %s\n", gets(r, "why"));
+        fprintf(f, "no arena: %s\n", ctl_gets(r, "why"));
         return;
     }
     char cap[32], slot[32], q[32];
-    size_text(geti(r, "capacity_bytes"), cap, sizeof cap);
-    size_text(geti(r, "slot_bytes"), slot, sizeof slot);
-    size_text(geti(r, "quarantined_bytes"), q, sizeof q);
+    ctl_size_text(ctl_geti(r, "capacity_bytes"), cap, sizeof cap);
+    ctl_size_text(ctl_geti(r, "slot_bytes"), slot, sizeof slot);
+    ctl_size_text(ctl_geti(r, "quarantined_bytes"), q, sizeof q);
     json_t *st = json_object_get(r, "staging");
-    fprintf(f, "arena (%s): landing %s in %lld slots of %s", gets(r, "placement"), cap,
-            geti(r, "slots_total"), slot);
+    fprintf(f, "arena (%s): landing %s in %lld slots of %s", ctl_gets(r, "placement"), cap,
+            ctl_geti(r, "slots_total"), slot);
     if (json_is_object(st)) {
         char sc[32];
-        size_text(geti(st, "capacity_bytes"), sc, sizeof sc);
-        fprintf(f, ", staging %s in %lld slots\n", sc, geti(st, "slots_total"));
+        ctl_size_text(ctl_geti(st, "capacity_bytes"), sc, sizeof sc);
+        fprintf(f, ", staging %s in %lld slots\n", sc, ctl_geti(st, "slots_total"));
     } else {
         fprintf(f, " (staging shares them)\n");
     }
     fprintf(f, "%-12s %8s %8s\n", "SLOTS", "LANDING", "STAGING");
     fprintf(f, "%-12s %8lld %8lld\n%-12s %8lld %8lld\n%-12s %8lld %8s  (%s)\n", "in use",
-            geti(r, "slots_in_use"), geti(st, "slots_in_use"), "free", geti(r, "slots_free"),
-            geti(st, "slots_free"), "quarantined", geti(r, "quarantined_slots"), "-", q);
-    fprintf(f, "waiting requests %lld\n", geti(r, "waiting_requests"));
+            ctl_geti(r, "slots_in_use"), ctl_geti(st, "slots_in_use"), "free", ctl_geti(r, "slots_free"),
+            ctl_geti(st, "slots_free"), "quarantined", ctl_geti(r, "quarantined_slots"), "-", q);
+    fprintf(f, "waiting requests %lld\n", ctl_geti(r, "waiting_requests"));
     fprintf(f, "grants %lld, first-credit timeouts %lld, stale reports %lld, bound violations "
-            "%lld, reclaimed %lld, refused waiters %lld\n", geti(r, "grants_total"),
-            geti(r, "timeouts_total"), geti(r, "stale_reports_total"),
-            geti(r, "bound_violations_total"), geti(r, "reclaimed_total"),
-            geti(r, "refused_waiters_total"));
+            "%lld, reclaimed %lld, refused waiters %lld\n", ctl_geti(r, "grants_total"),
+            ctl_geti(r, "timeouts_total"), ctl_geti(r, "stale_reports_total"),
+            ctl_geti(r, "bound_violations_total"), ctl_geti(r, "reclaimed_total"),
+            ctl_geti(r, "refused_waiters_total"));
 }
 
-void ctl_print_human(FILE *f, const char *cmd, json_t *result)
+void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all)
 {
+    if (!all && cmd && strcmp(cmd, "status") == 0 && json_is_object(result)) {
+        ctl_print_status(f, result);
+        return;
+    }
+    if (!all && cmd && strcmp(cmd, "workers") == 0 && json_is_object(result)) {
+        ctl_print_workers(f, result);
+        return;
+    }
+    if (cmd && strcmp(cmd, "transfers") == 0 &&
+        json_array_size(json_object_get(result, "transfers")) == 0 && json_object_size(result) == 1) {
+        fprintf(f, "no requests in flight\n");
+        return;
+    }
+    if (cmd && strcmp(cmd, "config") == 0 && json_is_object(result)) {
+        json_t *human = ctl_config_human(result);
+        object(f, "", human);
+        json_decref(human);
+        return;
+    }
     if (cmd && strcmp(cmd, "peers") == 0 && json_is_object(result)) {
         print_peers(f, result);
         return;
@@ -252,7 +255,7 @@ void ctl_print_human(FILE *f, const char *cmd, json_t *result)
     else if (is_table(result))
         table(f, "", result);
     else {
-        scalar(f, result);
+        scalar(f, NULL, result);
         fputc('\n', f);
     }
 }

@@ -1,6 +1,6 @@
 /* fuzz_layout_json.c: libFuzzer target over layout_from_json. It must never crash, leak or hit
  * UB; when it accepts, the canonical re-encoding must decode to the same struct and re-encode to
- * the same text. */
+ * the same text. Seeds cover v1 layouts and v2 (per_layer views, aliases: examples/layouts). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

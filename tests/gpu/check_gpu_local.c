@@ -107,16 +107,6 @@ static long long wait_mappings(struct wenv *e, long long want, int timeout_ms)
     return n;
 }
 
-/* stats.workers.transfers.<key>, or -1. */
-static long long xfer_stat(struct wenv *e, const char *key)
-{
-    json_t *r = wt_ctl(e, "stats");
-    json_t *v = json_object_get(json_object_get(json_object_get(r, "workers"), "transfers"), key);
-    long long n = json_is_integer(v) ? (long long)json_integer_value(v) : -1;
-    json_decref(r);
-    return n;
-}
-
 /* One context instance on ctx_dev and one generation instance on gen_dev, all ranks; both must
  * exit 0 with parity OK; then no transfer is left and every mapping is closed. */
 static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
@@ -126,7 +116,7 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
     char name[96];
     snprintf(name, sizeof name, "%s GPU %s -> GPU %s", g->name, ctx_dev, gen_dev);
     case_begin(name);
-    long long ok0 = gpu_stat(e, "completions", "ok"), gpu0 = xfer_stat(e, "local_gpu");
+    long long ok0 = gpu_stat(e, "completions", "ok"), gpu0 = wt_xfer_stat(e, "local_gpu");
     pid_t c = wt_sim(e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", g->ctx,
                      "--all-ranks", "--requests", g->requests, "--prompt-tokens", g->prompt,
                      "--readers", g->readers, "--devices", ctx_dev, (char *)NULL);
@@ -149,8 +139,8 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
     /* the bytes moved on GPU streams: completions came back through the loop */
     ck_assert_int_gt(gpu_stat(e, "completions", "ok"), ok0);
     ck_assert_int_eq(gpu_stat(e, "completions", "failed"), 0);
-    ck_assert_int_gt(xfer_stat(e, "local_gpu"), gpu0); /* copied by kernels, not the CPU */
-    ck_assert_int_eq(xfer_stat(e, "bytes_local_gpu"), xfer_stat(e, "bytes_local"));
+    ck_assert_int_gt(wt_xfer_stat(e, "local_gpu"), gpu0); /* copied by kernels, not the CPU */
+    ck_assert_int_eq(wt_xfer_stat(e, "bytes_local_gpu"), wt_xfer_stat(e, "bytes_local"));
     ck_assert_uint_eq(wt_ctl_count(e, "transfers", "transfers"), 0);
     ck_assert_int_eq(wait_mappings(e, 0, 10000), 0);
     case_end(name, t0);
@@ -234,7 +224,7 @@ START_TEST(gpu_worker_killed_while_mapped_leaves_the_daemon_up_and_mappings_rele
     ck_assert_int_eq(wait_mappings(&e, 0, 15000), 0);
     char bin[256], cmd[512], out[1 << 16];
     tu_bin("kvferryctl", bin, sizeof bin);
-    snprintf(cmd, sizeof cmd, "%s --socket %s --json status 2>&1", bin, e.csock);
+    tu_fmt(cmd, sizeof cmd, "%s --socket %s --json status 2>&1", bin, e.csock);
     FILE *pf = popen(cmd, "r");
     ck_assert_ptr_nonnull(pf);
     size_t got = fread(out, 1, sizeof out - 1, pf);

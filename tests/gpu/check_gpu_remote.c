@@ -207,7 +207,7 @@ static void run_case(const struct gcase *c)
     for (uint32_t r = 0; r < n_ctx && !fail[0]; r++) { /* one process per rank: its readers */
         snprintf(rb, sizeof rb, "%u", readers[r]);
         snprintf(rk, sizeof rk, "%u", r);
-        snprintf(logs[r], sizeof logs[r], "%s/ctx%u.log", t.top, r);
+        tu_fmt(logs[r], sizeof logs[r], "%s/ctx%u.log", t.top, r);
         cp[r] = sim(t.a.worker, logs[r], "--role", "context", "--instance", "ctx", "--spec",
                     c->ctx, "--rank", rk, "--requests", c->requests, "--prompt-tokens", c->prompt,
                     "--readers", rb, "--devices", "0", (char *)NULL);
@@ -219,7 +219,7 @@ static void run_case(const struct gcase *c)
         EXPECT(sends_waiting(&t.a) == (int)n_ctx, "the context ranks did not SEND within 90 s");
     }
     pid_t gp = 0;
-    snprintf(glog, sizeof glog, "%s/gen.log", t.top);
+    tu_fmt(glog, sizeof glog, "%s/gen.log", t.top);
     if (!fail[0])
         gp = sim(t.b.worker, glog, "--role", "generation", "--instance", "gen", "--spec", c->gen,
                  "--all-ranks", "--requests", c->requests, "--prompt-tokens", c->prompt,

@@ -34,10 +34,12 @@ static struct reg_gpu *reg_of(struct gpu *g, const struct worker *w, int device,
 {
     struct layout l;
     struct proto_register reg;
+    struct proto_pool pool;
     struct reg_gpu *r = NULL;
     char err[512];
     memset(&l, 0, sizeof l);
     memset(&reg, 0, sizeof reg);
+    reg.pools = &pool;
     l.n_pools = reg.n_pools = 1;
     l.device = device;
     l.pools[0] = (struct layout_pool){.kind = POOL_CUDA, .device = device,

@@ -1,4 +1,4 @@
-/* check_kernels_parity.c: the planner's parity geometries (DESIGN.md §9) moved by the CUDA
+/* check_kernels_parity.c: the planner's parity geometries (docs/DESIGN.md §9) moved by the CUDA
  * kernels, bitwise. The context side holds its shard of the global pattern (tests/parity.h) in
  * GPU pools; every generation rank is planned twice like the two daemons do (context ids known /
  * unknown); each writer's extent is gathered on the GPU (whole, in 4097-byte chunks, at random
@@ -218,6 +218,15 @@ START_TEST(gpu_parity_prefix_cache_views_and_arrangements_bitwise)
 }
 END_TEST
 
+START_TEST(gpu_parity_per_layer_pools_bitwise)
+{
+    /* SGLang-style (a pool per view and layer) and vLLM-style (a pool per layer): programs
+     * naming up to 54 pools, past the 16 of layout v1 */
+    gpu_parity(T ",pools=layer", T ",pools=layer_joint,tp=2", 4, 4, -1, 16);
+    gpu_parity(K ",hd=16,pools=layer,kv=split,state=split", K ",hd=16,tp=2", 2, 2, -1, 17);
+}
+END_TEST
+
 START_TEST(gpu_parity_kimi_k3_tp4_to_tp2_bitwise)
 {
     gpu_parity("kimi-k3:tp=4,blocks=3,slots=1", "kimi-k3:tp=2,blocks=3,slots=1", 2, 2, -1, 15);
@@ -233,6 +242,7 @@ static Suite *parity_suite(void)
     tcase_add_test(tc, gpu_parity_head_split_and_fan_in_bitwise);
     tcase_add_test(tc, gpu_parity_pipeline_splits_bitwise);
     tcase_add_test(tc, gpu_parity_prefix_cache_views_and_arrangements_bitwise);
+    tcase_add_test(tc, gpu_parity_per_layer_pools_bitwise);
     tcase_add_test(tc, gpu_parity_kimi_k3_tp4_to_tp2_bitwise);
     suite_add_tcase(s, tc);
     return s;

@@ -1,4 +1,4 @@
-/* check_arena_placement.c: what a real kvferryd says about its arena (issue 6, DESIGN.md §3).
+/* check_arena_placement.c: what a real kvferryd says about its arena (issue 6, docs/DESIGN.md §3).
  * In CPU mode (CI: no GPU) the arena is host memory allocated by UCX and not page-locked, and
  * `arena` says so and why; the GPU counters of the bounce path exist and are zero after a host
  * request moved through two daemons (host pools never touch the GPU path). On a GPU node the

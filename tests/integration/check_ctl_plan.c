@@ -14,7 +14,7 @@
 static int run_ctl(const char *args, json_t **ret)
 {
     char bin[256], cmd[1024], out[65536];
-    snprintf(cmd, sizeof(cmd), "%s %s 2>/dev/null", tu_bin("kvferryctl", bin, sizeof(bin)), args);
+    tu_fmt(cmd, sizeof(cmd), "%s %s 2>/dev/null", tu_bin("kvferryctl", bin, sizeof(bin)), args);
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
     size_t n = fread(out, 1, sizeof(out) - 1, f);

@@ -19,25 +19,25 @@ START_TEST(daemon_sends_ready_with_status_and_kvferryctl_status_answers)
     dh_start(&h, NULL);
     ck_assert_ptr_nonnull(strstr(h.notes, "STATUS="));
     char cmd[512], out[8192], bin[256];
-    snprintf(cmd, sizeof(cmd), "%s --socket %s status 2>&1", tu_bin("kvferryctl", bin, sizeof(bin)),
-             h.sock);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s status 2>&1", tu_bin("kvferryctl", bin, sizeof(bin)),
+           h.sock);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     ck_assert_ptr_nonnull(strstr(out, "version"));
     ck_assert_ptr_nonnull(strstr(out, KVF_VERSION));
-    ck_assert_ptr_nonnull(strstr(out, "uptime_s"));
+    ck_assert_ptr_nonnull(strstr(out, " up ")); /* the short form; -l has uptime_s */
     /* --json is parseable and carries the pid of the daemon we started */
-    snprintf(cmd, sizeof(cmd), "%s --socket %s --json status", bin, h.sock);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s --json status", bin, h.sock);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     json_t *j = json_loads(out, 0, NULL);
     ck_assert_ptr_nonnull(j);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "pid")), h.pid);
     json_decref(j);
     /* --config finds the same socket through cfg_control_path */
-    snprintf(cmd, sizeof(cmd), "%s --config %s stats", bin, h.cfg);
+    tu_fmt(cmd, sizeof(cmd), "%s --config %s stats", bin, h.cfg);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     ck_assert_ptr_nonnull(strstr(out, "connections_accepted"));
     /* a daemon error: exit 1 and the daemon's message on stderr */
-    snprintf(cmd, sizeof(cmd), "%s --socket %s log-level loud 2>&1 >/dev/null", bin, h.sock);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s log-level loud 2>&1 >/dev/null", bin, h.sock);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
     ck_assert_ptr_nonnull(strstr(out, "unknown log level"));
     ck_assert_int_eq(dh_stop(&h), 0);
@@ -49,24 +49,23 @@ START_TEST(kvferryctl_times_out_on_a_silent_socket_and_fails_without_daemon)
 {
     char dir[64], path[100], cmd[512], out[2048], bin[256];
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/silent.sock", dir);
+    tu_fmt(path, sizeof(path), "%s/silent.sock", dir);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    struct sockaddr_un sa = tu_sun(path);
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
     ck_assert_int_eq(listen(fd, 4), 0); /* connects succeed, nobody ever answers */
     tu_bin("kvferryctl", bin, sizeof(bin));
-    snprintf(cmd, sizeof(cmd), "%s --socket %s --timeout 0.3 status 2>&1", bin, path);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s --timeout 0.3 status 2>&1", bin, path);
     int64_t t0 = dh_now_ms();
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 3);
     ck_assert_int_lt(dh_now_ms() - t0, 3000);
     ck_assert_ptr_nonnull(strstr(out, "timeout"));
     close(fd);
-    snprintf(cmd, sizeof(cmd), "%s --socket %s/none.sock status 2>&1", bin, dir);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s/none.sock status 2>&1", bin, dir);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 3);
-    snprintf(cmd, sizeof(cmd), "%s 2>&1", bin);
+    tu_fmt(cmd, sizeof(cmd), "%s 2>&1", bin);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 2);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST
@@ -74,7 +73,7 @@ END_TEST
 static bool log_has(const struct dh *h, const char *needle)
 {
     char cmd[256], out[16384];
-    snprintf(cmd, sizeof(cmd), "cat %s", h->log);
+    tu_fmt(cmd, sizeof(cmd), "cat %s", h->log);
     dh_sh(cmd, out, sizeof(out));
     return strstr(out, needle) != NULL;
 }
@@ -88,14 +87,16 @@ START_TEST(daemon_log_level_set_at_run_time_changes_what_is_logged)
     json_decref(r);
     ck_assert(!log_has(&h, "debug: control: pid"));
     char cmd[512], out[1024], bin[256];
-    snprintf(cmd, sizeof(cmd), "%s --socket %s log-level debug",
-             tu_bin("kvferryctl", bin, sizeof(bin)), h.sock);
+    tu_fmt(cmd, sizeof(cmd), "%s --socket %s log-level debug",
+           tu_bin("kvferryctl", bin, sizeof(bin)), h.sock);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     r = dh_call(&h, "{\"id\":2,\"cmd\":\"status\"}");
     ck_assert_str_eq(json_string_value(json_object_get(result_of(r), "log_level")), "debug");
     json_decref(r);
-    usleep(50000);
-    ck_assert(log_has(&h, "debug: control: pid"));
+    for (int64_t end = dh_now_ms() + 5000; !log_has(&h, "debug: control: pid");) {
+        ck_assert_msg(dh_now_ms() < end, "no debug line in %s", h.log);
+        usleep(10000);
+    }
     ck_assert_int_eq(dh_stop(&h), 0);
     dh_cleanup(&h);
 }
@@ -159,7 +160,7 @@ START_TEST(daemon_sighup_with_broken_config_keeps_old_and_status_shows_file_line
     const char *err = json_string_value(json_object_get(lr, "error"));
     ck_assert_ptr_nonnull(err);
     char want[200];
-    snprintf(want, sizeof(want), "%s:3:1:", h.cfg); /* file:line:col of the unknown key */
+    tu_fmt(want, sizeof(want), "%s:3:1:", h.cfg); /* file:line:col of the unknown key */
     ck_assert_msg(strstr(err, want) != NULL, "error '%s' lacks '%s'", err, want);
     json_decref(lr);
     /* the old value is still in force */
@@ -346,6 +347,8 @@ START_TEST(daemon_ten_mib_line_does_not_hurt_other_clients)
     dh_start(&h, NULL); /* control.max_line 1MiB */
     int other = dh_connect(&h);
     ck_assert_int_ge(other, 0);
+    int started[2];
+    ck_assert_int_eq(pipe(started), 0);
     pid_t child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
@@ -357,13 +360,18 @@ START_TEST(daemon_ten_mib_line_does_not_hurt_other_clients)
             ssize_t w = send(fd, big, 1 << 20, MSG_NOSIGNAL);
             if (w <= 0)
                 break;
+            if (sent == 0 && write(started[1], "s", 1) != 1)
+                _exit(2);
             sent += (size_t)w;
         }
         char buf[512];
         int n = dh_read_line(fd, buf, sizeof(buf), 5000);
         _exit(n > 0 && strstr(buf, "E2BIG") ? 0 : 1);
     }
-    usleep(50000);
+    char one;
+    close(started[1]);
+    ck_assert_int_eq(read(started[0], &one, 1), 1); /* the big line is on its way */
+    close(started[0]);
     for (int i = 0; i < 5; i++) {
         int64_t t0 = dh_now_ms();
         json_t *r = dh_call_fd(other, "{\"id\":1,\"cmd\":\"status\"}");
@@ -413,7 +421,7 @@ static int as_nobody(struct dh *h, const char *line, const char *want)
 static void open_up(struct dh *h)
 {
     char run[128];
-    snprintf(run, sizeof(run), "%s/run", h->dir);
+    tu_fmt(run, sizeof(run), "%s/run", h->dir);
     ck_assert_int_eq(chmod(h->dir, 0755), 0);
     ck_assert_int_eq(chmod(run, 0755), 0);
 }
@@ -465,22 +473,22 @@ START_TEST(daemon_check_config_exits_0_for_good_and_1_with_position_for_bad)
 {
     char dir[64], path[128], cmd[512], out[4096], bin[256];
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/k.yaml", dir);
+    tu_fmt(path, sizeof(path), "%s/k.yaml", dir);
     tu_bin("kvferryd", bin, sizeof(bin));
     dh_write_file(path, "control:\n  max_conns: 20\n");
-    snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, path);
+    tu_fmt(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, path);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     dh_write_file(path, "control:\n  max_conns: many\n");
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
     char want[160];
-    snprintf(want, sizeof(want), "%s:2:", path);
+    tu_fmt(want, sizeof(want), "%s:2:", path);
     ck_assert_msg(strstr(out, want) != NULL, "'%s' lacks '%s'", out, want);
     dh_write_file(path, "access.allow_uids: [no-such-user-kvf]\n");
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
     ck_assert_ptr_nonnull(strstr(out, "no-such-user-kvf"));
-    snprintf(cmd, sizeof(cmd), "%s --check-config %s/missing.yaml 2>&1", bin, dir);
+    tu_fmt(cmd, sizeof(cmd), "%s --check-config %s/missing.yaml 2>&1", bin, dir);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST
@@ -489,23 +497,23 @@ START_TEST(daemon_print_config_shows_effective_values_and_round_trips)
 {
     char dir[64], path[128], out_path[160], cmd[512], out[16384], bin[256];
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/k.yaml", dir);
-    snprintf(out_path, sizeof(out_path), "%s/printed.yaml", dir);
+    tu_fmt(path, sizeof(path), "%s/k.yaml", dir);
+    tu_fmt(out_path, sizeof(out_path), "%s/printed.yaml", dir);
     tu_bin("kvferryd", bin, sizeof(bin));
     dh_write_file(path, "control.idle_timeout: 42s\n");
-    snprintf(cmd, sizeof(cmd), "%s --config %s --print-config", bin, path);
+    tu_fmt(cmd, sizeof(cmd), "%s --config %s --print-config", bin, path);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     ck_assert_msg(strstr(out, "idle_timeout: 42s") != NULL, "%s", out);
     ck_assert_ptr_nonnull(strstr(out, "max_conns_per_uid"));
     dh_write_file(out_path, out);
-    snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, out_path);
+    tu_fmt(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, out_path);
     ck_assert_msg(dh_sh(cmd, out, sizeof(out)) == 0, "printed config does not load: %s", out);
-    snprintf(cmd, sizeof(cmd), "%s --version", bin);
+    tu_fmt(cmd, sizeof(cmd), "%s --version", bin);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     ck_assert_ptr_nonnull(strstr(out, KVF_VERSION));
-    snprintf(cmd, sizeof(cmd), "%s --no-such-option 2>&1", bin);
+    tu_fmt(cmd, sizeof(cmd), "%s --no-such-option 2>&1", bin);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 2);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST
@@ -516,8 +524,8 @@ START_TEST(daemon_startup_failure_is_fatal_before_ready)
     dh_start(&h, NULL);
     /* a second daemon on the same socket must refuse to start, non-zero, with no READY=1 */
     char cmd[512], out[4096], bin[256];
-    snprintf(cmd, sizeof(cmd), "env -u NOTIFY_SOCKET %s --config %s 2>&1",
-             tu_bin("kvferryd", bin, sizeof(bin)), h.cfg);
+    tu_fmt(cmd, sizeof(cmd), "env -u NOTIFY_SOCKET %s --config %s 2>&1",
+           tu_bin("kvferryd", bin, sizeof(bin)), h.cfg);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
     ck_assert_ptr_nonnull(strstr(out, "another kvferryd"));
     /* the first one still serves */
@@ -536,8 +544,8 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
         return;
     }
     char probe[512], probe_out[256], pbin[256];
-    snprintf(probe, sizeof(probe), "ldd %s | grep -c libasan",
-             tu_bin("kvferryd", pbin, sizeof(pbin)));
+    tu_fmt(probe, sizeof(probe), "ldd %s | grep -c libasan",
+           tu_bin("kvferryd", pbin, sizeof(pbin)));
     if (dh_sh(probe, probe_out, sizeof(probe_out)) == 0) {
         printf("SKIP daemon_under_valgrind_answers_and_exits_clean: kvferryd is built with ASan, "
                "which valgrind cannot run\n");
@@ -552,8 +560,8 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
     struct dh h;
     dh_start_full(&h, NULL, NULL, vg, 60000);
     char cmd[512], out[8192], bin[256];
-    snprintf(cmd, sizeof(cmd), "%s --timeout 20 --socket %s status 2>&1",
-             tu_bin("kvferryctl", bin, sizeof(bin)), h.sock);
+    tu_fmt(cmd, sizeof(cmd), "%s --timeout 20 --socket %s status 2>&1",
+           tu_bin("kvferryctl", bin, sizeof(bin)), h.sock);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 0);
     ck_assert_ptr_nonnull(strstr(out, "version"));
     /* exercise reload and a refused long line too, so their paths are checked for leaks */
@@ -580,7 +588,7 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
     ck_assert_ptr_nonnull(strstr(line, "E2BIG"));
     close(fd);
     int rc = dh_stop(&h);
-    snprintf(cmd, sizeof(cmd), "cat %s", h.log);
+    tu_fmt(cmd, sizeof(cmd), "cat %s", h.log);
     dh_sh(cmd, out, sizeof(out));
     if (rc != 0)
         printf("%s\n", out);

@@ -24,7 +24,9 @@ static void ns_cleanup(void)
     unsigned tag = (unsigned)getpid() % 100000;
     char cmd[256];
     snprintf(cmd, sizeof(cmd),
-             "ip netns del kvfa%u 2>/dev/null; ip netns del kvfb%u 2>/dev/null; true", tag, tag);
+             "command -v ip >/dev/null || exit 0; "
+             "ip netns del kvfa%u 2>/dev/null; ip netns del kvfb%u 2>/dev/null; true",
+             tag, tag);
     if (system(cmd) < 0)
         perror("system");
 }
@@ -92,17 +94,23 @@ START_TEST(link_sigkilled_peer_is_reported_within_2s_and_the_loop_keeps_running)
     lt_connect(&t, port);
     ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
     int fast = lt_wait_put_fast(&t, 1000);
-    struct stream s = {.t = &t, .len = 16 << 20};
-    s.buf = link_arena(t.link, NULL);
-    for (int i = 0; i < 4; i++)
-        stream_next(&s);
+    /* the ceiling: how often a 10 ms timer runs on the idle loop, measured in this run under
+     * this machine's load (at most 10 per 100 ms); after the kill the loop keeps half of it */
     int never = 0;
-    lt_run_until(&t, &never, 1, 300);
-    int before = s.completed;
     struct ticker tk = {.ticks = 0};
     uv_timer_init(&t.loop, &tk.h);
     tk.h.data = &tk;
     uv_timer_start(&tk.h, tick_cb, 10, 10);
+    uint64_t t_base = lt_now_ns();
+    lt_run_until(&t, &never, 1, 200);
+    double base_rate = tk.ticks / ((lt_now_ns() - t_base) / 1e6); /* ticks per ms */
+    struct stream s = {.t = &t, .len = 16 << 20};
+    s.buf = link_arena(t.link, NULL);
+    for (int i = 0; i < 4; i++)
+        stream_next(&s);
+    lt_run_until(&t, &never, 1, 300);
+    int before = s.completed;
+    tk.ticks = 0;
     uint64_t t_kill = lt_now_ns();
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     ck_assert(lt_run_until(&t, &t.downs, 1, 5000));
@@ -117,14 +125,14 @@ START_TEST(link_sigkilled_peer_is_reported_within_2s_and_the_loop_keeps_running)
     struct link_stats st;
     link_get_stats(t.link, &st);
     printf("link: SIGKILL (put fast %d, %d ops done before, %d in flight failed): "
-           "on_peer_down after %.1f ms; 10 ms timer ran %d times in %.0f ms (%d by the down); "
-           "busy fallbacks %llu\n",
-           fast, before, s.failed, down_ms, ticks, total_ms, ticks_at_down,
+           "on_peer_down after %.1f ms; 10 ms timer ran %d times in %.0f ms (%d by the down; "
+           "%.1f per 100 ms idle before); busy fallbacks %llu\n",
+           fast, before, s.failed, down_ms, ticks, total_ms, ticks_at_down, base_rate * 100,
            (unsigned long long)st.progress_busy_fallbacks);
     ck_assert_int_gt(before, 0);
     ck_assert_double_lt(down_ms, 2000);
     ck_assert_int_eq(t.down_err, -ECONNRESET);
-    ck_assert_int_ge(ticks, (int)(total_ms / 10 / 2));
+    ck_assert_int_ge(ticks, (int)(total_ms * base_rate / 2));
     struct link_stats ss;
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 128 + SIGKILL);
     ck_assert_int_eq(lt_close(&t), 0);
@@ -298,7 +306,7 @@ static int sh(const char *cmd)
 static int enter_netns(const char *name)
 {
     char path[96];
-    snprintf(path, sizeof(path), "/var/run/netns/%s", name);
+    tu_fmt(path, sizeof(path), "/var/run/netns/%s", name);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
@@ -314,27 +322,33 @@ static int enter_netns(const char *name)
 
 START_TEST(link_across_network_namespaces_moves_messages_without_shm)
 {
+    if (geteuid() != 0 || sh("command -v ip >/dev/null 2>&1") != 0) {
+        printf("SKIP link_across_network_namespaces: %s\n",
+               geteuid() != 0 ? "not root (network namespaces need CAP_SYS_ADMIN)"
+                              : "no 'ip' command (package iproute2)");
+        return;
+    }
     unsigned tag = (unsigned)getppid() % 100000; /* the runner's pid: see ns_cleanup */
     unsigned net = 16 + tag % 200;
     snprintf(ns_a, sizeof(ns_a), "kvfa%u", tag);
     snprintf(ns_b, sizeof(ns_b), "kvfb%u", tag);
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "ip netns add %s && ip netns add %s && "
-             "ip link add va%u type veth peer name vb%u && "
-             "ip link set va%u netns %s && ip link set vb%u netns %s && "
-             "ip -n %s addr add 10.231.%u.1/24 dev va%u && ip -n %s addr add 10.231.%u.2/24 dev vb%u && "
-             "ip -n %s link set va%u up && ip -n %s link set vb%u up && "
-             "ip -n %s link set lo up && ip -n %s link set lo up && "
-             "for i in $(seq 100); do ip -n %s link show vb%u | grep -q LOWER_UP && break; "
-             "sleep 0.02; done",
-             ns_a, ns_b, tag, tag, tag, ns_a, tag, ns_b, ns_a, net, tag, ns_b, net, tag, ns_a, tag,
-             ns_b, tag, ns_a, ns_b, ns_b, tag);
-    if (geteuid() != 0 || sh(cmd) != 0) {
-        printf("SKIP link_across_network_namespaces: cannot make namespaces here (need root and "
-               "ip netns)\n");
-        snprintf(cmd, sizeof(cmd), "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null",
-                 ns_a, ns_b);
+    tu_fmt(
+        cmd, sizeof(cmd),
+        "ip netns add %s && ip netns add %s && "
+        "ip link add va%u type veth peer name vb%u && "
+        "ip link set va%u netns %s && ip link set vb%u netns %s && "
+        "ip -n %s addr add 10.231.%u.1/24 dev va%u && ip -n %s addr add 10.231.%u.2/24 dev vb%u && "
+        "ip -n %s link set va%u up && ip -n %s link set vb%u up && "
+        "ip -n %s link set lo up && ip -n %s link set lo up && "
+        "for i in $(seq 100); do ip -n %s link show vb%u | grep -q LOWER_UP && break; "
+        "sleep 0.02; done",
+        ns_a, ns_b, tag, tag, tag, ns_a, tag, ns_b, ns_a, net, tag, ns_b, net, tag, ns_a, tag, ns_b,
+        tag, ns_a, ns_b, ns_b, tag);
+    if (sh(cmd) != 0) {
+        printf("SKIP link_across_network_namespaces: cannot make namespaces and veth here\n");
+        tu_fmt(cmd, sizeof(cmd), "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a,
+               ns_b);
         sh(cmd);
         return;
     }
@@ -399,7 +413,7 @@ START_TEST(link_across_network_namespaces_moves_messages_without_shm)
     ck_assert_int_eq(waitpid(outer, &status, 0), outer);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     ck_assert_int_eq(lt_close(&t), 0);
-    snprintf(cmd, sizeof(cmd), "ip netns del %s; ip netns del %s", ns_a, ns_b);
+    tu_fmt(cmd, sizeof(cmd), "ip netns del %s; ip netns del %s", ns_a, ns_b);
     ck_assert_int_eq(sh(cmd), 0);
 }
 END_TEST
@@ -418,16 +432,16 @@ START_TEST(link_handshake_suite_is_clean_under_valgrind)
     }
     char bin[256], cmd[768];
     tu_bin("tests/check_link", bin, sizeof(bin));
-    snprintf(cmd, sizeof(cmd),
-             "CK_FORK=no CK_RUN_CASE=handshake KVF_TEST_SLOW=10 valgrind -q --leak-check=full "
-             "--errors-for-leak-kinds=definite --error-exitcode=9 %s >%s/vg.log 2>&1",
-             bin, dir);
+    tu_fmt(cmd, sizeof(cmd),
+           "CK_FORK=no CK_RUN_CASE=handshake KVF_TEST_SLOW=10 valgrind -q --leak-check=full "
+           "--errors-for-leak-kinds=definite --error-exitcode=9 %s >%s/vg.log 2>&1",
+           bin, dir);
     int rc = sh(cmd);
     if (rc != 0) {
-        snprintf(cmd, sizeof(cmd), "grep -v 'kvferry\\[' %s/vg.log | head -40", dir);
+        tu_fmt(cmd, sizeof(cmd), "grep -v 'kvferry\\[' %s/vg.log | head -40", dir);
         sh(cmd);
     }
-    snprintf(cmd, sizeof(cmd), "%s/vg.log", dir);
+    tu_fmt(cmd, sizeof(cmd), "%s/vg.log", dir);
     unlink(cmd);
     ck_assert_int_eq(rc, 0);
 }

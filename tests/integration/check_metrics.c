@@ -17,11 +17,14 @@
 #include "layout.h"
 #include "preset.h"
 #include "promcheck.h"
+#include "ready.h"
 #include "testutil.h"
 
 struct daemon_fx {
     char dir[64];
-    char cfg[128], sock[128], log[128];
+    char cfg[128], log[128];
+    char sock[TU_SUN_PATH_MAX + 1], wsock[TU_SUN_PATH_MAX + 1]; /* control, worker */
+    struct tr_notify ready;
     pid_t pid;
 };
 
@@ -34,9 +37,11 @@ static void sleep_ms(int ms)
 static void fx_start(struct daemon_fx *f)
 {
     tu_tmpdir(f->dir, sizeof(f->dir));
-    snprintf(f->cfg, sizeof(f->cfg), "%s/kvferry.yaml", f->dir);
-    snprintf(f->sock, sizeof(f->sock), "%s/control.sock", f->dir);
-    snprintf(f->log, sizeof(f->log), "%s/kvferryd.log", f->dir);
+    tu_fmt(f->cfg, sizeof(f->cfg), "%s/kvferry.yaml", f->dir);
+    tu_sock_path(f->sock, sizeof(f->sock), "%s/control.sock", f->dir);
+    tu_sock_path(f->wsock, sizeof(f->wsock), "%s/worker.sock", f->dir);
+    tu_fmt(f->log, sizeof(f->log), "%s/kvferryd.log", f->dir);
+    tr_open(&f->ready, f->dir);
     FILE *c = fopen(f->cfg, "w");
     ck_assert_ptr_nonnull(c);
     fprintf(c, "sockets:\n  dir: %s\n", f->dir);
@@ -52,17 +57,14 @@ static void fx_start(struct daemon_fx *f)
             dup2(fd, 1);
             dup2(fd, 2);
         }
+        tr_child_env(&f->ready);
         execl(bin, "kvferryd", "--config", f->cfg, (char *)NULL);
         _exit(127);
     }
-    struct stat st;
-    for (int i = 0; i < 500 && stat(f->sock, &st) != 0; i++) {
-        int status;
-        ck_assert_msg(waitpid(f->pid, &status, WNOHANG) == 0, "kvferryd exited at start (see %s)",
-                      f->log);
-        sleep_ms(10);
-    }
-    ck_assert_msg(stat(f->sock, &st) == 0, "no control socket after 5 s");
+    /* READY=1, not the control socket's file: the worker socket comes after it */
+    int up = tr_wait_ready(&f->ready, f->pid, 30000, NULL);
+    ck_assert_msg(up != 0, "kvferryd exited at start (see %s)", f->log);
+    ck_assert_msg(up == 1, "no READY=1 from kvferryd within 30 s (see %s)", f->log);
 }
 
 static void fx_stop(struct daemon_fx *f)
@@ -81,9 +83,8 @@ static void fx_stop(struct daemon_fx *f)
     unlink(f->cfg);
     unlink(f->log);
     unlink(f->sock);
-    char w[160];
-    snprintf(w, sizeof(w), "%s/worker.sock", f->dir);
-    unlink(w);
+    unlink(f->wsock);
+    tr_close(&f->ready);
     rmdir(f->dir);
 }
 
@@ -261,10 +262,8 @@ START_TEST(a_failed_transfer_shows_as_its_error_label)
         ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
         pools[i] = (struct kvf_pool){KVF_POOL_HOST, -1, rank.pools[i].bytes, fd, 0, {0}};
     }
-    char wsock[160];
-    snprintf(wsock, sizeof(wsock), "%s/worker.sock", f.dir);
     struct kvf_client *c = NULL;
-    ck_assert_int_eq(kvf_connect(wsock, NULL, &c), 0);
+    ck_assert_int_eq(kvf_connect(f.wsock, NULL, &c), 0);
     ck_assert_msg(kvf_register(c, lj, pools, rank.n_pools, err, sizeof(err)) == 0, "%s", err);
     uint32_t counts[LAYOUT_MAX_GROUPS], ids[LAYOUT_MAX_GROUPS];
     for (uint32_t g = 0; g < rank.n_groups; g++) {

@@ -272,7 +272,8 @@ START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_moves_loc
     }
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 9, &ev, 10000), KVF_EV_DONE);
     ru_assert_parity(&gen.r[0], 0, 3, "from the home");
-    ru_sleep_ms(50); /* the RECV waits at C for the local SEND */
+    ru_wait_listed(&c, "transfers", "transfers", "side", "recv", "state", "waiting", 10000);
+    /* the RECV waits at C for the local SEND */
     ck_assert_int_eq(kvf_send(ctx.r[1].c, 9, ctx.r[1].l.n_groups, ctx.r[1].counts, ctx.r[1].ids, 1),
                      0);
     int k = ru_wait_event(&gen.r[1], 9, &ev, 10000);

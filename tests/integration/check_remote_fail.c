@@ -93,7 +93,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     t.a.pid = 0;
     ru_daemon_stop(&t.b);
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", t.top);
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", t.top);
     ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -205,7 +205,7 @@ START_TEST(remote_recv_before_the_context_registers_waits_for_it_up_to_the_looku
     struct kvf_recv_args a;
     recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    usleep(400 * 1000); /* the home has answered "not registered" at least once by now */
+    ru_wait_peers_stat(&t.b, "table_retries", 1, 10000); /* the home said "not registered" */
     ru_inst_register(&ctx, &t.a);
     uint32_t readers[64] = {0};
     ru_readers(&ctx, &gen, -1, readers);
@@ -562,7 +562,13 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     for (uint64_t req = 1; req <= 4; req++) { /* no SENDs: every flow waits at the context */
         recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-        ru_sleep_ms(100); /* in order */
+        /* in order: the context daemon took it (a flow) or refused it (a NACK) */
+        uint64_t end = ru_now_ms() + 10000;
+        while (ru_peers_stat(&t.a, "flows") + ru_peers_stat(&t.a, "nacks_sent") < (long long)req) {
+            ck_assert_msg(ru_now_ms() < end, "request %llu never reached the context daemon",
+                          (unsigned long long)req);
+            ru_sleep_ms(10);
+        }
     }
     int refused = 0;
     struct kvf_event ev;
@@ -653,7 +659,7 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
     ck_assert_int_eq(ru_daemon_stop(&d[0]), 0);
     ck_assert_int_eq(ru_daemon_stop(&d[1]), 0);
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", top);
     ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
@@ -788,7 +794,7 @@ START_TEST(remote_arena_placement_device_is_refused_at_start)
     fclose(f);
     ck_assert_msg(strstr(buf, "arena.placement is device"), "log: %s", buf);
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", top);
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", top);
     ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST

@@ -15,7 +15,7 @@
 static json_t *load_stats(struct wenv *e, const char *name)
 {
     char p[200];
-    snprintf(p, sizeof p, "%s/%s.r0.json", e->dir, name);
+    tu_fmt(p, sizeof p, "%s/%s.r0.json", e->dir, name);
     json_error_t err;
     json_t *j = json_load_file(p, 0, &err);
     ck_assert_msg(j != NULL, "%s: %s", p, err.text);
@@ -28,8 +28,8 @@ START_TEST(sim_stats_json_has_a_latency_per_request_and_cpu_samples_per_window)
     wt_start(&e, NULL);
     char pid[32], gprefix[128], cprefix[128];
     snprintf(pid, sizeof pid, "%d", (int)e.daemon);
-    snprintf(gprefix, sizeof gprefix, "%s/gen", e.dir);
-    snprintf(cprefix, sizeof cprefix, "%s/ctx", e.dir);
+    tu_fmt(gprefix, sizeof gprefix, "%s/gen", e.dir);
+    tu_fmt(cprefix, sizeof cprefix, "%s/ctx", e.dir);
     /* slots=2: windows of 2 requests; 5 requests are 3 windows */
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec",
                      "tiny:tp=1,slots=2", "--rank", "0", "--requests", "5", "--parity", "first",

@@ -50,8 +50,8 @@ START_TEST(tp4_to_tp2_across_two_network_namespaces_moves_every_byte_on_both_pat
     }
     free(out);
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "BUILD=%s NETNS=1 timeout 240 scripts/demo-two-nodes '' '' 3 1024 2>&1",
-             tu_build_dir());
+    tu_fmt(cmd, sizeof cmd, "BUILD=%s NETNS=1 timeout 240 scripts/demo-two-nodes '' '' 3 1024 2>&1",
+           tu_build_dir());
     int rc = run_sh(cmd, &out);
     ck_assert_msg(rc == 0, "demo-two-nodes exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "two network namespaces"), "did not run in namespaces:\n%s", out);
@@ -63,8 +63,8 @@ END_TEST
 START_TEST(tp4_to_tp2_over_loopback_moves_every_byte_on_both_paths)
 {
     char cmd[512], *out = NULL;
-    snprintf(cmd, sizeof cmd, "BUILD=%s NETNS=0 timeout 240 scripts/demo-two-nodes '' '' 3 1024 2>&1",
-             tu_build_dir());
+    tu_fmt(cmd, sizeof cmd, "BUILD=%s NETNS=0 timeout 240 scripts/demo-two-nodes '' '' 3 1024 2>&1",
+           tu_build_dir());
     int rc = run_sh(cmd, &out);
     ck_assert_msg(rc == 0, "demo-two-nodes exit %d:\n%s", rc, out);
     ck_assert_msg(strstr(out, "loopback"), "%s", out);

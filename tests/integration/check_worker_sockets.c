@@ -59,8 +59,7 @@ static int become_nobody(void)
 /* Connects to the control socket; -errno on failure. */
 static int ctl_connect(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa = tu_sun(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
@@ -383,8 +382,7 @@ START_TEST(kvferryctl_explains_socket_mistakes_with_the_path_and_the_fix)
     ck_assert_msg(rc == 3 && strstr(t, "does not exist") && strstr(t, "--config"), "%s", t);
     free(t);
     snprintf(path, sizeof path, "%s/stale.sock", e.dir);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa = tu_sun(path);
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);
     close(s); /* bound, never listening: what a dead daemon leaves */

@@ -66,20 +66,9 @@ static void ordering(int recv_first)
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
                      "tiny:tp=2", "--all-ranks", "--requests", "2", "--ctx-instance", "ctx",
                      "--start-delay-ms", recv_first ? "0" : "700", (char *)NULL);
-    /* wait until the early side's requests are in the daemon, then look at them */
-    const char *want = recv_first ? "recv" : "send";
-    int seen = 0;
-    for (int i = 0; i < 60 && !seen; i++) {
-        usleep(10000);
-        json_t *r = wt_ctl(&e, "transfers");
-        json_t *a = json_object_get(r, "transfers"), *x;
-        size_t k;
-        json_array_foreach(a, k, x)
-            seen |= !strcmp(json_string_value(json_object_get(x, "side")), want) &&
-                    !strcmp(json_string_value(json_object_get(x, "state")), "waiting");
-        json_decref(r);
-    }
-    ck_assert_msg(seen, "no waiting %s seen in `transfers`", want);
+    /* the early side's requests wait in the daemon while the other side is late */
+    wt_until_listed(&e, 5000, "transfers", "transfers", "side", recv_first ? "recv" : "send",
+                    "state", "waiting");
     int gq = wt_wait(q, 30000), gc = wt_wait(c, 30000);
     char *gl = wt_log(&e, "gen.log");
     ck_assert_msg(gq == 0 && gc == 0, "gen %d ctx %d:\n%s", gq, gc, gl);
@@ -97,16 +86,25 @@ START_TEST(workers_generation_killed_mid_run_leaves_the_others_served)
 {
     struct wenv e;
     wt_start(&e, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n");
-    /* a pair that must finish, and a second pair whose generation worker gets killed */
-    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* a pair that must finish, and a second pair whose generation worker gets killed. The pair
+     * that finishes does not race the 1 s deadlines (kept short for cb's unclaimed SENDs): ga's
+     * RECVs wait up to 10 s, and ca starts once ga is registered, so its SENDs find them. */
+    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", "--deadline-ms",
+                      "10000", (char *)NULL);
     pid_t cb = wt_sim(&e, "cb.log", "--role", "context", "--instance", "cb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", (char *)NULL);
     pid_t gb = wt_sim(&e, "gb.log", "--role", "generation", "--instance", "gb", "--spec", "tiny",
                       "--rank", "0", "--requests", "400", "--ctx-instance", "cb", (char *)NULL);
-    pid_t ga = wt_sim(&e, "ga.log", "--role", "generation", "--instance", "ga", "--spec", "tiny",
-                      "--rank", "0", "--requests", "30", "--ctx-instance", "ca", (char *)NULL);
-    usleep(400000);
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "ga", NULL, NULL);
+    pid_t ca = wt_sim(&e, "ca.log", "--role", "context", "--instance", "ca", "--spec", "tiny",
+                      "--rank", "0", "--requests", "30", "--start-delay-ms", "300", (char *)NULL);
+    /* mid-run: gb registered and requests completing */
+    wt_until_listed(&e, 10000, "workers", "workers", "instance", "gb", NULL, NULL);
+    for (int64_t end = wt_now_ms() + 10000; wt_xfer_stat(&e, "done") < 1;) {
+        ck_assert_msg(wt_now_ms() < end, "no request done within 10 s");
+        usleep(10000);
+    }
     kill(gb, SIGKILL);
     ck_assert_int_eq(wt_wait(gb, 5000), 128 + SIGKILL);
     /* the killed worker's registration and requests are gone at once */
@@ -145,11 +143,13 @@ START_TEST(workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lo
     wt_start(&e, "deadlines:\n  send_wait: 20s\n  transfer: 20s\n");
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny",
                      "--rank", "0", "--requests", "2", "--start-delay-ms", "20000", (char *)NULL);
-    usleep(300000); /* registered, sleeping before its SENDs */
+    /* registered, sleeping before its SENDs */
+    wt_until_listed(&e, 10000, "workers", "instances", "id", "ctx", "home", "true");
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
                      "--rank", "0", "--requests", "2", "--ctx-instance", "ctx", "--expect-error",
                      "PEER_LOST", (char *)NULL);
-    usleep(300000);
+    /* its RECV waits for the context's SEND: now the context goes away */
+    wt_until_listed(&e, 10000, "transfers", "transfers", "instance", "gen", "state", "waiting");
     int64_t t0 = wt_now_ms();
     kill(c, SIGKILL);
     wt_wait(c, 5000);
@@ -171,7 +171,7 @@ START_TEST(workers_incompatible_pair_fails_only_the_generation_side_with_the_rea
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny:tp=2",
                      "--all-ranks", "--requests", "2", "--readers", "2", "--expect-error", "TIMEOUT",
                      (char *)NULL);
-    usleep(300000);
+    wt_until_listed(&e, 10000, "workers", "instances", "id", "ctx", "home", "true");
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
                      "tiny:tp=2,hd=64", "--all-ranks", "--requests", "2", "--ctx-instance", "ctx",
                      "--expect-error", "PEER_INCOMPATIBLE", (char *)NULL);

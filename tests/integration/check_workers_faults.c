@@ -188,6 +188,53 @@ START_TEST(workers_hostile_frames_close_only_their_connection)
 }
 END_TEST
 
+/* FDS frames (fds sent ahead of a REGISTER with more than 16 host pools, proto.h): the count
+ * must match what came attached, nothing else may follow them but REGISTER, the daemon holds
+ * at most LAYOUT_MAX_POOLS ahead; split correctly, the REGISTER is accepted. */
+START_TEST(workers_fds_sent_ahead_are_bounded_and_belong_to_the_register)
+{
+    struct wenv e;
+    wt_start(&e, NULL);
+    struct rank r;
+    rank_make(&r, "tiny", "ahead", ROLE_CONTEXT, F_SEAL_SHRINK);
+    int many[PROTO_FDS_MAX];
+    for (int i = 0; i < PROTO_FDS_MAX; i++)
+        many[i] = r.fds[0];
+    /* says 2, brings 1 */
+    int fd = raw_hello(&e);
+    struct proto_msg f = {.type = PROTO_FDS, .u.fds.n = 2};
+    raw_send_msg(fd, &f, r.fds, 1);
+    expect_error_close(fd, "FDS frame with 1 fds (it says 2");
+    /* anything but REGISTER after FDS */
+    fd = raw_hello(&e);
+    f.u.fds.n = 1;
+    raw_send_msg(fd, &f, r.fds, 1);
+    struct proto_msg ping = {.type = PROTO_PING};
+    raw_send_msg(fd, &ping, NULL, 0);
+    expect_error_close(fd, "PING frame after FDS frames");
+    /* LAYOUT_MAX_POOLS held ahead is the most */
+    fd = raw_hello(&e);
+    f.u.fds.n = PROTO_FDS_MAX;
+    for (int k = 0; k < LAYOUT_MAX_POOLS / PROTO_FDS_MAX; k++)
+        raw_send_msg(fd, &f, many, PROTO_FDS_MAX);
+    f.u.fds.n = 1;
+    raw_send_msg(fd, &f, many, 1);
+    expect_error_close(fd, "1024 held ahead, limit 1024");
+    /* the first pool's fd ahead, the rest on the REGISTER: registered */
+    fd = raw_hello(&e);
+    raw_send_msg(fd, &f, r.fds, 1);
+    struct proto_msg m;
+    register_msg(&m, &r);
+    raw_send_msg(fd, &m, r.fds + 1, r.l.n_pools - 1);
+    char msg[600] = "";
+    ck_assert_uint_eq(raw_next(fd, msg, sizeof msg), PROTO_REGISTERED);
+    ck_assert_msg(strstr(msg, "OK: registered"), "%s", msg);
+    close(fd);
+    rank_free(&r);
+    wt_stop(&e);
+}
+END_TEST
+
 START_TEST(workers_gpu_pool_registration_is_refused_with_a_reason)
 {
     struct wenv e;
@@ -307,13 +354,37 @@ struct poller {
     struct kvf_client *c;
     struct kvf_event ev;
     int rc;
+    pid_t tid; /* the thread's id, set (atomically) before it polls */
 };
 
 static void *poll_thread(void *arg)
 {
     struct poller *p = arg;
+    __atomic_store_n(&p->tid, gettid(), __ATOMIC_RELEASE);
     p->rc = kvf_poll(p->c, &p->ev, -1); /* blocks without holding the client's lock */
     return NULL;
+}
+
+/* Waits until the poller sleeps in the kernel (state S in /proc: parked in kvf_poll). */
+static void wait_parked(struct poller *p)
+{
+    int64_t end = wt_now_ms() + 10000;
+    for (;;) {
+        pid_t tid = __atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
+        char path[64], st[512] = "";
+        FILE *f =
+            tid ? fopen(tu_fmt(path, sizeof path, "/proc/self/task/%d/stat", (int)tid), "r") : NULL;
+        if (f) {
+            if (!fgets(st, sizeof st, f))
+                st[0] = '\0';
+            fclose(f);
+        }
+        const char *paren = strrchr(st, ')'); /* "tid (comm) S ..." */
+        if (paren && paren[1] == ' ' && paren[2] == 'S')
+            return;
+        ck_assert_msg(wt_now_ms() < end, "the poller thread never blocked: %s", st);
+        usleep(1000);
+    }
 }
 
 START_TEST(workers_client_is_usable_from_two_threads)
@@ -329,7 +400,7 @@ START_TEST(workers_client_is_usable_from_two_threads)
     struct poller p = {.c = c, .rc = -99};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, poll_thread, &p), 0);
-    usleep(100000); /* the poller is parked in kvf_poll(-1) */
+    wait_parked(&p); /* in kvf_poll(-1) */
     uint32_t counts[LAYOUT_MAX_GROUPS], ids[64], k = 0;
     struct plan_ids pids;
     memset(&pids, 0, sizeof pids);
@@ -375,8 +446,8 @@ START_TEST(workers_library_binds_from_python_ctypes)
     wt_start(&e, NULL);
     char cmd[512], so[256];
     tu_bin("libkvferry.so", so, sizeof so);
-    snprintf(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
-             e.wsock, e.dir);
+    tu_fmt(cmd, sizeof cmd, "python3 tests/integration/kvf_ctypes.py %s %s > %s/py.log 2>&1", so,
+           e.wsock, e.dir);
     int rc = system(cmd);
     char *l = wt_log(&e, "py.log");
     ck_assert_msg(rc == 0 && strstr(l, "ctypes binding OK"), "exit %d:\n%s", rc, l);
@@ -397,6 +468,7 @@ static Suite *faults_suite(void)
     tcase_set_timeout(h, 60);
     tcase_add_test(h, workers_hostile_frames_close_only_their_connection);
     tcase_add_test(h, workers_gpu_pool_registration_is_refused_with_a_reason);
+    tcase_add_test(h, workers_fds_sent_ahead_are_bounded_and_belong_to_the_register);
     tcase_add_test(h, workers_limits_on_connections_and_requests_in_flight_hold);
     tcase_add_test(h, workers_library_binds_from_python_ctypes);
     suite_add_tcase(s, h);

@@ -22,7 +22,8 @@
 #include "testutil.h"
 
 struct dh {
-    char dir[64], cfg[100], sock[100], notify_path[100], log[100];
+    char dir[64], cfg[100], log[100];
+    char sock[TU_SUN_PATH_MAX + 1], notify_path[TU_SUN_PATH_MAX + 1];
     int notify_fd;
     pid_t pid;
     char notes[16384]; /* every sd_notify message so far, separated by "|" */
@@ -48,7 +49,7 @@ static inline void dh_write_file(const char *path, const char *text)
 static inline void dh_config(struct dh *h, const char *extra)
 {
     char text[4096];
-    snprintf(text, sizeof(text), "sockets.dir: \"%s/run\"\n%s", h->dir, extra ? extra : "");
+    tu_fmt(text, sizeof(text), "sockets.dir: \"%s/run\"\n%s", h->dir, extra ? extra : "");
     dh_write_file(h->cfg, text);
 }
 
@@ -77,6 +78,18 @@ static inline bool dh_wait_notify(struct dh *h, const char *needle, int timeout_
     return false;
 }
 
+/* Binds <dir>/notify, the daemon's NOTIFY_SOCKET (writable by anyone: a daemon may run as
+ * another user). */
+static inline void dh_notify_open(struct dh *h)
+{
+    tu_sock_path(h->notify_path, sizeof(h->notify_path), "%s/notify", h->dir);
+    h->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(h->notify_fd, 0);
+    struct sockaddr_un sa = tu_sun(h->notify_path);
+    ck_assert_int_eq(bind(h->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(chmod(h->notify_path, 0666), 0);
+}
+
 /* Starts kvferryd; `wrapper` (e.g. valgrind argv, NULL-terminated) may be NULL. Waits for
  * READY=1 and fails the test if it does not come. */
 static inline void dh_start_full(struct dh *h, const char *extra, const char *watchdog_usec,
@@ -84,16 +97,11 @@ static inline void dh_start_full(struct dh *h, const char *extra, const char *wa
 {
     memset(h, 0, sizeof(*h));
     tu_tmpdir(h->dir, sizeof(h->dir));
-    snprintf(h->cfg, sizeof(h->cfg), "%s/kvferry.yaml", h->dir);
-    snprintf(h->sock, sizeof(h->sock), "%s/run/control.sock", h->dir);
-    snprintf(h->notify_path, sizeof(h->notify_path), "%s/notify", h->dir);
-    snprintf(h->log, sizeof(h->log), "%s/kvferryd.log", h->dir);
+    tu_fmt(h->cfg, sizeof(h->cfg), "%s/kvferry.yaml", h->dir);
+    tu_sock_path(h->sock, sizeof(h->sock), "%s/run/control.sock", h->dir);
+    tu_fmt(h->log, sizeof(h->log), "%s/kvferryd.log", h->dir);
     dh_config(h, extra);
-    h->notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(h->notify_fd, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", h->notify_path);
-    ck_assert_int_eq(bind(h->notify_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    dh_notify_open(h);
     char bin[256];
     tu_bin("kvferryd", bin, sizeof(bin));
     h->pid = fork();
@@ -164,14 +172,13 @@ static inline void dh_cleanup(struct dh *h)
     if (h->notify_fd > 0)
         close(h->notify_fd);
     char cmd[200];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", h->dir);
     (void)!system(cmd);
 }
 
 static inline int dh_connect(const struct dh *h)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", h->sock);
+    struct sockaddr_un sa = tu_sun(h->sock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -232,12 +239,7 @@ static inline json_t *dh_call(const struct dh *h, const char *line)
 /* Runs a shell command, captures stdout+stderr into out; returns the exit status. */
 static inline int dh_sh(const char *cmd, char *out, size_t len)
 {
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    size_t n = fread(out, 1, len - 1, p);
-    out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return tu_sh(cmd, out, len);
 }
 
 #endif

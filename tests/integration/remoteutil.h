@@ -25,24 +25,28 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jlist.h"
 #include "kvferry.h"
 #include "pattern.h"
 #include "plan.h"
 #include "preset.h"
+#include "ready.h"
 #include "testutil.h"
 
 #define RU_POISON 0xa5
 /* Same host, same network namespace: shared memory for puts and rendezvous, tcp for the
- * connection by address (UCX-NOTES.md trap 5). Tests that want the active-message path pass
+ * connection by address (docs/UCX.md trap 5). Tests that want the active-message path pass
  * "tcp" (what two hosts on Ethernet get). */
 #define RU_TLS_SAME_HOST "sm,tcp"
 
 struct ru_daemon {
     pid_t pid;
     char dir[256]; /* its sockets and config */
-    char cfg[300], log[300], worker[300], control[300];
+    char cfg[300], log[300];
+    char worker[TU_SUN_PATH_MAX + 1], control[TU_SUN_PATH_MAX + 1];
     uint16_t port; /* 0: no listener */
     char addr[64]; /* "127.0.0.1:port" */
+    struct tr_notify ready; /* its NOTIFY_SOCKET, open while it runs */
 };
 
 static inline uint64_t ru_now_ms(void)
@@ -62,7 +66,7 @@ static inline void ru_sleep_ms(unsigned ms)
 static inline void ru_secret(const char *dir, const char *name, unsigned seed, char *path,
                              size_t len)
 {
-    snprintf(path, len, "%s/%s", dir, name);
+    tu_fmt(path, len, "%s/%s", dir, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(fd, 0);
     char buf[64];
@@ -71,9 +75,9 @@ static inline void ru_secret(const char *dir, const char *name, unsigned seed, c
     close(fd);
 }
 
-/* Starts a daemon in top/<name>. listen: 1 for a listener on a random port. extra: more YAML
- * (top-level sections, may be NULL). tls: UCX_TLS for the daemon or NULL. Retries other ports
- * when the port is taken. */
+/* Starts a daemon in top/<name> and waits for its READY=1. listen: 1 for a listener on a random
+ * port. extra: more YAML (top-level sections, may be NULL). tls: UCX_TLS for the daemon or NULL.
+ * Retries other ports when the port is taken (the daemon exits before READY). */
 static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name,
                                       int listen, const char *secret, const char *extra,
                                       const char *tls)
@@ -82,16 +86,16 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
     char bin[256];
     tu_bin("kvferryd", bin, sizeof bin);
     memset(d, 0, sizeof *d);
-    snprintf(d->dir, sizeof d->dir, "%s/%s", top, name);
+    tu_fmt(d->dir, sizeof d->dir, "%s/%s", top, name);
     mkdir(d->dir, 0700);
-    snprintf(d->cfg, sizeof d->cfg, "%s/kvferry.yaml", d->dir);
-    snprintf(d->log, sizeof d->log, "%s/log", d->dir);
-    snprintf(d->worker, sizeof d->worker, "%s/worker.sock", d->dir);
-    snprintf(d->control, sizeof d->control, "%s/control.sock", d->dir);
+    tu_fmt(d->cfg, sizeof d->cfg, "%s/kvferry.yaml", d->dir);
+    tu_fmt(d->log, sizeof d->log, "%s/log", d->dir);
+    tu_sock_path(d->worker, sizeof d->worker, "%s/worker.sock", d->dir);
+    tu_sock_path(d->control, sizeof d->control, "%s/control.sock", d->dir);
     for (int attempt = 0; attempt < 8; attempt++) {
         srand((unsigned)getpid() * 7919u + (unsigned)time(NULL) + ++salt * 104729u);
         d->port = listen ? (uint16_t)(32768 + rand() % 28000) : 0;
-        snprintf(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
+        tu_fmt(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
         FILE *f = fopen(d->cfg, "w");
         ck_assert_ptr_nonnull(f);
         fprintf(f,
@@ -100,6 +104,7 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
                 d->dir, d->port, secret ? secret : "", extra ? extra : "");
         fclose(f);
         unlink(d->worker);
+        tr_open(&d->ready, d->dir);
         d->pid = fork();
         ck_assert_int_ge(d->pid, 0);
         if (d->pid == 0) {
@@ -109,29 +114,20 @@ static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, cons
                 dup2(fd, 2);
             }
             setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
+            tr_child_env(&d->ready);
             execl(bin, bin, "--config", d->cfg, (char *)NULL);
             _exit(127);
         }
-        uint64_t until = ru_now_ms() + 10000;
-        while (ru_now_ms() < until) {
-            int st;
-            if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-                d->pid = 0;
-                break; /* exited: maybe the port was taken */
-            }
-            struct stat sb;
-            if (stat(d->worker, &sb) == 0 && stat(d->control, &sb) == 0) {
-                ru_sleep_ms(30); /* READY follows the sockets */
-                return 0;
-            }
-            ru_sleep_ms(10);
-        }
-        if (d->pid > 0) {
+        int up = tr_wait_ready(&d->ready, d->pid, 30000, NULL);
+        if (up == 1)
+            return 0;
+        if (up < 0) { /* no READY=1 in time: not a taken port */
             kill(d->pid, SIGKILL);
             waitpid(d->pid, NULL, 0);
-            d->pid = 0;
         }
-        if (!listen)
+        d->pid = 0; /* exited before READY: maybe the port was taken */
+        tr_close(&d->ready);
+        if (!listen || up < 0)
             break;
     }
     return -1;
@@ -154,6 +150,7 @@ static inline int ru_daemon_stop(struct ru_daemon *d)
     while (ru_now_ms() < until) {
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
             d->pid = 0;
+            tr_close(&d->ready);
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         ru_sleep_ms(10);
@@ -161,6 +158,7 @@ static inline int ru_daemon_stop(struct ru_daemon *d)
     kill(d->pid, SIGKILL);
     waitpid(d->pid, NULL, 0);
     d->pid = 0;
+    tr_close(&d->ready);
     return -1;
 }
 
@@ -171,6 +169,7 @@ static inline void ru_daemon_kill9(struct ru_daemon *d)
         waitpid(d->pid, NULL, 0);
         d->pid = 0;
     }
+    tr_close(&d->ready);
 }
 
 /* Prints the daemon's log (for a failing test). */
@@ -190,22 +189,15 @@ static inline void ru_dump_log(const struct ru_daemon *d, const char *what)
 /* One control command; returns the "result" object (new reference) or NULL. */
 static inline json_t *ru_ctl(const struct ru_daemon *d, const char *cmd)
 {
+    struct sockaddr_un sa = tu_sun(d->control);
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    size_t plen = strlen(d->control);
-    if (plen >= sizeof sa.sun_path) {
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    memcpy(sa.sun_path, d->control, plen + 1);
     if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
         if (fd >= 0)
             close(fd);
         return NULL;
     }
     char req[128];
-    int n = snprintf(req, sizeof req, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd);
+    int n = (int)strlen(tu_fmt(req, sizeof req, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd));
     if (write(fd, req, (size_t)n) != n) {
         close(fd);
         return NULL;
@@ -243,6 +235,49 @@ static inline long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, c
     return x;
 }
 
+/* stats.peers.<key> of daemon d, or -1. */
+static inline long long ru_peers_stat(const struct ru_daemon *d, const char *key)
+{
+    json_t *r = ru_ctl(d, "stats");
+    json_t *v = json_object_get(json_object_get(r, "peers"), key);
+    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
+    json_decref(r);
+    return x;
+}
+
+/* Waits (asking every 10 ms) until stats.peers.<key> of d reaches at least want; fails the
+ * test after ms. */
+static inline void ru_wait_peers_stat(const struct ru_daemon *d, const char *key, long long want,
+                                      unsigned ms)
+{
+    uint64_t end = ru_now_ms() + ms;
+    long long x;
+    while ((x = ru_peers_stat(d, key)) < want) {
+        ck_assert_msg(ru_now_ms() < end, "stats.peers.%s is %lld after %u ms, not %lld", key, x, ms,
+                      want);
+        ru_sleep_ms(10);
+    }
+}
+
+/* Waits (asking every 10 ms) until result[key] of cmd at d lists an object with f1 = v1 and
+ * f2 = v2 (tj_lists); fails the test after ms. */
+static inline void ru_wait_listed(const struct ru_daemon *d, const char *cmd, const char *key,
+                                  const char *f1, const char *v1, const char *f2, const char *v2,
+                                  unsigned ms)
+{
+    uint64_t end = ru_now_ms() + ms;
+    for (;;) {
+        json_t *r = ru_ctl(d, cmd);
+        int seen = tj_lists(json_object_get(r, key), f1, v1, f2, v2);
+        json_decref(r);
+        if (seen)
+            return;
+        ck_assert_msg(ru_now_ms() < end, "`%s` listed no %s with %s=%s within %u ms", cmd, key, f1,
+                      v1, ms);
+        ru_sleep_ms(10);
+    }
+}
+
 /* ---- ranks ---- */
 
 struct ru_rank {
@@ -270,20 +305,16 @@ static inline uint64_t ru_rand(uint64_t *s)
     return *s * 0x2545f4914f6cdd1dull;
 }
 
-/* Builds the instance's ranks with memfd pools (filled with `fill`) and a request of n_blocks
- * distinct random blocks per paged group and one random slot per state group. */
-static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char *id,
-                                layout_role_t role, uint32_t n_blocks, uint64_t *rng, int fill)
+/* Builds ranks of the given layouts (n, copied) with memfd pools (filled with `fill`) and a
+ * request of n_blocks distinct random blocks per paged group and one random slot per state
+ * group. */
+static inline void ru_inst_init_layouts(struct ru_inst *in, const struct layout *ls,
+                                        uint32_t n_ranks, uint32_t n_blocks, uint64_t *rng,
+                                        int fill)
 {
-    char err[256];
-    memset(in, 0, sizeof *in);
-    ck_assert_msg(preset_parse(spec, &in->spec, err, sizeof err) == 0, "%s", err);
-    in->n = preset_n_ranks(&in->spec);
-    struct layout *ls = calloc(in->n, sizeof *ls);
+    in->n = n_ranks;
     in->r = calloc(in->n, sizeof *in->r);
-    ck_assert_ptr_nonnull(ls);
     ck_assert_ptr_nonnull(in->r);
-    ck_assert_msg(preset_build(&in->spec, id, role, -1, ls, err, sizeof err) == 0, "%s", err);
     for (uint32_t i = 0; i < in->n; i++) {
         struct ru_rank *r = &in->r[i];
         r->l = ls[i];
@@ -324,6 +355,20 @@ static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char
             r->n_ids += n;
         }
     }
+}
+
+/* ru_inst_init_layouts of a preset spec's ranks. */
+static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char *id,
+                                layout_role_t role, uint32_t n_blocks, uint64_t *rng, int fill)
+{
+    char err[256];
+    memset(in, 0, sizeof *in);
+    ck_assert_msg(preset_parse(spec, &in->spec, err, sizeof err) == 0, "%s", err);
+    uint32_t n = preset_n_ranks(&in->spec);
+    struct layout *ls = calloc(n, sizeof *ls);
+    ck_assert_ptr_nonnull(ls);
+    ck_assert_msg(preset_build(&in->spec, id, role, -1, ls, err, sizeof err) == 0, "%s", err);
+    ru_inst_init_layouts(in, ls, n, n_blocks, rng, fill);
     free(ls);
 }
 
@@ -476,7 +521,7 @@ static inline void two_stop(struct two *t, int ok)
     }
     int ra = ru_daemon_stop(&t->a), rb = ru_daemon_stop(&t->b);
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", t->top);
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", t->top);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", t->top);
     ck_assert_int_eq(ra, 0);

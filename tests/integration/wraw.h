@@ -74,8 +74,7 @@ static inline struct kvf_event wait_event(struct kvf_client *c, uint64_t req_id,
 
 static inline int raw_connect(struct wenv *e)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", e->wsock);
+    struct sockaddr_un sa = tu_sun(e->wsock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     return fd;
@@ -146,7 +145,10 @@ static inline void register_msg(struct proto_msg *m, const struct rank *r)
 {
     memset(m, 0, sizeof *m);
     m->type = PROTO_REGISTER;
+    static struct proto_pool pools[LAYOUT_MAX_POOLS]; /* borrowed by m: never proto_msg_done */
+    memset(pools, 0, sizeof pools);
     m->u.reg.n_pools = r->l.n_pools;
+    m->u.reg.pools = pools;
     for (uint32_t i = 0; i < r->l.n_pools; i++)
         m->u.reg.pools[i] = (struct proto_pool){.kind = POOL_HOST, .device = -1,
                                                 .bytes = r->l.pools[i].bytes};

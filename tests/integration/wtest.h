@@ -16,11 +16,12 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "jlist.h"
 #include "testutil.h"
 
 struct wenv {
     char dir[64];
-    char cfg[128], wsock[100], csock[100];
+    char cfg[128], wsock[TU_SUN_PATH_MAX + 1], csock[TU_SUN_PATH_MAX + 1];
     pid_t daemon;
 };
 
@@ -31,12 +32,12 @@ static inline int64_t wt_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* 1 when the daemon's loop answers a control command (so every socket is listening). Probing
- * the worker socket itself would take connection slots (workers.max_conns) for a moment. */
-static inline int wt_answers(const char path[100])
+/* 1 when the daemon's loop answers a control command: it runs only after READY=1, so every
+ * socket is listening and SIGTERM drains. Probing the worker socket itself would take connection
+ * slots (workers.max_conns) for a moment. */
+static inline int wt_answers(const char *path)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    struct sockaddr_un sa = tu_sun(path);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int ok = 0;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
@@ -54,7 +55,7 @@ static inline void wt_daemon_start(struct wenv *e)
 {
     char bin[256], logp[160];
     tu_bin("kvferryd", bin, sizeof bin);
-    snprintf(logp, sizeof logp, "%s/daemon.log", e->dir);
+    tu_fmt(logp, sizeof logp, "%s/daemon.log", e->dir);
     pid_t p = fork();
     ck_assert_int_ge(p, 0);
     if (p == 0) {
@@ -76,9 +77,9 @@ static inline void wt_start(struct wenv *e, const char *extra_yaml)
 {
     signal(SIGPIPE, SIG_IGN);
     tu_tmpdir(e->dir, sizeof e->dir);
-    snprintf(e->cfg, sizeof e->cfg, "%s/kvferry.yaml", e->dir);
-    snprintf(e->wsock, sizeof e->wsock, "%s/run/worker.sock", e->dir);
-    snprintf(e->csock, sizeof e->csock, "%s/run/control.sock", e->dir);
+    tu_fmt(e->cfg, sizeof e->cfg, "%s/kvferry.yaml", e->dir);
+    tu_sock_path(e->wsock, sizeof e->wsock, "%s/run/worker.sock", e->dir);
+    tu_sock_path(e->csock, sizeof e->csock, "%s/run/control.sock", e->dir);
     FILE *f = fopen(e->cfg, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f, "sockets:\n  dir: %s/run\n%s", e->dir,
@@ -114,7 +115,7 @@ static inline void wt_stop(struct wenv *e)
         e->daemon = 0;
     }
     char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", e->dir);
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", e->dir);
     ck_assert_int_eq(system(cmd), 0);
 }
 
@@ -124,7 +125,7 @@ static inline pid_t wt_sim(struct wenv *e, const char *log, ...)
 {
     char bin[256], logp[200];
     tu_bin("kvferry-sim", bin, sizeof bin);
-    snprintf(logp, sizeof logp, "%s/%s", e->dir, log);
+    tu_fmt(logp, sizeof logp, "%s/%s", e->dir, log);
     const char *av[48];
     int n = 0;
     av[n++] = bin;
@@ -154,7 +155,7 @@ static inline pid_t wt_sim(struct wenv *e, const char *log, ...)
 static inline char *wt_log(struct wenv *e, const char *log)
 {
     char p[200];
-    snprintf(p, sizeof p, "%s/%s", e->dir, log);
+    tu_fmt(p, sizeof p, "%s/%s", e->dir, log);
     FILE *f = fopen(p, "r");
     if (!f)
         return strdup("");
@@ -168,12 +169,11 @@ static inline char *wt_log(struct wenv *e, const char *log)
 /* One control command; returns its "result" (new reference). */
 static inline json_t *wt_ctl(struct wenv *e, const char *cmd)
 {
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", e->csock);
+    struct sockaddr_un sa = tu_sun(e->csock);
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
     char line[128];
-    int n = snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd);
+    int n = (int)strlen(tu_fmt(line, sizeof line, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd));
     ck_assert_int_eq(write(fd, line, (size_t)n), n);
     char *buf = calloc(1, 1 << 20);
     size_t len = 0;
@@ -200,6 +200,40 @@ static inline size_t wt_ctl_count(struct wenv *e, const char *cmd, const char *k
     size_t n = json_array_size(json_object_get(r, key));
     json_decref(r);
     return n;
+}
+
+/* stats.workers.transfers.<key>, or -1. */
+static inline long long wt_xfer_stat(struct wenv *e, const char *key)
+{
+    json_t *r = wt_ctl(e, "stats");
+    json_t *v = json_object_get(json_object_get(json_object_get(r, "workers"), "transfers"), key);
+    long long n = json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+    json_decref(r);
+    return n;
+}
+
+/* 1 when result[key] of a control command lists an object whose field f1 reads v1 and, when
+ * f2 is not NULL, whose field f2 reads v2 (tj_lists). */
+static inline int wt_listed(struct wenv *e, const char *cmd, const char *key, const char *f1,
+                            const char *v1, const char *f2, const char *v2)
+{
+    json_t *r = wt_ctl(e, cmd);
+    int seen = tj_lists(json_object_get(r, key), f1, v1, f2, v2);
+    json_decref(r);
+    return seen;
+}
+
+/* Waits (asking every 10 ms) until wt_listed holds; fails the test after timeout_ms. */
+static inline void wt_until_listed(struct wenv *e, int timeout_ms, const char *cmd, const char *key,
+                                   const char *f1, const char *v1, const char *f2, const char *v2)
+{
+    int64_t end = wt_now_ms() + timeout_ms;
+    while (!wt_listed(e, cmd, key, f1, v1, f2, v2)) {
+        ck_assert_msg(wt_now_ms() < end, "`%s` listed no %s with %s=%s%s%s%s%s within %d ms", cmd,
+                      key, f1, v1, f2 ? " " : "", f2 ? f2 : "", f2 ? "=" : "", f2 ? v2 : "",
+                      timeout_ms);
+        usleep(10000);
+    }
 }
 
 #endif

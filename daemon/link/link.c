@@ -1,0 +1,485 @@
+/* link.c: the link's UCP context and worker, progressed from libuv, the listener, deferred work,
+ * teardown and the status section. See link.h for the contract. Loop thread only.
+ *
+ * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work that
+ * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. After LINK_ROUNDS busy rounds
+ * the uv_poll is stopped and a 1 ms timer progresses until arm succeeds, so a wedged shared-memory
+ * peer can never freeze the loop. UCX callbacks only record work; it runs here, outside progress. */
+#include "link_int.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <ucs/memory/memory_type.h>
+
+#define LINK_ROUNDS 8
+#define LINK_SPINS 1024
+#define LINK_TICK_MS 100
+
+enum { PEND_CONN, PEND_RNDV, PEND_DONE };
+
+struct link_pending {
+    struct link_pending *next;
+    int kind;
+    ucp_conn_request_h conn;
+    struct link_peer *peer; /* a reference is held while queued */
+    uint16_t type;
+    void *desc;
+    size_t len, hdr_len;
+    uint8_t hdr[LINK_HDR_MAX];
+    link_done_cb cb; /* PEND_DONE */
+    void *arg;
+};
+
+int link_err_from_ucs(ucs_status_t s)
+{
+    switch (s) {
+    case UCS_OK: return 0;
+    case UCS_ERR_NO_MEMORY: return -ENOMEM;
+    case UCS_ERR_INVALID_PARAM: return -EINVAL;
+    case UCS_ERR_BUSY: return -EADDRINUSE;
+    case UCS_ERR_CANCELED: return -ECANCELED;
+    case UCS_ERR_TIMED_OUT: return -ETIMEDOUT;
+    case UCS_ERR_UNREACHABLE: return -EHOSTUNREACH;
+    case UCS_ERR_REJECTED: return -ECONNREFUSED;
+    case UCS_ERR_NOT_CONNECTED: return -ENOTCONN;
+    case UCS_ERR_CONNECTION_RESET:
+    case UCS_ERR_ENDPOINT_TIMEOUT: return -ECONNRESET;
+    case UCS_ERR_MESSAGE_TRUNCATED: return -EMSGSIZE;
+    case UCS_ERR_UNSUPPORTED: return -ENOTSUP;
+    case UCS_ERR_OUT_OF_RANGE: return -ERANGE;
+    case UCS_ERR_IO_ERROR: return -EIO;
+    default: return -EIO;
+    }
+}
+
+static void link_queue(struct link *l, struct link_pending *w)
+{
+    w->next = NULL;
+    if (l->pending_tail)
+        l->pending_tail->next = w;
+    else
+        l->pending_head = w;
+    l->pending_tail = w;
+    link_kick(l);
+}
+
+void link_defer_conn(struct link *l, ucp_conn_request_h req)
+{
+    struct link_pending *w = calloc(1, sizeof(*w));
+    if (!w) {
+        ucp_listener_reject(l->listener, req);
+        return;
+    }
+    w->kind = PEND_CONN;
+    w->conn = req;
+    link_queue(l, w);
+}
+
+void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
+                     size_t hdr_len, void *desc, size_t len)
+{
+    struct link_pending *w = calloc(1, sizeof(*w));
+    if (!w) {
+        ucp_am_data_release(l->worker, desc);
+        l->st.dropped++;
+        return;
+    }
+    w->kind = PEND_RNDV;
+    w->peer = p;
+    p->refs++;
+    w->type = type;
+    w->desc = desc;
+    w->len = len;
+    w->hdr_len = hdr_len;
+    memcpy(w->hdr, hdr, hdr_len);
+    link_queue(l, w);
+}
+
+int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+{
+    if (!cb)
+        return 0;
+    struct link_pending *w = calloc(1, sizeof(*w));
+    if (!w)
+        return -ENOMEM;
+    w->kind = PEND_DONE;
+    w->cb = cb;
+    w->arg = arg;
+    link_queue(l, w);
+    return 0;
+}
+
+static void link_run_pending(struct link *l)
+{
+    struct link_pending *w;
+    while ((w = l->pending_head)) {
+        l->pending_head = w->next;
+        if (!l->pending_head)
+            l->pending_tail = NULL;
+        if (w->kind == PEND_DONE) {
+            w->cb(w->arg, 0);
+        } else if (w->kind == PEND_CONN) {
+            if (l->freeing || link_peer_accept(l, w->conn) < 0)
+                ucp_listener_reject(l->listener, w->conn);
+        } else {
+            if (l->freeing || w->peer->state != LINK_PEER_READY) {
+                ucp_am_data_release(l->worker, w->desc);
+                l->st.dropped++;
+            } else {
+                link_msg_start_rndv(l, w->peer, w->type, w->hdr, w->hdr_len, w->desc, w->len);
+            }
+            link_peer_unref(w->peer);
+        }
+        free(w);
+    }
+}
+
+static void link_busy_cb(uv_timer_t *t);
+static void link_progress(struct link *l);
+static void link_poll_cb(uv_poll_t *h, int status, int events);
+
+static void link_progress(struct link *l)
+{
+    for (int round = 0; round < LINK_ROUNDS; round++) {
+        l->in_progress = 1;
+        for (unsigned n = 0; n < LINK_SPINS && ucp_worker_progress(l->worker); n++)
+            ;
+        l->in_progress = 0;
+        link_run_pending(l);
+        link_peer_reap(l);
+        if (l->pending_head)
+            continue;
+        ucs_status_t s = ucp_worker_arm(l->worker);
+        if (s == UCS_OK) {
+            if (l->busy_mode) {
+                l->busy_mode = 0;
+                uv_timer_stop(&l->busy_timer);
+                uv_poll_start(&l->poll, UV_READABLE, link_poll_cb);
+            }
+            return;
+        }
+        if (s != UCS_ERR_BUSY)
+            log_warn("link: ucp_worker_arm: %s", ucs_status_string(s));
+    }
+    if (!l->busy_mode) {
+        l->busy_mode = 1;
+        l->st.progress_busy_fallbacks++;
+        uv_poll_stop(&l->poll);
+    }
+    uv_timer_start(&l->busy_timer, link_busy_cb, 1, 0);
+}
+
+static void link_busy_cb(uv_timer_t *t)
+{
+    link_progress(t->data);
+}
+
+static void link_poll_cb(uv_poll_t *h, int status, int events)
+{
+    (void)events;
+    struct link *l = h->data;
+    if (status < 0)
+        log_warn("link: poll on the UCX event fd: %s", uv_strerror(status));
+    link_progress(l);
+}
+
+void link_kick(struct link *l)
+{
+    if (l->freeing)
+        return;
+    if (!uv_is_active((uv_handle_t *)&l->busy_timer))
+        uv_timer_start(&l->busy_timer, link_busy_cb, l->busy_mode ? 1 : 0, 0);
+}
+
+static void link_tick_cb(uv_timer_t *t)
+{
+    struct link *l = t->data;
+    link_peers_check_deadlines(l, uv_now(l->loop));
+    link_kick(l);
+}
+
+static void link_conn_cb(ucp_conn_request_h req, void *arg)
+{
+    link_defer_conn(arg, req);
+}
+
+static int link_listen(struct link *l)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", l->cfg.listen_port);
+    int rc = getaddrinfo(l->cfg.listen_host, port, &hints, &ai);
+    if (rc != 0) {
+        log_error("link: listen address %s: %s", l->cfg.listen_host, gai_strerror(rc));
+        return -EINVAL;
+    }
+    ucp_listener_params_t lp = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = ai->ai_addr, .addrlen = ai->ai_addrlen},
+        .conn_handler = {.cb = link_conn_cb, .arg = l},
+    };
+    ucs_status_t s = ucp_listener_create(l->worker, &lp, &l->listener);
+    freeaddrinfo(ai);
+    if (s != UCS_OK) {
+        log_error("link: listen on %s:%u: %s", l->cfg.listen_host, l->cfg.listen_port,
+                  ucs_status_string(s));
+        return link_err_from_ucs(s);
+    }
+    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    s = ucp_listener_query(l->listener, &la);
+    if (s != UCS_OK)
+        return link_err_from_ucs(s);
+    const struct sockaddr *sa = (const struct sockaddr *)&la.sockaddr;
+    l->port = sa->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)sa)->sin6_port)
+                                        : ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    log_info("link: listening on %s:%u", l->cfg.listen_host, l->port);
+    return 0;
+}
+
+static int link_ucx_init(struct link *l)
+{
+    /* Trap 4: only honoured from the environment, before ucp_init. */
+    setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+    ucp_config_t *uc;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &uc);
+    if (s != UCS_OK)
+        return link_err_from_ucs(s);
+    const char *tls = l->cfg.tls ? l->cfg.tls : (l->cfg.no_shm ? "^sysv,posix" : NULL);
+    /* trap 1: PEER error handling drops sysv/posix unless MM_ERROR_HANDLING (UCX warns about
+     * the key when no mm transport is left, so set it only when one can be) */
+    if (!tls || (!l->cfg.no_shm && (tls[0] == '^' || strstr(tls, "sysv") || strstr(tls, "posix") ||
+                                    strstr(tls, "sm") || strstr(tls, "all"))))
+        ucp_config_modify(uc, "MM_ERROR_HANDLING", "y");
+    snprintf(l->tls_desc, sizeof(l->tls_desc), "%s", tls ? tls : "all");
+    if (tls && (s = ucp_config_modify(uc, "TLS", tls)) != UCS_OK) {
+        log_error("link: transports \"%s\": %s", tls, ucs_status_string(s));
+        ucp_config_release(uc);
+        return -EINVAL;
+    }
+    ucp_params_t pp = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP,
+        .mt_workers_shared = 0,
+    };
+    s = ucp_init(&pp, uc, &l->ctx);
+    ucp_config_release(uc);
+    if (s != UCS_OK) {
+        log_error("link: ucp_init: %s", ucs_status_string(s));
+        return link_err_from_ucs(s);
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((s = ucp_worker_create(l->ctx, &wp, &l->worker)) != UCS_OK ||
+        (s = ucp_worker_get_efd(l->worker, &l->efd)) != UCS_OK) {
+        log_error("link: ucp worker: %s", ucs_status_string(s));
+        return link_err_from_ucs(s);
+    }
+    ucp_am_handler_param_t hp = {
+        .field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                      UCP_AM_HANDLER_PARAM_FIELD_ARG | UCP_AM_HANDLER_PARAM_FIELD_FLAGS,
+        .id = LINK_AM_HS, .cb = link_hs_am_cb, .arg = l, .flags = UCP_AM_FLAG_WHOLE_MSG,
+    };
+    if ((s = ucp_worker_set_am_recv_handler(l->worker, &hp)) != UCS_OK)
+        return link_err_from_ucs(s);
+    hp.id = LINK_AM_USER;
+    hp.cb = link_msg_am_cb;
+    if ((s = ucp_worker_set_am_recv_handler(l->worker, &hp)) != UCS_OK)
+        return link_err_from_ucs(s);
+    return 0;
+}
+
+static void link_handle_closed(uv_handle_t *h)
+{
+    struct link *l = h->data;
+    if (--l->handles_open == 0) {
+        sodium_memzero(l->secret, sizeof(l->secret));
+        free(l);
+    }
+}
+
+int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_ops *ops,
+             struct link **ret)
+{
+    if (!loop || !cfg || !ops || !cfg->secret_path)
+        return -EINVAL;
+    if (sodium_init() < 0)
+        return -EIO;
+    struct link *l = calloc(1, sizeof(*l));
+    if (!l)
+        return -ENOMEM;
+    l->loop = loop;
+    l->cfg = *cfg;
+    l->ops = *ops;
+    l->efd = -1;
+    if (!l->cfg.max_payload)
+        l->cfg.max_payload = (size_t)1 << 30;
+    if (!l->cfg.max_peers)
+        l->cfg.max_peers = 256;
+    if (!l->cfg.handshake_timeout_ms)
+        l->cfg.handshake_timeout_ms = 5000;
+    if (!l->cfg.proto_version)
+        l->cfg.proto_version = LINK_PROTO_VERSION;
+    uv_timer_init(loop, &l->busy_timer);
+    uv_timer_init(loop, &l->tick);
+    l->busy_timer.data = l->tick.data = l->poll.data = l;
+    l->handles_open = 2;
+    int rc = link_secret_load(l, cfg->secret_path);
+    if (rc < 0)
+        goto err_free;
+    link_id_init(l);
+    if ((rc = link_ucx_init(l)) < 0 || (rc = link_arena_init(l)) < 0)
+        goto err_free;
+    if ((rc = uv_poll_init(loop, &l->poll, l->efd)) < 0)
+        goto err_free;
+    l->handles_open++;
+    if (cfg->listen_host && (rc = link_listen(l)) < 0)
+        goto err_free;
+    uv_poll_start(&l->poll, UV_READABLE, link_poll_cb);
+    uv_timer_start(&l->tick, link_tick_cb, LINK_TICK_MS, LINK_TICK_MS);
+    uv_unref((uv_handle_t *)&l->tick);
+    link_kick(l);
+    log_info("link: %s up, UCX %s, transports %s, arena %zu bytes", l->self_id,
+             ucp_get_version_string(), l->tls_desc, l->arena_len);
+    *ret = l;
+    return 0;
+err_free:
+    link_free(l);
+    return rc;
+}
+
+struct link *link_free(struct link *l)
+{
+    if (!l)
+        return NULL;
+    l->freeing = 1;
+    if (l->listener)
+        ucp_listener_destroy(l->listener);
+    l->listener = NULL;
+    if (l->worker) {
+        /* Force-close every endpoint and progress until the closes complete (bounded). */
+        for (struct link_peer *p = l->peers; p; p = p->next) {
+            p->down_reported = 1; /* no callbacks into a user that is tearing down */
+            if (p->state != LINK_PEER_FAILED && p->state != LINK_PEER_CLOSED)
+                link_peer_set_state(p, LINK_PEER_FAILED);
+        }
+        for (unsigned i = 0; i < 100000 && (l->peers || l->pending_head); i++) {
+            link_run_pending(l);
+            link_peer_reap(l);
+            ucp_worker_progress(l->worker);
+        }
+        if (l->peers)
+            log_warn("link: %u endpoints did not finish closing", l->npeers);
+    }
+    link_arena_done(l);
+    if (l->worker)
+        ucp_worker_destroy(l->worker);
+    if (l->ctx)
+        ucp_cleanup(l->ctx);
+    l->worker = NULL;
+    l->ctx = NULL;
+    uv_handle_t *hs[] = {(uv_handle_t *)&l->busy_timer, (uv_handle_t *)&l->tick,
+                         (uv_handle_t *)&l->poll};
+    int n = l->handles_open;
+    for (int i = 0; i < n; i++)
+        uv_close(hs[i], link_handle_closed);
+    return NULL;
+}
+
+uint16_t link_listen_port(const struct link *l)
+{
+    return l->port;
+}
+
+const char *link_self_id(const struct link *l)
+{
+    return l->self_id;
+}
+
+void link_get_stats(const struct link *l, struct link_stats *ret)
+{
+    *ret = l->st;
+}
+
+/* Transports the context offers, from ucp_context_print_info ("... flags -- tcp/lo"). */
+static json_t *link_transports_json(const struct link *l)
+{
+    json_t *a = json_array();
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return a;
+    ucp_context_print_info(l->ctx, f);
+    fclose(f);
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (!strstr(line, "resource"))
+            continue;
+        char *last = strrchr(line, ' ');
+        if (!last || !strchr(last, '/'))
+            continue;
+        const char *tl = last + 1;
+        size_t i, n = json_array_size(a);
+        for (i = 0; i < n; i++)
+            if (!strcmp(json_string_value(json_array_get(a, i)), tl))
+                break;
+        if (i == n)
+            json_array_append_new(a, json_string(tl));
+    }
+    free(buf);
+    return a;
+}
+
+int link_status(const struct link *l, json_t *out)
+{
+    json_t *o = json_object(), *peers = json_array(), *mt = json_array();
+    if (!o || !peers || !mt) {
+        json_decref(o);
+        json_decref(peers);
+        json_decref(mt);
+        return -ENOMEM;
+    }
+    ucp_context_attr_t ca = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+    if (ucp_context_query(l->ctx, &ca) == UCS_OK)
+        for (int t = 0; t < UCS_MEMORY_TYPE_LAST; t++)
+            if (ca.memory_types & UCS_BIT(t))
+                json_array_append_new(mt, json_string(ucs_memory_type_names[t]));
+    for (const struct link_peer *p = l->peers; p; p = p->next) {
+        json_array_append_new(
+            peers, json_pack("{s:I,s:s,s:s,s:s,s:b,s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "serial",
+                             (json_int_t)p->serial, "address", p->addr, "id", p->remote_id,
+                             "state", link_peer_state_to_string(p->state), "outbound",
+                             p->outbound, "put_fast", p->put_fast, "put_lanes", p->lanes,
+                             "arena_bytes", (json_int_t)p->arena_len, "msgs_sent",
+                             (json_int_t)p->msgs_sent, "msgs_recv", (json_int_t)p->msgs_recv,
+                             "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
+                             (json_int_t)p->bytes_recv, "bytes_put", (json_int_t)p->bytes_put));
+    }
+    const struct link_stats *s = &l->st;
+    json_object_set_new(o, "ucx_version", json_string(ucp_get_version_string()));
+    json_object_set_new(o, "id", json_string(l->self_id));
+    json_object_set_new(o, "transports_setting", json_string(l->tls_desc));
+    json_object_set_new(o, "transports", link_transports_json(l));
+    json_object_set_new(o, "memory_types", mt);
+    json_object_set_new(o, "listen_host", l->cfg.listen_host ? json_string(l->cfg.listen_host)
+                                                             : json_null());
+    json_object_set_new(o, "listen_port", json_integer(l->port));
+    json_object_set_new(o, "arena_bytes", json_integer((json_int_t)l->arena_len));
+    json_object_set_new(o, "ops_in_flight", json_integer(l->inflight));
+    json_object_set_new(o, "peers", peers);
+    json_object_set_new(
+        o, "counters",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "msgs_sent",
+                  (json_int_t)s->msgs_sent, "msgs_recv", (json_int_t)s->msgs_recv, "bytes_sent",
+                  (json_int_t)s->bytes_sent, "bytes_recv", (json_int_t)s->bytes_recv, "puts",
+                  (json_int_t)s->puts, "bytes_put", (json_int_t)s->bytes_put,
+                  "handshakes_refused", (json_int_t)s->refused, "msgs_dropped",
+                  (json_int_t)s->dropped, "peers_failed", (json_int_t)s->peers_failed,
+                  "progress_busy_fallbacks", (json_int_t)s->progress_busy_fallbacks));
+    return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
+}

@@ -1,0 +1,185 @@
+/* link.h: the UCX link layer between kvferry daemons (issue 5).
+ *
+ * One UCP context + worker per daemon, progressed from a libuv loop through the worker's event
+ * fd. A listener accepts peers on address:port; endpoints to other daemons are made on demand by
+ * "host:port". Every endpoint runs a handshake before anything else: protocol version and a cluster
+ * secret proven by challenge-response HMAC-SHA256 (libsodium) over both nonces, both daemon ids,
+ * the direction and the version. Only a READY peer carries user messages; anything else that
+ * arrives on an endpoint before that is dropped and counted.
+ *
+ * Messages: typed active messages, a small header (copied by the link, at most LINK_HDR_MAX bytes)
+ * and an optional payload (borrowed: must stay alive until the send's completion callback). Small
+ * payloads go eager; large ones go rendezvous and land straight in a buffer that the receiver's
+ * on_rndv callback chooses (a landing slot).
+ *
+ * RMA: the link owns one arena allocated by UCX (ucp_mem_map ALLOCATE: shared-memory puts are fast
+ * only into UCX-allocated memory). Its packed rkey travels to each peer once, inside the handshake.
+ * link_put writes into the peer's arena; link_flush completes every earlier put to the peer (flush
+ * before sending the message that says the put is done: they may travel on different lanes).
+ * link_mem_register registers other memory (a worker's memfd mapping) and gives an rkey blob for the
+ * engine to send; the peer writes into it with link_put_rkey.
+ *
+ * Path rule (link_peer_put_fast): a put is fast only when a lane that carries the endpoint's puts
+ * uses shared memory (posix, sysv, xpmem) or an RDMA transport (rc/dc), read from
+ * ucp_ep_print_info's "put[lane]" lines (UCX 1.13 has no ucp_ep_query for lanes). Then the engine
+ * puts into the peer's arena. Otherwise (tcp, cma: across namespaces, across hosts on Ethernet) UCX
+ * emulates puts (0.01-1 GB/s) and the engine sends the chunk as an active message received straight
+ * into the landing slot (2-4.5 GB/s over tcp). Measured on these machines: docs/UCX.md.
+ * link_peer_same_host (hostnames in the ids) is informational: two namespaces share a hostname.
+ *
+ * Network namespaces: two daemons on one host in different network namespaces must set
+ * no_shm = 1 (UCX_TLS=^sysv,posix): UCX would still pick shared memory, whose wakeup goes through
+ * an abstract unix socket of one namespace, and an event-driven receiver would hang (trap 2).
+ *
+ * Two daemons that connect to each other get two peers, one each way; either carries traffic
+ * both ways. The handshake authenticates the endpoint's ends; it does not encrypt or sign later
+ * traffic (run the link on a trusted cluster network).
+ *
+ * Ownership: struct link owns its UCX objects, its uv handles and every peer. A struct link_peer
+ * pointer is valid from link_connect (or on_peer_up for inbound peers) until on_peer_down returns
+ * or link_free is called. Threads: everything on the loop thread; callbacks run from the loop,
+ * some from inside UCX progress: they must be short, may call link_send/link_put/link_flush/
+ * link_connect/link_peer_close, and must never call link_free or run the loop. Completion
+ * callbacks never run inside the call that started the operation.
+ * Note for callers that wait with uv_run(UV_RUN_ONCE): a callback fired from the link's timer does
+ * not end that ONCE pass (libuv then blocks for I/O); call uv_stop() in the callback, as the tests
+ * do. The daemon's uv_run(UV_RUN_DEFAULT) needs nothing. */
+#ifndef KVF_LINK_H
+#define KVF_LINK_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#define LINK_PROTO_VERSION 1
+#define LINK_HDR_MAX 256        /* user header bytes per message */
+#define LINK_ID_BYTES 16        /* random part of a daemon id */
+#define LINK_HOST_MAX 64        /* hostname part of a daemon id, NUL included */
+#define LINK_SECRET_MIN 16      /* bytes in the cluster secret file */
+#define LINK_SECRET_MAX 4096
+
+struct link;
+struct link_peer;
+
+typedef enum {
+    LINK_PEER_CONNECTING = 0, /* endpoint made, hello not yet sent out */
+    LINK_PEER_HANDSHAKING,    /* proving the secret */
+    LINK_PEER_READY,          /* user traffic allowed */
+    LINK_PEER_FAILED,         /* refused, lost or timed out; closing */
+    LINK_PEER_CLOSED,         /* endpoint closed; about to be freed */
+} link_peer_state_t;
+
+struct link_config {
+    const char *listen_host;      /* borrowed; NULL: no listener (outbound only) */
+    uint16_t listen_port;         /* 0: ephemeral, see link_listen_port */
+    const char *secret_path;      /* borrowed; file of mode 0600 (no group/other bits) */
+    const char *tls;              /* borrowed; NULL: UCX picks. Troubleshooting override of UCX_TLS */
+    int no_shm;                   /* 1: exclude sysv/posix (different network namespaces) */
+    size_t arena_bytes;           /* UCX-allocated arena; 0: none */
+    bool arena_prefault;          /* fault it in on a low-priority thread after start */
+    size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */
+    unsigned max_peers;           /* endpoints at once; 0: 256 */
+    unsigned handshake_timeout_ms; /* 0: 5000 */
+    uint16_t proto_version;       /* 0: LINK_PROTO_VERSION (others for upgrade tests) */
+};
+
+/* Completion of a send, put or flush: status 0 or -errno (-ECONNRESET when the peer went away). */
+typedef void (*link_done_cb)(void *arg, int status);
+
+struct link_ops {
+    /* A peer finished the handshake. Inbound peers are first seen here. */
+    void (*on_peer_up)(void *arg, struct link_peer *p);
+    /* A peer the user knows (outbound, or announced by on_peer_up) failed or closed; err is
+     * -errno. The pointer dies when this returns. */
+    void (*on_peer_down)(void *arg, struct link_peer *p, int err);
+    /* A message arrived from a READY peer. hdr and data are valid only during the call. For a
+     * rendezvous message data is the buffer on_rndv chose. */
+    void (*on_msg)(void *arg, struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                   const void *data, size_t len);
+    /* Optional. A rendezvous message of len bytes is announced: return 0 and set *dest_ret to a
+     * buffer of at least len bytes that stays valid until on_msg for it (or the peer's
+     * on_peer_down); return -ENOBUFS to let the link allocate a temporary buffer, any other
+     * -errno to drop the message (counted). */
+    int (*on_rndv)(void *arg, struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                   size_t len, void **dest_ret);
+    void *arg;
+};
+
+/* Reads the secret, sets up UCX, maps the arena, starts the listener. 0 or -errno (-EPERM for
+ * a group/world-readable secret file, -EADDRINUSE for a busy port). On error the link's uv
+ * handles are closing: run the loop before uv_loop_close. */
+int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_ops *ops,
+             struct link **ret);
+/* Closes every endpoint (forced), releases UCX and closes the uv handles; the memory is freed
+ * from the last close callback, so run the loop afterwards. on_peer_down is not called; completion
+ * callbacks of operations still in flight do run, with an error, before it returns. Accepts NULL,
+ * returns NULL. */
+struct link *link_free(struct link *l);
+
+/* Port the listener is bound to (after port 0 was asked), 0 without a listener. */
+uint16_t link_listen_port(const struct link *l);
+/* This daemon's id: "<hostname>/<32 hex>". */
+const char *link_self_id(const struct link *l);
+
+/* The peer for "host:port" (IPv4/IPv6 literal or name, port required): an existing live outbound
+ * one, else a new endpoint that starts the handshake. on_peer_up/on_peer_down report the outcome. */
+int link_connect(struct link *l, const char *hostport, struct link_peer **ret);
+/* Starts closing a peer (flushes, then closes); on_peer_down(-ECANCELED) follows. */
+void link_peer_close(struct link_peer *p);
+
+link_peer_state_t link_peer_state(const struct link_peer *p);
+const char *link_peer_state_to_string(link_peer_state_t s);
+/* The remote daemon's id (after the handshake), "" before. */
+const char *link_peer_id(const struct link_peer *p);
+/* 1 when the remote daemon runs on this host (same hostname in the ids exchanged). */
+int link_peer_same_host(const struct link_peer *p);
+/* 1 when puts to this peer are fast (see the path rule above). Asked again while 0: the lanes
+ * settle only when UCX's client-server wireup finishes, a few ms after READY. */
+int link_peer_put_fast(struct link_peer *p);
+/* Size of the peer's arena (0 when it has none). */
+size_t link_peer_arena_bytes(const struct link_peer *p);
+/* Opaque user pointer carried by the peer. */
+void link_peer_set_data(struct link_peer *p, void *data);
+void *link_peer_data(const struct link_peer *p);
+
+/* Sends a typed message to a READY peer. hdr (<= LINK_HDR_MAX) is copied; data (may be NULL with
+ * len 0) is borrowed until cb. cb (may be NULL) runs exactly once, from the loop, never before
+ * link_send returns (an immediate completion is deferred: trap 7). Returns 0, or -errno without
+ * calling cb (-ENOTCONN: peer not READY, -EMSGSIZE: header too large). */
+int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
+              size_t len, link_done_cb cb, void *arg);
+
+/* The local arena: base and size (NULL/0 without one). */
+void *link_arena(const struct link *l, size_t *len_ret);
+/* Puts len bytes from local (any memory; the arena is fastest) at remote_offset of the peer's
+ * arena. -ERANGE when it does not fit, -ENOTCONN when not READY. cb as for link_send. */
+int link_put(struct link_peer *p, const void *local, size_t len, uint64_t remote_offset,
+             link_done_cb cb, void *arg);
+/* Completes every put issued to the peer before it. cb as for link_send. */
+int link_flush(struct link_peer *p, link_done_cb cb, void *arg);
+
+/* A registration of existing memory for zero-copy puts into it. */
+struct link_mreg;
+int link_mem_register(struct link *l, void *ptr, size_t len, struct link_mreg **ret);
+/* The packed rkey to send to a peer (borrowed from the registration). */
+const void *link_mreg_rkey(const struct link_mreg *m, size_t *len_ret);
+struct link_mreg *link_mreg_free(struct link *l, struct link_mreg *m);
+/* Puts into a remote registration described by its rkey blob, at its virtual address
+ * remote_addr (the peer sends both). Blob bounded by LINK_RKEY_MAX. */
+#define LINK_RKEY_MAX 4096
+int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void *rkey,
+                  size_t rkey_len, uint64_t remote_addr, link_done_cb cb, void *arg);
+
+/* Counters of the whole link. */
+struct link_stats {
+    uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, puts, bytes_put;
+    uint64_t refused, dropped, peers_failed, progress_busy_fallbacks;
+};
+void link_get_stats(const struct link *l, struct link_stats *ret);
+
+/* Adds the "link" section: UCX version, transports, memory types, listener, peers, counters. */
+int link_status(const struct link *l, json_t *out);
+
+#endif

@@ -1,0 +1,76 @@
+/* registry.h: the daemon's table of registered ranks and their instances (docs/DESIGN.md §1, §3).
+ * A rank is one worker connection's registration: its layout, its mapped host pools and the
+ * connection it came on. An instance groups the ranks of one instance id; when every rank of
+ * an instance has registered here, this daemon is its home and holds its complete table.
+ * The registry owns ranks (and their mappings) and instances; connections are borrowed.
+ * Loop thread only. */
+#ifndef KVF_REGISTRY_H
+#define KVF_REGISTRY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "copy.h"
+#include "layout.h"
+
+struct wconn;
+struct reg_instance;
+struct reg_gpu;
+
+struct reg_rank {
+    struct layout layout;
+    struct copy_mem mem;          /* owned mappings (munmap on removal); host pools only */
+    struct reg_gpu *gpu;          /* one owned reference to its GPU pools; NULL: host rank */
+    struct wconn *conn;           /* borrowed: the connection that registered it */
+    struct reg_instance *inst;    /* borrowed: owned by the registry */
+    uint64_t worker_id;
+    uint64_t registered_ms;
+    char home[256];               /* the instance's home daemon "host:port" as REGISTER named
+                                   * it; "" = this daemon (engine_home.c) */
+};
+
+struct reg_instance {
+    char id[LAYOUT_NAME_MAX];
+    layout_role_t role;
+    uint32_t n_ranks;             /* tp_size * pp_size */
+    uint32_t n_registered;
+    struct reg_rank **ranks;      /* n_ranks slots, NULL where not registered; ranks owned */
+    struct layout *table;         /* n_ranks layouts, valid while complete; owned */
+    uint64_t epoch;               /* bumps at every (de)registration: cached verdicts expire */
+    struct reg_instance *next;
+};
+
+struct registry {
+    struct reg_instance *instances; /* owned list */
+    uint64_t next_worker_id;
+    uint32_t n_ranks;
+};
+
+void registry_init(struct registry *r);
+/* Frees every instance and rank (unmapping). */
+void registry_done(struct registry *r);
+
+/* Adds a rank. mem: takes ownership of the mappings on success; caller keeps them on error.
+ * Refuses (-EINVAL, message in err) a rank whose slot is taken, or whose instance's ranks
+ * disagree on role, tp/pp size, attention-DP, fingerprint or tokens_per_block. */
+int registry_add(struct registry *r, const struct layout *l, const struct copy_mem *mem,
+                 struct wconn *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
+                 size_t errlen);
+/* Removes and frees a rank (unmapping its pools); frees its instance when it was the last. */
+void registry_remove(struct registry *r, struct reg_rank *rank);
+
+struct reg_instance *registry_find(struct registry *r, const char *id);
+static inline bool registry_complete(const struct reg_instance *in)
+{
+    return in && in->n_registered == in->n_ranks;
+}
+
+/* Unmaps a set of pool mappings (also used by the connection layer on refusal). */
+void registry_unmap(struct copy_mem *mem);
+
+/* `workers` control command rows and the status section. */
+json_t *registry_instances_json(const struct registry *r);
+json_t *registry_rank_json(const struct reg_rank *rank);
+
+#endif

@@ -1,0 +1,550 @@
+/* engine.c: the transfer engine's start and stop, message dispatch, the deadline tick and the
+ * status sections (see engine.h). */
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine_int.h"
+#include "transfers.h"
+#include "workers.h"
+
+uint64_t engine_now(const struct engine *e)
+{
+    uv_update_time(&e->d->loop); /* fresh: deadlines from the cached time came early */
+    return uv_now(&e->d->loop);
+}
+
+static bool busy(const struct engine *e)
+{
+    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
+           gpu_retire_pending(&e->gpu_retired);
+}
+
+static void tick_cb(uv_timer_t *h)
+{
+    struct engine *e = h->data;
+    uint64_t now = engine_now(e);
+    if (e->arena)
+        arena_tick(e->arena, now);
+    if (e->stage_arena)
+        arena_tick(e->stage_arena, now);
+    tab_tick(e, now);
+    gen_tick(e, now);
+    ctx_tick(e, now);
+    quar_tick(e, now);
+    home_tick(e);
+    gen_sweep(e);
+    ctx_sweep(e);
+    egpu_tick(e);
+    if (!busy(e))
+        uv_timer_stop(&e->tick);
+}
+
+void engine_kick_tick(struct engine *e)
+{
+    if (e->tick_inited && !e->stopping && !uv_is_active((uv_handle_t *)&e->tick))
+        uv_timer_start(&e->tick, tick_cb, ENGINE_TICK_MS, ENGINE_TICK_MS);
+}
+
+/* ---- sending ---- */
+
+static void free_cb(void *arg, int status)
+{
+    (void)status;
+    free(arg);
+}
+
+int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    if (!p || !p->lp || !p->up)
+        return -ENOTCONN;
+    void *buf;
+    size_t len;
+    int rc = wire_encode(m, &buf, &len);
+    if (rc < 0) {
+        log_error("engine: encoding %s: %s", wire_type_to_string(m->type), strerror(-rc));
+        return rc;
+    }
+    uint8_t env[ENGINE_ENV_BYTES];
+    uint64_t le = htole64(flow);
+    memcpy(env, &le, sizeof env);
+    rc = link_send(p->lp, (uint16_t)m->type, env, sizeof env, buf, len, free_cb, buf);
+    if (rc < 0)
+        free(buf);
+    return rc;
+}
+
+int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
+                     kvf_error_t code, const char *msg)
+{
+    struct wire_msg m = {.type = WIRE_NACK};
+    m.u.nack.req_id = req_id;
+    m.u.nack.writer = writer;
+    m.u.nack.code = code;
+    snprintf(m.u.nack.message, sizeof m.u.nack.message, "%s", msg);
+    if (p)
+        p->e->c.nacks_sent++;
+    return engine_send_msg(p, flow, &m);
+}
+
+/* ---- link callbacks ---- */
+
+static void on_peer_up(void *arg, struct link_peer *lp)
+{
+    epeer_up(arg, lp);
+}
+
+static void on_peer_down(void *arg, struct link_peer *lp, int err)
+{
+    epeer_down(arg, lp, err);
+}
+
+static int read_flow(const void *hdr, size_t hdr_len, uint64_t *ret)
+{
+    if (hdr_len < ENGINE_ENV_BYTES)
+        return -EBADMSG;
+    uint64_t le;
+    memcpy(&le, hdr, sizeof le);
+    *ret = le64toh(le);
+    return 0;
+}
+
+static int decode_chunk(const void *hdr, size_t hdr_len, uint64_t *flow, struct wire_msg *m)
+{
+    if (read_flow(hdr, hdr_len, flow) < 0)
+        return -EBADMSG;
+    int rc = wire_decode((const uint8_t *)hdr + ENGINE_ENV_BYTES, hdr_len - ENGINE_ENV_BYTES, m);
+    if (rc == 0 && m->type != WIRE_CHUNK) {
+        wire_msg_done(m);
+        return -EBADMSG;
+    }
+    return rc;
+}
+
+static int on_rndv(void *arg, struct link_peer *lp, uint16_t type, const void *hdr, size_t hdr_len,
+                   size_t len, void **dest)
+{
+    struct engine *e = arg;
+    if (type != WIRE_CHUNK)
+        return -ENOBUFS; /* control message: the link allocates */
+    uint64_t flow;
+    struct wire_msg m;
+    if (decode_chunk(hdr, hdr_len, &flow, &m) < 0)
+        return -EBADMSG;
+    int rc = gen_on_rndv(e, epeer_of(e, lp), flow, &m.u.chunk, len, dest);
+    wire_msg_done(&m);
+    return rc;
+}
+
+static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *hdr, size_t hdr_len,
+                   const void *data, size_t len)
+{
+    struct engine *e = arg;
+    struct epeer *p = epeer_of(e, lp);
+    uint64_t flow;
+    struct wire_msg m;
+    if (!p)
+        return;
+    if (type == WIRE_CHUNK) {
+        if (decode_chunk(hdr, hdr_len, &flow, &m) < 0) {
+            log_warn("engine: peer %s: malformed CHUNK dropped", link_peer_id(lp));
+            return;
+        }
+        gen_on_chunk(e, p, flow, &m.u.chunk, data, len);
+        wire_msg_done(&m);
+        goto out;
+    }
+    if (read_flow(hdr, hdr_len, &flow) < 0 || wire_decode(data, len, &m) < 0) {
+        log_warn("engine: peer %s: malformed message (type %u, %zu bytes) dropped",
+                 link_peer_id(lp), type, len);
+        return;
+    }
+    if (m.type != type) {
+        log_warn("engine: peer %s: message type %u carries a %s: dropped", link_peer_id(lp), type,
+                 wire_type_to_string(m.type));
+        wire_msg_done(&m);
+        return;
+    }
+    switch (m.type) {
+    case WIRE_TABLE_REQ:
+        tab_on_table_req(e, p, flow, &m);
+        break;
+    case WIRE_LAYOUT_FORWARD:
+        home_on_forward(e, p, &m);
+        break;
+    case WIRE_TABLE:
+        tab_on_table(e, p, &m);
+        break;
+    case WIRE_TABLE_NACK:
+        tab_on_table_nack(e, p, &m);
+        break;
+    case WIRE_RECV_REQ:
+        ctx_on_recv_req(e, p, flow, &m); /* takes m */
+        goto out;
+    case WIRE_GRANT:
+        ctx_on_grant(e, p, flow, &m);
+        break;
+    case WIRE_WRITER_DONE:
+        gen_on_writer_done(e, p, flow, &m);
+        break;
+    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
+        e->c.nacks_recv++;
+        if (quar_own_flow(e, flow))
+            gen_on_nack(e, p, flow, &m);
+        else
+            ctx_on_nack(e, p, flow, &m);
+        break;
+    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
+        if (quar_own_flow(e, flow))
+            quar_acked(e, p, flow);
+        else
+            ctx_on_cancel(e, p, flow, &m);
+        break;
+    default:
+        break;
+    }
+    wire_msg_done(&m);
+out:
+    gen_sweep(e);
+    ctx_sweep(e);
+}
+
+/* ---- arena callbacks: the reservation's data names its owner ---- */
+
+static void arena_grant(struct arena_resv *r, const struct arena_grant *g, uint32_t n, void *user)
+{
+    (void)user;
+    enum resv_kind *k = r->data;
+    if (*k == RESV_LANDING)
+        gen_on_grant(r->data, g, n);
+    else
+        ctx_stage_granted(r->data, g);
+}
+
+static void arena_timeout(struct arena_resv *r, void *user)
+{
+    (void)user;
+    enum resv_kind *k = r->data;
+    if (*k == RESV_LANDING)
+        gen_on_timeout(r->data);
+    else
+        ctx_stage_timeout(r->data);
+}
+
+/* ---- life ---- */
+
+int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
+{
+    const struct kvf_config *cfg = &d->cfg;
+    struct engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    e->d = d;
+    int rc = uv_timer_init(&d->loop, &e->tick);
+    if (rc < 0) {
+        free(e);
+        return rc;
+    }
+    e->tick.data = e;
+    e->tick_inited = true;
+    quar_init_flows(e);
+    if (!cfg->cluster_secret_file || !cfg->cluster_secret_file[0]) {
+        log_warn("engine: cluster.secret_file is unset: inter-daemon traffic is refused "
+                 "(single-node use only; RECVs naming a remote home fail NO_ROUTE)");
+        e->warned_no_secret = true;
+        *ret = e;
+        return 0;
+    }
+    if (cfg->arena_placement == 2) { /* "device": needs a CUDA-aware UCX and device staging */
+        snprintf(err, errlen,
+                 "arena.placement is device, but this build stages through host "
+                 "memory only: set arena.placement to auto or host");
+        uv_close((uv_handle_t *)&e->tick, NULL);
+        e->tick_inited = false;
+        *ret = e;
+        return -ENOTSUP;
+    }
+    bool listen = cfg->listen_port > 0;
+    struct link_config lc = {
+        .listen_host = listen ? cfg->listen_address : NULL,
+        .listen_port = (uint16_t)cfg->listen_port,
+        .secret_path = cfg->cluster_secret_file,
+        .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
+        .arena_bytes = cfg->arena_size,
+        .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
+        .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
+    };
+    struct link_ops ops = {.on_peer_up = on_peer_up,
+                           .on_peer_down = on_peer_down,
+                           .on_msg = on_msg,
+                           .on_rndv = on_rndv,
+                           .arg = e};
+    rc = link_new(&d->loop, &lc, &ops, &e->link);
+    if (rc < 0) {
+        snprintf(err, errlen, "link (listen %s:%lld, secret %s): %s", cfg->listen_address,
+                 (long long)cfg->listen_port, cfg->cluster_secret_file,
+                 rc == -EPERM ? "the secret file must be mode 0600 (no group/other bits)"
+                              : strerror(-rc));
+        e->link = NULL; /* closing itself: the loop runs its close callbacks */
+        uv_close((uv_handle_t *)&e->tick, NULL);
+        e->tick_inited = false;
+        *ret = e;
+        return rc;
+    }
+    if (listen)
+        snprintf(e->self_addr, sizeof e->self_addr, "%s:%u", cfg->listen_address,
+                 link_listen_port(e->link));
+    e->arena_base = link_arena(e->link, &e->arena_len);
+    /* A quarter of the slots (at least one) stage outgoing chunks, the rest land incoming ones:
+     * a daemon that both sends and receives never waits for a staging slot behind its own
+     * landing credits (which wait for the peer, whose staging could wait the same way). */
+    uint64_t slot = (cfg->arena_chunk + ARENA_MIN_ALIGN - 1) / ARENA_MIN_ALIGN * ARENA_MIN_ALIGN;
+    uint64_t slots = slot ? e->arena_len / slot : 0;
+    uint64_t n_stage = slots >= 2 ? (slots / 4 ? slots / 4 : 1) : 0;
+    e->stage_off = e->arena_len - n_stage * slot;
+    struct arena_params ap = {.size = e->stage_off,
+                              .chunk = cfg->arena_chunk,
+                              .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
+                              .max_waiters = 65536,
+                              .max_credits = ENGINE_MAX_CREDITS,
+                              .on_grant = arena_grant,
+                              .on_timeout = arena_timeout,
+                              .user = e};
+    rc = e->arena_base ? arena_new(&ap, &e->arena) : -ENOMEM;
+    if (rc == 0 && n_stage) {
+        ap.size = n_stage * slot;
+        rc = arena_new(&ap, &e->stage_arena);
+    } else if (rc == 0) { /* one slot in all: landing and staging share it */
+        e->stage_arena = NULL;
+        e->stage_off = 0;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "arena (size %llu, chunk %llu): %s",
+                 (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_chunk,
+                 strerror(-rc));
+        *ret = e;
+        return rc;
+    }
+    egpu_arena_init(e);
+    log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated%s): %u landing and %u "
+             "staging slots of %llu",
+             link_self_id(e->link), e->self_addr[0] ? e->self_addr : "no listener (outbound only)",
+             e->arena_len, e->arena_dev ? ", page-locked for CUDA" : "", arena_slots_total(e->arena),
+             e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
+    *ret = e;
+    return 0;
+}
+
+void engine_stop(struct engine *e)
+{
+    if (!e || e->stopping)
+        return;
+    gen_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
+    ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
+    egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
+    gen_sweep(e);
+    ctx_sweep(e);
+    egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
+    e->stopping = true;
+    frag_free_all(e);
+    e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
+    home_free_all(e);
+    tab_free_all(e);
+    epeer_free_all(e);
+    if (e->tick_inited && !uv_is_closing((uv_handle_t *)&e->tick))
+        uv_close((uv_handle_t *)&e->tick, NULL);
+}
+
+struct engine *engine_free(struct engine *e)
+{
+    if (!e)
+        return NULL;
+    /* stages whose sends were in flight when the link went: their callbacks ran at link_free */
+    while (e->stages) {
+        struct stage *st = e->stages;
+        e->stages = st->next;
+        if (st->own_buf)
+            free(st->buf);
+        free(st);
+    }
+    frag_jobs_free(e);
+    quar_free_all(e);
+    e->arena = arena_free(e->arena);
+    e->stage_arena = arena_free(e->stage_arena);
+    free(e);
+    return NULL;
+}
+
+void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home)
+{
+    gen_recv(e, t, r, ctx_home);
+    gen_sweep(e);
+}
+
+void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
+{
+    (void)t;
+    if (e && e->link) {
+        ctx_send_arrived(e, s);
+        local_send_arrived(e, s);
+        gen_sweep(e);
+    }
+}
+
+int engine_is_self(const struct engine *e, const char *addr)
+{
+    return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
+}
+
+void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg)
+{
+    if (e && x->eng && x->side == 'R') /* held while its scatters run (engine_gpu.c) */
+        gen_rx_fail(x->eng, err ? (kvf_error_t)err : KVF_E_CANCELLED, msg);
+}
+
+void engine_xfer_end(struct engine *e, struct xfer *x, int err)
+{
+    if (!e || !x->eng)
+        return;
+    if (x->side == 'R')
+        gen_xfer_end(e, x->eng, err);
+    else
+        ctx_xfer_end(e, x, err);
+    x->eng = NULL;
+}
+
+/* ---- status ---- */
+
+json_t *engine_peers_json(struct daemon *d)
+{
+    struct engine *e = d->engine;
+    json_t *a = json_array();
+    for (const struct epeer *p = e ? e->peers : NULL; p; p = p->next)
+        json_array_append_new(a, epeer_json(p));
+    return json_pack("{s:b,s:s,s:s,s:o}", "enabled", e && e->link, "self",
+                     e && e->link ? link_self_id(e->link) : "", "listen", e ? e->self_addr : "",
+                     "peers", a);
+}
+
+json_t *engine_arena_json(struct daemon *d)
+{
+    struct engine *e = d->engine;
+    if (!e || !e->arena)
+        return json_pack("{s:b,s:s}", "enabled", 0, "why",
+                         "no arena: cluster.secret_file is unset (single-node use)");
+    json_t *o = arena_stats_json(e->arena); /* the landing slots */
+    if (e->stage_arena)
+        json_object_set_new(o, "staging", arena_stats_json(e->stage_arena));
+    json_object_set_new(o, "enabled", json_true());
+    egpu_arena_json(e, o); /* placement, pinned_for_gpu, why */
+    return o;
+}
+
+int engine_peers_status(struct daemon *d, json_t *ret)
+{
+    json_t *o = engine_peers_json(d);
+    if (!o)
+        return -ENOMEM;
+    json_object_update(ret, o);
+    json_decref(o);
+    if (d->engine && d->engine->link) {
+        json_t *l = json_object();
+        link_status(d->engine->link, l);
+        json_object_set_new(ret, "link", l);
+    }
+    return 0;
+}
+
+int engine_peers_stats(struct daemon *d, json_t *ret)
+{
+    struct engine *e = d->engine;
+    if (!e)
+        return 0;
+    const struct engine_counters *c = &e->c;
+#define C(name) json_object_set_new(ret, #name, json_integer((json_int_t)c->name))
+    C(remote_recvs);
+    C(remote_done);
+    C(remote_failed);
+    C(flows);
+    C(flows_done);
+    C(flows_failed);
+    C(chunks_put);
+    C(chunks_am);
+    C(bytes_put);
+    C(bytes_am);
+    C(chunks_landed);
+    C(bytes_landed);
+    C(staging_fallbacks);
+    C(bound_violations);
+    C(stale_epochs);
+    C(tables_served);
+    C(tables_fetched);
+    C(table_nacks);
+    C(table_retries);
+    C(layouts_forwarded);
+    C(forwards_refused);
+    C(peers_lost);
+    C(nacks_sent);
+    C(nacks_recv);
+    C(slots_reclaimed);
+    C(replans);
+    C(bytes_local_writers);
+    C(fragment_puts);
+    C(bytes_fragment);
+    C(gpu_gathers);
+    C(gpu_scatters);
+    C(bytes_gpu_gathered);
+    C(bytes_gpu_scattered);
+    C(gpu_failures);
+    json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
+    json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
+#undef C
+    /* path decisions by reason: generation side per request, context side per flow */
+    json_object_set_new(ret, "paths",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
+                                  (json_int_t)c->path_fragment_state,
+                                  "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
+                                  "bounce_state_at_min_bytes",
+                                  (json_int_t)c->path_bounce_gate_bytes, "bounce_kv_at_min_blocks",
+                                  (json_int_t)c->path_bounce_gate_blocks,
+                                  "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
+                                  "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
+                                  "flow_bounce_am", (json_int_t)c->path_bounce_am,
+                                  "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools));
+    return 0;
+}
+
+int engine_arena_status(struct daemon *d, json_t *ret)
+{
+    json_t *o = engine_arena_json(d);
+    if (!o)
+        return -ENOMEM;
+    json_object_update(ret, o);
+    json_decref(o);
+    return 0;
+}
+
+int engine_arena_stats(struct daemon *d, json_t *ret)
+{
+    return engine_arena_status(d, ret);
+}
+
+void engine_drain_start(struct daemon *d)
+{
+    if (d->engine)
+        d->engine->draining = true;
+}
+
+size_t engine_in_flight(struct daemon *d)
+{
+    struct engine *e = d->engine;
+    size_t n = 0;
+    for (struct rx *r = e ? e->rxs : NULL; r; r = r->next)
+        n++;
+    for (struct tx *t = e ? e->txs : NULL; t; t = t->next)
+        n++;
+    return n;
+}

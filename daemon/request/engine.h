@@ -1,0 +1,119 @@
+/* engine.h: the engine between daemons (docs/DESIGN.md §5-§7, issue 5): a context rank on
+ * one node, a generation rank on another, each with its own kvferryd.
+ *
+ * Parts (one duty per file):
+ *   engine.c       start/stop: the UCX link (listen.*, cluster.secret_file) and the arena over
+ *                  the link's UCX-allocated region (arena.*: three quarters landing slots, one
+ *                  quarter staging slots, so sending never waits behind this daemon's own
+ *                  landing credits); message dispatch; the tick that drives deadlines;
+ *                  status/stats sections and control commands.
+ *   engine_peer.c  peers: one struct epeer per link peer, connect on demand, loss.
+ *   engine_tab.c   instance tables: TABLE_REQ/TABLE served from the registry of the home daemon
+ *                  (plus the layouts forwarded to it), cached by the generation side with the
+ *                  epoch; verdicts cached per (instance, epoch, generation rank).
+ *   engine_gen.c   generation side: RECV -> table -> plan -> per writer RECV_REQ + credits ->
+ *                  chunks land in granted slots -> scatter -> DONE.
+ *   engine_frag.c  fragment path: generation pools registered with UCX, rkeys in RECV_REQ,
+ *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
+ *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
+ *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
+ *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
+ *                  scatter kernels through its device alias, completions on the loop.
+ *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
+ *                  pool once its SEND is here.
+ *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
+ *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
+ *                  -> WRITER_DONE -> SENT per transfers.h.
+ *
+ * Envelope. Every engine message is a link message whose type is the wire type and whose link
+ * header starts with a u64 little-endian "flow": the generation daemon's id of one (request,
+ * generation rank, writer) stream. Wire request ids are the application's (they meet the SEND),
+ * and two generation ranks of one daemon may read the same writer of the same request (TP2->TP4,
+ * replicated MLA), so (peer, flow) is the key of every message after RECV_REQ. The wire message
+ * rides the payload, except CHUNK whose encoded message follows the flow in the header (its
+ * payload is the chunk's bytes, received straight into the landing slot, or nothing when the
+ * bytes were put into the slot before).
+ *
+ * Stale tables: the generation side refetches a table older than ENGINE_TABLE_TTL_MS, and a
+ * context daemon answers a RECV_REQ naming an epoch other than its table's with NACK
+ * UNKNOWN_INSTANCE "stale table": the generation side drops its cached table and replans that
+ * request once with a refetched table (a second stale answer fails it). Table epochs never
+ * repeat: they mix the home's random run id, its newest registration and newest forward.
+ *
+ * Quarantine (engine_quar.c): a landing reservation closed while chunks may still come (a
+ * failed request with credits out) keeps its slots QUARANTINED under the writer's flow id. The
+ * context daemon acknowledges every failed flow with CANCEL(flow) once none of its chunks is in
+ * flight; the slots are reclaimed then, or ENGINE_RECLAIM_MS after the peer was lost. Flow ids
+ * start at a random value per run, so a NACK or CANCEL is routed to the side that owns the flow.
+ *
+ * Deadlines: deadlines.lookup bounds a table fetch, arena.reserve_timeout the first landing
+ * credit (and a staging slot), deadlines.send_wait the context side's wait for the SEND, the
+ * RECV's deadline (or send_wait) + deadlines.transfer the whole request. Compatibility and
+ * planning are synchronous, so deadlines.validate has nothing to bound here.
+ *
+ * GPU pools (engine_gpu.c): with a GPU the arena is page-locked for CUDA at start; ranks with
+ * GPU pools take the bounce path, gathered and scattered by kernels through the arena's device
+ * alias (either side may be host while the other is GPU).
+ *
+ * Known limits: fragment
+ * puts already issued when a request fails may still land in the generation rank's blocks
+ * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
+ * it registers again.
+ *
+ * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
+ * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer
+ * until engine_xfer_end. Loop thread only. */
+#ifndef KVF_ENGINE_H
+#define KVF_ENGINE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct daemon;
+struct engine;
+struct transfers;
+struct xfer;
+struct reg_rank;
+
+#define ENGINE_TABLE_TTL_MS 10000u
+#define ENGINE_RECLAIM_MS 200u
+#define ENGINE_TICK_MS 20u
+
+/* Creates the link (when cluster.secret_file is set) and the arena. No secret: the engine
+ * exists, logs once that inter-daemon traffic is refused, and remote requests fail NO_ROUTE.
+ * 0 or -errno with a message in err (fatal before READY). */
+int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen);
+/* Fails every request, closes the link and the timer; run the loop, then engine_free. */
+void engine_stop(struct engine *e);
+struct engine *engine_free(struct engine *e);
+
+/* Hooks from transfers.c. engine_recv takes a RECV whose context instance is homed elsewhere;
+ * engine_send tells of a new SEND (it may meet a waiting RECV_REQ); engine_xfer_end: a request
+ * the engine follows (x->eng) ended; the engine lets go of it. */
+void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
+void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
+void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+/* A RECV the engine follows failed (err) while its GPU scatters run (x->eng_gpu): transfers.c
+ * holds the worker's event; the engine stops the request and ends x (transfers_end) once its
+ * kernels ended. x->eng stays set until then. */
+void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg);
+/* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
+int engine_is_self(const struct engine *e, const char *addr);
+
+/* Hook from the worker connection: a rank registered; when it names a home other than this
+ * daemon, its layout is forwarded there (engine_home.c). Accepts a NULL engine. */
+void engine_rank_registered(struct engine *e, struct reg_rank *rk);
+/* Hook from the worker connection, before the registry removes (and unmaps) a rank. */
+void engine_rank_removed(struct engine *e, struct reg_rank *rk);
+
+/* Module rows (modules.c) and control commands (ctl_cmds.c). */
+int engine_peers_status(struct daemon *d, json_t *ret);
+int engine_peers_stats(struct daemon *d, json_t *ret);
+int engine_arena_status(struct daemon *d, json_t *ret);
+int engine_arena_stats(struct daemon *d, json_t *ret);
+void engine_drain_start(struct daemon *d);
+size_t engine_in_flight(struct daemon *d);
+json_t *engine_peers_json(struct daemon *d);
+json_t *engine_arena_json(struct daemon *d);
+
+#endif

@@ -1,0 +1,684 @@
+/* engine_ctx.c: the context side of a remote request (see engine.h, docs/DESIGN.md §7).
+ * A RECV_REQ (one generation rank, one writer of ours) and the rank's SEND meet by (instance,
+ * request id) in either order (the SEND waits in transfers.c's list). The flow plans with its
+ * own ids against the instance's table (this daemon must be the home: it holds the table), checks
+ * the extent against the RECV_REQ's, then for every granted landing slot, in extent order: takes
+ * a staging slot of its own arena, gathers the chunk into it and moves it into the landing slot,
+ * by RMA put + flush + CHUNK where puts to the peer are fast (shared memory), else by a CHUNK
+ * active message whose payload the receiver takes straight into the slot. Up to ENGINE_WINDOW
+ * chunks per flow are in flight. A writer rank with GPU pools has its chunks gathered by a kernel
+ * into the staging slot (engine_gpu.c); ctx_stage_gathered then moves them on the same way.
+ * After the last chunk completed: WRITER_DONE, and the SEND is
+ * told one reader was served (transfers.h decides SENT). Waiting for the SEND is bounded by
+ * deadlines.send_wait, the moving by deadlines.transfer. */
+#include <endian.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "daemon.h"
+#include "engine_int.h"
+#include "plan_request.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+static void pump(struct tx *tx);
+
+static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
+{
+    if (tx->ended)
+        return;
+    char msg[WIRE_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct engine *e = tx->e;
+    tx->ended = true;
+    e->c.flows_failed++;
+    if (code == KVF_E_BOUND_VIOLATION)
+        e->c.bound_violations++;
+    log_req(
+        LOG_LVL_INFO, tx->rr.u.recv_req.req_id, tx->peer ? tx->peer->addr : NULL,
+        tx->rr.u.recv_req.ctx_instance, "engine: flow %llu (request %llu of %s, writer %u): %s: %s",
+        (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
+        tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
+    if (nack && tx->peer && tx->peer->up)
+        engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
+                         code, msg);
+    uint32_t n = 0;
+    for (struct stage *st = e->stages; st; st = st->next)
+        n += st->tx == tx;
+    struct dack *d;
+    quar_flow_ended(e, tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer, n,
+                    &d);
+    for (struct stage *st = e->stages; st; st = st->next)
+        if (st->tx == tx) {
+            st->tx = NULL;
+            st->dack = d;
+        }
+    frag_tx_gone(e, tx);
+}
+
+static void tx_done(struct tx *tx)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    tx->ended = true;
+    e->c.flows_done++;
+    struct wire_msg m = {.type = WIRE_WRITER_DONE};
+    m.u.writer_done.req_id = q->req_id;
+    m.u.writer_done.writer = q->writer;
+    m.u.writer_done.bytes = tx->pw->bytes;
+    if (tx->peer)
+        engine_send_msg(tx->peer, tx->flow, &m);
+    struct xfer *s = tx->send;
+    tx->send = NULL;
+    if (s)
+        transfers_served(&e->d->workers->xt, s, tx->pw->bytes);
+}
+
+static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
+{
+    for (struct tx *t = e->txs; t; t = t->next)
+        if (!t->ended && t->peer == p && t->flow == flow)
+            return t;
+    return NULL;
+}
+
+static bool live_send(const struct xfer *s)
+{
+    return s->state == XFER_WAITING || s->state == XFER_COPYING;
+}
+
+/* ---- meeting and planning ---- */
+
+/* Plans the flow against the context instance's table, then starts moving. */
+static void plan_with(struct tx *tx, const struct itable *tab)
+{
+    struct engine *e = tx->e;
+    struct xfer *s = tx->send;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (tab->epoch != q->table_epoch) {
+        e->c.stale_epochs++;
+        tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
+                "stale table: context instance %s is at epoch "
+                "%llu, the request planned with epoch %llu (refetch the table)",
+                q->ctx_instance, (unsigned long long)tab->epoch,
+                (unsigned long long)q->table_epoch);
+        return;
+    }
+    if (q->writer >= tab->n) {
+        tx_fail(tx, KVF_E_BAD_REQUEST, true, "writer %u of a %u-rank instance", q->writer, tab->n);
+        return;
+    }
+    struct plan_ids *ctx_ids = plan_ctx_ids_new(tab->ranks, tab->n);
+    if (!ctx_ids) {
+        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        return;
+    }
+    plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ctx_ids[q->writer]);
+    struct plan_input pin = {.gen = &tx->gen,
+                             .ctx = tab->ranks,
+                             .n_ctx = tab->n,
+                             .ctx_ids = ctx_ids,
+                             .ctx_dp_rank = q->ctx_dp_rank};
+    for (uint32_t g = 0; g < q->n_groups; g++) {
+        pin.gen_ids.n[g] = q->n_ids[g];
+        pin.gen_ids.ids[g] = q->ids[g];
+    }
+    char pmsg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
+    free(ctx_ids);
+    if (code != KVF_OK) {
+        tx_fail(tx, code, true, "%s", pmsg);
+        return;
+    }
+    tx->planned = true;
+    for (uint32_t w = 0; w < tx->plan.n_writers && !tx->pw; w++)
+        if (tx->plan.writers[w].ctx_rank == q->writer)
+            tx->pw = &tx->plan.writers[w];
+    if (!tx->pw) {
+        tx_fail(tx, KVF_E_BAD_REQUEST, true,
+                "context rank %u writes nothing for generation rank "
+                "%u",
+                q->writer, layout_rank(&tx->gen));
+        return;
+    }
+    if (tx->pw->bytes != q->extent_bytes) {
+        tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                "extent of writer %u is %llu bytes here, the "
+                "RECV_REQ says %llu",
+                q->writer, (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
+        return;
+    }
+    if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
+        tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
+                q->writer);
+        return;
+    }
+    tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = s->rank->gpu ? egpu_tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: gathered by kernels into the page-locked slots */
+        tx_fail(tx, gcode, true, "%s", gmsg);
+        return;
+    }
+    if (q->path == WIRE_PATH_FRAGMENT) {
+        char msg[WIRE_TEXT_MAX];
+        int frc = frag_start(tx, &s->rank->mem, msg, sizeof msg);
+        if (frc < 0)
+            tx_fail(tx, frc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
+        return;
+    }
+    pump(tx);
+}
+
+void ctx_frag_done(struct tx *tx)
+{
+    tx->completed = tx->pw->bytes;
+    if (tx->peer) {
+        tx->peer->chunks_sent++;
+        tx->peer->bytes_sent += tx->pw->bytes;
+    }
+    tx_done(tx);
+}
+
+void ctx_frag_failed(struct tx *tx, int err)
+{
+    tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
+            strerror(-err));
+}
+
+/* The instance's table: held here (this daemon is its home), else fetched from the rank's home
+ * (cached; ctx_table_ready continues). */
+static void get_table(struct tx *tx)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (!tx->home[0]) {
+        struct itable *t;
+        char msg[WIRE_TEXT_MAX];
+        if (home_table(e, q->ctx_instance, &t, msg, sizeof msg) < 0) {
+            tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
+            return;
+        }
+        plan_with(tx, t);
+        tab_free_one(t);
+        return;
+    }
+    int err;
+    struct itable *t = tab_get(e, q->ctx_instance, tx->home, &err);
+    if (err < 0) {
+        tx_fail(tx, KVF_E_PEER_UNREACHABLE, true, "home %s of %s: %s", tx->home, q->ctx_instance,
+                strerror(-err));
+    } else if (!t) {
+        tx->wait_table = true;
+    } else if (t->epoch != q->table_epoch && !tx->refetched) {
+        tx->refetched = true; /* our cached copy may be the stale one */
+        tab_drop(e, t);
+        get_table(tx);
+    } else {
+        plan_with(tx, t);
+    }
+}
+
+void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        if (tx->ended || !tx->wait_table || strcmp(tx->home, tab->home) != 0 ||
+            strcmp(tx->rr.u.recv_req.ctx_instance, tab->instance) != 0)
+            continue;
+        tx->wait_table = false;
+        if (err)
+            tx_fail(tx, (kvf_error_t)err, true, "%s", msg);
+        else
+            plan_with(tx, tab);
+    }
+}
+
+static void meet(struct tx *tx, struct xfer *s)
+{
+    struct engine *e = tx->e;
+    tx->send = s;
+    s->eng = e; /* marker: engine_xfer_end tells us when it ends */
+    const char *home = s->rank->home;
+    if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))
+        snprintf(tx->home, sizeof tx->home, "%s", home);
+    get_table(tx);
+}
+
+static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
+{
+    struct reg_instance *in = registry_find(&e->d->workers->reg, q->ctx_instance);
+    if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
+        return NULL;
+    for (struct xfer *x = e->d->workers->xt.list; x; x = x->next)
+        if (x->side == 'S' && live_send(x) && x->rank == in->ranks[q->writer] &&
+            x->req_id == q->req_id)
+            return x;
+    return NULL;
+}
+
+void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
+{
+    const struct wire_recv_req *q = &m->u.recv_req;
+    char msg[WIRE_TEXT_MAX];
+    kvf_error_t code = KVF_OK;
+    struct reg_instance *in =
+        e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
+    uint32_t n = 0;
+    for (struct tx *t = e->txs; t; t = t->next)
+        n += t->peer == p && !t->ended;
+    if (e->draining || e->stopping) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg, "the context daemon is draining");
+    } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
+        code = KVF_E_UNKNOWN_INSTANCE;
+        snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
+                 q->writer, q->ctx_instance,
+                 e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+    } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg,
+                 "%u requests in flight from this peer: peers.max_inflight is %lld", n,
+                 (long long)e->d->cfg.peers_max_inflight);
+    } else if (find_tx(e, p, flow)) {
+        code = KVF_E_BAD_REQUEST;
+        snprintf(msg, sizeof msg, "flow %llu is already in flight", (unsigned long long)flow);
+    }
+    struct tx *tx = code == KVF_OK ? calloc(1, sizeof *tx) : NULL;
+    if (code == KVF_OK && !tx) {
+        code = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    char err[256];
+    if (tx && layout_from_json(q->gen_json, q->gen_json_len, &tx->gen, err, sizeof err) < 0) {
+        code = KVF_E_BAD_REQUEST;
+        snprintf(msg, sizeof msg, "generation layout: %s", err);
+    }
+    if (code != KVF_OK) {
+        struct dack *d;
+        engine_send_nack(p, flow, q->req_id, q->writer, code, msg);
+        quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
+        free(tx);
+        wire_msg_done(m);
+        return;
+    }
+    tx->e = e;
+    tx->peer = p;
+    p->users++;
+    tx->flow = flow;
+    tx->rr = *m; /* takes the decoded message */
+    for (uint32_t i = 0; i < q->n_grants; i++)
+        tx->q[tx->q_len++] = q->grants[i];
+    tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_send_wait_ms;
+    tx->next = e->txs;
+    e->txs = tx;
+    e->c.flows++;
+    engine_kick_tick(e);
+    struct xfer *s = find_send(e, &tx->rr.u.recv_req);
+    if (s)
+        meet(tx, s);
+}
+
+void ctx_send_arrived(struct engine *e, struct xfer *s)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        const struct wire_recv_req *q = &tx->rr.u.recv_req;
+        if (!tx->ended && !tx->send && q->req_id == s->req_id &&
+            strcmp(q->ctx_instance, s->ctx_instance) == 0 &&
+            q->writer == layout_rank(&s->rank->layout))
+            meet(tx, s);
+    }
+    ctx_sweep(e);
+}
+
+/* ---- chunks ---- */
+
+static void stage_finish(struct stage *st, int status)
+{
+    struct engine *e = st->e;
+    if (st->resv_open) {
+        uint64_t off;
+        arena_resv_close(engine_stage_arena(e, &off), &st->resv, false);
+        st->resv_open = false;
+    }
+    for (struct stage **pp = &e->stages; *pp; pp = &(*pp)->next)
+        if (*pp == st) {
+            *pp = st->next;
+            break;
+        }
+    struct tx *tx = st->tx;
+    uint64_t len = st->g.length;
+    struct dack *d = st->dack;
+    if (st->own_buf)
+        free(st->buf);
+    free(st);
+    quar_stage_done(e, d);
+    if (!tx || tx->ended)
+        return;
+    tx->n_ops--;
+    if (status < 0) {
+        tx_fail(tx, KVF_E_PEER_LOST, false, "moving a chunk to the generation daemon failed: %s",
+                strerror(-status));
+        return;
+    }
+    tx->completed += len;
+    if (tx->peer) {
+        tx->peer->chunks_sent++;
+        tx->peer->bytes_sent += len;
+    }
+    if (tx->completed == tx->pw->bytes)
+        tx_done(tx);
+    else
+        pump(tx);
+}
+
+static void chunk_sent(void *arg, int status)
+{
+    stage_finish(arg, status);
+}
+
+static void flushed(void *arg, int status)
+{
+    struct stage *st = arg;
+    if (status == 0)
+        status = st->err;
+    if (status == 0 && st->tx && !st->tx->ended && st->tx->peer && st->tx->peer->lp)
+        status =
+            link_send(st->tx->peer->lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
+    else if (status == 0)
+        status = -ECANCELED;
+    if (status < 0)
+        stage_finish(st, status);
+}
+
+static void put_done(void *arg, int status)
+{
+    struct stage *st = arg;
+    if (status < 0)
+        st->err = status; /* the flush that follows reports it */
+}
+
+/* Moves a gathered chunk into its landing slot. st may be freed when this returns. */
+static void stage_move(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
+        stage_finish(st, -ECANCELED);
+        return;
+    }
+    struct engine *e = st->e;
+    const struct wire_grant *g = &st->g;
+    struct wire_msg m = {.type = WIRE_CHUNK};
+    m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id,
+                                    tx->rr.u.recv_req.writer,
+                                    g->slot,
+                                    g->generation,
+                                    g->ext_off,
+                                    g->length};
+    uint64_t le = htole64(tx->flow);
+    memcpy(st->hdr, &le, ENGINE_ENV_BYTES);
+    size_t n;
+    if (wire_encode_into(&m, st->hdr + ENGINE_ENV_BYTES, sizeof st->hdr - ENGINE_ENV_BYTES, &n) <
+        0) {
+        stage_finish(st, -EINVAL);
+        return;
+    }
+    st->hdr_len = ENGINE_ENV_BYTES + n;
+    struct link_peer *lp = tx->peer->lp;
+    bool put = link_peer_put_fast(lp) && g->offset + g->length <= link_peer_arena_bytes(lp);
+    int rc;
+    if (put) {
+        e->c.chunks_put++;
+        e->c.bytes_put += g->length;
+        rc = link_put(lp, st->buf, g->length, g->offset, put_done, st);
+        if (rc == 0)
+            rc = link_flush(lp, flushed, st);
+        else
+            stage_finish(st, rc);
+        if (rc < 0)
+            return;
+    } else {
+        e->c.chunks_am++;
+        e->c.bytes_am += g->length;
+        rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, g->length, chunk_sent, st);
+        if (rc < 0)
+            stage_finish(st, rc);
+    }
+}
+
+/* Gathers the chunk (on the CPU, or launches the GPU gather) and starts moving it. st may be
+ * freed when this returns. */
+static void stage_run(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
+        stage_finish(st, -ECANCELED);
+        return;
+    }
+    if (egpu_tx_on_gpu(tx)) {
+        char msg[WIRE_TEXT_MAX];
+        int rc = egpu_gather(st, msg, sizeof msg);
+        if (rc < 0) {
+            tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
+            stage_finish(st, rc);
+        }
+        return; /* ctx_stage_gathered goes on */
+    }
+    const struct wire_grant *g = &st->g;
+    copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
+                g->ext_off + g->length, st->buf);
+    stage_move(st);
+}
+
+void ctx_stage_gathered(struct stage *st, int status)
+{
+    if (status < 0) {
+        struct tx *tx = st->tx;
+        if (tx && !tx->ended)
+            tx_fail(tx, KVF_E_INTERNAL, true, "GPU gather of extent [%llu, +%llu) failed: %s",
+                    (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
+                    strerror(-status));
+        stage_finish(st, status);
+        return;
+    }
+    stage_move(st);
+}
+
+void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
+{
+    st->have_slot = true;
+    st->slot = *g;
+    uint64_t off;
+    engine_stage_arena(st->e, &off);
+    st->buf = st->e->arena_base + off + g->offset;
+    stage_run(st);
+}
+
+void ctx_stage_timeout(struct stage *st)
+{
+    st->resv_open = false;
+    if (st->tx && !st->tx->ended)
+        tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
+    stage_finish(st, -ETIMEDOUT);
+}
+
+static void pump(struct tx *tx)
+{
+    struct engine *e = tx->e;
+    while (!tx->ended && tx->planned && tx->q_len > 0 && tx->n_ops < ENGINE_WINDOW) {
+        struct wire_grant g = tx->q[tx->q_head];
+        tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
+        tx->q_len--;
+        uint64_t left = tx->pw->bytes - tx->sent;
+        if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 ||
+            g.length > left) {
+            tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                    "grant of slot %u for extent [%llu, +%llu) "
+                    "does not follow: %llu of %llu bytes sent",
+                    g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
+                    (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
+            return;
+        }
+        if (tx->sent == 0) {
+            bool put = link_peer_put_fast(tx->peer->lp);
+            if (put)
+                e->c.path_bounce_shm_put++;
+            else
+                e->c.path_bounce_am++;
+        }
+        struct stage *st = calloc(1, sizeof *st);
+        if (!st) {
+            tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+            return;
+        }
+        st->kind = RESV_STAGING;
+        st->e = e;
+        st->tx = tx;
+        st->g = g;
+        st->next = e->stages;
+        e->stages = st;
+        tx->sent += g.length;
+        tx->n_ops++;
+        uint64_t soff;
+        struct arena *sa = engine_stage_arena(e, &soff);
+        if (g.length <= arena_slot_bytes(sa)) {
+            arena_resv_init(&st->resv, tx->flow, 0, g.length);
+            st->resv.data = st;
+            st->resv_open = true;
+            if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
+                continue; /* ctx_stage_granted runs now or when a slot frees */
+            st->resv_open = false;
+        }
+        if (egpu_tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
+            tx_fail(tx, KVF_E_NO_ROUTE, true,
+                    "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
+                    "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
+                    "both daemons the same arena.chunk",
+                    (unsigned long long)g.length, (unsigned long long)arena_slot_bytes(sa));
+            stage_finish(st, -ENOSPC);
+            return;
+        }
+        /* a landing chunk larger than our slots, or our wait queue is full: a heap buffer */
+        e->c.staging_fallbacks++;
+        st->buf = malloc(g.length);
+        st->own_buf = true;
+        if (!st->buf) {
+            tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
+                    (unsigned long long)g.length);
+            stage_finish(st, -ENOMEM);
+            return;
+        }
+        stage_run(st);
+    }
+}
+
+void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    struct tx *tx = find_tx(e, p, flow);
+    if (!tx)
+        return;
+    const struct wire_grant_msg *gm = &m->u.grant;
+    if (tx->q_len + gm->n_grants > ENGINE_MAX_CREDITS) {
+        tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "%u grants outstanding, at most %u",
+                tx->q_len + gm->n_grants, ENGINE_MAX_CREDITS);
+        return;
+    }
+    for (uint32_t i = 0; i < gm->n_grants; i++)
+        tx->q[(tx->q_head + tx->q_len++) % ENGINE_MAX_CREDITS] = gm->grants[i];
+    pump(tx);
+}
+
+void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    struct tx *tx = find_tx(e, p, flow);
+    if (tx)
+        tx_fail(tx, m->u.nack.code, false, "the generation daemon: %s", m->u.nack.message);
+    else
+        quar_ack_unknown(p, flow, m); /* ended already: nothing of it in flight */
+}
+
+void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    struct tx *tx = find_tx(e, p, flow);
+    if (tx)
+        tx_fail(tx, KVF_E_CANCELLED, false, "cancelled by the generation daemon");
+    else
+        quar_ack_unknown(p, flow, m);
+}
+
+void ctx_xfer_end(struct engine *e, struct xfer *s, int err)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        if (tx->send != s)
+            continue;
+        frag_send_gone(e, tx, s);
+        tx->send = NULL;
+        tx_fail(tx, err ? (kvf_error_t)err : KVF_E_CANCELLED, true,
+                "the context rank's SEND ended before this reader was served (%s)",
+                kvf_error_to_string((kvf_error_t)err));
+    }
+}
+
+void ctx_peer_down(struct engine *e, struct epeer *p, int err)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        if (tx->peer != p)
+            continue;
+        tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
+        tx->peer = NULL;
+        p->users--;
+    }
+}
+
+void ctx_tick(struct engine *e, uint64_t now)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next) {
+        if (tx->ended || now < tx->deadline_ms)
+            continue;
+        if (!tx->send)
+            tx_fail(tx, KVF_E_TIMEOUT, true,
+                    "context rank %u did not SEND request %llu within "
+                    "deadlines.send_wait",
+                    tx->rr.u.recv_req.writer, (unsigned long long)tx->rr.u.recv_req.req_id);
+        else
+            tx_fail(tx, KVF_E_TIMEOUT, true,
+                    "moving %llu of %llu bytes exceeded "
+                    "deadlines.transfer",
+                    (unsigned long long)(tx->pw ? tx->pw->bytes - tx->completed : 0),
+                    (unsigned long long)(tx->pw ? tx->pw->bytes : 0));
+    }
+}
+
+void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        tx_fail(tx, code, true, "%s", why);
+}
+
+void ctx_sweep(struct engine *e)
+{
+    for (struct tx **pp = &e->txs; *pp;) {
+        struct tx *tx = *pp;
+        if (!tx->ended) {
+            pp = &tx->next;
+            continue;
+        }
+        *pp = tx->next;
+        if (tx->peer)
+            tx->peer->users--;
+        egpu_tx_gone(tx); /* its program is freed when its kernels ended */
+        if (tx->planned)
+            plan_done(&tx->plan);
+        wire_msg_done(&tx->rr);
+        free(tx);
+    }
+}

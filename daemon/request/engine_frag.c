@@ -1,0 +1,267 @@
+/* engine_frag.c: the fragment path (docs/DESIGN.md §5): zero-copy, one UCX put per region, for
+ * payloads below the gate. The generation daemon registers each generation rank's host pools
+ * with UCX when the rank registers and sends their rkeys (and base addresses) in RECV_REQ; the
+ * context daemon checks every destination range against the generation layout's pools, then
+ * puts each run of the writer's copy program straight from the context rank's pools into the
+ * generation rank's pools, flushes, and reports WRITER_DONE. No arena, no scatter.
+ * The gate is chosen by the payload kind, never by a byte count alone: a payload that carries
+ * recurrent state goes fragment below gates.min_bytes; a plain-KV payload below
+ * gates.min_blocks blocks. Every decision is counted by reason; a fallback to bounce because
+ * the pools could not be registered is logged once at warning level.
+ * Context ranks that disconnect while their puts are in flight: the job takes over the rank's
+ * pool mappings (the registry then unmaps nothing) and unmaps them when the puts completed. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine_int.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+/* ---- generation side: registrations ---- */
+
+static struct fragreg *reg_find(struct engine *e, const struct reg_rank *rk)
+{
+    for (struct fragreg *f = e->fragregs; f; f = f->next)
+        if (f->rk == rk)
+            return f;
+    return NULL;
+}
+
+void frag_rank_registered(struct engine *e, struct reg_rank *rk)
+{
+    if (!e->link || rk->layout.role != ROLE_GENERATION || rk->gpu)
+        return; /* GPU pools: UCX here reaches host memory only; they take the bounce path */
+    struct fragreg *f = calloc(1, sizeof *f);
+    if (!f)
+        return;
+    f->rk = rk;
+    for (uint32_t p = 0; p < rk->mem.n; p++) {
+        int rc = rk->mem.base[p]
+                     ? link_mem_register(e->link, rk->mem.base[p], rk->mem.size[p], &f->m[p])
+                     : -EINVAL;
+        if (rc < 0) {
+            log_warn("engine: %s rank %u pool %u: UCX registration failed (%s): its requests take "
+                     "the bounce path",
+                     rk->layout.instance, layout_rank(&rk->layout), p, strerror(-rc));
+            for (uint32_t q = 0; q < p; q++)
+                link_mreg_free(e->link, f->m[q]);
+            free(f);
+            return;
+        }
+        f->n++;
+    }
+    f->next = e->fragregs;
+    e->fragregs = f;
+}
+
+void engine_rank_removed(struct engine *e, struct reg_rank *rk)
+{
+    if (!e)
+        return;
+    for (struct fragreg **pp = &e->fragregs; *pp; pp = &(*pp)->next)
+        if ((*pp)->rk == rk) {
+            struct fragreg *f = *pp;
+            *pp = f->next;
+            for (uint32_t p = 0; p < f->n; p++)
+                link_mreg_free(e->link, f->m[p]);
+            free(f);
+            return;
+        }
+}
+
+void frag_free_all(struct engine *e)
+{
+    while (e->fragregs) {
+        struct fragreg *f = e->fragregs;
+        e->fragregs = f->next;
+        for (uint32_t p = 0; p < f->n; p++)
+            link_mreg_free(e->link, f->m[p]);
+        free(f);
+    }
+}
+
+/* The path of a planned request (same for every writer). */
+wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl)
+{
+    const struct kvf_config *cfg = &e->d->cfg;
+    bool state = pl->state_bytes > 0;
+    bool below;
+    if (state) {
+        below = pl->total_bytes < cfg->gates_min_bytes;
+    } else {
+        uint32_t blocks = 0;
+        for (uint32_t g = 0; g < x->rank->layout.n_groups && g < x->items.n_groups; g++)
+            if (x->rank->layout.groups[g].kind == GROUP_PAGED && x->items.counts[g] > blocks)
+                blocks = x->items.counts[g];
+        below = (int64_t)blocks < cfg->gates_min_blocks;
+    }
+    if (!below) {
+        if (state)
+            e->c.path_bounce_gate_bytes++;
+        else
+            e->c.path_bounce_gate_blocks++;
+        return WIRE_PATH_BOUNCE;
+    }
+    struct fragreg *f = reg_find(e, x->rank);
+    if (!f || f->n != x->rank->layout.n_pools) {
+        e->c.path_bounce_no_rkeys++;
+        if (!e->warned_frag) {
+            e->warned_frag = true;
+            log_warn("engine: %s rank %u: fragment path wanted (payload below the gate) but its "
+                     "pools are not registered with UCX: falling back to bounce (logged once)",
+                     x->rank->layout.instance, layout_rank(&x->rank->layout));
+        }
+        return WIRE_PATH_BOUNCE;
+    }
+    if (state)
+        e->c.path_fragment_state++;
+    else
+        e->c.path_fragment_kv++;
+    return WIRE_PATH_FRAGMENT;
+}
+
+/* Fills the RECV_REQ's rkeys for the rank's pools. 0 or -ENOENT. */
+int frag_fill_rkeys(struct engine *e, const struct xfer *x, struct wire_recv_req *q)
+{
+    struct fragreg *f = reg_find(e, x->rank);
+    if (!f)
+        return -ENOENT;
+    q->n_rkeys = f->n;
+    for (uint32_t p = 0; p < f->n; p++) {
+        size_t len;
+        q->rkeys[p].pool = p;
+        q->rkeys[p].remote_base = (uint64_t)(uintptr_t)x->rank->mem.base[p];
+        q->rkeys[p].blob = link_mreg_rkey(f->m[p], &len);
+        q->rkeys[p].blob_len = (uint32_t)len;
+    }
+    return 0;
+}
+
+/* ---- context side: the puts ---- */
+
+static void job_end(struct fragjob *j)
+{
+    struct engine *e = j->e;
+    struct tx *tx = j->tx;
+    if (tx && !tx->ended) {
+        tx->frag = NULL;
+        if (j->err < 0)
+            ctx_frag_failed(tx, j->err);
+        else
+            ctx_frag_done(tx);
+    }
+    for (struct fragjob **pp = &e->frags; *pp; pp = &(*pp)->next)
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    if (j->own_mem)
+        registry_unmap(&j->mem);
+    free(j);
+}
+
+static void job_cb(void *arg, int status)
+{
+    struct fragjob *j = arg;
+    if (status < 0 && j->err == 0)
+        j->err = status;
+    if (--j->pending == 0 && j->issued)
+        job_end(j);
+}
+
+int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    const struct plan_writer *pw = tx->pw;
+    /* every destination range inside the generation layout's pools, with an rkey for it */
+    struct copy_mem bounds = {.n = tx->gen.n_pools};
+    const struct wire_rkey *rk[LAYOUT_MAX_POOLS] = {0};
+    for (uint32_t i = 0; i < q->n_rkeys; i++)
+        if (q->rkeys[i].pool < tx->gen.n_pools)
+            rk[q->rkeys[i].pool] = &q->rkeys[i];
+    for (uint32_t p = 0; p < tx->gen.n_pools; p++) {
+        bounds.base[p] = rk[p] ? (uint8_t *)(uintptr_t)1 : NULL; /* sizes only */
+        bounds.size[p] = tx->gen.pools[p].bytes;
+    }
+    if (copy_check(pw->ops, pw->n_ops, &bounds, 'd') < 0) {
+        snprintf(msg, len,
+                 "fragment: a destination lies outside the generation pools, or a pool "
+                 "has no rkey");
+        return -ERANGE;
+    }
+    struct fragjob *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    j->e = e;
+    j->tx = tx;
+    j->next = e->frags;
+    e->frags = j;
+    tx->frag = j;
+    struct link_peer *lp = tx->peer->lp;
+    int rc = 0;
+    for (uint32_t i = 0; i < pw->n_ops && rc == 0; i++) {
+        const struct copy_op *o = &pw->ops[i];
+        for (uint64_t k = 0; k < o->count && rc == 0; k++) {
+            const uint8_t *s = src->base[o->src_pool] + o->src_off + (int64_t)k * o->src_stride;
+            uint64_t d =
+                rk[o->dst_pool]->remote_base + o->dst_off + (uint64_t)((int64_t)k * o->dst_stride);
+            j->pending++;
+            rc = link_put_rkey(lp, s, o->len, rk[o->dst_pool]->blob, rk[o->dst_pool]->blob_len, d,
+                               job_cb, j);
+            if (rc < 0)
+                j->pending--;
+            else
+                j->puts++;
+        }
+    }
+    if (rc == 0) {
+        j->pending++;
+        rc = link_flush(lp, job_cb, j);
+        if (rc < 0)
+            j->pending--;
+    }
+    if (rc < 0 && j->err == 0)
+        j->err = rc;
+    e->c.fragment_puts += j->puts;
+    e->c.bytes_fragment += pw->bytes;
+    j->issued = true;
+    if (j->pending == 0)
+        job_end(j);
+    return 0;
+}
+
+void frag_tx_gone(struct engine *e, struct tx *tx)
+{
+    for (struct fragjob *j = e->frags; j; j = j->next)
+        if (j->tx == tx)
+            j->tx = NULL;
+}
+
+void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
+{
+    /* a departing context rank: keep its pools mapped until the puts reading them complete */
+    for (struct fragjob *j = e->frags; j; j = j->next)
+        if (j->tx == tx && s->conn && s->conn->closing && s->rank->mem.n > 0 && !j->own_mem) {
+            j->mem = s->rank->mem;
+            j->own_mem = true;
+            s->rank->mem.n = 0;
+        }
+}
+
+void frag_jobs_free(struct engine *e)
+{
+    while (e->frags) {
+        struct fragjob *j = e->frags;
+        e->frags = j->next;
+        if (j->own_mem)
+            registry_unmap(&j->mem);
+        free(j);
+    }
+}

@@ -1,0 +1,681 @@
+/* engine_gen.c: the generation side of a remote request (see engine.h, docs/DESIGN.md §7).
+ * RECV naming a context home -> the instance's table (cached, else TABLE_REQ to the home within
+ * deadlines.lookup) -> plan (compat first: PEER_INCOMPATIBLE to this rank only, verdict cached
+ * per epoch) -> per writer: connect to its daemon, reserve landing credits (first credit within
+ * arena.reserve_timeout), RECV_REQ with the generation layout, ids and the first grants; every
+ * CHUNK is checked against its grant (slot, generation, offset, length: else BOUND_VIOLATION and
+ * nothing scattered), scattered into the rank's pools, its credit returned and the next asked;
+ * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
+ * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
+ * GPU pools: a kernel scatters each chunk (engine_gpu.c), its slot held until it ended; a failure
+ * meanwhile reaches the worker only then (held in rx, or by transfers.c: engine_xfer_hold). */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "daemon.h"
+#include "engine_int.h"
+#include "plan_request.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+static const char *const rx_names[] = {"lookup", "connect", "moving", "ended"};
+
+static void rx_set_state(struct rx *rx, enum rx_state to)
+{
+    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id, rx_names[rx->state],
+              rx_names[to]);
+    rx->state = to;
+}
+
+/* Closes the writers' reservations (quarantining slots a chunk may still be coming to) and,
+ * with cancel, tells the writers' daemons to stop. */
+static void release(struct rx *rx, kvf_error_t code, const char *msg)
+{
+    struct engine *e = rx->e;
+    for (uint32_t i = 0; i < rx->n_w; i++) {
+        struct rxw *w = &rx->w[i];
+        bool in_flight = w->req_sent && w->n_out > 0;
+        if (code != KVF_OK && w->req_sent && !w->no_nack && w->peer && w->peer->up)
+            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, msg);
+        if (w->resv_open) {
+            /* chunks may still come: quarantined until the writer's daemon acks the drain */
+            arena_resv_close(e->arena, &w->resv, in_flight);
+            w->resv_open = false;
+            if (in_flight)
+                quar_add(e, w->flow, w->peer);
+        }
+        w->n_out = 0;
+    }
+}
+
+static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
+{
+    if (rx->state == RX_ENDED)
+        return;
+    char msg[WIRE_TEXT_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rx_set_state(rx, RX_ENDED);
+    rx->e->c.remote_failed++;
+    if (code == KVF_E_BOUND_VIOLATION)
+        rx->e->c.bound_violations++;
+    log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
+            "engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
+            rx->ctx_instance, kvf_error_to_string(code), msg);
+    release(rx, code, msg);
+    struct xfer *x = rx->x;
+    if (x && rx->gpu_busy > 0) {
+        /* scatters still write into the rank's pools: it hears of the failure when they ended
+         * (engine_gpu.c), so it never reuses blocks under a running kernel */
+        rx->held = code;
+        snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
+        return;
+    }
+    rx->x = NULL;
+    if (x) {
+        x->eng = NULL;
+        transfers_end(rx->t, x, code, 0, msg);
+    }
+}
+
+static void rx_done(struct rx *rx)
+{
+    rx_set_state(rx, RX_ENDED);
+    rx->e->c.remote_done++;
+    rx->e->c.last_wall_ns = uv_hrtime() - rx->t0_ns;
+    rx->e->c.last_bytes = rx->plan.total_bytes;
+    release(rx, KVF_OK, "");
+    struct xfer *x = rx->x;
+    rx->x = NULL;
+    if (x) {
+        x->eng = NULL;
+        transfers_end(rx->t, x, KVF_OK, rx->plan.total_bytes, "");
+    }
+}
+
+static void check_done(struct rx *rx);
+
+void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg)
+{
+    rx_fail(rx, code, "%s", msg);
+}
+
+void gen_check_done(struct rx *rx)
+{
+    check_done(rx);
+}
+
+static void check_done(struct rx *rx)
+{
+    if (rx->state != RX_MOVING)
+        return;
+    for (uint32_t i = 0; i < rx->n_w; i++)
+        if (rx->w[i].scattered < rx->w[i].extent)
+            return;
+    rx_done(rx);
+}
+
+/* ---- planning ---- */
+
+static void start_writer(struct rxw *w);
+
+static void plan_rx(struct rx *rx, struct itable *tab)
+{
+    struct engine *e = rx->e;
+    struct xfer *x = rx->x;
+    for (uint32_t i = 0; i < tab->n_bad; i++)
+        if (tab->bad[i].worker_id == x->rank->worker_id) {
+            rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,
+                    (unsigned long long)tab->epoch);
+            return;
+        }
+    struct plan_input pin = {.gen = &x->rank->layout,
+                             .ctx = tab->ranks,
+                             .n_ctx = tab->n,
+                             .ctx_ids = NULL,
+                             .ctx_dp_rank = x->ctx_dp_rank};
+    plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
+    char msg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &rx->plan, msg, sizeof msg);
+    if (code != KVF_OK) {
+        if (code == KVF_E_PEER_INCOMPATIBLE && tab->n_bad < sizeof tab->bad / sizeof tab->bad[0]) {
+            struct tab_verdict *v = &tab->bad[tab->n_bad++];
+            v->worker_id = x->rank->worker_id;
+            v->code = code;
+            snprintf(v->msg, sizeof v->msg, "%s", msg);
+        }
+        rx_fail(rx, code, "%s", msg);
+        return;
+    }
+    rx->planned = true;
+    rx->epoch = tab->epoch;
+    for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
+        const struct plan_writer *pw = &rx->plan.writers[i];
+        if (copy_check(pw->ops, pw->n_ops, egpu_rank_mem(x->rank), 'd') < 0) {
+            rx_fail(rx, KVF_E_BOUND_VIOLATION, "plan of writer rank %u leaves the mapped pools",
+                    pw->ctx_rank);
+            return;
+        }
+    }
+    json_t *o = layout_to_jobj(&x->rank->layout);
+    rx->gen_json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
+    if (!rx->gen_json || !rx->w) {
+        rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+        return;
+    }
+    rx->n_w = rx->plan.n_writers;
+    rx->path = !rx->n_w || egpu_bounce_only(e, x, tab, &rx->plan) ? WIRE_PATH_BOUNCE
+                                                                  : frag_choose(e, x, &rx->plan);
+    rx_set_state(rx, RX_CONNECT);
+    for (uint32_t i = 0; i < rx->n_w; i++) {
+        struct rxw *w = &rx->w[i];
+        const struct plan_writer *pw = &rx->plan.writers[i];
+        w->kind = RESV_LANDING;
+        w->rx = rx;
+        w->idx = i;
+        w->ctx_rank = pw->ctx_rank;
+        w->extent = pw->bytes;
+        w->flow = ++e->next_flow;
+        if (engine_is_self(e, tab->addrs[pw->ctx_rank])) { /* a writer of ours: no UCX */
+            w->local = true;
+            if (!rx->ctx_layouts) {
+                rx->ctx_layouts = malloc(tab->n * sizeof *rx->ctx_layouts);
+                if (!rx->ctx_layouts) {
+                    rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+                    return;
+                }
+                memcpy(rx->ctx_layouts, tab->ranks, tab->n * sizeof *rx->ctx_layouts);
+                rx->n_ctx = tab->n;
+            }
+            continue;
+        }
+        int rc = epeer_get(e, tab->addrs[pw->ctx_rank], &w->peer);
+        if (rc < 0) {
+            w->peer = NULL;
+            rx_fail(rx, KVF_E_PEER_UNREACHABLE, "context rank %u's daemon %s: %s", pw->ctx_rank,
+                    tab->addrs[pw->ctx_rank], strerror(-rc));
+            return;
+        }
+        w->peer->users++;
+    }
+    char gmsg[WIRE_TEXT_MAX];
+    kvf_error_t gcode = x->rank->gpu ? egpu_rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* GPU pools: one program per writer, scattered by kernels */
+        rx_fail(rx, gcode, "%s", gmsg);
+        return;
+    }
+    rx_set_state(rx, RX_MOVING);
+    if (rx->n_w == 0) {
+        check_done(rx);
+        return;
+    }
+    for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++)
+        if (rx->w[i].local)
+            local_start(&rx->w[i]);
+        else if (rx->w[i].peer->up)
+            start_writer(&rx->w[i]);
+}
+
+static void ask(struct rxw *w)
+{
+    struct engine *e = w->rx->e;
+    if (!w->resv_open || w->resv.state == RESV_WAITING || w->resv.granted >= w->extent ||
+        w->resv.held >= ENGINE_WINDOW)
+        return;
+    int rc = arena_want(e->arena, &w->resv, ENGINE_WINDOW - w->resv.held, engine_now(e));
+    if (rc < 0)
+        rx_fail(w->rx, rc == -EAGAIN ? KVF_E_TIMEOUT : KVF_E_INTERNAL,
+                "landing credits for writer rank %u refused: %s", w->ctx_rank, strerror(-rc));
+}
+
+static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
+
+static void start_writer(struct rxw *w)
+{
+    struct engine *e = w->rx->e;
+    if (w->resv_open || w->req_sent || w->rx->state != RX_MOVING)
+        return;
+    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
+        int rc = send_recv_req(w, NULL, 0);
+        w->req_sent = rc == 0;
+        if (rc < 0)
+            rx_fail(w->rx, KVF_E_PEER_LOST,
+                    "could not send RECV_REQ to context rank %u's "
+                    "daemon: %s",
+                    w->ctx_rank, strerror(-rc));
+        return;
+    }
+    arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
+    w->resv.data = w;
+    w->resv_open = true;
+    engine_kick_tick(e);
+    ask(w);
+}
+
+/* Starts the request over with a fresh table: the writers' flows end (their slots quarantined
+ * until drained), new flows are planned from the refetched table. */
+static void rx_replan(struct rx *rx)
+{
+    struct engine *e = rx->e;
+    log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
+            "engine: request %llu from %s: the table was stale, replanning with a fresh one",
+            (unsigned long long)rx->req_id, rx->ctx_instance);
+    release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
+    egpu_rx_gone(rx);
+    rx->gpu_serial++; /* scatters still running belong to the old plan */
+    for (uint32_t i = 0; i < rx->n_w; i++)
+        if (rx->w[i].peer)
+            rx->w[i].peer->users--;
+    if (rx->planned)
+        plan_done(&rx->plan);
+    rx->planned = false;
+    free(rx->w);
+    rx->w = NULL;
+    rx->n_w = 0;
+    free(rx->gen_json);
+    rx->gen_json = NULL;
+    free(rx->ctx_layouts);
+    rx->ctx_layouts = NULL;
+    rx->retried = true;
+    e->c.replans++;
+    rx_set_state(rx, RX_LOOKUP);
+    int err;
+    struct itable *tab = tab_get(e, rx->ctx_instance, rx->home, &err);
+    if (err < 0)
+        rx_fail(rx, KVF_E_PEER_UNREACHABLE, "home %s of context instance %s: %s", rx->home,
+                rx->ctx_instance, strerror(-err));
+    else if (tab)
+        plan_rx(rx, tab);
+}
+
+void gen_table_ready(struct engine *e, struct itable *tab, int err, const char *msg)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next) {
+        if (rx->state != RX_LOOKUP || strcmp(rx->ctx_instance, tab->instance) != 0 ||
+            strcmp(rx->home, tab->home) != 0)
+            continue;
+        if (err)
+            rx_fail(rx, (kvf_error_t)err, "%s", msg);
+        else
+            plan_rx(rx, tab);
+    }
+}
+
+void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char *home)
+{
+    const struct kvf_config *cfg = &e->d->cfg;
+    char msg[WIRE_TEXT_MAX];
+    kvf_error_t code = KVF_OK;
+    if (!e->link) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg,
+                 "context instance %s is homed at %s, but this daemon refuses "
+                 "inter-daemon traffic: set cluster.secret_file",
+                 x->ctx_instance, home);
+    } else if (e->draining || e->stopping) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg, "the daemon is draining: no new requests");
+    } else if (e->self_addr[0] && strcmp(home, e->self_addr) == 0) {
+        code = KVF_E_UNKNOWN_INSTANCE;
+        snprintf(msg, sizeof msg,
+                 "context instance %s names this daemon (%s) as its home, but it "
+                 "is not registered here",
+                 x->ctx_instance, home);
+    }
+    struct rx *rx = code == KVF_OK ? calloc(1, sizeof *rx) : NULL;
+    if (code == KVF_OK && !rx) {
+        code = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    if (code != KVF_OK) {
+        transfers_end(t, x, code, 0, msg);
+        return;
+    }
+    uint64_t now = engine_now(e);
+    rx->e = e;
+    rx->t = t;
+    rx->x = x;
+    rx->req_id = x->req_id;
+    snprintf(rx->home, sizeof rx->home, "%s", home);
+    snprintf(rx->ctx_instance, sizeof rx->ctx_instance, "%s", x->ctx_instance);
+    rx->started_ms = now;
+    rx->t0_ns = uv_hrtime();
+    /* x->deadline_ms: the RECV's own deadline or deadlines.send_wait for the SEND to come;
+     * then the bytes have deadlines.transfer. transfers.c's sweep stays behind ours. */
+    rx->deadline_ms = x->deadline_ms + cfg->deadlines_transfer_ms;
+    x->deadline_ms = rx->deadline_ms + 1000;
+    x->eng = rx;
+    rx->next = e->rxs;
+    e->rxs = rx;
+    e->c.remote_recvs++;
+    engine_kick_tick(e);
+    int err;
+    struct itable *tab = tab_get(e, rx->ctx_instance, home, &err);
+    if (err < 0)
+        rx_fail(rx, KVF_E_PEER_UNREACHABLE, "home %s of context instance %s: %s", home,
+                rx->ctx_instance, strerror(-err));
+    else if (tab)
+        plan_rx(rx, tab);
+}
+
+/* ---- credits ---- */
+
+static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
+{
+    struct rx *rx = w->rx;
+    struct xfer *x = rx->x;
+    struct wire_msg m = {.type = WIRE_RECV_REQ};
+    struct wire_recv_req *q = &m.u.recv_req;
+    q->req_id = rx->req_id;
+    snprintf(q->ctx_instance, sizeof q->ctx_instance, "%s", rx->ctx_instance);
+    q->table_epoch = rx->epoch;
+    q->ctx_dp_rank = x->ctx_dp_rank;
+    q->writer = w->ctx_rank;
+    q->gen_json = rx->gen_json;
+    q->gen_json_len = (uint32_t)strlen(rx->gen_json);
+    q->n_groups = x->items.n_groups;
+    const uint32_t *p = x->items.ids;
+    for (uint32_t i = 0; i < q->n_groups; i++) {
+        q->n_ids[i] = x->items.counts[i];
+        q->ids[i] = p;
+        p += x->items.counts[i];
+    }
+    q->path = rx->path;
+    q->extent_bytes = w->extent;
+    q->n_grants = n;
+    if (n)
+        memcpy(q->grants, g, n * sizeof *g);
+    if (rx->path == WIRE_PATH_FRAGMENT && frag_fill_rkeys(rx->e, x, q) < 0)
+        return -ENOENT;
+    return engine_send_msg(w->peer, w->flow, &m);
+}
+
+void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
+{
+    struct rx *rx = w->rx;
+    if (rx->state != RX_MOVING)
+        return;
+    struct wire_grant wg[WIRE_MAX_GRANTS];
+    for (uint32_t i = 0; i < n; i++) {
+        if (w->n_out < ENGINE_MAX_CREDITS)
+            w->out[w->n_out++] = g[i];
+        wg[i] =
+            (struct wire_grant){g[i].slot, g[i].generation, g[i].offset, g[i].length, g[i].ext_off};
+    }
+    int rc;
+    if (!w->req_sent) {
+        rc = send_recv_req(w, wg, n);
+        w->req_sent = rc == 0;
+    } else {
+        struct wire_msg m = {.type = WIRE_GRANT};
+        m.u.grant.req_id = rx->req_id;
+        m.u.grant.writer = w->ctx_rank;
+        m.u.grant.n_grants = n;
+        memcpy(m.u.grant.grants, wg, n * sizeof *wg);
+        rc = engine_send_msg(w->peer, w->flow, &m);
+    }
+    if (rc < 0)
+        rx_fail(rx, KVF_E_PEER_LOST, "could not send credits to context rank %u's daemon: %s",
+                w->ctx_rank, strerror(-rc));
+}
+
+void gen_on_timeout(struct rxw *w)
+{
+    struct arena_stats st;
+    arena_get_stats(w->rx->e->arena, &st);
+    w->resv_open = false; /* timed out: it holds nothing */
+    rx_fail(w->rx, KVF_E_TIMEOUT,
+            "no landing slot for writer rank %u within arena.reserve_timeout "
+            "(%u of %u slots in use, %u requests waiting)",
+            w->ctx_rank, st.slots_in_use, st.slots_total, st.waiting_requests);
+}
+
+/* ---- chunks ---- */
+
+static struct rxw *find_w(struct engine *e, struct epeer *p, uint64_t flow)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+        for (uint32_t i = 0; rx->state == RX_MOVING && i < rx->n_w; i++)
+            if (rx->w[i].flow == flow && rx->w[i].peer == p)
+                return &rx->w[i];
+    return NULL;
+}
+
+/* The grant a chunk names, checked: 0 and its index, or BOUND_VIOLATION (request failed). */
+static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rndv, uint32_t *ret)
+{
+    for (uint32_t i = 0; i < w->n_out; i++) {
+        const struct arena_grant *g = &w->out[i];
+        if (g->slot != c->slot || g->generation != c->generation)
+            continue;
+        if (g->ext_off != c->ext_off || g->length != c->length || (len && len != c->length) ||
+            (rndv && len != g->length)) {
+            rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+                    "writer rank %u: chunk for slot %u gen %u says "
+                    "extent [%llu, +%llu) with %zu bytes, the grant is [%llu, +%llu)",
+                    w->ctx_rank, c->slot, c->generation, (unsigned long long)c->ext_off,
+                    (unsigned long long)c->length, len, (unsigned long long)g->ext_off,
+                    (unsigned long long)g->length);
+            return -EBADMSG;
+        }
+        *ret = i;
+        return 0;
+    }
+    rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+            "writer rank %u: chunk for slot %u generation %u, "
+            "which is not granted to it (stale or foreign)",
+            w->ctx_rank, c->slot, c->generation);
+    return -EBADMSG;
+}
+
+void gen_landed(struct rxw *w, uint32_t i)
+{
+    struct rx *rx = w->rx;
+    struct engine *e = rx->e;
+    struct arena_grant g = w->out[i];
+    arena_release(e->arena, &w->resv, g.slot, g.generation);
+    w->out[i] = w->out[--w->n_out];
+    w->scattered += g.length;
+    if (w->peer) {
+        w->peer->chunks_recv++;
+        w->peer->bytes_recv += g.length;
+    }
+    e->c.chunks_landed++;
+    e->c.bytes_landed += g.length;
+    ask(w);
+    check_done(rx);
+}
+
+int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+                size_t len, void **dest)
+{
+    struct rxw *w = p ? find_w(e, p, flow) : NULL;
+    uint32_t i;
+    if (!w)
+        return -ENOENT; /* the request ended: the link drops the bytes */
+    if (match(w, c, len, true, &i) < 0) {
+        gen_sweep(e);
+        return -EBADMSG;
+    }
+    *dest = e->arena_base + w->out[i].offset;
+    return 0;
+}
+
+void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+                  const void *data, size_t len)
+{
+    struct rxw *w = find_w(e, p, flow);
+    uint32_t i;
+    if (!w || match(w, c, len, false, &i) < 0)
+        return;
+    struct rx *rx = w->rx;
+    struct arena_grant g = w->out[i];
+    uint8_t *slot = e->arena_base + g.offset;
+    if (len && data != slot)
+        memcpy(slot, data, len); /* eager: the bytes came inside the message */
+    int rc = arena_report(e->arena, &w->resv, g.slot, g.generation, c->ext_off, c->length, NULL);
+    if (rc < 0) {
+        rx_fail(rx, KVF_E_BOUND_VIOLATION, "writer rank %u: chunk report for slot %u refused: %s",
+                w->ctx_rank, g.slot, strerror(-rc));
+        return;
+    }
+    if (rx->x)
+        transfers_copying(rx->t, rx->x);
+    if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
+        char msg[WIRE_TEXT_MAX];
+        if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
+            rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
+        return; /* gen_landed follows the kernel (engine_gpu.c) */
+    }
+    const struct plan_writer *pw = &rx->plan.writers[w->idx];
+    copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
+    gen_landed(w, i);
+}
+
+void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    struct rxw *w = find_w(e, p, flow);
+    if (!w)
+        return;
+    w->writer_done = true;
+    if (m->u.writer_done.bytes != w->extent) {
+        rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
+                "writer rank %u reports %llu bytes, the plan's "
+                "extent is %llu",
+                w->ctx_rank, (unsigned long long)m->u.writer_done.bytes,
+                (unsigned long long)w->extent);
+        return;
+    }
+    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* its puts were flushed before WRITER_DONE */
+        w->scattered = w->extent;
+        p->bytes_recv += w->extent;
+        e->c.bytes_landed += w->extent;
+        check_done(w->rx);
+    }
+}
+
+void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    struct rxw *w = find_w(e, p, flow);
+    if (!w) {
+        for (struct rx *rx = e->rxs; rx && !w; rx = rx->next)
+            for (uint32_t i = 0; rx->state != RX_ENDED && i < rx->n_w; i++)
+                if (rx->w[i].flow == flow && rx->w[i].peer == p)
+                    w = &rx->w[i];
+        if (!w)
+            return;
+    }
+    struct rx *rx = w->rx;
+    if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE) {
+        /* maybe a stale epoch: the next request refetches the table */
+        for (struct itable *t = e->tables; t; t = t->next)
+            if (t->state == TAB_READY && strcmp(t->instance, rx->ctx_instance) == 0 &&
+                strcmp(t->home, rx->home) == 0) {
+                e->c.stale_epochs++;
+                tab_drop(e, t);
+                break;
+            }
+    }
+    w->no_nack = true; /* the writer's side ended it: no NACK back (it acks the drain) */
+    if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
+        strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
+        rx_replan(rx); /* once: the instance re-registered since our table was fetched */
+        return;
+    }
+    rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
+}
+
+void gen_xfer_end(struct engine *e, struct rx *rx, int err)
+{
+    (void)e;
+    rx->x = NULL;
+    if (rx->state == RX_ENDED)
+        return;
+    rx_set_state(rx, RX_ENDED);
+    rx->e->c.remote_failed++;
+    release(rx, err ? (kvf_error_t)err : KVF_E_CANCELLED, "the generation rank's request ended");
+}
+
+void gen_peer_up(struct engine *e, struct epeer *p)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+        for (uint32_t i = 0; rx->state == RX_MOVING && i < rx->n_w; i++)
+            if (rx->w[i].peer == p)
+                start_writer(&rx->w[i]);
+}
+
+void gen_peer_down(struct engine *e, struct epeer *p, int err)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next) {
+        for (uint32_t i = 0; i < rx->n_w; i++) {
+            struct rxw *w = &rx->w[i];
+            if (w->peer != p)
+                continue;
+            if (rx->state != RX_ENDED)
+                rx_fail(rx, p->up ? KVF_E_PEER_LOST : KVF_E_PEER_UNREACHABLE,
+                        "context rank %u's daemon %s %s: %s", w->ctx_rank,
+                        p->addr[0] ? p->addr : link_peer_id(p->lp),
+                        p->up ? "was lost" : "is unreachable", strerror(-err));
+        }
+        for (uint32_t i = 0; i < rx->n_w; i++)
+            if (rx->w[i].peer == p) {
+                rx->w[i].peer = NULL;
+                p->users--;
+            }
+    }
+}
+
+void gen_tick(struct engine *e, uint64_t now)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next) {
+        if (rx->state == RX_ENDED || now < rx->deadline_ms)
+            continue;
+        uint64_t got = 0, want = 0;
+        for (uint32_t i = 0; i < rx->n_w; i++)
+            got += rx->w[i].scattered, want += rx->w[i].extent;
+        rx_fail(rx, KVF_E_TIMEOUT,
+                "request did not complete within %llu ms (%s; %llu of %llu "
+                "bytes landed)",
+                (unsigned long long)(rx->deadline_ms - rx->started_ms), rx_names[rx->state],
+                (unsigned long long)got, (unsigned long long)want);
+    }
+}
+
+void gen_fail_all(struct engine *e, kvf_error_t code, const char *why)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+        rx_fail(rx, code, "%s", why);
+}
+
+void gen_sweep(struct engine *e)
+{
+    for (struct rx **pp = &e->rxs; *pp;) {
+        struct rx *rx = *pp;
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy) { /* kernels hold rx */
+            pp = &rx->next;
+            continue;
+        }
+        *pp = rx->next;
+        egpu_rx_gone(rx);
+        for (uint32_t i = 0; i < rx->n_w; i++)
+            if (rx->w[i].peer)
+                rx->w[i].peer->users--;
+        if (rx->planned)
+            plan_done(&rx->plan);
+        free(rx->w);
+        free(rx->gen_json);
+        free(rx->ctx_layouts);
+        free(rx);
+    }
+}

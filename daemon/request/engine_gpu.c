@@ -1,0 +1,508 @@
+/* engine_gpu.c: the bounce path for ranks with pools on GPUs (docs/DESIGN.md §3, §5; issue 6):
+ * GPU pools -> host-pinned arena -> UCX -> arena -> GPU pools.
+ *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
+ *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the
+ *    `arena` status says where the arena is and why.
+ *  - Context side: a flow whose writer rank has GPU pools uploads the writer's copy program once
+ *    (kvk_program_new, on the pools' GPU); chunk k is gathered by kvk_gather straight into its
+ *    staging slot's device alias on a daemon stream of that GPU; the completion comes back on the
+ *    loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does after
+ *    copy_gather (put + flush + CHUNK, or the CHUNK active message).
+ *  - Generation side: a request whose generation rank has GPU pools uploads one program per
+ *    writer; a landed chunk is scattered by kvk_scatter from its landing slot's device alias and
+ *    gen_landed then returns the credit as the CPU path does.
+ * Either side may be host pools while the other is GPU pools: each daemon copies its own side.
+ * Lifetimes. A job (one program + one reference to the rank's GPU mappings) is held by its owner
+ * (the flow, or the request for one writer) and by every kernel in flight; the last drop retires
+ * it. Retired jobs are freed only while no GPU completion is outstanding (cudaFree waits for the
+ * whole device: the loop must not wait for another request's kernel), or every GPU_RETIRE_MAX.
+ * While a kernel runs its arena slot stays: a staging stage is finished only after its gather's
+ * completion; a landing slot stays held (quarantined when its request fails, and not reclaimed
+ * while a scatter of its flow runs: egpu_flow_busy); a request that fails meanwhile tells its
+ * worker only when its scatters ended (engine_gen.c). A launch whose completion cannot be
+ * learned (gpu_notify failed) is waited for on the spot, so nothing is freed under it.
+ * engine_stop waits for the engine's kernels (egpu_stop_kernels) before the arena is unpinned
+ * (egpu_free) and unmapped. Loop thread only. */
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine_int.h"
+#include "gpu.h"
+#include "gpu_retire.h"
+#include "kvf_kernels.h"
+#include "registry.h"
+#include "registry_gpu.h"
+#include "transfers.h"
+
+#ifdef KVF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+struct egpu_job {
+    struct engine *e;
+    struct kvk_program *prog;   /* owned */
+    struct reg_gpu *pools;      /* one reference */
+    struct kvk_mem mem;         /* the pools' device addresses */
+    int device;                 /* where the pools, the program and the stream are */
+    struct CUstream_st *stream; /* the daemon's */
+    uint32_t refs;              /* the owner + kernels in flight */
+    struct gpu_retired retired; /* in e->gpu_retired once unreferenced */
+};
+
+/* One kernel in flight: gather (st) or scatter (rx). */
+struct egpu_op {
+    struct engine *e;
+    struct egpu_job *job; /* one reference until delivered */
+    bool delivered;       /* completed by egpu_stop_kernels: the GPU callback only frees it */
+    uint64_t flow;
+    struct stage *st;     /* gather: its stage (finished only after this op) */
+    struct rx *rx;        /* scatter: its request (kept while gpu_busy), writer, serial, slot */
+    uint32_t widx, serial;
+    struct arena_grant g;
+    struct egpu_op *next;
+};
+
+const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk)
+{
+    return rk->gpu ? &rk->gpu->mem : &rk->mem;
+}
+
+/* ---- arena ---- */
+
+void egpu_arena_init(struct engine *e)
+{
+    struct gpu *g = e->d->gpu;
+    const char *base = "host (UCX-allocated, so a same-host peer puts straight into it)";
+    if (!g || gpu_cpu_mode(g)) {
+        snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: no GPU (%s)", base,
+                 g ? gpu_cpu_reason(g) : "no GPU module");
+        return;
+    }
+    e->gpu = g;
+    char why[GPU_REASON_MAX], err[GPU_REASON_MAX + 64];
+    gpu_place_t p = GPU_PLACE_HOST;
+    /* device placement was refused in engine_new: this build stages GPU pools through host */
+    if (gpu_arena_placement(g, (gpu_place_t)e->d->cfg.arena_placement, false, &p, why,
+                            sizeof why) < 0 ||
+        p != GPU_PLACE_HOST) {
+        snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: %s", base, why);
+        log_warn("engine: arena: %s: requests of GPU ranks through other daemons are refused",
+                 why);
+        return;
+    }
+    int rc = gpu_host_register(g, e->arena_base, e->arena_len, &e->arena_dev, err, sizeof err);
+    if (rc < 0) {
+        e->arena_dev = NULL;
+        snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: %s", base, err);
+        log_warn("engine: page-locking the arena for CUDA: %s: requests of GPU ranks through "
+                 "other daemons are refused (host ranks are not affected)",
+                 err);
+        return;
+    }
+    snprintf(e->arena_why, sizeof e->arena_why,
+             "%s, page-locked for CUDA (cudaHostRegister portable|mapped): GPU pools gather "
+             "into it and scatter from it (%s)",
+             base, why);
+    log_info("engine: arena of %zu bytes page-locked for CUDA (device alias %p)", e->arena_len,
+             e->arena_dev);
+}
+
+void egpu_arena_json(const struct engine *e, json_t *o)
+{
+    json_object_set_new(o, "placement", json_string("host"));
+    json_object_set_new(o, "pinned_for_gpu", json_boolean(e->arena_dev != NULL));
+    json_object_set_new(o, "why", json_string(e->arena_why));
+}
+
+/* ---- path ---- */
+
+static bool layout_on_gpu(const struct layout *l)
+{
+    for (uint32_t i = 0; i < l->n_pools; i++)
+        if (l->pools[i].kind == POOL_CUDA && l->pools[i].bytes > 0)
+            return true;
+    return false;
+}
+
+bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
+                      const struct plan *pl)
+{
+    bool gpu = x->rank->gpu != NULL;
+    for (uint32_t w = 0; w < pl->n_writers && !gpu; w++)
+        if (pl->writers[w].ctx_rank < tab->n)
+            gpu = layout_on_gpu(&tab->ranks[pl->writers[w].ctx_rank]);
+    if (gpu) /* UCX here reaches host memory only: the fragment path cannot read or write them */
+        e->c.path_bounce_gpu_pools++;
+    return gpu;
+}
+
+/* ---- jobs ---- */
+
+static void job_retired_free(struct gpu_retired *r)
+{
+    struct egpu_job *j = (struct egpu_job *)((char *)r - offsetof(struct egpu_job, retired));
+#ifdef KVF_HAVE_CUDA
+    j->prog = kvk_program_free(j->prog);
+#endif
+    j->pools = reg_gpu_unref(j->pools);
+    free(j);
+}
+
+static void job_put(struct egpu_job *j)
+{
+    if (!j || --j->refs > 0)
+        return;
+    struct engine *e = j->e;
+    j->retired.free_fn = job_retired_free;
+    if (gpu_retire(&e->gpu_retired, e->gpu, &j->retired))
+        engine_kick_tick(e); /* egpu_tick frees them once the GPUs are idle */
+}
+
+void egpu_tick(struct engine *e)
+{
+    if (e->gpu)
+        gpu_retire_idle(&e->gpu_retired, e->gpu);
+}
+
+/* A job for writer pw's program over rk's GPU pools; *ret NULL when the writer has no bytes. */
+static int job_new(struct engine *e, const struct reg_rank *rk, const struct plan_writer *pw,
+                   unsigned stream_idx, struct egpu_job **ret, char *msg, size_t len)
+{
+    const struct reg_gpu *rg = rk->gpu;
+    *ret = NULL;
+    if (!e->arena_dev) {
+        snprintf(msg, len, "%s rank %u has GPU pools, but this daemon's arena is not page-locked "
+                 "for CUDA (%s)", rk->layout.instance, layout_rank(&rk->layout), e->arena_why);
+        return -ENODEV;
+    }
+    const struct gpu_device *gd = gpu_device(e->gpu, rg->device);
+    struct CUstream_st *stream = gpu_stream(e->gpu, rg->device, stream_idx);
+    if (!gd || gd->failed || !stream) {
+        snprintf(msg, len, "GPU %d of %s rank %u cannot take work: %s", rg->device,
+                 rk->layout.instance, layout_rank(&rk->layout),
+                 gd && gd->failed ? gd->failed_reason : "no such device or stream");
+        return -ENODEV;
+    }
+    if (pw->bytes == 0 || pw->n_ops == 0)
+        return 0;
+#ifdef KVF_HAVE_CUDA
+    struct egpu_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    int rc = kvk_program_new(pw->ops, pw->n_ops, rg->device, &j->prog);
+    if (rc < 0) {
+        snprintf(msg, len, "uploading the copy program of writer rank %u to GPU %d: %s",
+                 pw->ctx_rank, rg->device, kvk_last_error());
+        free(j);
+        return rc;
+    }
+    j->e = e;
+    j->device = rg->device;
+    j->stream = stream;
+    j->refs = 1;
+    j->mem.n = rg->mem.n;
+    for (uint32_t i = 0; i < rg->mem.n && i < LAYOUT_MAX_POOLS; i++) {
+        j->mem.base[i] = (uint64_t)(uintptr_t)rg->mem.base[i];
+        j->mem.size[i] = rg->mem.size[i];
+    }
+    j->pools = reg_gpu_ref(rk->gpu);
+    *ret = j;
+    return 0;
+#else
+    snprintf(msg, len, "this kvferryd was built without CUDA: GPU pools cannot be copied");
+    return -ENOTSUP;
+#endif
+}
+
+bool egpu_tx_on_gpu(const struct tx *tx)
+{
+    return tx->gpu || (tx->send && tx->send->rank->gpu);
+}
+
+static kvf_error_t code_of(int rc)
+{
+    return rc == -ENOMEM || rc == -EIO ? KVF_E_INTERNAL : KVF_E_NO_ROUTE;
+}
+
+kvf_error_t egpu_tx_plan(struct tx *tx, char *msg, size_t len)
+{
+    if (tx->rr.u.recv_req.path == WIRE_PATH_FRAGMENT) {
+        snprintf(msg, len, "writer rank %u has GPU pools, which the fragment path cannot read "
+                 "(UCX here reaches host memory only): the bounce path is needed",
+                 tx->rr.u.recv_req.writer);
+        return KVF_E_NO_ROUTE;
+    }
+    int rc = job_new(tx->e, tx->send->rank, tx->pw, (unsigned)tx->flow, &tx->gpu, msg, len);
+    return rc < 0 ? code_of(rc) : KVF_OK;
+}
+
+void egpu_tx_gone(struct tx *tx)
+{
+    job_put(tx->gpu);
+    tx->gpu = NULL;
+}
+
+kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len)
+{
+    rx->gpu = calloc(rx->n_w ? rx->n_w : 1, sizeof *rx->gpu);
+    if (!rx->gpu) {
+        snprintf(msg, len, "out of memory");
+        return KVF_E_INTERNAL;
+    }
+    for (uint32_t i = 0; i < rx->n_w; i++) {
+        if (rx->w[i].local)
+            continue; /* a writer of this daemon: engine_local.c (host pools only) */
+        int rc = job_new(rx->e, rx->x->rank, &rx->plan.writers[i], (unsigned)(rx->req_id + i),
+                         &rx->gpu[i], msg, len);
+        if (rc < 0)
+            return code_of(rc); /* egpu_rx_gone drops what was made */
+    }
+    return KVF_OK;
+}
+
+void egpu_rx_gone(struct rx *rx)
+{
+    for (uint32_t i = 0; rx->gpu && i < rx->n_w; i++)
+        job_put(rx->gpu[i]);
+    free(rx->gpu);
+    rx->gpu = NULL;
+}
+
+/* ---- kernels ---- */
+
+/* A scatter of rx's writer widx ended: the credit goes back (or the request fails); a failure
+ * held while scatters ran reaches the worker when the last one ended. */
+static void scattered(struct egpu_op *op, int status)
+{
+    struct rx *rx = op->rx;
+    const struct arena_grant *g = &op->g;
+    if (--rx->gpu_busy == 0 && rx->x)
+        rx->x->eng_gpu = false;
+    if (rx->state == RX_MOVING && op->serial == rx->gpu_serial && op->widx < rx->n_w) {
+        struct rxw *w = &rx->w[op->widx];
+        uint32_t i = 0;
+        while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
+            i++;
+        char msg[WIRE_TEXT_MAX];
+        if (status < 0) {
+            snprintf(msg, sizeof msg, "GPU scatter of writer rank %u's extent [%llu, +%llu) "
+                     "failed: %s", w->ctx_rank, (unsigned long long)g->ext_off,
+                     (unsigned long long)g->length, strerror(-status));
+            gen_rx_fail(rx, KVF_E_INTERNAL, msg);
+        } else if (i < w->n_out) {
+            gen_landed(w, i);
+        }
+    }
+    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
+        struct xfer *x = rx->x;
+        rx->x = NULL;
+        x->eng = NULL;
+        x->eng_gpu = false;
+        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
+    }
+}
+
+static void deliver(struct egpu_op *op, int status)
+{
+    struct engine *e = op->e;
+    struct egpu_job *j = op->job;
+    op->job = NULL;
+    if (status < 0)
+        e->c.gpu_failures++;
+    if (op->st) {
+        if (status == 0) {
+            e->c.gpu_gathers++;
+            e->c.bytes_gpu_gathered += op->st->g.length;
+        }
+        ctx_stage_gathered(op->st, status);
+    } else {
+        if (status == 0) {
+            e->c.gpu_scatters++;
+            e->c.bytes_gpu_scattered += op->g.length;
+        }
+        scattered(op, status);
+    }
+    job_put(j);
+}
+
+static void unlink_op(struct engine *e, struct egpu_op *op)
+{
+    for (struct egpu_op **pp = &e->gpu_ops; *pp; pp = &(*pp)->next)
+        if (*pp == op) {
+            *pp = op->next;
+            return;
+        }
+}
+
+static void on_done(void *arg, int status)
+{
+    struct egpu_op *op = arg;
+    if (op->delivered) { /* egpu_stop_kernels completed it */
+        free(op);
+        return;
+    }
+    struct engine *e = op->e;
+    unlink_op(e, op);
+    deliver(op, status);
+    free(op);
+    gen_sweep(e);
+    ctx_sweep(e);
+    egpu_tick(e);
+}
+
+#ifdef KVF_HAVE_CUDA
+
+/* Queues the completion of op's kernel (just launched on its job's stream). When that cannot be
+ * done, waits for the stream here (rare: the device failed), so nothing is freed under it. */
+static int notify(struct egpu_op *op, char *msg, size_t len)
+{
+    struct egpu_job *j = op->job;
+    char err[GPU_REASON_MAX + 64];
+    int rc = gpu_notify(op->e->gpu, j->device, j->stream, on_done, op, err, sizeof err);
+    if (rc < 0) {
+        cudaStreamSynchronize((cudaStream_t)j->stream);
+        (void)cudaGetLastError();
+        snprintf(msg, len, "GPU completion on device %d: %s", j->device, err);
+        return rc;
+    }
+    j->refs++;
+    op->next = op->e->gpu_ops;
+    op->e->gpu_ops = op;
+    return 0;
+}
+
+int egpu_gather(struct stage *st, char *msg, size_t len)
+{
+    struct engine *e = st->e;
+    struct egpu_job *j = st->tx->gpu;
+    if (!j || st->own_buf || !e->arena_dev) {
+        snprintf(msg, len, "GPU gather without a program or a page-locked staging slot");
+        return -EINVAL;
+    }
+    struct egpu_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
+    uint8_t *out = (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
+    int rc = kvk_gather(j->prog, &j->mem, st->g.ext_off, st->g.ext_off + st->g.length, out,
+                        j->stream);
+    if (rc < 0) {
+        snprintf(msg, len, "GPU gather of writer rank %u on device %d: %s",
+                 st->tx->rr.u.recv_req.writer, j->device, kvk_last_error());
+        free(op);
+        return rc;
+    }
+    if ((rc = notify(op, msg, len)) < 0)
+        free(op);
+    return rc;
+}
+
+int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
+                 size_t len)
+{
+    struct engine *e = rx->e;
+    struct egpu_job *j = rx->gpu && widx < rx->n_w ? rx->gpu[widx] : NULL;
+    if (!j || !e->arena_dev) {
+        snprintf(msg, len, "GPU scatter without a program or a page-locked landing slot");
+        return -EINVAL;
+    }
+    struct egpu_op *op = calloc(1, sizeof *op);
+    if (!op) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
+                           .serial = rx->gpu_serial, .g = *g};
+    const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
+    int rc = kvk_scatter(j->prog, in, g->ext_off, g->ext_off + g->length, &j->mem, j->stream);
+    if (rc < 0) {
+        snprintf(msg, len, "GPU scatter from writer rank %u on device %d: %s",
+                 rx->w[widx].ctx_rank, j->device, kvk_last_error());
+        free(op);
+        return rc;
+    }
+    if ((rc = notify(op, msg, len)) < 0) {
+        free(op);
+        return rc;
+    }
+    if (rx->gpu_busy++ == 0 && rx->x)
+        rx->x->eng_gpu = true; /* transfers.c holds a failure until the scatters ended */
+    return 0;
+}
+
+/* Waits for every stream an engine kernel runs on (teardown only: the loop may block). */
+static void sync_ops(struct engine *e)
+{
+    for (struct egpu_op *op = e->gpu_ops; op; op = op->next)
+        cudaStreamSynchronize((cudaStream_t)op->job->stream);
+    (void)cudaGetLastError();
+}
+
+#else /* !KVF_HAVE_CUDA: GPU ranks are refused at REGISTER, jobs are never made */
+
+int egpu_gather(struct stage *st, char *msg, size_t len)
+{
+    (void)st;
+    snprintf(msg, len, "this kvferryd was built without CUDA");
+    return -ENOTSUP;
+}
+
+int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
+                 size_t len)
+{
+    (void)rx, (void)widx, (void)g;
+    snprintf(msg, len, "this kvferryd was built without CUDA");
+    return -ENOTSUP;
+}
+
+static void sync_ops(struct engine *e)
+{
+    (void)e;
+    (void)on_done;
+}
+
+#endif
+
+bool egpu_flow_busy(const struct engine *e, uint64_t flow)
+{
+    for (const struct egpu_op *op = e->gpu_ops; op; op = op->next)
+        if (op->rx && op->flow == flow)
+            return true;
+    return false;
+}
+
+void egpu_stop_kernels(struct engine *e)
+{
+    if (!e->gpu_ops)
+        return;
+    sync_ops(e);
+    while (e->gpu_ops) { /* their memory goes with the GPU callback (gpu_free delivers it) */
+        struct egpu_op *op = e->gpu_ops;
+        e->gpu_ops = op->next;
+        op->delivered = true;
+        deliver(op, -ECANCELED);
+    }
+}
+
+void egpu_free(struct engine *e)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        egpu_tx_gone(tx);
+    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+        egpu_rx_gone(rx);
+    gpu_retire_flush(&e->gpu_retired);
+    if (e->arena_dev) {
+        char err[GPU_REASON_MAX + 64];
+        if (gpu_host_unregister(e->gpu, e->arena_base, err, sizeof err) < 0)
+            log_warn("engine: unpinning the arena: %s", err);
+        e->arena_dev = NULL;
+    }
+}

@@ -1,0 +1,118 @@
+/* engine_local.c: a writer of a remote request that is registered at this very daemon (a
+ * context instance spread over daemons, whose home is elsewhere, with some ranks here). Its
+ * part of the request moves pool to pool like the local path: when the rank's SEND is here
+ * (now or later), the writer is planned again with the SEND's ids (the generation side's plan
+ * knows no context ids), both programs are bounds-checked against the mapped pools, and
+ * copy_direct runs; the SEND counts one reader served. No UCX, no arena. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "daemon.h"
+#include "engine_int.h"
+#include "plan_request.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+static bool live(const struct xfer *s)
+{
+    return s->state == XFER_WAITING || s->state == XFER_COPYING;
+}
+
+static void run(struct rxw *w, struct xfer *s)
+{
+    struct rx *rx = w->rx;
+    struct xfer *x = rx->x;
+    char msg[WIRE_TEXT_MAX];
+    if (s->rank->gpu || x->rank->gpu) { /* copy_direct is a CPU copy of host pools */
+        snprintf(msg, sizeof msg, "context rank %u is registered at this daemon while its "
+                 "instance spans daemons, and GPU pools cannot take that path: register the "
+                 "generation instance on another daemon", w->ctx_rank);
+        gen_rx_fail(rx, KVF_E_NO_ROUTE, msg);
+        return;
+    }
+    struct plan_ids *ids = plan_ctx_ids_new(rx->ctx_layouts, rx->n_ctx);
+    if (!ids) {
+        gen_rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+        return;
+    }
+    plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ids[w->ctx_rank]);
+    struct plan_input pin = {.gen = &x->rank->layout,
+                             .ctx = rx->ctx_layouts,
+                             .n_ctx = rx->n_ctx,
+                             .ctx_ids = ids,
+                             .ctx_dp_rank = x->ctx_dp_rank};
+    plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
+    struct plan pl;
+    char pmsg[sizeof(((struct plan_error *)0)->message)];
+    kvf_error_t code = plan_request(&pin, &pl, pmsg, sizeof pmsg);
+    free(ids);
+    if (code != KVF_OK) {
+        gen_rx_fail(rx, code, pmsg);
+        return;
+    }
+    const struct plan_writer *pw = NULL;
+    for (uint32_t i = 0; i < pl.n_writers && !pw; i++)
+        if (pl.writers[i].ctx_rank == w->ctx_rank)
+            pw = &pl.writers[i];
+    if (!pw || pw->bytes != w->extent) {
+        snprintf(msg, sizeof msg, "local writer rank %u: %llu bytes now, %llu when planned",
+                 w->ctx_rank, pw ? (unsigned long long)pw->bytes : 0ull,
+                 (unsigned long long)w->extent);
+        plan_done(&pl);
+        gen_rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
+        return;
+    }
+    if (copy_check(pw->ops, pw->n_ops, &s->rank->mem, 's') < 0 ||
+        copy_check(pw->ops, pw->n_ops, &x->rank->mem, 'd') < 0) {
+        snprintf(msg, sizeof msg, "plan of local writer rank %u leaves the mapped pools",
+                 w->ctx_rank);
+        plan_done(&pl);
+        gen_rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
+        return;
+    }
+    copy_direct(pw->ops, pw->n_ops, &s->rank->mem, &x->rank->mem);
+    plan_done(&pl);
+    w->scattered = w->extent;
+    w->writer_done = true;
+    rx->e->c.bytes_local_writers += w->extent;
+    transfers_served(&rx->e->d->workers->xt, s, w->extent);
+    gen_check_done(rx);
+}
+
+/* The local rank's SEND of this request, or NULL while it has not come. */
+static struct xfer *find_send(struct rxw *w)
+{
+    struct engine *e = w->rx->e;
+    struct reg_instance *in = registry_find(&e->d->workers->reg, w->rx->ctx_instance);
+    if (!in || w->ctx_rank >= in->n_ranks || !in->ranks[w->ctx_rank])
+        return NULL;
+    for (struct xfer *s = e->d->workers->xt.list; s; s = s->next)
+        if (s->side == 'S' && live(s) && s->rank == in->ranks[w->ctx_rank] &&
+            s->req_id == w->rx->req_id)
+            return s;
+    return NULL;
+}
+
+void local_start(struct rxw *w)
+{
+    if (w->rx->state != RX_MOVING || w->writer_done)
+        return;
+    struct xfer *s = find_send(w);
+    if (s)
+        run(w, s); /* else local_send_arrived runs it; the request's deadline bounds the wait */
+}
+
+void local_send_arrived(struct engine *e, struct xfer *s)
+{
+    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+        for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++) {
+            struct rxw *w = &rx->w[i];
+            if (w->local && !w->writer_done && rx->req_id == s->req_id &&
+                strcmp(rx->ctx_instance, s->ctx_instance) == 0 &&
+                layout_rank(&s->rank->layout) == w->ctx_rank && live(s))
+                run(w, s);
+        }
+}

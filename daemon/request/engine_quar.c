@@ -1,0 +1,185 @@
+/* engine_quar.c: when quarantined landing slots come back (docs/DESIGN.md §6), and the context
+ * side's "drained" acknowledgement that makes it safe.
+ *
+ * Generation side: a writer's reservation closed while chunks may still be coming keeps its
+ * slots QUARANTINED under the writer's flow id (the arena's quarantine key). They are reclaimed
+ * when the context daemon acknowledges the flow drained (a CANCEL carrying the flow, sent after
+ * its last chunk of that flow completed), or ENGINE_RECLAIM_MS after the peer was lost (the link
+ * force-closes the endpoint first), never before, and never while a GPU scatter of the flow still
+ * reads one of them (engine_gpu.c).
+ * Context side: every flow that ends failed is acknowledged with that CANCEL once none of its
+ * chunks is in flight (at once if none was); a NACK or CANCEL for a flow it does not know is
+ * acknowledged at once.
+ * Flow ids start at a random 64-bit value per daemon run, so a daemon that is both a generation
+ * and a context daemon tells its own flows (generation side) from its peers' (context side). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "daemon.h"
+#include "engine_int.h"
+
+void quar_init_flows(struct engine *e)
+{
+    uint64_t r;
+    if (getrandom(&r, sizeof r, 0) != sizeof r)
+        r = (uint64_t)getpid() << 32 ^ uv_hrtime();
+    e->flow_base = r >> 1; /* room to count up without wrapping in practice */
+    e->next_flow = e->flow_base;
+}
+
+bool quar_own_flow(const struct engine *e, uint64_t flow)
+{
+    return flow - e->flow_base - 1 < e->next_flow - e->flow_base;
+}
+
+/* ---- generation side ---- */
+
+void quar_add(struct engine *e, uint64_t flow, struct epeer *peer)
+{
+    struct qflow *q = calloc(1, sizeof *q);
+    if (!q) { /* cannot wait for the ack: the slots come back with the peer's loss or never */
+        log_error("engine: out of memory tracking quarantined flow %llu", (unsigned long long)flow);
+        return;
+    }
+    q->flow = flow;
+    q->peer = peer;
+    if (!peer) /* already lost */
+        q->at_ms = engine_now(e) + ENGINE_RECLAIM_MS;
+    q->next = e->qflows;
+    e->qflows = q;
+    engine_kick_tick(e);
+}
+
+static void reclaim(struct engine *e, struct qflow *q, const char *why)
+{
+    uint32_t n = e->arena ? arena_reclaim_peer(e->arena, q->flow) : 0;
+    if (n)
+        log_debug("engine: reclaimed %u quarantined slot(s) of flow %llu (%s)", n,
+                  (unsigned long long)q->flow, why);
+    e->c.slots_reclaimed += n;
+}
+
+void quar_acked(struct engine *e, struct epeer *p, uint64_t flow)
+{
+    for (struct qflow **pp = &e->qflows; *pp; pp = &(*pp)->next) {
+        struct qflow *q = *pp;
+        if (q->flow == flow && q->peer == p) {
+            if (egpu_flow_busy(e, flow)) { /* a GPU scatter still reads a slot: next tick */
+                q->at_ms = engine_now(e);
+                engine_kick_tick(e);
+                return;
+            }
+            reclaim(e, q, "drained");
+            *pp = q->next;
+            free(q);
+            return;
+        }
+    }
+}
+
+void quar_peer_down(struct engine *e, struct epeer *p)
+{
+    for (struct qflow *q = e->qflows; q; q = q->next)
+        if (q->peer == p) {
+            q->peer = NULL;
+            q->at_ms = engine_now(e) + ENGINE_RECLAIM_MS;
+        }
+    for (struct dack *d = e->dacks; d; d = d->next)
+        if (d->peer == p)
+            d->peer = NULL;
+}
+
+void quar_tick(struct engine *e, uint64_t now)
+{
+    for (struct qflow **pp = &e->qflows; *pp;) {
+        struct qflow *q = *pp;
+        if (q->at_ms && now >= q->at_ms && !egpu_flow_busy(e, q->flow)) {
+            reclaim(e, q, "peer lost");
+            *pp = q->next;
+            free(q);
+        } else {
+            pp = &q->next;
+        }
+    }
+}
+
+bool quar_timed(const struct engine *e)
+{
+    for (const struct qflow *q = e->qflows; q; q = q->next)
+        if (q->at_ms)
+            return true;
+    return false;
+}
+
+/* ---- context side ---- */
+
+static void send_ack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer)
+{
+    if (!p || !p->up)
+        return;
+    struct wire_msg m = {.type = WIRE_CANCEL};
+    m.u.cancel.req_id = req_id;
+    m.u.cancel.writer = writer;
+    engine_send_msg(p, flow, &m);
+}
+
+void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,
+                     uint32_t writer, uint32_t in_flight, struct dack **ret)
+{
+    *ret = NULL;
+    if (!p)
+        return;
+    if (in_flight == 0) {
+        send_ack(p, flow, req_id, writer);
+        return;
+    }
+    struct dack *d = calloc(1, sizeof *d);
+    if (!d)
+        return; /* the generation side reclaims when this peer goes */
+    d->peer = p;
+    d->flow = flow;
+    d->req_id = req_id;
+    d->writer = writer;
+    d->n = in_flight;
+    d->next = e->dacks;
+    e->dacks = d;
+    *ret = d;
+}
+
+void quar_stage_done(struct engine *e, struct dack *d)
+{
+    if (!d || --d->n > 0)
+        return;
+    send_ack(d->peer, d->flow, d->req_id, d->writer);
+    for (struct dack **pp = &e->dacks; *pp; pp = &(*pp)->next)
+        if (*pp == d) {
+            *pp = d->next;
+            break;
+        }
+    free(d);
+}
+
+void quar_ack_unknown(struct epeer *p, uint64_t flow, const struct wire_msg *m)
+{
+    if (m->type == WIRE_NACK)
+        send_ack(p, flow, m->u.nack.req_id, m->u.nack.writer);
+    else if (m->type == WIRE_CANCEL)
+        send_ack(p, flow, m->u.cancel.req_id, m->u.cancel.writer);
+}
+
+void quar_free_all(struct engine *e)
+{
+    while (e->qflows) {
+        struct qflow *q = e->qflows;
+        e->qflows = q->next;
+        free(q);
+    }
+    while (e->dacks) {
+        struct dack *d = e->dacks;
+        e->dacks = d->next;
+        free(d);
+    }
+}

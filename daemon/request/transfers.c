@@ -1,0 +1,537 @@
+/* transfers.c: requests in flight and their state machine (see transfers.h). Terminal requests
+ * are marked, reported, and freed by sweep() at the end of each entry point, so a loop over the
+ * list never sees a freed node. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+#define TICK_MS 20
+
+static void tick_cb(uv_timer_t *h);
+
+static const char *const state_names[XFER__COUNT] = {"waiting", "copying", "done", "failed"};
+
+const char *xfer_state_to_string(xfer_state_t s)
+{
+    return (unsigned)s < XFER__COUNT ? state_names[s] : "unknown";
+}
+
+/* allowed[from][to] */
+static const bool allowed[XFER__COUNT][XFER__COUNT] = {
+    [XFER_WAITING] = {[XFER_COPYING] = true, [XFER_DONE] = true, [XFER_FAILED] = true},
+    [XFER_COPYING] = {[XFER_DONE] = true, [XFER_FAILED] = true},
+};
+
+static bool terminal(const struct xfer *x) { return x->state == XFER_DONE || x->state == XFER_FAILED; }
+
+static void xfer_set_state(struct xfer *x, xfer_state_t to)
+{
+    if (!allowed[x->state][to]) {
+        log_error("xfer %llu: illegal edge %s -> %s (ignored)", (unsigned long long)x->id,
+                  xfer_state_to_string(x->state), xfer_state_to_string(to));
+        return;
+    }
+    log_debug("xfer %llu: %s -> %s", (unsigned long long)x->id, xfer_state_to_string(x->state),
+              xfer_state_to_string(to));
+    x->state = to;
+}
+
+/* A fresh clock: the loop's cached time can be a whole busy iteration old, and deadlines set
+ * from it came early (UNKNOWN_INSTANCE after 1.85 s of a 2 s deadline) */
+static uint64_t now_ms(const struct transfers *t)
+{
+    uv_update_time(&t->w->d->loop);
+    return uv_now(&t->w->d->loop);
+}
+
+/* Ends a request: state, counters, one event to its worker (unless it is gone). */
+static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error_t err,
+                   uint64_t bytes, const char *msg)
+{
+    if (terminal(x))
+        return;
+    if ((x->gpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
+        !t->w->stopped) {
+        if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
+            x->held_err = err;
+            snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
+        }
+        if (x->eng_gpu && x->eng) /* the engine stops it and ends it when its kernels ended */
+            engine_xfer_hold(t->w->d->engine, x, err, msg);
+        return;
+    }
+    xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
+    if (err != KVF_OK)
+        t->counters.failed[err]++;
+    else if (kind == PROTO_EV_DONE)
+        t->counters.done++;
+    else
+        t->counters.sent++;
+    if (x->conn) {
+        x->conn->inflight--;
+        if (!x->conn->closing)
+            wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
+    }
+    if (err != KVF_OK && log_get_level() >= LOG_LVL_DEBUG)
+        log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
+                (unsigned long long)x->id, (unsigned long long)x->req_id,
+                kvf_error_to_string(err), msg);
+    if (x->eng)
+        engine_xfer_end(t->w->d->engine, x, err);
+}
+
+static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
+{
+    char msg[PROTO_MSG_MAX + 1];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    finish(t, x, PROTO_EV_FAILED, err, 0, msg);
+}
+
+static void tally_expire(struct transfers *t, uint64_t now);
+
+static void sweep(struct transfers *t)
+{
+    for (struct xfer **pp = &t->list; *pp;) {
+        struct xfer *x = *pp;
+        if (terminal(x)) {
+            *pp = x->next;
+            if (x->gpu_job)
+                xfer_gpu_detach(x->gpu_job);
+            free(x->items.ids);
+            free(x);
+            t->n--;
+        } else {
+            pp = &x->next;
+        }
+    }
+    if (t->n == 0 && !t->tallies)
+        uv_timer_stop(&t->tick);
+}
+
+/* ---- the meeting of SEND and RECV ---- */
+
+static struct xfer *find_send(struct transfers *t, const struct reg_rank *rank, uint64_t req_id)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (x->side == 'S' && !terminal(x) && x->rank == rank && x->req_id == req_id)
+            return x;
+    return NULL;
+}
+
+static struct xfer_tally *tally_find(struct transfers *t, const char *inst, uint64_t req_id)
+{
+    for (struct xfer_tally *y = t->tallies; y; y = y->next)
+        if (y->req_id == req_id && strcmp(y->ctx_instance, inst) == 0)
+            return y;
+    return NULL;
+}
+
+static struct xfer_tally *tally_bump(struct transfers *t, const char *inst, uint64_t req_id)
+{
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    struct xfer_tally *y = tally_find(t, inst, req_id);
+    if (!y) {
+        y = calloc(1, sizeof *y);
+        if (!y)
+            return NULL;
+        snprintf(y->ctx_instance, sizeof y->ctx_instance, "%s", inst);
+        y->req_id = req_id;
+        y->next = t->tallies;
+        t->tallies = y;
+    }
+    y->done++;
+    y->expires_ms = now_ms(t) + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
+    return y;
+}
+
+static void tally_expire(struct transfers *t, uint64_t now)
+{
+    for (struct xfer_tally **pp = &t->tallies; *pp;) {
+        struct xfer_tally *y = *pp;
+        if (now >= y->expires_ms || t->w->stopped) {
+            *pp = y->next;
+            free(y);
+        } else {
+            pp = &y->next;
+        }
+    }
+}
+
+/* A SEND learns how many RECVs of its request completed; SENT when that reaches n_readers. */
+static void serve(struct transfers *t, struct xfer *s, uint32_t done)
+{
+    s->served = done;
+    if (s->n_readers > 0 && s->served >= s->n_readers) {
+        char m[96];
+        snprintf(m, sizeof m, "%u of %u readers served", s->served, s->n_readers);
+        finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
+    }
+}
+
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg);
+
+/* Runs the RECV if its context instance is complete and every writer has SENT. */
+static void try_run(struct transfers *t, struct xfer *r)
+{
+    if (terminal(r) || r->state != XFER_WAITING || r->eng)
+        return;
+    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    if (in && in->role != ROLE_CONTEXT) {
+        fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
+             r->ctx_instance);
+        return;
+    }
+    if (!registry_complete(in))
+        return;
+    char msg[PROTO_MSG_MAX + 1];
+    uint8_t *writers = calloc(in->n_ranks, 1);
+    struct xfer **sends = calloc(in->n_ranks, sizeof *sends);
+    kvf_error_t e = writers && sends ? xfer_local_writers(r, writers, msg, sizeof msg) : KVF_E_INTERNAL;
+    if (e != KVF_OK) {
+        if (!writers || !sends)
+            snprintf(msg, sizeof msg, "out of memory");
+        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
+        goto out;
+    }
+    for (uint32_t c = 0; c < in->n_ranks; c++) {
+        sends[c] = find_send(t, in->ranks[c], r->req_id);
+        if (writers[c] && !sends[c])
+            goto out; /* this writer has not sent yet */
+    }
+    xfer_set_state(r, XFER_COPYING);
+    uint64_t bytes = 0, t0 = uv_hrtime();
+    e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
+    t->counters.local_copy_ns += uv_hrtime() - t0;
+    if (e == KVF_OK && r->gpu_job)
+        goto out; /* on a GPU stream: transfers_copy_done follows */
+    copy_done(t, r, e, bytes, msg);
+out:
+    free(writers);
+    free(sends);
+}
+
+/* The end of a RECV's copy; no sweep (callers may be walking the list). */
+static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                      const char *msg)
+{
+    if (e == KVF_OK && r->held_err != KVF_OK) { /* failed while its GPU copy ran */
+        e = r->held_err;
+        msg = r->held_msg;
+    }
+    if (e != KVF_OK) {
+        finish(t, r, PROTO_EV_FAILED, e, 0, msg);
+        return;
+    }
+    t->counters.bytes_local += bytes;
+    finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
+    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
+    for (uint32_t c = 0; in && c < in->n_ranks; c++) {
+        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        if (s)
+            serve(t, s, ty ? ty->done : s->served + 1);
+    }
+}
+
+void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
+                         const char *msg)
+{
+    copy_done(t, r, e, bytes, msg);
+    sweep(t);
+}
+
+/* Item ids against the rank's own layout: group count, one slot per state group, ids in range. */
+static int check_items(const struct layout *l, const struct proto_items *it, char *msg, size_t len)
+{
+    if (it->n_groups != l->n_groups) {
+        snprintf(msg, len, "%u item groups, the registered layout has %u", it->n_groups, l->n_groups);
+        return -EINVAL;
+    }
+    const uint32_t *ids = it->ids;
+    for (uint32_t g = 0; g < l->n_groups; g++) {
+        const struct layout_group *gr = &l->groups[g];
+        if (gr->kind == GROUP_STATE && it->counts[g] != 1) {
+            snprintf(msg, len, "group %s: %u slot ids, a state group takes one", gr->name, it->counts[g]);
+            return -EINVAL;
+        }
+        for (uint32_t k = 0; k < it->counts[g]; k++)
+            if (ids[k] >= gr->n_items) {
+                snprintf(msg, len, "group %s: id %u at %u out of range (%u items)", gr->name, ids[k],
+                         k, gr->n_items);
+                return -EINVAL;
+            }
+        ids += it->counts[g];
+    }
+    return 0;
+}
+
+/* Common admission; returns the new request or NULL after reporting why. */
+static struct xfer *admit(struct transfers *t, struct wconn *c, char side, uint64_t req_id,
+                          struct proto_items *items)
+{
+    char msg[PROTO_MSG_MAX + 1];
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    kvf_error_t e = KVF_E_BAD_REQUEST;
+    if (!c->rank) {
+        snprintf(msg, sizeof msg, "%s before REGISTER", side == 'S' ? "SEND" : "RECV");
+    } else if (c->rank->layout.role != (side == 'S' ? ROLE_CONTEXT : ROLE_GENERATION)) {
+        snprintf(msg, sizeof msg, "%s from a %s rank", side == 'S' ? "SEND" : "RECV",
+                 layout_role_to_string(c->rank->layout.role));
+    } else if (t->w->draining) {
+        e = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg, "the daemon is draining: no new requests");
+    } else if ((int64_t)c->inflight >= cfg->workers_max_inflight) {
+        snprintf(msg, sizeof msg, "%u requests in flight: workers.max_inflight is %lld", c->inflight,
+                 (long long)cfg->workers_max_inflight);
+    } else if (check_items(&c->rank->layout, items, msg, sizeof msg) == 0) {
+        bool dup = false;
+        for (struct xfer *x = t->list; x && !dup; x = x->next)
+            dup = !terminal(x) && x->conn == c && x->req_id == req_id;
+        if (!dup) {
+            struct xfer *x = calloc(1, sizeof *x);
+            if (x) {
+                x->id = ++t->next_id;
+                x->side = side;
+                x->req_id = req_id;
+                x->conn = c;
+                x->rank = c->rank;
+                x->items = *items;
+                items->ids = NULL;
+                x->created_ms = now_ms(t);
+                x->next = t->list;
+                t->list = x;
+                t->n++;
+                c->inflight++;
+                if (!uv_is_active((uv_handle_t *)&t->tick))
+                    uv_timer_start(&t->tick, tick_cb, TICK_MS, TICK_MS);
+                return x;
+            }
+            e = KVF_E_INTERNAL;
+            snprintf(msg, sizeof msg, "out of memory");
+        } else {
+            snprintf(msg, sizeof msg, "request %llu is already in flight on this connection",
+                     (unsigned long long)req_id);
+        }
+    }
+    t->counters.failed[e]++;
+    wconn_event(c, req_id, PROTO_EV_FAILED, e, 0, msg);
+    return NULL;
+}
+
+void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
+{
+    t->counters.sends++;
+    struct xfer *s = admit(t, c, 'S', m->req_id, &m->items);
+    if (!s)
+        return;
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    snprintf(s->ctx_instance, sizeof s->ctx_instance, "%s", c->rank->layout.instance);
+    s->n_readers = m->n_readers;
+    s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
+    struct xfer_tally *ty = tally_find(t, s->ctx_instance, s->req_id);
+    if (ty)
+        serve(t, s, ty->done);
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (x->side == 'R' && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
+            try_run(t, x);
+    if (!terminal(s))
+        engine_send(t->w->d->engine, t, s);
+    sweep(t);
+}
+
+void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
+{
+    t->counters.recvs++;
+    struct xfer *r = admit(t, c, 'R', m->req_id, &m->items);
+    if (!r)
+        return;
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    snprintf(r->ctx_instance, sizeof r->ctx_instance, "%s", m->ctx_instance);
+    r->ctx_dp_rank = m->ctx_dp_rank;
+    r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
+    r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
+    struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
+    bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
+                                             !engine_is_self(t->w->d->engine, m->ctx_home)));
+    if (remote && t->w->d->engine)
+        engine_recv(t->w->d->engine, t, r, m->ctx_home);
+    else if (!in && m->ctx_home[0])
+        fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
+             "inter-daemon path to it", m->ctx_instance, m->ctx_home);
+    else
+        try_run(t, r); /* an unknown instance is waited for until lookup_deadline_ms */
+    sweep(t);
+}
+
+void transfers_registered(struct transfers *t, const char *instance)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (x->side == 'R' && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
+            try_run(t, x);
+    sweep(t);
+}
+
+void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (!terminal(x) && x->conn == c && x->req_id == req_id)
+            fail(t, x, KVF_E_CANCELLED, "cancelled by the worker");
+    sweep(t);
+}
+
+void transfers_conn_gone(struct transfers *t, struct wconn *c)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (!terminal(x) && x->conn == c)
+            fail(t, x, KVF_E_PEER_LOST, "worker gone"); /* no event: c is closing */
+    if (c->rank && c->rank->layout.role == ROLE_CONTEXT) {
+        const struct layout *l = &c->rank->layout;
+        for (struct xfer *x = t->list; x; x = x->next)
+            if (!terminal(x) && x->side == 'R' && strcmp(x->ctx_instance, l->instance) == 0)
+                fail(t, x, KVF_E_PEER_LOST, "context instance %s rank %u (pid %u) went away "
+                     "before request %llu was served", l->instance, layout_rank(l), c->pid,
+                     (unsigned long long)x->req_id);
+    }
+    sweep(t);
+}
+
+static void tick_cb(uv_timer_t *h)
+{
+    struct transfers *t = h->data;
+    uint64_t now = now_ms(t);
+    for (struct xfer *x = t->list; x; x = x->next) {
+        if (!terminal(x) && x->side == 'R' && !x->eng && now >= x->lookup_deadline_ms &&
+            !registry_find(&t->w->reg, x->ctx_instance)) {
+            fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
+                 "this daemon within deadlines.lookup", x->ctx_instance);
+            continue;
+        }
+        if (terminal(x) || now < x->deadline_ms)
+            continue;
+        if (x->side == 'R')
+            fail(t, x, KVF_E_TIMEOUT, "request %llu: context instance %s did not SEND from every "
+                 "writer within %llu ms (deadlines.send_wait or the RECV's deadline)",
+                 (unsigned long long)x->req_id, x->ctx_instance,
+                 (unsigned long long)(x->deadline_ms - x->created_ms));
+        else if (x->served > 0) {
+            char m[128];
+            snprintf(m, sizeof m, "released at its deadline after %u reader(s)", x->served);
+            finish(t, x, PROTO_EV_SENT, KVF_OK, x->bytes, m);
+        } else
+            fail(t, x, KVF_E_TIMEOUT, "request %llu: no RECV claimed it within %llu ms; blocks "
+                 "released", (unsigned long long)x->req_id,
+                 (unsigned long long)(x->deadline_ms - x->created_ms));
+    }
+    tally_expire(t, now);
+    sweep(t);
+}
+
+int transfers_init(struct transfers *t, struct workers *w)
+{
+    memset(t, 0, sizeof *t);
+    t->w = w;
+    int rc = uv_timer_init(&w->d->loop, &t->tick);
+    if (rc)
+        return rc;
+    t->tick.data = t;
+    return 0;
+}
+
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (!terminal(x))
+            fail(t, x, err, "%s", why);
+    sweep(t);
+}
+
+void transfers_stop(struct transfers *t)
+{
+    transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
+    tally_expire(t, UINT64_MAX);
+    sweep(t);
+    if (!uv_is_closing((uv_handle_t *)&t->tick))
+        uv_close((uv_handle_t *)&t->tick, NULL);
+}
+
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg)
+{
+    uint32_t kind = err != KVF_OK ? PROTO_EV_FAILED : x->side == 'R' ? PROTO_EV_DONE : PROTO_EV_SENT;
+    if (err == KVF_OK && x->side == 'R')
+        t->counters.bytes_remote += bytes;
+    finish(t, x, kind, err, bytes, msg);
+    sweep(t);
+}
+
+void transfers_copying(struct transfers *t, struct xfer *x)
+{
+    (void)t;
+    if (x->state == XFER_WAITING)
+        xfer_set_state(x, XFER_COPYING);
+}
+
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
+{
+    if (terminal(s))
+        return;
+    s->bytes += bytes;
+    serve(t, s, s->served + 1);
+    sweep(t);
+}
+
+json_t *transfers_json(const struct transfers *t, uint64_t now)
+{
+    json_t *a = json_array();
+    for (const struct xfer *x = t->list; x; x = x->next) {
+        if (terminal(x))
+            continue;
+        json_array_append_new(
+            a, json_pack("{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:i,s:i}", "id", (json_int_t)x->id,
+                         "req_id", (json_int_t)x->req_id, "side", x->side == 'S' ? "send" : "recv",
+                         "instance", x->rank->layout.instance, "ctx_instance", x->ctx_instance,
+                         "rank", (int)layout_rank(&x->rank->layout), "state",
+                         xfer_state_to_string(x->state), "bytes", (json_int_t)x->bytes, "age_ms",
+                         (json_int_t)(now - x->created_ms), "deadline_in_ms",
+                         (json_int_t)(x->deadline_ms > now ? x->deadline_ms - now : 0), "readers",
+                         (int)x->n_readers, "served", (int)x->served));
+    }
+    return a;
+}
+
+json_t *transfers_stats_json(const struct transfers *t)
+{
+    json_t *f = json_object();
+    for (int e = 1; e < KVF_E__COUNT; e++)
+        json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
+    double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
+                          (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs,
+                          "done", (json_int_t)t->counters.done, "sent",
+                          (json_int_t)t->counters.sent, "bytes_local",
+                          (json_int_t)t->counters.bytes_local, "bytes_remote",
+                          (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
+                     s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
+                     sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
+                     (int)t->n);
+    if (o) {
+        json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
+        json_object_set_new(o, "bytes_local_gpu",
+                            json_integer((json_int_t)t->counters.bytes_local_gpu));
+    }
+    return o;
+}

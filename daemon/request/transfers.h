@@ -1,0 +1,157 @@
+/* transfers.h: the requests in flight of the local path (docs/DESIGN.md §7). A SEND from a context
+ * rank and the RECVs of generation ranks meet by (context instance, request id), in either
+ * order. A RECV is checked and planned against the context instance's table when it arrives
+ * (incompatible: PEER_INCOMPATIBLE at once, to the generation rank only; an instance not
+ * registered yet is waited for up to deadlines.lookup, then UNKNOWN_INSTANCE), waits until every
+ * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
+ * n_readers of a SEND is the number of generation ranks that will RECV this request from this
+ * context instance (e.g. the generation instance's rank count), whether or not each needs this
+ * particular rank's bytes: completed RECVs are tallied per (context instance, request id), so
+ * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
+ * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
+ * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
+ * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
+ * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
+ * terminal requests are freed, never reused. Owned by struct workers. Loop thread only. */
+#ifndef KVF_TRANSFERS_H
+#define KVF_TRANSFERS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gpu_retire.h"
+#include "kvferry.h"
+#include "proto.h"
+
+struct workers;
+struct wconn;
+struct reg_rank;
+struct xgpu_job;
+
+typedef enum {
+    XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
+    XFER_COPYING,     /* recv: bytes moving */
+    XFER_DONE,        /* recv: DONE sent; send: SENT sent */
+    XFER_FAILED,      /* FAILED sent (or the worker is gone) */
+    XFER__COUNT
+} xfer_state_t;
+
+const char *xfer_state_to_string(xfer_state_t s);
+
+struct xfer {
+    uint64_t id;                /* daemon-wide, for logs */
+    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    uint64_t req_id;
+    struct wconn *conn;         /* borrowed */
+    struct reg_rank *rank;      /* borrowed: the requesting rank */
+    char ctx_instance[64];      /* send: the rank's own instance */
+    int32_t ctx_dp_rank;
+    struct proto_items items;   /* owned ids */
+    uint32_t n_readers, served;
+    uint64_t bytes;
+    xfer_state_t state;
+    uint64_t created_ms, deadline_ms;
+    uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
+    void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
+                                 * NULL on the local path; told by engine_xfer_end at the end */
+    struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
+                                   the request ends first */
+    kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
+                                   while its GPU copy ran; reported when the copy has ended, so
+                                   the worker never reuses blocks under a running kernel */
+    char held_msg[PROTO_MSG_MAX + 1];
+    bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
+                                   a failure is held as for gpu_job; the engine is told
+                                   (engine_xfer_hold) and ends the request when they ended */
+    struct xfer *next;
+};
+
+/* Completed RECVs of one (context instance, request id), kept until the SENDs' deadline. */
+struct xfer_tally {
+    char ctx_instance[64];
+    uint64_t req_id;
+    uint32_t done;
+    uint64_t expires_ms;
+    struct xfer_tally *next;
+};
+
+struct transfers_counters {
+    uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
+    uint64_t bytes_local, bytes_remote;
+    uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
+    uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
+    uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
+};
+
+struct transfers {
+    struct workers *w;          /* borrowed: owns us */
+    uv_timer_t tick;            /* deadline sweep while anything is in flight */
+    struct xfer *list;          /* owned */
+    struct xfer_tally *tallies; /* owned */
+    uint32_t n;
+    uint64_t next_id;
+    struct transfers_counters counters;
+    struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
+};
+
+int transfers_init(struct transfers *t, struct workers *w);
+/* Fails every request in flight, each with an event to its worker. */
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why);
+/* Closes the timer (the loop then runs its close callback) after freeing every request. */
+void transfers_stop(struct transfers *t);
+
+/* Take ownership of m's ids (left NULL in m). */
+void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m);
+void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m);
+/* A rank of `instance` registered: RECVs waiting for it are looked at again. */
+void transfers_registered(struct transfers *t, const char *instance);
+void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
+/* The connection is closing: its requests end without events; RECVs of other connections that
+ * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
+void transfers_conn_gone(struct transfers *t, struct wconn *c);
+
+/* Hooks for the transfer engine (engine*.c): end a request with its terminal event (recv:
+ * DONE or FAILED, send: SENT or FAILED) and free it if terminal; count one reader served by a
+ * SEND (SENT once n_readers were served). Not to be called while iterating t->list. */
+void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                   const char *msg);
+void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
+void transfers_copying(struct transfers *t, struct xfer *x);
+
+json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+json_t *transfers_stats_json(const struct transfers *t);
+
+/* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
+ * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
+ * and recv->gpu_job is set: the RECV then stays COPYING until transfers_copy_done. */
+kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
+                           uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
+/* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
+ * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
+kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
+
+/* The end of a RECV's copy that ran asynchronously (GPU): DONE (e == KVF_OK) or FAILED, the
+ * readers' tally, SENT to writers whose readers are all served. */
+void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, uint64_t bytes,
+                         const char *msg);
+
+/* xfer_gpu.c: the local path with GPU pools (either side GPU: both must be). Checks the plan's
+ * programs against the mapped pools, uploads them to the destination's device (peer access
+ * enabled between the two GPUs), launches kvk_direct on a daemon stream and sets
+ * recv->gpu_job; completion comes back on the loop (gpu_notify) and ends in
+ * transfers_copy_done. Never waits for the GPU. */
+struct plan;
+struct reg_instance;
+bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx);
+kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
+                           struct reg_instance *ctx, struct xfer **sends, char *msg,
+                           size_t msglen);
+/* The request ended before its copy: the job finishes on its own (programs freed, mapping
+ * references dropped at completion) without touching the request. */
+void xfer_gpu_detach(struct xgpu_job *j);
+
+#endif

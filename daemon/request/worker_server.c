@@ -1,0 +1,304 @@
+/* worker_server.c: the worker socket listener (sockets.worker): accept, SO_PEERCRED against
+ * access.*, workers.max_conns; the workers module's hooks (status, stats, drain) and its
+ * control command documents. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sockowner.h"
+#include "sockpath.h"
+#include "daemon.h"
+#include "workers.h"
+
+#define WORKERS_ACCEPT_BURST 64
+
+static void reap_cb(uv_timer_t *h)
+{
+    struct workers *w = h->data;
+    for (struct wconn *c = w->conns; c; c = c->next)
+        if (c->broken && !c->closing)
+            wconn_close(c, c->why[0] ? c->why : "its socket failed (the worker is gone)");
+}
+
+void workers_reap_soon(struct workers *w)
+{
+    if (!w->stopped)
+        uv_timer_start(&w->reap, reap_cb, 0, 0);
+}
+
+int workers_new(struct daemon *d, struct workers **ret)
+{
+    struct workers *w = calloc(1, sizeof *w);
+    if (!w)
+        return -ENOMEM;
+    w->d = d;
+    w->fd = -1;
+    w->next_conn_id = 1;
+    proto_limits_init(&w->lim, d->cfg.workers_max_frame, (uint64_t)d->cfg.workers_max_blocks);
+    if (getrandom(&w->epoch, sizeof w->epoch, 0) != sizeof w->epoch)
+        w->epoch = (uint64_t)getpid() << 32 ^ uv_hrtime();
+    registry_init(&w->reg);
+    int rc = uv_timer_init(&d->loop, &w->reap);
+    if (rc == 0)
+        rc = uv_timer_init(&d->loop, &w->sweep);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    w->reap.data = w;
+    w->sweep.data = w;
+    rc = transfers_init(&w->xt, w);
+    if (rc) {
+        uv_close((uv_handle_t *)&w->reap, NULL);
+        uv_close((uv_handle_t *)&w->sweep, NULL);
+        w->stopped = true;
+        *ret = w; /* the caller frees after the loop closed the timer */
+        return rc;
+    }
+    *ret = w;
+    return 0;
+}
+
+int workers_adopt(struct workers *w, int fd, const struct peer_cred *peer)
+{
+    struct wconn *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return -ENOMEM;
+    }
+    c->w = w;
+    c->fd = fd;
+    c->peer = *peer;
+    c->id = w->next_conn_id++;
+    c->connected_ms = uv_now(&w->d->loop);
+    struct proto_limits first = w->lim; /* until HELLO: a HELLO-sized frame at most */
+    first.max_frame = WCONN_HELLO_FRAME_MAX;
+    int rc = frame_reader_init(&c->rd, &first);
+    if (rc == 0)
+        rc = uv_poll_init(&w->d->loop, &c->poll, fd);
+    if (rc) {
+        frame_reader_done(&c->rd);
+        close(fd);
+        free(c);
+        return rc;
+    }
+    c->poll.data = c;
+    c->next = w->conns;
+    w->conns = c;
+    w->n_conns++;
+    w->counters.accepted++;
+    uv_poll_start(&c->poll, UV_READABLE, wconn_readable);
+    return 0;
+}
+
+static void refuse(int fd, const char *msg)
+{
+    struct proto_msg m = {.type = PROTO_ERROR};
+    m.u.error.error = KVF_E_BAD_REQUEST;
+    snprintf(m.u.error.message, sizeof m.u.error.message, "%s", msg);
+    uint8_t *buf;
+    size_t len;
+    if (proto_encode(&m, NULL, &buf, &len) == 0) {
+        fdpass_send(fd, buf, len, NULL, 0, 0);
+        free(buf);
+    }
+    close(fd);
+}
+
+static void accept_cb(uv_poll_t *p, int status, int events)
+{
+    struct workers *w = p->data;
+    (void)events;
+    if (status < 0)
+        return;
+    for (int i = 0; i < WORKERS_ACCEPT_BURST && w->fd >= 0; i++) {
+        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+                log_warn("workers: accept: %s", strerror(errno));
+            return;
+        }
+        struct peer_cred peer;
+        if (access_peer_cred(fd, &peer) < 0) {
+            close(fd);
+            continue;
+        }
+        char msg[160];
+        if (!access_check(&w->d->access, &peer)) {
+            w->counters.refused_access++;
+            log_warn("workers: refused uid %u pid %d: not in access.allow_*", (unsigned)peer.uid,
+                     (int)peer.pid);
+            snprintf(msg, sizeof msg, "uid %u is not allowed on this socket (access.allow_uids/gids)",
+                     (unsigned)peer.uid);
+            refuse(fd, msg);
+            continue;
+        }
+        if (wlimits_admit(w, &peer, msg, sizeof msg) < 0) {
+            w->counters.refused_limit++;
+            log_warn("workers: refused uid %u pid %d: %s", (unsigned)peer.uid, (int)peer.pid, msg);
+            refuse(fd, msg);
+            continue;
+        }
+        if (workers_adopt(w, fd, &peer) < 0)
+            log_warn("workers: cannot serve pid %d: out of memory or handles", (int)peer.pid);
+    }
+}
+
+int workers_listen(struct workers *w, char *err, size_t errlen)
+{
+    struct sockaddr_un sa;
+    char path[SOCKPATH_BUF];
+    int r = cfg_worker_path(&w->d->cfg, path, sizeof path); /* too long: sockpath_addr says why */
+    if (r < 0 && r != -ENAMETOOLONG) {
+        snprintf(err, errlen, "worker socket path: %s", strerror(-r));
+        return r;
+    }
+    if ((r = sockpath_addr(&sa, path, "worker", err, errlen)) < 0)
+        return r;
+    snprintf(w->path, sizeof w->path, "%s", sa.sun_path);
+    if ((r = sockpath_mkdir_parents(w->path, 0750)) < 0 || (r = sockpath_clear_stale(&sa)) < 0) {
+        snprintf(err, errlen, "worker socket %s: %s", w->path,
+                 r == -EADDRINUSE ? "another kvferryd is serving it" : strerror(-r));
+        w->path[0] = '\0';
+        return r;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        chmod(sa.sun_path, (mode_t)w->d->cfg.sockets_mode) < 0 || listen(fd, 128) < 0) {
+        r = -errno;
+        snprintf(err, errlen, "worker socket %s: %s", w->path, strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(sa.sun_path);
+        }
+        w->path[0] = '\0';
+        return r;
+    }
+    if ((r = sockowner_apply(sa.sun_path, &w->d->access, err, errlen)) < 0) {
+        close(fd);
+        unlink(sa.sun_path);
+        w->path[0] = '\0';
+        return r;
+    }
+    w->fd = fd;
+    if ((r = uv_poll_init(&w->d->loop, &w->poll, fd)) < 0) {
+        snprintf(err, errlen, "worker socket poll: %s", uv_strerror(r));
+        return r;
+    }
+    w->poll_inited = true;
+    w->poll.data = w;
+    uv_poll_start(&w->poll, UV_READABLE, accept_cb);
+    wlimits_sweep_start(w);
+    log_info("workers: listening on %s (mode %04llo)", w->path,
+             (unsigned long long)w->d->cfg.sockets_mode);
+    return 0;
+}
+
+void workers_stop(struct workers *w)
+{
+    if (!w || w->stopped)
+        return;
+    w->stopped = true;
+    if (w->poll_inited)
+        uv_close((uv_handle_t *)&w->poll, NULL);
+    if (w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+    if (w->path[0])
+        unlink(w->path);
+    /* requests still in flight get their FAILED event before their connections close */
+    transfers_fail_all(&w->xt, KVF_E_CANCELLED, "the daemon is stopping (drain timed out or "
+                       "it was not drained)");
+    for (struct wconn *c = w->conns; c; c = c->next)
+        wconn_close(c, "the daemon is stopping");
+    transfers_stop(&w->xt);
+    uv_close((uv_handle_t *)&w->reap, NULL);
+    uv_close((uv_handle_t *)&w->sweep, NULL);
+}
+
+struct workers *workers_free(struct workers *w)
+{
+    if (!w)
+        return NULL;
+    registry_done(&w->reg);
+    free(w);
+    return NULL;
+}
+
+/* ---- module hooks and control documents ---- */
+
+json_t *workers_list_json(struct workers *w)
+{
+    json_t *a = json_array();
+    uint64_t now = uv_now(&w->d->loop);
+    for (struct wconn *c = w->conns; c; c = c->next) {
+        if (c->closing)
+            continue;
+        json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:b,s:i,s:I}", "conn_id", (json_int_t)c->id, "pid",
+                              (int)c->peer.pid, "uid", (int)c->peer.uid, "name", c->name,
+                              "registered", c->rank != NULL, "in_flight", (int)c->inflight,
+                              "age_ms", (json_int_t)(now - c->connected_ms));
+        json_object_set_new(o, "events_queued", json_integer(c->outq.n));
+        json_object_set_new(o, "events_queued_peak", json_integer(c->outq.peak));
+        if (c->rank) {
+            json_t *r = registry_rank_json(c->rank);
+            json_object_update(o, r);
+            json_decref(r);
+        }
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+int workers_status(struct daemon *d, json_t *ret)
+{
+    struct workers *w = d->workers;
+    if (!w)
+        return 0;
+    json_object_set_new(ret, "socket", json_string(w->path));
+    json_object_set_new(ret, "connections", json_integer(w->n_conns));
+    json_object_set_new(ret, "ranks", json_integer(w->reg.n_ranks));
+    json_object_set_new(ret, "instances", registry_instances_json(&w->reg));
+    json_object_set_new(ret, "transfers_in_flight", json_integer(w->xt.n));
+    json_object_set_new(ret, "draining", json_boolean(w->draining));
+    return 0;
+}
+
+int workers_stats(struct daemon *d, json_t *ret)
+{
+    struct workers *w = d->workers;
+    if (!w)
+        return 0;
+    const struct workers_counters *k = &w->counters;
+    json_object_set_new(ret, "accepted", json_integer((json_int_t)k->accepted));
+    json_object_set_new(ret, "refused_access", json_integer((json_int_t)k->refused_access));
+    json_object_set_new(ret, "refused_limit", json_integer((json_int_t)k->refused_limit));
+    json_object_set_new(ret, "registered", json_integer((json_int_t)k->registered));
+    json_object_set_new(ret, "register_refused", json_integer((json_int_t)k->register_refused));
+    json_object_set_new(ret, "bad_frames", json_integer((json_int_t)k->bad_frames));
+    json_object_set_new(ret, "lost", json_integer((json_int_t)k->lost));
+    json_object_set_new(ret, "evicted", json_integer((json_int_t)k->evicted));
+    json_object_set_new(ret, "hello_timeouts", json_integer((json_int_t)k->hello_timeouts));
+    json_object_set_new(ret, "frame_timeouts", json_integer((json_int_t)k->frame_timeouts));
+    json_object_set_new(ret, "read_timeouts", json_integer((json_int_t)k->read_timeouts));
+    json_object_set_new(ret, "frame_memory_refused",
+                        json_integer((json_int_t)k->frame_memory_refused));
+    json_object_set_new(ret, "event_queue_full", json_integer((json_int_t)k->event_queue_full));
+    json_object_set_new(ret, "frame_memory_bytes", json_integer((json_int_t)w->frame_bytes));
+    json_object_set_new(ret, "transfers", transfers_stats_json(&w->xt));
+    return 0;
+}
+
+void workers_drain_start(struct daemon *d)
+{
+    if (d->workers)
+        d->workers->draining = true;
+}
+
+size_t workers_in_flight(struct daemon *d) { return d->workers ? d->workers->xt.n : 0; }

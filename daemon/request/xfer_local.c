@@ -1,0 +1,90 @@
+/* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
+ * planned against the context instance's table with plan_build and executed pool to pool with
+ * copy_direct, after copy_check has bounded every op inside the mapped pools. When either side
+ * has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "copy.h"
+#include "plan.h"
+#include "plan_request.h"
+#include "registry.h"
+#include "transfers.h"
+#include "workers.h"
+
+static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *ret, char *msg,
+                            size_t msglen)
+{
+    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
+    struct plan_ids *ctx_ids = sends ? plan_ctx_ids_new(in->table, in->n_ranks) : NULL;
+    if (sends && !ctx_ids) {
+        snprintf(msg, msglen, "out of memory");
+        return KVF_E_INTERNAL;
+    }
+    struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
+                             .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank};
+    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
+    for (uint32_t c = 0; sends && c < in->n_ranks; c++)
+        if (sends[c])
+            plan_ids_of(sends[c]->items.n_groups, sends[c]->items.counts, sends[c]->items.ids,
+                        &ctx_ids[c]);
+    kvf_error_t e = plan_request(&pin, ret, msg, msglen);
+    free(ctx_ids);
+    return e;
+}
+
+kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size_t msglen)
+{
+    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
+    struct plan p;
+    kvf_error_t e = plan_for(r, NULL, &p, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    memset(writers, 0, in->n_ranks);
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        writers[p.writers[w].ctx_rank] = 1;
+    plan_done(&p);
+    return KVF_OK;
+}
+
+kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **sends,
+                           uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
+{
+    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
+    struct plan p;
+    kvf_error_t e = plan_for(r, sends, &p, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    if (xfer_gpu_wanted(r->rank, in)) {
+        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen);
+        *bytes = p.total_bytes;
+        plan_done(&p);
+        return e;
+    }
+    const struct copy_mem *dst = &r->rank->mem;
+    for (uint32_t w = 0; w < p.n_writers; w++) {
+        const struct plan_writer *pw = &p.writers[w];
+        if (pw->ctx_rank >= n_ctx || !in->ranks[pw->ctx_rank]) {
+            snprintf(msg, msglen, "writer rank %u is not registered", pw->ctx_rank);
+            plan_done(&p);
+            return KVF_E_INTERNAL;
+        }
+        const struct copy_mem *src = &in->ranks[pw->ctx_rank]->mem;
+        if (copy_check(pw->ops, pw->n_ops, src, 's') || copy_check(pw->ops, pw->n_ops, dst, 'd')) {
+            snprintf(msg, msglen, "plan of writer rank %u leaves the mapped pools", pw->ctx_rank);
+            plan_done(&p);
+            return KVF_E_BOUND_VIOLATION;
+        }
+    }
+    uint64_t t0 = uv_hrtime();
+    for (uint32_t w = 0; w < p.n_writers; w++) {
+        const struct plan_writer *pw = &p.writers[w];
+        copy_direct(pw->ops, pw->n_ops, &in->ranks[pw->ctx_rank]->mem, dst);
+        sends[pw->ctx_rank]->bytes += pw->bytes;
+    }
+    t->counters.local_memcpy_ns += uv_hrtime() - t0;
+    *bytes = p.total_bytes;
+    plan_done(&p);
+    return KVF_OK;
+}

@@ -1,0 +1,43 @@
+/* plan_request.c: see plan_request.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_request.h"
+
+void plan_ids_of(uint32_t n_groups, const uint32_t *counts, const uint32_t *ids,
+                 struct plan_ids *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    const uint32_t *p = ids;
+    for (uint32_t g = 0; g < n_groups && g < LAYOUT_MAX_GROUPS; g++) {
+        ret->n[g] = counts[g];
+        ret->ids[g] = counts[g] ? p : NULL;
+        p += counts[g];
+    }
+}
+
+void plan_ids_unknown(const struct layout *l, struct plan_ids *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    for (uint32_t g = 0; g < l->n_groups && g < LAYOUT_MAX_GROUPS; g++)
+        ret->n[g] = l->groups[g].kind == GROUP_STATE ? 1 : PLAN_MAX_IDS;
+}
+
+struct plan_ids *plan_ctx_ids_new(const struct layout *ctx, uint32_t n_ctx)
+{
+    struct plan_ids *ids = calloc(n_ctx ? n_ctx : 1, sizeof *ids);
+    for (uint32_t c = 0; ids && c < n_ctx; c++)
+        plan_ids_unknown(&ctx[c], &ids[c]);
+    return ids;
+}
+
+kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *msg, size_t msglen)
+{
+    struct plan_error perr;
+    memset(&perr, 0, sizeof perr);
+    if (plan_build(in, ret, &perr) == 0)
+        return KVF_OK;
+    snprintf(msg, msglen, "%s", perr.message[0] ? perr.message : "planning failed");
+    return perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL;
+}
