@@ -3,12 +3,14 @@
 #   make check-symbols   libkvferry.so, built and installed (DESTDIR), exports kvf_* alone
 #   make demo            install-deps, build, scripts/demo (README quick start)
 #   make test            install-deps, build, make check (README quick start; CI)
-#   make check           unit + integration tests (Check), CPU mode
+#   make check           unit + integration tests (Check), CPU mode; invariants fatal
+#                        (KVF_FATAL_INVARIANTS=1, daemon/base/require.h)
 #   make asan            the same under ASan+UBSan, in build-asan/
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
-#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config)
+#   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
+#                        the kvferry Python package in PYDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
@@ -27,6 +29,8 @@ OPT     ?= -O2
 DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+# The Python package goes where Debian's python3 looks for modules of a prefix
+PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -73,6 +77,7 @@ UNIT_TESTS   := $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/check_*.c
 INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(wildcard tests/integration/check_*.c))
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
+PY_TESTS     := tests/python/check_python
 
 # libkvferry, loaded into every inference worker: the public API and the worker protocol only
 # (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
@@ -148,7 +153,7 @@ test:
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
 check: all check-symbols check-includes
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -162,10 +167,10 @@ check-symbols: all
 	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
 
 unit: all
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
@@ -240,6 +245,8 @@ install: all $(BUILD)/man/kvferry.yaml.5
 	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
 	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
+	install -d $(DESTDIR)$(PYDIR)/kvferry
+	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
 	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
 	  if command -v ldconfig >/dev/null; then ldconfig; fi; \

@@ -14,6 +14,20 @@
 
 #include "client_int.h"
 
+/* Closes what the library kept of a pool (its dups). */
+static void pool_release(struct kvf_pool *p)
+{
+    if (p->kind == KVF_POOL_HOST && p->fd >= 0)
+        close(p->fd);
+    if (p->kind == KVF_POOL_CUDA_VMM && p->fds) {
+        for (uint32_t k = 0; k < p->n_fds; k++)
+            close(p->fds[k]);
+        free((int32_t *)p->fds);
+    }
+    p->fd = -1;
+    p->fds = NULL;
+}
+
 /* ---- events and requests in flight ---- */
 
 int client_queue_event(struct kvf_client *c, uint64_t req_id, int32_t kind, int32_t error,
@@ -168,8 +182,7 @@ struct kvf_client *kvf_close(struct kvf_client *c)
     if (c->rd_live)
         frame_reader_done(&c->rd);
     for (uint32_t i = 0; i < c->n_pools; i++)
-        if (c->pools[i].kind == KVF_POOL_HOST && c->pools[i].fd >= 0)
-            close(c->pools[i].fd);
+        pool_release(&c->pools[i]);
     if (c->epfd >= 0)
         close(c->epfd);
     if (c->evfd >= 0)
@@ -199,12 +212,31 @@ uint32_t kvf_inflight(struct kvf_client *c)
 static void drop_registration(struct kvf_client *c)
 {
     for (uint32_t i = 0; i < c->n_pools; i++)
-        if (c->pools[i].kind == KVF_POOL_HOST && c->pools[i].fd >= 0)
-            close(c->pools[i].fd);
+        pool_release(&c->pools[i]);
     c->n_pools = 0;
     free(c->layout_json);
     c->layout_json = NULL;
     c->layout_len = 0;
+}
+
+static int check_vmm(const struct kvf_pool *p, uint32_t i, char *err, size_t errlen)
+{
+    uint64_t span = p->n_fds && p->chunk_bytes <= UINT64_MAX / p->n_fds
+                        ? p->chunk_bytes * p->n_fds : 0;
+    if (!p->fds || p->n_fds == 0 || p->n_fds > PROTO_VMM_MAX_FDS || p->chunk_bytes == 0 ||
+        span == 0 || p->offset > span || p->bytes > span - p->offset) {
+        snprintf(err, errlen, "BAD_REQUEST: pool %u: a VMM pool needs 1..%u chunk fds, a chunk "
+                 "size, and bytes [%llu, +%llu) inside its %u x %llu bytes", i, PROTO_VMM_MAX_FDS,
+                 (unsigned long long)p->offset, (unsigned long long)p->bytes, p->n_fds,
+                 (unsigned long long)p->chunk_bytes);
+        return -EINVAL;
+    }
+    for (uint32_t k = 0; k < p->n_fds; k++)
+        if (p->fds[k] < 0) {
+            snprintf(err, errlen, "BAD_REQUEST: pool %u: chunk %u has fd %d", i, k, p->fds[k]);
+            return -EINVAL;
+        }
+    return 0;
 }
 
 static int check_pools(const struct kvf_pool *pools, uint32_t n, char *err, size_t errlen)
@@ -215,13 +247,60 @@ static int check_pools(const struct kvf_pool *pools, uint32_t n, char *err, size
     }
     for (uint32_t i = 0; i < n; i++) {
         const struct kvf_pool *p = &pools[i];
-        if ((p->kind != KVF_POOL_HOST && p->kind != KVF_POOL_CUDA) ||
-            (p->kind == KVF_POOL_HOST && p->fd < 0) || (p->kind == KVF_POOL_CUDA && p->device < 0)) {
+        if ((p->kind != KVF_POOL_HOST && p->kind != KVF_POOL_CUDA && p->kind != KVF_POOL_CUDA_VMM) ||
+            (p->kind == KVF_POOL_HOST && p->fd < 0) || (p->kind != KVF_POOL_HOST && p->device < 0)) {
             snprintf(err, errlen, "BAD_REQUEST: pool %u: kind %d device %d bytes %llu fd %d", i,
                      p->kind, p->device, (unsigned long long)p->bytes, p->fd);
             return -EINVAL;
         }
+        if (p->kind == KVF_POOL_CUDA_VMM && check_vmm(p, i, err, errlen))
+            return -EINVAL;
     }
+    uint32_t nfds = client_pool_fds(pools, n); /* VMM n_fds bounded above: no overflow */
+    if (nfds > PROTO_REGISTER_MAX_FDS) {
+        snprintf(err, errlen, "BAD_REQUEST: the pools need %u fds (memfds and VMM chunks), one "
+                 "REGISTER carries at most %d", nfds, PROTO_REGISTER_MAX_FDS);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+uint32_t client_pool_fds(const struct kvf_pool *pools, uint32_t n)
+{
+    uint32_t nfds = 0;
+    for (uint32_t i = 0; i < n; i++)
+        nfds += pools[i].kind == KVF_POOL_HOST       ? 1
+                : pools[i].kind == KVF_POOL_CUDA_VMM ? pools[i].n_fds
+                                                     : 0;
+    return nfds;
+}
+
+/* Dups what the caller lent (memfd, VMM chunk fds) into *dst; -errno with nothing kept. */
+static int pool_keep(struct kvf_pool *dst, const struct kvf_pool *src)
+{
+    *dst = *src;
+    dst->fd = -1;
+    dst->fds = NULL;
+    if (src->kind == KVF_POOL_HOST) {
+        dst->fd = fcntl(src->fd, F_DUPFD_CLOEXEC, 0);
+        return dst->fd < 0 ? -errno : 0;
+    }
+    if (src->kind != KVF_POOL_CUDA_VMM)
+        return 0;
+    int32_t *fds = malloc(src->n_fds * sizeof *fds);
+    if (!fds)
+        return -ENOMEM;
+    for (uint32_t k = 0; k < src->n_fds; k++) {
+        fds[k] = fcntl(src->fds[k], F_DUPFD_CLOEXEC, 0);
+        if (fds[k] < 0) {
+            int e = -errno;
+            while (k-- > 0)
+                close(fds[k]);
+            free(fds);
+            return e;
+        }
+    }
+    dst->fds = fds;
     return 0;
 }
 
@@ -259,17 +338,10 @@ int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf
     }
     c->layout_len = (uint32_t)strlen(layout_json);
     for (uint32_t i = 0; i < n_pools; i++) {
-        c->pools[i] = pools[i];
-        if (pools[i].kind == KVF_POOL_HOST) {
-            c->pools[i].fd = fcntl(pools[i].fd, F_DUPFD_CLOEXEC, 0);
-            if (c->pools[i].fd < 0) {
-                rc = -errno;
-                c->n_pools = i;
-                drop_registration(c);
-                goto out;
-            }
-        } else {
-            c->pools[i].fd = -1;
+        if ((rc = pool_keep(&c->pools[i], &pools[i])) < 0) {
+            c->n_pools = i;
+            drop_registration(c);
+            goto out;
         }
     }
     c->n_pools = n_pools;

@@ -278,8 +278,8 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     m.type = PROTO_REGISTER;
     m.u.reg.n_pools = c->n_pools;
     m.u.reg.pools = calloc(c->n_pools, sizeof(*m.u.reg.pools));
-    int *fds = malloc(c->n_pools * sizeof(int));
-    unsigned nfds = 0;
+    int *fds = malloc(client_pool_fds(c->pools, c->n_pools) * sizeof(int) + 1);
+    unsigned nfds = 0; /* check_pools kept the total within PROTO_REGISTER_MAX_FDS */
     if (!m.u.reg.pools || !fds) {
         free(m.u.reg.pools);
         free(fds);
@@ -294,6 +294,13 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
         q->bytes = p->bytes;
         if (p->kind == KVF_POOL_HOST) {
             fds[nfds++] = p->fd;
+        } else if (p->kind == KVF_POOL_CUDA_VMM) {
+            q->kind = PROTO_POOL_CUDA_VMM;
+            q->offset = p->offset;
+            q->n_fds = p->n_fds;
+            q->chunk_bytes = p->chunk_bytes;
+            for (uint32_t k = 0; k < p->n_fds; k++)
+                fds[nfds++] = p->fds[k];
         } else {
             q->offset = p->offset;
             memcpy(q->ipc_handle, p->ipc_handle, PROTO_IPC_HANDLE);

@@ -89,6 +89,8 @@ int client_conn_pump(struct kvf_client *c);
 int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client *), int64_t deadline);
 /* Sends REGISTER of the kept registration and waits for REGISTERED. */
 int client_conn_register(struct kvf_client *c, char *err, size_t errlen);
+/* The fds a REGISTER of these pools carries: one per host pool, n_fds per VMM pool. */
+uint32_t client_pool_fds(const struct kvf_pool *pools, uint32_t n);
 /* Reconnects if one is due; 0 when connected afterwards, else -ENOTCONN. */
 int client_conn_maybe_reconnect(struct kvf_client *c);
 /* Sets / clears the readiness of the event fd and the reconnect timer. */

@@ -38,6 +38,8 @@ static const char *const reason_names[COMPAT__COUNT] = {
     [COMPAT_TP_RATIO] = "tp_ratio",
     [COMPAT_TABLE] = "table",
     [COMPAT_DP_RANK] = "dp_rank",
+    [COMPAT_LAYER_MAP] = "layer_map",
+    [COMPAT_OMITTED] = "omitted",
 };
 
 const char *compat_reason_to_string(compat_reason_t r)
@@ -67,8 +69,7 @@ __attribute__((format(printf, 3, 4))) static int fail(struct cctx *cc, compat_re
     return -EINVAL;
 }
 
-/* "context rank 1 (tp 1/2 pp 0/1)" (+ " adp" under attention-DP). */
-static const char *rank_desc(const struct layout *l, const char *side, char *buf, size_t n)
+const char *compat_rank_desc(const struct layout *l, const char *side, char *buf, size_t n)
 {
     snprintf(buf, n, "%s rank %" PRIu32 " (tp %" PRIu32 "/%" PRIu32 " pp %" PRIu32 "/%" PRIu32
                      "%s)",
@@ -77,6 +78,7 @@ static const char *rank_desc(const struct layout *l, const char *side, char *buf
     return buf;
 }
 
+#define rank_desc compat_rank_desc
 #define CTXD(l) rank_desc((l), "context", cbuf, sizeof(cbuf))
 #define GEND(l) rank_desc((l), "generation", gbuf, sizeof(gbuf))
 
@@ -154,15 +156,21 @@ static uint32_t count_tensors(const struct layout_group *g)
     return n;
 }
 
-/* Shards of a tensor for the size invariant (see the header comment). */
+/* Shards of a tensor for the size invariant (see the header comment): distinct shards, so a
+ * sharded tensor with more ranks than heads counts global_heads shards of one head. */
 static uint64_t tensor_shards(const struct layout *l, const struct layout_tensor *t)
 {
-    return t->global_heads > 1 ? layout_tp_eff(l) : 1;
+    uint32_t tpe = layout_tp_eff(l);
+    if (t->shard == SHARD_SHARDED && tpe > t->global_heads)
+        return t->global_heads;
+    return t->global_heads > 1 ? tpe : 1;
 }
 
 static bool heads_consistent(const struct layout *l, const struct layout_tensor *t)
 {
     uint32_t tpe = layout_tp_eff(l);
+    if (t->shard == SHARD_SHARDED && tpe > t->global_heads)
+        return t->heads == 1 && tpe % t->global_heads == 0;
     if (t->shard == SHARD_SHARDED && tpe > 1)
         return (uint64_t)t->heads * tpe == t->global_heads;
     return t->heads == t->global_heads;
@@ -218,12 +226,26 @@ static int check_table(struct cctx *cc, const struct layout *ctx, uint32_t n_ctx
 }
 
 /* One matched tensor: generation tensor gt against context tensor ct of rank c. */
-static int check_tensor(struct cctx *cc, const struct layout *gen, const char *gname,
+static int check_tensor(struct cctx *cc, const struct layout *gen, const struct layout_group *gg,
                         const struct layout_tensor *gt, const struct layout *c,
                         const struct layout_tensor *ct)
 {
     char cbuf[96], gbuf[96];
     int n = LAYOUT_SHORT_MAX;
+    const char *gname = gg->name;
+    /* Rule 10: different block sizes convert when outer is each side's token axis. */
+    if (gen->tokens_per_block != c->tokens_per_block) {
+        if (gg->kind == GROUP_PAGED &&
+            (gt->outer != gen->tokens_per_block || ct->outer != c->tokens_per_block))
+            return fail(cc, COMPAT_TOKENS_PER_BLOCK,
+                        "groups.%.*s tensor %.*s: tokens_per_block differs (%s has %" PRIu32
+                        ", %s has %" PRIu32 ") but outer is not the token axis (%" PRIu32
+                        " and %" PRIu32 ")",
+                        n, gname, n, gt->name, CTXD(c), c->tokens_per_block, GEND(gen),
+                        gen->tokens_per_block, ct->outer, gt->outer);
+    }
+    bool outer_ok = gt->outer == ct->outer ||
+                    (gg->kind == GROUP_PAGED && gen->tokens_per_block != c->tokens_per_block);
     if (gt->dtype != ct->dtype)
         return fail(cc, COMPAT_DTYPE, "groups.%.*s tensor %.*s: dtype differs: %s has %s, %s has %s",
                     n, gname, n, gt->name, CTXD(c), dtype_to_string(ct->dtype), GEND(gen),
@@ -234,7 +256,8 @@ static int check_tensor(struct cctx *cc, const struct layout *gen, const char *g
                     "groups.%.*s tensor %.*s: " what " differ: %s has %" PRIu32 ", %s has %" PRIu32, \
                     n, gname, n, gt->name, CTXD(c), ct->field, GEND(gen), gt->field);
     GEOM(inner, "head inner bytes")
-    GEOM(outer, "outer counts")
+    if (!outer_ok)
+        GEOM(outer, "outer counts")
     GEOM(global_heads, "global heads")
 #undef GEOM
     if (!heads_consistent(c, ct))
@@ -247,8 +270,9 @@ static int check_tensor(struct cctx *cc, const struct layout *gen, const char *g
                                               " of %" PRIu32 " heads, %s",
                     n, gname, n, gt->name, GEND(gen), gt->heads, gt->global_heads,
                     gt->shard == SHARD_SHARDED ? "sharded" : "replicated");
-    uint64_t cb = (uint64_t)ct->outer * ct->heads * ct->inner;
-    uint64_t gb = (uint64_t)gt->outer * gt->heads * gt->inner;
+    /* per token row when the block sizes differ (outer is the token axis then) */
+    uint64_t cb = (uint64_t)(outer_ok && gt->outer != ct->outer ? 1 : ct->outer) * ct->heads * ct->inner;
+    uint64_t gb = (uint64_t)(outer_ok && gt->outer != ct->outer ? 1 : gt->outer) * gt->heads * gt->inner;
     uint64_t cs = tensor_shards(c, ct), gs = tensor_shards(gen, gt);
     if (cb * cs != gb * gs)
         return fail(cc, COMPAT_SIZE_INVARIANT,
@@ -327,10 +351,18 @@ static int check_group(struct cctx *cc, const struct layout *gen, const struct l
                     return fail(cc, COMPAT_VIEW_MISMATCH, "groups.%.*s tensor %.*s: missing on "
                                                           "%s, present on %s",
                                 n, gg->name, n, gt->name, CTXD(&ctx[i]), GEND(gen));
-                int rc = check_tensor(cc, gen, gg->name, gt, &ctx[i], ct);
+                int rc = check_tensor(cc, gen, gg, gt, &ctx[i], ct);
                 if (rc)
                     return rc;
             }
+        /* Rule 8: a tensor the context holds and the generation rank leaves out never moves. */
+        for (uint32_t v = 0; v < cg->n_views; v++)
+            for (uint32_t t = 0; t < cg->views[v].n_tensors; t++)
+                if (!find_tensor(gg, cg->views[v].tensors[t].name))
+                    return fail(cc, COMPAT_OMITTED,
+                                "groups.%.*s tensor %.*s: omitted by %s (%s holds it in view %.*s)",
+                                n, gg->name, n, cg->views[v].tensors[t].name, GEND(gen),
+                                CTXD(&ctx[i]), n, cg->views[v].name);
         uint32_t cn = count_tensors(cg);
         if (cn != gn)
             return fail(cc, COMPAT_VIEW_MISMATCH, "groups.%.*s: tensor count differs: %s has %" PRIu32
@@ -354,10 +386,11 @@ int compat_check(const struct layout *gen, const struct layout *ctx, uint32_t n_
         return fail(&cc, COMPAT_FINGERPRINT, "fingerprint differs: %s has %.*s, %s has %.*s",
                     CTXD(c0), LAYOUT_FP_MAX, c0->fingerprint, GEND(gen), LAYOUT_FP_MAX,
                     gen->fingerprint);
-    if (gen->tokens_per_block != c0->tokens_per_block)
+    uint32_t bt = gen->tokens_per_block, ctb = c0->tokens_per_block;
+    if (bt == 0 || ctb == 0 || (bt % ctb && ctb % bt))
         return fail(&cc, COMPAT_TOKENS_PER_BLOCK,
-                    "tokens_per_block differs: %s has %" PRIu32 ", %s has %" PRIu32, CTXD(c0),
-                    c0->tokens_per_block, GEND(gen), gen->tokens_per_block);
+                    "tokens_per_block: neither divides the other: %s has %" PRIu32 ", %s has %" PRIu32,
+                    CTXD(c0), ctb, GEND(gen), bt);
     uint32_t ct = layout_tp_eff(c0), gt = layout_tp_eff(gen);
     uint32_t hi = ct > gt ? ct : gt, lo = ct > gt ? gt : ct;
     if (hi % lo != 0)
@@ -370,6 +403,8 @@ int compat_check(const struct layout *gen, const struct layout *ctx, uint32_t n_
         if (rc)
             return rc;
     }
+    if (compat_cover_rules(gen, ctx, n_ctx, reason, msg, msglen))
+        return -EINVAL;
     if (reason)
         *reason = COMPAT_OK;
     if (msg && msglen)

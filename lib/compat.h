@@ -11,7 +11,8 @@
 typedef enum {
     COMPAT_OK = 0,
     COMPAT_FINGERPRINT,       /* model fingerprints differ */
-    COMPAT_TOKENS_PER_BLOCK,  /* tokens_per_block differs */
+    COMPAT_TOKENS_PER_BLOCK,  /* tokens_per_block: neither divides the other, or a paged tensor
+                               * whose outer is not the token axis */
     COMPAT_GROUP_MISSING,     /* a generation group has no context group of the same name */
     COMPAT_LAYER_KIND,        /* a layer is paged on one side, state on the other */
     COMPAT_UNCOVERED_LAYER,   /* a generation layer no context stage holds (or two do) */
@@ -23,6 +24,10 @@ typedef enum {
     COMPAT_TABLE,             /* the context table is incomplete or inconsistent */
     COMPAT_DP_RANK,           /* attention-DP context without a valid DP rank (plan_build
                                * reports it as BAD_REQUEST: a request's fault, not the peer's) */
+    COMPAT_LAYER_MAP,         /* the model's layer maps differ, or the context table does not
+                               * hold what its map declares */
+    COMPAT_OMITTED,           /* the generation rank omits a group, layer or tensor the context
+                               * holds for the layers it holds (rule 8: no under-transfer) */
     COMPAT__COUNT
 } compat_reason_t;
 

@@ -16,6 +16,15 @@ extern "C" {
 #pragma GCC visibility push(default)
 #endif
 
+/* The ABI of this header: bumped whenever a struct below or a function's meaning changes in a
+ * way an existing binding (ctypes, an older build) would misread. Bindings compare it with
+ * kvf_abi_version() of the library they load and refuse a mismatch. */
+#define KVF_ABI_VERSION 2
+/* KVF_ABI_VERSION of the library as built. Thread-safe. */
+uint32_t kvf_abi_version(void);
+/* The library's version string ("0.1.0"). Never NULL. Thread-safe. */
+const char *kvf_version(void);
+
 /* Typed errors (docs/DESIGN.md §7). Values are stable: they travel on the wire. */
 typedef enum {
     KVF_OK = 0,
@@ -79,16 +88,25 @@ struct kvf_event {
 };
 
 #define KVF_POOL_HOST 0
-#define KVF_POOL_CUDA 1
+#define KVF_POOL_CUDA 1     /* cudaMalloc memory, by legacy IPC handle */
+#define KVF_POOL_CUDA_VMM 2 /* CUDA VMM memory (cuMemCreate), by POSIX fd handles */
 
 /* One pool of the rank, in the order of the layout's pools. */
 struct kvf_pool {
-    int32_t kind;     /* KVF_POOL_HOST or KVF_POOL_CUDA */
+    int32_t kind;     /* KVF_POOL_* */
     int32_t device;   /* CUDA device ordinal; -1 for host pools */
     uint64_t bytes;   /* == the layout's pool size */
     int32_t fd;       /* host: a memfd of at least `bytes`; borrowed (the library keeps a dup) */
-    uint64_t offset;  /* CUDA: offset of the pool inside the IPC allocation */
+    uint64_t offset;  /* CUDA: offset of the pool inside the IPC allocation; CUDA_VMM: inside
+                       * the chunks mapped back to back */
     uint8_t ipc_handle[64]; /* CUDA: the bytes of cudaIpcGetMemHandle's handle */
+    /* CUDA_VMM: the allocation is n_fds physical chunks of chunk_bytes each, mapped back to back
+     * (a PyTorch expandable segment, a cuMemCreate allocator); fds[k] is chunk k exported with
+     * cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR); borrowed (the
+     * library keeps dups and passes them with SCM_RIGHTS). Zero for the other kinds. */
+    const int32_t *fds;
+    uint32_t n_fds;
+    uint64_t chunk_bytes;
 };
 
 /* All fields zero means the defaults. */
@@ -119,11 +137,13 @@ int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf
 
 /* Context rank: the request's data is in these items and will stay until KVF_EV_SENT (or
  * FAILED). counts[g] ids per group of the layout (state groups: 1 slot), ids concatenated.
- * n_readers: how many generation ranks will RECV this request from this context instance (for
- * example the generation instance's rank count), whether or not each needs this rank's bytes;
- * SENT comes when that many RECVs completed. 0: unknown; the daemon then releases the SEND at
- * its deadline (deadlines.send_wait + deadlines.transfer): SENT if a RECV completed, else
- * FAILED/TIMEOUT. Either event means the items may be reused.
+ * n_readers 0 (recommended): the daemon counts the readers itself and sends SENT once every
+ * generation rank that reads this request from this rank has read it, on either path (README
+ * "n_readers"); where it cannot tell (a generation instance with PP > 1 on another daemon) it
+ * releases the SEND at its deadline (deadlines.send_wait + deadlines.transfer): SENT if a read
+ * completed, else FAILED/TIMEOUT. n_readers > 0: SENT after that many reads, where a read is
+ * one RECV completing on the same daemon, one flow reading this rank between daemons.
+ * Either event means the items may be reused.
  * Host pool memfds must be sealed with F_SEAL_SHRINK (kvf_register is refused otherwise).
  * Returns 0, -EINVAL, -EEXIST (id in flight), -EBUSY (max in flight), -ENOTCONN, -EMSGSIZE. */
 int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,

@@ -71,6 +71,15 @@ const char *shard_mode_to_string(shard_mode_t s)
     return "unknown";
 }
 
+const char *tensor_order_to_string(tensor_order_t o)
+{
+    switch (o) {
+    case ORDER_NHD: return "nhd";
+    case ORDER_HND: return "hnd";
+    }
+    return "unknown";
+}
+
 const char *layout_role_to_string(layout_role_t r)
 {
     switch (r) {
@@ -136,7 +145,17 @@ static int validate_tensors(const struct layout *l, const struct layout_group *g
         if (t->inner % dtype_size(t->dtype))
             return err_inval(err, errlen, TPATH "inner: %u is not a multiple of the %s size %u", gi,
                              vi, ti, t->inner, dtype_to_string(t->dtype), dtype_size(t->dtype));
-        if (t->shard == SHARD_SHARDED && tp_eff > 1) {
+        if (t->order != ORDER_NHD && t->order != ORDER_HND)
+            return err_inval(err, errlen, TPATH "order: %d is not a row order", gi, vi, ti,
+                             (int)t->order);
+        if (t->shard == SHARD_SHARDED && tp_eff > t->global_heads) {
+            /* replicated head groups: each head held by tp_eff / global_heads ranks */
+            if (tp_eff % t->global_heads || t->heads != 1)
+                return err_inval(err, errlen,
+                            TPATH "heads: %u local heads of global_heads %u over tp_eff %u (more "
+                            "shards than heads needs 1 local head and global_heads dividing "
+                            "tp_eff)", gi, vi, ti, t->heads, t->global_heads, tp_eff);
+        } else if (t->shard == SHARD_SHARDED && tp_eff > 1) {
             if ((uint64_t)t->heads * tp_eff != t->global_heads)
                 return err_inval(err, errlen,
                             TPATH "heads: %u local heads x tp_eff %u != global_heads %u", gi, vi,
@@ -303,6 +322,83 @@ static int validate_pools(const struct layout *l, char *err, size_t errlen)
     return 0;
 }
 
+/* The layer map: names valid and unique, entries in range, every map group holding a layer,
+ * and the rank's own groups agreeing with it (each group in the map, each of its layers mapped
+ * to it). Which layers a rank must hold is compat's question (it knows the other side). */
+static int validate_stage(const struct layout *l, char *err, size_t errlen)
+{
+    if (l->stage_count == 0)
+        return l->stage_first ? err_inval(err, errlen, "stage_layers.first: %u with count 0",
+                                          l->stage_first)
+                              : 0;
+    if ((uint64_t)l->stage_first + l->stage_count > l->n_layers_total)
+        return err_inval(err, errlen, "stage_layers: %u + %u layers is past n_layers_total %u",
+                         l->stage_first, l->stage_count, l->n_layers_total);
+    for (uint32_t gi = 0; gi < l->n_groups; gi++)
+        for (uint32_t i = 0; i < l->groups[gi].n_layers; i++) {
+            uint32_t id = l->groups[gi].layers[i];
+            if (id < l->stage_first || id >= l->stage_first + l->stage_count)
+                return err_inval(err, errlen,
+                                 "groups[%u].layers[%u]: layer %u is outside stage_layers %u..%u",
+                                 gi, i, id, l->stage_first, l->stage_first + l->stage_count - 1);
+        }
+    return 0;
+}
+
+static int validate_layer_map(const struct layout *l, char *err, size_t errlen)
+{
+    if (l->n_map_groups == 0) {
+        for (uint32_t id = 0; id < LAYOUT_MAX_LAYERS; id++)
+            if (l->layer_map[id])
+                return err_inval(err, errlen, "layer_map: layer %u mapped but no map groups", id);
+        return 0;
+    }
+    if (l->n_map_groups > LAYOUT_MAX_GROUPS)
+        return err_inval(err, errlen, "layer_map: %u groups is over %d", l->n_map_groups,
+                         LAYOUT_MAX_GROUPS);
+    uint32_t used[LAYOUT_MAX_GROUPS] = {0};
+    for (uint32_t m = 0; m < l->n_map_groups; m++) {
+        CHECK_NAME(l->map_groups[m], "layer_map.groups[%u]", m);
+        for (uint32_t o = 0; o < m; o++)
+            if (strcmp(l->map_groups[o], l->map_groups[m]) == 0)
+                return err_inval(err, errlen, "layer_map: group \"%s\" given twice",
+                                 l->map_groups[m]);
+    }
+    for (uint32_t id = 0; id < LAYOUT_MAX_LAYERS; id++) {
+        uint32_t e = l->layer_map[id];
+        if (e && id >= l->n_layers_total)
+            return err_inval(err, errlen, "layer_map: layer %u is not below n_layers_total %u",
+                             id, l->n_layers_total);
+        if (e > l->n_map_groups)
+            return err_inval(err, errlen, "layer_map: layer %u names group %u of %u", id, e,
+                             l->n_map_groups);
+        if (e)
+            used[e - 1]++;
+    }
+    for (uint32_t m = 0; m < l->n_map_groups; m++)
+        if (!used[m])
+            return err_inval(err, errlen, "layer_map.%s: no layers", l->map_groups[m]);
+    for (uint32_t gi = 0; gi < l->n_groups; gi++) {
+        const struct layout_group *g = &l->groups[gi];
+        uint32_t m = 0;
+        while (m < l->n_map_groups && strcmp(l->map_groups[m], g->name))
+            m++;
+        if (m == l->n_map_groups)
+            return err_inval(err, errlen, "groups[%u].name: \"%s\" is not in the layer_map", gi,
+                             g->name);
+        for (uint32_t i = 0; i < g->n_layers; i++)
+            if (l->layer_map[g->layers[i]] != m + 1)
+                return err_inval(err, errlen,
+                                 "groups[%u].layers[%u]: layer %u is in group %s, the layer_map "
+                                 "says %s",
+                                 gi, i, g->layers[i], g->name,
+                                 l->layer_map[g->layers[i]]
+                                     ? l->map_groups[l->layer_map[g->layers[i]] - 1]
+                                     : "no group");
+    }
+    return 0;
+}
+
 int layout_validate(const struct layout *l, char *err, size_t errlen)
 {
     if (!l)
@@ -341,5 +437,7 @@ int layout_validate(const struct layout *l, char *err, size_t errlen)
     for (uint32_t gi = 0; gi < l->n_groups; gi++)
         if ((rc = validate_group(l, gi, layer_owner, err, errlen)))
             return rc;
+    if ((rc = validate_layer_map(l, err, errlen)) || (rc = validate_stage(l, err, errlen)))
+        return rc;
     return layout_regions_check(l, err, errlen);
 }

@@ -31,6 +31,9 @@ typedef enum { GROUP_PAGED = 0, GROUP_STATE = 1 } group_kind_t;
 typedef enum { SHARD_SHARDED = 0, SHARD_REPLICATED = 1 } shard_mode_t;
 typedef enum { DTYPE_BF16 = 0, DTYPE_FP16, DTYPE_FP32, DTYPE_FP8, DTYPE_U8 } dtype_t;
 typedef enum { POOL_HOST = 0, POOL_CUDA = 1 } pool_kind_t;
+/* Order of a tensor's rows: [outer][heads][inner] (token-major, NHD for paged KV) or
+ * [heads][outer][inner] (head-major, HND). The copy program converts between them. */
+typedef enum { ORDER_NHD = 0, ORDER_HND = 1 } tensor_order_t;
 
 /* One memory region the rank hands over (a memfd or a CUDA IPC allocation). */
 struct layout_pool {
@@ -40,7 +43,10 @@ struct layout_pool {
 };
 
 /* A head-structured tensor inside a view's region: bytes [offset, offset + outer*heads*inner)
- * of the region, laid out [outer][heads][inner]; `heads` are this rank's local heads. */
+ * of the region, laid out [outer][heads][inner] (order NHD) or [heads][outer][inner] (HND);
+ * `heads` are this rank's local heads. A sharded tensor with tp_eff > global_heads holds one
+ * head (each head is held by tp_eff / global_heads ranks; see layout_first_head). In a paged
+ * group `outer` is the token axis when tokens_per_block differs between the sides. */
 struct layout_tensor {
     char name[LAYOUT_SHORT_MAX]; /* "conv", "ssm", "kv", "k_pe", ... */
     uint64_t offset;             /* within the region */
@@ -48,6 +54,7 @@ struct layout_tensor {
     uint32_t global_heads;
     shard_mode_t shard;
     dtype_t dtype;
+    tensor_order_t order;
 };
 
 /* Where one local layer of a per-layer view starts: pool index and byte offset in it. */
@@ -97,6 +104,17 @@ struct layout {
     char fingerprint[LAYOUT_FP_MAX]; /* model identity; equal on both sides */
     uint32_t tokens_per_block;
     uint32_t n_layers_total;        /* layers of the whole model */
+    /* The model's layer map (DESIGN §4 rule 7): layer_map[id] is 1 + the index into map_groups
+     * of the group global layer id belongs to, 0 for a layer that keeps no cache; entries past
+     * n_layers_total are 0. n_map_groups == 0: the layout declares no map (then compat derives
+     * it from the context table). Equal on both sides; the rank's own groups agree with it. */
+    uint32_t n_map_groups;
+    char map_groups[LAYOUT_MAX_GROUPS][LAYOUT_SHORT_MAX];
+    uint8_t layer_map[LAYOUT_MAX_LAYERS];
+    /* This rank's PP stage: global layers [stage_first, stage_first + stage_count), the span of
+     * which it must declare every layer the context holds (rule 8). stage_count 0: undeclared
+     * (then every layer for pp_size 1, else inferred from the declared layers). */
+    uint32_t stage_first, stage_count;
     uint32_t n_pools;
     struct layout_pool pools[LAYOUT_MAX_POOLS];
     uint32_t n_groups;
@@ -109,6 +127,26 @@ struct layout {
 static inline uint32_t layout_rank(const struct layout *l) { return l->pp_rank * l->tp_size + l->tp_rank; }
 /* Shards a sharded tensor is split into: 1 under attention-DP, else tp_size (DESIGN §4 rule 4). */
 static inline uint32_t layout_tp_eff(const struct layout *l) { return l->attention_dp ? 1 : l->tp_size; }
+
+/* First global head a rank holds of tensor t (DESIGN §4 rule 4): r * heads when the tensor is
+ * sharded over tp_eff > 1 shards and tp_eff <= global_heads; r * global_heads / tp_eff (one
+ * head, held by tp_eff / global_heads ranks) when tp_eff > global_heads; 0 otherwise. */
+static inline uint32_t layout_first_head(const struct layout *l, const struct layout_tensor *t)
+{
+    uint32_t tpe = layout_tp_eff(l);
+    if (t->shard != SHARD_SHARDED || tpe <= 1)
+        return 0;
+    if (tpe > t->global_heads)
+        return (uint32_t)((uint64_t)l->tp_rank * t->global_heads / tpe);
+    return l->tp_rank * t->heads;
+}
+
+/* Byte offset of row (o, h) (local head h) inside its region. */
+static inline uint64_t layout_row_off(const struct layout_tensor *t, uint32_t o, uint32_t h)
+{
+    uint64_t row = t->order == ORDER_HND ? (uint64_t)h * t->outer + o : (uint64_t)o * t->heads + h;
+    return t->offset + row * t->inner;
+}
 
 /* The region of (view v, local layer l, item i): every planner, executor and check addresses
  * memory through this one function. Expects a validated layout (l < n_layers of v's group). */
@@ -131,6 +169,7 @@ const char *dtype_to_string(dtype_t t);
 int dtype_from_string(const char *s, dtype_t *ret);
 const char *group_kind_to_string(group_kind_t k);
 const char *shard_mode_to_string(shard_mode_t s);
+const char *tensor_order_to_string(tensor_order_t o);
 const char *layout_role_to_string(layout_role_t r);
 
 /* Full consistency check (the decoder runs it too): counts within limits, names non-empty, every

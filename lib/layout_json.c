@@ -4,15 +4,19 @@
  * strings, byte quantities as integers:
  *   {"instance","role","tp_size","tp_rank","pp_size","pp_rank","attention_dp","device",
  *    "fingerprint","tokens_per_block","n_layers_total",
+ *    "layer_map":{"GROUP":[global layer ids ascending],...}   (optional; see below)
  *    "pools":[{"kind","device","bytes"}],
  *    "groups":[{"name","kind","layers":[..],"n_items",
  *               "views":[{"name","pool","base","layer_stride","item_stride","region_bytes",
  *                         "tensors":[{"name","offset","outer","heads","inner","global_heads",
- *                                     "shard","dtype"}], "alias"?}]}]}
+ *                                     "shard","dtype","order"?}], "alias"?}]}]}
  * A per-layer view (v2) has "per_layer":[{"pool","base"}] (one per group layer) in place of
  * "pool","base","layer_stride". "alias" is present only when set. Layouts without either encode
  * as they did before (v1), byte for byte. docs/LAYOUT.md is the schema, field by field.
- * Decoding: every key required, unknown and duplicate keys refused, integers only (no reals),
+ * Also optional, emitted only when they differ from their default: "layer_map" (the model's
+ * layer map, layout.h; absent: none declared), "stage_layers":{"first","count"} (the rank's PP
+ * stage; absent: undeclared) and a tensor's "order" ("nhd" default, "hnd").
+ * Decoding: every other key required, unknown and duplicate keys refused, integers only (no reals),
  * no negatives except device (>= -1), nothing over 2^53 or the field's own range, strings within
  * their array, arrays within the LAYOUT_MAX_* limits, then layout_validate. Errors name the path,
  * e.g. "groups[1].views[0].tensors[2].heads: ...". *ret is written only on success.
@@ -92,6 +96,8 @@ static json_t *enc_view(const struct layout *l, const struct layout_group *g,
         put(to, "global_heads", jint(t->global_heads), bad);
         put(to, "shard", json_string(shard_mode_to_string(t->shard)), bad);
         put(to, "dtype", json_string(dtype_to_string(t->dtype)), bad);
+        if (t->order != ORDER_NHD)
+            put(to, "order", json_string(tensor_order_to_string(t->order)), bad);
         push(ts, to, bad);
     }
     put(o, "tensors", ts, bad);
@@ -132,6 +138,25 @@ struct json_t *layout_to_jobj(const struct layout *l)
     put(o, "fingerprint", jname(l->fingerprint, sizeof(l->fingerprint)), &bad);
     put(o, "tokens_per_block", jint(l->tokens_per_block), &bad);
     put(o, "n_layers_total", jint(l->n_layers_total), &bad);
+    if (l->n_map_groups) {
+        json_t *m = json_object();
+        for (uint32_t g = 0; g < l->n_map_groups && g < LAYOUT_MAX_GROUPS; g++) {
+            json_t *ids = json_array();
+            for (uint32_t id = 0; id < LAYOUT_MAX_LAYERS; id++)
+                if (l->layer_map[id] == g + 1)
+                    push(ids, jint(id), &bad);
+            char name[LAYOUT_SHORT_MAX];
+            snprintf(name, sizeof(name), "%.*s", LAYOUT_SHORT_MAX - 1, l->map_groups[g]);
+            put(m, name, ids, &bad);
+        }
+        put(o, "layer_map", m, &bad);
+    }
+    if (l->stage_count) {
+        json_t *st = json_object();
+        put(st, "first", jint(l->stage_first), &bad);
+        put(st, "count", jint(l->stage_count), &bad);
+        put(o, "stage_layers", st, &bad);
+    }
     uint32_t np = l->n_pools < LAYOUT_MAX_POOLS ? l->n_pools : LAYOUT_MAX_POOLS;
     for (uint32_t i = 0; i < np; i++) {
         json_t *p = json_object();
@@ -303,6 +328,7 @@ static int get_array(struct dec *d, const json_t *o, const char *pfx, const char
 
 static const char *const tensor_keys[] = {"name",         "offset", "outer", "heads", "inner",
                                           "global_heads", "shard",  "dtype", NULL};
+static const char *const tensor_opt_keys[] = {"order", NULL};
 static const char *const view_keys[] = {"name",        "pool",         "base",    "layer_stride",
                                         "item_stride", "region_bytes", "tensors", NULL};
 static const char *const view_pl_keys[] = {"name", "per_layer", "item_stride", "region_bytes",
@@ -316,15 +342,18 @@ static const char *const top_keys[] = {"instance",     "role",        "tp_size",
                                        "attention_dp", "device",      "fingerprint",
                                        "tokens_per_block", "n_layers_total", "pools",
                                        "groups",       NULL};
+static const char *const top_opt_keys[] = {"layer_map", "stage_layers", NULL};
+static const char *const stage_keys[] = {"first", "count", NULL};
 static const char *const shard_names[] = {"sharded", "replicated"};
 static const char *const dtype_names[] = {"bf16", "fp16", "fp32", "fp8", "u8"};
 static const char *const kind_names[] = {"paged", "state"};
 static const char *const role_names[] = {"context", "generation"};
 static const char *const pool_names[] = {"host", "cuda"};
+static const char *const order_names[] = {"nhd", "hnd"};
 
 static int dec_tensor(struct dec *d, const json_t *o, const char *pfx, struct layout_tensor *t)
 {
-    int rc = expect_object(d, o, pfx, tensor_keys), e = 0;
+    int rc = expect_object_opt(d, o, pfx, tensor_keys, tensor_opt_keys), e = 0;
     if (rc || (rc = get_str(d, o, pfx, "name", t->name, sizeof(t->name))))
         return rc;
     GET_U(o, pfx, "offset", LAYOUT_U64_MAX_JSON, t->offset);
@@ -338,6 +367,46 @@ static int dec_tensor(struct dec *d, const json_t *o, const char *pfx, struct la
     if ((rc = get_enum(d, o, pfx, "dtype", dtype_names, 5, &e)))
         return rc;
     t->dtype = (dtype_t)e;
+    t->order = ORDER_NHD;
+    if (json_object_get(o, "order")) {
+        if ((rc = get_enum(d, o, pfx, "order", order_names, 2, &e)))
+            return rc;
+        t->order = (tensor_order_t)e;
+    }
+    return 0;
+}
+
+/* "layer_map": {"GROUP": [ids...], ...}; validate checks ranges against n_layers_total. */
+static int dec_layer_map(struct dec *d, const json_t *m, struct layout *l)
+{
+    if (!json_is_object(m))
+        return fail(d, "layer_map: not an object");
+    if (json_object_size(m) == 0 || json_object_size(m) > LAYOUT_MAX_GROUPS)
+        return fail(d, "layer_map: %zu groups is outside 1..%d", json_object_size(m),
+                    LAYOUT_MAX_GROUPS);
+    const char *k;
+    json_t *ids;
+    json_object_foreach((json_t *)m, k, ids) {
+        uint32_t g = l->n_map_groups;
+        if (strlen(k) >= LAYOUT_SHORT_MAX)
+            return fail(d, "layer_map.%.32s: name over %d bytes", k, LAYOUT_SHORT_MAX - 1);
+        memcpy(l->map_groups[g], k, strlen(k) + 1);
+        l->n_map_groups++;
+        if (!json_is_array(ids) || json_array_size(ids) == 0 ||
+            json_array_size(ids) > LAYOUT_MAX_LAYERS)
+            return fail(d, "layer_map.%s: not an array of 1..%d layer ids", k, LAYOUT_MAX_LAYERS);
+        for (size_t i = 0; i < json_array_size(ids); i++) {
+            const json_t *x = json_array_get(ids, i);
+            json_int_t v = json_is_integer(x) ? json_integer_value(x) : -1;
+            if (v < 0 || v >= LAYOUT_MAX_LAYERS)
+                return fail(d, "layer_map.%s[%zu]: not an integer in 0..%d", k, i,
+                            LAYOUT_MAX_LAYERS - 1);
+            if (l->layer_map[v])
+                return fail(d, "layer_map.%s[%zu]: layer %lld is also in %s", k, i, (long long)v,
+                            l->map_groups[l->layer_map[v] - 1]);
+            l->layer_map[v] = (uint8_t)(g + 1);
+        }
+    }
     return 0;
 }
 
@@ -445,7 +514,7 @@ static int dec_group(struct dec *d, const json_t *o, const char *pfx, struct lay
 static int dec_layout(struct dec *d, const json_t *o, struct layout *l)
 {
     const json_t *ps, *gs, *adp;
-    int rc = expect_object(d, o, "", top_keys), e = 0;
+    int rc = expect_object_opt(d, o, "", top_keys, top_opt_keys), e = 0;
     int64_t dev;
     if (rc || (rc = get_str(d, o, "", "instance", l->instance, sizeof(l->instance))))
         return rc;
@@ -467,6 +536,18 @@ static int dec_layout(struct dec *d, const json_t *o, struct layout *l)
         return rc;
     GET_U(o, "", "tokens_per_block", UINT32_MAX, l->tokens_per_block);
     GET_U(o, "", "n_layers_total", LAYOUT_MAX_LAYERS, l->n_layers_total);
+    if (json_object_get(o, "layer_map") &&
+        (rc = dec_layer_map(d, json_object_get(o, "layer_map"), l)))
+        return rc;
+    const json_t *st = json_object_get(o, "stage_layers");
+    if (st) {
+        if ((rc = expect_object(d, st, "stage_layers", stage_keys)))
+            return rc;
+        GET_U(st, "stage_layers", "first", LAYOUT_MAX_LAYERS - 1, l->stage_first);
+        GET_U(st, "stage_layers", "count", LAYOUT_MAX_LAYERS, l->stage_count);
+        if (l->stage_count == 0)
+            return fail(d, "stage_layers.count: 0 is not allowed");
+    }
     if ((rc = get_array(d, o, "", "pools", LAYOUT_MAX_POOLS, 1, &ps)))
         return rc;
     l->n_pools = (uint32_t)json_array_size(ps);

@@ -83,7 +83,6 @@ struct walk {
 static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_block)
 {
     const struct layout *l = w->l;
-    uint32_t tpe = layout_tp_eff(l);
     for (uint32_t g = 0; g < l->n_groups && g < LAYOUT_MAX_GROUPS; g++) {
         const struct layout_group *gr = &l->groups[g];
         if (!ids->ids[g])
@@ -95,15 +94,17 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                 for (uint32_t t = 0; t < vw->n_tensors; t++) {
                     const struct layout_tensor *ts = &vw->tensors[t];
                     uint64_t gt_key = mix64(mix64(gh ^ (gr->layers[li] + 1ull)) ^ name_hash(ts->name));
-                    uint32_t h_off = (ts->shard == SHARD_SHARDED && tpe > 1) ? l->tp_rank * ts->heads : 0;
+                    uint32_t h_off = layout_first_head(l, ts);
                     for (uint32_t k = 0; k < ids->n[g]; k++) {
                         uint64_t item = gr->kind == GROUP_PAGED ? (uint64_t)first_block + k : 0;
                         struct layout_loc at = layout_region_at(l, vw, li, ids->ids[g][k]);
-                        uint64_t off = at.off + ts->offset;
                         for (uint32_t o = 0; o < ts->outer; o++)
                             for (uint32_t h = 0; h < ts->heads; h++) {
-                                uint64_t key = row_key(gt_key, item, o, h + h_off);
-                                uint64_t ro = off + ((uint64_t)o * ts->heads + h) * ts->inner;
+                                /* paged rows by request token: block sizes may differ */
+                                uint64_t key = gr->kind == GROUP_PAGED
+                                                   ? row_key(gt_key, 0, item * ts->outer + o, h + h_off)
+                                                   : row_key(gt_key, item, o, h + h_off);
+                                uint64_t ro = at.off + layout_row_off(ts, o, h);
                                 uint8_t *p = w->mem->base[at.pool] + ro;
                                 if (!w->verify) {
                                     fill_row(p, ts->inner, key);

@@ -1,13 +1,15 @@
 /* pattern.h: the global deterministic test pattern used for bitwise parity (tests, kvferry-sim,
  * GPU suite). The value of every byte of a request's data is a function of logical coordinates
  * only: (seed, group name, global layer id, tensor name, logical item, outer index, GLOBAL head,
- * byte within the head's inner row). So a context rank's shard and a generation rank's shard of
+ * byte within the head's inner row); for paged groups (logical item, outer) enter as the request
+ * token item * outer + o, so sides with different tokens_per_block agree. Rows sit where the
+ * tensor's order (NHD, HND) puts them. So a context rank's shard and a generation rank's shard of
  * the same request agree wherever they hold the same logical byte, whatever their TP/PP/ADP,
  * view arrangement (joint/split, layer-/block-major) or pool placement.
  * Logical item: for paged groups the request's block index (ids[k] is request block
  * first_block + k: a prefix-cached generation rank holding the last n_gen of n_ctx blocks passes
  * first_block = n_ctx - n_gen); for state groups 0. Global head of local head h on a rank:
- * h + tp_rank * heads for sharded tensors when tp_eff > 1, else h. Pure; thread-safe. */
+ * h + layout_first_head(). Pure; thread-safe. */
 #ifndef KVF_PATTERN_H
 #define KVF_PATTERN_H
 

@@ -8,12 +8,25 @@
  * - Heads (rule 4): rank r of a side with tp_eff shards holds global heads
  *   [r*G/tp_eff, (r+1)*G/tp_eff) of a sharded tensor, all G otherwise. A generation rank reads
  *   from every context rank of the stage whose head range meets its own (fan-in, head split).
+ *   With tp_eff > G on the context (replicated head groups: head h held by the rep = tp_eff/G
+ *   ranks h*rep .. h*rep+rep-1), each head the generation rank needs has one writer, holder
+ *   (h + i) % rep of those, i = gen_tp_rank % (gen tp_eff / G) when the generation side
+ *   replicates too, else 0: deterministic, and spread over the holders (TP16->TP8 of 8 heads
+ *   reads ranks 0, 3, 4, 7, ...).
  * - Replicated data (rule 5): a context tensor every rank holds in full (replicated, G == 1, or
  *   an attention-DP context) has ONE writer: under context attention-DP the DP rank that ran
  *   the request (plan_input.ctx_dp_rank == its tp_rank), else context tp rank gen_tp_rank % ctx_tp,
  *   in the stage holding the layer. It supplies the generation rank's head range.
  * - Blocks (rule 6): suffix-aligned. Generation block k of n_gen is context block
- *   n_ctx - n_gen + k; n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
+ *   n_ctx - n_gen + k. With different tokens_per_block (rule 10; ct context, gt generation,
+ *   one dividing the other, outer the token axis) tokens map instead: generation row (k, o) is
+ *   request token T = n_ctx*ct - (n_gen - k)*gt + o, context block T / ct row T % ct; the
+ *   context's blocks must end on a generation block boundary (n_ctx*ct a multiple of gt) and
+ *   hold n_gen*gt tokens, else BAD_REQUEST.
+ * - Row order (rule 10): each side's rows (outer o, head h) sit where its tensor's order says
+ *   (NHD [o][h], HND [h][o]); when order or block size differ between the sides the program is
+ *   emitted row by row in generation memory order (runs that continue merge again).
+ *   n_gen > n_ctx, ids >= n_items, duplicate ids, more than PLAN_MAX_IDS ids
  *   and a state group without exactly one slot id are BAD_REQUEST. So is an attention-DP
  *   context without a valid ctx_dp_rank (reason COMPAT_DP_RANK): the DP rank belongs to the
  *   request, not to the peer, so it must never become a cached PEER_INCOMPATIBLE verdict.
@@ -113,7 +126,8 @@ struct wsrc {
     const struct layout_view *cv;    /* context view holding the tensor */
     const struct layout_tensor *ct;
     uint32_t li;                     /* context local layer index */
-    const uint32_t *cids;            /* context ids aligned to generation item 0, or NULL */
+    const uint32_t *cids;            /* the context rank's ids of the group (all), or NULL */
+    uint32_t n_cids;                 /* how many */
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
 };
 
@@ -144,13 +158,8 @@ static const struct layout_tensor *ctx_tensor(const struct layout_group *g, cons
 static void head_range(const struct layout *l, const struct layout_tensor *t, uint32_t *lo,
                        uint32_t *hi)
 {
-    if (t->shard == SHARD_SHARDED && layout_tp_eff(l) > 1) {
-        *lo = l->tp_rank * t->heads;
-        *hi = *lo + t->heads;
-    } else {
-        *lo = 0;
-        *hi = t->global_heads;
-    }
+    *lo = layout_first_head(l, t);
+    *hi = *lo + t->heads;
 }
 
 /* Fills one writer for context rank c, or returns 1 when it has no heads to give. */
@@ -183,13 +192,20 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
                        "rank %" PRIu32, layer, c);
     const uint32_t *cids = NULL;
     const struct plan_ids *ids = b->in->ctx_ids ? &b->in->ctx_ids[c] : NULL;
-    if (ids && gg->kind == GROUP_PAGED && ids->n[cgi] < n_gen)
+    uint64_t gtb = b->in->gen->tokens_per_block, ctb = cl->tokens_per_block;
+    if (ids && gg->kind == GROUP_PAGED && (uint64_t)ids->n[cgi] * ctb < (uint64_t)n_gen * gtb)
         return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: generation asks for %" PRIu32 " blocks, context rank %" PRIu32
-                       " holds %" PRIu32, LAYOUT_SHORT_MAX, gg->name, n_gen, c, ids->n[cgi]);
+                       "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
+                       " tokens, context rank %" PRIu32 " holds %" PRIu32 " of %" PRIu64,
+                       LAYOUT_SHORT_MAX, gg->name, n_gen, gtb, c, ids->n[cgi], ctb);
+    if (ids && gg->kind == GROUP_PAGED && ((uint64_t)ids->n[cgi] * ctb) % gtb)
+        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %" PRIu64
+                       " tokens, which do not end on a generation block of %" PRIu64 " tokens",
+                       LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, gtb);
     if (ids && ids->ids[cgi])
-        cids = gg->kind == GROUP_PAGED ? ids->ids[cgi] + (ids->n[cgi] - n_gen) : ids->ids[cgi];
-    *w = (struct wsrc){c, cl, cv, ct, li, cids, h0, h1, clo};
+        cids = ids->ids[cgi];
+    *w = (struct wsrc){c, cl, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo};
     return 0;
 }
 
@@ -228,13 +244,101 @@ static int tensor_writers(struct bctx *b, const struct layout_group *gg, uint32_
         *nw = rc == 0;
         return 0;
     }
-    for (uint32_t r = 0; r < tp; r++) {
-        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, glo, ghi, gt->name, false,
-                             &ws[*nw]);
+    uint32_t G = ct0->global_heads, ctpe = layout_tp_eff(&ctx[0]), gtpe = layout_tp_eff(gen);
+    /* replicated head groups (ctpe > G): one holder per needed head; else every rank whose
+     * head range meets ours */
+    uint32_t rep = ctpe > G ? ctpe / G : 0, i = gtpe > G ? gen->tp_rank % (gtpe / G) : 0;
+    for (uint32_t j = 0; j < (rep ? ghi - glo : tp); j++) {
+        uint32_t h = glo + j, r = rep ? h * rep + (h + i) % rep : j;
+        int rc = make_writer(b, gg, n_gen, stage * tp + r, layer, rep ? h : glo, rep ? h + 1 : ghi,
+                             gt->name, false, &ws[*nw]);
         if (rc < 0)
             return rc;
         if (rc == 0)
             (*nw)++;
+    }
+    return 0;
+}
+
+/* Context item index and row of generation row (k, o) of a paged group (rule 6, rule 10);
+ * state groups: item 0, same row. */
+static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
+                    uint32_t k, uint32_t o, uint32_t *kc, uint32_t *oc)
+{
+    if (!paged) {
+        *kc = 0;
+        *oc = o;
+        return;
+    }
+    uint64_t gtb = b->in->gen->tokens_per_block, ctb = b->in->ctx[w->c].tokens_per_block;
+    uint64_t t = (uint64_t)w->n_cids * ctb - (uint64_t)(n_gen - k) * gtb + o;
+    *kc = (uint32_t)(t / ctb);
+    *oc = (uint32_t)(t % ctb);
+}
+
+/* Source of generation row (k, o), global head h, of writer w: unresolved without ids. */
+static void src_row(const struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
+                    uint32_t k, uint32_t o, uint32_t h, uint32_t *sp, uint64_t *so)
+{
+    uint32_t kc, oc;
+    *sp = PLAN_POOL_UNKNOWN;
+    *so = 0;
+    if (!w->cids)
+        return;
+    ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
+    struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
+    *sp = cat.pool;
+    *so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
+}
+
+/* Row by row, in generation memory order: order or block size differ between the sides.
+ * Generation NHD: per token, per writer, its heads (one run, or rows strided by a head-major
+ * context's block). Generation HND: per writer, per head, its tokens in pieces that stay in one
+ * context block (rows strided by a token-major context's heads). */
+static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struct wsrc *ws,
+                     uint32_t nw, uint32_t glo, struct layout_loc gat, uint32_t n_gen, uint32_t k,
+                     bool paged, bool state)
+{
+    uint64_t in = gt->inner;
+    if (gt->order != ORDER_HND) {
+        for (uint32_t o = 0; o < gt->outer; o++)
+            for (uint32_t i = 0; i < nw; i++) {
+                const struct wsrc *w = &ws[i];
+                uint32_t sp;
+                uint64_t so;
+                src_row(b, paged, w, n_gen, k, o, w->h0, &sp, &so);
+                int64_t ss = w->ct->order == ORDER_HND ? (int64_t)(w->ct->outer * in) : (int64_t)in;
+                uint64_t d = gat.off + layout_row_off(gt, o, w->h0 - glo);
+                if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
+                                        w->h1 - w->h0, state))
+                    return -ENOMEM;
+            }
+        return 0;
+    }
+    uint64_t gtb = b->in->gen->tokens_per_block;
+    for (uint32_t i = 0; i < nw; i++) {
+        const struct wsrc *w = &ws[i];
+        uint64_t ctb = b->in->ctx[w->c].tokens_per_block;
+        for (uint32_t h = w->h0; h < w->h1; h++)
+            for (uint32_t o = 0; o < gt->outer;) {
+                /* rows up to the end of the context block holding row o */
+                uint32_t n = gt->outer - o;
+                if (paged && ctb < gtb) {
+                    uint64_t t = (uint64_t)(n_gen - k) * gtb - o; /* tokens to the context end */
+                    uint32_t left = (uint32_t)(ctb - (ctb - t % ctb) % ctb);
+                    left = left ? left : (uint32_t)ctb;
+                    n = n < left ? n : left;
+                }
+                uint32_t sp;
+                uint64_t so;
+                src_row(b, paged, w, n_gen, k, o, h, &sp, &so);
+                int64_t ss = w->ct->order == ORDER_HND ? (int64_t)in : (int64_t)(w->ct->heads * in);
+                uint64_t d = gat.off + layout_row_off(gt, o, h - glo);
+                if (plan_opvec_add_rows(&b->vecs[w->c], sp, so, ss, gat.pool, d, (int64_t)in, in,
+                                        n, state))
+                    return -ENOMEM;
+                o += n;
+            }
     }
     return 0;
 }
@@ -247,20 +351,30 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
     const struct layout_view *gv = &gg->views[v];
     uint32_t n_gen = b->in->gen_ids.n[g];
     const uint32_t *gids = b->in->gen_ids.ids[g];
-    bool state = gg->kind == GROUP_STATE;
+    bool state = gg->kind == GROUP_STATE, paged = !state;
     struct wsrc ws[LAYOUT_MAX_TENSORS][LAYOUT_MAX_TP];
     uint32_t nw[LAYOUT_MAX_TENSORS], glo[LAYOUT_MAX_TENSORS], ghi[LAYOUT_MAX_TENSORS];
+    bool rows[LAYOUT_MAX_TENSORS];
     if (n_gen == 0)
         return 0;
+    uint64_t per_item = 0;
     for (uint32_t t = 0; t < gv->n_tensors; t++) {
-        int rc = tensor_writers(b, gg, n_gen, gg->layers[l], &gv->tensors[t], ws[t], &nw[t]);
+        const struct layout_tensor *gt = &gv->tensors[t];
+        int rc = tensor_writers(b, gg, n_gen, gg->layers[l], gt, ws[t], &nw[t]);
         if (rc)
             return rc;
-        head_range(gen, &gv->tensors[t], &glo[t], &ghi[t]);
+        head_range(gen, gt, &glo[t], &ghi[t]);
+        rows[t] = false;
+        for (uint32_t i = 0; i < nw[t]; i++)
+            rows[t] |= ws[t][i].ct->order != gt->order || ws[t][i].ct->outer != gt->outer;
+        rows[t] |= gt->order == ORDER_HND && nw[t] > 0;
+        /* runs emit_rows / the loop below make: tokens x writers, or for a head-major
+         * generation tensor heads x the context blocks one generation block spans */
+        uint64_t ctb = b->in->ctx[0].tokens_per_block, gtb = gen->tokens_per_block;
+        uint64_t pieces = paged && ctb < gtb ? gtb / ctb : 1;
+        per_item += rows[t] && gt->order == ORDER_HND ? (uint64_t)gt->heads * pieces
+                                                      : (uint64_t)gt->outer * nw[t];
     }
-    uint64_t per_item = 0;
-    for (uint32_t t = 0; t < gv->n_tensors; t++)
-        per_item += (uint64_t)gv->tensors[t].outer * nw[t];
     b->runs += per_item * n_gen;
     if (b->runs > PLAN_MAX_RUNS)
         return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
@@ -270,12 +384,20 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
         struct layout_loc gat = layout_region_at(gen, gv, l, gids[k]);
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
-            /* One writer holding all heads on both sides: the tensor is one contiguous run
-             * (the common case: MLA latent, matched TP); emit it once, not row by row. */
-            uint32_t outer = gt->outer, rows = 1;
+            if (rows[t] && !(nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
+                             ws[t][0].ct->heads == gt->heads && ws[t][0].ct->order == gt->order &&
+                             ws[t][0].ct->outer == gt->outer)) {
+                if (emit_rows(b, gt, ws[t], nw[t], glo[t], gat, n_gen, k, paged, state))
+                    return -ENOMEM;
+                continue;
+            }
+            /* NHD on both sides, same block size (the common case). One writer holding all
+             * heads on both sides: the tensor is one contiguous run (MLA latent, matched TP,
+             * or HND both sides); emit it once, not row by row. */
+            uint32_t outer = gt->outer, nrows = 1;
             if (nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
                 ws[t][0].h1 - ws[t][0].h0 == ws[t][0].ct->heads) {
-                rows = outer;
+                nrows = outer;
                 outer = 1;
             }
             for (uint32_t o = 0; o < outer; o++)
@@ -285,7 +407,8 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint32_t sp = PLAN_POOL_UNKNOWN;
                     uint64_t so = 0;
                     if (w->cids) {
-                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[k]);
+                        uint32_t kc = paged ? w->n_cids - n_gen + k : 0;
+                        struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
                         sp = cat.pool;
                         so = cat.off + ct->offset +
                              ((uint64_t)o * ct->heads + (w->h0 - w->clo)) * ct->inner;
@@ -293,7 +416,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     uint64_t d = gat.off + gt->offset +
                                  ((uint64_t)o * gt->heads + (w->h0 - glo[t])) * gt->inner;
                     if (plan_opvec_add(&b->vecs[w->c], sp, so, gat.pool, d,
-                                       (uint64_t)rows * (w->h1 - w->h0) * gt->inner, state))
+                                       (uint64_t)nrows * (w->h1 - w->h0) * gt->inner, state))
                         return -ENOMEM;
                 }
         }

@@ -85,6 +85,39 @@ int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, ui
     return 0;
 }
 
+int plan_opvec_add_rows(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off,
+                        int64_t src_stride, uint32_t dst_pool, uint64_t dst_off,
+                        int64_t dst_stride, uint64_t len, uint64_t count, bool state)
+{
+    bool unk = src_pool == PLAN_POOL_UNKNOWN;
+    if (count == 1 || (dst_stride == (int64_t)len && (unk || src_stride == (int64_t)len)))
+        return plan_opvec_add(v, src_pool, src_off, dst_pool, dst_off, len * count, state);
+    if (len == 0 || count == 0)
+        return 0;
+    if (v->has_pend && flush(v, &v->pend))
+        return -ENOMEM;
+    v->has_pend = false;
+    if (v->n == v->cap && grow(v))
+        return -ENOMEM;
+    v->ops[v->n++] = (struct copy_op){
+        .src_pool = src_pool,
+        .dst_pool = dst_pool,
+        .src_off = unk ? 0 : src_off,
+        .ext_off = v->bytes,
+        .dst_off = dst_off,
+        .len = len,
+        .count = count,
+        .src_stride = unk ? 0 : src_stride,
+        .dst_stride = dst_stride,
+    };
+    v->bytes += len * count;
+    if (state)
+        v->state_bytes += len * count;
+    else
+        v->kv_bytes += len * count;
+    return 0;
+}
+
 int plan_opvec_finish(struct plan_opvec *v)
 {
     if (v->has_pend && flush(v, &v->pend))

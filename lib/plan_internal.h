@@ -14,6 +14,14 @@
 const struct layout_group *compat_find_group(const struct layout *l, const char *name,
                                              uint32_t *idx);
 
+/* "context rank 1 (tp 1/2 pp 0/1)" (+ " adp" under attention-DP) into buf; returns buf. */
+const char *compat_rank_desc(const struct layout *l, const char *side, char *buf, size_t n);
+
+/* The layer-map and omission rules (compat_cover.c), run by compat_check after the per-group
+ * checks: 0, or -EINVAL with *reason (COMPAT_LAYER_MAP, COMPAT_OMITTED) and msg. */
+int compat_cover_rules(const struct layout *gen, const struct layout *ctx, uint32_t n_ctx,
+                       compat_reason_t *reason, char *msg, size_t msglen);
+
 /* A growing copy program of one writer (plan_compress.c). Runs are appended in canonical order;
  * the extent is packed, so each run's ext_off is the current length. */
 struct plan_opvec {
@@ -30,6 +38,12 @@ struct plan_opvec {
  * plan_opvec_finish() flushes the pending run: call it before reading ops. 0 or -ENOMEM. */
 int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, uint32_t dst_pool,
                    uint64_t dst_off, uint64_t len, bool state);
+/* Appends count rows of len bytes at constant strides (src_stride, dst_stride): one op, or one
+ * run when the rows are contiguous on both sides. A later run continuing the strides raises its
+ * count as plan_opvec_add's runs do. 0 or -ENOMEM. */
+int plan_opvec_add_rows(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off,
+                        int64_t src_stride, uint32_t dst_pool, uint64_t dst_off,
+                        int64_t dst_stride, uint64_t len, uint64_t count, bool state);
 int plan_opvec_finish(struct plan_opvec *v);
 void plan_opvec_done(struct plan_opvec *v);
 

@@ -71,7 +71,8 @@ static int parse_pp_layers(const char *v, struct preset_spec *s, char *err, size
 
 static const char *const keys[] = {"tp",    "pp",     "adp",    "tpb",         "pp_layers",
                                    "arr",   "state",  "kv",     "blocks",      "slots",
-                                   "state_shard", "hd", "dtype", "fp",          "pools", NULL};
+                                   "state_shard", "hd", "dtype", "fp",          "pools",
+                                   "conv",  "order",  "omit",   NULL};
 
 static int parse_kv(const char *key, const char *v, struct preset_spec *s, char *err, size_t errlen)
 {
@@ -108,6 +109,18 @@ static int parse_kv(const char *key, const char *v, struct preset_spec *s, char 
         return parse_pick(key, v, "sharded", "replicated", &s->state_replicated, err, errlen);
     if (!strcmp(key, "pp_layers"))
         return parse_pp_layers(v, s, err, errlen);
+    if (!strcmp(key, "conv"))
+        return parse_pick(key, v, "w", "w-1", &s->conv_wm1, err, errlen);
+    if (!strcmp(key, "order"))
+        return parse_pick(key, v, "nhd", "hnd", &s->hnd, err, errlen);
+    if (!strcmp(key, "omit")) {
+        size_t n = strlen(v);
+        if (n == 0 || n >= LAYOUT_SHORT_MAX)
+            return err_inval(err, errlen, "omit: length %zu is outside 1..%d", n,
+                             LAYOUT_SHORT_MAX - 1);
+        memcpy(s->omit, v, n + 1);
+        return 0;
+    }
     if (!strcmp(key, "dtype")) {
         dtype_t t;
         if (dtype_from_string(v, &t))
@@ -142,8 +155,13 @@ int preset_parse(const char *spec, struct preset_spec *ret, char *err, size_t er
     if (opts)
         *opts++ = '\0';
     const struct preset_model *m = preset_model_find(buf);
-    if (!m)
-        return err_inval(err, errlen, "model: \"%s\" is not tiny, kimi-linear-48b or kimi-k3", buf);
+    if (!m) {
+        char known[256] = "";
+        for (int i = 0; preset_models[i]; i++)
+            snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
+                     preset_models[i]);
+        return err_inval(err, errlen, "model: \"%s\" is not a known preset (%s)", buf, known);
+    }
     snprintf(s.model, sizeof(s.model), "%s", m->name);
 
     bool seen[sizeof(keys) / sizeof(keys[0])] = {false};

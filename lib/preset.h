@@ -1,4 +1,5 @@
-/* preset.h: geometry presets of docs/DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3), instantiated
+/* preset.h: the geometry presets of docs/DESIGN.md §9 (tiny, kimi-linear-48b, kimi-k3) and of the
+ * models people run (qwen3-next-80b, nemotron-h, llama-3-70b, deepseek-v3), instantiated
  * into every rank's layout of an instance from a spec string. Shared by tests, kvferry-sim,
  * kvferryctl plan and the benches. Pure. */
 #ifndef KVF_PRESET_H
@@ -29,7 +30,12 @@ typedef enum { PRESET_POOLS_VIEW = 0, PRESET_POOLS_LAYER, PRESET_POOLS_LAYER_JOI
  *   state_shard=sharded|replicated     how state is held when adp=0 (default sharded;
  *                                      replicated models the "full slots" misconfiguration)
  *   hd=N dtype=bf16|fp32|...           override head dim / state dtype (refusal tests)
- *   fp=STRING                          override the model fingerprint */
+ *   fp=STRING                          override the model fingerprint
+ *   conv=w|w-1                         conv state width: W as TensorRT-LLM keeps it (default)
+ *                                      or W-1 as vLLM and SGLang do
+ *   order=nhd|hnd                      attention KV rows token-major (default) or head-major
+ *   omit=GROUP                         leave the group out (the misconfiguration that must be
+ *                                      refused, never moved partly) */
 struct preset_spec {
     char model[32];
     uint32_t tp, pp, tpb;
@@ -43,6 +49,8 @@ struct preset_spec {
     int32_t ssm_dtype;                  /* -1: the model's */
     char fingerprint[LAYOUT_FP_MAX];    /* "": the model's */
     preset_pools_t pools;
+    bool conv_wm1, hnd;
+    char omit[LAYOUT_SHORT_MAX];        /* "": nothing left out */
 };
 
 /* Returns 0, or -EINVAL with a message naming the bad key or value. */

@@ -276,9 +276,23 @@ static void dec_register(struct rd *r, struct proto_register *g)
         p->bytes = rd64(r, "pool bytes");
         p->offset = rd64(r, "pool offset");
         rdbytes(r, p->ipc_handle, PROTO_IPC_HANDLE, "pool ipc_handle");
+        if (!r->rc && p->kind == PROTO_POOL_CUDA_VMM) {
+            p->n_fds = rd32(r, "pool n_fds");
+            p->chunk_bytes = rd64(r, "pool chunk_bytes");
+            if (!r->rc && (p->n_fds == 0 || p->n_fds > PROTO_VMM_MAX_FDS || p->chunk_bytes == 0 ||
+                           p->chunk_bytes > UINT64_MAX / p->n_fds || p->device < 0 ||
+                           p->offset > p->chunk_bytes * p->n_fds ||
+                           p->bytes > p->chunk_bytes * p->n_fds - p->offset)) {
+                rd_fail(r, "pool %u: VMM pool of %u chunks of %llu bytes (1..%u chunks), device "
+                        "%d, bytes [%llu, +%llu) must lie inside them", i, p->n_fds,
+                        (unsigned long long)p->chunk_bytes, PROTO_VMM_MAX_FDS, p->device,
+                        (unsigned long long)p->offset, (unsigned long long)p->bytes);
+                return;
+            }
+        }
         if (r->rc)
             return;
-        if (p->kind != POOL_HOST && p->kind != POOL_CUDA) {
+        if (p->kind != POOL_HOST && p->kind != POOL_CUDA && p->kind != PROTO_POOL_CUDA_VMM) {
             rd_fail(r, "pool %u: unknown kind %u", i, p->kind);
             return;
         }
@@ -475,7 +489,8 @@ uint32_t proto_register_fds(const struct proto_register *r)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; r->pools && i < r->n_pools && i < LAYOUT_MAX_POOLS; i++)
-        n += r->pools[i].kind == POOL_HOST;
+        n += r->pools[i].kind == POOL_HOST ? 1
+             : r->pools[i].kind == PROTO_POOL_CUDA_VMM ? r->pools[i].n_fds : 0;
     return n;
 }
 
@@ -608,6 +623,10 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
             w64(w, p->bytes);
             w64(w, p->offset);
             wbytes(w, p->ipc_handle, PROTO_IPC_HANDLE);
+            if (p->kind == PROTO_POOL_CUDA_VMM) {
+                w32(w, p->n_fds);
+                w64(w, p->chunk_bytes);
+            }
         }
         w32(w, m->u.reg.json_len);
         wbytes(w, m->u.reg.json, m->u.reg.json_len);

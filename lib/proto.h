@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "kvferry.h"
+#include "fdpass.h"
 #include "layout.h"
 
 #define PROTO_MAGIC 0x5746564bu /* "KVFW" as little-endian bytes */
@@ -102,13 +103,28 @@ struct proto_welcome {
     char name[PROTO_NAME_MAX + 1];
 };
 
+#define PROTO_POOL_CUDA_VMM 2 /* a kind beside pool_kind_t's: GPU memory by VMM fd handles */
+#define PROTO_REGISTER_MAX_FDS LAYOUT_MAX_POOLS /* fds of one REGISTER, FDS frames ahead included */
+#define PROTO_VMM_MAX_FDS PROTO_REGISTER_MAX_FDS /* chunks of one VMM pool */
+
 struct proto_pool {
-    uint32_t kind;   /* pool_kind_t */
+    uint32_t kind;   /* pool_kind_t, or PROTO_POOL_CUDA_VMM (a "cuda" pool of the layout) */
     int32_t device;  /* -1 for host pools */
     uint64_t bytes;
-    uint64_t offset; /* CUDA: offset of the pool inside the IPC allocation; host: 0 */
+    uint64_t offset; /* CUDA: offset of the pool inside the IPC allocation; VMM: inside the
+                      * chunks mapped back to back; host: 0 */
     uint8_t ipc_handle[PROTO_IPC_HANDLE]; /* CUDA only; all zero for host pools */
+    uint32_t n_fds;       /* VMM only (on the wire after ipc_handle): chunks, one fd each */
+    uint64_t chunk_bytes; /* VMM only: bytes of each chunk */
+    const int *fds;       /* daemon side, not on the wire: the VMM pool's received fds
+                           * (borrowed from the REGISTER frame) */
 };
+
+/* The layout's kind of a REGISTER pool (a VMM pool is GPU memory: POOL_CUDA). */
+static inline uint32_t proto_pool_layout_kind(const struct proto_pool *p)
+{
+    return p->kind == PROTO_POOL_CUDA_VMM ? POOL_CUDA : p->kind;
+}
 
 struct proto_register {
     uint32_t n_pools;
@@ -203,7 +219,7 @@ int proto_encode(const struct proto_msg *m, const struct proto_limits *lim, uint
 /* Releases what a decoded (or caller-built) message owns; accepts NULL. */
 void proto_msg_done(struct proto_msg *m);
 
-/* Host pools of a REGISTER: the number of fds that must come with it. */
+/* The fds that must come with a REGISTER: one per host pool, n_fds per VMM pool, in pool order. */
 uint32_t proto_register_fds(const struct proto_register *r);
 
 /* Total ids of an item list. */

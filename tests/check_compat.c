@@ -139,8 +139,17 @@ START_TEST(compat_refuses_other_model_and_block_size)
     char m[512];
     EXPECT("tiny", "tiny:fp=other-model", COMPAT_FINGERPRINT);
     EXPECT("tiny", "kimi-linear-48b", COMPAT_FINGERPRINT);
-    ck_assert_int_eq(pair("tiny:tpb=32", "tiny", m, sizeof(m)), COMPAT_TOKENS_PER_BLOCK);
-    ck_assert_msg(strstr(m, "has 32") && strstr(m, "has 64"), "%s", m);
+    ck_assert_int_eq(pair("tiny:tpb=24", "tiny", m, sizeof(m)), COMPAT_TOKENS_PER_BLOCK);
+    ck_assert_msg(strstr(m, "has 24") && strstr(m, "has 64") && strstr(m, "neither divides"), "%s",
+                  m);
+    /* one dividing the other converts (rule 10), both ways */
+    EXPECT("tiny:tpb=32", "tiny", COMPAT_OK);
+    EXPECT("tiny:tpb=16", "tiny:tpb=32", COMPAT_OK);
+    /* compat runs before validation too: a 0 block size is refused, not divided by (fuzz_plan) */
+    build(&ctx_i, "tiny", ROLE_CONTEXT);
+    build(&gen_i, "tiny", ROLE_GENERATION);
+    gen_i.r[0].tokens_per_block = 0;
+    ck_assert_int_eq(check_all(m, sizeof(m)), COMPAT_TOKENS_PER_BLOCK);
 }
 END_TEST
 
@@ -219,7 +228,10 @@ START_TEST(compat_refuses_layer_kind_group_and_tensor_mismatch)
     build(&ctx_i, "tiny", ROLE_CONTEXT);
     build(&gen_i, "tiny:state=split", ROLE_GENERATION);
     group(&gen_i.r[0], "kda")->n_views = 1; /* generation lost its ssm view */
-    ck_assert_int_eq(check_all(m, sizeof(m)), COMPAT_VIEW_MISMATCH);
+    ck_assert_int_eq(check_all(m, sizeof(m)), COMPAT_OMITTED);
+    ck_assert_msg(strstr(m, "groups.kda tensor ssm: omitted by generation rank 0") &&
+                      strstr(m, "in view state"),
+                  "%s", m);
 }
 END_TEST
 

@@ -302,7 +302,9 @@ START_TEST(validate_overlap_rule_is_exact_against_brute_force)
     int overlaps = 0, disjoint = 0;
     for (int iter = 0; iter < 20000; iter++) {
         struct layout l = base("tiny:kv=split,state=split");
-        /* every view into pool 0, u8 tensors of the region size */
+        /* every view into pool 0, u8 tensors of the region size; layers moved: no map */
+        l.n_map_groups = 0;
+        memset(l.layer_map, 0, sizeof(l.layer_map));
         l.n_pools = 1;
         l.pools[0].bytes = 1 << 12;
         for (uint32_t g = 0; g < 2; g++) {

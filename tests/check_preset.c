@@ -351,9 +351,15 @@ END_TEST
 
 START_TEST(build_refuses_tp_that_does_not_divide_heads)
 {
-    struct preset_spec s = spec_ok("tiny:tp=8");
+    struct preset_spec s = spec_ok("tiny:tp=3");
     ck_assert_int_eq(preset_build(&s, "x", ROLE_CONTEXT, -1, ranks, err, sizeof(err)), -EINVAL);
-    ck_assert_msg(strstr(err, "tp: 8 does not divide"), "%s", err);
+    ck_assert_msg(strstr(err, "tp: 3 shards fit neither way the 4 heads of tiny tensor conv"), "%s",
+                  err);
+    /* more ranks than heads: replicated head groups, one head per rank */
+    build_ok("tiny:tp=8", -1);
+    ck_assert_uint_eq(group(&ranks[5], "kda")->views[0].tensors[0].heads, 1);
+    ck_assert_uint_eq(layout_first_head(&ranks[5], &group(&ranks[5], "kda")->views[0].tensors[0]),
+                      2);
     s = spec_ok("tiny:tp=8,adp=1");
     ck_assert_int_eq(preset_build(&s, "x", ROLE_CONTEXT, -1, ranks, err, sizeof(err)), 0);
     /* tp need not be a power of 2: 96 heads split 3 ways */

@@ -504,6 +504,48 @@ START_TEST(proto_bad_register_pools_are_refused)
 }
 END_TEST
 
+/* A VMM pool carries its chunk count and size; the fds expected follow; bad ranges refused. */
+START_TEST(proto_vmm_pool_round_trips_and_is_bounded)
+{
+    struct proto_limits l = lim();
+    struct proto_msg m, d;
+    char err[256];
+    uint8_t *buf;
+    size_t len;
+    for (int i = 0; i < 6; i++) {
+        sample(PROTO_REGISTER, &m);
+        struct proto_pool *p = &m.u.reg.pools[1];
+        memset(p->ipc_handle, 0, sizeof p->ipc_handle);
+        p->kind = PROTO_POOL_CUDA_VMM;
+        p->n_fds = 3;
+        p->chunk_bytes = 2 << 20;
+        p->offset = (2 << 20) + 4096;
+        p->bytes = (4 << 20) - 4096; /* exactly to the end of chunk 3 */
+        switch (i) {
+        case 1: p->n_fds = 0; break;
+        case 2: p->n_fds = PROTO_VMM_MAX_FDS + 1; break;
+        case 3: p->bytes += 1; break;
+        case 4: p->chunk_bytes = 0; break;
+        case 5: p->offset = UINT64_MAX; break;
+        }
+        ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+        int rc = proto_decode(buf, len, &l, &d, err, sizeof err);
+        if (i == 0) {
+            ck_assert_int_eq(rc, 0);
+            assert_msg_eq(&m, &d);
+            ck_assert_uint_eq(proto_register_fds(&d.u.reg), 1 + 3);
+            ck_assert_uint_eq(proto_pool_layout_kind(&d.u.reg.pools[1]), POOL_CUDA);
+            proto_msg_done(&d);
+        } else {
+            ck_assert_msg(rc == -EINVAL, "case %d", i);
+            ck_assert_msg(strstr(err, "VMM pool"), "case %d: %s", i, err);
+        }
+        free(buf);
+        proto_msg_done(&m);
+    }
+}
+END_TEST
+
 START_TEST(proto_register_json_bounds)
 {
     struct proto_limits l;
@@ -550,6 +592,7 @@ static Suite *proto_suite(void)
     tcase_add_test(bad, proto_bad_strings_and_fields_are_refused);
     tcase_add_test(bad, proto_bad_register_pools_are_refused);
     tcase_add_test(bad, proto_register_json_bounds);
+    tcase_add_test(bad, proto_vmm_pool_round_trips_and_is_bounded);
     suite_add_tcase(s, bad);
     return s;
 }

@@ -206,7 +206,8 @@ static inline struct plan_input par_input(const struct par_side *ctx, const stru
 }
 
 /* The whole parity run for one pair of specs. n_ctx_blocks / n_gen_blocks: the request's
- * blocks on each side (n_gen < n_ctx: prefix-cached generation side). Returns nothing; fails
+ * blocks on each side, each in its own tokens_per_block (fewer generation tokens than context
+ * tokens: prefix-cached generation side). Returns nothing; fails
  * the running test on any difference. Counts writers in *n_writers_total when not NULL. */
 static inline void par_run(const char *ctx_spec, const char *gen_spec, uint32_t n_ctx_blocks,
                            uint32_t n_gen_blocks, const struct par_opts *o,
@@ -227,7 +228,9 @@ static inline void par_run(const char *ctx_spec, const char *gen_spec, uint32_t 
     for (uint32_t r = 0; r < ctx.n; r++)
         for (uint32_t g = 0; g < LAYOUT_MAX_GROUPS; g++)
             counts[r].n[g] = ctx.ids[r].n[g];
-    uint32_t first = n_ctx_blocks - n_gen_blocks;
+    /* the generation rank's first request block, in its own block size (rule 10) */
+    uint64_t ctb = ctx.ranks[0].tokens_per_block, gtb = gen.ranks[0].tokens_per_block;
+    uint32_t first = (uint32_t)((uint64_t)n_ctx_blocks * ctb / gtb) - n_gen_blocks;
     for (uint32_t gr = 0; gr < gen.n; gr++) {
         struct plan pc, pg;
         struct plan_error pe;

@@ -3,9 +3,10 @@
  * [--ctx-dp-rank N] [--json]`.
  * Works offline: each instance comes from a preset spec (preset.h) or from layout files (one per
  * context rank, in any order; one generation rank), the request is
- * ceil(prompt / tpb) context blocks 0..n_ctx-1, n_gen = n_ctx - cached / tpb generation blocks
- * 0..n_gen-1, slot n_items - 1 - k in the k-th state group (clear of the blocks, so aliased
- * layouts plan too). Output: a table, or with --json exactly
+ * ceil(prompt / tpb) context blocks 0..n_ctx-1 (the context's tpb), n_gen = ceil(prompt / tpb) -
+ * cached / tpb generation blocks 0..n_gen-1 (the generation's tpb), slot n_items - 1 - k in the
+ * k-th state group (clear of the blocks, so aliased layouts plan too). Output: a table, or with
+ * --json exactly
  *   {"ok":true,"gen_rank":N,"total_bytes":B,"state_bytes":S,"kv_bytes":K,
  *    "writers":[{"ctx_rank":R,"bytes":B,"copy_ops":C},...]}
  * (a JSON list of those with --all-ranks), or on refusal
@@ -308,20 +309,24 @@ int ctl_plan_main(int argc, char **argv)
                 PRIu32 " ranks\n", o.gen_rank, g.n);
         goto out;
     }
+    /* each side in its own block size (they may differ: DESIGN §4 rule 10) */
     uint32_t tpb = g.ranks[0].tokens_per_block ? g.ranks[0].tokens_per_block : 1;
-    uint64_t n_ctx = (o.prompt + tpb - 1) / tpb, n_gen = n_ctx - o.cached / tpb;
-    if (n_ctx > PLAN_MAX_IDS) {
+    uint32_t ctpb = c.ranks[0].tokens_per_block ? c.ranks[0].tokens_per_block : 1;
+    uint64_t n_ctx = (o.prompt + ctpb - 1) / ctpb;
+    uint64_t n_gen = (o.prompt + tpb - 1) / tpb - o.cached / tpb;
+    if (n_ctx > PLAN_MAX_IDS || n_gen > PLAN_MAX_IDS) {
         fprintf(stderr, "kvferryctl plan: %" PRIu64 " blocks exceed the limit of %u\n", n_ctx,
                 PLAN_MAX_IDS);
         goto out;
     }
-    uint32_t *blocks = malloc((n_ctx ? n_ctx : 1) * sizeof(uint32_t)), slots[LAYOUT_MAX_GROUPS];
+    uint64_t n_ids = n_ctx > n_gen ? n_ctx : n_gen;
+    uint32_t *blocks = malloc((n_ids ? n_ids : 1) * sizeof(uint32_t)), slots[LAYOUT_MAX_GROUPS];
     struct plan_ids *cids = calloc(c.n, sizeof(*cids));
     json_t *all = json_array();
     rc = 2;
     if (!blocks || !cids)
         goto out_free;
-    for (uint64_t i = 0; i < n_ctx; i++)
+    for (uint64_t i = 0; i < n_ids; i++)
         blocks[i] = (uint32_t)i;
     for (uint32_t r = 0; r < c.n; r++)
         set_ids(&c.ranks[r], blocks, (uint32_t)n_ctx, slots, &cids[r]);

@@ -99,6 +99,18 @@ int gpu_peer_enable_all(struct gpu *g, char *err, size_t errlen);
 int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
                  uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
                  size_t errlen);
+/* Maps a worker's CUDA VMM pool (gpu_vmm.c): n_fds physical chunks of chunk_bytes each, exported
+ * by the worker with cuMemExportToShareableHandle(POSIX_FILE_DESCRIPTOR) and passed with
+ * SCM_RIGHTS (the fds stay the caller's), imported (cuMemImportFromShareableHandle) and mapped
+ * back to back into one reserved range (cuMemAddressReserve, cuMemMap), readable and writable
+ * from `device` and every device that has peer access to it (cuMemSetAccess), so kernels of
+ * any of them use the same address (gpu_ipc_view returns the mapping itself). The pool is
+ * bytes [offset, offset + bytes) of the range. Not shared between registrations. Returns 0 and
+ * *ret, or -errno with a message naming the driver call: -ENODEV (CPU mode, bad device),
+ * -EINVAL, -ENOSPC (GPU_MAX_MAPPINGS), -ERANGE, -ENOTSUP (a driver without the VMM API). */
+int gpu_vmm_open(struct gpu *g, int device, const int *fds, uint32_t n_fds, uint64_t chunk_bytes,
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen);
 /* An IPC mapping serves kernels of the device it was opened on only (CUDA maps an IPC import
  * into the opening device's context; peer access does not reach it from another device). For a
  * kernel on `device` reading or writing m's allocation: the same allocation opened on `device`

@@ -128,7 +128,7 @@ static int unmap(int dev, void *ptr, char *err, size_t errlen)
 static struct gpu_mapping *find(const struct gpu *g, const uint8_t *handle, int view_on)
 {
     for (struct gpu_mapping *m = g->mappings; m; m = m->next)
-        if (memcmp(m->handle, handle, GPU_IPC_HANDLE_BYTES) == 0 &&
+        if (!m->vmm && memcmp(m->handle, handle, GPU_IPC_HANDLE_BYTES) == 0 &&
             (view_on < 0 ? !m->view : m->view && m->opened_on == view_on))
             return m;
     return NULL;
@@ -149,7 +149,7 @@ static int range_check(const struct gpu_mapping *m, uint64_t offset, uint64_t by
     return -ERANGE;
 }
 
-static void link_in(struct gpu *g, struct gpu_mapping *m)
+void gpu_mapping_link(struct gpu *g, struct gpu_mapping *m)
 {
     m->refs = 1;
     m->next = g->mappings;
@@ -159,13 +159,8 @@ static void link_in(struct gpu *g, struct gpu_mapping *m)
     g->mappings_opened++;
 }
 
-int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
-                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
-                 size_t errlen)
+int gpu_pool_device_check(const struct gpu *g, int device, bool now, char *err, size_t errlen)
 {
-    struct gpu_mapping *m;
-    int rc;
-
     if (g->cpu_mode) {
         snprintf(err, errlen, "cannot map a GPU pool (device %d): the daemon runs in CPU mode: %s",
                  device, g->cpu_reason);
@@ -176,6 +171,26 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
                  g->n_devices, g->n_devices == 1 ? "" : "s");
         return -ENODEV;
     }
+    if (now && g->n_mappings >= g->max_mappings) {
+        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
+        return -ENOSPC;
+    }
+    if (now && g->dev[device].failed) {
+        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
+        return -ENODEV;
+    }
+    return 0;
+}
+
+int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_BYTES],
+                 uint64_t offset, uint64_t bytes, struct gpu_mapping **ret, char *err,
+                 size_t errlen)
+{
+    struct gpu_mapping *m;
+    int rc;
+
+    if ((rc = gpu_pool_device_check(g, device, false, err, errlen)) < 0)
+        return rc;
     if (bytes == 0 || bytes > GPU_MAX_MAPPING_BYTES || offset > GPU_MAX_MAPPING_BYTES) {
         snprintf(err, errlen,
                  "GPU pool of %llu bytes at offset %llu: size must be 1..%llu "
@@ -191,14 +206,8 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
         *ret = m;
         return 0;
     }
-    if (g->n_mappings >= g->max_mappings) {
-        snprintf(err, errlen, "too many GPU pool mappings open (limit %zu)", g->max_mappings);
-        return -ENOSPC;
-    }
-    if (g->dev[device].failed) {
-        snprintf(err, errlen, "device %d failed earlier: %s", device, g->dev[device].failed_reason);
-        return -ENODEV;
-    }
+    if ((rc = gpu_pool_device_check(g, device, true, err, errlen)) < 0)
+        return rc;
     if (!(m = calloc(1, sizeof(*m)))) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
@@ -210,7 +219,7 @@ int gpu_ipc_open(struct gpu *g, int device, const uint8_t handle[GPU_IPC_HANDLE_
         goto err_free;
     if ((rc = range_check(m, offset, bytes, err, errlen)) < 0)
         goto err_unmap;
-    link_in(g, m);
+    gpu_mapping_link(g, m);
     *ret = m;
     return 0;
 
@@ -232,8 +241,14 @@ int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_ma
                  device, g->n_devices, g->n_devices == 1 ? "" : "s");
         return -ENODEV;
     }
-    if (device == m->opened_on || (v = find(g, m->handle, device))) {
-        v = device == m->opened_on ? m : v;
+    if (m->vmm && device != m->opened_on && !gpu_peer_can_access(g, device, m->opened_on)) {
+        snprintf(err, errlen, "the VMM pool on device %d is not reachable from device %d (no "
+                 "peer access)", m->opened_on, device);
+        return -ENODEV;
+    }
+    if (device == m->opened_on || m->vmm || (v = find(g, m->handle, device))) {
+        /* a VMM range is mapped for every peer at open: the same address serves them all */
+        v = device == m->opened_on || m->vmm ? m : v;
         v->refs++;
         *ret = v;
         return 0;
@@ -262,7 +277,7 @@ int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_ma
     }
     log_debug("gpu: pool of device %d viewed from device %d at %p (opened there at %p)",
               m->device, device, v->ptr, m->ptr);
-    link_in(g, v);
+    gpu_mapping_link(g, v);
     *ret = v;
     return 0;
 }
@@ -270,7 +285,8 @@ int gpu_ipc_view(struct gpu *g, struct gpu_mapping *m, int device, struct gpu_ma
 static void release(struct gpu *g, struct gpu_mapping *m)
 {
     char err[GPU_REASON_MAX];
-    if (unmap(m->opened_on, m->ptr, err, sizeof(err)) < 0) {
+    int rc = m->vmm ? gpu_vmm_unmap(m, err, sizeof err) : unmap(m->opened_on, m->ptr, err, sizeof err);
+    if (rc < 0) {
         g->mapping_close_errors++;
         log_warn("gpu: closing a pool mapping on device %d: %s", m->opened_on, err);
     }

@@ -26,6 +26,11 @@ struct gpu_mapping {
     uint64_t bytes;      /* allocation size (declared size when it cannot be read) */
     bool size_verified;
     unsigned refs;
+    /* a VMM pool (gpu_vmm.c): ptr is the reserved range, chunks the imported handles */
+    bool vmm;
+    uint32_t n_chunks;
+    uint64_t chunk_bytes;
+    unsigned long long *chunks; /* owned: CUmemGenericAllocationHandle each */
 };
 
 struct gpu_pinned {
@@ -89,6 +94,13 @@ struct gpu {
 
 /* gpu_peer.c: fills peer_can/peer_rank for discovered devices. 0 or -errno (err set). */
 int gpu_peer_discover(struct gpu *g, char *err, size_t errlen);
+/* gpu_ipc.c: the device of a pool about to be mapped: not CPU mode, in range, and with `now`
+ * (a new mapping) below the mapping limit and not failed. 0 or -ENODEV/-ENOSPC (err set). */
+int gpu_pool_device_check(const struct gpu *g, int device, bool now, char *err, size_t errlen);
+/* gpu_ipc.c: links a new mapping in (one reference, counted). */
+void gpu_mapping_link(struct gpu *g, struct gpu_mapping *m);
+/* gpu_vmm.c: unmaps a VMM mapping and releases its chunks. 0 or -errno (err set). */
+int gpu_vmm_unmap(struct gpu_mapping *m, char *err, size_t errlen);
 /* gpu_ipc.c: closes every mapping (teardown). */
 void gpu_ipc_close_all(struct gpu *g);
 /* gpu_done.c: handle setup, teardown (sync streams, cancel), the watch. On failure after the

@@ -125,12 +125,24 @@ int reg_gpu_open(struct gpu *g, const struct layout *l, const struct proto_regis
     for (uint32_t i = 0; i < l->n_pools; i++) {
         const struct proto_pool *p = &reg->pools[i];
         r->mem.size[i] = p->bytes;
-        if (p->kind != POOL_CUDA || p->bytes == 0)
+        if (proto_pool_layout_kind(p) != POOL_CUDA || p->bytes == 0)
             continue;
         char why[GPU_REASON_MAX + 64];
-        if ((rc = gpu_ipc_open(g, p->device, p->ipc_handle, p->offset, p->bytes, &r->map[i], why,
-                               sizeof why)) < 0) {
-            snprintf(err, errlen, "pool %u (GPU memory, device %d): %s", i, p->device, why);
+        bool vmm = p->kind == PROTO_POOL_CUDA_VMM;
+        rc = vmm ? gpu_vmm_open(g, p->device, p->fds, p->n_fds, p->chunk_bytes, p->offset,
+                                p->bytes, &r->map[i], why, sizeof why)
+                 : gpu_ipc_open(g, p->device, p->ipc_handle, p->offset, p->bytes, &r->map[i], why,
+                                sizeof why);
+        if (rc < 0) {
+            snprintf(err, errlen, "pool %u (GPU memory, device %d): %s%s", i, p->device, why,
+                     rc == -ENODEV || rc == -ENOSPC || rc == -ERANGE ? ""
+                     : vmm ? "; VMM memory must be exported as POSIX fds (CUDA "
+                             "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR; PyTorch: "
+                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True without fabric "
+                             "handles), or allocate with expandable_segments:False"
+                     : "; a legacy IPC handle opens cudaMalloc memory only: memory from "
+                       "cuMemCreate (PyTorch expandable_segments:True, VMM allocators) is "
+                       "registered as KVF_POOL_CUDA_VMM by its POSIX fds");
             goto err_close;
         }
         int dev = gpu_mapping_device(r->map[i]);

@@ -10,6 +10,8 @@
  * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
+ * n_readers 0: the daemon derives the count (readers.h) from the first reader and then ends the
+ * SEND as if the worker had passed it; where it cannot, the deadline rule above applies.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
  * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
@@ -40,10 +42,18 @@ typedef enum {
 } xfer_state_t;
 
 const char *xfer_state_to_string(xfer_state_t s);
+/* Whether from -> to is an edge of the request state machine (xfer_set_state allows no other). */
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to);
+
+/* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
+typedef enum {
+    XFER_SEND = 'S', /* a context rank's SEND */
+    XFER_RECV = 'R', /* a generation rank's RECV */
+} xfer_side_t;
 
 struct xfer {
     uint64_t id;                /* daemon-wide, for logs */
-    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    xfer_side_t side;
     uint64_t req_id;
     struct wconn *conn;         /* borrowed */
     struct reg_rank *rank;      /* borrowed: the requesting rank */
@@ -51,6 +61,8 @@ struct xfer {
     int32_t ctx_dp_rank;
     struct proto_items items;   /* owned ids */
     uint32_t n_readers, served;
+    uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
+                                   (readers.h), 0 while unknown */
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
@@ -119,6 +131,10 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
+ * or a RECV_REQ (engine) meets its writer. */
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id);
 /* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
 void transfers_copying(struct transfers *t, struct xfer *x);
 

@@ -142,6 +142,10 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
         const struct proto_pool *p = &g->pools[i];
         if (p->kind == POOL_CUDA)
             continue; /* GPU pools: opened from their IPC handles (registry_gpu.c) */
+        if (p->kind == PROTO_POOL_CUDA_VMM) {
+            k += p->n_fds; /* imported by registry_gpu.c from g->pools[i].fds */
+            continue;
+        }
         int fd = fds[k++];
         struct stat st;
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
@@ -214,7 +218,8 @@ static void on_register(struct wconn *c, struct proto_register *g)
     if (nfds != want) {
         fdpass_close_all(fds, nfds);
         free(fds);
-        violation(c, "REGISTER came with %u fds for %u host pools", nfds, want);
+        violation(c, "REGISTER came with %u fds for %u pool fds (memfds, VMM chunks)", nfds,
+                  want);
         return;
     }
     char err[PROTO_MSG_MAX + 1] = "";
@@ -232,11 +237,17 @@ static void on_register(struct wconn *c, struct proto_register *g)
         registered(c, KVF_E_BAD_REQUEST, "REGISTER lists %u pools, the layout %u", g->n_pools, l.n_pools);
         goto out;
     }
+    for (uint32_t i = 0, k = 0; i < g->n_pools; i++) { /* the VMM pools' fds, in pool order */
+        g->pools[i].fds = g->pools[i].kind == PROTO_POOL_CUDA_VMM ? fds + k : NULL;
+        k += g->pools[i].kind == POOL_HOST ? 1 : g->pools[i].fds ? g->pools[i].n_fds : 0;
+    }
     for (uint32_t i = 0; i < l.n_pools; i++)
-        if (l.pools[i].kind != g->pools[i].kind || l.pools[i].bytes != g->pools[i].bytes ||
+        if (l.pools[i].kind != proto_pool_layout_kind(&g->pools[i]) ||
+            l.pools[i].bytes != g->pools[i].bytes ||
             (l.pools[i].kind == POOL_CUDA && l.pools[i].device != g->pools[i].device)) {
             registered(c, KVF_E_BAD_REQUEST, "pool %u: REGISTER says %s %llu bytes, the layout %s "
-                       "%llu bytes", i, g->pools[i].kind == POOL_CUDA ? "cuda" : "host",
+                       "%llu bytes", i,
+                       proto_pool_layout_kind(&g->pools[i]) == POOL_CUDA ? "cuda" : "host",
                        (unsigned long long)g->pools[i].bytes,
                        l.pools[i].kind == POOL_CUDA ? "cuda" : "host",
                        (unsigned long long)l.pools[i].bytes);

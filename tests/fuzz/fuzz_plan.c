@@ -1,6 +1,7 @@
 /* fuzz_plan.c: libFuzzer target for the planner. The input picks two preset instances (model,
  * tp, pp, adp, arrangement, view splits), mutates a few layout fields, and supplies block lists
- * (in and out of range, duplicates) and the DP rank. compat_check must never crash on any
+ * (in and out of range, duplicates) and the DP rank; models with replicated KV heads, NHD/HND,
+ * block sizes 16/32 per side, an omitted group. compat_check must never crash on any
  * layout; plan_build runs on layouts that pass layout_validate (the decoder's gate) and any plan
  * it returns must pass copy_check against both sides' pools and its own coverage check. */
 #include <stdint.h>
@@ -33,14 +34,16 @@ static uint32_t cidstore[16][LAYOUT_MAX_GROUPS][16], gidstore[LAYOUT_MAX_GROUPS]
 
 static uint32_t build(struct rd *r, const char *model, struct layout *ranks, layout_role_t role)
 {
-    static const uint32_t tps[] = {1, 2, 4};
+    static const uint32_t tps[] = {1, 2, 4, 8};
     uint32_t b = take(r);
     char spec[200];
-    uint32_t tp = tps[b % 3], pp = 1 + (b >> 2) % 2;
-    snprintf(spec, sizeof(spec), "%s:tp=%u,pp=%u,adp=%u,arr=%s,state=%s,kv=%s,blocks=8,slots=2%s",
+    uint32_t tp = tps[b % 4], pp = 1 + (b >> 2) % 2;
+    snprintf(spec, sizeof(spec),
+             "%s:tp=%u,pp=%u,adp=%u,arr=%s,state=%s,kv=%s,blocks=8,slots=2%s,order=%s,tpb=%u%s",
              model, tp, pp, (b >> 3) & 1, (b >> 4) & 1 ? "block" : "layer",
              (b >> 5) & 1 ? "split" : "joint", (b >> 6) & 1 ? "split" : "joint",
-             (b >> 7) & 1 ? ",state_shard=replicated" : "");
+             (b >> 7) & 1 ? ",state_shard=replicated" : "", (b >> 8) & 1 ? "hnd" : "nhd",
+             (b >> 9) & 1 ? 32 : 16, (b >> 10) % 8 == 0 ? ",omit=attn" : "");
     struct preset_spec s;
     char err[256];
     if (preset_parse(spec, &s, err, sizeof(err)) ||
@@ -57,7 +60,7 @@ static void mutate(struct rd *r, struct layout *ls, uint32_t n)
     struct layout_group *g = &l->groups[(a >> 4) % (l->n_groups ? l->n_groups : 1)];
     struct layout_view *vw = &g->views[(a >> 6) % LAYOUT_MAX_VIEWS];
     struct layout_tensor *t = &vw->tensors[(a >> 8) % LAYOUT_MAX_TENSORS];
-    switch ((a >> 12) % 14) {
+    switch ((a >> 12) % 16) {
     case 0: t->outer = v % 130; break;
     case 1: t->heads = v % 130; break;
     case 2: t->inner = v % 70000; break;
@@ -71,6 +74,8 @@ static void mutate(struct rd *r, struct layout *ls, uint32_t n)
     case 10: g->layers[v % (g->n_layers ? g->n_layers : 1)] = (uint16_t)(v % 300); break;
     case 11: l->tp_rank = v % 5; break;
     case 12: g->kind = (group_kind_t)(v % 2); break;
+    case 13: t->order = (tensor_order_t)(v % 3); break;
+    case 14: l->layer_map[v % LAYOUT_MAX_LAYERS] = (uint8_t)((v >> 8) % 4); break;
     default: l->tokens_per_block = v % 130; break;
     }
 }
@@ -78,8 +83,9 @@ static void mutate(struct rd *r, struct layout *ls, uint32_t n)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct rd r = {data, size};
-    static const char *models[] = {"tiny", "kimi-linear-48b", "tiny"};
-    const char *model = models[take(&r) % 3];
+    static const char *models[] = {"tiny", "kimi-linear-48b", "tiny", "qwen3-next-80b",
+                                   "llama-3-70b", "nemotron-h"};
+    const char *model = models[take(&r) % 6];
     uint32_t nc = build(&r, model, ctx, ROLE_CONTEXT), ng = build(&r, model, gen, ROLE_GENERATION);
     if (!nc || !ng)
         return 0;

@@ -134,7 +134,8 @@ static void gpu_parity(const char *ctx_spec, const char *gen_spec, uint32_t n_ct
     }
     cudaStream_t st;
     CK_CUDA(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    uint32_t first = n_ctx_blocks - n_gen_blocks;
+    uint64_t ctb = ctx.ranks[0].tokens_per_block, gtb = gen.ranks[0].tokens_per_block;
+    uint32_t first = (uint32_t)((uint64_t)n_ctx_blocks * ctb / gtb) - n_gen_blocks; /* rule 10 */
     for (uint32_t gr = 0; gr < gen.n; gr++) {
         struct plan pc, pg;
         struct plan_error pe;
@@ -233,6 +234,26 @@ START_TEST(gpu_parity_kimi_k3_tp4_to_tp2_bitwise)
 }
 END_TEST
 
+/* Layout v2 planning: replicated head groups (2 and 8 KV heads, TP above them), block sizes
+ * 16 <-> 32 and NHD <-> HND converted by the copy program (finer runs the kernels run as is). */
+#define Q "qwen3-next-80b:hd=16,blocks=4,slots=1,tpb=8"
+#define L "llama-3-70b:blocks=4,tpb=4"
+
+START_TEST(gpu_parity_replicated_heads_and_conversions_bitwise)
+{
+    gpu_parity(Q ",tp=2", Q ",tp=4", 3, 3, -1, 16);
+    gpu_parity(Q ",tp=8", Q ",tp=4", 3, 2, -1, 17);
+    gpu_parity(L ",tp=8", L ",tp=16", 3, 3, -1, 18);
+    gpu_parity(L ",tp=16", L ",tp=8", 3, 3, -1, 19);
+    gpu_parity("tiny:tpb=16,blocks=8", "tiny:tpb=32,blocks=8", 6, 3, -1, 20);
+    gpu_parity("tiny:tpb=32,blocks=8", "tiny:tpb=16,blocks=8,tp=2", 3, 5, -1, 21);
+    gpu_parity(L ",tp=2", L ",tp=4,order=hnd", 4, 4, -1, 22);
+    gpu_parity(L ",tp=4,order=hnd,kv=split", L ",tp=2", 4, 3, -1, 23);
+    gpu_parity(Q ",tp=2,pp=2", "qwen3-next-80b:hd=16,blocks=4,slots=1,tp=4,tpb=16,order=hnd", 4, 2,
+               -1, 24);
+}
+END_TEST
+
 static Suite *parity_suite(void)
 {
     Suite *s = suite_create("kernels_parity");
@@ -244,6 +265,7 @@ static Suite *parity_suite(void)
     tcase_add_test(tc, gpu_parity_prefix_cache_views_and_arrangements_bitwise);
     tcase_add_test(tc, gpu_parity_per_layer_pools_bitwise);
     tcase_add_test(tc, gpu_parity_kimi_k3_tp4_to_tp2_bitwise);
+    tcase_add_test(tc, gpu_parity_replicated_heads_and_conversions_bitwise);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -88,9 +88,15 @@ START_TEST(ctl_plan_json_for_an_incompatible_pair_exits_2)
     ck_assert_ptr_nonnull(m);
     ck_assert_ptr_nonnull(strstr(m, "generation rank 0 (tp 0/4 pp 0/1)"));
     json_decref(j);
-    rc = run_ctl("plan --ctx tiny --gen tiny:tpb=32 --json", &j);
+    rc = run_ctl("plan --ctx tiny --gen tiny:tpb=24 --json", &j);
     ck_assert_int_eq(rc, 2);
     ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "tokens_per_block");
+    json_decref(j);
+    /* a generation layout without the state group: refused naming it, never half-planned */
+    rc = run_ctl("plan --ctx tiny --gen tiny:omit=kda --json", &j);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_str_eq(json_string_value(json_object_get(j, "reason")), "omitted");
+    ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(j, "message")), "groups.kda"));
     json_decref(j);
     /* an attention-DP context without the DP rank that ran the request: the request's fault */
     rc = run_ctl("plan --ctx tiny:tp=2,adp=1 --gen tiny:tp=2,adp=1 --json", &j);

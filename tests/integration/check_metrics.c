@@ -260,7 +260,8 @@ START_TEST(a_failed_transfer_shows_as_its_error_label)
         ck_assert_int_ge(fd, 0);
         ck_assert_int_eq(ftruncate(fd, (off_t)rank.pools[i].bytes), 0);
         ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
-        pools[i] = (struct kvf_pool){KVF_POOL_HOST, -1, rank.pools[i].bytes, fd, 0, {0}};
+        pools[i] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
+                                     .bytes = rank.pools[i].bytes, .fd = fd};
     }
     struct kvf_client *c = NULL;
     ck_assert_int_eq(kvf_connect(f.wsock, NULL, &c), 0);

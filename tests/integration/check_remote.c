@@ -52,9 +52,12 @@ static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uin
             ok = 0;
         }
     }
+    /* the generation side's first request block, in its own block size (rule 10) */
+    uint64_t ctb = ctx->r[0].l.tokens_per_block, gtb = gen->r[0].l.tokens_per_block;
+    uint32_t first = (uint32_t)((uint64_t)n_ctx * ctb / gtb) - n_gen;
     if (ok)
         for (uint32_t g = 0; g < gen->n; g++)
-            ru_assert_parity(&gen->r[g], n_ctx - n_gen, seed, "remote");
+            ru_assert_parity(&gen->r[g], first, seed, "remote");
     return ok;
 }
 
@@ -88,9 +91,12 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     json_int_t fputs_ =
         json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
     json_t *paths = json_object_get(json_object_get(sb, "peers"), "paths");
+    /* a model without recurrent state (llama) decides by its KV blocks */
     json_int_t p_frag =
-        json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes"));
-    json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes"));
+        json_integer_value(json_object_get(paths, "fragment_state_below_min_bytes")) +
+        json_integer_value(json_object_get(paths, "fragment_kv_below_min_blocks"));
+    json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes")) +
+                          json_integer_value(json_object_get(paths, "bounce_kv_at_min_blocks"));
     ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
     ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
     free(da);
@@ -165,6 +171,24 @@ START_TEST(remote_prefix_cached_generation_gets_the_suffix)
 {
     parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 12, 5, -1, NULL,
                 NULL);
+}
+END_TEST
+
+/* Layout v2 planning across daemons: Qwen3-Next's 2 KV heads replicated at TP4, PP2 on the
+ * context side, 16-token NHD blocks landing as 32-token HND blocks; Llama-3-70B's 8 KV heads
+ * at TP8 -> TP16 (each head read from the context rank that holds it). */
+START_TEST(remote_qwen3_next_tp2_pp2_to_tp4_hnd_and_32_token_blocks)
+{
+    parity_case("qwen3-next-80b:hd=16,tp=2,pp=2,blocks=16,slots=2,tpb=16",
+                "qwen3-next-80b:hd=16,tp=4,blocks=16,slots=2,tpb=32,order=hnd", 8, 4, -1, NULL,
+                NULL);
+}
+END_TEST
+
+START_TEST(remote_llama_3_70b_tp8_to_tp16_replicated_heads)
+{
+    parity_case("llama-3-70b:tp=8,blocks=4,tpb=16", "llama-3-70b:tp=16,blocks=4,tpb=16", 3, 3, -1,
+                NULL, NULL);
 }
 END_TEST
 
@@ -501,6 +525,8 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_tp4_to_tp2_kimi_linear_fanin_is_bitwise_equal);
     tcase_add_test(tc, remote_tp2_to_tp4_head_split_is_bitwise_equal);
     tcase_add_test(tc, remote_pp2_to_pp1_is_bitwise_equal);
+    tcase_add_test(tc, remote_qwen3_next_tp2_pp2_to_tp4_hnd_and_32_token_blocks);
+    tcase_add_test(tc, remote_llama_3_70b_tp8_to_tp16_replicated_heads);
     tcase_add_test(tc, remote_dep2_to_dep4_attention_dp_is_bitwise_equal);
     tcase_add_test(tc, remote_prefix_cached_generation_gets_the_suffix);
     tcase_add_test(tc, remote_request_larger_than_the_arena_moves_in_chunks);

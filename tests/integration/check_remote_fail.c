@@ -189,6 +189,53 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
 }
 END_TEST
 
+/* Rule 8 across daemons: a generation instance whose layout leaves out the context's GDN state
+ * group fails PEER_INCOMPATIBLE naming the group, the context's SEND is never served (it ends
+ * unclaimed at send_wait, not SENT), and a complete generation instance then moves the same
+ * context instance's next request with parity. */
+START_TEST(remote_generation_omitting_a_group_is_refused_and_the_send_not_served)
+{
+    struct two t;
+    two_start(&t, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n", NULL, NULL);
+    uint64_t rng = 15;
+    const char *q = "qwen3-next-80b:hd=16,blocks=8,slots=2,tpb=16";
+    char omit[96];
+    snprintf(omit, sizeof omit, "%s,omit=gdn", q);
+    struct ru_inst ctx, bad, gen;
+    ru_inst_init(&ctx, q, "ctx", ROLE_CONTEXT, 3, &rng, 0x5a);
+    ru_inst_init(&bad, omit, "bad", ROLE_GENERATION, 3, &rng, RU_POISON);
+    ru_inst_init(&gen, q, "gen", ROLE_GENERATION, 3, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&bad, &t.b);
+    ru_inst_register(&gen, &t.b);
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 9);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 300, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
+    struct kvf_event ev;
+    struct kvf_recv_args a;
+    recv_args(&bad.r[0], 300, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(bad.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&bad.r[0], 300, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s", kvf_error_to_string(ev.error),
+                  ev.message);
+    ck_assert_msg(strstr(ev.message, "groups.gdn: omitted by generation rank"), "%s", ev.message);
+    int k = ru_wait_event(&ctx.r[0], 300, &ev, 10000);
+    ck_assert_msg(k == KVF_EV_FAILED, "context SEND ended %d (%s), not unserved", k, ev.message);
+    ck_assert_msg(ev.error == KVF_E_TIMEOUT, "%s: %s", kvf_error_to_string(ev.error), ev.message);
+    /* the complete layout of the same model moves the next request */
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 301, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
+    recv_args(&gen.r[0], 301, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 301, &ev, 10000), KVF_EV_DONE);
+    ru_assert_parity(&gen.r[0], 0, 9, "the complete generation layout");
+    ru_inst_free(&ctx);
+    ru_inst_free(&bad);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 /* A RECV that reaches the home before the context instance has registered there (its ranks are
  * still starting: GPU pools take seconds) waits, asking again, up to deadlines.lookup, and then
  * completes once the instance is complete; an instance that never comes still fails
@@ -809,6 +856,7 @@ static Suite *suite(void)
     tcase_add_test(tc, remote_recv_before_the_context_registers_waits_for_it_up_to_the_lookup_deadline);
     tcase_add_test(tc, remote_without_a_cluster_secret_fails_no_route_and_local_use_works);
     tcase_add_test(tc, remote_incompatible_instance_fails_only_its_requests);
+    tcase_add_test(tc, remote_generation_omitting_a_group_is_refused_and_the_send_not_served);
     tcase_add_test(tc, remote_timeouts_per_phase_and_failed_flows_give_their_slots_back);
     tcase_add_test(tc, remote_many_requests_in_flight_through_a_small_arena);
     tcase_add_test(tc, remote_drain_fails_waiting_requests_within_the_drain_timeout);

@@ -29,6 +29,15 @@ static const struct geo geos[] = {
      "kimi-linear-48b:tp=4,blocks=16,slots=2", "4", "200", {NULL}},
     {"kimi_pp2_to_pp1", "kimi-linear-48b:pp=2,blocks=16,slots=2",
      "kimi-linear-48b:blocks=16,slots=2", "1", "200", {NULL}},
+    /* layout v2 planning: replicated KV heads, PP on one side, conversions on the way */
+    {"qwen3_next_tp2_pp2_to_tp4", "qwen3-next-80b:hd=16,tp=2,pp=2,blocks=16,slots=2,tpb=16",
+     "qwen3-next-80b:hd=16,tp=4,blocks=16,slots=2,tpb=16", "4", "200", {NULL}},
+    {"qwen3_next_nhd_to_hnd", "qwen3-next-80b:hd=16,tp=2,blocks=16,slots=2,tpb=16",
+     "qwen3-next-80b:hd=16,tp=2,blocks=16,slots=2,tpb=16,order=hnd", "2", "200", {NULL}},
+    {"tokens_per_block_16_to_32", "tiny:tpb=16,blocks=32", "tiny:tpb=32,blocks=32", "1", "320",
+     {NULL}},
+    {"llama_3_70b_tp8_to_tp16", "llama-3-70b:tp=8,blocks=4,tpb=16",
+     "llama-3-70b:tp=16,blocks=4,tpb=16", "16", "48", {NULL}},
 };
 
 START_TEST(workers_parity_matrix_through_the_local_path)
@@ -187,6 +196,35 @@ START_TEST(workers_incompatible_pair_fails_only_the_generation_side_with_the_rea
 }
 END_TEST
 
+/* Rule 8 through the daemon: a generation layout without the context's recurrent-state group
+ * is PEER_INCOMPATIBLE naming the group (never DONE with the attention bytes alone), and the
+ * context's SENDs are not served: they are released unclaimed at their deadline. */
+START_TEST(workers_generation_omitting_a_group_is_refused_naming_it)
+{
+    struct wenv e;
+    wt_start(&e, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n");
+    pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec",
+                     "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16", "--all-ranks",
+                     "--requests", "2", "--prompt-tokens", "64", "--readers", "2", "--expect-error",
+                     "TIMEOUT", (char *)NULL);
+    usleep(300000);
+    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
+                     "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16,omit=gdn", "--all-ranks",
+                     "--requests", "2", "--prompt-tokens", "64", "--ctx-instance", "ctx",
+                     "--expect-error", "PEER_INCOMPATIBLE", (char *)NULL);
+    int rq = wt_wait(q, 20000), rc = wt_wait(c, 20000);
+    char *gl = wt_log(&e, "gen.log"), *cl = wt_log(&e, "ctx.log");
+    ck_assert_msg(rq == 0, "generation exit %d:\n%s", rq, gl);
+    /* exit 0 under --expect-error: every request failed with that error, none completed */
+    ck_assert_msg(strstr(gl, "PEER_INCOMPATIBLE: groups.gdn: omitted by generation rank"), "%s",
+                  gl);
+    ck_assert_msg(rc == 0 && !strstr(cl, "INCOMPATIBLE"), "context exit %d:\n%s", rc, cl);
+    free(gl);
+    free(cl);
+    wt_stop(&e);
+}
+END_TEST
+
 START_TEST(workers_sigterm_fails_waiting_requests_with_an_event_and_exits_0)
 {
     struct wenv e;
@@ -230,6 +268,7 @@ static Suite *workers_suite(void)
     tcase_add_test(f, workers_generation_killed_mid_run_leaves_the_others_served);
     tcase_add_test(f, workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lost);
     tcase_add_test(f, workers_incompatible_pair_fails_only_the_generation_side_with_the_reason);
+    tcase_add_test(f, workers_generation_omitting_a_group_is_refused_naming_it);
     tcase_add_test(f, workers_sigterm_fails_waiting_requests_with_an_event_and_exits_0);
     suite_add_tcase(s, f);
     return s;

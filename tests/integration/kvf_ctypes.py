@@ -6,6 +6,8 @@ import ctypes as C
 import sys
 
 lib = C.CDLL(sys.argv[1])
+lib.kvf_abi_version.restype = C.c_uint32
+assert lib.kvf_abi_version() == 2, "this script declares the structs of ABI 2"
 
 
 class Event(C.Structure):
@@ -15,7 +17,8 @@ class Event(C.Structure):
 
 class Pool(C.Structure):
     _fields_ = [("kind", C.c_int32), ("device", C.c_int32), ("bytes", C.c_uint64),
-                ("fd", C.c_int32), ("offset", C.c_uint64), ("ipc_handle", C.c_uint8 * 64)]
+                ("fd", C.c_int32), ("offset", C.c_uint64), ("ipc_handle", C.c_uint8 * 64),
+                ("fds", C.POINTER(C.c_int32)), ("n_fds", C.c_uint32), ("chunk_bytes", C.c_uint64)]
 
 
 lib.kvf_connect.argtypes = [C.c_char_p, C.c_void_p, C.POINTER(C.c_void_p)]
