@@ -8,6 +8,7 @@
 #include "link.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -81,6 +82,7 @@ struct link {
     size_t arena_len;
     pthread_t prefault;          /* faults the arena in after start; joined before unmap */
     bool prefaulting;
+    atomic_bool prefault_stop;   /* set by link_arena_done: the thread stops at its next step */
     void *arena_rkey;            /* packed, ucp_rkey_buffer_release */
     size_t arena_rkey_len;
     /* identity */
