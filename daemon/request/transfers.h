@@ -27,6 +27,7 @@
 #include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
+#include "readers.h"
 
 struct workers;
 struct wconn;
@@ -55,6 +56,7 @@ struct xfer {
     uint32_t n_readers, served;
     uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
                                    (readers.h), 0 while unknown */
+    struct readers_tally readers; /* send, between daemons: what its RECV_REQs told of them */
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
