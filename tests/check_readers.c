@@ -39,21 +39,26 @@ static struct plan_input input(const struct layout *g, uint32_t n_ctx, struct pl
     return in;
 }
 
+/* Does generation rank r read `writer`? (planning it) */
+static bool reads_writer(uint32_t n_ctx, uint32_t r, uint32_t writer, struct plan_ids *cids)
+{
+    struct plan_input in = input(&gen[r], n_ctx, cids);
+    struct plan p;
+    char msg[512];
+    ck_assert_msg(plan_request(&in, &p, msg, sizeof msg) == KVF_OK, "%s", msg);
+    bool hit = false;
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        hit |= p.writers[w].ctx_rank == writer && p.writers[w].bytes > 0;
+    plan_done(&p);
+    return hit;
+}
+
 /* Planning every real generation rank: how many list `writer` with bytes. */
 static uint32_t truth(uint32_t n_ctx, uint32_t n_gen, uint32_t writer, struct plan_ids *cids)
 {
     uint32_t n = 0;
-    for (uint32_t r = 0; r < n_gen; r++) {
-        struct plan_input in = input(&gen[r], n_ctx, cids);
-        struct plan p;
-        char msg[512];
-        ck_assert_msg(plan_request(&in, &p, msg, sizeof msg) == KVF_OK, "%s", msg);
-        uint32_t hit = 0;
-        for (uint32_t w = 0; w < p.n_writers; w++)
-            hit |= p.writers[w].ctx_rank == writer && p.writers[w].bytes > 0;
-        n += hit;
-        plan_done(&p);
-    }
+    for (uint32_t r = 0; r < n_gen; r++)
+        n += reads_writer(n_ctx, r, writer, cids);
     return n;
 }
 
@@ -94,20 +99,6 @@ START_TEST(readers_remote_equals_planning_every_generation_rank)
     remote_case("tiny:tp=2", "tiny:tp=2", 1);
 }
 END_TEST
-
-/* Does generation rank r read `writer`? (planning it) */
-static bool reads_writer(uint32_t n_ctx, uint32_t r, uint32_t writer, struct plan_ids *cids)
-{
-    struct plan_input in = input(&gen[r], n_ctx, cids);
-    struct plan p;
-    char msg[512];
-    ck_assert_msg(plan_request(&in, &p, msg, sizeof msg) == KVF_OK, "%s", msg);
-    bool hit = false;
-    for (uint32_t w = 0; w < p.n_writers; w++)
-        hit |= p.writers[w].ctx_rank == writer && p.writers[w].bytes > 0;
-    plan_done(&p);
-    return hit;
-}
 
 /* A pipelined generation: its readers' RECV_REQs arrive one by one (stage order given by
  * `last_first`: the last stage's readers first); the count stays 0 until the stages seen hold
