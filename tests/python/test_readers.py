@@ -54,6 +54,39 @@ class PipelinedGenerationOnAnotherDaemon(kvftest.DaemonCase):
             for t, layer in zip(caches, layers):
                 self.assertTrue(torch.equal(t[:, [6, 2]], cc[layer][:, [1, 4]]))
 
+    def test_each_context_stage_is_sent_when_its_own_generation_stage_read_it(self):
+        # context PP 2 -> generation PP 2: context rank 0 holds layers 0-1, which generation
+        # stage 0 alone holds; its count is complete (1) without stage 1 ever asking it
+        cl = self.cluster
+        ctx = [rank("ctx-pp2", "context", [0, 1], 2, 0), rank("ctx-pp2", "context", [2, 3], 2, 1)]
+        gens = [rank("gen-pp2", "generation", [0, 1], 2, 0),
+                rank("gen-pp2", "generation", [2, 3], 2, 1)]
+        gen = torch.Generator().manual_seed(6)
+        for t in ctx[0][1] + ctx[1][1]:
+            t.copy_(torch.randn(t.shape, generator=gen).to(t.dtype))
+        cs = [kvferry.Client(cl.a.sock, name="ctx pp%d" % i) for i in range(2)]
+        gs = [kvferry.Client(cl.b.sock, name="gen pp%d" % i) for i in range(2)]
+        try:
+            for c, (lay, _) in zip(cs, ctx):
+                c.register(lay)
+            for g, (lay, _) in zip(gs, gens):
+                g.register(lay)
+            key = "pp2-pp2-request"
+            for c in cs:
+                c.send(key, {"attn": [3]})
+            for i in range(2):  # stage by stage: each context rank SENT after its reader
+                gs[i].recv(key, "ctx-pp2", {"attn": [5]}, ctx_home=cl.a.home)
+                self.assertEqual(gs[i].wait(key, 30).kind, "DONE")
+                sent = cs[i].wait(key, 30)
+                self.assertEqual(sent.kind, "SENT")
+                self.assertIn("1 of 1 readers served (counted by the daemon)", sent.message)
+        finally:
+            for x in cs + gs:
+                x.close()
+        for (_, cc), (_, gc) in zip(ctx, gens):
+            for a, b in zip(cc, gc):
+                self.assertTrue(torch.equal(a[:, [3]], b[:, [5]]) and bool(b.any()))
+
 
 if __name__ == "__main__":
     unittest.main()
