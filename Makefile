@@ -3,7 +3,8 @@
 #   make check-symbols   libkvferry.so, built and installed (DESTDIR), exports kvf_* alone
 #   make demo            install-deps, build, scripts/demo (README quick start)
 #   make test            install-deps, build, make check (README quick start; CI)
-#   make check           unit + integration tests (Check), CPU mode
+#   make check           unit + integration tests (Check), CPU mode; invariants fatal
+#                        (KVF_FATAL_INVARIANTS=1, daemon/base/require.h)
 #   make asan            the same under ASan+UBSan, in build-asan/
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
@@ -152,7 +153,7 @@ test:
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
 check: all check-symbols check-includes
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -166,10 +167,10 @@ check-symbols: all
 	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
 
 unit: all
-	BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check

@@ -22,6 +22,13 @@ struct cfg_list {
     char **items; /* owned */
 };
 
+/* arena.placement's values, in the order of its names in cfg_table.c (check_cfg tests both). */
+typedef enum {
+    CFG_PLACEMENT_AUTO = 0,
+    CFG_PLACEMENT_HOST = 1,
+    CFG_PLACEMENT_DEVICE = 2,
+} cfg_placement_t;
+
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
      * $RUNTIME_DIRECTORY (set by systemd), else /run/kvferry for root, else

@@ -43,10 +43,18 @@ typedef enum {
 } xfer_state_t;
 
 const char *xfer_state_to_string(xfer_state_t s);
+/* Whether from -> to is an edge of the request state machine (xfer_set_state allows no other). */
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to);
+
+/* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
+typedef enum {
+    XFER_SEND = 'S', /* a context rank's SEND */
+    XFER_RECV = 'R', /* a generation rank's RECV */
+} xfer_side_t;
 
 struct xfer {
     uint64_t id;                /* daemon-wide, for logs */
-    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    xfer_side_t side;
     uint64_t req_id;
     struct wconn *conn;         /* borrowed */
     struct reg_rank *rank;      /* borrowed: the requesting rank */
@@ -125,6 +133,10 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
+ * or a RECV_REQ (engine) meets its writer. */
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id);
 /* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
 void transfers_copying(struct transfers *t, struct xfer *x);
 
