@@ -10,7 +10,7 @@
  * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
- * n_readers 0: the daemon derives the count (readers.h) from the first reader and then ends the
+ * n_readers 0: the daemon derives the count (readers.h) from its readers and then ends the
  * SEND as if the worker had passed it; where it cannot, the deadline rule above applies.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
