@@ -29,6 +29,10 @@ static void rx_set_state(struct rx *rx, enum rx_state to)
 {
     log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id, rx_names[rx->state],
               rx_names[to]);
+    if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h */
+        xfer_phase_mark(&rx->x->lookup_ns);
+    if (rx->x && to == RX_MOVING)
+        xfer_phase_mark(&rx->x->credit_ns);
     rx->state = to;
 }
 
@@ -91,7 +95,7 @@ static void rx_done(struct rx *rx)
 {
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
-    rx->e->c.last_wall_ns = uv_hrtime() - rx->t0_ns;
+    rx->e->c.last_wall_ns = rx->moving_ns ? uv_hrtime() - rx->moving_ns : 0;
     rx->e->c.last_bytes = rx->plan.total_bytes;
     release(rx, KVF_OK, "");
     struct xfer *x = rx->x;
@@ -530,6 +534,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                 w->ctx_rank, g.slot, strerror(-rc));
         return;
     }
+    xfer_phase_mark(&rx->moving_ns);
     if (rx->x)
         transfers_copying(rx->t, rx->x);
     if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */

@@ -42,6 +42,8 @@ static void xfer_set_state(struct xfer *x, xfer_state_t to)
     }
     log_debug("xfer %llu: %s -> %s", (unsigned long long)x->id, xfer_state_to_string(x->state),
               xfer_state_to_string(to));
+    if (to == XFER_COPYING)
+        xfer_phase_mark(&x->moving_ns);
     x->state = to;
 }
 
@@ -66,8 +68,10 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
     if (err != KVF_OK)
         t->counters.failed[err]++;
-    else if (kind == PROTO_EV_DONE)
+    else if (kind == PROTO_EV_DONE) {
         t->counters.done++;
+        xfer_phases_done(&t->phases, x, bytes);
+    }
     else
         t->counters.sent++;
     if (x->conn) {
@@ -194,6 +198,7 @@ static void try_run(struct transfers *t, struct xfer *r)
     }
     if (!registry_complete(in))
         return;
+    xfer_phase_mark(&r->lookup_ns);
     char msg[PROTO_MSG_MAX + 1];
     uint8_t *writers = calloc(in->n_ranks, 1);
     struct xfer **sends = calloc(in->n_ranks, sizeof *sends);
@@ -311,6 +316,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, char side, uint6
                 x->items = *items;
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
+                x->recv_ns = side == 'R' ? uv_hrtime() : 0;
                 x->next = t->list;
                 t->list = x;
                 t->n++;
@@ -528,6 +534,7 @@ json_t *transfers_stats_json(const struct transfers *t)
                      sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
                      (int)t->n);
     if (o) {
+        xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));

@@ -27,6 +27,7 @@
 #include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
+#include "xfer_phases.h"
 
 struct workers;
 struct wconn;
@@ -58,6 +59,8 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
+    uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
                                  * NULL on the local path; told by engine_xfer_end at the end */
@@ -98,6 +101,7 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
+    struct xfer_phases phases;  /* completed RECVs' phase histograms */
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
 };
 

@@ -166,6 +166,9 @@ static size_t count_leaves(json_t *v)
 {
     if (json_is_number(v) || json_is_boolean(v))
         return 1;
+    json_t *le = json_object_get(v, "le");
+    if (json_is_array(le)) /* a histogram: its buckets (and +Inf), _sum, _count */
+        return json_array_size(le) + 3;
     size_t n = 0;
     const char *k;
     json_t *c;
@@ -202,12 +205,14 @@ START_TEST(scrape_through_kvferryctl_is_valid_and_carries_every_stats_value)
                           !strncmp(p, "# TYPE kvferry_", 15),
                       "foreign line: %.80s", p);
 
-    /* every number of `stats` is one sample (plus build_info, uptime, series_dropped) */
+    /* every number of `stats` is one sample (plus build_info, uptime, undeclared,
+     * series_dropped), nothing left undeclared */
     ck_assert_int_eq(ctl(&f, "--json", "stats", &stats), 0);
     json_t *sj = json_loads(stats, 0, NULL);
     ck_assert_ptr_nonnull(sj);
     ck_assert_uint_gt(count_leaves(sj), 20);
-    ck_assert_uint_eq(count_samples(text), count_leaves(sj) + 3);
+    ck_assert_double_eq(sample(text, "kvferry_metrics_undeclared"), 0);
+    ck_assert_uint_eq(count_samples(text), count_leaves(sj) + 4);
     json_decref(sj);
     free(stats);
     free(text);
