@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "hist.h"
+#include "label_table.h"
 #include "prom.h"
 #include "promcheck.h"
 #include "testutil.h"
@@ -500,6 +501,35 @@ START_TEST(histogram_with_unsorted_bounds_is_refused)
 }
 END_TEST
 
+START_TEST(label_table_keeps_max_values_and_counts_the_rest_as_other)
+{
+    struct label_table t = {0};
+    label_table_add(&t, "a", 2, 10);
+    label_table_add(&t, "b", 2, 20);
+    label_table_add(&t, "a", 2, 1);
+    label_table_add(&t, "c", 2, 100); /* the table is full: other */
+    label_table_add(&t, "d", 2, 1000);
+    label_table_add(&t, "other", 2, 5); /* a value spelled "other" cannot take a row */
+    label_table_add(&t, "", 2, 7);      /* "": local, also beyond the cap */
+    json_t *j = label_table_json(&t);
+    ck_assert_uint_eq(json_object_size(j), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "a"), "requests")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "a"), "bytes")), 11);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "other"), "requests")),
+                     4);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "other"), "bytes")),
+                     1112);
+    json_decref(j);
+    char longkey[300];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    label_table_free(&t);
+    label_table_add(&t, longkey, 4, 1); /* cut to LABEL_TABLE_KEY_MAX */
+    ck_assert_uint_eq(strlen(t.rows[0].key), LABEL_TABLE_KEY_MAX);
+    label_table_free(&t);
+}
+END_TEST
+
 /* ---- the validator can fail ---- */
 
 START_TEST(validator_rejects_each_grammar_and_rule_violation)
@@ -573,6 +603,7 @@ static Suite *prom_suite(void)
     tcase_add_test(tc, json_declared_only_leaves_out_and_counts_undeclared_numbers);
     tcase_add_test(tc, json_declared_histogram_renders_cumulative_buckets);
     tcase_add_test(tc, histogram_with_unsorted_bounds_is_refused);
+    tcase_add_test(tc, label_table_keeps_max_values_and_counts_the_rest_as_other);
     suite_add_tcase(s, tc);
     tc = tcase_create("validator");
     tcase_add_test(tc, validator_rejects_each_grammar_and_rule_violation);

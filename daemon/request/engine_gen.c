@@ -161,6 +161,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     rx->planned = true;
+    x->bytes_planned = rx->plan.total_bytes; /* progress for kvferryctl transfers */
     rx->epoch = tab->epoch;
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
@@ -491,6 +492,8 @@ void gen_landed(struct rxw *w, uint32_t i)
     arena_release(e->arena, &w->resv, g.slot, g.generation);
     w->out[i] = w->out[--w->n_out];
     w->scattered += g.length;
+    if (rx->x)
+        rx->x->bytes_done += g.length; /* progress for kvferryctl transfers */
     if (w->peer) {
         w->peer->chunks_recv++;
         w->peer->bytes_recv += g.length;
@@ -564,6 +567,8 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
     }
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* its puts were flushed before WRITER_DONE */
         w->scattered = w->extent;
+        if (w->rx->x)
+            w->rx->x->bytes_done += w->extent;
         p->bytes_recv += w->extent;
         e->c.bytes_landed += w->extent;
         check_done(w->rx);

@@ -50,6 +50,23 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.transfer_s", H, NULL, "Per completed RECV: from its first byte moving to DONE.",
      "seconds"},
     {"transfers.end_to_end_s", H, NULL, "Per completed RECV: from the RECV to DONE.", "seconds"},
+    {"transfers.per_instance", C, "instance", NULL, NULL}, /* a label map: rows below */
+    {"transfers.per_instance.requests", C, NULL,
+     "RECVs completed, by receiving instance (metrics.max_label_values, then \"other\").",
+     "requests"},
+    {"transfers.per_instance.bytes", C, NULL,
+     "Bytes of completed RECVs, by receiving instance (metrics.max_label_values, then "
+     "\"other\").",
+     "bytes"},
+    {"transfers.per_peer", C, "peer", NULL, NULL},
+    {"transfers.per_peer.requests", C, NULL,
+     "RECVs completed, by the context side's daemon (\"local\": this one; "
+     "metrics.max_label_values, then \"other\").",
+     "requests"},
+    {"transfers.per_peer.bytes", C, NULL,
+     "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
+     "metrics.max_label_values, then \"other\").",
+     "bytes"},
 };
 const size_t workers_metrics_len = N(workers_metrics);
 

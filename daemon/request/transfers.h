@@ -28,6 +28,7 @@
 #include "kvferry.h"
 #include "proto.h"
 #include "xfer_phases.h"
+#include "xfer_recent.h"
 
 struct workers;
 struct wconn;
@@ -61,6 +62,8 @@ struct xfer {
     uint64_t created_ms, deadline_ms;
     uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
+    uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
+    char peer[256];             /* recv: the context home daemon of a remote request, else "" */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
                                  * NULL on the local path; told by engine_xfer_end at the end */
@@ -102,6 +105,7 @@ struct transfers {
     uint64_t next_id;
     struct transfers_counters counters;
     struct xfer_phases phases;  /* completed RECVs' phase histograms */
+    struct xfer_recent recent;  /* finished requests, shown a while by `transfers` */
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
 };
 

@@ -133,6 +133,10 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_sends_total", CT},
     {"kvferry_workers_transfers_sent_total", CT},
     {"kvferry_workers_transfers_transfer_seconds", HI},
+    {"kvferry_workers_transfers_per_instance_requests_total", CT},
+    {"kvferry_workers_transfers_per_instance_bytes_total", CT},
+    {"kvferry_workers_transfers_per_peer_requests_total", CT},
+    {"kvferry_workers_transfers_per_peer_bytes_total", CT},
 };
 
 static char *scrape(const struct ru_daemon *d)
@@ -253,6 +257,18 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
     ck_assert(bytes > 0);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_sum"), bytes);
+    /* per peer (the context home's address) and per receiving instance */
+    char series[256];
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_requests_total{peer=\"%s\"}",
+           t.a.addr);
+    ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_bytes_total{peer=\"%s\"}",
+           t.a.addr);
+    ck_assert_double_eq(sample(tb, series), bytes);
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
+           gen.r[0].l.instance);
+    ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
