@@ -12,14 +12,14 @@
 const char *xfer_phase_name(const struct xfer *x)
 {
     if (x->side == 'S')
-        return x->served ? "serving" : "wait readers";
+        return x->served ? "serving" : "wait-readers";
     if (x->state == XFER_COPYING || x->moving_ns)
         return "moving";
     if (!x->lookup_ns)
         return "lookup";
     if (x->peer[0] && !x->credit_ns)
         return "credits";
-    return "wait send";
+    return "wait-send";
 }
 
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns)

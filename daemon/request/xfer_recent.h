@@ -28,8 +28,8 @@ struct xfer_recent {
     size_t next, n;
 };
 
-/* What a request in flight is doing: "lookup", "credits", "wait send", "moving" (recv);
- * "wait readers", "serving" (send). */
+/* What a request in flight is doing: "lookup", "credits", "wait-send", "moving" (recv);
+ * "wait-readers", "serving" (send). One word each (columns of kvferryctl transfers). */
 const char *xfer_phase_name(const struct xfer *x);
 /* Bytes per second since the first byte moved (0 before). */
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns);

@@ -143,15 +143,7 @@ static int ctl(struct daemon_fx *f, const char *a1, const char *a2, char **out)
     return run(argv, NULL, out);
 }
 
-/* The value of the sample line that starts with `series` + ' '; NAN when absent. */
-static double sample(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (!strncmp(p, series, n) && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return NAN;
-}
+#define sample pc_value
 
 static size_t count_samples(const char *text)
 {

@@ -231,9 +231,5 @@ int main(void)
     tcase_add_test(tc, connections_beyond_the_per_address_limit_are_closed);
     tcase_add_test(tc, bad_listen_address_stops_the_start_naming_the_key);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run(s);
 }

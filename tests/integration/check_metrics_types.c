@@ -153,14 +153,7 @@ static char *scrape(const struct ru_daemon *d)
     return out;
 }
 
-static double sample(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (!strncmp(p, series, n) && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return NAN;
-}
+#define sample pc_value
 
 /* Every # TYPE line of text is a row of `families` with that type; marks the rows seen. Prints
  * each family that is not (as a table row) and returns how many. */
@@ -289,9 +282,5 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, every_family_has_its_declared_type_on_two_daemons);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tu_run(s);
 }
