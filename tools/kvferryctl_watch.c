@@ -43,18 +43,22 @@ static double getd(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
+/* One table of requests in flight, then those finished lately (their outcome filled in). */
 void ctl_print_transfers(FILE *f, json_t *result)
 {
-    json_t *a = json_object_get(result, "transfers");
-    if (json_array_size(a) == 0) {
+    json_t *live = json_object_get(result, "transfers"), *fin = json_object_get(result, "finished");
+    if (json_array_size(live) == 0 && json_array_size(fin) == 0) {
         fprintf(f, "no requests in flight\n");
         return;
     }
     fprintf(f, "%-6s %-5s %-4s %-14s %-21s %-12s %-19s %4s %11s %8s %s\n", "ID", "REQ", "SIDE",
             "INSTANCE", "PEER", "PHASE", "DONE/PLANNED", "%", "RATE", "AGE", "OUTCOME");
+    json_t *all = json_array();
+    json_array_extend(all, live);
+    json_array_extend(all, fin);
     size_t i;
     json_t *x;
-    json_array_foreach(a, i, x)
+    json_array_foreach(all, i, x)
     {
         char done[24], plan[24], dp[64], rate[40], age[32], pct[24] = "-";
         long long bd = ctl_geti(x, "bytes_done"), bp = ctl_geti(x, "bytes_planned");
@@ -76,6 +80,7 @@ void ctl_print_transfers(FILE *f, json_t *result)
                 ctl_gets(x, "peer"), ctl_gets(x, "phase"), dp, pct, rate, age,
                 outcome ? outcome : "-");
     }
+    json_decref(all);
 }
 
 static int call(const char *sock, const char *cmd, int timeout_ms, json_t **result)
@@ -164,7 +169,8 @@ int ctl_watch_main(const char *sock, const char *view, bool watch, double interv
             break;
         }
         if (as_json) {
-            json_t *o = json_pack("{s:O}", "transfers", json_object_get(xf, "transfers"));
+            json_t *o = json_pack("{s:O,s:O}", "transfers", json_object_get(xf, "transfers"),
+                                  "finished", json_object_get(xf, "finished"));
             if (top) {
                 json_object_set(o, "per_peer", per(stats, "per_peer"));
                 json_object_set(o, "per_instance", per(stats, "per_instance"));

@@ -536,7 +536,14 @@ json_t *transfers_json(const struct transfers *t, uint64_t now)
         }
         json_array_append_new(a, o);
     }
-    xfer_recent_json(&t->recent, a, now, t->w->d->cfg.transfers_keep_finished_ms);
+    return a;
+}
+
+json_t *transfers_finished_json(const struct transfers *t, uint64_t now)
+{
+    json_t *a = json_array();
+    if (a)
+        xfer_recent_json(&t->recent, a, now, t->w->d->cfg.transfers_keep_finished_ms);
     return a;
 }
 

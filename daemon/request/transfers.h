@@ -135,6 +135,8 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
 void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+/* The requests finished within transfers.keep_finished, newest first (xfer_recent.h). */
+json_t *transfers_finished_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes

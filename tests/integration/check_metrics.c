@@ -299,6 +299,24 @@ START_TEST(a_failed_transfer_shows_as_its_error_label)
     ck_assert_double_eq(sample(text, "kvferry_workers_accepted_total"), 1);
     ck_assert_double_eq(sample(text, "kvferry_workers_transfers_in_flight"), 0);
     free(text);
+    /* the failed request stays listed a while (transfers.keep_finished), with its outcome */
+    char *xf;
+    ck_assert_int_eq(ctl(&f, "--json", "transfers", &xf), 0);
+    json_t *xj = json_loads(xf, 0, NULL);
+    ck_assert_ptr_nonnull(xj);
+    ck_assert_uint_eq(json_array_size(json_object_get(xj, "transfers")), 0);
+    json_t *fin = json_array_get(json_object_get(xj, "finished"), 0);
+    ck_assert_msg(fin != NULL, "no finished row: %s", xf);
+    ck_assert_int_eq(json_integer_value(json_object_get(fin, "req_id")), 42);
+    ck_assert_str_eq(json_string_value(json_object_get(fin, "state")), "failed");
+    ck_assert_str_eq(json_string_value(json_object_get(fin, "outcome")),
+                     kvf_error_to_string((kvf_error_t)ev.error));
+    json_decref(xj);
+    free(xf);
+    ck_assert_int_eq(ctl(&f, "transfers", NULL, &xf), 0); /* the table says it too */
+    ck_assert_msg(strstr(xf, "ended") && strstr(xf, kvf_error_to_string((kvf_error_t)ev.error)),
+                  "%s", xf);
+    free(xf);
     c = kvf_close(c);
     for (uint32_t i = 0; i < rank.n_pools; i++)
         close(pools[i].fd);
