@@ -1,7 +1,12 @@
 /* modules.c: the one table of daemon modules (see modules.h). Later modules add a row here. */
+#include <errno.h>
+
 #include "modules.h"
 #include "control.h"
 #include "control_metrics.h"
+#include "copyeng.h"
+#include "mempin.h"
+#include "move_metrics.h"
 #include "engine.h"
 #include "daemon.h"
 #include "gpu.h"
@@ -11,6 +16,22 @@
 static int gpu_module_status(struct daemon *d, json_t *ret)
 {
     return d->gpu ? gpu_status(d->gpu, ret) : 0;
+}
+
+/* The copy threads and the pool mappings pinned by their jobs. */
+static int copy_module_status(struct daemon *d, json_t *ret)
+{
+    json_t *o = d->copy ? copyeng_stats_json(d->copy) : NULL;
+    if (d->copy && !o)
+        return -ENOMEM;
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    if (o)
+        json_object_update(ret, o);
+    json_decref(o);
+    json_object_set_new(ret, "pinned_mappings", json_integer(pinned));
+    json_object_set_new(ret, "deferred_unmaps", json_integer(deferred));
+    return 0;
 }
 
 const struct daemon_module daemon_modules[] = {
@@ -23,5 +44,7 @@ const struct daemon_module daemon_modules[] = {
     {"arena", engine_arena_status, engine_arena_stats, NULL, NULL, NULL, arena_metrics,
      &arena_metrics_len},
     {"gpu", gpu_module_status, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"copy", copy_module_status, copy_module_status, NULL, NULL, NULL, copy_metrics,
+     &copy_metrics_len},
 };
 const size_t daemon_modules_len = sizeof(daemon_modules) / sizeof(daemon_modules[0]);

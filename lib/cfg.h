@@ -22,6 +22,13 @@ struct cfg_list {
     char **items; /* owned */
 };
 
+/* arena.placement's values, in the order of its names in cfg_table.c (check_cfg tests both). */
+typedef enum {
+    CFG_PLACEMENT_AUTO = 0,
+    CFG_PLACEMENT_HOST = 1,
+    CFG_PLACEMENT_DEVICE = 2,
+} cfg_placement_t;
+
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
      * $RUNTIME_DIRECTORY (set by systemd), else /run/kvferry for root, else
@@ -54,6 +61,9 @@ struct kvf_config {
     uint64_t workers_max_frame;    /* size */
     int64_t workers_max_blocks;    /* block ids per request */
     int64_t workers_max_inflight;  /* requests in flight per worker connection */
+
+    /* copy.*: the host copy engine (daemon/copyeng.h) */
+    int64_t copy_threads;          /* 0: one per online CPU */
 
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;

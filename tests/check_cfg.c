@@ -613,6 +613,28 @@ START_TEST(apply_live_moves_changed_live_keys_and_leaves_the_rest)
 }
 END_TEST
 
+START_TEST(placement_names_load_as_their_enum_values)
+{
+    static const struct {
+        const char *name;
+        cfg_placement_t value;
+    } cases[] = {{"auto", CFG_PLACEMENT_AUTO}, {"host", CFG_PLACEMENT_HOST},
+                 {"device", CFG_PLACEMENT_DEVICE}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char yaml[64];
+        struct kvf_config c;
+        snprintf(yaml, sizeof yaml, "arena: {placement: %s}\n", cases[i].name);
+        ck_assert_msg(load(yaml, &c) == 0, "%s", err);
+        ck_assert_int_eq(c.arena_placement, cases[i].value);
+        cfg_free(&c);
+    }
+    struct kvf_config d;
+    ck_assert_int_eq(cfg_defaults(&d), 0);
+    ck_assert_int_eq(d.arena_placement, CFG_PLACEMENT_AUTO);
+    cfg_free(&d);
+}
+END_TEST
+
 /* Derivation for a user other than root; returns 0 when right (callable in a child). */
 static int check_user_paths(const struct kvf_config *c)
 {
@@ -704,6 +726,7 @@ static Suite *cfg_suite(void)
     tcase_add_test(tc, copy_is_deep_and_survives_the_source);
     tcase_add_test(tc, diff_reports_only_changed_keys_that_need_a_restart);
     tcase_add_test(tc, apply_live_moves_changed_live_keys_and_leaves_the_rest);
+    tcase_add_test(tc, placement_names_load_as_their_enum_values);
     tcase_add_test(tc, socket_paths_derive_from_dir_and_explicit_values_win);
     suite_add_tcase(s, tc);
     return s;

@@ -257,7 +257,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return 0;
     }
-    if (cfg->arena_placement == 2) { /* "device": needs a CUDA-aware UCX and device staging */
+    if (cfg->arena_placement == CFG_PLACEMENT_DEVICE) { /* needs a CUDA-aware UCX, device staging */
         snprintf(err, errlen,
                  "arena.placement is device, but this build stages through host "
                  "memory only: set arena.placement to auto or host");
@@ -308,6 +308,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
                               .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
                               .max_waiters = 65536,
                               .max_credits = ENGINE_MAX_CREDITS,
+                              .size_classes = true, /* small requests: small slots */
                               .on_grant = arena_grant,
                               .on_timeout = arena_timeout,
                               .user = e};
@@ -397,17 +398,17 @@ int engine_is_self(const struct engine *e, const char *addr)
     return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
 }
 
-void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg)
+void engine_xfer_hold(struct engine *e, struct xfer *x, kvf_error_t err, const char *msg)
 {
-    if (e && x->eng && x->side == 'R') /* held while its scatters run (engine_gpu.c) */
-        gen_rx_fail(x->eng, err ? (kvf_error_t)err : KVF_E_CANCELLED, msg);
+    if (e && x->eng && x->side == XFER_RECV) /* held while its scatters run (engine_gpu.c) */
+        gen_rx_fail(x->eng, err != KVF_OK ? err : KVF_E_CANCELLED, msg);
 }
 
-void engine_xfer_end(struct engine *e, struct xfer *x, int err)
+void engine_xfer_end(struct engine *e, struct xfer *x, kvf_error_t err)
 {
     if (!e || !x->eng)
         return;
-    if (x->side == 'R')
+    if (x->side == XFER_RECV)
         gen_xfer_end(e, x->eng, err);
     else
         ctx_xfer_end(e, x, err);

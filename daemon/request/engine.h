@@ -69,6 +69,8 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "kvferry.h"
+
 struct daemon;
 struct engine;
 struct transfers;
@@ -92,11 +94,11 @@ struct engine *engine_free(struct engine *e);
  * the engine follows (x->eng) ended; the engine lets go of it. */
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
-void engine_xfer_end(struct engine *e, struct xfer *x, int err);
+void engine_xfer_end(struct engine *e, struct xfer *x, kvf_error_t err);
 /* A RECV the engine follows failed (err) while its GPU scatters run (x->eng_gpu): transfers.c
  * holds the worker's event; the engine stops the request and ends x (transfers_end) once its
  * kernels ended. x->eng stays set until then. */
-void engine_xfer_hold(struct engine *e, struct xfer *x, int err, const char *msg);
+void engine_xfer_hold(struct engine *e, struct xfer *x, kvf_error_t err, const char *msg);
 /* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
 int engine_is_self(const struct engine *e, const char *addr);
 

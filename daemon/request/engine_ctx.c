@@ -21,6 +21,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "move_exec.h"
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
@@ -91,11 +92,6 @@ static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
         if (!t->ended && t->peer == p && t->flow == flow)
             return t;
     return NULL;
-}
-
-static bool live_send(const struct xfer *s)
-{
-    return s->state == XFER_WAITING || s->state == XFER_COPYING;
 }
 
 /* ---- meeting and planning ---- */
@@ -262,11 +258,7 @@ static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
     struct reg_instance *in = registry_find(&e->d->workers->reg, q->ctx_instance);
     if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
         return NULL;
-    for (struct xfer *x = e->d->workers->xt.list; x; x = x->next)
-        if (x->side == 'S' && live_send(x) && x->rank == in->ranks[q->writer] &&
-            x->req_id == q->req_id)
-            return x;
-    return NULL;
+    return transfers_find_send(&e->d->workers->xt, in->ranks[q->writer], q->req_id);
 }
 
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
@@ -458,8 +450,13 @@ static void stage_move(struct stage *st)
     }
 }
 
-/* Gathers the chunk (on the CPU, or launches the GPU gather) and starts moving it. st may be
- * freed when this returns. */
+static void stage_gathered(void *user, int status)
+{
+    ctx_stage_gathered(user, status);
+}
+
+/* Gathers the chunk (the host executor, or launches the GPU gather) and starts moving it. st
+ * may be freed when this returns. */
 static void stage_run(struct stage *st)
 {
     struct tx *tx = st->tx;
@@ -477,9 +474,16 @@ static void stage_run(struct stage *st)
         return; /* ctx_stage_gathered goes on */
     }
     const struct wire_grant *g = &st->g;
-    copy_gather(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
-                g->ext_off + g->length, st->buf);
-    stage_move(st);
+    struct move_prog mp = {tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, NULL};
+    char msg[WIRE_TEXT_MAX];
+    int rc = move_exec_of(MOVE_EXEC_HOST)->gather(&mp, g->ext_off, g->ext_off + g->length,
+                                                  st->buf, stage_gathered, st, msg, sizeof msg);
+    if (rc < 0) {
+        tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
+        stage_finish(st, rc);
+    } else if (rc == MOVE_DONE) {
+        stage_move(st);
+    } /* MOVE_STARTED: stage_gathered goes on */
 }
 
 void ctx_stage_gathered(struct stage *st, int status)
@@ -618,16 +622,16 @@ void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struc
         quar_ack_unknown(p, flow, m);
 }
 
-void ctx_xfer_end(struct engine *e, struct xfer *s, int err)
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->send != s)
             continue;
         frag_send_gone(e, tx, s);
         tx->send = NULL;
-        tx_fail(tx, err ? (kvf_error_t)err : KVF_E_CANCELLED, true,
+        tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",
-                kvf_error_to_string((kvf_error_t)err));
+                kvf_error_to_string(err));
     }
 }
 

@@ -18,22 +18,55 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_int.h"
+#include "move_exec.h"
 #include "plan_request.h"
 #include "registry.h"
+#include "require.h"
 #include "transfers.h"
 #include "workers.h"
 
-static const char *const rx_names[] = {"lookup", "connect", "moving", "ended"};
+static const char *const rx_names[RX__COUNT] = {"lookup", "connect", "moving", "ended"};
 
-static void rx_set_state(struct rx *rx, enum rx_state to)
+static const bool rx_edges[RX__COUNT][RX__COUNT] = {
+    [RX_LOOKUP] = {[RX_CONNECT] = true, [RX_ENDED] = true},
+    [RX_CONNECT] = {[RX_MOVING] = true, [RX_LOOKUP] = true, [RX_ENDED] = true},
+    [RX_MOVING] = {[RX_LOOKUP] = true, [RX_ENDED] = true},
+};
+
+const char *rx_state_to_string(enum rx_state s)
 {
-    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id, rx_names[rx->state],
-              rx_names[to]);
+    return (unsigned)s < RX__COUNT ? rx_names[s] : "unknown";
+}
+
+bool rx_state_edge_ok(enum rx_state from, enum rx_state to)
+{
+    return (unsigned)from < RX__COUNT && (unsigned)to < RX__COUNT && rx_edges[from][to];
+}
+
+static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Moves rx along an edge of its state machine. An illegal edge is an invariant failure
+ * (require.h): fatal in debug and tests; in release the request fails (INTERNAL) and false
+ * says the caller must stop. */
+static bool rx_set_state(struct rx *rx, enum rx_state to)
+{
+    if (!KVF_REQUIRE(rx_state_edge_ok(rx->state, to), "engine: rx req %llu: illegal edge %s -> %s",
+                     (unsigned long long)rx->req_id, rx_state_to_string(rx->state),
+                     rx_state_to_string(to))) {
+        if (rx->state != RX_ENDED)
+            rx_fail(rx, KVF_E_INTERNAL, "request state %s cannot go to %s",
+                    rx_state_to_string(rx->state), rx_state_to_string(to));
+        return false;
+    }
+    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id,
+              rx_state_to_string(rx->state), rx_state_to_string(to));
     if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h */
         xfer_phase_mark(&rx->x->lookup_ns);
     if (rx->x && to == RX_MOVING)
         xfer_phase_mark(&rx->x->credit_ns);
     rx->state = to;
+    return true;
 }
 
 /* Closes the writers' reservations (quarantining slots a chunk may still be coming to) and,
@@ -57,8 +90,6 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
     }
 }
 
-static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
 {
     if (rx->state == RX_ENDED)
@@ -182,7 +213,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     rx->n_w = rx->plan.n_writers;
     rx->path = !rx->n_w || egpu_bounce_only(e, x, tab, &rx->plan) ? WIRE_PATH_BOUNCE
                                                                   : frag_choose(e, x, &rx->plan);
-    rx_set_state(rx, RX_CONNECT);
+    if (!rx_set_state(rx, RX_CONNECT))
+        return;
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
         const struct plan_writer *pw = &rx->plan.writers[i];
@@ -220,7 +252,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         rx_fail(rx, gcode, "%s", gmsg);
         return;
     }
-    rx_set_state(rx, RX_MOVING);
+    if (!rx_set_state(rx, RX_MOVING))
+        return;
     if (rx->n_w == 0) {
         check_done(rx);
         return;
@@ -294,7 +327,8 @@ static void rx_replan(struct rx *rx)
     rx->ctx_layouts = NULL;
     rx->retried = true;
     e->c.replans++;
-    rx_set_state(rx, RX_LOOKUP);
+    if (!rx_set_state(rx, RX_LOOKUP))
+        return;
     int err;
     struct itable *tab = tab_get(e, rx->ctx_instance, rx->home, &err);
     if (err < 0)
@@ -547,7 +581,15 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
         return; /* gen_landed follows the kernel (engine_gpu.c) */
     }
     const struct plan_writer *pw = &rx->plan.writers[w->idx];
-    copy_scatter(pw->ops, pw->n_ops, slot, g.ext_off, g.ext_off + g.length, &rx->x->rank->mem);
+    struct move_prog mp = {pw->ops, pw->n_ops, NULL, &rx->x->rank->mem};
+    char msg[WIRE_TEXT_MAX];
+    const struct move_exec *ex = move_exec_of(MOVE_EXEC_HOST);
+    rc = ex->scatter(&mp, slot, g.ext_off, g.ext_off + g.length, NULL, NULL, msg, sizeof msg);
+    if (rc != MOVE_DONE) { /* a landing slot's completion is wired for inline executors only */
+        rx_fail(rx, KVF_E_INTERNAL, "%s scatter of writer rank %u: %s", ex->name, w->ctx_rank,
+                rc < 0 ? msg : "completes asynchronously, which this path does not take yet");
+        return;
+    }
     gen_landed(w, i);
 }
 
@@ -606,7 +648,7 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
 }
 
-void gen_xfer_end(struct engine *e, struct rx *rx, int err)
+void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
 {
     (void)e;
     rx->x = NULL;
@@ -614,7 +656,7 @@ void gen_xfer_end(struct engine *e, struct rx *rx, int err)
         return;
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_failed++;
-    release(rx, err ? (kvf_error_t)err : KVF_E_CANCELLED, "the generation rank's request ended");
+    release(rx, err != KVF_OK ? err : KVF_E_CANCELLED, "the generation rank's request ended");
 }
 
 void gen_peer_up(struct engine *e, struct epeer *p)

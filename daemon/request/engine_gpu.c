@@ -71,6 +71,12 @@ const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk)
     return rk->gpu ? &rk->gpu->mem : &rk->mem;
 }
 
+/* The config's placement values are the GPU module's (cfg.h, gpu.h). */
+_Static_assert(GPU_PLACE_AUTO == (int)CFG_PLACEMENT_AUTO &&
+                   GPU_PLACE_HOST == (int)CFG_PLACEMENT_HOST &&
+                   GPU_PLACE_DEVICE == (int)CFG_PLACEMENT_DEVICE,
+               "arena.placement values differ from gpu_place_t");
+
 /* ---- arena ---- */
 
 void egpu_arena_init(struct engine *e)

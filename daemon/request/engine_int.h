@@ -86,7 +86,10 @@ struct rxw {
     struct arena_grant out[ENGINE_MAX_CREDITS];
 };
 
-enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED };
+/* The generation side's request: lookup (the table) -> connect (planned, writers starting) ->
+ * moving (RECV_REQs out, chunks landing) -> ended; a stale table sends connect or moving back to
+ * lookup once (replan). rx_set_state (engine_gen.c) refuses every other edge. */
+enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED, RX__COUNT };
 
 struct rx {
     struct engine *e;
@@ -355,11 +358,14 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                   const void *data, size_t len);
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
-void gen_xfer_end(struct engine *e, struct rx *rx, int err);
+void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err);
 void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
 void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
+const char *rx_state_to_string(enum rx_state s);
+/* Whether from -> to is an edge of the rx state machine. */
+bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
 void gen_check_done(struct rx *rx);
 
 /* engine_local.c */
@@ -372,7 +378,7 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_send_arrived(struct engine *e, struct xfer *s);
-void ctx_xfer_end(struct engine *e, struct xfer *s, int err);
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err);
 void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
 void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);

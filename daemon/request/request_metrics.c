@@ -133,7 +133,10 @@ const size_t peers_metrics_len = N(peers_metrics);
          "reports"},                                                                             \
         {p "reclaimed_total", C, NULL, what " arena: slots reclaimed.", "slots"},                \
         {p "refused_waiters_total", C, NULL, what " arena: waiters refused (queue full).",       \
-         "requests"}
+         "requests"},                                                                            \
+        {p "slots_split", G, NULL, what " arena: whole slots cut into small ones now.", "slots"}, \
+        {p "small_grants_total", C, NULL, what " arena: grants of a small (size-class) slot.",   \
+         "grants"}
 
 const struct prom_doc arena_metrics[] = {
     ARENA_ROWS("", "Landing"),

@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copyeng.h"
 #include "daemon.h"
 #include "engine.h"
 #include "registry.h"
+#include "require.h"
 #include "transfers.h"
 #include "readers.h"
 #include "workers.h"
@@ -33,13 +35,19 @@ static const bool allowed[XFER__COUNT][XFER__COUNT] = {
 
 static bool terminal(const struct xfer *x) { return x->state == XFER_DONE || x->state == XFER_FAILED; }
 
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to)
+{
+    return (unsigned)from < XFER__COUNT && (unsigned)to < XFER__COUNT && allowed[from][to];
+}
+
+/* An illegal edge is an invariant failure (require.h): fatal in debug and tests; in release it
+ * is logged and ignored (the request keeps its state and ends through its own deadline). */
 static void xfer_set_state(struct xfer *x, xfer_state_t to)
 {
-    if (!allowed[x->state][to]) {
-        log_error("xfer %llu: illegal edge %s -> %s (ignored)", (unsigned long long)x->id,
-                  xfer_state_to_string(x->state), xfer_state_to_string(to));
+    if (!KVF_REQUIRE(xfer_state_edge_ok(x->state, to), "xfer %llu: illegal edge %s -> %s (ignored)",
+                     (unsigned long long)x->id, xfer_state_to_string(x->state),
+                     xfer_state_to_string(to)))
         return;
-    }
     log_debug("xfer %llu: %s -> %s", (unsigned long long)x->id, xfer_state_to_string(x->state),
               xfer_state_to_string(to));
     if (to == XFER_COPYING)
@@ -55,7 +63,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
-    if ((x->gpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
+    if ((x->gpu_job || x->cpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
         !t->w->stopped) {
         if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
             x->held_err = err;
@@ -118,6 +126,7 @@ static void sweep(struct transfers *t)
             *pp = x->next;
             if (x->gpu_job)
                 xfer_gpu_detach(x->gpu_job);
+            copyeng_cancel(x->cpu_job); /* its pins keep the pools mapped until it stops */
             free(x->items.ids);
             free(x);
             t->n--;
@@ -131,10 +140,11 @@ static void sweep(struct transfers *t)
 
 /* ---- the meeting of SEND and RECV ---- */
 
-static struct xfer *find_send(struct transfers *t, const struct reg_rank *rank, uint64_t req_id)
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id)
 {
     for (struct xfer *x = t->list; x; x = x->next)
-        if (x->side == 'S' && !terminal(x) && x->rank == rank && x->req_id == req_id)
+        if (x->side == XFER_SEND && !terminal(x) && x->rank == rank && x->req_id == req_id)
             return x;
     return NULL;
 }
@@ -219,7 +229,7 @@ static void try_run(struct transfers *t, struct xfer *r)
         goto out;
     }
     for (uint32_t c = 0; c < in->n_ranks; c++) {
-        sends[c] = find_send(t, in->ranks[c], r->req_id);
+        sends[c] = transfers_find_send(t, in->ranks[c], r->req_id);
         if (writers[c] && !sends[c])
             goto out; /* this writer has not sent yet */
     }
@@ -227,8 +237,8 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e == KVF_OK && r->gpu_job)
-        goto out; /* on a GPU stream: transfers_copy_done follows */
+    if (e == KVF_OK && (r->gpu_job || r->cpu_job))
+        goto out; /* on a GPU stream or the copy threads: transfers_copy_done follows */
     copy_done(t, r, e, bytes, msg);
 out:
     free(writers);
@@ -252,7 +262,7 @@ static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
     struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
     for (uint32_t c = 0; in && c < in->n_ranks; c++) {
-        struct xfer *s = in->ranks[c] ? find_send(t, in->ranks[c], r->req_id) : NULL;
+        struct xfer *s = in->ranks[c] ? transfers_find_send(t, in->ranks[c], r->req_id) : NULL;
         if (s && !s->n_readers && !s->derived)
             s->derived = readers_local(&r->rank->layout);
         if (s)
@@ -293,16 +303,16 @@ static int check_items(const struct layout *l, const struct proto_items *it, cha
 }
 
 /* Common admission; returns the new request or NULL after reporting why. */
-static struct xfer *admit(struct transfers *t, struct wconn *c, char side, uint64_t req_id,
+static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side, uint64_t req_id,
                           struct proto_items *items)
 {
     char msg[PROTO_MSG_MAX + 1];
     const struct kvf_config *cfg = &t->w->d->cfg;
     kvf_error_t e = KVF_E_BAD_REQUEST;
     if (!c->rank) {
-        snprintf(msg, sizeof msg, "%s before REGISTER", side == 'S' ? "SEND" : "RECV");
-    } else if (c->rank->layout.role != (side == 'S' ? ROLE_CONTEXT : ROLE_GENERATION)) {
-        snprintf(msg, sizeof msg, "%s from a %s rank", side == 'S' ? "SEND" : "RECV",
+        snprintf(msg, sizeof msg, "%s before REGISTER", side == XFER_SEND ? "SEND" : "RECV");
+    } else if (c->rank->layout.role != (side == XFER_SEND ? ROLE_CONTEXT : ROLE_GENERATION)) {
+        snprintf(msg, sizeof msg, "%s from a %s rank", side == XFER_SEND ? "SEND" : "RECV",
                  layout_role_to_string(c->rank->layout.role));
     } else if (t->w->draining) {
         e = KVF_E_NO_ROUTE;
@@ -325,7 +335,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, char side, uint6
                 x->items = *items;
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
-                x->recv_ns = side == 'R' ? uv_hrtime() : 0;
+                x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
                 x->next = t->list;
                 t->list = x;
                 t->n++;
@@ -349,7 +359,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, char side, uint6
 void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
 {
     t->counters.sends++;
-    struct xfer *s = admit(t, c, 'S', m->req_id, &m->items);
+    struct xfer *s = admit(t, c, XFER_SEND, m->req_id, &m->items);
     if (!s)
         return;
     const struct kvf_config *cfg = &t->w->d->cfg;
@@ -360,7 +370,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     if (ty)
         serve(t, s, ty->done);
     for (struct xfer *x = t->list; x; x = x->next)
-        if (x->side == 'R' && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
+        if (x->side == XFER_RECV && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
             try_run(t, x);
     if (!terminal(s))
         engine_send(t->w->d->engine, t, s);
@@ -370,7 +380,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
 void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
 {
     t->counters.recvs++;
-    struct xfer *r = admit(t, c, 'R', m->req_id, &m->items);
+    struct xfer *r = admit(t, c, XFER_RECV, m->req_id, &m->items);
     if (!r)
         return;
     const struct kvf_config *cfg = &t->w->d->cfg;
@@ -396,7 +406,7 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
 void transfers_registered(struct transfers *t, const char *instance)
 {
     for (struct xfer *x = t->list; x; x = x->next)
-        if (x->side == 'R' && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
+        if (x->side == XFER_RECV && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
             try_run(t, x);
     sweep(t);
 }
@@ -417,7 +427,7 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c)
     if (c->rank && c->rank->layout.role == ROLE_CONTEXT) {
         const struct layout *l = &c->rank->layout;
         for (struct xfer *x = t->list; x; x = x->next)
-            if (!terminal(x) && x->side == 'R' && strcmp(x->ctx_instance, l->instance) == 0)
+            if (!terminal(x) && x->side == XFER_RECV && strcmp(x->ctx_instance, l->instance) == 0)
                 fail(t, x, KVF_E_PEER_LOST, "context instance %s rank %u (pid %u) went away "
                      "before request %llu was served", l->instance, layout_rank(l), c->pid,
                      (unsigned long long)x->req_id);
@@ -430,7 +440,7 @@ static void tick_cb(uv_timer_t *h)
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
     for (struct xfer *x = t->list; x; x = x->next) {
-        if (!terminal(x) && x->side == 'R' && !x->eng && now >= x->lookup_deadline_ms &&
+        if (!terminal(x) && x->side == XFER_RECV && !x->eng && now >= x->lookup_deadline_ms &&
             !registry_find(&t->w->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
                  "this daemon within deadlines.lookup", x->ctx_instance);
@@ -438,7 +448,7 @@ static void tick_cb(uv_timer_t *h)
         }
         if (terminal(x) || now < x->deadline_ms)
             continue;
-        if (x->side == 'R')
+        if (x->side == XFER_RECV)
             fail(t, x, KVF_E_TIMEOUT, "request %llu: context instance %s did not SEND from every "
                  "writer within %llu ms (deadlines.send_wait or the RECV's deadline)",
                  (unsigned long long)x->req_id, x->ctx_instance,
@@ -488,8 +498,8 @@ void transfers_stop(struct transfers *t)
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg)
 {
-    uint32_t kind = err != KVF_OK ? PROTO_EV_FAILED : x->side == 'R' ? PROTO_EV_DONE : PROTO_EV_SENT;
-    if (err == KVF_OK && x->side == 'R')
+    uint32_t kind = err != KVF_OK ? PROTO_EV_FAILED : x->side == XFER_RECV ? PROTO_EV_DONE : PROTO_EV_SENT;
+    if (err == KVF_OK && x->side == XFER_RECV)
         t->counters.bytes_remote += bytes;
     finish(t, x, kind, err, bytes, msg);
     sweep(t);
@@ -518,10 +528,10 @@ json_t *transfers_json(const struct transfers *t, uint64_t now)
     for (const struct xfer *x = t->list; x; x = x->next) {
         if (terminal(x))
             continue;
-        uint64_t done = x->side == 'S' ? x->bytes : x->bytes_done;
+        uint64_t done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
         json_t *o = json_pack(
             "{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:i,s:i}", "id", (json_int_t)x->id,
-            "req_id", (json_int_t)x->req_id, "side", x->side == 'S' ? "send" : "recv", "instance",
+            "req_id", (json_int_t)x->req_id, "side", x->side == XFER_SEND ? "send" : "recv", "instance",
             x->rank->layout.instance, "ctx_instance", x->ctx_instance, "rank",
             (int)layout_rank(&x->rank->layout), "state", xfer_state_to_string(x->state), "bytes",
             (json_int_t)x->bytes, "age_ms", (json_int_t)(now - x->created_ms), "deadline_in_ms",

@@ -34,6 +34,7 @@ struct workers;
 struct wconn;
 struct reg_rank;
 struct xgpu_job;
+struct copyeng_job;
 
 typedef enum {
     XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
@@ -44,10 +45,18 @@ typedef enum {
 } xfer_state_t;
 
 const char *xfer_state_to_string(xfer_state_t s);
+/* Whether from -> to is an edge of the request state machine (xfer_set_state allows no other). */
+bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to);
+
+/* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
+typedef enum {
+    XFER_SEND = 'S', /* a context rank's SEND */
+    XFER_RECV = 'R', /* a generation rank's RECV */
+} xfer_side_t;
 
 struct xfer {
     uint64_t id;                /* daemon-wide, for logs */
-    char side;                  /* 'S' send (context rank), 'R' recv (generation rank) */
+    xfer_side_t side;
     uint64_t req_id;
     struct wconn *conn;         /* borrowed */
     struct reg_rank *rank;      /* borrowed: the requesting rank */
@@ -69,8 +78,10 @@ struct xfer {
                                  * NULL on the local path; told by engine_xfer_end at the end */
     struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
                                    the request ends first */
+    struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
+                                   cancelled when the request ends first */
     kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
-                                   while its GPU copy ran; reported when the copy has ended, so
+                                   while its GPU or host copy ran; reported when the copy has ended, so
                                    the worker never reuses blocks under a running kernel */
     char held_msg[PROTO_MSG_MAX + 1];
     bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
@@ -131,6 +142,10 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
+ * or a RECV_REQ (engine) meets its writer. */
+struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
+                                 uint64_t req_id);
 /* The engine started moving a RECV's bytes: waiting -> copying (shown by `transfers`). */
 void transfers_copying(struct transfers *t, struct xfer *x);
 
@@ -141,14 +156,17 @@ json_t *transfers_stats_json(const struct transfers *t);
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
  * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
- * and recv->gpu_job is set: the RECV then stays COPYING until transfers_copy_done. */
+ * and recv->gpu_job is set; host copies of at least XFER_LOCAL_INLINE_MAX bytes go to the copy
+ * threads (copyeng.h) and recv->cpu_job is set: the RECV then stays COPYING until
+ * transfers_copy_done. Smaller host copies run on the loop (a thread hop costs more). */
+#define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
 /* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
  * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
 kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
 
-/* The end of a RECV's copy that ran asynchronously (GPU): DONE (e == KVF_OK) or FAILED, the
+/* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the
  * readers' tally, SENT to writers whose readers are all served. */
 void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, uint64_t bytes,
                          const char *msg);

@@ -11,7 +11,7 @@
 
 const char *xfer_phase_name(const struct xfer *x)
 {
-    if (x->side == 'S')
+    if (x->side == XFER_SEND)
         return x->served ? "serving" : "wait-readers";
     if (x->state == XFER_COPYING || x->moving_ns)
         return "moving";
@@ -42,8 +42,8 @@ void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *ou
     snprintf(w->ctx_instance, sizeof w->ctx_instance, "%s", x->ctx_instance);
     snprintf(w->peer, sizeof w->peer, "%s", x->peer);
     snprintf(w->outcome, sizeof w->outcome, "%s", outcome);
-    w->bytes_done = x->side == 'S' ? x->bytes : x->bytes_done;
-    w->bytes_planned = x->side == 'S' ? x->bytes : x->bytes_planned;
+    w->bytes_done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
+    w->bytes_planned = x->side == XFER_SEND ? x->bytes : x->bytes_planned;
     w->created_ms = x->created_ms;
     w->ended_ms = now_ms;
     w->moving_ns = x->moving_ns;
@@ -64,7 +64,7 @@ void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, u
         json_array_append_new(
             a, json_pack("{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:f,s:I,s:I,s:s}", "id",
                          (json_int_t)w->id, "req_id", (json_int_t)w->req_id, "side",
-                         w->side == 'S' ? "send" : "recv", "instance", w->instance, "ctx_instance",
+                         w->side == XFER_SEND ? "send" : "recv", "instance", w->instance, "ctx_instance",
                          w->ctx_instance, "rank", w->rank, "state", ok ? "done" : "failed",
                          "phase", "ended", "peer", w->peer[0] ? w->peer : "local", "bytes_done",
                          (json_int_t)w->bytes_done, "bytes_planned",

@@ -15,7 +15,7 @@ struct xfer;
 
 struct xfer_recent_row {
     uint64_t id, req_id;
-    char side;
+    char side; /* xfer_side_t: XFER_SEND or XFER_RECV */
     int rank;
     char instance[64], ctx_instance[64], peer[256], outcome[32];
     uint64_t bytes_done, bytes_planned;

@@ -137,6 +137,22 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_per_instance_bytes_total", CT},
     {"kvferry_workers_transfers_per_peer_requests_total", CT},
     {"kvferry_workers_transfers_per_peer_bytes_total", CT},
+    {"kvferry_arena_slots_split", GA},
+    {"kvferry_arena_small_grants_total", CT},
+    {"kvferry_arena_staging_slots_split", GA},
+    {"kvferry_arena_staging_small_grants_total", CT},
+    {"kvferry_copy_busy_seconds_total", CT},
+    {"kvferry_copy_bytes_total", CT},
+    {"kvferry_copy_cancelled_total", CT},
+    {"kvferry_copy_deferred_unmaps", GA},
+    {"kvferry_copy_jobs_total", CT},
+    {"kvferry_copy_nodes", GA},
+    {"kvferry_copy_pieces_total", CT},
+    {"kvferry_copy_pinned_mappings", GA},
+    {"kvferry_copy_queued_pieces", GA},
+    {"kvferry_copy_running_jobs", GA},
+    {"kvferry_copy_stolen_total", CT},
+    {"kvferry_copy_threads", GA},
 };
 
 static char *scrape(const struct ru_daemon *d)
