@@ -42,7 +42,9 @@ LIB_PKGS    := jansson yaml-0.1
 DAEMON_PKGS := libuv ucx libsystemd libsodium
 PKG_CFLAGS  := $(shell pkg-config --cflags $(LIB_PKGS) $(DAEMON_PKGS) 2>/dev/null)
 LIB_LIBS    := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread
-DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) $(LIB_LIBS) -lm
+# libmicrohttpd (the /metrics listener) without pkg-config: its .pc requires gnutls's -dev chain,
+# which a bare node (scripts/fetch-debs) would need only for pkg-config.
+DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lmicrohttpd $(LIB_LIBS) -lm
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
 
 ifneq ($(SAN),)

@@ -1,8 +1,10 @@
 /* modules.h: the table of daemon modules (modules.c). A module contributes a section to
  * `status` and `stats` (a JSON object under its name), and may react to a reload or a drain.
  * Adding a module to the daemon = one row in modules.c. Stats also become Prometheus metrics
- * (metrics.h): name counters *_total or list them in metrics.c; name an object keyed by name
- * (per error, per peer) <x>_by_<label>. Every hook may be NULL; a hook that finds
+ * (metrics.h): every number a module's stats hook puts out is declared in the module's own
+ * metric table (type, unit, HELP; paths relative to its section, see struct prom_doc); a number
+ * not declared is left out of the scrape and counted in kvferry_metrics_undeclared. Every hook
+ * may be NULL; a hook that finds
  * its module not started (pointer in struct daemon still NULL) does nothing.
  * Loop thread only. */
 #ifndef KVF_MODULES_H
@@ -12,6 +14,7 @@
 #include <stddef.h>
 
 struct daemon;
+struct prom_doc;
 
 struct daemon_module {
     const char *name; /* section key: "control", "workers", ... */
@@ -21,6 +24,8 @@ struct daemon_module {
     void (*reloaded)(struct daemon *d);    /* live keys of d->cfg may have changed */
     void (*drain_start)(struct daemon *d); /* stop accepting new work */
     size_t (*in_flight)(struct daemon *d); /* drain waits until every module says 0 */
+    const struct prom_doc *metrics;        /* its stats keys declared (metrics.h) */
+    const size_t *n_metrics;
 };
 
 extern const struct daemon_module daemon_modules[];

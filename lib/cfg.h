@@ -95,6 +95,11 @@ struct kvf_config {
     uint64_t deadlines_send_wait_ms; /* RECV waiting for the context side's SEND */
     uint64_t deadlines_transfer_ms;
 
+    /* metrics.* and transfers.* (operators' views) */
+    char *metrics_listen;            /* "host:port" of the /metrics HTTP listener; "": none */
+    int64_t metrics_max_label_values; /* per-peer / per-instance series; beyond: "other" */
+    uint64_t transfers_keep_finished_ms; /* a finished request stays in `transfers` this long */
+
     /* Where it came from ("" for built-in defaults). Owned. */
     char *source_path;
 };

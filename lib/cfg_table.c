@@ -140,6 +140,16 @@ const struct cfg_key cfg_table[] = {
         "A RECV waiting for the context side's SEND."),
     ROW("deadlines.transfer", CFG_DURATION, deadlines_transfer_ms, "1m", 1, 24 * HOUR, true,
         "A whole transfer, first credit to last scatter."),
+
+    ROW("metrics.listen", CFG_STRING, metrics_listen, "\"\"", 0, 255, false,
+        "Address (host:port, e.g. 127.0.0.1:9464) of an HTTP listener serving GET /metrics "
+        "(Prometheus text); \"\": none (kvferryctl metrics still works)."),
+    ROW("metrics.max_label_values", CFG_INT, metrics_max_label_values, "64", 1, 4096, true,
+        "Per-peer and per-instance series kept, each; later peers or instances count under "
+        "the label value \"other\"."),
+    ROW("transfers.keep_finished", CFG_DURATION, transfers_keep_finished_ms, "10s", 0, HOUR,
+        true, "How long a finished request stays listed by kvferryctl transfers, with its "
+        "outcome."),
 };
 
 const size_t cfg_table_len = sizeof(cfg_table) / sizeof(cfg_table[0]);

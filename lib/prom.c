@@ -10,7 +10,8 @@
 #include "prom.h"
 
 struct prom_sample {
-    char *labels; /* owned: rendered "{a=\"x\",b=\"y\"}", or "" */
+    char *labels;       /* owned: rendered "{a=\"x\",b=\"y\"}", or "" */
+    const char *suffix; /* static: "" or a histogram's "_bucket", "_sum", "_count" */
     char value[32];
 };
 
@@ -24,7 +25,7 @@ struct prom_family {
 
 const char *prom_type_to_string(prom_type_t t)
 {
-    return t == PROM_COUNTER ? "counter" : "gauge";
+    return t == PROM_COUNTER ? "counter" : t == PROM_HISTOGRAM ? "histogram" : "gauge";
 }
 
 static bool is_alpha_(char c)
@@ -284,7 +285,8 @@ static int family_get(struct prom_set *s, const char *name, prom_type_t type, co
 }
 
 static int add(struct prom_set *s, const char *name, prom_type_t type, const char *help,
-               const struct prom_label *labels, size_t n_labels, const char *value)
+               const struct prom_label *labels, size_t n_labels, const char *suffix,
+               const char *value)
 {
     char nm[PROM_NAME_MAX + 1];
     int r;
@@ -315,7 +317,7 @@ static int add(struct prom_set *s, const char *name, prom_type_t type, const cha
     if (r < 0)
         goto err_free_labels;
     for (size_t i = 0; i < f->n; i++) {
-        if (strcmp(f->s[i].labels, lab) == 0) {
+        if (strcmp(f->s[i].labels, lab) == 0 && strcmp(f->s[i].suffix, suffix) == 0) {
             r = -EEXIST;
             goto err_free_labels;
         }
@@ -331,6 +333,7 @@ static int add(struct prom_set *s, const char *name, prom_type_t type, const cha
         f->cap = nc;
     }
     f->s[f->n].labels = lab;
+    f->s[f->n].suffix = suffix;
     snprintf(f->s[f->n].value, sizeof(f->s[f->n].value), "%s", value);
     f->n++;
     s->n_series++;
@@ -348,7 +351,7 @@ int prom_set_add_int(struct prom_set *s, const char *name, prom_type_t type, con
 {
     char v[32];
     prom_format_int(value, v, sizeof(v));
-    return add(s, name, type, help, labels, n_labels, v);
+    return add(s, name, type, help, labels, n_labels, "", v);
 }
 
 int prom_set_add_real(struct prom_set *s, const char *name, prom_type_t type, const char *help,
@@ -356,7 +359,47 @@ int prom_set_add_real(struct prom_set *s, const char *name, prom_type_t type, co
 {
     char v[32];
     prom_format_real(value, v, sizeof(v));
-    return add(s, name, type, help, labels, n_labels, v);
+    return add(s, name, type, help, labels, n_labels, "", v);
+}
+
+int prom_set_add_histogram(struct prom_set *s, const char *name, const char *help,
+                           const struct prom_label *labels, size_t n_labels, const double *le,
+                           const uint64_t *counts, size_t n_le, double sum)
+{
+    if (n_labels >= PROM_LABELS_MAX || s->n_series + n_le + 3 > s->max_series) {
+        s->dropped++;
+        return -E2BIG;
+    }
+    for (size_t i = 1; i < n_le; i++) {
+        if (!(le[i] > le[i - 1])) { /* the format needs strictly ascending bounds */
+            s->dropped++;
+            return -EINVAL;
+        }
+    }
+    struct prom_label l[PROM_LABELS_MAX];
+    memcpy(l, labels, n_labels * sizeof(l[0]));
+    char bound[32], v[32];
+    uint64_t cum = 0;
+    int r = 0;
+    for (size_t i = 0; i <= n_le && r == 0; i++) {
+        cum += counts[i];
+        if (i < n_le)
+            prom_format_real(le[i], bound, sizeof(bound));
+        else
+            snprintf(bound, sizeof(bound), "+Inf");
+        l[n_labels] = (struct prom_label){"le", bound};
+        prom_format_int((int64_t)cum, v, sizeof(v));
+        r = add(s, name, PROM_HISTOGRAM, help, l, n_labels + 1, "_bucket", v);
+    }
+    if (r == 0) {
+        prom_format_real(sum, v, sizeof(v));
+        r = add(s, name, PROM_HISTOGRAM, help, labels, n_labels, "_sum", v);
+    }
+    if (r == 0) {
+        prom_format_int((int64_t)cum, v, sizeof(v));
+        r = add(s, name, PROM_HISTOGRAM, help, labels, n_labels, "_count", v);
+    }
+    return r;
 }
 
 int prom_set_render(const struct prom_set *s, char **ret, size_t *len)
@@ -366,7 +409,8 @@ int prom_set_render(const struct prom_set *s, char **ret, size_t *len)
         const struct prom_family *f = &s->fam[i];
         cap += 2 * strlen(f->name) + strlen(f->help) + 32;
         for (size_t j = 0; j < f->n; j++)
-            cap += strlen(f->name) + strlen(f->s[j].labels) + strlen(f->s[j].value) + 2;
+            cap += strlen(f->name) + strlen(f->s[j].suffix) + strlen(f->s[j].labels) +
+                   strlen(f->s[j].value) + 2;
     }
     char *out = malloc(cap);
     if (!out)
@@ -377,8 +421,8 @@ int prom_set_render(const struct prom_set *s, char **ret, size_t *len)
         o += (size_t)snprintf(out + o, cap - o, "# HELP %s %s\n# TYPE %s %s\n", f->name, f->help,
                               f->name, prom_type_to_string(f->type));
         for (size_t j = 0; j < f->n; j++)
-            o += (size_t)snprintf(out + o, cap - o, "%s%s %s\n", f->name, f->s[j].labels,
-                                  f->s[j].value);
+            o += (size_t)snprintf(out + o, cap - o, "%s%s%s %s\n", f->name, f->s[j].suffix,
+                                  f->s[j].labels, f->s[j].value);
     }
     out[o] = '\0';
     *ret = out;

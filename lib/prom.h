@@ -25,7 +25,7 @@ struct json_t;
 #define PROM_SERIES_MAX 20000    /* samples in one set; more are dropped and counted */
 #define PROM_DEPTH_MAX 8         /* nesting of a stats document that prom_from_json walks */
 
-typedef enum { PROM_GAUGE = 0, PROM_COUNTER } prom_type_t;
+typedef enum { PROM_GAUGE = 0, PROM_COUNTER, PROM_HISTOGRAM } prom_type_t;
 
 const char *prom_type_to_string(prom_type_t t);
 
@@ -66,6 +66,10 @@ struct prom_set {
     size_t n_series;
     size_t max_series; /* PROM_SERIES_MAX after init; tests may lower it */
     uint64_t dropped;  /* samples refused: over max_series, duplicate series, type clash */
+    bool declared_only; /* prom_from_json: a number no doc row types is left out (no type is
+                         * guessed from its name) and counted in undeclared */
+    uint64_t undeclared;
+    char undeclared_first[128]; /* the first such path, for the log */
 };
 
 void prom_set_init(struct prom_set *s);
@@ -82,6 +86,13 @@ int prom_set_add_int(struct prom_set *s, const char *name, prom_type_t type, con
 int prom_set_add_real(struct prom_set *s, const char *name, prom_type_t type, const char *help,
                       const struct prom_label *labels, size_t n_labels, double value);
 
+/* Adds one histogram series: n_le ascending finite bounds, counts[0..n_le] per bucket (the last
+ * above every bound), their sum. Rendered as name_bucket{le=...} (cumulative, ending in +Inf),
+ * name_sum, name_count. The name is sanitized as above (no suffix added). Same returns. */
+int prom_set_add_histogram(struct prom_set *s, const char *name, const char *help,
+                           const struct prom_label *labels, size_t n_labels, const double *le,
+                           const uint64_t *counts, size_t n_le, double sum);
+
 /* Renders the whole set, families in the order first added. Stores a malloc'd NUL-terminated
  * text in *ret (length in *len when len is not NULL). Returns 0 or -ENOMEM. */
 int prom_set_render(const struct prom_set *s, char **ret, size_t *len);
@@ -90,14 +101,17 @@ int prom_set_render(const struct prom_set *s, char **ret, size_t *len);
 struct prom_doc {
     const char *path; /* dotted JSON keys from the document root, label-map keys left out:
                        * "workers.transfers.failed" */
-    prom_type_t type;
+    prom_type_t type; /* PROM_HISTOGRAM: the key holds a hist.h JSON object */
     const char *label; /* non-NULL: this object is keyed by name; its keys are this label */
     const char *help;  /* NULL: a generic text naming the path */
+    const char *unit;  /* "bytes", "seconds", ...: appended to the HELP text; NULL: a count */
 };
 
 /* Walks `stats` (an object of sections) into `set`:
  *  - a number at path a.b.c is a sample <prefix>_a_b_c; true/false are 1/0;
- *  - its type is the doc's for that path, else counter when the key ends in "_total", else gauge;
+ *  - its type is the doc's for that path, else (set->declared_only) it is left out and counted,
+ *    else counter when the key ends in "_total", else gauge;
+ *  - an object documented PROM_HISTOGRAM is a hist.h histogram (name kept, time units too);
  *  - a time unit at the end of the name (before any _total): _s, _ms, _us, _ns becomes _seconds
  *    and the value is converted to seconds (Prometheus base units);
  *  - an object documented with a label, or whose key ends in "_by_<label>", is a label map: each

@@ -56,16 +56,72 @@ static double unit_to_seconds(const char *name, char *out, size_t outlen)
     return 1;
 }
 
+static int undeclared(struct walk *w, const char *path)
+{
+    if (!w->set->undeclared++)
+        snprintf(w->set->undeclared_first, sizeof(w->set->undeclared_first), "%s", path);
+    return 0;
+}
+
+/* The doc's HELP text with its unit (seconds when a time unit was converted). */
+static void doc_help(const struct prom_doc *doc, bool to_seconds, char *out, size_t outlen)
+{
+    const char *unit = to_seconds ? "seconds" : doc->unit;
+    const char *help = doc->help ? doc->help : doc->path;
+    if (unit)
+        snprintf(out, outlen, "%s Unit: %s.", help, unit);
+    else
+        snprintf(out, outlen, "%s", help);
+}
+
+/* A hist.h object declared PROM_HISTOGRAM; anything malformed is counted as dropped. */
+static int emit_hist(struct walk *w, const char *raw_name, const struct prom_doc *doc,
+                     const json_t *v)
+{
+    char name[WALK_NAME_MAX];
+    double per_s = unit_to_seconds(raw_name, name, sizeof(name));
+    const json_t *le = json_object_get(v, "le"), *counts = json_object_get(v, "counts");
+    const json_t *sum = json_object_get(v, "sum");
+    size_t n = json_array_size(le);
+    if (!json_is_array(le) || !json_is_array(counts) || !json_is_number(sum) || n == 0 ||
+        n > 64 || json_array_size(counts) != n + 1) {
+        w->set->dropped++;
+        return 0;
+    }
+    double b[64];
+    uint64_t c[65];
+    for (size_t i = 0; i <= n; i++) {
+        const json_t *ci = json_array_get(counts, i);
+        if ((i < n && !json_is_number(json_array_get(le, i))) || !json_is_integer(ci) ||
+            json_integer_value(ci) < 0) {
+            w->set->dropped++;
+            return 0;
+        }
+        if (i < n)
+            b[i] = json_number_value(json_array_get(le, i)) / per_s;
+        c[i] = (uint64_t)json_integer_value(ci);
+    }
+    char help[PROM_HELP_MAX + 1];
+    doc_help(doc, per_s != 1, help, sizeof(help));
+    int r = prom_set_add_histogram(w->set, name, help, w->labels, w->n_labels, b, c, n,
+                                   json_number_value(sum) / per_s);
+    return r == -ENOMEM ? r : 0;
+}
+
 /* One sample. doc: what is known of it (may be NULL); key: its JSON key, for the _total rule. */
 static int emit(struct walk *w, const char *raw_name, const char *path, const char *key,
                 const struct prom_doc *doc, const json_t *v)
 {
     char name[WALK_NAME_MAX];
     double per_s = unit_to_seconds(raw_name, name, sizeof(name));
+    if (!doc && w->set->declared_only)
+        return undeclared(w, path);
+    if (doc && doc->type == PROM_HISTOGRAM)
+        return undeclared(w, path); /* declared a histogram, found a number */
     prom_type_t type = doc ? doc->type : ends_with(key, "_total") ? PROM_COUNTER : PROM_GAUGE;
     char help[PROM_HELP_MAX + 1];
     if (doc && doc->help)
-        snprintf(help, sizeof(help), "%s", doc->help);
+        doc_help(doc, per_s != 1, help, sizeof(help));
     else
         snprintf(help, sizeof(help), "kvferryd stats key %s%s%s", path, w->n_labels ? " by " : "",
                  w->n_labels ? w->labels[w->n_labels - 1].name : "");
@@ -155,6 +211,8 @@ static int walk(struct walk *w, const char *name, const char *path, const char *
         return 0;
     }
     const struct prom_doc *doc = doc_find(w, path);
+    if (doc && doc->type == PROM_HISTOGRAM)
+        return emit_hist(w, name, doc, v);
     if (doc && doc->label)
         return walk_label_map(w, name, path, key, doc, doc->label, v, depth);
     const char *by = strstr(key, "_by_");

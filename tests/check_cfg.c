@@ -95,7 +95,9 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "deadlines.send_wait",
                                        "deadlines.transfer",
                                        "arena.reserve_timeout",
-                                       "peers.max_inflight"};
+                                       "peers.max_inflight",
+                                       "metrics.max_label_values",
+                                       "transfers.keep_finished"};
     size_t n_live = 0;
     for (size_t i = 0; i < cfg_table_len; i++) {
         bool want = false;

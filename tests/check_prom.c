@@ -5,6 +5,8 @@
 #include <jansson.h>
 #include <math.h>
 
+#include "hist.h"
+#include "label_table.h"
 #include "prom.h"
 #include "promcheck.h"
 #include "testutil.h"
@@ -302,8 +304,8 @@ END_TEST
 START_TEST(json_total_suffix_is_counter_doc_overrides_type)
 {
     static const struct prom_doc docs[] = {
-        {"m.puts", PROM_COUNTER, NULL, "UCX puts issued."},
-        {"m.weird_total", PROM_GAUGE, NULL, NULL},
+        {"m.puts", PROM_COUNTER, NULL, "UCX puts issued.", NULL},
+        {"m.weird_total", PROM_GAUGE, NULL, NULL, NULL},
     };
     char *t =
         walk("{\"m\":{\"bytes_total\":10,\"puts\":3,\"open\":1,\"weird_total\":4}}", docs, 2, NULL);
@@ -321,7 +323,7 @@ END_TEST
 START_TEST(json_documented_object_keyed_by_name_becomes_label)
 {
     static const struct prom_doc docs[] = {
-        {"transfers.failed", PROM_COUNTER, "error", "Failed transfers by typed error."},
+        {"transfers.failed", PROM_COUNTER, "error", "Failed transfers by typed error.", NULL},
     };
     char *t = walk("{\"transfers\":{\"failed\":{\"TIMEOUT\":3,\"PEER_LOST\":0}}}", docs, 1, NULL);
     assert_has_line(t, "# TYPE kvferry_transfers_failed_total counter");
@@ -414,6 +416,120 @@ START_TEST(json_stats_not_an_object_is_einval)
 }
 END_TEST
 
+START_TEST(json_declared_only_leaves_out_and_counts_undeclared_numbers)
+{
+    static const struct prom_doc docs[] = {
+        {"m.puts", PROM_COUNTER, NULL, "UCX puts issued.", "puts"},
+        {"m.size_total", PROM_GAUGE, NULL, "A size, whatever its key says.", "bytes"},
+    };
+    json_t *j = json_loads("{\"m\":{\"puts\":3,\"size_total\":9,\"guess_total\":4,"
+                           "\"errs_by_code\":{\"X\":1}}}",
+                           0, NULL);
+    ck_assert_ptr_nonnull(j);
+    struct prom_set s;
+    prom_set_init(&s);
+    s.declared_only = true;
+    ck_assert_int_eq(prom_from_json(&s, "kvferry", j, docs, 2), 0);
+    json_decref(j);
+    char *t = render(&s);
+    assert_has_line(t, "# TYPE kvferry_m_puts_total counter");
+    assert_has_line(t, "# HELP kvferry_m_puts_total UCX puts issued. Unit: puts.");
+    assert_has_line(t, "# TYPE kvferry_m_size gauge");
+    assert_has_line(t, "kvferry_m_size 9");
+    ck_assert_ptr_null(strstr(t, "guess")); /* no type from a name: left out */
+    ck_assert_ptr_null(strstr(t, "errs"));
+    ck_assert_uint_eq(s.undeclared, 2);
+    ck_assert_uint_eq(s.dropped, 0);
+    ck_assert_int_eq(strncmp(s.undeclared_first, "m.", 2), 0); /* for the daemon's log */
+    free(t);
+    prom_set_done(&s);
+}
+END_TEST
+
+START_TEST(json_declared_histogram_renders_cumulative_buckets)
+{
+    static const struct prom_doc docs[] = {
+        {"x.wait_ms", PROM_HISTOGRAM, NULL, "Wait per request.", NULL},
+        {"x.size", PROM_HISTOGRAM, NULL, "Size per request.", "bytes"},
+        {"x.bad", PROM_HISTOGRAM, NULL, "Counts do not fit the bounds.", NULL},
+    };
+    struct hist h = {{0}, 0, 0};
+    static const struct hist_spec spec = {3, {1, 10, 100}};
+    hist_observe(&h, &spec, 0.5);
+    hist_observe(&h, &spec, 5);
+    hist_observe(&h, &spec, 5);
+    hist_observe(&h, &spec, 1000);
+    json_t *x = json_object();
+    json_object_set_new(x, "wait_ms", hist_json(&h, &spec));
+    json_object_set_new(x, "size", hist_json(&h, &spec));
+    json_object_set_new(x, "bad", json_pack("{s:[i,i],s:[i],s:i}", "le", 1, 2, "counts", 1,
+                                            "sum", 1));
+    json_t *j = json_pack("{s:o}", "x", x);
+    struct prom_set s;
+    prom_set_init(&s);
+    s.declared_only = true;
+    ck_assert_int_eq(prom_from_json(&s, "kvferry", j, docs, 3), 0);
+    json_decref(j);
+    char *t = render(&s);
+    assert_has_line(t, "# TYPE kvferry_x_wait_seconds histogram");
+    assert_has_line(t, "# HELP kvferry_x_wait_seconds Wait per request. Unit: seconds.");
+    assert_has_line(t, "kvferry_x_wait_seconds_bucket{le=\"0.001\"} 1"); /* ms -> s */
+    assert_has_line(t, "kvferry_x_wait_seconds_bucket{le=\"0.01\"} 3");
+    assert_has_line(t, "kvferry_x_wait_seconds_bucket{le=\"0.1\"} 3");
+    assert_has_line(t, "kvferry_x_wait_seconds_bucket{le=\"+Inf\"} 4");
+    assert_has_line(t, "kvferry_x_wait_seconds_sum 1.0105");
+    assert_has_line(t, "kvferry_x_wait_seconds_count 4");
+    assert_has_line(t, "# TYPE kvferry_x_size histogram");
+    assert_has_line(t, "kvferry_x_size_bucket{le=\"100\"} 3");
+    assert_has_line(t, "kvferry_x_size_sum 1010.5");
+    ck_assert_ptr_null(strstr(t, "kvferry_x_bad"));
+    ck_assert_uint_eq(s.dropped, 1);
+    free(t);
+    prom_set_done(&s);
+}
+END_TEST
+
+START_TEST(histogram_with_unsorted_bounds_is_refused)
+{
+    struct prom_set s;
+    prom_set_init(&s);
+    double le[] = {1, 1};
+    uint64_t c[] = {1, 0, 0};
+    ck_assert_int_eq(prom_set_add_histogram(&s, "h", "x", NULL, 0, le, c, 2, 1), -EINVAL);
+    ck_assert_uint_eq(s.dropped, 1);
+    prom_set_done(&s);
+}
+END_TEST
+
+START_TEST(label_table_keeps_max_values_and_counts_the_rest_as_other)
+{
+    struct label_table t = {0};
+    label_table_add(&t, "a", 2, 10);
+    label_table_add(&t, "b", 2, 20);
+    label_table_add(&t, "a", 2, 1);
+    label_table_add(&t, "c", 2, 100); /* the table is full: other */
+    label_table_add(&t, "d", 2, 1000);
+    label_table_add(&t, "other", 2, 5); /* a value spelled "other" cannot take a row */
+    label_table_add(&t, "", 2, 7);      /* "": local, also beyond the cap */
+    json_t *j = label_table_json(&t);
+    ck_assert_uint_eq(json_object_size(j), 3);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "a"), "requests")), 2);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "a"), "bytes")), 11);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "other"), "requests")),
+                     4);
+    ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(j, "other"), "bytes")),
+                     1112);
+    json_decref(j);
+    char longkey[300];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    label_table_free(&t);
+    label_table_add(&t, longkey, 4, 1); /* cut to LABEL_TABLE_KEY_MAX */
+    ck_assert_uint_eq(strlen(t.rows[0].key), LABEL_TABLE_KEY_MAX);
+    label_table_free(&t);
+}
+END_TEST
+
 /* ---- the validator can fail ---- */
 
 START_TEST(validator_rejects_each_grammar_and_rule_violation)
@@ -484,6 +600,10 @@ static Suite *prom_suite(void)
     tcase_add_test(tc, json_nesting_past_the_depth_limit_is_dropped_and_counted);
     tcase_add_test(tc, json_colliding_names_keep_the_first_and_count_the_rest);
     tcase_add_test(tc, json_stats_not_an_object_is_einval);
+    tcase_add_test(tc, json_declared_only_leaves_out_and_counts_undeclared_numbers);
+    tcase_add_test(tc, json_declared_histogram_renders_cumulative_buckets);
+    tcase_add_test(tc, histogram_with_unsorted_bounds_is_refused);
+    tcase_add_test(tc, label_table_keeps_max_values_and_counts_the_rest_as_other);
     suite_add_tcase(s, tc);
     tc = tcase_create("validator");
     tcase_add_test(tc, validator_rejects_each_grammar_and_rule_violation);

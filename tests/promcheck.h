@@ -14,6 +14,7 @@
 #define KVF_PROMCHECK_H
 
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -409,6 +410,16 @@ static int pc_validate(const char *text, bool strict, char *err, size_t errlen)
     pc_free(st);
     free(st);
     return rc;
+}
+
+/* The value of the sample line of `text` that starts with `series` + ' '; NAN when absent. */
+static inline double pc_value(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+        if (!strncmp(p, series, n) && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return NAN;
 }
 
 #endif

@@ -7,6 +7,7 @@
  * answered an error (its message on stderr), 2 usage, 3 could not reach the daemon. */
 #include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,8 @@ static void usage(FILE *f)
             "usage: kvferryctl [--socket PATH | --config FILE] [--json] [-l] [--timeout S] COMMAND "
             "[ARGS]\n"
             "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
-            "                  workers, transfers, peers, arena\n"
+            "                  workers, transfers [--watch] [--interval S] [--count N], peers,\n"
+            "                  arena, top [--interval S] [--count N]\n"
             "commands (offline): help, version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help),\n"
             "                  layout SPEC [--rank N], check-layout FILE...\n"
             "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
@@ -99,6 +101,50 @@ static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
     }
     *ret = args;
     return 0;
+}
+
+/* Options of the live views: --watch, --interval S (0.05..3600), --count N. Returns 1 when
+ * any was given, 0 when none, -EINVAL (after saying why) for a bad one. */
+static int live_opts(const char *cmd, int argc, char **argv, bool *watch, double *interval_s,
+                     long *count)
+{
+    int any = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        if (strcmp(a, "--watch") == 0 || strcmp(a, "-w") == 0) {
+            *watch = true;
+            any = 1;
+            continue;
+        }
+        bool iv = strncmp(a, "--interval", 10) == 0, ct = strncmp(a, "--count", 7) == 0;
+        if (!iv && !ct) {
+            if (any || strcmp(cmd, "top") == 0) {
+                fprintf(stderr, "kvferryctl: %s: unknown option '%s' (--watch, --interval S, "
+                        "--count N)\n", cmd, a);
+                return -EINVAL;
+            }
+            return 0; /* key=value ARGS for the daemon */
+        }
+        const char *eq = strchr(a, '=');
+        if (eq)
+            v = eq + 1;
+        else if (i + 1 < argc)
+            v = argv[++i];
+        char *end = NULL;
+        double x = v ? strtod(v, &end) : NAN;
+        if (!v || *end || (iv && !(x >= 0.05 && x <= 3600)) ||
+            (ct && !(x >= 0 && x <= 1e9 && x == (long)x))) {
+            fprintf(stderr, "kvferryctl: %s %s: %s\n", cmd, a,
+                    iv ? "seconds in [0.05, 3600]" : "a whole number of frames (0: forever)");
+            return -EINVAL;
+        }
+        if (iv)
+            *interval_s = x;
+        else
+            *count = (long)x;
+        any = 1;
+    }
+    return any;
 }
 
 static int default_socket(const char *config, char *buf, size_t len)
@@ -175,6 +221,17 @@ int main(int argc, char **argv)
         if (strcmp(local_cmds[i].name, cmd) == 0)
             return local_cmds[i].main(argc - optind, argv + optind);
 
+    bool live = false, watch = false; /* transfers --watch, top (kvferryctl_watch.c) */
+    double interval_s = 1.0;
+    long count = 0;
+    if (strcmp(cmd, "transfers") == 0 || strcmp(cmd, "top") == 0) {
+        int r = live_opts(cmd, argc - optind - 1, argv + optind + 1, &watch, &interval_s, &count);
+        if (r < 0)
+            return EXIT_USAGE;
+        live = r > 0 || strcmp(cmd, "top") == 0;
+        if (live)
+            optind = argc - 1; /* the view's options are not daemon ARGS */
+    }
     json_t *args;
     if (build_args(cmd, argc - optind - 1, argv + optind + 1, &args) < 0)
         return EXIT_USAGE;
@@ -185,6 +242,10 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
         sock = path;
+    }
+    if (live) {
+        json_decref(args);
+        return ctl_watch_main(sock, cmd, watch, interval_s, count, timeout_s, as_json);
     }
     int fd = ctl_client_connect(sock);
     if (fd == -ENAMETOOLONG) {

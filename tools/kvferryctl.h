@@ -30,6 +30,11 @@ void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all);
  * into names, returns how many there are). */
 int ctl_help_main(int argc, char **argv);
 size_t ctl_help_daemon_commands(const char **names, size_t n);
+/* The live views (kvferryctl_watch.c): `transfers` (once, or --watch) and `top`. Returns the
+ * exit code (0, 1 the daemon refused, 3 unreachable). */
+void ctl_print_transfers(FILE *f, json_t *result);
+int ctl_watch_main(const char *sock, const char *view, bool watch, double interval_s, long count,
+                   double timeout_s, bool as_json);
 /* The short forms (kvferryctl_status.c). */
 void ctl_print_status(FILE *f, json_t *status);
 void ctl_print_workers(FILE *f, json_t *workers);

@@ -15,7 +15,8 @@ static const struct {
     {"reload", "", "re-read the config file, apply live keys (admin)"},
     {"drain", "", "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
     {"workers", "", "worker connections and their ranks, instances (short; -l: every column)"},
-    {"transfers", "", "requests in flight: side, state, bytes, age, deadline"},
+    {"transfers", "", "requests in flight and just finished: phase, peer, bytes done of planned, "
+                      "rate, age, outcome (--watch [--interval S] [--count N]: refreshing)"},
     {"metrics", "", "every counter and gauge in the Prometheus text format"},
     {"peers", "", "peer daemons: address, state, transport path, requests, bytes"},
     {"arena", "", "arena slots: capacity, in use, quarantined, waiting, counters"},
@@ -50,6 +51,9 @@ int ctl_help_main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(offline_cmds) / sizeof(offline_cmds[0]); i++)
         printf("  %-10s %s%s%s\n", offline_cmds[i].name, offline_cmds[i].args,
                *offline_cmds[i].args ? ": " : "", offline_cmds[i].doc);
+    printf("\nlive views (need the daemon):\n"
+           "  %-10s %s\n", "top", "[--interval S] [--count N]: per-peer and per-instance rates "
+           "of completed requests, over the transfers table, refreshing");
     printf("\n--json prints the daemon's JSON unchanged (raw bytes, milliseconds, epoch seconds);\n"
            "tables print human units. -l: every field of status and workers.\n"
            "The socket defaults to the daemon's: /run/kvferry/control.sock for root or when the\n"

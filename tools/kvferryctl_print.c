@@ -229,9 +229,8 @@ void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all)
         ctl_print_workers(f, result);
         return;
     }
-    if (cmd && strcmp(cmd, "transfers") == 0 &&
-        json_array_size(json_object_get(result, "transfers")) == 0 && json_object_size(result) == 1) {
-        fprintf(f, "no requests in flight\n");
+    if (!all && cmd && strcmp(cmd, "transfers") == 0 && json_is_object(result)) {
+        ctl_print_transfers(f, result);
         return;
     }
     if (cmd && strcmp(cmd, "config") == 0 && json_is_object(result)) {

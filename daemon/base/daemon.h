@@ -93,6 +93,10 @@ uint64_t daemon_uptime_s(const struct daemon *d);
 /* status/stats documents: the daemon's own keys plus every module's section (modules.c). */
 json_t *daemon_status_json(struct daemon *d);
 json_t *daemon_stats_json(struct daemon *d);
+/* The stats document walked into `set` section by section, each against its declarations
+ * (modules.h; daemon_metrics.c). Returns 0 or -errno. */
+struct prom_set;
+int daemon_metrics_walk(struct daemon *d, struct prom_set *set);
 /* last_reload as JSON: {"attempted","ok","time_s","error","applied","restart_needed"}. */
 json_t *daemon_reload_json(const struct daemon_reload *r);
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "metrics_http.h"
 #include "sockowner.h"
 #include "sockpath.h"
 #include "ctl_cmds.h"
@@ -30,6 +31,7 @@ struct control {
     struct ctl_conn *conns; /* every open connection */
     uint32_t n_conns;
     struct control_counters counters;
+    struct metrics_http *http; /* GET /metrics when metrics.listen is set, else NULL */
 };
 
 static struct ctl_conn_limits limits_of(const struct kvf_config *c)
@@ -222,6 +224,8 @@ int control_listen(struct control *ctl, char *err, size_t errlen)
     }
     log_info("control: listening on %s (mode %04llo)", ctl->path,
              (unsigned long long)cfg->sockets_mode);
+    if (cfg->metrics_listen && cfg->metrics_listen[0])
+        return metrics_http_start(ctl->d, cfg->metrics_listen, &ctl->http, err, errlen);
     return 0;
 }
 
@@ -230,6 +234,8 @@ void control_stop(struct control *ctl)
     if (!ctl || ctl->stopped)
         return;
     ctl->stopped = true;
+    metrics_http_stop(ctl->http);
+    ctl->http = NULL;
     if (ctl->poll_inited)
         uv_close((uv_handle_t *)&ctl->poll, NULL);
     if (ctl->fd >= 0) {
@@ -273,6 +279,8 @@ int control_status(struct daemon *d, json_t *ret)
     json_object_set_new(ret, "listening", json_boolean(ctl->fd >= 0));
     json_object_set_new(ret, "connections", json_integer(ctl->n_conns));
     json_object_set_new(ret, "max_conns", json_integer(d->cfg.control_max_conns));
+    if (ctl->http)
+        json_object_set_new(ret, "metrics_http", metrics_http_status(ctl->http));
     return 0;
 }
 

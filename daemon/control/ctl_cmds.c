@@ -114,8 +114,10 @@ static int cmd_transfers(struct daemon *d, const struct peer_cred *peer, json_t 
                          json_t **ret, char *msg, size_t msglen)
 {
     (void)peer, (void)args, (void)msg, (void)msglen;
-    *ret = json_pack("{s:o}", "transfers",
-                     d->workers ? transfers_json(&d->workers->xt, uv_now(&d->loop)) : json_array());
+    uint64_t now = uv_now(&d->loop);
+    *ret = json_pack("{s:o,s:o}", "transfers",
+                     d->workers ? transfers_json(&d->workers->xt, now) : json_array(), "finished",
+                     d->workers ? transfers_finished_json(&d->workers->xt, now) : json_array());
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -146,7 +148,7 @@ const struct ctl_cmd ctl_cmds[] = {
     {"drain", cmd_drain, CTL_CMD_ADMIN,
      "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
     {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
-    {"transfers", cmd_transfers, 0, "requests in flight: side, state, bytes, age"},
+    {"transfers", cmd_transfers, 0, "requests in flight and just finished: phase, bytes, rate, age"},
     {"metrics", metrics_cmd, 0, "every stats counter and gauge as Prometheus text (result.text)"},
     {"peers", cmd_peers, 0, "peer daemons: id, address, state, transport, requests, bytes"},
     {"arena", cmd_arena, 0, "arena slots: capacity, in use, quarantined, waiting, counters"},

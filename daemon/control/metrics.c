@@ -1,84 +1,16 @@
-/* metrics.c: the `metrics` control command (metrics.h): the stats document walked into
- * Prometheus text. The doc table below types and explains the stats keys that are counters
- * without a _total suffix and the objects keyed by name; keys not listed follow the generic
- * rules of prom_from_json (a _total suffix is a counter, anything else a gauge). Rows may name
- * keys of modules not started (or not built) here: they then match nothing. */
+/* metrics.c: the `metrics` control command (metrics.h): each section of the stats document
+ * walked into Prometheus text against its module's declarations (modules.h): nothing is typed
+ * from its name; a number no row declares is left out and counted (kvferry_metrics_undeclared,
+ * and one warning in the log naming the first such key). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "daemon.h"
+#include "log.h"
 #include "metrics.h"
 #include "prom.h"
-
-#define C PROM_COUNTER
-#define G PROM_GAUGE
-
-static const struct prom_doc metrics_docs[] = {
-    {"daemon.uptime_s", G, NULL, "Seconds since kvferryd started (whole seconds)."},
-    {"daemon.reloads_ok", C, NULL, "Config reloads that applied."},
-    {"daemon.reloads_failed", C, NULL, "Config reloads refused; the old config stayed."},
-    {"daemon.watchdog_sent", C, NULL, "WATCHDOG=1 notifications sent to systemd."},
-
-    {"control.connections_accepted", C, NULL, "Control connections accepted."},
-    {"control.connections_refused_access", C, NULL,
-     "Control connections refused: peer uid/gid not allowed."},
-    {"control.connections_refused_limit", C, NULL,
-     "Control connections refused: control.max_conns or max_conns_per_uid reached."},
-    {"control.connections_open", G, NULL, "Control connections open now."},
-    {"control.commands", C, NULL, "Control commands run."},
-    {"control.errors", C, NULL, "Control commands answered with an error."},
-    {"control.malformed", C, NULL, "Control lines that were not a valid request."},
-    {"control.lines_too_long", C, NULL, "Control lines longer than control.max_line."},
-    {"control.idle_timeouts", C, NULL, "Control connections closed for idleness."},
-    {"control.refused_not_admin", C, NULL, "Mutating control commands refused to a non-admin."},
-
-    {"workers.accepted", C, NULL, "Worker connections accepted."},
-    {"workers.refused_access", C, NULL, "Worker connections refused: peer not allowed."},
-    {"workers.refused_limit", C, NULL, "Worker connections refused: connection limit reached."},
-    {"workers.registered", C, NULL, "Ranks registered."},
-    {"workers.register_refused", C, NULL, "REGISTER requests refused."},
-    {"workers.bad_frames", C, NULL, "Worker connections closed for a bad frame."},
-    {"workers.lost", C, NULL, "Worker connections that ended without being asked to."},
-    {"workers.transfers.sends", C, NULL, "SEND requests received from context ranks."},
-    {"workers.transfers.recvs", C, NULL, "RECV requests received from generation ranks."},
-    {"workers.transfers.done", C, NULL, "RECV requests completed (data landed)."},
-    {"workers.transfers.sent", C, NULL, "SEND requests completed (blocks reusable)."},
-    {"workers.transfers.bytes_local", C, NULL, "Bytes moved by the local path."},
-    {"workers.transfers.failed", C, "error", "Transfer requests failed, by typed error."},
-    {"workers.transfers.in_flight", G, NULL, "Transfer requests in flight now."},
-    {"workers.transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons."},
-
-    /* peers and arena (the engine's sections) */
-    {"peers.remote_recvs", C, NULL, "RECV_REQ messages received from other daemons."},
-    {"peers.remote_done", C, NULL, "Remote requests completed."},
-    {"peers.remote_failed", C, NULL, "Remote requests failed."},
-    {"peers.flows", C, NULL, "Writer flows started."},
-    {"peers.flows_done", C, NULL, "Writer flows completed."},
-    {"peers.flows_failed", C, NULL, "Writer flows failed."},
-    {"peers.chunks_put", C, NULL, "Chunks moved by UCX put."},
-    {"peers.chunks_am", C, NULL, "Chunks moved by active-message rendezvous."},
-    {"peers.bytes_put", C, NULL, "Bytes moved by UCX put."},
-    {"peers.bytes_am", C, NULL, "Bytes moved by active-message rendezvous."},
-    {"peers.chunks_landed", C, NULL, "Chunks landed and scattered."},
-    {"peers.bytes_landed", C, NULL, "Bytes landed and scattered."},
-    {"peers.staging_fallbacks", C, NULL, "Transfers that fell back to staging."},
-    {"peers.bound_violations", C, NULL, "Chunks refused by a bounds check."},
-    {"peers.stale_epochs", C, NULL, "Messages refused for a stale epoch."},
-    {"peers.tables_served", C, NULL, "Instance tables served to other daemons."},
-    {"peers.tables_fetched", C, NULL, "Instance tables fetched from home daemons."},
-    {"peers.table_nacks", C, NULL, "Instance table requests refused."},
-    {"peers.layouts_forwarded", C, NULL, "Layouts forwarded to a home daemon."},
-    {"peers.peers_lost", C, NULL, "Peer daemons lost."},
-    {"peers.nacks_sent", C, NULL, "NACKs sent to other daemons."},
-    {"peers.nacks_recv", C, NULL, "NACKs received from other daemons."},
-    {"peers.paths", C, "path", "Path decisions, by path."},
-    {"arena.slots_total", G, NULL, "Slots the arena is cut into (a size, not a counter)."},
-    {"arena.enabled", G, NULL, "1 when the daemon has an arena (cluster mode)."},
-};
-
-#undef C
-#undef G
 
 int metrics_render(struct daemon *d, char **ret, size_t *dropped)
 {
@@ -95,14 +27,20 @@ int metrics_render(struct daemon *d, char **ret, size_t *dropped)
                           (double)(uv_now(&d->loop) - d->start_ms) / 1000.0);
     if (r < 0)
         goto out;
-    json_t *stats = daemon_stats_json(d);
-    if (!stats) {
-        r = -ENOMEM;
+    set.declared_only = true;
+    r = daemon_metrics_walk(d, &set);
+    if (r < 0)
         goto out;
+    static bool warned; /* loop thread only */
+    if (set.undeclared && !warned) {
+        warned = true;
+        log_warn("metrics: %llu stats value(s) have no metric declaration and are left out of "
+                 "the scrape, first: %s (declare it in its module's metric table)",
+                 (unsigned long long)set.undeclared, set.undeclared_first);
     }
-    r = prom_from_json(&set, "kvferry", stats, metrics_docs,
-                       sizeof(metrics_docs) / sizeof(metrics_docs[0]));
-    json_decref(stats);
+    r = prom_set_add_int(&set, "kvferry_metrics_undeclared", PROM_GAUGE,
+                         "Stats values left out of this scrape because no module declares them.",
+                         NULL, 0, (int64_t)set.undeclared);
     if (r < 0)
         goto out;
     size_t lost = set.dropped;

@@ -3,11 +3,11 @@
  * kvferry_uptime_seconds. The reply is {"text": "...", "dropped": N,
  * "content_type": "text/plain; version=0.0.4; charset=utf-8"}; `kvferryctl metrics` prints the
  * text raw.
- * How a stats key becomes a metric (prom_from_json): kvferry_<module>_<key>; counters are the
- * keys ending in _total and the keys listed in metrics.c's doc table, everything else a gauge;
- * an object named <x>_by_<label> (or listed with a label) is keyed by name and its keys become
- * label values; _s/_ms/_us/_ns keys become _seconds. A module that wants its counters typed right
- * names them *_total or adds rows to that table.
+ * How a stats key becomes a metric (prom_from_json): kvferry_<module>_<key>, typed, explained
+ * and given a unit by its module's metric table (modules.h, struct prom_doc): counter, gauge or
+ * histogram (a hist.h object); an object declared with a label is keyed by name and its keys
+ * become label values; _s/_ms/_us/_ns keys become _seconds. A key no table declares is left out
+ * and counted in kvferry_metrics_undeclared (nothing is typed from its name).
  * Scraping without an HTTP port: node_exporter's textfile collector, e.g. a timer running
  * `kvferryctl metrics > DIR/kvferry.prom.tmp && mv DIR/kvferry.prom.tmp DIR/kvferry.prom`.
  * Loop thread only. */

@@ -61,6 +61,10 @@ static bool rx_set_state(struct rx *rx, enum rx_state to)
     }
     log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id,
               rx_state_to_string(rx->state), rx_state_to_string(to));
+    if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h */
+        xfer_phase_mark(&rx->x->lookup_ns);
+    if (rx->x && to == RX_MOVING)
+        xfer_phase_mark(&rx->x->credit_ns);
     rx->state = to;
     return true;
 }
@@ -122,7 +126,7 @@ static void rx_done(struct rx *rx)
 {
     rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
-    rx->e->c.last_wall_ns = uv_hrtime() - rx->t0_ns;
+    rx->e->c.last_wall_ns = rx->moving_ns ? uv_hrtime() - rx->moving_ns : 0;
     rx->e->c.last_bytes = rx->plan.total_bytes;
     release(rx, KVF_OK, "");
     struct xfer *x = rx->x;
@@ -188,6 +192,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     rx->planned = true;
+    x->bytes_planned = rx->plan.total_bytes; /* progress for kvferryctl transfers */
     rx->epoch = tab->epoch;
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
@@ -521,6 +526,8 @@ void gen_landed(struct rxw *w, uint32_t i)
     arena_release(e->arena, &w->resv, g.slot, g.generation);
     w->out[i] = w->out[--w->n_out];
     w->scattered += g.length;
+    if (rx->x)
+        rx->x->bytes_done += g.length; /* progress for kvferryctl transfers */
     if (w->peer) {
         w->peer->chunks_recv++;
         w->peer->bytes_recv += g.length;
@@ -564,6 +571,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                 w->ctx_rank, g.slot, strerror(-rc));
         return;
     }
+    xfer_phase_mark(&rx->moving_ns);
     if (rx->x)
         transfers_copying(rx->t, rx->x);
     if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
@@ -601,6 +609,8 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
     }
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* its puts were flushed before WRITER_DONE */
         w->scattered = w->extent;
+        if (w->rx->x)
+            w->rx->x->bytes_done += w->extent;
         p->bytes_recv += w->extent;
         e->c.bytes_landed += w->extent;
         check_done(w->rx);

@@ -117,7 +117,8 @@ struct rx {
     uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
     kvf_error_t held;
     char held_msg[WIRE_TEXT_MAX];
-    uint64_t t0_ns; /* RECV taken (uv_hrtime), for the last request's wall time */
+    uint64_t t0_ns;     /* RECV taken (uv_hrtime) */
+    uint64_t moving_ns; /* first chunk landed: the last request's wall time starts here */
     struct rx *next;
 };
 
@@ -233,7 +234,7 @@ struct engine_counters {
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
-    uint64_t last_wall_ns, last_bytes; /* the last remote request done: RECV to DONE */
+    uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
 struct engine {

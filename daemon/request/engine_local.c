@@ -87,6 +87,8 @@ static void run(struct rxw *w, struct xfer *s)
     w->scattered = w->extent;
     w->writer_done = true;
     rx->e->c.bytes_local_writers += w->extent;
+    if (rx->x)
+        rx->x->bytes_done += w->extent;
     transfers_served(&rx->e->d->workers->xt, s, w->extent);
     gen_check_done(rx);
 }

@@ -50,6 +50,8 @@ static void xfer_set_state(struct xfer *x, xfer_state_t to)
         return;
     log_debug("xfer %llu: %s -> %s", (unsigned long long)x->id, xfer_state_to_string(x->state),
               xfer_state_to_string(to));
+    if (to == XFER_COPYING)
+        xfer_phase_mark(&x->moving_ns);
     x->state = to;
 }
 
@@ -78,10 +80,21 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         return;
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
+    if (kind == PROTO_EV_DONE && err == KVF_OK) { /* the local path copies at once */
+        if (bytes > x->bytes_done)
+            x->bytes_done = bytes;
+        if (x->bytes_planned < x->bytes_done)
+            x->bytes_planned = x->bytes_done;
+    }
+    xfer_recent_add(&t->recent, x,
+                    err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
+                    now_ms(t));
     if (err != KVF_OK)
         t->counters.failed[err]++;
-    else if (kind == PROTO_EV_DONE)
+    else if (kind == PROTO_EV_DONE) {
         t->counters.done++;
+        xfer_phases_done(&t->phases, x, bytes, (size_t)t->w->d->cfg.metrics_max_label_values);
+    }
     else
         t->counters.sent++;
     if (x->conn) {
@@ -210,6 +223,7 @@ static void try_run(struct transfers *t, struct xfer *r)
     }
     if (!registry_complete(in))
         return;
+    xfer_phase_mark(&r->lookup_ns);
     char msg[PROTO_MSG_MAX + 1];
     uint8_t *writers = calloc(in->n_ranks, 1);
     struct xfer **sends = calloc(in->n_ranks, sizeof *sends);
@@ -327,6 +341,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 x->items = *items;
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
+                x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
                 x->next = t->list;
                 t->list = x;
                 t->n++;
@@ -382,8 +397,10 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
     bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
                                              !engine_is_self(t->w->d->engine, m->ctx_home)));
-    if (remote && t->w->d->engine)
+    if (remote && t->w->d->engine) {
+        snprintf(r->peer, sizeof r->peer, "%s", m->ctx_home);
         engine_recv(t->w->d->engine, t, r, m->ctx_home);
+    }
     else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
              "inter-daemon path to it", m->ctx_instance, m->ctx_home);
@@ -479,6 +496,7 @@ void transfers_stop(struct transfers *t)
     transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
     tally_expire(t, UINT64_MAX);
     sweep(t);
+    xfer_phases_free(&t->phases);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);
 }
@@ -512,19 +530,36 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
 json_t *transfers_json(const struct transfers *t, uint64_t now)
 {
     json_t *a = json_array();
+    uint64_t now_ns = uv_hrtime();
     for (const struct xfer *x = t->list; x; x = x->next) {
         if (terminal(x))
             continue;
-        json_array_append_new(
-            a, json_pack("{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:i,s:i}", "id", (json_int_t)x->id,
-                         "req_id", (json_int_t)x->req_id, "side", x->side == XFER_SEND ? "send" : "recv",
-                         "instance", x->rank->layout.instance, "ctx_instance", x->ctx_instance,
-                         "rank", (int)layout_rank(&x->rank->layout), "state",
-                         xfer_state_to_string(x->state), "bytes", (json_int_t)x->bytes, "age_ms",
-                         (json_int_t)(now - x->created_ms), "deadline_in_ms",
-                         (json_int_t)(x->deadline_ms > now ? x->deadline_ms - now : 0), "readers",
-                         (int)x->n_readers, "served", (int)x->served));
+        uint64_t done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
+        json_t *o = json_pack(
+            "{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:i,s:i}", "id", (json_int_t)x->id,
+            "req_id", (json_int_t)x->req_id, "side", x->side == XFER_SEND ? "send" : "recv", "instance",
+            x->rank->layout.instance, "ctx_instance", x->ctx_instance, "rank",
+            (int)layout_rank(&x->rank->layout), "state", xfer_state_to_string(x->state), "bytes",
+            (json_int_t)x->bytes, "age_ms", (json_int_t)(now - x->created_ms), "deadline_in_ms",
+            (json_int_t)(x->deadline_ms > now ? x->deadline_ms - now : 0), "readers",
+            (int)x->n_readers, "served", (int)x->served);
+        if (o) { /* progress: kvferryctl transfers (--watch) */
+            json_object_set_new(o, "phase", json_string(xfer_phase_name(x)));
+            json_object_set_new(o, "peer", json_string(x->peer[0] ? x->peer : "local"));
+            json_object_set_new(o, "bytes_done", json_integer((json_int_t)done));
+            json_object_set_new(o, "bytes_planned", json_integer((json_int_t)x->bytes_planned));
+            json_object_set_new(o, "rate_bps", json_real(xfer_rate(done, x->moving_ns, now_ns)));
+        }
+        json_array_append_new(a, o);
     }
+    return a;
+}
+
+json_t *transfers_finished_json(const struct transfers *t, uint64_t now)
+{
+    json_t *a = json_array();
+    if (a)
+        xfer_recent_json(&t->recent, a, now, t->w->d->cfg.transfers_keep_finished_ms);
     return a;
 }
 
@@ -544,6 +579,7 @@ json_t *transfers_stats_json(const struct transfers *t)
                      sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
                      (int)t->n);
     if (o) {
+        xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));

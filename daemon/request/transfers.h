@@ -28,6 +28,8 @@
 #include "kvferry.h"
 #include "proto.h"
 #include "readers.h"
+#include "xfer_phases.h"
+#include "xfer_recent.h"
 
 struct workers;
 struct wconn;
@@ -69,6 +71,10 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
+    uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
+    uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
+    char peer[256];             /* recv: the context home daemon of a remote request, else "" */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
                                  * NULL on the local path; told by engine_xfer_end at the end */
@@ -111,6 +117,8 @@ struct transfers {
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
+    struct xfer_phases phases;  /* completed RECVs' phase histograms */
+    struct xfer_recent recent;  /* finished requests, shown a while by `transfers` */
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
 };
 
@@ -144,6 +152,8 @@ struct xfer *transfers_find_send(const struct transfers *t, const struct reg_ran
 void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+/* The requests finished within transfers.keep_finished, newest first (xfer_recent.h). */
+json_t *transfers_finished_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes

@@ -13,9 +13,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const struct prom_doc docs[] = {
-    {"workers.transfers.failed", PROM_COUNTER, "error", "Failed transfers by error."},
-    {"a.b", PROM_COUNTER, NULL, "help with \\ and\nnewline"},
-    {"a.c", PROM_GAUGE, "le\"x", NULL},
+    {"workers.transfers.failed", PROM_COUNTER, "error", "Failed transfers by error.", NULL},
+    {"a.b", PROM_COUNTER, NULL, "help with \\ and\nnewline", NULL},
+    {"a.c", PROM_GAUGE, "le\"x", NULL, NULL},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

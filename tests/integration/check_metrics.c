@@ -143,15 +143,7 @@ static int ctl(struct daemon_fx *f, const char *a1, const char *a2, char **out)
     return run(argv, NULL, out);
 }
 
-/* The value of the sample line that starts with `series` + ' '; NAN when absent. */
-static double sample(const char *text, const char *series)
-{
-    size_t n = strlen(series);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
-        if (!strncmp(p, series, n) && p[n] == ' ')
-            return strtod(p + n + 1, NULL);
-    return NAN;
-}
+#define sample pc_value
 
 static size_t count_samples(const char *text)
 {
@@ -166,6 +158,9 @@ static size_t count_leaves(json_t *v)
 {
     if (json_is_number(v) || json_is_boolean(v))
         return 1;
+    json_t *le = json_object_get(v, "le");
+    if (json_is_array(le)) /* a histogram: its buckets (and +Inf), _sum, _count */
+        return json_array_size(le) + 3;
     size_t n = 0;
     const char *k;
     json_t *c;
@@ -202,12 +197,14 @@ START_TEST(scrape_through_kvferryctl_is_valid_and_carries_every_stats_value)
                           !strncmp(p, "# TYPE kvferry_", 15),
                       "foreign line: %.80s", p);
 
-    /* every number of `stats` is one sample (plus build_info, uptime, series_dropped) */
+    /* every number of `stats` is one sample (plus build_info, uptime, undeclared,
+     * series_dropped), nothing left undeclared */
     ck_assert_int_eq(ctl(&f, "--json", "stats", &stats), 0);
     json_t *sj = json_loads(stats, 0, NULL);
     ck_assert_ptr_nonnull(sj);
     ck_assert_uint_gt(count_leaves(sj), 20);
-    ck_assert_uint_eq(count_samples(text), count_leaves(sj) + 3);
+    ck_assert_double_eq(sample(text, "kvferry_metrics_undeclared"), 0);
+    ck_assert_uint_eq(count_samples(text), count_leaves(sj) + 4);
     json_decref(sj);
     free(stats);
     free(text);
@@ -302,6 +299,24 @@ START_TEST(a_failed_transfer_shows_as_its_error_label)
     ck_assert_double_eq(sample(text, "kvferry_workers_accepted_total"), 1);
     ck_assert_double_eq(sample(text, "kvferry_workers_transfers_in_flight"), 0);
     free(text);
+    /* the failed request stays listed a while (transfers.keep_finished), with its outcome */
+    char *xf;
+    ck_assert_int_eq(ctl(&f, "--json", "transfers", &xf), 0);
+    json_t *xj = json_loads(xf, 0, NULL);
+    ck_assert_ptr_nonnull(xj);
+    ck_assert_uint_eq(json_array_size(json_object_get(xj, "transfers")), 0);
+    json_t *fin = json_array_get(json_object_get(xj, "finished"), 0);
+    ck_assert_msg(fin != NULL, "no finished row: %s", xf);
+    ck_assert_int_eq(json_integer_value(json_object_get(fin, "req_id")), 42);
+    ck_assert_str_eq(json_string_value(json_object_get(fin, "state")), "failed");
+    ck_assert_str_eq(json_string_value(json_object_get(fin, "outcome")),
+                     kvf_error_to_string((kvf_error_t)ev.error));
+    json_decref(xj);
+    free(xf);
+    ck_assert_int_eq(ctl(&f, "transfers", NULL, &xf), 0); /* the table says it too */
+    ck_assert_msg(strstr(xf, "ended") && strstr(xf, kvf_error_to_string((kvf_error_t)ev.error)),
+                  "%s", xf);
+    free(xf);
     c = kvf_close(c);
     for (uint32_t i = 0; i < rank.n_pools; i++)
         close(pools[i].fd);

@@ -1,0 +1,158 @@
+/* request_metrics.c: the workers, peers and arena sections' stats keys, declared (type, HELP,
+ * unit) beside the code that counts them (request_metrics.h). A key added to a stats hook needs
+ * a row here, or it is left out of the scrape (check_metrics fails on that). */
+#include "request_metrics.h"
+
+#define C PROM_COUNTER
+#define G PROM_GAUGE
+#define H PROM_HISTOGRAM
+#define N(a) (sizeof(a) / sizeof(a[0]))
+
+const struct prom_doc workers_metrics[] = {
+    {"accepted", C, NULL, "Worker connections accepted.", "connections"},
+    {"refused_access", C, NULL, "Worker connections refused: peer not allowed.", "connections"},
+    {"refused_limit", C, NULL, "Worker connections refused: connection limit reached.",
+     "connections"},
+    {"registered", C, NULL, "Ranks registered.", "ranks"},
+    {"register_refused", C, NULL, "REGISTER requests refused.", "requests"},
+    {"bad_frames", C, NULL, "Worker connections closed for a bad frame.", "connections"},
+    {"lost", C, NULL, "Worker connections that ended without being asked to.", "connections"},
+    {"evicted", C, NULL, "Worker connections closed for not draining their events.",
+     "connections"},
+    {"hello_timeouts", C, NULL, "Worker connections closed: no HELLO in time.", "connections"},
+    {"frame_timeouts", C, NULL, "Worker connections closed: a frame not finished in time.",
+     "connections"},
+    {"read_timeouts", C, NULL, "Worker connections closed: idle past the read deadline.",
+     "connections"},
+    {"frame_memory_refused", C, NULL, "Frames refused: the frame memory limit was reached.",
+     "frames"},
+    {"event_queue_full", C, NULL, "Times a connection's event queue was full.", "events"},
+    {"frame_memory_bytes", G, NULL, "Memory held by partial frames now.", "bytes"},
+    {"transfers.sends", C, NULL, "SEND requests received from context ranks.", "requests"},
+    {"transfers.recvs", C, NULL, "RECV requests received from generation ranks.", "requests"},
+    {"transfers.done", C, NULL, "RECV requests completed (data landed).", "requests"},
+    {"transfers.sent", C, NULL, "SEND requests completed (blocks reusable).", "requests"},
+    {"transfers.failed", C, "error", "Transfer requests failed, by typed error.", "requests"},
+    {"transfers.in_flight", G, NULL, "Transfer requests in flight now.", "requests"},
+    {"transfers.bytes_local", C, NULL, "Bytes moved by the local path.", "bytes"},
+    {"transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons.", "bytes"},
+    {"transfers.local_gpu", C, NULL, "Local RECVs copied by GPU kernels.", "requests"},
+    {"transfers.bytes_local_gpu", C, NULL, "Bytes of local RECVs copied by GPU kernels.",
+     "bytes"},
+    {"transfers.local_copy_s", C, NULL, "Time spent planning, checking and copying local RECVs.",
+     "seconds"},
+    {"transfers.local_copy_gbps", G, NULL,
+     "Local path throughput over its lifetime: bytes_local / local_copy (1e9 bytes/s).",
+     "GB/s"},
+    {"transfers.local_memcpy_gbps", G, NULL,
+     "Local path copy throughput over its lifetime, copy time only (1e9 bytes/s).", "GB/s"},
+    {"transfers.request_bytes", H, NULL, "Bytes of each completed RECV (local and remote).",
+     "bytes"},
+    {"transfers.lookup_s", H, NULL,
+     "Per completed RECV: from the RECV to its context instance known and planned.", "seconds"},
+    {"transfers.first_credit_s", H, NULL,
+     "Per completed remote RECV: from the plan to landing credits reserved at every writer's "
+     "daemon.",
+     "seconds"},
+    {"transfers.first_byte_s", H, NULL,
+     "Per completed RECV: from the RECV to its first byte moving (includes waiting for the "
+     "SEND).",
+     "seconds"},
+    {"transfers.transfer_s", H, NULL, "Per completed RECV: from its first byte moving to DONE.",
+     "seconds"},
+    {"transfers.end_to_end_s", H, NULL, "Per completed RECV: from the RECV to DONE.", "seconds"},
+    {"transfers.per_instance", C, "instance", NULL, NULL}, /* a label map: rows below */
+    {"transfers.per_instance.requests", C, NULL,
+     "RECVs completed, by receiving instance (metrics.max_label_values, then \"other\").",
+     "requests"},
+    {"transfers.per_instance.bytes", C, NULL,
+     "Bytes of completed RECVs, by receiving instance (metrics.max_label_values, then "
+     "\"other\").",
+     "bytes"},
+    {"transfers.per_peer", C, "peer", NULL, NULL},
+    {"transfers.per_peer.requests", C, NULL,
+     "RECVs completed, by the context side's daemon (\"local\": this one; "
+     "metrics.max_label_values, then \"other\").",
+     "requests"},
+    {"transfers.per_peer.bytes", C, NULL,
+     "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
+     "metrics.max_label_values, then \"other\").",
+     "bytes"},
+};
+const size_t workers_metrics_len = N(workers_metrics);
+
+const struct prom_doc peers_metrics[] = {
+    {"remote_recvs", C, NULL, "RECV_REQ messages received from other daemons.", "messages"},
+    {"remote_done", C, NULL, "Remote requests completed.", "requests"},
+    {"remote_failed", C, NULL, "Remote requests failed.", "requests"},
+    {"flows", C, NULL, "Writer flows started.", "flows"},
+    {"flows_done", C, NULL, "Writer flows completed.", "flows"},
+    {"flows_failed", C, NULL, "Writer flows failed.", "flows"},
+    {"chunks_put", C, NULL, "Chunks moved by UCX put.", "chunks"},
+    {"chunks_am", C, NULL, "Chunks moved by active-message rendezvous.", "chunks"},
+    {"bytes_put", C, NULL, "Bytes moved by UCX put.", "bytes"},
+    {"bytes_am", C, NULL, "Bytes moved by active-message rendezvous.", "bytes"},
+    {"chunks_landed", C, NULL, "Chunks landed and scattered.", "chunks"},
+    {"bytes_landed", C, NULL, "Bytes landed and scattered.", "bytes"},
+    {"staging_fallbacks", C, NULL, "Transfers that fell back to staging.", "requests"},
+    {"bound_violations", C, NULL, "Chunks refused by a bounds check.", "chunks"},
+    {"stale_epochs", C, NULL, "Messages refused for a stale epoch.", "messages"},
+    {"tables_served", C, NULL, "Instance tables served to other daemons.", "tables"},
+    {"tables_fetched", C, NULL, "Instance tables fetched from home daemons.", "tables"},
+    {"table_nacks", C, NULL, "Instance table requests refused.", "requests"},
+    {"table_retries", C, NULL, "Instance table fetches retried.", "requests"},
+    {"layouts_forwarded", C, NULL, "Layouts forwarded to a home daemon.", "layouts"},
+    {"forwards_refused", C, NULL, "Layout forwards refused.", "layouts"},
+    {"peers_lost", C, NULL, "Peer daemons lost.", "peers"},
+    {"nacks_sent", C, NULL, "NACKs sent to other daemons.", "messages"},
+    {"nacks_recv", C, NULL, "NACKs received from other daemons.", "messages"},
+    {"slots_reclaimed", C, NULL, "Quarantined landing slots reclaimed.", "slots"},
+    {"replans", C, NULL, "Remote RECVs planned again after a stale instance table.", "requests"},
+    {"bytes_local_writers", C, NULL, "Bytes of remote requests copied directly from writers on this host.", "bytes"},
+    {"fragment_puts", C, NULL, "UCX puts issued by the fragment path.", "puts"},
+    {"bytes_fragment", C, NULL, "Bytes moved by the fragment path.", "bytes"},
+    {"gpu_gathers", C, NULL, "GPU gather kernels run (context side).", "kernels"},
+    {"gpu_scatters", C, NULL, "GPU scatter kernels run (generation side).", "kernels"},
+    {"bytes_gpu_gathered", C, NULL, "Bytes gathered from GPU pools.", "bytes"},
+    {"bytes_gpu_scattered", C, NULL, "Bytes scattered into GPU pools.", "bytes"},
+    {"gpu_failures", C, NULL, "GPU gather/scatter failures.", "kernels"},
+    {"last_remote_wall_us", G, NULL,
+     "The last remote request done: from its first chunk landing to DONE (not the wait for the "
+     "SEND).",
+     NULL},
+    {"last_remote_bytes", G, NULL, "The last remote request done: its bytes.", "bytes"},
+    {"paths", C, "path", "Path decisions, by path.", "decisions"},
+};
+const size_t peers_metrics_len = N(peers_metrics);
+
+#define ARENA_ROWS(p, what)                                                                      \
+    {p "capacity_bytes", G, NULL, what " arena size.", "bytes"},                                 \
+        {p "chunk_bytes", G, NULL, what " arena chunk size.", "bytes"},                          \
+        {p "slot_bytes", G, NULL, what " arena slot size.", "bytes"},                            \
+        {p "slots_total", G, NULL, what " arena: slots it is cut into (a size).", "slots"},       \
+        {p "slots_free", G, NULL, what " arena: slots free now.", "slots"},                      \
+        {p "slots_in_use", G, NULL, what " arena: slots in use now.", "slots"},                  \
+        {p "waiting_requests", G, NULL, what " arena: requests waiting for a slot now.",         \
+         "requests"},                                                                            \
+        {p "quarantined_slots", G, NULL, what " arena: slots quarantined now.", "slots"},        \
+        {p "quarantined_bytes", G, NULL, what " arena: bytes quarantined now.", "bytes"},        \
+        {p "grants_total", C, NULL, what " arena: slot grants.", "grants"},                      \
+        {p "timeouts_total", C, NULL, what " arena: slot waits that timed out.", "requests"},     \
+        {p "stale_reports_total", C, NULL, what " arena: reports for a stale generation.",       \
+         "reports"},                                                                             \
+        {p "bound_violations_total", C, NULL, what " arena: reports out of a slot's bounds.",    \
+         "reports"},                                                                             \
+        {p "reclaimed_total", C, NULL, what " arena: slots reclaimed.", "slots"},                \
+        {p "refused_waiters_total", C, NULL, what " arena: waiters refused (queue full).",       \
+         "requests"},                                                                            \
+        {p "slots_split", G, NULL, what " arena: whole slots cut into small ones now.", "slots"}, \
+        {p "small_grants_total", C, NULL, what " arena: grants of a small (size-class) slot.",   \
+         "grants"}
+
+const struct prom_doc arena_metrics[] = {
+    ARENA_ROWS("", "Landing"),
+    ARENA_ROWS("staging.", "Staging"),
+    {"enabled", G, NULL, "1 when the daemon has an arena (cluster mode).", NULL},
+    {"pinned_for_gpu", G, NULL, "1 when the arena is page-locked for CUDA.", NULL},
+};
+const size_t arena_metrics_len = N(arena_metrics);

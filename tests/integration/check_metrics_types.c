@@ -1,0 +1,309 @@
+/* check_metrics_types.c: every metric family's declared type, asserted on real scrapes: two real
+ * daemons (cluster mode, so the peers and arena sections are there), one request moved between
+ * them through real UCX by real libkvferry ranks, then each daemon's `metrics` text is checked
+ * against the exposition grammar (promcheck.h) and every `# TYPE` line against the table below:
+ * a family missing from the table, a type that differs, or a table row no scrape carries fails.
+ * Also: no stats value is undeclared, the phase histograms counted the request, and
+ * last_remote_wall_seconds (first chunk to DONE) is within the request's end to end time. */
+#include <check.h>
+#include <math.h>
+
+#include "promcheck.h"
+#include "remoteutil.h"
+
+struct fam {
+    const char *name, *type;
+};
+
+#define CT "counter"
+#define GA "gauge"
+#define HI "histogram"
+
+static const struct fam families[] = {
+    {"kvferry_build_info", GA},
+    {"kvferry_uptime_seconds", GA},
+    {"kvferry_metrics_undeclared", GA},
+    {"kvferry_metrics_series_dropped", GA},
+    {"kvferry_arena_bound_violations_total", CT},
+    {"kvferry_arena_capacity_bytes", GA},
+    {"kvferry_arena_chunk_bytes", GA},
+    {"kvferry_arena_enabled", GA},
+    {"kvferry_arena_grants_total", CT},
+    {"kvferry_arena_pinned_for_gpu", GA},
+    {"kvferry_arena_quarantined_bytes", GA},
+    {"kvferry_arena_quarantined_slots", GA},
+    {"kvferry_arena_reclaimed_total", CT},
+    {"kvferry_arena_refused_waiters_total", CT},
+    {"kvferry_arena_slot_bytes", GA},
+    {"kvferry_arena_slots", GA},
+    {"kvferry_arena_slots_free", GA},
+    {"kvferry_arena_slots_in_use", GA},
+    {"kvferry_arena_staging_bound_violations_total", CT},
+    {"kvferry_arena_staging_capacity_bytes", GA},
+    {"kvferry_arena_staging_chunk_bytes", GA},
+    {"kvferry_arena_staging_grants_total", CT},
+    {"kvferry_arena_staging_quarantined_bytes", GA},
+    {"kvferry_arena_staging_quarantined_slots", GA},
+    {"kvferry_arena_staging_reclaimed_total", CT},
+    {"kvferry_arena_staging_refused_waiters_total", CT},
+    {"kvferry_arena_staging_slot_bytes", GA},
+    {"kvferry_arena_staging_slots", GA},
+    {"kvferry_arena_staging_slots_free", GA},
+    {"kvferry_arena_staging_slots_in_use", GA},
+    {"kvferry_arena_staging_stale_reports_total", CT},
+    {"kvferry_arena_staging_timeouts_total", CT},
+    {"kvferry_arena_staging_waiting_requests", GA},
+    {"kvferry_arena_stale_reports_total", CT},
+    {"kvferry_arena_timeouts_total", CT},
+    {"kvferry_arena_waiting_requests", GA},
+    {"kvferry_control_commands_total", CT},
+    {"kvferry_control_connections_accepted_total", CT},
+    {"kvferry_control_connections_open", GA},
+    {"kvferry_control_connections_refused_access_total", CT},
+    {"kvferry_control_connections_refused_limit_total", CT},
+    {"kvferry_control_errors_total", CT},
+    {"kvferry_control_idle_timeouts_total", CT},
+    {"kvferry_control_lines_too_long_total", CT},
+    {"kvferry_control_malformed_total", CT},
+    {"kvferry_control_refused_not_admin_total", CT},
+    {"kvferry_daemon_reloads_failed_total", CT},
+    {"kvferry_daemon_reloads_ok_total", CT},
+    {"kvferry_daemon_uptime_seconds", GA},
+    {"kvferry_daemon_watchdog_sent_total", CT},
+    {"kvferry_peers_bound_violations_total", CT},
+    {"kvferry_peers_bytes_am_total", CT},
+    {"kvferry_peers_bytes_fragment_total", CT},
+    {"kvferry_peers_bytes_gpu_gathered_total", CT},
+    {"kvferry_peers_bytes_gpu_scattered_total", CT},
+    {"kvferry_peers_bytes_landed_total", CT},
+    {"kvferry_peers_bytes_local_writers_total", CT},
+    {"kvferry_peers_bytes_put_total", CT},
+    {"kvferry_peers_chunks_am_total", CT},
+    {"kvferry_peers_chunks_landed_total", CT},
+    {"kvferry_peers_chunks_put_total", CT},
+    {"kvferry_peers_flows_done_total", CT},
+    {"kvferry_peers_flows_failed_total", CT},
+    {"kvferry_peers_flows_total", CT},
+    {"kvferry_peers_forwards_refused_total", CT},
+    {"kvferry_peers_fragment_puts_total", CT},
+    {"kvferry_peers_gpu_failures_total", CT},
+    {"kvferry_peers_gpu_gathers_total", CT},
+    {"kvferry_peers_gpu_scatters_total", CT},
+    {"kvferry_peers_last_remote_bytes", GA},
+    {"kvferry_peers_last_remote_wall_seconds", GA},
+    {"kvferry_peers_layouts_forwarded_total", CT},
+    {"kvferry_peers_nacks_recv_total", CT},
+    {"kvferry_peers_nacks_sent_total", CT},
+    {"kvferry_peers_paths_total", CT},
+    {"kvferry_peers_peers_lost_total", CT},
+    {"kvferry_peers_remote_done_total", CT},
+    {"kvferry_peers_remote_failed_total", CT},
+    {"kvferry_peers_remote_recvs_total", CT},
+    {"kvferry_peers_replans_total", CT},
+    {"kvferry_peers_slots_reclaimed_total", CT},
+    {"kvferry_peers_staging_fallbacks_total", CT},
+    {"kvferry_peers_stale_epochs_total", CT},
+    {"kvferry_peers_table_nacks_total", CT},
+    {"kvferry_peers_table_retries_total", CT},
+    {"kvferry_peers_tables_fetched_total", CT},
+    {"kvferry_peers_tables_served_total", CT},
+    {"kvferry_workers_accepted_total", CT},
+    {"kvferry_workers_bad_frames_total", CT},
+    {"kvferry_workers_lost_total", CT},
+    {"kvferry_workers_evicted_total", CT},
+    {"kvferry_workers_hello_timeouts_total", CT},
+    {"kvferry_workers_frame_timeouts_total", CT},
+    {"kvferry_workers_read_timeouts_total", CT},
+    {"kvferry_workers_frame_memory_refused_total", CT},
+    {"kvferry_workers_event_queue_full_total", CT},
+    {"kvferry_workers_frame_memory_bytes", GA},
+    {"kvferry_workers_refused_access_total", CT},
+    {"kvferry_workers_refused_limit_total", CT},
+    {"kvferry_workers_register_refused_total", CT},
+    {"kvferry_workers_registered_total", CT},
+    {"kvferry_workers_transfers_bytes_local_gpu_total", CT},
+    {"kvferry_workers_transfers_bytes_local_total", CT},
+    {"kvferry_workers_transfers_bytes_remote_total", CT},
+    {"kvferry_workers_transfers_done_total", CT},
+    {"kvferry_workers_transfers_end_to_end_seconds", HI},
+    {"kvferry_workers_transfers_failed_total", CT},
+    {"kvferry_workers_transfers_first_byte_seconds", HI},
+    {"kvferry_workers_transfers_first_credit_seconds", HI},
+    {"kvferry_workers_transfers_in_flight", GA},
+    {"kvferry_workers_transfers_local_copy_gbps", GA},
+    {"kvferry_workers_transfers_local_copy_seconds_total", CT},
+    {"kvferry_workers_transfers_local_gpu_total", CT},
+    {"kvferry_workers_transfers_local_memcpy_gbps", GA},
+    {"kvferry_workers_transfers_lookup_seconds", HI},
+    {"kvferry_workers_transfers_recvs_total", CT},
+    {"kvferry_workers_transfers_request_bytes", HI},
+    {"kvferry_workers_transfers_sends_total", CT},
+    {"kvferry_workers_transfers_sent_total", CT},
+    {"kvferry_workers_transfers_transfer_seconds", HI},
+    {"kvferry_workers_transfers_per_instance_requests_total", CT},
+    {"kvferry_workers_transfers_per_instance_bytes_total", CT},
+    {"kvferry_workers_transfers_per_peer_requests_total", CT},
+    {"kvferry_workers_transfers_per_peer_bytes_total", CT},
+    {"kvferry_arena_slots_split", GA},
+    {"kvferry_arena_small_grants_total", CT},
+    {"kvferry_arena_staging_slots_split", GA},
+    {"kvferry_arena_staging_small_grants_total", CT},
+    {"kvferry_copy_busy_seconds_total", CT},
+    {"kvferry_copy_bytes_total", CT},
+    {"kvferry_copy_cancelled_total", CT},
+    {"kvferry_copy_deferred_unmaps", GA},
+    {"kvferry_copy_jobs_total", CT},
+    {"kvferry_copy_nodes", GA},
+    {"kvferry_copy_pieces_total", CT},
+    {"kvferry_copy_pinned_mappings", GA},
+    {"kvferry_copy_queued_pieces", GA},
+    {"kvferry_copy_running_jobs", GA},
+    {"kvferry_copy_stolen_total", CT},
+    {"kvferry_copy_threads", GA},
+};
+
+static char *scrape(const struct ru_daemon *d)
+{
+    json_t *r = ru_ctl(d, "metrics");
+    ck_assert_ptr_nonnull(r);
+    const char *t = json_string_value(json_object_get(r, "text"));
+    ck_assert_ptr_nonnull(t);
+    char *out = strdup(t);
+    json_decref(r);
+    char err[256] = "";
+    int bad = pc_validate(out, true, err, sizeof err);
+    ck_assert_msg(bad == 0, "scrape is not valid exposition: %s", err);
+    return out;
+}
+
+#define sample pc_value
+
+/* Every # TYPE line of text is a row of `families` with that type; marks the rows seen. Prints
+ * each family that is not (as a table row) and returns how many. */
+static int check_types(const char *text, bool *seen)
+{
+    int bad = 0;
+    size_t nf = sizeof families / sizeof families[0];
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, "# TYPE ", 7) != 0)
+            continue;
+        char name[256], type[32];
+        ck_assert_int_eq(sscanf(p + 7, "%255s %31s", name, type), 2);
+        size_t i = 0;
+        while (i < nf && strcmp(families[i].name, name) != 0)
+            i++;
+        if (i == nf || strcmp(families[i].type, type) != 0) {
+            fprintf(stderr, "family %s is a %s, expected %s%s; as a row:\n    {\"%s\", %s},\n",
+                    name, type, i == nf ? "no such family" : "a ", i == nf ? "" : families[i].type,
+                    name, !strcmp(type, "counter") ? "CT" : !strcmp(type, "gauge") ? "GA" : "HI");
+            bad++;
+            continue;
+        }
+        seen[i] = true;
+    }
+    return bad;
+}
+
+/* promtool (Debian package `prometheus`, not in install-deps: see README) checks it too when
+ * installed. */
+static void promtool(const char *text)
+{
+    if (system("command -v promtool >/dev/null 2>&1") != 0) {
+        printf("SKIP promtool check: promtool not installed (apt-get install prometheus)\n");
+        return;
+    }
+    char dir[64], path[128], cmd[256];
+    tu_tmpdir(dir, sizeof dir);
+    FILE *f = fopen(tu_fmt(path, sizeof path, "%s/scrape.prom", dir), "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    int rc = system(tu_fmt(cmd, sizeof cmd, "promtool check metrics < %s 1>&2", path));
+    unlink(path);
+    rmdir(dir);
+    ck_assert_msg(rc == 0, "promtool check metrics failed (exit %d): see above", rc);
+}
+
+START_TEST(every_family_has_its_declared_type_on_two_daemons)
+{
+    struct two t;
+    const char *extra =
+        "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
+    two_start(&t, extra, extra, NULL);
+    uint64_t rng = 0x77;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, 1, &rng, 0x5a);
+    ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, 1, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 0x42);
+    ck_assert_int_eq(kvf_send(ctx.r[0].c, 7, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
+                     0);
+    struct kvf_recv_args a = {.req_id = 7,
+                              .ctx_instance = ctx.r[0].l.instance,
+                              .ctx_dp_rank = -1,
+                              .ctx_home = t.a.addr,
+                              .n_groups = gen.r[0].l.n_groups,
+                              .counts = gen.r[0].counts,
+                              .ids = gen.r[0].ids};
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    struct kvf_event ev;
+    int ok = ru_wait_event(&gen.r[0], 7, &ev, 40000) == KVF_EV_DONE;
+    ok = ok && ru_wait_event(&ctx.r[0], 7, &ev, 20000) == KVF_EV_SENT;
+    ck_assert_msg(ok, "request 7 did not complete: %s", ev.message);
+
+    size_t nf = sizeof families / sizeof families[0];
+    bool seen[sizeof families / sizeof families[0]] = {false};
+    char *ta = scrape(&t.a), *tb = scrape(&t.b);
+    int bad = check_types(ta, seen) + check_types(tb, seen);
+    ck_assert_msg(bad == 0, "%d families differ from the table (listed above)", bad);
+    for (size_t i = 0; i < nf; i++)
+        ck_assert_msg(seen[i], "family %s is in the table but in neither scrape",
+                      families[i].name);
+    ck_assert_double_eq(sample(ta, "kvferry_metrics_undeclared"), 0);
+    ck_assert_double_eq(sample(tb, "kvferry_metrics_undeclared"), 0);
+    ck_assert_double_eq(sample(ta, "kvferry_metrics_series_dropped"), 0);
+    ck_assert_double_eq(sample(tb, "kvferry_metrics_series_dropped"), 0);
+
+    /* the generation daemon timed the request's phases */
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_end_to_end_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_transfer_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_first_credit_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_count"), 1);
+    double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
+    ck_assert(bytes > 0);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_sum"), bytes);
+    /* per peer (the context home's address) and per receiving instance */
+    char series[256];
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_requests_total{peer=\"%s\"}",
+           t.a.addr);
+    ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_bytes_total{peer=\"%s\"}",
+           t.a.addr);
+    ck_assert_double_eq(sample(tb, series), bytes);
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
+           gen.r[0].l.instance);
+    ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
+    double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
+    double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
+    ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
+    promtool(ta);
+    promtool(tb);
+    free(ta);
+    free(tb);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, ok);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("metrics_types");
+    TCase *tc = tcase_create("types");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, every_family_has_its_declared_type_on_two_daemons);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
