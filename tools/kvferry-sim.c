@@ -5,7 +5,7 @@
  *   kvferry-sim --role context|generation --instance ID --spec SPEC --rank N|--all-ranks
  *       [--requests N --prompt-tokens N --gen-cached-tokens N --ctx-instance ID
  *        --ctx-dp-rank N --socket PATH --seed S --first-req N --readers N --deadline-ms N
- *        --expect-error NAME --hold-ms N --start-delay-ms N --quiet
+ *        --expect-error NAME --hold-ms N --hold-while-pid PID --start-delay-ms N --quiet
  *        --device N | --devices A,B,...] (GPU pools: rank r on entry r mod count)
  *       [--parity all|first]     first: fill and verify the first request only (benchmarks:
  *                                the pattern work would compete with the daemons for the CPU)
@@ -33,8 +33,8 @@ static void usage(FILE *f)
                "(--rank N | --all-ranks)\n"
                "  [--requests N] [--prompt-tokens N] [--gen-cached-tokens N] [--ctx-instance ID]\n"
                "  [--ctx-dp-rank N] [--socket PATH] [--seed S] [--first-req N] [--readers N]\n"
-               "  [--deadline-ms N] [--expect-error NAME] [--hold-ms N] [--start-delay-ms N] "
-               "[--quiet]\n"
+               "  [--deadline-ms N] [--expect-error NAME] [--hold-ms N] [--hold-while-pid PID]\n"
+               "  [--start-delay-ms N] [--quiet]\n"
                "  [--home HOST:PORT] [--ctx-home HOST:PORT]   instance homes on other daemons\n"
                "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n"
                "  [--parity all|first] [--stats-json PREFIX] [--cpu-pids PID,...]   benchmarks\n");
@@ -102,7 +102,7 @@ int main(int argc, char **argv)
     bool all = false;
     enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
            O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
-           O_HOME, O_DEV, O_PARITY, O_STATS, O_CPU };
+           O_HOME, O_DEV, O_HOLDPID, O_PARITY, O_STATS, O_CPU };
     static const struct option longopts[] = {
         {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
         {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
@@ -110,6 +110,7 @@ int main(int argc, char **argv)
         {"ctx-instance", 1, 0, O_CTXI}, {"ctx-dp-rank", 1, 0, O_DP}, {"socket", 1, 0, O_SOCK},
         {"seed", 1, 0, O_SEED}, {"first-req", 1, 0, O_FIRST}, {"readers", 1, 0, O_READERS},
         {"deadline-ms", 1, 0, O_DL}, {"expect-error", 1, 0, O_EXP}, {"hold-ms", 1, 0, O_HOLD},
+        {"hold-while-pid", 1, 0, O_HOLDPID},
         {"start-delay-ms", 1, 0, O_DELAY}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
         {"ctx-home", 1, 0, O_CTXH}, {"home", 1, 0, O_HOME},
         {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV}, {"parity", 1, 0, O_PARITY},
@@ -142,6 +143,7 @@ int main(int argc, char **argv)
         case O_DL: o.deadline_ms = (uint32_t)v; break;
         case O_EXP: o.expect_error = optarg; break;
         case O_HOLD: o.hold_ms = (uint32_t)v; break;
+        case O_HOLDPID: o.hold_pid = (uint32_t)v; break;
         case O_DELAY: o.start_delay_ms = (uint32_t)v; break;
         case O_QUIET: o.quiet = true; break;
         case O_CTXH: o.ctx_home = optarg; break;

@@ -32,6 +32,7 @@ struct sim_opts {
     uint32_t deadline_ms;      /* generation: per RECV, 0 = daemon's */
     const char *expect_error;  /* every request must fail with this error */
     uint32_t hold_ms;          /* stay connected this long after the workload */
+    uint32_t hold_pid;         /* or until this process exits (hold_ms, if set, caps the wait) */
     uint32_t start_delay_ms;   /* wait before the workload (after registering) */
     bool quiet;
     const char *devices;       /* NULL: host pools; else GPU ordinals, rank r takes entry

@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +39,20 @@ struct sim {
     char first_bad[512];
     struct sim_stats st; /* latencies (and, at the end, the counts) for --stats-json */
 };
+
+/* --hold-while-pid: stay registered until that process has exited (a context instance whose
+ * readers still need it complete), at most timeout_ms. A pidfd turns readable at the exit, so
+ * this waits on the event itself; a process already gone returns at once. */
+static void hold_while(uint32_t pid, int timeout_ms)
+{
+    int fd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (fd < 0)
+        return;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    while (poll(&p, 1, timeout_ms) < 0 && errno == EINTR)
+        ;
+    close(fd);
+}
 
 static double now_s(void)
 {
@@ -334,7 +350,9 @@ int sim_run(const struct sim_opts *o)
             fprintf(stderr, "kvferry-sim: cpu sample: out of memory\n");
     }
     double dt = now_s() - t0;
-    if (o->hold_ms)
+    if (o->hold_pid)
+        hold_while(o->hold_pid, o->hold_ms ? (int)o->hold_ms : 120000);
+    else if (o->hold_ms)
         usleep(o->hold_ms * 1000u);
     printf("kvferry-sim %s %s rank %d: requests %u ok %" PRIu64 " failed %" PRIu64 " bytes %" PRIu64
            " time %.3f s throughput %.2f GB/s parity %s%s%s\n",

@@ -435,7 +435,7 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
     struct two t;
     const char *extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n";
     two_start(&t, extra, extra, NULL);
-    char sim[256];
+    char sim[256], gen_pid[16] = "";
     tu_bin("kvferry-sim", sim, sizeof sim);
     char *ctx_argv[] = {sim,
                         "--role",
@@ -453,8 +453,8 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
                         "700",
                         "--readers",
                         "1",
-                        "--hold-ms",
-                        "300",
+                        "--hold-while-pid",
+                        gen_pid,
                         "--quiet",
                         NULL};
     char *gen_argv[] = {sim,
@@ -478,7 +478,11 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
                         "--start-delay-ms",
                         "300",
                         NULL};
-    pid_t pc = run_sim(ctx_argv), pg = run_sim(gen_argv);
+    /* the context stays registered until the generation has exited: a rank that left earlier
+     * (a fixed hold) made the instance incomplete for a reader still behind under load */
+    pid_t pg = run_sim(gen_argv);
+    tu_fmt(gen_pid, sizeof gen_pid, "%d", (int)pg);
+    pid_t pc = run_sim(ctx_argv);
     int sc = -1, sg = -1;
     ck_assert_int_eq(waitpid(pg, &sg, 0), pg);
     ck_assert_int_eq(waitpid(pc, &sc, 0), pc);
