@@ -6,6 +6,7 @@
 #   make check           unit + integration tests (Check), CPU mode; invariants fatal
 #                        (KVF_FATAL_INVARIANTS=1, daemon/base/require.h)
 #   make asan            the same under ASan+UBSan, in build-asan/
+#   make tsan            the same under ThreadSanitizer, in build-tsan/
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
@@ -97,7 +98,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan fuzz fuzz-short bench-copy install check-systemd man clean format
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy install check-systemd man clean format
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -186,6 +187,15 @@ integration: all
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check
 
+# ThreadSanitizer over every suite (the copy threads, the GPU completion thread, the daemons
+# the integration suites start). TSAN_OPTIONS makes any report fail the binary; UCX's mmap
+# hooks (libucm) crash under TSan at thread exit, so they are off (the daemon does not need them).
+# TSan runs code 5-15x slower: Check's timeouts and the link tests' waits are scaled.
+tsan:
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" UCX_MEM_MMAP_HOOK_MODE=none \
+	  CK_TIMEOUT_MULTIPLIER=4 KVF_TEST_SLOW=4 \
+	  $(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 check
+
 # libFuzzer targets: tests/fuzz/fuzz_<name>.c, built with clang against the lib sources.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
@@ -270,7 +280,7 @@ check-systemd: all
 	BUILD=$(BUILD) scripts/check-systemd
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan build-tsan
 
 format:
 	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "control.h"
+#include "copyeng.h"
 #include "gpu.h"
 #include "workers.h"
 #include "daemon.h"
@@ -144,6 +145,16 @@ int main(int argc, char **argv)
         log_error("config: %s", err);
         goto err_done;
     }
+    /* threads start before the sockets: once the control socket is up, the worker socket
+     * follows with nothing slow between them (clients wait for the control socket) */
+    struct copyeng_params cp = {.loop = &d.loop, .threads = (uint32_t)d.cfg.copy_threads};
+    if ((r = copyeng_new(&cp, &d.copy)) < 0) {
+        log_error("copy threads: %s", strerror(-r));
+        goto err_control;
+    }
+    struct copyeng_stats cst;
+    copyeng_get_stats(d.copy, &cst);
+    log_info("copy: %u thread(s) on %u NUMA node(s)", cst.threads, cst.nodes);
     if ((r = control_new(&d, &d.control)) < 0) {
         log_error("control: %s", strerror(-r));
         goto err_done;
@@ -191,6 +202,7 @@ err_control:
     workers_stop(d.workers); /* drops every rank: their GPU mappings close (or with their copies) */
     engine_stop(d.engine);
     control_stop(d.control);
+    d.copy = copyeng_free(d.copy); /* requests ended: their copies were cancelled; joins */
     d.gpu = gpu_free(d.gpu); /* waits for the streams, delivers completions; before the walk */
     daemon_stop(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);

@@ -62,6 +62,9 @@ struct kvf_config {
     int64_t workers_max_blocks;    /* block ids per request */
     int64_t workers_max_inflight;  /* requests in flight per worker connection */
 
+    /* copy.*: the host copy engine (daemon/copyeng.h) */
+    int64_t copy_threads;          /* 0: one per online CPU */
+
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;
     int64_t listen_port;           /* 0: no listener (single-node) */

@@ -81,6 +81,10 @@ const struct cfg_key cfg_table[] = {
     ROW("workers.max_inflight", CFG_INT, workers_max_inflight, "4096", 1, MIB, false,
         "Requests in flight per worker connection."),
 
+    ROW("copy.threads", CFG_INT, copy_threads, "0", 0, 256, false,
+        "Copy threads that run the same-daemon path's host copies off the loop; 0: one per "
+        "online CPU."),
+
     ROW("listen.address", CFG_STRING, listen_address, "\"127.0.0.1\"", 0, 255, false,
         "Address the inter-daemon (UCX) listener binds."),
     ROW("listen.port", CFG_INT, listen_port, "0", 0, 65535, false,

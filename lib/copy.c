@@ -169,3 +169,30 @@ void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_me
     }
     copy_fence(used_nt);
 }
+
+void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                       uint64_t lo, uint64_t hi, const struct copy_mem *dst)
+{
+    if (lo >= hi || n_ops == 0)
+        return;
+    const struct copy_op *last = &ops[n_ops - 1];
+    bool nt_all = last->ext_off + last->len * last->count >= NT_MIN_TOTAL, used_nt = false;
+    uint64_t pos = lo;
+    for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
+        const struct copy_op *o = &ops[i];
+        const uint8_t *s = src->base[o->src_pool] + o->src_off;
+        uint8_t *d = dst->base[o->dst_pool] + o->dst_off;
+        uint64_t rel = pos - o->ext_off, k = rel / o->len, within = rel % o->len;
+        for (; k < o->count && pos < hi; k++, within = 0) {
+            uint64_t n = o->len - within;
+            if (n > hi - pos)
+                n = hi - pos;
+            bool nt = nt_all && n >= NT_MIN_RUN;
+            used_nt |= nt;
+            copy_run(d + k * (uint64_t)o->dst_stride + within,
+                     s + k * (uint64_t)o->src_stride + within, n, nt);
+            pos += n;
+        }
+    }
+    copy_fence(used_nt);
+}

@@ -30,5 +30,9 @@ void copy_scatter(const struct copy_op *ops, uint32_t n_ops, const uint8_t *in, 
 /* Source pools straight into destination pools (the local path). */
 void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                  const struct copy_mem *dst);
+/* Extent bytes [lo, hi) of copy_direct's program: a piece of it, so several threads can share
+ * one program. Streaming stores are chosen by the whole program's size, as copy_direct does. */
+void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                       uint64_t lo, uint64_t hi, const struct copy_mem *dst);
 
 #endif

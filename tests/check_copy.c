@@ -289,11 +289,36 @@ START_TEST(copy_large_streaming_path_equals_memcpy)
     memset(dst.base[0], 0, pool);
     copy_direct(ops, n, &src, &dst);
     ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
+    memset(dst.base[0], 0, pool); /* in pieces cut mid-run, as the copy threads run it */
+    for (uint64_t lo = 0, step = 1 + rnd(&s) % (3u << 20); lo < ext; lo += step)
+        copy_direct_range(ops, n, &src, lo, lo + step < ext ? lo + step : ext, &dst);
+    ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
     free(want);
     free(got);
     free(src.base[0]);
     free(dst.base[0]);
     free(ref.base[0]);
+}
+END_TEST
+
+START_TEST(copy_direct_range_in_pieces_equals_direct_copy)
+{
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        struct prog p, q;
+        make_prog(&p, seed);
+        make_prog(&q, seed);
+        copy_direct(p.ops, p.n, &p.src, &p.dst);
+        uint64_t s = seed;
+        for (uint64_t lo = 0; lo < q.bytes;) {
+            uint64_t hi = lo + 1 + rnd(&s) % (q.bytes - lo);
+            copy_direct_range(q.ops, q.n, &q.src, lo, hi, &q.dst);
+            lo = hi;
+        }
+        for (int i = 0; i < 2; i++)
+            ck_assert(memcmp(p.dst.base[i], q.dst.base[i], POOL) == 0);
+        free_prog(&p);
+        free_prog(&q);
+    }
 }
 END_TEST
 
@@ -305,6 +330,7 @@ static Suite *copy_suite(void)
     tcase_add_test(tc, copy_scatter_in_pieces_equals_direct_copy);
     tcase_add_test(tc, copy_check_refuses_programs_outside_their_pools);
     tcase_add_test(tc, copy_large_streaming_path_equals_memcpy);
+    tcase_add_test(tc, copy_direct_range_in_pieces_equals_direct_copy);
     suite_add_tcase(s, tc);
     tc = tcase_create("compression");
     tcase_add_test(tc, plan_compression_merges_runs_without_changing_bytes);

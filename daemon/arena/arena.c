@@ -1,6 +1,7 @@
-/* arena.c: slots, FIFO landing credits, generations, first-credit timeouts and quarantine of
- * one arena region (see arena.h). The arena owns its slot table and free ring, never the region
- * and never the reservations (the engine embeds those). */
+/* arena.c: slots, size classes, FIFO landing credits, generations, first-credit timeouts and
+ * quarantine of one arena region (see arena.h). The arena owns its slot table, free ring and
+ * the tables of cut slots, never the region and never the reservations (the engine embeds
+ * those). */
 #include "arena.h"
 
 #include <errno.h>
@@ -11,7 +12,9 @@
 
 #define NIL UINT32_MAX
 
-typedef enum { SLOT_FREE = 0, SLOT_GRANTED, SLOT_FILLED, SLOT_QUARANTINED } slot_state_t;
+#define MAX_CLASSES 32
+
+typedef enum { SLOT_FREE = 0, SLOT_GRANTED, SLOT_FILLED, SLOT_QUARANTINED, SLOT_SPLIT } slot_state_t;
 
 struct slot {
     uint32_t gen;             /* generation of the current/last grant; 0: never granted */
@@ -20,6 +23,17 @@ struct slot {
     struct arena_resv *holder; /* GRANTED/FILLED only; borrowed */
     uint64_t peer;            /* QUARANTINED: the peer whose flush/close frees it */
     uint64_t ext_off, length; /* the current grant */
+};
+
+/* A whole slot cut into n_sub small slots of cls_bytes each (one class). */
+struct split {
+    uint32_t big;              /* the whole slot it was cut from */
+    uint32_t cls;              /* class index: cls_bytes = align << cls */
+    uint64_t cls_bytes;
+    uint32_t n_sub, n_free;
+    uint32_t *free_stack;      /* owned: free small slot indices */
+    struct slot *subs;         /* owned, n_sub */
+    struct split *prev, *next; /* its class's list of splits with a free small slot */
 };
 
 struct arena {
@@ -34,6 +48,10 @@ struct arena {
     uint32_t n_waiting;
     struct arena_grant *gbuf;  /* owned, max_credits: grants of one callback */
     bool pumping;
+    struct split **splits;     /* owned, n_slots (size classes only): set while SLOT_SPLIT */
+    struct split *partial_head[MAX_CLASSES], *partial_tail[MAX_CLASSES];
+    uint32_t n_classes, n_split, n_in_use;
+    uint64_t q_bytes, small_grants_total;
     uint64_t grants_total, timeouts_total, stale_total, bound_total, reclaimed_total, refused_total;
 };
 
@@ -77,7 +95,16 @@ int arena_new(const struct arena_params *p, struct arena **ret)
     a->slots = calloc(a->n_slots, sizeof(*a->slots));
     a->ring = calloc(a->n_slots, sizeof(*a->ring));
     a->gbuf = calloc(p->max_credits, sizeof(*a->gbuf));
-    if (!a->slots || !a->ring || !a->gbuf) {
+    if (p->size_classes) {
+        while (a->n_classes < MAX_CLASSES && (align << a->n_classes) * 2 <= slot_bytes)
+            a->n_classes++;
+        if ((uint64_t)a->n_slots + (uint64_t)a->n_slots * slot_bytes / align > UINT32_MAX) {
+            arena_free(a); /* small slot ids would not fit the grant's 32 bits */
+            return -EINVAL;
+        }
+        a->splits = calloc(a->n_slots, sizeof(*a->splits));
+    }
+    if (!a->slots || !a->ring || !a->gbuf || (p->size_classes && !a->splits)) {
         arena_free(a);
         return -ENOMEM;
     }
@@ -93,10 +120,22 @@ int arena_new(const struct arena_params *p, struct arena **ret)
     return 0;
 }
 
+static void split_free(struct split *s)
+{
+    if (s) {
+        free(s->free_stack);
+        free(s->subs);
+        free(s);
+    }
+}
+
 struct arena *arena_free(struct arena *a)
 {
     if (!a)
         return NULL;
+    for (uint32_t i = 0; a->splits && i < a->n_slots; i++)
+        split_free(a->splits[i]);
+    free(a->splits);
     free(a->slots);
     free(a->ring);
     free(a->gbuf);
@@ -153,16 +192,137 @@ static void q_remove(struct arena *a, struct arena_resv *r)
     a->n_waiting--;
 }
 
+/* ---- small slots: classes, cutting and merging ---- */
+
+/* The class of a grant of `len` bytes, or -1: a whole slot. */
+static int class_of(const struct arena *a, uint64_t len)
+{
+    for (uint32_t k = 0; k < a->n_classes; k++)
+        if ((a->p.align << k) >= len)
+            return (int)k;
+    return -1;
+}
+
+static void partial_append(struct arena *a, struct split *s)
+{
+    s->next = NULL;
+    s->prev = a->partial_tail[s->cls];
+    if (s->prev)
+        s->prev->next = s;
+    else
+        a->partial_head[s->cls] = s;
+    a->partial_tail[s->cls] = s;
+}
+
+static void partial_remove(struct arena *a, struct split *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        a->partial_head[s->cls] = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        a->partial_tail[s->cls] = s->prev;
+    s->prev = s->next = NULL;
+}
+
+/* Cuts a free whole slot into small slots of class k; NULL when memory is short (the caller
+ * then grants the whole slot). */
+static struct split *split_new(struct arena *a, uint32_t k)
+{
+    struct split *s = calloc(1, sizeof(*s));
+    uint64_t cls = a->p.align << k;
+    uint32_t n = (uint32_t)(a->slot_bytes / cls);
+    if (!s || !(s->subs = calloc(n, sizeof(*s->subs))) ||
+        !(s->free_stack = calloc(n, sizeof(*s->free_stack)))) {
+        split_free(s);
+        return NULL;
+    }
+    s->big = ring_pop(a);
+    s->cls = k;
+    s->cls_bytes = cls;
+    s->n_sub = s->n_free = n;
+    for (uint32_t i = 0; i < n; i++) {
+        s->subs[i].next = NIL;
+        s->free_stack[i] = n - 1 - i; /* lowest offsets first */
+    }
+    a->slots[s->big].state = SLOT_SPLIT;
+    a->splits[s->big] = s;
+    a->n_split++;
+    partial_append(a, s);
+    return s;
+}
+
+/* A small slot is free again; the last one makes its whole slot free. */
+static void sub_free(struct arena *a, struct split *s, struct slot *x)
+{
+    x->state = SLOT_FREE;
+    x->holder = NULL;
+    s->free_stack[s->n_free++] = (uint32_t)(x - s->subs);
+    if (s->n_free == 1)
+        partial_append(a, s);
+    if (s->n_free < s->n_sub)
+        return;
+    partial_remove(a, s);
+    uint32_t big = s->big;
+    a->splits[big] = NULL;
+    split_free(s);
+    a->slots[big].state = SLOT_FREE; /* keeps its generation counter */
+    a->n_split--;
+    ring_push(a, big);
+}
+
+/* The slot an id names now (whole or small), or NULL (*sp: its split, NULL when whole). */
+static struct slot *slot_at(const struct arena *a, uint32_t id, struct split **sp)
+{
+    *sp = NULL;
+    if (id < a->n_slots)
+        return &a->slots[id];
+    if (!a->splits)
+        return NULL;
+    uint64_t off = (uint64_t)(id - a->n_slots) * a->p.align;
+    uint64_t b = off / a->slot_bytes;
+    struct split *s = b < a->n_slots ? a->splits[b] : NULL;
+    if (!s)
+        return NULL;
+    uint64_t within = off - b * a->slot_bytes;
+    if (within % s->cls_bytes != 0 || within / s->cls_bytes >= s->n_sub)
+        return NULL;
+    *sp = s;
+    return &s->subs[within / s->cls_bytes];
+}
+
+/* One past the largest id a grant can carry. */
+static uint64_t id_limit(const struct arena *a)
+{
+    return a->splits ? a->n_slots + (uint64_t)a->n_slots * a->slot_bytes / a->p.align
+                     : a->n_slots;
+}
+
+static void slot_free(struct arena *a, uint32_t id, struct slot *s, struct split *sp)
+{
+    if (sp) {
+        sub_free(a, sp, s);
+    } else {
+        s->state = SLOT_FREE;
+        s->holder = NULL;
+        ring_push(a, id);
+    }
+}
+
 /* ---- held-slot list of a reservation ---- */
 
 static void held_remove(struct arena *a, struct arena_resv *r, uint32_t slot)
 {
+    struct split *sp;
     uint32_t *link = &r->head_slot;
     while (*link != NIL && *link != slot)
-        link = &a->slots[*link].next;
+        link = &slot_at(a, *link, &sp)->next;
     if (*link == slot) {
-        *link = a->slots[slot].next;
-        a->slots[slot].next = NIL;
+        struct slot *s = slot_at(a, slot, &sp);
+        *link = s->next;
+        s->next = NIL;
         r->held--;
     }
 }
@@ -173,42 +333,81 @@ static uint64_t chunks_left(const struct arena *a, const struct arena_resv *r)
     return left / a->p.chunk + (left % a->p.chunk != 0);
 }
 
+static uint64_t next_len(const struct arena *a, const struct arena_resv *r)
+{
+    uint64_t left = r->bytes - r->granted;
+    return left < a->p.chunk ? left : a->p.chunk;
+}
+
+/* Room for r's next grant: a free small slot of its class or a free whole slot. */
+static bool can_grant(const struct arena *a, const struct arena_resv *r)
+{
+    int k = class_of(a, next_len(a, r));
+    return a->n_free > 0 || (k >= 0 && a->partial_head[k]);
+}
+
+static uint32_t bump_gen(uint32_t g)
+{
+    g++;
+    return g ? g : 1; /* wrapped after 2^32 grants: 0 means "never granted" */
+}
+
 static void grant_one(struct arena *a, struct arena_resv *r, struct arena_grant *g)
 {
-    uint32_t id = ring_pop(a);
-    struct slot *s = &a->slots[id];
-    uint64_t left = r->bytes - r->granted;
-    s->gen++;
-    if (s->gen == 0) /* wrapped after 2^32 grants of this slot: 0 means "never granted" */
-        s->gen = 1;
+    uint64_t len = next_len(a, r), off;
+    int k = class_of(a, len);
+    struct split *sp = k >= 0 ? a->partial_head[k] : NULL;
+    if (k >= 0 && !sp)
+        sp = split_new(a, (uint32_t)k);
+    struct slot *s;
+    uint32_t id;
+    if (sp) {
+        uint32_t i = sp->free_stack[--sp->n_free];
+        if (sp->n_free == 0)
+            partial_remove(a, sp);
+        s = &sp->subs[i];
+        struct slot *big = &a->slots[sp->big];
+        big->gen = bump_gen(big->gen); /* one counter per whole slot: ids reused after a re-cut
+                                          never meet an old generation */
+        s->gen = big->gen;
+        off = (uint64_t)sp->big * a->slot_bytes + i * sp->cls_bytes;
+        id = (uint32_t)(a->n_slots + off / a->p.align);
+        a->small_grants_total++;
+    } else {
+        id = ring_pop(a);
+        s = &a->slots[id];
+        s->gen = bump_gen(s->gen);
+        off = (uint64_t)id * a->slot_bytes;
+    }
     s->state = SLOT_GRANTED;
     s->holder = r;
     s->ext_off = r->granted;
-    s->length = left < a->p.chunk ? left : a->p.chunk;
+    s->length = len;
     s->next = r->head_slot;
     r->head_slot = id;
     r->held++;
-    r->granted += s->length;
+    r->granted += len;
     a->grants_total++;
+    a->n_in_use++;
     *g = (struct arena_grant){.slot = id,
                               .generation = s->gen,
-                              .offset = (uint64_t)id * a->slot_bytes,
-                              .length = s->length,
+                              .offset = off,
+                              .length = len,
                               .ext_off = s->ext_off};
 }
 
-/* Serve the queue head-first while slots are free. Re-entrant calls (from a callback) return at
- * once: the running loop re-reads the queue and free count after every callback. */
+/* Serve the queue head-first while its next grant has room. Re-entrant calls (from a callback)
+ * return at once: the running loop re-reads the queue and free count after every callback. */
 static void pump(struct arena *a)
 {
     if (a->pumping)
         return;
     a->pumping = true;
-    while (a->q_head && a->n_free > 0) {
+    while (a->q_head && can_grant(a, a->q_head)) {
         struct arena_resv *r = a->q_head;
-        uint32_t n = r->want < a->n_free ? r->want : a->n_free;
-        for (uint32_t i = 0; i < n; i++)
-            grant_one(a, r, &a->gbuf[i]);
+        uint32_t n = 0;
+        while (n < r->want && can_grant(a, r))
+            grant_one(a, r, &a->gbuf[n++]);
         r->want -= n;
         r->ever_granted = true;
         r->deadline_ms = 0;
@@ -255,10 +454,11 @@ int arena_want(struct arena *a, struct arena_resv *r, uint32_t credits, uint64_t
 int arena_report(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t generation,
                  uint64_t ext_off, uint64_t length, struct arena_grant *ret)
 {
-    if (!a || !r || slot >= a->n_slots)
+    if (!a || !r || slot >= id_limit(a))
         return -EINVAL;
-    struct slot *s = &a->slots[slot];
-    bool held = (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
+    struct split *sp;
+    struct slot *s = slot_at(a, slot, &sp);
+    bool held = s && (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
     if (!held || s->gen != generation) {
         a->stale_total++;
         return -ESTALE;
@@ -276,7 +476,8 @@ int arena_report(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t 
     if (ret)
         *ret = (struct arena_grant){.slot = slot,
                                     .generation = s->gen,
-                                    .offset = (uint64_t)slot * a->slot_bytes,
+                                    .offset = sp ? (uint64_t)(slot - a->n_slots) * a->p.align
+                                                 : (uint64_t)slot * a->slot_bytes,
                                     .length = s->length,
                                     .ext_off = s->ext_off};
     return 0;
@@ -284,18 +485,18 @@ int arena_report(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t 
 
 int arena_release(struct arena *a, struct arena_resv *r, uint32_t slot, uint32_t generation)
 {
-    if (!a || !r || slot >= a->n_slots)
+    if (!a || !r || slot >= id_limit(a))
         return -EINVAL;
-    struct slot *s = &a->slots[slot];
-    bool held = (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
+    struct split *sp;
+    struct slot *s = slot_at(a, slot, &sp);
+    bool held = s && (s->state == SLOT_GRANTED || s->state == SLOT_FILLED) && s->holder == r;
     if (!held || s->gen != generation)
         return -ESTALE;
     if (s->state == SLOT_GRANTED)
         return -EBUSY;
     held_remove(a, r, slot);
-    s->state = SLOT_FREE;
-    s->holder = NULL;
-    ring_push(a, slot);
+    a->n_in_use--;
+    slot_free(a, slot, s, sp);
     pump(a);
     return 0;
 }
@@ -311,19 +512,21 @@ void arena_resv_close(struct arena *a, struct arena_resv *r, bool in_flight)
     r->deadline_ms = 0;
     while (r->head_slot != NIL) {
         uint32_t id = r->head_slot;
-        struct slot *s = &a->slots[id];
+        struct split *sp;
+        struct slot *s = slot_at(a, id, &sp);
         r->head_slot = s->next;
         s->next = NIL;
         s->holder = NULL;
+        a->n_in_use--;
         /* A GRANTED slot may still receive the peer's put; a FILLED one was reported after the
          * peer's flush, so nothing more can land in it. */
         if (in_flight && s->state == SLOT_GRANTED) {
             s->state = SLOT_QUARANTINED;
             s->peer = r->peer;
             a->n_quarantined++;
+            a->q_bytes += sp ? sp->cls_bytes : a->slot_bytes;
         } else {
-            s->state = SLOT_FREE;
-            ring_push(a, id);
+            slot_free(a, id, s, sp);
         }
     }
     r->held = 0;
@@ -337,11 +540,27 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
     uint32_t n = 0;
     for (uint32_t i = 0; i < a->n_slots && a->n_quarantined > 0; i++) {
         struct slot *s = &a->slots[i];
+        if (s->state == SLOT_SPLIT) {
+            struct split *sp = a->splits[i];
+            uint32_t n_sub = sp->n_sub;
+            for (uint32_t k = 0; k < n_sub && a->splits[i] == sp; k++) {
+                struct slot *x = &sp->subs[k];
+                if (x->state != SLOT_QUARANTINED || x->peer != peer)
+                    continue;
+                x->peer = 0;
+                a->n_quarantined--;
+                a->q_bytes -= sp->cls_bytes;
+                n++;
+                sub_free(a, sp, x); /* the last one frees sp: the loop test stops */
+            }
+            continue;
+        }
         if (s->state != SLOT_QUARANTINED || s->peer != peer)
             continue;
         s->state = SLOT_FREE;
         s->peer = 0;
         a->n_quarantined--;
+        a->q_bytes -= a->slot_bytes;
         ring_push(a, i);
         n++;
     }
@@ -421,9 +640,11 @@ void arena_get_stats(const struct arena *a, struct arena_stats *ret)
         .slot_bytes = a->slot_bytes,
         .slots_total = a->n_slots,
         .slots_free = a->n_free,
-        .slots_in_use = a->n_slots - a->n_free - a->n_quarantined,
+        .slots_in_use = a->n_in_use,
         .slots_quarantined = a->n_quarantined,
-        .quarantined_bytes = (uint64_t)a->n_quarantined * a->slot_bytes,
+        .slots_split = a->n_split,
+        .small_grants_total = a->small_grants_total,
+        .quarantined_bytes = a->q_bytes,
         .waiting_requests = a->n_waiting,
         .grants_total = a->grants_total,
         .timeouts_total = a->timeouts_total,
@@ -438,7 +659,7 @@ json_t *arena_stats_json(const struct arena *a)
 {
     struct arena_stats st;
     arena_get_stats(a, &st);
-    return json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
                      "capacity_bytes", (json_int_t)st.capacity_bytes,
                      "chunk_bytes", (json_int_t)st.chunk_bytes,
                      "slot_bytes", (json_int_t)st.slot_bytes,
@@ -454,4 +675,9 @@ json_t *arena_stats_json(const struct arena *a)
                      "bound_violations_total", (json_int_t)st.bound_violations_total,
                      "reclaimed_total", (json_int_t)st.reclaimed_total,
                      "refused_waiters_total", (json_int_t)st.refused_waiters_total);
+    if (o) {
+        json_object_set_new(o, "slots_split", json_integer(st.slots_split));
+        json_object_set_new(o, "small_grants_total", json_integer((json_int_t)st.small_grants_total));
+    }
+    return o;
 }

@@ -19,6 +19,17 @@
  * expires in arena_tick when now >= deadline); later asks have no deadline (the transfer
  * deadline of the engine bounds them).
  *
+ * Size classes (params.size_classes). A grant shorter than half a slot takes a small slot
+ * instead: the smallest power of two >= max(length, align). A free slot is cut into equal
+ * small slots of one class when that class has none free, and becomes one whole free slot
+ * again when the last of them is free (none in use, none quarantined). Small slots keep
+ * everything whole ones have: offsets multiples of `align`, a generation per grant (drawn
+ * from the counter of the slot they were cut from, so an id reused after a re-cut never
+ * accepts a stale report), the same states and quarantine. Their ids follow the whole
+ * slots' (slot >= arena_slots_total: n_slots + offset / align). A class takes small slots
+ * from the slot with the fewest free first, so small requests crowd few slots and whole
+ * slots come back for large ones. Without size_classes every grant takes a whole slot.
+ *
  * Slot life: FREE -> GRANTED (arena_want) -> FILLED (arena_report accepted) -> FREE
  * (arena_release by its holder). A reservation closed while a put may still be in flight
  * (arena_resv_close with in_flight) moves its GRANTED/FILLED slots to QUARANTINED under its
@@ -73,6 +84,7 @@ struct arena_params {
     uint64_t reserve_timeout_ms; /* first-credit wait (arena.reserve_timeout) */
     uint32_t max_waiters;        /* queued reservations at once */
     uint32_t max_credits;        /* slots one reservation may hold + want at once */
+    bool size_classes;           /* short grants take small slots (see above) */
     arena_grant_cb on_grant;     /* required */
     arena_timeout_cb on_timeout; /* required */
     void *user;                  /* borrowed: passed to callbacks */
@@ -102,9 +114,12 @@ struct arena_resv {
     void *data;            /* the engine's, untouched */
 };
 
+/* slots_total/slots_free count whole slots; slots_in_use and slots_quarantined count grants
+ * of either size; slots_split: whole slots cut into small ones now. */
 struct arena_stats {
     uint64_t capacity_bytes, chunk_bytes, slot_bytes;
-    uint32_t slots_total, slots_free, slots_in_use, slots_quarantined;
+    uint32_t slots_total, slots_free, slots_in_use, slots_quarantined, slots_split;
+    uint64_t small_grants_total;
     uint64_t quarantined_bytes;
     uint32_t waiting_requests;
     uint64_t grants_total, timeouts_total, stale_reports_total, bound_violations_total;
@@ -167,7 +182,7 @@ void arena_get_stats(const struct arena *a, struct arena_stats *ret);
 /* For `kvferryctl arena`: a new jansson object with capacity_bytes, chunk_bytes, slot_bytes,
  * slots_total, slots_free, slots_in_use, waiting_requests, quarantined_slots, quarantined_bytes,
  * grants_total, timeouts_total, stale_reports_total, bound_violations_total, reclaimed_total,
- * refused_waiters_total. NULL on OOM. */
+ * refused_waiters_total, slots_split, small_grants_total. NULL on OOM. */
 struct json_t;
 struct json_t *arena_stats_json(const struct arena *a);
 

@@ -62,6 +62,7 @@ struct daemon {
     struct workers *workers;        /* worker socket, registry, transfers (workers.h) */
     struct engine *engine;          /* inter-daemon transfers: link, arena, peers (engine.h) */
     struct gpu *gpu;                /* CUDA plumbing (gpu.h); CPU mode without a GPU */
+    struct copyeng *copy;           /* host copy threads (copyeng.h) */
 };
 
 /* Inits the loop, timers and the signal handlers (started: a signal during the start is handled

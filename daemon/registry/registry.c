@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "mempin.h"
 #include "registry.h"
 #include "registry_gpu.h"
 
@@ -17,8 +17,8 @@ void registry_init(struct registry *r)
 void registry_unmap(struct copy_mem *mem)
 {
     for (uint32_t i = 0; i < mem->n && i < LAYOUT_MAX_POOLS; i++) {
-        if (mem->base[i])
-            munmap(mem->base[i], mem->size[i]);
+        if (mem->base[i]) /* later, if a copy still runs on it */
+            mempin_unmap(mem->base[i], mem->size[i]);
         mem->base[i] = NULL;
         mem->size[i] = 0;
     }

@@ -314,6 +314,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
                               .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
                               .max_waiters = 65536,
                               .max_credits = ENGINE_MAX_CREDITS,
+                              .size_classes = true, /* small requests: small slots */
                               .on_grant = arena_grant,
                               .on_timeout = arena_timeout,
                               .user = e};

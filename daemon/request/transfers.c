@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "copyeng.h"
 #include "daemon.h"
 #include "engine.h"
 #include "registry.h"
@@ -60,7 +61,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
-    if ((x->gpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
+    if ((x->gpu_job || x->cpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
         !t->w->stopped) {
         if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
             x->held_err = err;
@@ -112,6 +113,7 @@ static void sweep(struct transfers *t)
             *pp = x->next;
             if (x->gpu_job)
                 xfer_gpu_detach(x->gpu_job);
+            copyeng_cancel(x->cpu_job); /* its pins keep the pools mapped until it stops */
             free(x->items.ids);
             free(x);
             t->n--;
@@ -221,8 +223,8 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e == KVF_OK && r->gpu_job)
-        goto out; /* on a GPU stream: transfers_copy_done follows */
+    if (e == KVF_OK && (r->gpu_job || r->cpu_job))
+        goto out; /* on a GPU stream or the copy threads: transfers_copy_done follows */
     copy_done(t, r, e, bytes, msg);
 out:
     free(writers);

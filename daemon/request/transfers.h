@@ -32,6 +32,7 @@ struct workers;
 struct wconn;
 struct reg_rank;
 struct xgpu_job;
+struct copyeng_job;
 
 typedef enum {
     XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
@@ -71,8 +72,10 @@ struct xfer {
                                  * NULL on the local path; told by engine_xfer_end at the end */
     struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
                                    the request ends first */
+    struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
+                                   cancelled when the request ends first */
     kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
-                                   while its GPU copy ran; reported when the copy has ended, so
+                                   while its GPU or host copy ran; reported when the copy has ended, so
                                    the worker never reuses blocks under a running kernel */
     char held_msg[PROTO_MSG_MAX + 1];
     bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
@@ -143,14 +146,17 @@ json_t *transfers_stats_json(const struct transfers *t);
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
  * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
- * and recv->gpu_job is set: the RECV then stays COPYING until transfers_copy_done. */
+ * and recv->gpu_job is set; host copies of at least XFER_LOCAL_INLINE_MAX bytes go to the copy
+ * threads (copyeng.h) and recv->cpu_job is set: the RECV then stays COPYING until
+ * transfers_copy_done. Smaller host copies run on the loop (a thread hop costs more). */
+#define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
 /* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
  * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
 kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
 
-/* The end of a RECV's copy that ran asynchronously (GPU): DONE (e == KVF_OK) or FAILED, the
+/* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the
  * readers' tally, SENT to writers whose readers are all served. */
 void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, uint64_t bytes,
                          const char *msg);

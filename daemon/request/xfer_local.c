@@ -1,12 +1,16 @@
 /* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
- * planned against the context instance's table with plan_build and executed pool to pool with
- * copy_direct, after copy_check has bounded every op inside the mapped pools. When either side
- * has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
+ * planned against the context instance's table with plan_build and executed pool to pool,
+ * after copy_check has bounded every op inside the mapped pools: on the copy threads
+ * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
+ * the loop), or with copy_direct on the loop below XFER_LOCAL_INLINE_MAX bytes. When either
+ * side has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "copy.h"
+#include "copyeng.h"
+#include "daemon.h"
 #include "plan.h"
 #include "plan_request.h"
 #include "registry.h"
@@ -48,6 +52,44 @@ kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size
     return KVF_OK;
 }
 
+/* The copy threads ended a RECV's copy (a cancelled job never gets here: the RECV is gone). */
+static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user)
+{
+    (void)j;
+    struct xfer *r = user;
+    struct transfers *t = &r->conn->w->xt;
+    r->cpu_job = NULL;
+    t->counters.local_memcpy_ns += d->busy_ns;
+    t->counters.local_copy_ns += d->wall_ns; /* try_run counted plan and checks */
+    if (d->status)
+        transfers_copy_done(t, r, KVF_E_CANCELLED, 0, "the daemon is stopping");
+    else
+        transfers_copy_done(t, r, KVF_OK, d->bytes, "");
+}
+
+/* Every writer's program as one job on the copy threads; r->cpu_job set on success. */
+static kvf_error_t submit(struct transfers *t, struct xfer *r, const struct plan *p,
+                          struct reg_instance *in, char *msg, size_t msglen)
+{
+    struct copyeng_part *parts = calloc(p->n_writers ? p->n_writers : 1, sizeof *parts);
+    if (!parts) {
+        snprintf(msg, msglen, "out of memory");
+        return KVF_E_INTERNAL;
+    }
+    for (uint32_t w = 0; w < p->n_writers; w++)
+        parts[w] = (struct copyeng_part){.kind = COPYENG_DIRECT, .ops = p->writers[w].ops,
+                                         .n_ops = p->writers[w].n_ops,
+                                         .src = &in->ranks[p->writers[w].ctx_rank]->mem,
+                                         .dst = &r->rank->mem};
+    int rc = copyeng_submit(t->w->d->copy, parts, p->n_writers, on_copied, r, &r->cpu_job);
+    free(parts);
+    if (rc < 0) {
+        snprintf(msg, msglen, "copy threads refused the copy: %s", strerror(-rc));
+        return KVF_E_INTERNAL;
+    }
+    return KVF_OK;
+}
+
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
 {
@@ -77,14 +119,20 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
             return KVF_E_BOUND_VIOLATION;
         }
     }
+    for (uint32_t w = 0; w < p.n_writers; w++)
+        sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
+    *bytes = p.total_bytes;
+    if (p.total_bytes >= XFER_LOCAL_INLINE_MAX && t->w->d->copy) {
+        e = submit(t, r, &p, in, msg, msglen);
+        plan_done(&p);
+        return e;
+    }
     uint64_t t0 = uv_hrtime();
     for (uint32_t w = 0; w < p.n_writers; w++) {
         const struct plan_writer *pw = &p.writers[w];
         copy_direct(pw->ops, pw->n_ops, &in->ranks[pw->ctx_rank]->mem, dst);
-        sends[pw->ctx_rank]->bytes += pw->bytes;
     }
     t->counters.local_memcpy_ns += uv_hrtime() - t0;
-    *bytes = p.total_bytes;
     plan_done(&p);
     return KVF_OK;
 }

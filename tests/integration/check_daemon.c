@@ -554,11 +554,11 @@ START_TEST(daemon_under_valgrind_answers_and_exits_clean)
         return;
     }
     char probe[512], probe_out[256], pbin[256];
-    tu_fmt(probe, sizeof(probe), "ldd %s | grep -c libasan",
+    tu_fmt(probe, sizeof(probe), "ldd %s | grep -cE 'libasan|libtsan'",
            tu_bin("kvferryd", pbin, sizeof(pbin)));
     if (dh_sh(probe, probe_out, sizeof(probe_out)) == 0) {
-        printf("SKIP daemon_under_valgrind_answers_and_exits_clean: kvferryd is built with ASan, "
-               "which valgrind cannot run\n");
+        printf("SKIP daemon_under_valgrind_answers_and_exits_clean: kvferryd is built with ASan or "
+               "TSan, which valgrind cannot run\n");
         return;
     }
     static const char *const vg[] = {"valgrind",

@@ -1,0 +1,459 @@
+/* check_copyeng.c: the copy engine with real threads and a real uv loop: bytes equal the
+ * synchronous executor's, large programs split across threads, completions on the loop,
+ * cancel, pins that defer an unmap until the copy ended, teardown with work queued, node
+ * queues with stealing, and the NUMA helpers. */
+#include <errno.h>
+#include <sys/mman.h>
+#include <uv.h>
+
+#include "copyeng.h"
+#include "hostnuma.h"
+#include "mempin.h"
+#include "testutil.h"
+
+#define MIB (1024ull * 1024ull)
+
+static uint64_t rnd(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545f4914f6cdd1dull;
+}
+
+/* Two source and two destination pools of `pool` bytes (mmap, so the pin test can unmap
+ * them); blocks of `blk` bytes permuted from source to destination, some ops strided. */
+struct big {
+    struct copy_mem src, dst;
+    struct copy_op ops[512];
+    uint32_t n;
+    uint64_t bytes, pool;
+};
+
+static uint8_t *map(uint64_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    return p;
+}
+
+static void big_make(struct big *b, uint64_t pool, uint64_t blk, uint64_t seed)
+{
+    memset(b, 0, sizeof *b);
+    b->pool = pool;
+    b->src.n = b->dst.n = 2;
+    uint64_t s = seed * 2654435761u + 7;
+    for (int i = 0; i < 2; i++) {
+        b->src.base[i] = map(pool);
+        b->dst.base[i] = map(pool);
+        b->src.size[i] = b->dst.size[i] = pool;
+        for (uint64_t k = 0; k < pool / 8; k++) {
+            uint64_t v = rnd(&s);
+            memcpy(b->src.base[i] + k * 8, &v, 8);
+        }
+    }
+    uint32_t per = (uint32_t)(pool / blk);
+    for (uint32_t i = 0; i < 2 * per && b->n < 512; i += 2) {
+        struct copy_op *o = &b->ops[b->n++];
+        uint32_t from = (uint32_t)(rnd(&s) % (per - 1) + (rnd(&s) % 2) * per);
+        o->src_pool = from / per;
+        o->src_off = (from % per) * blk;
+        o->dst_pool = i / per;
+        o->dst_off = (i % per) * blk;
+        o->len = blk / 2 + (rnd(&s) % 2) * 13; /* odd lengths cut pieces mid-run */
+        o->count = 2;
+        o->src_stride = (int64_t)(blk / 2); /* overlapping source runs: reads may overlap */
+        o->dst_stride = (int64_t)blk;
+        o->ext_off = b->bytes;
+        b->bytes += o->len * o->count;
+    }
+    ck_assert_int_eq(copy_check(b->ops, b->n, &b->src, 's'), 0);
+    ck_assert_int_eq(copy_check(b->ops, b->n, &b->dst, 'd'), 0);
+}
+
+static void big_free(struct big *b)
+{
+    for (int i = 0; i < 2; i++) {
+        if (b->src.base[i])
+            munmap(b->src.base[i], b->pool);
+        if (b->dst.base[i])
+            munmap(b->dst.base[i], b->pool);
+    }
+}
+
+struct rec {
+    int calls, status;
+    uint64_t bytes, busy_ns;
+    void *user;
+};
+
+static void on_done(struct copyeng_job *j, const struct copyeng_done *d, void *user)
+{
+    (void)j;
+    struct rec *r = user;
+    r->calls++;
+    r->status = d->status;
+    r->bytes = d->bytes;
+    r->busy_ns = d->busy_ns;
+    ck_assert_uint_le(d->busy_ns, d->wall_ns * 256); /* at most every thread all along */
+}
+
+static struct copyeng *mk(uv_loop_t *loop, uint32_t threads, uint32_t nodes)
+{
+    ck_assert_int_eq(uv_loop_init(loop), 0);
+    struct copyeng_params p = {.loop = loop, .threads = threads, .nodes = nodes};
+    struct copyeng *e = NULL;
+    ck_assert_int_eq(copyeng_new(&p, &e), 0);
+    return e;
+}
+
+static void run_until(uv_loop_t *loop, const int *calls, int want)
+{
+    while (*calls < want)
+        uv_run(loop, UV_RUN_ONCE);
+}
+
+static void teardown(uv_loop_t *loop, struct copyeng *e)
+{
+    ck_assert_ptr_null(copyeng_free(e));
+    uv_run(loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(loop), 0);
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 0);
+    ck_assert_uint_eq(deferred, 0);
+}
+
+START_TEST(copyeng_direct_equals_the_synchronous_copy_and_splits_across_threads)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 4, 0);
+    struct big a, b;
+    big_make(&a, 8 * MIB, 64 * 1024, 1);
+    big_make(&b, 8 * MIB, 64 * 1024, 1);
+    copy_direct(a.ops, a.n, &a.src, &a.dst);
+    struct copyeng_part part = {.kind = COPYENG_DIRECT, .ops = b.ops, .n_ops = b.n,
+                                .src = &b.src, .dst = &b.dst};
+    struct rec r = {0};
+    ck_assert_int_eq(copyeng_submit(e, &part, 1, on_done, &r, NULL), 0);
+    ck_assert_int_eq(r.calls, 0); /* never inline */
+    run_until(&loop, &r.calls, 1);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_uint_eq(r.bytes, b.bytes);
+    for (int i = 0; i < 2; i++)
+        ck_assert(memcmp(a.dst.base[i], b.dst.base[i], a.pool) == 0);
+    struct copyeng_stats st;
+    copyeng_get_stats(e, &st);
+    ck_assert_uint_eq(st.threads, 4);
+    ck_assert_uint_eq(st.jobs, 1);
+    ck_assert_uint_ge(st.pieces, 4); /* one piece per thread at least */
+    ck_assert_uint_eq(st.running_jobs, 0);
+    ck_assert_uint_eq(st.queued_pieces, 0);
+    big_free(&a);
+    big_free(&b);
+    teardown(&loop, e);
+}
+END_TEST
+
+START_TEST(copyeng_gather_then_scatter_of_subranges_round_trips)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 3, 0);
+    struct big a;
+    big_make(&a, 4 * MIB, 32 * 1024, 2);
+    uint8_t *want = malloc(a.bytes), *got = calloc(1, a.bytes);
+    copy_gather(a.ops, a.n, &a.src, 0, a.bytes, want);
+    uint64_t cut = a.bytes / 3 + 11;
+    struct copyeng_part parts[2] = {
+        {.kind = COPYENG_GATHER, .ops = a.ops, .n_ops = a.n, .src = &a.src, .buf = got, .lo = 0,
+         .hi = cut},
+        {.kind = COPYENG_GATHER, .ops = a.ops, .n_ops = a.n, .src = &a.src, .buf = got + cut,
+         .lo = cut, .hi = 0}, /* hi 0: to the end */
+    };
+    struct rec r = {0};
+    ck_assert_int_eq(copyeng_submit(e, parts, 2, on_done, &r, NULL), 0);
+    run_until(&loop, &r.calls, 1);
+    ck_assert_uint_eq(r.bytes, a.bytes);
+    ck_assert(memcmp(want, got, a.bytes) == 0);
+    /* scatter the gathered extent into zeroed destination pools: equals copy_direct's */
+    struct big ref;
+    big_make(&ref, 4 * MIB, 32 * 1024, 2);
+    copy_direct(ref.ops, ref.n, &ref.src, &ref.dst);
+    struct copyeng_part sc = {.kind = COPYENG_SCATTER, .ops = a.ops, .n_ops = a.n,
+                              .dst = &a.dst, .buf = got};
+    ck_assert_int_eq(copyeng_submit(e, &sc, 1, on_done, &r, NULL), 0);
+    run_until(&loop, &r.calls, 2);
+    for (int i = 0; i < 2; i++)
+        ck_assert(memcmp(ref.dst.base[i], a.dst.base[i], a.pool) == 0);
+    free(want);
+    free(got);
+    big_free(&a);
+    big_free(&ref);
+    teardown(&loop, e);
+}
+END_TEST
+
+START_TEST(copyeng_many_jobs_in_flight_all_complete_once)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 2, 0);
+    struct big a;
+    big_make(&a, 1 * MIB, 16 * 1024, 3);
+    enum { N = 200 };
+    uint8_t *outs[N];
+    struct rec r[N];
+    memset(r, 0, sizeof r);
+    int total = 0;
+    for (int i = 0; i < N; i++) {
+        outs[i] = malloc(a.bytes);
+        uint64_t lo = (uint64_t)i * 97 % a.bytes;
+        struct copyeng_part p = {.kind = COPYENG_GATHER, .ops = a.ops, .n_ops = a.n,
+                                 .src = &a.src, .buf = outs[i], .lo = lo, .hi = a.bytes};
+        ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r[i], NULL), 0);
+    }
+    struct rec sum = {0};
+    (void)sum;
+    for (;;) {
+        total = 0;
+        for (int i = 0; i < N; i++)
+            total += r[i].calls;
+        if (total == N)
+            break;
+        uv_run(&loop, UV_RUN_ONCE);
+    }
+    uint8_t *want = malloc(a.bytes);
+    copy_gather(a.ops, a.n, &a.src, 0, a.bytes, want);
+    for (int i = 0; i < N; i++) {
+        uint64_t lo = (uint64_t)i * 97 % a.bytes;
+        ck_assert_int_eq(r[i].calls, 1);
+        ck_assert_uint_eq(r[i].bytes, a.bytes - lo);
+        ck_assert(memcmp(outs[i], want + lo, a.bytes - lo) == 0);
+        free(outs[i]);
+    }
+    free(want);
+    big_free(&a);
+    teardown(&loop, e);
+}
+END_TEST
+
+/* The owner of a mapping lets it go while a copy on it is in flight (a worker disconnecting):
+ * the unmap waits for the job's end, then happens. */
+START_TEST(copyeng_pins_defer_an_unmap_until_the_copy_ended)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 2, 0);
+    struct big a;
+    big_make(&a, 8 * MIB, 64 * 1024, 4);
+    struct copyeng_part part = {.kind = COPYENG_DIRECT, .ops = a.ops, .n_ops = a.n,
+                                .src = &a.src, .dst = &a.dst};
+    struct rec r = {0};
+    ck_assert_int_eq(copyeng_submit(e, &part, 1, on_done, &r, NULL), 0);
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 4);
+    for (int i = 0; i < 2; i++) { /* as registry_unmap does */
+        ck_assert_int_eq(mempin_unmap(a.src.base[i], a.pool), 1);
+        ck_assert_int_eq(mempin_unmap(a.dst.base[i], a.pool), 1);
+    }
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(deferred, 4);
+    unsigned char vec[1];
+    ck_assert_int_eq(mincore(a.src.base[0], 4096, vec), 0); /* still mapped */
+    run_until(&loop, &r.calls, 1);
+    ck_assert_int_eq(r.status, 0);
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 0);
+    ck_assert_uint_eq(deferred, 0);
+    errno = 0;
+    ck_assert_int_eq(mincore(a.src.base[0], 4096, vec), -1); /* unmapped at the job's end */
+    ck_assert_int_eq(errno, ENOMEM);
+    ck_assert_int_eq(mempin_unmap(map(4096), 4096), 0); /* unpinned: at once */
+    teardown(&loop, e);
+}
+END_TEST
+
+/* A cancelled job never calls back; it is freed (pins dropped) when its running pieces end. */
+START_TEST(copyeng_cancel_skips_the_callback_and_releases_the_pins)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 1, 0);
+    struct big a;
+    big_make(&a, 16 * MIB, 256 * 1024, 5);
+    struct copyeng_part part = {.kind = COPYENG_DIRECT, .ops = a.ops, .n_ops = a.n,
+                                .src = &a.src, .dst = &a.dst};
+    struct rec r = {0}, r2 = {0};
+    struct copyeng_job *j = NULL;
+    ck_assert_int_eq(copyeng_submit(e, &part, 1, on_done, &r, &j), 0);
+    ck_assert_ptr_nonnull(j);
+    copyeng_cancel(j);
+    copyeng_cancel(j); /* idempotent */
+    struct copyeng_part small = {.kind = COPYENG_DIRECT, .ops = a.ops, .n_ops = 1,
+                                 .src = &a.src, .dst = &a.dst};
+    ck_assert_int_eq(copyeng_submit(e, &small, 1, on_done, &r2, NULL), 0);
+    run_until(&loop, &r2.calls, 1); /* FIFO: the cancelled job's pieces were passed first */
+    struct copyeng_stats st;
+    copyeng_get_stats(e, &st);
+    ck_assert_uint_eq(st.running_jobs, 0);
+    ck_assert_uint_eq(st.cancelled, 1);
+    ck_assert_int_eq(r.calls, 0);
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 0);
+    big_free(&a);
+    teardown(&loop, e);
+}
+END_TEST
+
+/* Freeing the engine with work queued: every job not cancelled gets its callback once
+ * (0 when it ran, -ECANCELED when a piece was skipped); the loop then closes clean. */
+START_TEST(copyeng_free_with_work_queued_calls_back_every_job_once)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 1, 0);
+    struct big a;
+    big_make(&a, 16 * MIB, 256 * 1024, 6);
+    enum { N = 8 };
+    struct rec r[N];
+    memset(r, 0, sizeof r);
+    struct copyeng_part part = {.kind = COPYENG_DIRECT, .ops = a.ops, .n_ops = a.n,
+                                .src = &a.src, .dst = &a.dst};
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(copyeng_submit(e, &part, 1, on_done, &r[i], NULL), 0);
+    ck_assert_ptr_null(copyeng_free(e));
+    int cancelled = 0;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(r[i].calls, 1);
+        ck_assert(r[i].status == 0 || r[i].status == -ECANCELED);
+        cancelled += r[i].status == -ECANCELED;
+    }
+    ck_assert_int_ge(cancelled, 1); /* one thread cannot have run 8 x 16 MiB before the stop */
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ck_assert_int_eq(uv_loop_close(&loop), 0);
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 0);
+    big_free(&a);
+}
+END_TEST
+
+START_TEST(copyeng_node_queues_share_work_by_stealing)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 1, 3); /* three queues, one thread: it must steal */
+    struct big a, b;
+    big_make(&a, 4 * MIB, 32 * 1024, 7);
+    big_make(&b, 4 * MIB, 32 * 1024, 7);
+    copy_direct(a.ops, a.n, &a.src, &a.dst);
+    struct rec r = {0};
+    for (uint32_t k = 0; k < 3; k++) {
+        struct copyeng_part p = {.kind = COPYENG_DIRECT, .ops = b.ops, .n_ops = b.n,
+                                 .src = &b.src, .dst = &b.dst};
+        ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r, NULL), 0);
+    }
+    run_until(&loop, &r.calls, 3);
+    struct copyeng_stats st;
+    copyeng_get_stats(e, &st);
+    ck_assert_uint_eq(st.nodes, 3);
+    ck_assert_uint_ge(st.stolen, 1);
+    for (int i = 0; i < 2; i++)
+        ck_assert(memcmp(a.dst.base[i], b.dst.base[i], a.pool) == 0);
+    big_free(&a);
+    big_free(&b);
+    teardown(&loop, e);
+}
+END_TEST
+
+START_TEST(copyeng_refuses_bad_parts_and_completes_empty_jobs_later)
+{
+    uv_loop_t loop;
+    struct copyeng *e = mk(&loop, 2, 0);
+    struct big a;
+    big_make(&a, 1 * MIB, 16 * 1024, 8);
+    struct rec r = {0};
+    struct copyeng_part p = {.kind = COPYENG_GATHER, .ops = a.ops, .n_ops = a.n, .src = &a.src};
+    ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r, NULL), -EINVAL); /* no buffer */
+    p.buf = malloc(a.bytes);
+    p.hi = a.bytes + 1;
+    ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r, NULL), -EINVAL); /* past the extent */
+    p.hi = 0;
+    p.kind = (copyeng_kind_t)9;
+    ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r, NULL), -EINVAL);
+    p.kind = COPYENG_DIRECT; /* no destination */
+    ck_assert_int_eq(copyeng_submit(e, &p, 1, on_done, &r, NULL), -EINVAL);
+    ck_assert_int_eq(copyeng_submit(e, &p, 0, on_done, &r, NULL), -EINVAL);
+    uint32_t pinned, deferred;
+    mempin_counts(&pinned, &deferred);
+    ck_assert_uint_eq(pinned, 0); /* a refused submit pins nothing */
+    struct copyeng_part empty = {.kind = COPYENG_DIRECT, .src = &a.src, .dst = &a.dst};
+    ck_assert_int_eq(copyeng_submit(e, &empty, 1, on_done, &r, NULL), 0);
+    ck_assert_int_eq(r.calls, 0);
+    run_until(&loop, &r.calls, 1);
+    ck_assert_uint_eq(r.bytes, 0);
+    json_t *j = copyeng_stats_json(e);
+    ck_assert_ptr_nonnull(j);
+    ck_assert_int_eq(json_integer_value(json_object_get(j, "threads")), 2);
+    json_decref(j);
+    free(p.buf);
+    big_free(&a);
+    teardown(&loop, e);
+    struct copyeng_params bad = {.loop = NULL};
+    struct copyeng *x = NULL;
+    ck_assert_int_eq(copyeng_new(&bad, &x), -EINVAL);
+    ck_assert_uint_ge(copyeng_default_threads(), 1);
+}
+END_TEST
+
+START_TEST(hostnuma_parses_cpu_lists_and_reads_this_machine)
+{
+    cpu_set_t s;
+    ck_assert_int_eq(hostnuma_parse_cpulist("0-3,8,10-11\n", &s), 0);
+    ck_assert_int_eq(CPU_COUNT(&s), 7);
+    ck_assert(CPU_ISSET(8, &s) && CPU_ISSET(11, &s) && !CPU_ISSET(9, &s));
+    ck_assert_int_eq(hostnuma_parse_cpulist("", &s), 0);
+    ck_assert_int_eq(CPU_COUNT(&s), 0);
+    ck_assert_int_eq(hostnuma_parse_cpulist("3-1", &s), -EINVAL);
+    ck_assert_int_eq(hostnuma_parse_cpulist("a", &s), -EINVAL);
+    ck_assert_int_eq(hostnuma_parse_cpulist("1;2", &s), -EINVAL);
+    ck_assert_int_eq(hostnuma_parse_cpulist("99999999", &s), -EINVAL);
+    struct hostnuma_node n[HOSTNUMA_MAX_NODES];
+    uint32_t k = hostnuma_nodes(n, HOSTNUMA_MAX_NODES);
+    for (uint32_t i = 0; i < k; i++)
+        ck_assert_uint_ge(n[i].n_cpus, 1);
+    uint8_t *p = map(4096);
+    p[0] = 1; /* faulted in: a node where sysfs knows one */
+    int node = hostnuma_node_of(p);
+    ck_assert(node >= -1);
+    if (k > 0 && node >= 0) {
+        bool found = false;
+        for (uint32_t i = 0; i < k; i++)
+            found |= n[i].id == node;
+        ck_assert(found);
+    }
+    munmap(p, 4096);
+}
+END_TEST
+
+static Suite *copyeng_suite(void)
+{
+    Suite *s = suite_create("copyeng");
+    TCase *tc = tcase_create("jobs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, copyeng_direct_equals_the_synchronous_copy_and_splits_across_threads);
+    tcase_add_test(tc, copyeng_gather_then_scatter_of_subranges_round_trips);
+    tcase_add_test(tc, copyeng_many_jobs_in_flight_all_complete_once);
+    tcase_add_test(tc, copyeng_refuses_bad_parts_and_completes_empty_jobs_later);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("ownership");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, copyeng_pins_defer_an_unmap_until_the_copy_ended);
+    tcase_add_test(tc, copyeng_cancel_skips_the_callback_and_releases_the_pins);
+    tcase_add_test(tc, copyeng_free_with_work_queued_calls_back_every_job_once);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("numa");
+    tcase_add_test(tc, copyeng_node_queues_share_work_by_stealing);
+    tcase_add_test(tc, hostnuma_parses_cpu_lists_and_reads_this_machine);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_run(copyeng_suite()); }
