@@ -77,12 +77,12 @@ const char *rx_state_to_string(enum rx_state s);
 /* Whether from -> to is an edge of the rx state machine. */
 bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
 void gen_check_done(struct rx *rx);
+/* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
+ * may end: DONE). */
+void gen_landed(struct rxw *w, uint32_t i);
 
+/* engine_local.c: writers registered on this daemon, pool to pool */
 void local_start(struct rxw *w);
 void local_send_arrived(struct engine *e, struct xfer *s);
-
-/* engine_gen.c: chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked
- * (the request may end: DONE). */
-void gen_landed(struct rxw *w, uint32_t i);
 
 #endif
