@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/un.h>
 
 #include "control.h"
 #include "copyeng.h"
@@ -15,6 +16,8 @@
 #include "workers.h"
 #include "daemon.h"
 #include "engine.h"
+#include "link.h"
+#include "secret_file.h"
 
 static void usage(FILE *f)
 {
@@ -24,6 +27,23 @@ static void usage(FILE *f)
                "       kvferryd --version\n"
                "With no --config, built-in defaults apply (sockets under /run/kvferry for root,\n"
                "else $XDG_RUNTIME_DIR/kvferry, else ./run). LEVEL: error, warn, info, debug.\n");
+}
+
+/* What start refuses beyond the file itself: socket paths that do not fit, the secret file. */
+static int check_start(const struct kvf_config *c, char *err, size_t len)
+{
+    char p[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    if (cfg_control_path(c, p, sizeof p) < 0 || cfg_worker_path(c, p, sizeof p) < 0) {
+        snprintf(err, len, "a socket path (sockets.*) is longer than %zu bytes", sizeof p - 1);
+        return -ENAMETOOLONG;
+    }
+    if (!c->cluster_secret_file || !c->cluster_secret_file[0])
+        return 0;
+    uint8_t secret[LINK_SECRET_MAX];
+    size_t n = 0;
+    int r = secret_file_read(c->cluster_secret_file, secret, sizeof secret, &n, err, len);
+    explicit_bzero(secret, sizeof secret);
+    return r;
 }
 
 static int check_config(const char *path)
@@ -37,6 +57,8 @@ static int check_config(const char *path)
         return 1;
     }
     r = access_resolve(&c, &a, err, sizeof(err));
+    if (r == 0 && (r = check_start(&c, err, sizeof(err))) < 0)
+        access_done(&a);
     cfg_free(&c);
     if (r < 0) {
         fprintf(stderr, "%s: %s\n", path, err);

@@ -61,6 +61,12 @@ struct kvf_config {
     uint64_t workers_max_frame;    /* size */
     int64_t workers_max_blocks;    /* block ids per request */
     int64_t workers_max_inflight;  /* requests in flight per worker connection */
+    int64_t workers_max_conns_per_uid;
+    int64_t workers_event_queue;   /* events queued per connection while its socket is full */
+    uint64_t workers_read_timeout_ms;  /* events queued, none read this long: disconnect */
+    uint64_t workers_hello_timeout_ms;
+    uint64_t workers_frame_timeout_ms; /* a begun frame must complete within this */
+    uint64_t workers_frame_memory;     /* partial frame bytes, all connections (size) */
 
     /* copy.*: the host copy engine (daemon/copyeng.h) */
     int64_t copy_threads;          /* 0: one per online CPU */
@@ -77,6 +83,7 @@ struct kvf_config {
     uint64_t arena_chunk;
     uint64_t arena_reserve_timeout_ms;
     int64_t arena_placement;       /* enum: auto, host, device */
+    int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
 
     /* gates.* */
     uint64_t gates_min_bytes;      /* payloads with recurrent state: bounce at or above */

@@ -31,6 +31,7 @@
 
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const placements[] = {"auto", "host", "device", NULL};
+static const char *const prefaults[] = {"off", "thread", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
@@ -62,7 +63,7 @@ const struct cfg_key cfg_table[] = {
     ROW("control.max_conns", CFG_INT, control_max_conns, "64", 1, 65536, true,
         "Control connections open at once."),
     ROW("control.max_conns_per_uid", CFG_INT, control_max_conns_per_uid, "16", 1, 65536, true,
-        "Control connections open at once per user."),
+        "Control connections open at once per user (root and the daemon's own user are exempt)."),
     ROW("control.idle_timeout", CFG_DURATION, control_idle_timeout_ms, "5m", SEC, 24 * HOUR, true,
         "An idle control connection is closed after this long."),
 
@@ -80,6 +81,22 @@ const struct cfg_key cfg_table[] = {
         "Block ids per request."),
     ROW("workers.max_inflight", CFG_INT, workers_max_inflight, "4096", 1, MIB, false,
         "Requests in flight per worker connection."),
+    ROW("workers.max_conns_per_uid", CFG_INT, workers_max_conns_per_uid, "128", 1, 65536, false,
+        "Worker connections open at once per user (a connection still in its handshake is "
+        "evicted first when a limit is reached)."),
+    ROW("workers.event_queue", CFG_INT, workers_event_queue, "65536", 64, 16 * MIB, false,
+        "Events queued per worker connection while its socket is full (at least "
+        "workers.max_inflight); past it the worker is disconnected, told why."),
+    ROW("workers.read_timeout", CFG_DURATION, workers_read_timeout_ms, "10s", 100, HOUR, true,
+        "A worker with events queued that reads none of them for this long is disconnected, "
+        "told why."),
+    ROW("workers.hello_timeout", CFG_DURATION, workers_hello_timeout_ms, "5s", 100, HOUR, true,
+        "A connection that has not said HELLO after this long is closed."),
+    ROW("workers.frame_timeout", CFG_DURATION, workers_frame_timeout_ms, "10s", 100, HOUR, true,
+        "A frame begun on the worker socket must be complete within this long."),
+    ROW("workers.frame_memory", CFG_SIZE, workers_frame_memory, "256MiB", MIB, 64 * GIB, true,
+        "Memory for partial frames, all worker connections together (beyond 16KiB each); a "
+        "frame that would pass it closes its connection."),
 
     ROW("copy.threads", CFG_INT, copy_threads, "0", 0, 256, false,
         "Copy threads that run the same-daemon path's host copies off the loop; 0: one per "
@@ -106,6 +123,9 @@ const struct cfg_key cfg_table[] = {
     {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},
+    {"arena.prefault", CFG_ENUM, OFF(arena_prefault), "thread", 0, 0, prefaults, false,
+     "thread: fault the arena's pages in after start on a low-priority thread, so copies on the "
+     "loop never take first-touch faults (commits arena.size of memory at once); off: on use."},
 
     ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
         "Payloads with recurrent state bounce through the arena at or above this size."),
@@ -222,6 +242,13 @@ int cfg_check_rule(const struct kvf_config *c, size_t rule, const char *keys[2],
         keys[0] = "arena.chunk", keys[1] = "arena.size";
         return -EINVAL;
     case 2:
+        if (c->workers_event_queue >= c->workers_max_inflight)
+            return 0;
+        snprintf(msg, len, "workers.event_queue: %lld is smaller than workers.max_inflight %lld",
+                 (long long)c->workers_event_queue, (long long)c->workers_max_inflight);
+        keys[0] = "workers.event_queue", keys[1] = "workers.max_inflight";
+        return -EINVAL;
+    case 3:
         if (c->control_max_conns_per_uid <= c->control_max_conns)
             return 0;
         snprintf(msg, len, "control.max_conns_per_uid: %lld is larger than control.max_conns %lld",

@@ -452,7 +452,9 @@ err_free_cfg_nomem:
 int cfg_load_file(const char *path, struct kvf_config *ret, char *err, size_t errlen)
 {
     struct stat st;
-    int rc, fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or a device) at the path must not block the loop before the
+     * regular-file check below refuses it */
+    int rc, fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) < 0) {
         rc = -errno;
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
@@ -460,7 +462,8 @@ int cfg_load_file(const char *path, struct kvf_config *ret, char *err, size_t er
     }
     if (!S_ISREG(st.st_mode)) {
         rc = -EINVAL;
-        snprintf(err, errlen, "%s: not a regular file", path);
+        snprintf(err, errlen, "%s: not a regular file (%s)", path,
+                 S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "special");
         goto err_close;
     }
     /* Read at most one byte past the limit: enough to refuse a file that grew meanwhile. */

@@ -106,6 +106,8 @@ static void default_path(char *buf, size_t len)
 
 int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct kvf_client **ret)
 {
+    struct kvf_options o = opt ? *opt : (struct kvf_options){0};
+    char err[KVF_MESSAGE_MAX] = "";
     struct kvf_client *c = calloc(1, sizeof *c);
     if (!c)
         return -ENOMEM;
@@ -122,7 +124,6 @@ int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct k
     } else {
         default_path(c->path, sizeof c->path);
     }
-    struct kvf_options o = opt ? *opt : (struct kvf_options){0};
     c->timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : CLIENT_DEF_TIMEOUT_MS;
     c->backoff_min_ms = o.reconnect_min_ms ? o.reconnect_min_ms : CLIENT_DEF_RECONNECT_MIN_MS;
     c->backoff_max_ms = o.reconnect_max_ms ? o.reconnect_max_ms : CLIENT_DEF_RECONNECT_MAX_MS;
@@ -157,14 +158,17 @@ int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct k
     ev.data.fd = c->tfd;
     epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &ev);
 
-    char err[KVF_MESSAGE_MAX];
     rc = client_conn_open(c, err, sizeof err);
     if (rc)
         goto err_free;
+    if (o.err && o.errlen)
+        o.err[0] = '\0';
     *ret = c;
     return 0;
 
 err_free:
+    if (o.err && o.errlen)
+        snprintf(o.err, o.errlen, "%s", err[0] ? err : strerror(-rc));
     kvf_close(c);
     return rc;
 }

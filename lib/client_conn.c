@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/uio.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <time.h>
@@ -49,6 +50,7 @@ static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
 {
     if (c->sock < 0)
         return;
+    snprintf(c->lost_why, sizeof c->lost_why, "%s", why);
     epoll_ctl(c->epfd, EPOLL_CTL_DEL, c->sock, NULL);
     close(c->sock);
     c->sock = -1;
@@ -73,6 +75,70 @@ static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
 
 void client_conn_lost(struct kvf_client *c, const char *why) { conn_drop(c, why, false); }
 
+/* One sendmsg of buf[off..len), the fds with the frame's first byte. */
+static ssize_t send_some(int sock, const uint8_t *buf, size_t len, size_t off, const int *fds,
+                         unsigned nfds)
+{
+    struct iovec iov = {(void *)(buf + off), len - off};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    union {
+        char b[CMSG_SPACE(sizeof(int) * FDPASS_MAX_FDS)];
+        struct cmsghdr align;
+    } cm;
+    if (off == 0 && nfds) {
+        memset(&cm, 0, sizeof cm);
+        mh.msg_control = cm.b;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(h), fds, sizeof(int) * nfds);
+    }
+    return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/* Writes the whole frame. While the socket is full it reads what the daemon sends into the
+ * event queue, so a worker that only sends and cancels still drains its events and neither
+ * side waits on the other. 0, -ETIMEDOUT, -ENOTCONN (dropped while reading) or -errno. */
+static int send_all(struct kvf_client *c, const uint8_t *buf, size_t len, const int *fds,
+                    unsigned nfds)
+{
+    int64_t deadline = client_now_ms() + c->timeout_ms;
+    size_t off = 0;
+    int rc = 0;
+    c->sending = true;
+    while (off < len) {
+        ssize_t n = send_some(c->sock, buf, len, off, fds, nfds);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+            rc = -errno;
+            break;
+        }
+        if (client_conn_pump(c)) {
+            rc = -ENOTCONN;
+            break;
+        }
+        int64_t left = deadline - client_now_ms();
+        if (left <= 0) {
+            rc = -ETIMEDOUT;
+            break;
+        }
+        struct pollfd p = {.fd = c->sock, .events = POLLIN | POLLOUT};
+        if (poll(&p, 1, (int)left) < 0 && errno != EINTR) {
+            rc = -errno;
+            break;
+        }
+    }
+    c->sending = false;
+    return rc;
+}
+
 int client_conn_send(struct kvf_client *c, struct proto_msg *m, const int *fds, unsigned nfds)
 {
     if (c->sock < 0)
@@ -83,13 +149,22 @@ int client_conn_send(struct kvf_client *c, struct proto_msg *m, const int *fds, 
     int rc = proto_encode(m, &c->lim, &buf, &len);
     if (rc)
         return rc; /* our caller's bad arguments; the connection is fine */
-    rc = fdpass_send(c->sock, buf, len, fds, nfds, (int)c->timeout_ms);
+    rc = send_all(c, buf, len, fds, nfds);
     free(buf);
-    if (rc) {
+    if (rc && c->sock >= 0) {
+        /* a daemon that refused us wrote why before it closed: read that first */
+        if (rc != -ETIMEDOUT)
+            client_conn_pump(c);
         char why[96];
         snprintf(why, sizeof why, "write: %s", strerror(-rc));
         client_conn_lost(c, why);
+    }
+    if (rc)
         return -ENOTCONN;
+    if (c->pong_owed && !c->sending) {
+        c->pong_owed = false;
+        struct proto_msg pong = {.type = PROTO_PONG};
+        return client_conn_send(c, &pong, NULL, 0);
     }
     return 0;
 }
@@ -118,6 +193,10 @@ static int handle_frame(struct kvf_client *c, const uint8_t *f, size_t len)
         client_on_event(c, &m.u.event);
         break;
     case PROTO_PING: {
+        if (c->sending) { /* inside a frame being written: answer after it */
+            c->pong_owed = true;
+            break;
+        }
         struct proto_msg pong = {.type = PROTO_PONG};
         if (client_conn_send(c, &pong, NULL, 0))
             return -ENOTCONN;
@@ -246,12 +325,13 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
     free(fds);
     free(m.u.reg.pools);
     if (rc) {
-        snprintf(err, errlen, "sending REGISTER: %s", strerror(-rc));
+        snprintf(err, errlen, "sending REGISTER: %s", c->sock < 0 ? c->lost_why : strerror(-rc));
         return rc;
     }
     rc = client_conn_wait(c, have_registered, client_now_ms() + c->timeout_ms);
-    if (rc) {
-        snprintf(err, errlen, "waiting for REGISTERED: %s", strerror(-rc));
+    if (rc) { /* the daemon's reason when it closed us (limits, a bad frame) */
+        snprintf(err, errlen, "waiting for REGISTERED: %s",
+                 c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
         return rc;
     }
     if (c->registered_reply.status != KVF_OK) {
@@ -304,7 +384,9 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
     if (!rc)
         rc = client_conn_wait(c, have_welcome, client_now_ms() + c->timeout_ms);
     if (rc) {
-        snprintf(err, errlen, "handshake with %s: %s", c->path, strerror(-rc));
+        /* the daemon's reason (an ERROR frame: version, access, limits) when it gave one */
+        snprintf(err, errlen, "handshake with %s: %s", c->path,
+                 c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
         goto err_drop;
     }
     if (c->welcome.version != PROTO_VERSION) {

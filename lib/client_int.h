@@ -40,6 +40,10 @@ struct kvf_client {
     uint64_t epoch;
     uint64_t seq;
 
+    bool sending;      /* inside send_all: a PING's PONG waits (pong_owed) */
+    bool pong_owed;
+    char lost_why[KVF_MESSAGE_MAX]; /* why the last connection (or attempt) ended */
+
     uint32_t backoff_ms;
     int64_t next_attempt_ms; /* < 0: no reconnect scheduled */
 

@@ -103,6 +103,8 @@ int kvf_recv(struct kvf_client *c, const struct kvf_recv_args *a)
 int kvf_cancel(struct kvf_client *c, uint64_t req_id)
 {
     pthread_mutex_lock(&c->mu);
+    if (c->sock >= 0)
+        client_conn_pump(c); /* every call that writes also reads: events never pile up */
     int rc = -ENOENT;
     for (uint32_t i = 0; i < c->n_reqs; i++) {
         if (c->reqs[i].id == req_id) {

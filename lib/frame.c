@@ -5,7 +5,6 @@
 
 #include "frame.h"
 
-#define FRAME_BUF_INITIAL 16384u
 
 int frame_reader_init(struct frame_reader *r, const struct proto_limits *lim)
 {
@@ -42,6 +41,32 @@ static size_t frame_need(const struct frame_reader *r)
     return PROTO_HDR_SIZE + (size_t)h.length;
 }
 
+size_t frame_reader_want(const struct frame_reader *r)
+{
+    size_t need = frame_need(r);
+    size_t held = r->len - r->off;
+    if (need < held + 1)
+        need = held + 1;
+    if (need < FRAME_BUF_INITIAL)
+        need = FRAME_BUF_INITIAL;
+    if (need > r->lim.max_frame)
+        need = r->lim.max_frame;
+    return need > r->cap ? need : r->cap;
+}
+
+void frame_reader_trim(struct frame_reader *r)
+{
+    if (r->len != r->off || r->cap <= FRAME_BUF_INITIAL)
+        return;
+    uint8_t *nb = realloc(r->buf, FRAME_BUF_INITIAL);
+    if (!nb)
+        return; /* keeps the larger buffer */
+    r->base += r->off;
+    r->off = r->len = 0;
+    r->buf = nb;
+    r->cap = FRAME_BUF_INITIAL;
+}
+
 ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags)
 {
     if (r->off > 0) { /* compact */
@@ -50,13 +75,7 @@ ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags)
         r->base += r->off;
         r->off = 0;
     }
-    size_t need = frame_need(r);
-    if (need < r->len + 1)
-        need = r->len + 1;
-    if (need < FRAME_BUF_INITIAL)
-        need = FRAME_BUF_INITIAL;
-    if (need > r->lim.max_frame)
-        need = r->lim.max_frame;
+    size_t need = frame_reader_want(r);
     if (need > r->cap) {
         uint8_t *nb = realloc(r->buf, need);
         if (!nb)

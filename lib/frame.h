@@ -14,6 +14,8 @@
 #include "fdpass.h"
 #include "proto.h"
 
+#define FRAME_BUF_INITIAL 16384u /* every reader's buffer to begin with */
+
 struct frame_reader {
     struct proto_limits lim;
     uint8_t *buf;           /* owned */
@@ -33,6 +35,12 @@ void frame_reader_done(struct frame_reader *r);
  * or -errno: -EAGAIN, -EBADMSG (bad or too many fds: all closed), -EMSGSIZE (more pending fds
  * than FDPASS_MAX_FDS). */
 ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags);
+
+/* The buffer size the next frame_reader_fill grows to (at least the current one): a frame's
+ * whole length once its header is in. For budgets of memory held by partial frames. */
+size_t frame_reader_want(const struct frame_reader *r);
+/* With no partial frame held, gives a grown buffer back (down to FRAME_BUF_INITIAL). */
+void frame_reader_trim(struct frame_reader *r);
 
 /* The next complete frame: returns 1 with *frame / *len pointing into the buffer (valid until
  * the next fill or next call), 0 when more bytes are needed, or -EPROTO / -EMSGSIZE with err

@@ -53,7 +53,8 @@ int kvf_error_from_string(const char *name);
  *
  * Threads: every function may be called from any thread; one internal mutex serializes them.
  * kvf_connect, kvf_register and a kvf_poll that has to reconnect block for at most
- * options.connect_timeout_ms; kvf_send / kvf_recv / kvf_cancel only write one frame.
+ * options.connect_timeout_ms; kvf_send / kvf_recv / kvf_cancel write one frame and read what
+ * the daemon sent meanwhile into the event queue (so events never back up behind them).
  * Event loop use: put kvf_fd() in your poll/epoll set (readable when an event may be waiting or
  * a reconnect is due) and call kvf_poll(c, &ev, 0) until it returns 0. The fd stays the same
  * across reconnects.
@@ -118,11 +119,14 @@ struct kvf_options {
     const char *home;            /* the instance's home daemon "host:port" (where its rank 0
                                   * registers); NULL or "": this daemon. A rank registered away
                                   * from its home has its layout forwarded there. */
+    char *err; size_t errlen; /* optional: why kvf_connect failed, as the daemon said it */
 };
 
 /* Connects and says HELLO. socket_path NULL: $KVFERRY_WORKER_SOCKET, else the daemon's default
  * (/run/kvferry/worker.sock for root, $XDG_RUNTIME_DIR/kvferry/worker.sock, ./run/worker.sock).
- * opt may be NULL. Returns 0 and *ret, or -errno (-ENOENT / -ECONNREFUSED: no daemon). */
+ * opt may be NULL. Returns 0 and *ret, or -errno (-ENOENT / -ECONNREFUSED: no daemon); then
+ * opt->err (if given) says why, with the daemon's own words when it refused us (protocol
+ * version, access.allow_*, connection limits). */
 int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct kvf_client **ret);
 
 /* Registers the rank: its layout (lib/layout.h's JSON encoding) and pools. Blocks until the

@@ -196,7 +196,7 @@ int main(int argc, char **argv)
         return EXIT_UNREACHABLE;
     }
     if (fd < 0) {
-        fprintf(stderr, "kvferryctl: connect %s: %s (is kvferryd running?)\n", sock, strerror(-fd));
+        ctl_explain_connect(stderr, sock, -fd);
         json_decref(args);
         return EXIT_UNREACHABLE;
     }

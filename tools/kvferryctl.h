@@ -18,6 +18,10 @@ int ctl_client_connect(const char *path);
  * -errno otherwise. */
 int ctl_client_call(int fd, const char *cmd, json_t *args, int timeout_ms, json_t **ret);
 
+/* kvferryctl_why.c: explains a failed connect (err: errno) on f: what is wrong with path, and
+ * the fix (missing directory, a directory or file instead of a socket, mode and group, stale). */
+void ctl_explain_connect(FILE *f, const char *path, int err);
+
 /* Prints a result for people: scalars as aligned "key  value" lines, nested objects as
  * sections, arrays of objects as tables, numbers in human units; `status` and `workers` short
  * (100 columns) unless `all` (-l). */

@@ -130,8 +130,8 @@ int ctl_client_call(int fd, const char *cmd, json_t *args, int timeout_ms, json_
     line[n] = '\n';
     int r = send_all(fd, line, n + 1);
     free(line);
-    if (r < 0)
-        return r;
+    if (r < 0 && r != -EPIPE && r != -ECONNRESET)
+        return r; /* a daemon that refused us wrote why before it closed: read that below */
     int64_t deadline = now_ms() + timeout_ms;
     for (;;) {
         char *text = NULL;

@@ -16,6 +16,9 @@
 #include "daemon.h"
 
 #define CONTROL_ACCEPT_BURST 64 /* accepts per wakeup, so a flood cannot starve the loop */
+/* Root and the daemon's own user are the operator: the per-uid cap does not apply to them, and
+ * these many connections past control.max_conns stay theirs, so no user can lock them out. */
+#define CONTROL_OPERATOR_RESERVE 8
 
 struct control {
     struct daemon *d; /* borrowed: owns us */
@@ -118,14 +121,16 @@ static void accept_one(struct control *ctl, int fd)
         refuse(fd, EACCES, msg);
         return;
     }
-    if ((int64_t)ctl->n_conns >= cfg->control_max_conns) {
+    bool operator = peer.uid == 0 || peer.uid == geteuid();
+    if ((int64_t)ctl->n_conns >= cfg->control_max_conns + (operator ? CONTROL_OPERATOR_RESERVE : 0)) {
         ctl->counters.refused_limit++;
-        snprintf(msg, sizeof(msg), "too many control connections (control.max_conns %lld)",
-                 (long long)cfg->control_max_conns);
+        snprintf(msg, sizeof(msg), "too many control connections (control.max_conns %lld%s)",
+                 (long long)cfg->control_max_conns,
+                 operator ? ", and the operator's reserve is in use too" : "");
         refuse(fd, EUSERS, msg);
         return;
     }
-    if ((int64_t)conns_of_uid(ctl, peer.uid) >= cfg->control_max_conns_per_uid) {
+    if (!operator && (int64_t)conns_of_uid(ctl, peer.uid) >= cfg->control_max_conns_per_uid) {
         ctl->counters.refused_limit++;
         snprintf(msg, sizeof(msg),
                  "too many control connections of uid %u (control.max_conns_per_uid %lld)",

@@ -1,6 +1,7 @@
 /* control.h: the control socket server of kvferryd. A unix stream socket at cfg_control_path(),
  * mode sockets.mode; each accepted peer is checked with SO_PEERCRED against access.*, against
- * control.max_conns (total) and control.max_conns_per_uid; a refused peer gets one error line and
+ * control.max_conns (total) and control.max_conns_per_uid (root and the daemon's own user are
+ * exempt from it and keep a few slots past max_conns); a refused peer gets one error line and
  * is closed. Accepted peers become ctl_conn objects (framing) whose commands run through the
  * command table (ctl_cmds.h). struct control is owned by struct daemon (d->control).
  * Lifecycle: control_new -> control_listen -> ... -> control_stop -> (loop runs the close

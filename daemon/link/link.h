@@ -48,6 +48,7 @@
 #define KVF_LINK_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -77,6 +78,7 @@ struct link_config {
     const char *tls;              /* borrowed; NULL: UCX picks. Troubleshooting override of UCX_TLS */
     int no_shm;                   /* 1: exclude sysv/posix (different network namespaces) */
     size_t arena_bytes;           /* UCX-allocated arena; 0: none */
+    bool arena_prefault;          /* fault it in on a low-priority thread after start */
     size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */
     unsigned max_peers;           /* endpoints at once; 0: 256 */
     unsigned handshake_timeout_ms; /* 0: 5000 */

@@ -12,6 +12,7 @@
  * version or MAC is answered with REFUSE, counted and logged on both sides, and the endpoint is
  * closed once the REFUSE left. Loop thread; the AM callback runs inside progress. */
 #include "link_int.h"
+#include "secret_file.h"
 
 #include "log.h"
 
@@ -50,37 +51,10 @@ static const char *why_str(unsigned why)
 
 int link_secret_load(struct link *l, const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
-        int e = errno;
-        log_error("link: secret file %s: %s", path, strerror(e));
-        return -e;
-    }
-    struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) < 0) {
-        rc = -errno;
-    } else if (!S_ISREG(st.st_mode)) {
-        log_error("link: secret file %s: not a regular file", path);
-        rc = -EINVAL;
-    } else if (st.st_mode & 077) {
-        log_error("link: secret file %s: mode %04o lets group/others read it; chmod 600 it", path,
-                  (unsigned)(st.st_mode & 07777));
-        rc = -EPERM;
-    } else if (st.st_size < LINK_SECRET_MIN || st.st_size > LINK_SECRET_MAX) {
-        log_error("link: secret file %s: %lld bytes, must hold %d..%d", path,
-                  (long long)st.st_size, LINK_SECRET_MIN, LINK_SECRET_MAX);
-        rc = -EINVAL;
-    } else {
-        ssize_t n = read(fd, l->secret, (size_t)st.st_size);
-        if (n != st.st_size) {
-            log_error("link: secret file %s: short read", path);
-            rc = -EIO;
-        } else {
-            l->secret_len = (size_t)n;
-        }
-    }
-    close(fd);
+    char err[512];
+    int rc = secret_file_read(path, l->secret, sizeof l->secret, &l->secret_len, err, sizeof err);
+    if (rc < 0)
+        log_error("link: %s", err);
     return rc;
 }
 

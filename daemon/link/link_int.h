@@ -7,7 +7,10 @@
 
 #include "link.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <sys/socket.h>
 #include <ucp/api/ucp.h>
 
@@ -77,6 +80,9 @@ struct link {
     ucp_mem_h arena_memh;
     void *arena;
     size_t arena_len;
+    pthread_t prefault;          /* faults the arena in after start; joined before unmap */
+    bool prefaulting;
+    atomic_bool prefault_stop;   /* set by link_arena_done: the thread stops at its next step */
     void *arena_rkey;            /* packed, ucp_rkey_buffer_release */
     size_t arena_rkey_len;
     /* identity */

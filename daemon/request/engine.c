@@ -19,6 +19,7 @@
 
 uint64_t engine_now(const struct engine *e)
 {
+    uv_update_time(&e->d->loop); /* fresh: deadlines from the cached time came early */
     return uv_now(&e->d->loop);
 }
 
@@ -279,6 +280,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .secret_path = cfg->cluster_secret_file,
         .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
         .arena_bytes = cfg->arena_size,
+        .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
     };
     struct link_ops ops = {.on_peer_up = on_peer_up,

@@ -53,7 +53,13 @@ static void xfer_set_state(struct xfer *x, xfer_state_t to)
     x->state = to;
 }
 
-static uint64_t now_ms(const struct transfers *t) { return uv_now(&t->w->d->loop); }
+/* A fresh clock: the loop's cached time can be a whole busy iteration old, and deadlines set
+ * from it came early (UNKNOWN_INSTANCE after 1.85 s of a 2 s deadline) */
+static uint64_t now_ms(const struct transfers *t)
+{
+    uv_update_time(&t->w->d->loop);
+    return uv_now(&t->w->d->loop);
+}
 
 /* Ends a request: state, counters, one event to its worker (unless it is gone). */
 static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error_t err,

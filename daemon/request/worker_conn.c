@@ -32,14 +32,7 @@ static void wsend(struct wconn *c, struct proto_msg *m)
         log_error("worker %llu: cannot encode %s", (unsigned long long)c->id, proto_type_to_string(m->type));
         return;
     }
-    /* non-blocking, no wait: a worker that lets its socket buffer fill is not reading events */
-    int rc = fdpass_send(c->fd, buf, len, NULL, 0, 0);
-    free(buf);
-    if (rc) {
-        log_warn("worker %llu (pid %u): write failed: %s: closing", (unsigned long long)c->id, c->pid,
-                 strerror(-rc));
-        wconn_close_later(c);
-    }
+    wconn_send_frame(c, buf, len); /* queued while the socket is full (worker_send.c) */
 }
 
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
@@ -77,6 +70,7 @@ static void on_close(uv_handle_t *h)
     struct workers *w = c->w;
     close(c->fd);
     frame_reader_done(&c->rd);
+    outq_done(&c->outq);
     fdpass_close_all(c->fds_ahead, c->n_fds_ahead);
     free(c->fds_ahead);
     for (struct wconn **pp = &w->conns; *pp; pp = &(*pp)->next)
@@ -101,6 +95,8 @@ void wconn_close(struct wconn *c, const char *why)
         registry_remove(&c->w->reg, c->rank);
         c->rank = NULL;
     }
+    wlimits_conn_gone(c);
+    wconn_send_final(c); /* what was owed, and why it closes, as far as the socket takes it */
     uv_poll_stop(&c->poll);
     uv_close((uv_handle_t *)&c->poll, on_close);
 }
@@ -170,8 +166,10 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
         if (p->bytes == 0)
             continue; /* an empty pool (a stage without layers of its group): nothing to map */
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
-        /* populated now, so the hot path takes no page faults (DESIGN §3: mapped once) */
-        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED | MAP_POPULATE, fd, 0);
+        /* mapped once (DESIGN §3), not populated: MAP_POPULATE here stalled the loop ~1 s per
+         * 2.7 GiB (bench_register_stall); pages of the worker's resident cache fault in cheaply
+         * on first copy, and the daemon's own arena is prefaulted at start instead */
+        void *b = mmap(NULL, p->bytes, prot, MAP_SHARED, fd, 0);
         if (b == MAP_FAILED) {
             snprintf(msg, len, "pool %u: mmap of %llu bytes: %s", i, (unsigned long long)p->bytes,
                      strerror(errno));
@@ -326,6 +324,7 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
             break;
         }
         c->hello = true;
+        c->rd.lim.max_frame = c->w->lim.max_frame; /* past HELLO: frames up to workers.max_frame */
         c->pid = m.u.hello.pid;
         snprintf(c->name, sizeof c->name, "%s", m.u.hello.name);
         struct proto_msg wm = {.type = PROTO_WELCOME};
@@ -371,14 +370,20 @@ out:
 void wconn_readable(uv_poll_t *p, int status, int events)
 {
     struct wconn *c = p->data;
-    (void)events;
     if (c->closing)
         return;
     if (status < 0) {
         wconn_close(c, uv_strerror(status));
         return;
     }
-    for (int round = 0; round < WCONN_READS_PER_WAKEUP && !c->closing; round++) {
+    if (events & UV_WRITABLE) {
+        wconn_writable(c);
+        if (c->closing || !(events & UV_READABLE))
+            return;
+    }
+    for (int round = 0; round < WCONN_READS_PER_WAKEUP && !c->closing && !c->broken; round++) {
+        if (!wlimits_frame_room(c))
+            return;
         ssize_t n = frame_reader_fill(&c->rd, c->fd, MSG_DONTWAIT);
         if (n == -EAGAIN)
             return;
@@ -402,8 +407,10 @@ void wconn_readable(uv_poll_t *p, int status, int events)
         while (!c->closing && (rc = frame_reader_next(&c->rd, &f, &len, err, sizeof err)) == 1)
             on_frame(c, f, len);
         if (!c->closing && rc < 0) {
-            violation(c, "%s", err);
+            violation(c, "%s%s", c->hello ? "" : "the first frame must be a HELLO: ", err);
             return;
         }
+        if (!c->closing)
+            wlimits_frame_after(c);
     }
 }

@@ -22,7 +22,7 @@ static void reap_cb(uv_timer_t *h)
     struct workers *w = h->data;
     for (struct wconn *c = w->conns; c; c = c->next)
         if (c->broken && !c->closing)
-            wconn_close(c, "the worker is not reading its events (socket buffer full or gone)");
+            wconn_close(c, c->why[0] ? c->why : "its socket failed (the worker is gone)");
 }
 
 void workers_reap_soon(struct workers *w)
@@ -44,14 +44,18 @@ int workers_new(struct daemon *d, struct workers **ret)
         w->epoch = (uint64_t)getpid() << 32 ^ uv_hrtime();
     registry_init(&w->reg);
     int rc = uv_timer_init(&d->loop, &w->reap);
+    if (rc == 0)
+        rc = uv_timer_init(&d->loop, &w->sweep);
     if (rc) {
         free(w);
         return rc;
     }
     w->reap.data = w;
+    w->sweep.data = w;
     rc = transfers_init(&w->xt, w);
     if (rc) {
         uv_close((uv_handle_t *)&w->reap, NULL);
+        uv_close((uv_handle_t *)&w->sweep, NULL);
         w->stopped = true;
         *ret = w; /* the caller frees after the loop closed the timer */
         return rc;
@@ -72,7 +76,9 @@ int workers_adopt(struct workers *w, int fd, const struct peer_cred *peer)
     c->peer = *peer;
     c->id = w->next_conn_id++;
     c->connected_ms = uv_now(&w->d->loop);
-    int rc = frame_reader_init(&c->rd, &w->lim);
+    struct proto_limits first = w->lim; /* until HELLO: a HELLO-sized frame at most */
+    first.max_frame = WCONN_HELLO_FRAME_MAX;
+    int rc = frame_reader_init(&c->rd, &first);
     if (rc == 0)
         rc = uv_poll_init(&w->d->loop, &c->poll, fd);
     if (rc) {
@@ -132,11 +138,9 @@ static void accept_cb(uv_poll_t *p, int status, int events)
             refuse(fd, msg);
             continue;
         }
-        if ((int64_t)w->n_conns >= w->d->cfg.workers_max_conns || w->draining) {
+        if (wlimits_admit(w, &peer, msg, sizeof msg) < 0) {
             w->counters.refused_limit++;
-            snprintf(msg, sizeof msg, w->draining ? "the daemon is draining"
-                     : "too many worker connections (workers.max_conns %lld)",
-                     (long long)w->d->cfg.workers_max_conns);
+            log_warn("workers: refused uid %u pid %d: %s", (unsigned)peer.uid, (int)peer.pid, msg);
             refuse(fd, msg);
             continue;
         }
@@ -189,6 +193,7 @@ int workers_listen(struct workers *w, char *err, size_t errlen)
     w->poll_inited = true;
     w->poll.data = w;
     uv_poll_start(&w->poll, UV_READABLE, accept_cb);
+    wlimits_sweep_start(w);
     log_info("workers: listening on %s (mode %04llo)", w->path,
              (unsigned long long)w->d->cfg.sockets_mode);
     return 0;
@@ -214,6 +219,7 @@ void workers_stop(struct workers *w)
         wconn_close(c, "the daemon is stopping");
     transfers_stop(&w->xt);
     uv_close((uv_handle_t *)&w->reap, NULL);
+    uv_close((uv_handle_t *)&w->sweep, NULL);
 }
 
 struct workers *workers_free(struct workers *w)
@@ -238,6 +244,8 @@ json_t *workers_list_json(struct workers *w)
                               (int)c->peer.pid, "uid", (int)c->peer.uid, "name", c->name,
                               "registered", c->rank != NULL, "in_flight", (int)c->inflight,
                               "age_ms", (json_int_t)(now - c->connected_ms));
+        json_object_set_new(o, "events_queued", json_integer(c->outq.n));
+        json_object_set_new(o, "events_queued_peak", json_integer(c->outq.peak));
         if (c->rank) {
             json_t *r = registry_rank_json(c->rank);
             json_object_update(o, r);
@@ -275,6 +283,14 @@ int workers_stats(struct daemon *d, json_t *ret)
     json_object_set_new(ret, "register_refused", json_integer((json_int_t)k->register_refused));
     json_object_set_new(ret, "bad_frames", json_integer((json_int_t)k->bad_frames));
     json_object_set_new(ret, "lost", json_integer((json_int_t)k->lost));
+    json_object_set_new(ret, "evicted", json_integer((json_int_t)k->evicted));
+    json_object_set_new(ret, "hello_timeouts", json_integer((json_int_t)k->hello_timeouts));
+    json_object_set_new(ret, "frame_timeouts", json_integer((json_int_t)k->frame_timeouts));
+    json_object_set_new(ret, "read_timeouts", json_integer((json_int_t)k->read_timeouts));
+    json_object_set_new(ret, "frame_memory_refused",
+                        json_integer((json_int_t)k->frame_memory_refused));
+    json_object_set_new(ret, "event_queue_full", json_integer((json_int_t)k->event_queue_full));
+    json_object_set_new(ret, "frame_memory_bytes", json_integer((json_int_t)w->frame_bytes));
     json_object_set_new(ret, "transfers", transfers_stats_json(&w->xt));
     return 0;
 }

@@ -18,14 +18,21 @@
 #include "proto.h"
 #include "registry.h"
 #include "transfers.h"
+#include "worker_outq.h"
 
 struct daemon;
+
+#define WCONN_HELLO_FRAME_MAX 4096 /* frame size limit until HELLO */
 
 struct workers_counters {
     uint64_t accepted, refused_access, refused_limit;
     uint64_t registered, register_refused;
     uint64_t bad_frames;  /* connections closed for a bad frame */
     uint64_t lost;        /* connections that ended without being asked to */
+    uint64_t evicted;     /* still in their handshake when a connection limit was reached */
+    uint64_t hello_timeouts, frame_timeouts, read_timeouts;
+    uint64_t frame_memory_refused; /* frames that would have passed workers.frame_memory */
+    uint64_t event_queue_full;     /* disconnected at workers.event_queue */
 };
 
 struct wconn {
@@ -46,6 +53,13 @@ struct wconn {
     uint64_t seq;
     uint32_t inflight;          /* this connection's requests in flight */
     uint64_t connected_ms;
+    struct wconn_outq outq;     /* owned: frames waiting for socket room */
+    bool want_write;            /* the poll handle waits for UV_WRITABLE too */
+    char why[PROTO_MSG_MAX + 1]; /* told to the worker at close ("" : nothing to tell) */
+    kvf_error_t why_error;
+    uint64_t frame_at;          /* stream offset of the frame in progress */
+    uint64_t frame_since_ms;    /* when its first byte came; 0: none in progress */
+    size_t frame_counted;       /* this reader's bytes in workers.frame_bytes */
     struct wconn *next;
 };
 
@@ -55,6 +69,8 @@ struct workers {
     uv_poll_t poll;
     bool poll_inited, stopped, draining;
     uv_timer_t reap;            /* closes broken connections outside their callers */
+    uv_timer_t sweep;           /* HELLO, frame and reading deadlines (worker_limits.c) */
+    uint64_t frame_bytes;       /* partial frame buffers beyond FRAME_BUF_INITIAL, all conns */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct proto_limits lim;
     uint64_t epoch;             /* sent in WELCOME: changes at every start */
@@ -80,6 +96,30 @@ struct workers *workers_free(struct workers *w);
 
 /* Closes broken connections from a zero timer, outside the callers that found them broken. */
 void workers_reap_soon(struct workers *w);
+
+/* worker_limits.c: the worker socket's defenses (connection limits with eviction of
+ * connections still in their handshake, deadlines, memory for partial frames). */
+/* 0: serve the new connection (a handshaking one may have been evicted for it), else -EUSERS
+ * with the reason for the refused client in msg. */
+int wlimits_admit(struct workers *w, const struct peer_cred *peer, char *msg, size_t len);
+void wlimits_sweep_start(struct workers *w);
+/* Before a read: may the frame reader grow as it wants? false: c is being closed, told why. */
+bool wlimits_frame_room(struct wconn *c);
+/* After the frames of a read were handled: the frame in progress and the memory held. */
+void wlimits_frame_after(struct wconn *c);
+/* At close: gives back the memory counted for c. */
+void wlimits_conn_gone(struct wconn *c);
+
+/* worker_send.c: frames out, through the connection's queue. */
+/* Sends (or queues) one encoded frame; takes ownership of buf. */
+void wconn_send_frame(struct wconn *c, uint8_t *buf, size_t len);
+/* The poll handle reported room: writes what waits. */
+void wconn_writable(struct wconn *c);
+/* At close: tells c->why (if any) after what was half written, and writes what fits. */
+void wconn_send_final(struct wconn *c);
+/* Closes c at the next reap, telling the worker why (error and message). */
+void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* worker_conn.c */
 /* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */

@@ -10,6 +10,14 @@
 
 static char dest[64];
 
+/* A sanitizer build installs a library that needs the sanitizer runtime: link the program the
+ * same way (make asan runs this suite too). */
+#ifdef __SANITIZE_ADDRESS__
+#define LINK_SAN "-fsanitize=address,undefined "
+#else
+#define LINK_SAN ""
+#endif
+
 static void sh_ok(const char *cmd, char *out, size_t len)
 {
     int rc = dh_sh(cmd, out, len);
@@ -113,8 +121,8 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
     dh_write_file(src, "#include <kvferry.h>\n#include <stdio.h>\n"
                        "int main(void) { puts(kvf_error_to_string(KVF_E_TIMEOUT)); return 0; }\n");
     snprintf(cmd, sizeof(cmd),
-             "cc -o %s/t %s $(%s pkg-config --cflags --libs kvferry) 2>&1 && LD_LIBRARY_PATH=%s%s "
-             "%s/t",
+             "cc " LINK_SAN "-o %s/t %s $(%s pkg-config --cflags --libs kvferry) 2>&1 && "
+             "LD_LIBRARY_PATH=%s%s %s/t",
              dest, src, pc, dest, multiarch_libdir, dest);
     sh_ok(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "TIMEOUT\n");
