@@ -115,6 +115,11 @@ int daemon_load_config(struct daemon *d, const char *path, char *err, size_t err
 int daemon_ready(struct daemon *d)
 {
     int r;
+    /* A stop signal that came during the start waits in libuv's signal pipe: handle it now, so
+     * that a daemon about to stop never says READY=1 (it drains from STARTING; STOPPING=1). */
+    uv_run(&d->loop, UV_RUN_NOWAIT);
+    if (d->state != DAEMON_STARTING)
+        return 0;
     if ((r = notify_start(&d->notify, &d->loop)) < 0)
         return r;
     if ((r = daemon_set_state(d, DAEMON_RUNNING)) < 0)

@@ -139,9 +139,10 @@ int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf
  * FAILED). counts[g] ids per group of the layout (state groups: 1 slot), ids concatenated.
  * n_readers 0 (recommended): the daemon counts the readers itself and sends SENT once every
  * generation rank that reads this request from this rank has read it, on either path (README
- * "n_readers"); where it cannot tell (a generation instance with PP > 1 on another daemon) it
- * releases the SEND at its deadline (deadlines.send_wait + deadlines.transfer): SENT if a read
- * completed, else FAILED/TIMEOUT. n_readers > 0: SENT after that many reads, where a read is
+ * "n_readers"; a generation instance with PP > 1 on another daemon is counted stage by stage
+ * from its readers' requests); where it cannot tell (a plan failing) it releases the SEND at its
+ * deadline (deadlines.send_wait + deadlines.transfer): SENT if a read completed, else
+ * FAILED/TIMEOUT. n_readers > 0: SENT after that many reads, where a read is
  * one RECV completing on the same daemon, one flow reading this rank between daemons.
  * Either event means the items may be reused.
  * Host pool memfds must be sealed with F_SEAL_SHRINK (kvf_register is refused otherwise).

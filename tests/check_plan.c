@@ -115,6 +115,19 @@ START_TEST(plan_parity_kimi_k3_tp4_to_tp2_bitwise)
 }
 END_TEST
 
+/* Nemotron-H's Mamba2 conv state is x | B | C, each segment sharded on its own (x by the 128
+ * heads, B and C by the 8 groups): TP2 <-> TP4 moves every rank's x_r | B_r | C_r bitwise, in
+ * both conv widths (W as TensorRT-LLM keeps it, W-1 as vLLM) and as one view or two. */
+START_TEST(plan_parity_nemotron_h_tp2_tp4_mamba2_segments_bitwise)
+{
+    struct par_opts o = base_opts;
+    o.chunked = 0;
+    par_run("nemotron-h:tp=2,blocks=2,slots=1", "nemotron-h:tp=4,blocks=2,slots=1", 2, 2, &o, NULL);
+    par_run("nemotron-h:tp=4,blocks=2,slots=1,conv=w-1,state=split",
+            "nemotron-h:tp=2,blocks=2,slots=1,conv=w-1", 2, 2, &o, NULL);
+}
+END_TEST
+
 /* ---- writers ---- */
 
 static void writers_of(const char *cs, const char *gs, uint32_t gr, int32_t dp, uint32_t *ret,
@@ -597,6 +610,7 @@ static Suite *plan_suite(void)
     tcase_add_test(tc, plan_parity_block_major_to_layer_major_bitwise);
     tcase_add_test(tc, plan_parity_per_layer_pools_bitwise);
     tcase_add_test(tc, plan_parity_kimi_k3_tp4_to_tp2_bitwise);
+    tcase_add_test(tc, plan_parity_nemotron_h_tp2_tp4_mamba2_segments_bitwise);
     suite_add_tcase(s, tc);
     tc = tcase_create("writers");
     tcase_add_test(tc, plan_writers_follow_head_ranges_and_replication_rules);

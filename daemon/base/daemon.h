@@ -71,7 +71,8 @@ int daemon_init(struct daemon *d);
 /* Loads `path` (NULL: defaults) as the initial config and resolves access lists. On error
  * writes a message into err and returns -errno. */
 int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen);
-/* Starts the watchdog, sends READY=1. Returns 0 or -errno. */
+/* Starts the watchdog, sends READY=1; or, when a stop signal came during the start, leaves the
+ * daemon draining without READY=1 (the loop then stops it). Returns 0 or -errno. */
 int daemon_ready(struct daemon *d);
 /* Parses the config file again, validates, swaps live keys; on error keeps the old config.
  * Records the result in last_reload. Returns 0 or -errno. */

@@ -138,7 +138,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     char pmsg[sizeof(((struct plan_error *)0)->message)];
     kvf_error_t code = plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
     if (code == KVF_OK && !s->n_readers && !s->derived) /* the worker left the count to us */
-        s->derived = readers_remote(&pin, q->writer);
+        s->derived = readers_remote(&s->readers, &pin, q->writer);
     free(ctx_ids);
     if (code != KVF_OK) {
         tx_fail(tx, code, true, "%s", pmsg);

@@ -10,7 +10,7 @@
  * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
- * n_readers 0: the daemon derives the count (readers.h) from the first reader and then ends the
+ * n_readers 0: the daemon derives the count (readers.h) from its readers and then ends the
  * SEND as if the worker had passed it; where it cannot, the deadline rule above applies.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
@@ -27,6 +27,7 @@
 #include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
+#include "readers.h"
 
 struct workers;
 struct wconn;
@@ -64,6 +65,7 @@ struct xfer {
     uint32_t n_readers, served;
     uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
                                    (readers.h), 0 while unknown */
+    struct readers_tally readers; /* send, between daemons: what its RECV_REQs told of them */
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;

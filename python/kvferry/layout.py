@@ -394,17 +394,63 @@ def vllm_kda_state(layout, name, layers, states, heads, global_heads=None, shard
     return layout.state(name, layers, specs, alias)
 
 
-def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=None):
-    """vLLM v1 Mamba2 state per layer: (conv (slots, W-1, conv_dim), ssm (slots, nheads, hd,
-    d_state)). The conv channels are x|B|C segments sharded segment-wise under TP, which layout
-    v1 cannot express as heads: tp_size must be 1 (or attention-DP)."""
-    if layout.tp_size > 1 and not layout.attention_dp:
-        raise KvferryError("mamba2_state: conv channels shard per x|B|C segment under TP %d; "
-                           "only tp 1 (or attention-DP) is expressible" % layout.tp_size)
+def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=None,
+                 n_groups=None, dim_first=None):
+    """vLLM v1 Mamba2 state per layer: (conv, ssm (slots, nheads, hd, d_state)), nheads this
+    rank's heads. The conv state's channels are x (nheads * hd) | B | C (groups * d_state
+    each); under TP each segment is split on its own (x by heads, B and C by groups: vLLM's
+    conv1d weight loader and MambaStateShapeCalculator.mamba2_state_shape), so the channels a
+    rank holds are x_r | B_r | C_r. conv is (slots, width, conv_dim) ("SD": vLLM v1's default,
+    contiguous along the channels) or (slots, conv_dim, width) ("DS": dim-first, vLLM's
+    is_conv_state_dim_first, V0; as the C presets describe it); width is W-1 (vLLM) or W, the
+    same on both sides. dim_first None: read from the shape (conv_dim > width).
+      DS: conv_x [nheads][hd*width] then conv_bc [2 (B, C)][groups][d_state*width]
+      SD: per row w of the width, conv_x<w> [nheads][hd] then conv_bc<w> [2][groups][d_state]
+    n_groups: the model's n_groups (default this rank's groups x TP); fewer groups than TP
+    ranks are replicated as vLLM does (extra_groups_for_head_shards). global_heads: default
+    nheads x TP."""
     conv = [s[0] for s in states]
     ssm = [s[1] for s in states]
-    return layout.state(name, layers, [("conv", conv, conv[0].shape[1], 1, 1),
-                                       ("ssm", ssm, 1, nheads, global_heads)], alias)
+    c0, s0 = conv[0], ssm[0]
+    if s0.dim() != 4 or s0.shape[1] != nheads:
+        raise KvferryError("mamba2_state: ssm of shape %s is not (slots, nheads=%d, hd, d_state)"
+                           % (tuple(s0.shape), nheads))
+    if c0.dim() != 3:
+        raise KvferryError("mamba2_state: conv of shape %s is not (slots, width, conv_dim) or "
+                           "(slots, conv_dim, width)" % (tuple(c0.shape),))
+    hd, n = s0.shape[2], s0.shape[3]
+    if dim_first is None:
+        dim_first = c0.shape[1] > c0.shape[2]
+    conv_dim, width = (c0.shape[1], c0.shape[2]) if dim_first else (c0.shape[2], c0.shape[1])
+    bc = conv_dim - nheads * hd
+    if bc <= 0 or bc % (2 * n):
+        raise KvferryError("mamba2_state: %d conv channels are not x (nheads %d x hd %d) + "
+                           "B|C (2 x groups x d_state %d)" % (conv_dim, nheads, hd, n))
+    groups, tpe = bc // (2 * n), layout_tp_eff(layout)
+    gh = global_heads if global_heads is not None else nheads * tpe
+    gg = n_groups if n_groups is not None else groups * tpe
+    whole = _state_parts("conv", conv, 1, 1, 1, "sharded")[0]  # checks each slot is contiguous
+    es = c0.element_size()
+
+    def part(pname, off, outer, heads, inner, glob):
+        return _Part(pname, whole.regions, [p + off for p in whole.ptrs], whole.item_stride,
+                     whole.n_items, outer, heads, inner, glob, "sharded", whole.dtype)
+    if dim_first:
+        parts = [part("conv_x", 0, 1, nheads, hd * width * es, gh),
+                 part("conv_bc", nheads * hd * width * es, 2, groups, n * width * es, gg)]
+    else:
+        parts = []
+        for w in range(width):
+            row = w * conv_dim * es
+            parts += [part("conv_x%d" % w, row, 1, nheads, hd * es, gh),
+                      part("conv_bc%d" % w, row + nheads * hd * es, 2, groups, n * es, gg)]
+    parts += _state_parts("ssm", ssm, 1, nheads, gh, "sharded")
+    return layout._add(name, "state", layers, parts, alias)
+
+
+def layout_tp_eff(layout):
+    """Shards a sharded tensor is split into (lib/layout.h layout_tp_eff)."""
+    return 1 if layout.attention_dp else layout.tp_size
 
 
 def sglang_mha(layout, name, layers, k_buffer, v_buffer, global_heads=None):

@@ -64,20 +64,60 @@ START_TEST(workers_parity_matrix_through_the_local_path)
 }
 END_TEST
 
-/* One side starts late; while it is late, the other side's request waits in the daemon. */
+/* Transfers listed with field f reading v and state "waiting". */
+static size_t waiting_count(struct wenv *e, const char *f, const char *v)
+{
+    json_t *r = wt_ctl(e, "transfers"), *x;
+    size_t k, n = 0;
+    json_array_foreach(json_object_get(r, "transfers"), k, x)
+        n += tj_is(json_object_get(x, f), v) && tj_is(json_object_get(x, "state"), "waiting");
+    json_decref(r);
+    return n;
+}
+
+/* Waits (asking every 10 ms) until at least want transfers with f = v are waiting. */
+static void until_waiting(struct wenv *e, const char *f, const char *v, size_t want, int ms)
+{
+    int64_t end = wt_now_ms() + ms;
+    size_t n;
+    while ((n = waiting_count(e, f, v)) < want) {
+        ck_assert_msg(wt_now_ms() < end, "%zu transfer(s) with %s=%s waiting after %d ms, not %zu",
+                      n, f, v, ms, want);
+        usleep(10000);
+    }
+}
+
+static pid_t ordering_ctx(struct wenv *e)
+{
+    return wt_sim(e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny:tp=2",
+                  "--all-ranks", "--requests", "2", "--readers", "2", (char *)NULL);
+}
+
+static pid_t ordering_gen(struct wenv *e)
+{
+    return wt_sim(e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny:tp=2",
+                  "--all-ranks", "--requests", "2", "--ctx-instance", "ctx", (char *)NULL);
+}
+
+/* One side starts late; while it is late, the other side's requests wait in the daemon. The
+ * late side starts once every request of the early one is seen waiting (an event, not a delay
+ * that a loaded machine can outlast), and the deadlines are far from anything this test
+ * measures: a late side's start under load must not meet deadlines.lookup or send_wait. */
 static void ordering(int recv_first)
 {
     struct wenv e;
-    wt_start(&e, NULL);
-    pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny:tp=2",
-                     "--all-ranks", "--requests", "2", "--readers", "2", "--start-delay-ms",
-                     recv_first ? "700" : "0", (char *)NULL);
-    pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
-                     "tiny:tp=2", "--all-ranks", "--requests", "2", "--ctx-instance", "ctx",
-                     "--start-delay-ms", recv_first ? "0" : "700", (char *)NULL);
-    /* the early side's requests wait in the daemon while the other side is late */
-    wt_until_listed(&e, 5000, "transfers", "transfers", "side", recv_first ? "recv" : "send",
-                    "state", "waiting");
+    wt_start(&e, "deadlines:\n  lookup: 30s\n  send_wait: 30s\n  transfer: 30s\n");
+    pid_t c = -1, q = -1;
+    if (recv_first)
+        q = ordering_gen(&e);
+    else
+        c = ordering_ctx(&e);
+    /* the early side's requests (2 ranks x 2) wait in the daemon while the other side is late */
+    until_waiting(&e, "side", recv_first ? "recv" : "send", 4, 20000);
+    if (recv_first)
+        c = ordering_ctx(&e);
+    else
+        q = ordering_gen(&e);
     int gq = wt_wait(q, 30000), gc = wt_wait(c, 30000);
     char *gl = wt_log(&e, "gen.log");
     ck_assert_msg(gq == 0 && gc == 0, "gen %d ctx %d:\n%s", gq, gc, gl);
@@ -157,8 +197,10 @@ START_TEST(workers_context_killed_while_recv_waits_fails_it_quickly_with_peer_lo
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
                      "--rank", "0", "--requests", "2", "--ctx-instance", "ctx", "--expect-error",
                      "PEER_LOST", (char *)NULL);
-    /* its RECV waits for the context's SEND: now the context goes away */
-    wt_until_listed(&e, 10000, "transfers", "transfers", "instance", "gen", "state", "waiting");
+    /* both its RECVs wait for the context's SENDs: now the context goes away. Both, not one: a
+     * RECV the daemon reads after the context is gone finds no rank of it and fails
+     * UNKNOWN_INSTANCE at deadlines.lookup, not PEER_LOST */
+    until_waiting(&e, "instance", "gen", 2, 10000);
     int64_t t0 = wt_now_ms();
     kill(c, SIGKILL);
     wt_wait(c, 5000);

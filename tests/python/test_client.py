@@ -9,6 +9,7 @@ import errno
 import fcntl
 import os
 import selectors
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -317,6 +318,26 @@ class HybridSameDaemon(Hybrid, kvftest.DaemonCase):
 
 class HybridTwoDaemons(Hybrid, kvftest.DaemonCase):
     TWO = True
+
+
+class ConnectRefused(unittest.TestCase):
+    """A refused kvf_connect raises ConnectionError carrying the daemon's own reason (opt.err)."""
+
+    def test_refusal_says_why_in_the_daemons_words(self):
+        with open(os.path.join(kvftest.ROOT, "lib", "kvferry.h")) as f:
+            if "char *err;" not in f.read():
+                self.skipTest("this tree's kvf_options has no err field (issue 13 adds it)")
+        top = tempfile.mkdtemp(prefix="kvf-py-refuse-")
+        d = kvftest.kvfharness.Daemon(top, "a", extra="workers:\n  max_conns_per_uid: 1\n")
+        d.start()
+        try:
+            with kvferry.Client(d.sock, name="first", reconnect=False):
+                with self.assertRaises(ConnectionError) as cm:
+                    kvferry.Client(d.sock, name="second", reconnect=False)
+            self.assertIn("workers.max_conns_per_uid 1", str(cm.exception))
+        finally:
+            d.stop()
+            shutil.rmtree(top, ignore_errors=True)
 
 
 class Restart(unittest.TestCase):

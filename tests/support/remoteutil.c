@@ -290,7 +290,11 @@ void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
     {
         struct ru_rank *r = &in->r[i];
         struct kvf_options o = {.no_reconnect = 1, .connect_timeout_ms = 10000, .home = home};
-        ck_assert_int_eq(kvf_connect(d->worker, &o, &r->c), 0);
+        int crc = kvf_connect(d->worker, &o, &r->c);
+        if (crc != 0)
+            ru_dump_log(d, "daemon");
+        ck_assert_msg(crc == 0, "rank %u: kvf_connect(%s) = %d (%s)", i, d->worker, crc,
+                      strerror(-crc));
         json_t *j = layout_to_jobj(&r->l);
         char *txt = json_dumps(j, JSON_COMPACT);
         json_decref(j);
