@@ -18,7 +18,8 @@
 # daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
 # scripts/check-includes keeps the folders' include graph pointing down),
 # tools/<name>.c + tools/<name>_*.c -> build/<name>, tests/check_*.c and
-# tests/integration/check_*.c -> one Check binary each.
+# tests/integration/check_*.c -> one Check binary each, all linking the test support built once
+# (tests/support/*.c -> libkvferry-testsupport.a; declared in tests/*.h and tests/integration/*.h).
 
 BUILD   ?= build
 PREFIX  ?= /usr/local
@@ -81,6 +82,9 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 PY_TESTS     := tests/python/check_python
+TS_SRCS      := $(wildcard tests/support/*.c)
+TS_OBJS      := $(patsubst %.c,$(BUILD)/%.o,$(TS_SRCS))
+TESTSUPPORT  := $(BUILD)/libkvferry-testsupport.a
 
 # libkvferry, loaded into every inference worker: the public API and the worker protocol only
 # (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
@@ -132,10 +136,17 @@ $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wild
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
 
-# Tests link the core library and every daemon object but main.o, so daemon modules are testable.
-$(BUILD)/tests/%: tests/%.c $(DAEMON_CORE) $(CORE) tests/testutil.h
+# Test support: the harness bodies, compiled once (their headers stay in tests/ and tests/integration/).
+$(BUILD)/tests/support/%.o: CFLAGS += -Itests
+$(TESTSUPPORT): $(TS_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
+	rm -f $@ && ar rcs $@ $^
+
+# Tests link the test support, the core library and every daemon object but main.o, so daemon
+# modules are testable.
+$(BUILD)/tests/%: tests/%.c $(TESTSUPPORT) $(DAEMON_CORE) $(CORE) tests/testutil.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests -o $@ $< $(TESTSUPPORT) $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(CHECK_LIBS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
 $(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(CORE)
 	@mkdir -p $(dir $@)
@@ -191,10 +202,12 @@ tsan:
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_TIME ?= 20
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard lib/*.c lib/*.h)
+# tests/support/promcheck.c: the Prometheus validator fuzz_prom_json checks lib/prom.c against.
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard lib/*.c lib/*.h) tests/support/promcheck.c tests/promcheck.h
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels \
-	  -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $< $(wildcard lib/*.c) $(LIB_LIBS)
+	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Itests \
+	  -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $< $(wildcard lib/*.c) \
+	  tests/support/promcheck.c $(LIB_LIBS)
 fuzz: $(FUZZERS)
 fuzz-short: $(FUZZERS)
 	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \

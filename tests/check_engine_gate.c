@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_frag.h"
 #include "registry.h"
 #include "testutil.h"
 #include "transfers.h"

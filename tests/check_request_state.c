@@ -6,7 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
-#include "engine_int.h"
+#include "engine_gen.h"
 #include "transfers.h"
 #include "require.h"
 #include "testutil.h"

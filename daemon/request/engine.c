@@ -7,7 +7,13 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_frag.h"
+#include "engine_gen.h"
+#include "engine_gpu.h"
+#include "engine_peer.h"
+#include "engine_quar.h"
+#include "engine_tab.h"
 #include "transfers.h"
 #include "workers.h"
 

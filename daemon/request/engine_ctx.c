@@ -20,7 +20,12 @@
 
 #include "copy.h"
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_frag.h"
+#include "engine_gpu.h"
+#include "engine_peer.h"
+#include "engine_quar.h"
+#include "engine_tab.h"
 #include "move_exec.h"
 #include "plan_request.h"
 #include "readers.h"

@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_frag.h"
+#include "engine_peer.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"

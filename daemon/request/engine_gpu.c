@@ -30,7 +30,10 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_gen.h"
+#include "engine_gpu.h"
+#include "engine_tab.h"
 #include "gpu.h"
 #include "gpu_retire.h"
 #include "kvf_kernels.h"

@@ -13,7 +13,9 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_frag.h"
+#include "engine_peer.h"
+#include "engine_tab.h"
 #include "registry.h"
 #include "workers.h"
 

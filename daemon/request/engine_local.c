@@ -10,7 +10,7 @@
 
 #include "copy.h"
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_gen.h"
 #include "move_exec.h"
 #include "plan_request.h"
 #include "registry.h"

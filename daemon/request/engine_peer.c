@@ -10,7 +10,11 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_gen.h"
+#include "engine_peer.h"
+#include "engine_quar.h"
+#include "engine_tab.h"
 
 static struct epeer *epeer_new(struct engine *e, struct link_peer *lp, const char *addr)
 {

@@ -19,7 +19,9 @@
 #include <sys/random.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_gpu.h"
+#include "engine_peer.h"
+#include "engine_quar.h"
 
 void quar_init_flows(struct engine *e)
 {

@@ -10,7 +10,10 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_int.h"
+#include "engine_ctx.h"
+#include "engine_gen.h"
+#include "engine_peer.h"
+#include "engine_tab.h"
 
 #define TAB_RETRY_MS 50 /* between asks for an instance not yet complete at its home */
 #include "registry.h"

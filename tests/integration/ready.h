@@ -1,7 +1,8 @@
-/* ready.h: waiting for a test's kvferryd to say READY=1 (header-only). The fixture binds a
- * datagram socket, the daemon gets it as NOTIFY_SOCKET (as systemd would give it), and the test
- * reads sd_notify messages from it. A daemon is only stopped after READY=1: its sockets appear
- * before it is ready (GPU and UCX start after them), so a socket file is no proof of a start. */
+/* ready.h: waiting for a test's kvferryd to say READY=1 (bodies in tests/support/ready.c). The
+ * fixture binds a datagram socket, the daemon gets it as NOTIFY_SOCKET (as systemd would give it),
+ * and the test reads sd_notify messages from it. A daemon is only stopped after READY=1: its
+ * sockets appear before it is ready (GPU and UCX start after them), so a socket file is no proof of
+ * a start. */
 #ifndef KVF_READY_H
 #define KVF_READY_H
 
@@ -20,67 +21,18 @@ struct tr_notify {
     char path[TU_SUN_PATH_MAX + 1];
 };
 
-static inline int64_t tr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t tr_now_ms(void);
 
 /* Binds <dir>/notify (a stale one is replaced). */
-static inline void tr_open(struct tr_notify *n, const char *dir)
-{
-    tu_sock_path(n->path, sizeof n->path, "%s/notify", dir);
-    unlink(n->path);
-    n->fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(n->fd, 0);
-    struct sockaddr_un sa = tu_sun(n->path);
-    ck_assert_int_eq(bind(n->fd, (struct sockaddr *)&sa, sizeof sa), 0);
-}
+void tr_open(struct tr_notify *n, const char *dir);
 
 /* In the daemon's child, before exec. */
-static inline void tr_child_env(const struct tr_notify *n)
-{
-    setenv("NOTIFY_SOCKET", n->path, 1);
-    unsetenv("WATCHDOG_PID");
-    unsetenv("WATCHDOG_USEC");
-}
+void tr_child_env(const struct tr_notify *n);
 
 /* Waits for READY=1 from pid: 1 when it came; 0 when pid exited first (reaped, its wait status
  * in *status when status is not NULL); -1 after timeout_ms. */
-static inline int tr_wait_ready(struct tr_notify *n, pid_t pid, int timeout_ms, int *status)
-{
-    int64_t end = tr_now_ms() + timeout_ms;
-    for (;;) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            if (status)
-                *status = st;
-            return 0;
-        }
-        int64_t left = end - tr_now_ms();
-        if (left <= 0)
-            return -1;
-        /* short polls: an exit is seen within 50 ms though no datagram comes */
-        struct pollfd p = {n->fd, POLLIN, 0};
-        if (poll(&p, 1, left < 50 ? (int)left : 50) <= 0)
-            continue;
-        char buf[1024];
-        ssize_t r = recv(n->fd, buf, sizeof buf - 1, 0);
-        if (r <= 0)
-            continue;
-        buf[r] = '\0';
-        if (strstr(buf, "READY=1"))
-            return 1;
-    }
-}
+int tr_wait_ready(struct tr_notify *n, pid_t pid, int timeout_ms, int *status);
 
-static inline void tr_close(struct tr_notify *n)
-{
-    if (n->fd > 0)
-        close(n->fd);
-    n->fd = -1;
-    unlink(n->path);
-}
+void tr_close(struct tr_notify *n);
 
 #endif

@@ -1,4 +1,4 @@
-/* remoteutil.h: a harness for the two-daemon tests (header-only, static functions).
+/* remoteutil.h: a harness for the two-daemon tests (bodies in tests/support/remoteutil.c).
  * It runs real kvferryd processes (build/kvferryd) from temp configs in a private temp dir,
  * listening for peers on 127.0.0.1 at a random port of the ephemeral range with a shared 0600
  * secret file, and real ranks through libkvferry (host pools in memfds) built from presets and
@@ -44,239 +44,52 @@ struct ru_daemon {
     char dir[256]; /* its sockets and config */
     char cfg[300], log[300];
     char worker[TU_SUN_PATH_MAX + 1], control[TU_SUN_PATH_MAX + 1];
-    uint16_t port; /* 0: no listener */
-    char addr[64]; /* "127.0.0.1:port" */
+    uint16_t port;          /* 0: no listener */
+    char addr[64];          /* "127.0.0.1:port" */
     struct tr_notify ready; /* its NOTIFY_SOCKET, open while it runs */
 };
 
-static inline uint64_t ru_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+uint64_t ru_now_ms(void);
 
-static inline void ru_sleep_ms(unsigned ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
+void ru_sleep_ms(unsigned ms);
 
 /* A 0600 secret file under dir (content from seed). */
-static inline void ru_secret(const char *dir, const char *name, unsigned seed, char *path,
-                             size_t len)
-{
-    tu_fmt(path, len, "%s/%s", dir, name);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ck_assert_int_ge(fd, 0);
-    char buf[64];
-    int n = snprintf(buf, sizeof buf, "kvferry-test-secret-%08x-%08x\n", seed, seed * 2654435761u);
-    ck_assert_int_eq(write(fd, buf, (size_t)n), n);
-    close(fd);
-}
+void ru_secret(const char *dir, const char *name, unsigned seed, char *path, size_t len);
 
 /* Starts a daemon in top/<name> and waits for its READY=1. listen: 1 for a listener on a random
  * port. extra: more YAML (top-level sections, may be NULL). tls: UCX_TLS for the daemon or NULL.
  * Retries other ports when the port is taken (the daemon exits before READY). */
-static inline int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name,
-                                      int listen, const char *secret, const char *extra,
-                                      const char *tls)
-{
-    static unsigned salt;
-    char bin[256];
-    tu_bin("kvferryd", bin, sizeof bin);
-    memset(d, 0, sizeof *d);
-    tu_fmt(d->dir, sizeof d->dir, "%s/%s", top, name);
-    mkdir(d->dir, 0700);
-    tu_fmt(d->cfg, sizeof d->cfg, "%s/kvferry.yaml", d->dir);
-    tu_fmt(d->log, sizeof d->log, "%s/log", d->dir);
-    tu_sock_path(d->worker, sizeof d->worker, "%s/worker.sock", d->dir);
-    tu_sock_path(d->control, sizeof d->control, "%s/control.sock", d->dir);
-    for (int attempt = 0; attempt < 8; attempt++) {
-        srand((unsigned)getpid() * 7919u + (unsigned)time(NULL) + ++salt * 104729u);
-        d->port = listen ? (uint16_t)(32768 + rand() % 28000) : 0;
-        tu_fmt(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
-        FILE *f = fopen(d->cfg, "w");
-        ck_assert_ptr_nonnull(f);
-        fprintf(f,
-                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"127.0.0.1\"\n"
-                "  port: %u\ncluster:\n  secret_file: \"%s\"\n%s",
-                d->dir, d->port, secret ? secret : "", extra ? extra : "");
-        fclose(f);
-        unlink(d->worker);
-        tr_open(&d->ready, d->dir);
-        d->pid = fork();
-        ck_assert_int_ge(d->pid, 0);
-        if (d->pid == 0) {
-            int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-            }
-            setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
-            tr_child_env(&d->ready);
-            execl(bin, bin, "--config", d->cfg, (char *)NULL);
-            _exit(127);
-        }
-        int up = tr_wait_ready(&d->ready, d->pid, 30000, NULL);
-        if (up == 1)
-            return 0;
-        if (up < 0) { /* no READY=1 in time: not a taken port */
-            kill(d->pid, SIGKILL);
-            waitpid(d->pid, NULL, 0);
-        }
-        d->pid = 0; /* exited before READY: maybe the port was taken */
-        tr_close(&d->ready);
-        if (!listen || up < 0)
-            break;
-    }
-    return -1;
-}
+int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
+                        const char *secret, const char *extra, const char *tls);
 
-static inline int ru_daemon_start(struct ru_daemon *d, const char *top, const char *name,
-                                  int listen, const char *secret, const char *extra)
-{
-    return ru_daemon_start_tls(d, top, name, listen, secret, extra, NULL);
-}
+int ru_daemon_start(struct ru_daemon *d, const char *top, const char *name, int listen,
+                    const char *secret, const char *extra);
 
 /* SIGTERM (drain) and wait; returns the exit status (0 when already stopped), or -1. */
-static inline int ru_daemon_stop(struct ru_daemon *d)
-{
-    if (d->pid <= 0)
-        return 0;
-    kill(d->pid, SIGTERM);
-    int st = -1;
-    uint64_t until = ru_now_ms() + 15000;
-    while (ru_now_ms() < until) {
-        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-            d->pid = 0;
-            tr_close(&d->ready);
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
-        ru_sleep_ms(10);
-    }
-    kill(d->pid, SIGKILL);
-    waitpid(d->pid, NULL, 0);
-    d->pid = 0;
-    tr_close(&d->ready);
-    return -1;
-}
+int ru_daemon_stop(struct ru_daemon *d);
 
-static inline void ru_daemon_kill9(struct ru_daemon *d)
-{
-    if (d->pid > 0) {
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, NULL, 0);
-        d->pid = 0;
-    }
-    tr_close(&d->ready);
-}
+void ru_daemon_kill9(struct ru_daemon *d);
 
 /* Prints the daemon's log (for a failing test). */
-static inline void ru_dump_log(const struct ru_daemon *d, const char *what)
-{
-    FILE *f = fopen(d->log, "r");
-    if (!f)
-        return;
-    fprintf(stderr, "---- %s log (%s) ----\n", what, d->log);
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof line, f) && n++ < 400)
-        fputs(line, stderr);
-    fclose(f);
-}
+void ru_dump_log(const struct ru_daemon *d, const char *what);
 
 /* One control command; returns the "result" object (new reference) or NULL. */
-static inline json_t *ru_ctl(const struct ru_daemon *d, const char *cmd)
-{
-    struct sockaddr_un sa = tu_sun(d->control);
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return NULL;
-    }
-    char req[128];
-    int n = (int)strlen(tu_fmt(req, sizeof req, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd));
-    if (write(fd, req, (size_t)n) != n) {
-        close(fd);
-        return NULL;
-    }
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    while (buf && len < cap - 1) {
-        ssize_t r = read(fd, buf + len, cap - 1 - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-        if (memchr(buf, '\n', len))
-            break;
-    }
-    close(fd);
-    if (!buf)
-        return NULL;
-    buf[len] = 0;
-    json_t *o = json_loads(buf, 0, NULL);
-    free(buf);
-    json_t *res = o ? json_object_get(o, "result") : NULL;
-    if (res)
-        json_incref(res);
-    json_decref(o);
-    return res;
-}
+json_t *ru_ctl(const struct ru_daemon *d, const char *cmd);
 
 /* An integer at "a.b" inside a control result, or -1. */
-static inline long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key)
-{
-    json_t *r = ru_ctl(d, cmd);
-    json_t *v = r ? json_object_get(r, key) : NULL;
-    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
-    json_decref(r);
-    return x;
-}
+long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key);
 
 /* stats.peers.<key> of daemon d, or -1. */
-static inline long long ru_peers_stat(const struct ru_daemon *d, const char *key)
-{
-    json_t *r = ru_ctl(d, "stats");
-    json_t *v = json_object_get(json_object_get(r, "peers"), key);
-    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
-    json_decref(r);
-    return x;
-}
+long long ru_peers_stat(const struct ru_daemon *d, const char *key);
 
 /* Waits (asking every 10 ms) until stats.peers.<key> of d reaches at least want; fails the
  * test after ms. */
-static inline void ru_wait_peers_stat(const struct ru_daemon *d, const char *key, long long want,
-                                      unsigned ms)
-{
-    uint64_t end = ru_now_ms() + ms;
-    long long x;
-    while ((x = ru_peers_stat(d, key)) < want) {
-        ck_assert_msg(ru_now_ms() < end, "stats.peers.%s is %lld after %u ms, not %lld", key, x, ms,
-                      want);
-        ru_sleep_ms(10);
-    }
-}
+void ru_wait_peers_stat(const struct ru_daemon *d, const char *key, long long want, unsigned ms);
 
 /* Waits (asking every 10 ms) until result[key] of cmd at d lists an object with f1 = v1 and
  * f2 = v2 (tj_lists); fails the test after ms. */
-static inline void ru_wait_listed(const struct ru_daemon *d, const char *cmd, const char *key,
-                                  const char *f1, const char *v1, const char *f2, const char *v2,
-                                  unsigned ms)
-{
-    uint64_t end = ru_now_ms() + ms;
-    for (;;) {
-        json_t *r = ru_ctl(d, cmd);
-        int seen = tj_lists(json_object_get(r, key), f1, v1, f2, v2);
-        json_decref(r);
-        if (seen)
-            return;
-        ck_assert_msg(ru_now_ms() < end, "`%s` listed no %s with %s=%s within %u ms", cmd, key, f1,
-                      v1, ms);
-        ru_sleep_ms(10);
-    }
-}
+void ru_wait_listed(const struct ru_daemon *d, const char *cmd, const char *key, const char *f1,
+                    const char *v1, const char *f2, const char *v2, unsigned ms);
 
 /* ---- ranks ---- */
 
@@ -297,198 +110,38 @@ struct ru_inst {
     struct ru_rank *r;
 };
 
-static inline uint64_t ru_rand(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545f4914f6cdd1dull;
-}
+uint64_t ru_rand(uint64_t *s);
 
 /* Builds ranks of the given layouts (n, copied) with memfd pools (filled with `fill`) and a
  * request of n_blocks distinct random blocks per paged group and one random slot per state
  * group. */
-static inline void ru_inst_init_layouts(struct ru_inst *in, const struct layout *ls,
-                                        uint32_t n_ranks, uint32_t n_blocks, uint64_t *rng,
-                                        int fill)
-{
-    in->n = n_ranks;
-    in->r = calloc(in->n, sizeof *in->r);
-    ck_assert_ptr_nonnull(in->r);
-    for (uint32_t i = 0; i < in->n; i++) {
-        struct ru_rank *r = &in->r[i];
-        r->l = ls[i];
-        r->mem.n = r->l.n_pools;
-        for (uint32_t p = 0; p < r->l.n_pools; p++) {
-            uint64_t b = r->l.pools[p].bytes;
-            r->fds[p] = memfd_create("kvf-test-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-            ck_assert_int_ge(r->fds[p], 0);
-            ck_assert_int_eq(ftruncate(r->fds[p], (off_t)b), 0);
-            ck_assert_int_eq(fcntl(r->fds[p], F_ADD_SEALS, F_SEAL_SHRINK), 0);
-            r->mem.base[p] = mmap(NULL, b, PROT_READ | PROT_WRITE, MAP_SHARED, r->fds[p], 0);
-            ck_assert_ptr_ne(r->mem.base[p], MAP_FAILED);
-            r->mem.size[p] = b;
-            memset(r->mem.base[p], fill, b);
-        }
-        r->ids = calloc((size_t)LAYOUT_MAX_GROUPS * (n_blocks + 1), sizeof(uint32_t));
-        ck_assert_ptr_nonnull(r->ids);
-        uint32_t *next = r->ids;
-        for (uint32_t g = 0; g < r->l.n_groups; g++) {
-            const struct layout_group *gr = &r->l.groups[g];
-            uint32_t n = gr->kind == GROUP_STATE ? 1 : n_blocks;
-            ck_assert_uint_le(n, gr->n_items);
-            for (uint32_t k = 0; k < n; k++) {
-                uint32_t v;
-                int dup;
-                do { /* distinct random ids */
-                    v = (uint32_t)(ru_rand(rng) % gr->n_items);
-                    dup = 0;
-                    for (uint32_t j = 0; j < k; j++)
-                        dup |= next[j] == v;
-                } while (dup);
-                next[k] = v;
-            }
-            r->counts[g] = n;
-            r->pids.n[g] = n;
-            r->pids.ids[g] = n ? next : NULL;
-            next += n;
-            r->n_ids += n;
-        }
-    }
-}
+void ru_inst_init_layouts(struct ru_inst *in, const struct layout *ls, uint32_t n_ranks,
+                          uint32_t n_blocks, uint64_t *rng, int fill);
 
 /* ru_inst_init_layouts of a preset spec's ranks. */
-static inline void ru_inst_init(struct ru_inst *in, const char *spec, const char *id,
-                                layout_role_t role, uint32_t n_blocks, uint64_t *rng, int fill)
-{
-    char err[256];
-    memset(in, 0, sizeof *in);
-    ck_assert_msg(preset_parse(spec, &in->spec, err, sizeof err) == 0, "%s", err);
-    uint32_t n = preset_n_ranks(&in->spec);
-    struct layout *ls = calloc(n, sizeof *ls);
-    ck_assert_ptr_nonnull(ls);
-    ck_assert_msg(preset_build(&in->spec, id, role, -1, ls, err, sizeof err) == 0, "%s", err);
-    ru_inst_init_layouts(in, ls, n, n_blocks, rng, fill);
-    free(ls);
-}
+void ru_inst_init(struct ru_inst *in, const char *spec, const char *id, layout_role_t role,
+                  uint32_t n_blocks, uint64_t *rng, int fill);
 
 /* Connects and registers rank i with daemon d, naming home (NULL: d itself). */
-static inline void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
-                                    const char *home)
-{
-    {
-        struct ru_rank *r = &in->r[i];
-        struct kvf_options o = {.no_reconnect = 1, .connect_timeout_ms = 10000, .home = home};
-        int crc = kvf_connect(d->worker, &o, &r->c);
-        if (crc != 0)
-            ru_dump_log(d, "daemon");
-        ck_assert_msg(crc == 0, "rank %u: kvf_connect(%s) = %d (%s)", i, d->worker, crc,
-                      strerror(-crc));
-        json_t *j = layout_to_jobj(&r->l);
-        char *txt = json_dumps(j, JSON_COMPACT);
-        json_decref(j);
-        struct kvf_pool pools[LAYOUT_MAX_POOLS];
-        memset(pools, 0, sizeof pools);
-        for (uint32_t p = 0; p < r->l.n_pools; p++)
-            pools[p] = (struct kvf_pool){
-                .kind = KVF_POOL_HOST, .device = -1, .bytes = r->l.pools[p].bytes, .fd = r->fds[p]};
-        char err[512] = "";
-        int rc = kvf_register(r->c, txt, pools, r->l.n_pools, err, sizeof err);
-        free(txt);
-        ck_assert_msg(rc == 0, "register rank %u: %d %s", i, rc, err);
-    }
-}
+void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d, const char *home);
 
 /* Connects and registers every rank with the daemon. */
-static inline void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d)
-{
-    for (uint32_t i = 0; i < in->n; i++)
-        ru_rank_register(in, i, d, NULL);
-}
+void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d);
 
-static inline void ru_inst_free(struct ru_inst *in)
-{
-    for (uint32_t i = 0; in->r && i < in->n; i++) {
-        struct ru_rank *r = &in->r[i];
-        r->c = kvf_close(r->c);
-        for (uint32_t p = 0; p < r->mem.n; p++) {
-            munmap(r->mem.base[p], r->mem.size[p]);
-            close(r->fds[p]);
-        }
-        free(r->ids);
-    }
-    free(in->r);
-    memset(in, 0, sizeof *in);
-}
+void ru_inst_free(struct ru_inst *in);
 
 /* Context ranks that write to generation rank g (planned here from the two layouts), per ctx
  * rank, added into readers[]. */
-static inline void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp,
-                              uint32_t *readers)
-{
-    struct layout *cl = calloc(ctx->n, sizeof *cl);
-    ck_assert_ptr_nonnull(cl);
-    for (uint32_t i = 0; i < ctx->n; i++)
-        cl[i] = ctx->r[i].l;
-    for (uint32_t g = 0; g < gen->n; g++) {
-        struct plan_input pin = {.gen = &gen->r[g].l,
-                                 .gen_ids = gen->r[g].pids,
-                                 .ctx = cl,
-                                 .n_ctx = ctx->n,
-                                 .ctx_dp_rank = dp};
-        struct plan p;
-        struct plan_error pe;
-        if (plan_build(&pin, &p, &pe) < 0)
-            continue;
-        for (uint32_t w = 0; w < p.n_writers; w++)
-            readers[p.writers[w].ctx_rank]++;
-        plan_done(&p);
-    }
-    free(cl);
-}
+void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp,
+                uint32_t *readers);
 
 /* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev.
  */
-static inline int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms)
-{
-    uint64_t until = ru_now_ms() + ms;
-    while (ru_now_ms() < until) {
-        int rc = kvf_poll(r->c, ev, 20);
-        if (rc == 1 && ev->req_id == req &&
-            (ev->kind == KVF_EV_DONE || ev->kind == KVF_EV_SENT || ev->kind == KVF_EV_FAILED))
-            return ev->kind;
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
+int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms);
 
 /* Every byte of every pool of a generation rank: poison + its shard of the pattern. */
-static inline void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
-                                    const char *what)
-{
-    struct copy_mem want;
-    want.n = r->mem.n;
-    for (uint32_t p = 0; p < r->mem.n; p++) {
-        want.size[p] = r->mem.size[p];
-        want.base[p] = malloc(r->mem.size[p] ? r->mem.size[p] : 1);
-        ck_assert_ptr_nonnull(want.base[p]);
-        memset(want.base[p], RU_POISON, r->mem.size[p]);
-    }
-    pattern_fill(&r->l, &want, &r->pids, first_block, seed);
-    for (uint32_t p = 0; p < r->mem.n; p++) {
-        if (memcmp(want.base[p], r->mem.base[p], r->mem.size[p]) != 0) {
-            uint64_t off = 0;
-            while (want.base[p][off] == r->mem.base[p][off])
-                off++;
-            ck_abort_msg("%s: generation rank %u pool %u differs at byte %llu: got 0x%02x want "
-                         "0x%02x",
-                         what, layout_rank(&r->l), p, (unsigned long long)off, r->mem.base[p][off],
-                         want.base[p][off]);
-        }
-        free(want.base[p]);
-    }
-}
+void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
+                      const char *what);
 
 /* ---- two daemons ---- */
 
@@ -499,43 +152,11 @@ struct two {
 
 /* Two daemons: a (context home, listening) and b (generation, outbound only). secret_b: NULL
  * for the shared secret, "" for none, "wrong" for a different one. */
-static inline void two_start2(struct two *t, const char *extra_a, const char *extra_b,
-                              const char *tls, const char *secret_b)
-{
-    memset(t, 0, sizeof *t);
-    tu_tmpdir(t->top, sizeof t->top);
-    ru_secret(t->top, "secret", 7, t->secret, sizeof t->secret);
-    ck_assert_int_eq(ru_daemon_start_tls(&t->a, t->top, "a", 1, t->secret, extra_a, tls), 0);
-    char other[128];
-    const char *sb = t->secret;
-    if (secret_b && strcmp(secret_b, "wrong") == 0) {
-        ru_secret(t->top, "secret2", 99, other, sizeof other);
-        sb = other;
-    } else if (secret_b) {
-        sb = secret_b;
-    }
-    ck_assert_int_eq(ru_daemon_start_tls(&t->b, t->top, "b", 0, sb, extra_b, tls), 0);
-}
+void two_start2(struct two *t, const char *extra_a, const char *extra_b, const char *tls,
+                const char *secret_b);
 
-static inline void two_stop(struct two *t, int ok)
-{
-    if (!ok) {
-        ru_dump_log(&t->a, "context daemon");
-        ru_dump_log(&t->b, "generation daemon");
-    }
-    int ra = ru_daemon_stop(&t->a), rb = ru_daemon_stop(&t->b);
-    char cmd[128];
-    tu_fmt(cmd, sizeof cmd, "rm -rf %s", t->top);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", t->top);
-    ck_assert_int_eq(ra, 0);
-    ck_assert_int_eq(rb, 0);
-}
+void two_stop(struct two *t, int ok);
 
-static inline void two_start(struct two *t, const char *extra_a, const char *extra_b,
-                             const char *tls)
-{
-    two_start2(t, extra_a, extra_b, tls, NULL);
-}
+void two_start(struct two *t, const char *extra_a, const char *extra_b, const char *tls);
 
 #endif

@@ -1,0 +1,67 @@
+/* engine_ctx.h: the context side: flows and their chunks in flight (engine_ctx.c). Loop thread
+ * only. */
+#ifndef KVF_ENGINE_CTX_H
+#define KVF_ENGINE_CTX_H
+
+#include "engine_int.h"
+
+/* Context side: one flow (a generation rank's RECV_REQ for one writer of ours). */
+struct tx {
+    struct engine *e;
+    struct epeer *peer;
+    uint64_t flow;
+    struct wire_msg rr; /* the decoded RECV_REQ (owned) */
+    struct layout gen;  /* decoded from rr */
+    struct xfer *send;  /* borrowed until engine_xfer_end; NULL before the meeting */
+    bool planned, ended;
+    bool wait_table, refetched; /* waiting for the instance's table from its home */
+    struct fragjob *frag;       /* fragment path: its puts in flight */
+    char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
+    struct plan plan;
+    const struct plan_writer *pw;
+    uint64_t sent, completed; /* extent bytes handed to the link, completed */
+    uint32_t n_ops;           /* staging operations in flight */
+    uint32_t q_head, q_len;   /* granted landing slots not yet filled (ring) */
+    struct wire_grant q[ENGINE_MAX_CREDITS];
+    uint64_t deadline_ms;
+    struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
+    struct tx *next;
+};
+
+/* One chunk in flight on the context side: a staging slot (or a malloc'd buffer). */
+struct stage {
+    enum resv_kind kind; /* RESV_STAGING; first field */
+    struct tx *tx;       /* NULL when the flow ended while this was in flight */
+    struct engine *e;
+    struct arena_resv resv;
+    bool have_slot, resv_open;
+    struct arena_grant slot;
+    uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
+    bool own_buf;
+    int err;             /* of the put, reported after the flush */
+    struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
+    struct wire_grant g; /* the landing slot it fills */
+    uint8_t hdr[ENGINE_ENV_BYTES + 64];
+    size_t hdr_len;
+    struct stage *next;
+};
+
+void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m);
+void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void ctx_send_arrived(struct engine *e, struct xfer *s);
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err);
+void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
+void ctx_stage_timeout(struct stage *st);
+void ctx_peer_down(struct engine *e, struct epeer *p, int err);
+void ctx_tick(struct engine *e, uint64_t now);
+void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
+void ctx_frag_done(struct tx *tx);
+void ctx_frag_failed(struct tx *tx, int err);
+void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
+void ctx_sweep(struct engine *e);
+/* The GPU gather of st's chunk ended (status 0 or -errno): moves it on as after copy_gather. */
+void ctx_stage_gathered(struct stage *st, int status);
+
+#endif

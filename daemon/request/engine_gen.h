@@ -1,0 +1,89 @@
+/* engine_gen.h: the generation side: a RECV's writers and state machine (engine_gen.c), local
+ * writers (engine_local.c). Loop thread only. */
+#ifndef KVF_ENGINE_GEN_H
+#define KVF_ENGINE_GEN_H
+
+#include "engine_int.h"
+
+/* Generation side: one writer of one RECV. */
+struct rxw {
+    enum resv_kind kind; /* RESV_LANDING; first field: arena resv->data points here */
+    struct rx *rx;
+    uint32_t idx, ctx_rank;
+    uint64_t flow;
+    struct epeer *peer;
+    struct arena_resv resv;
+    bool resv_open, req_sent, writer_done;
+    bool no_nack; /* the writer's daemon ended the flow: no NACK back */
+    bool local;   /* the writer rank is registered here: pool to pool (engine_local.c) */
+    uint64_t extent, scattered;
+    uint32_t n_out; /* grants out (sent or to send), not yet landed */
+    struct arena_grant out[ENGINE_MAX_CREDITS];
+};
+
+/* The generation side's request: lookup (the table) -> connect (planned, writers starting) ->
+ * moving (RECV_REQs out, chunks landing) -> ended; a stale table sends connect or moving back to
+ * lookup once (replan). rx_set_state (engine_gen.c) refuses every other edge. */
+enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED, RX__COUNT };
+
+struct rx {
+    struct engine *e;
+    struct transfers *t;        /* borrowed */
+    struct xfer *x;             /* borrowed until engine_xfer_end; NULL after */
+    char *gen_json;             /* owned: the generation rank's layout, for RECV_REQ */
+    struct layout *ctx_layouts; /* owned copy of the table when a writer is local, n_ctx */
+    uint32_t n_ctx;
+    uint64_t req_id;
+    char home[WIRE_ADDR_MAX];
+    char ctx_instance[LAYOUT_NAME_MAX];
+    enum rx_state state;
+    struct itable *tab; /* borrowed while READY */
+    uint64_t epoch;
+    struct plan plan;
+    bool planned, retried;
+    wire_path_t path; /* bounce or fragment, for every writer */
+    uint32_t n_w;
+    struct rxw *w; /* owned, n_w */
+    uint64_t phase_deadline_ms, deadline_ms;
+    uint64_t started_ms;
+    /* GPU pools (engine_gpu.c): one job per writer, scatters in flight, a failure held until
+     * they ended (the worker must not reuse blocks under a running kernel) */
+    struct egpu_job **gpu;         /* owned references, n_w; NULL: host pools */
+    uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
+    kvf_error_t held;
+    char held_msg[WIRE_TEXT_MAX];
+    uint64_t t0_ns;     /* RECV taken (uv_hrtime) */
+    uint64_t moving_ns; /* first chunk landed: the last request's wall time starts here */
+    struct rx *next;
+};
+
+void gen_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *home);
+void gen_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
+void gen_peer_up(struct engine *e, struct epeer *p);
+void gen_peer_down(struct engine *e, struct epeer *p, int err);
+void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n);
+void gen_on_timeout(struct rxw *w);
+int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+                size_t len, void **dest);
+void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+                  const void *data, size_t len);
+void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err);
+void gen_tick(struct engine *e, uint64_t now);
+void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
+void gen_sweep(struct engine *e);
+void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
+const char *rx_state_to_string(enum rx_state s);
+/* Whether from -> to is an edge of the rx state machine. */
+bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
+void gen_check_done(struct rx *rx);
+/* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
+ * may end: DONE). */
+void gen_landed(struct rxw *w, uint32_t i);
+
+/* engine_local.c: writers registered on this daemon, pool to pool */
+void local_start(struct rxw *w);
+void local_send_arrived(struct engine *e, struct xfer *s);
+
+#endif

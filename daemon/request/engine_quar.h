@@ -1,0 +1,36 @@
+/* engine_quar.h: quarantined landing slots and drain acks (engine_quar.c). Loop thread only. */
+#ifndef KVF_ENGINE_QUAR_H
+#define KVF_ENGINE_QUAR_H
+
+#include "engine_int.h"
+
+/* Generation side: a flow whose landing slots are quarantined until its drain is acked. */
+struct qflow {
+    uint64_t flow;
+    struct epeer *peer; /* NULL once lost */
+    uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost) */
+    struct qflow *next;
+};
+
+/* Context side: a failed flow's chunks still in flight; CANCEL(flow) when they completed. */
+struct dack {
+    struct epeer *peer;
+    uint64_t flow, req_id;
+    uint32_t writer, n;
+    struct dack *next;
+};
+
+void quar_init_flows(struct engine *e);
+bool quar_own_flow(const struct engine *e, uint64_t flow);
+void quar_add(struct engine *e, uint64_t flow, struct epeer *peer);
+void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
+void quar_peer_down(struct engine *e, struct epeer *p);
+void quar_tick(struct engine *e, uint64_t now);
+bool quar_timed(const struct engine *e);
+void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,
+                     uint32_t writer, uint32_t in_flight, struct dack **ret);
+void quar_stage_done(struct engine *e, struct dack *d);
+void quar_ack_unknown(struct epeer *p, uint64_t flow, const struct wire_msg *m);
+void quar_free_all(struct engine *e);
+
+#endif
