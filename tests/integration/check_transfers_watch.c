@@ -62,12 +62,15 @@ static const char *watcher_wait(struct watcher *w, size_t *from, bool (*pred)(co
                 return line;
         }
         uint64_t now = ru_now_ms();
-        if (now >= end || w->len + 1 >= sizeof w->buf)
+        if (now >= end || w->len >= sizeof w->buf - 1)
             return NULL;
+        /* room in [1, sizeof buf - 1]: stated so that a fortified read() sees the bound (gcc 13
+         * with _FORTIFY_SOURCE=3 on the GPU host refused the unfolded expression) */
+        size_t room = sizeof w->buf - 1 - w->len;
         struct pollfd pf = {w->fd, POLLIN, 0};
         if (poll(&pf, 1, (int)(end - now)) <= 0)
             return NULL;
-        ssize_t r = read(w->fd, w->buf + w->len, sizeof w->buf - 1 - w->len);
+        ssize_t r = read(w->fd, &w->buf[w->len], room);
         if (r <= 0)
             return NULL;
         w->len += (size_t)r;
