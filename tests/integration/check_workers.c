@@ -249,7 +249,7 @@ START_TEST(workers_generation_omitting_a_group_is_refused_naming_it)
                      "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16", "--all-ranks",
                      "--requests", "2", "--prompt-tokens", "64", "--readers", "2", "--expect-error",
                      "TIMEOUT", (char *)NULL);
-    usleep(300000);
+    until_waiting(&e, "side", "send", 4, 20000); /* both ranks registered and sending */
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec",
                      "qwen3-next-80b:hd=16,tp=2,blocks=8,slots=2,tpb=16,omit=gdn", "--all-ranks",
                      "--requests", "2", "--prompt-tokens", "64", "--ctx-instance", "ctx",
