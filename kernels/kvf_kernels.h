@@ -84,6 +84,11 @@ int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const str
 typedef void (*kvk_done_cb)(void *arg);
 int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg);
 
+/* Loads every copy kernel onto `device` now (an occupancy query of each), so the first request
+ * does not pay CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2).
+ * 0 or -errno. The current device is restored. */
+int kvk_warm(int device);
+
 /* The last failure of this thread: "cudaMalloc(task table): out of memory
  * (cudaErrorMemoryAllocation)". Never NULL. */
 const char *kvk_last_error(void);
