@@ -55,7 +55,8 @@ struct kvk_mem {
 /* Validates the program (ascending ext_off tiling [0, bytes), no overflow, no negative address),
  * splits it into tasks and uploads them to `device`. Pool indices are checked at launch against
  * the kvk_mem given there; a program with src_pool == PLAN_POOL_UNKNOWN can only scatter.
- * Returns 0 and *ret, or -errno (kvk_last_error() says why). The current device is restored. */
+ * Returns 0 and *ret, or -errno (kvk_last_error() says why). The current device is restored.
+ * On return the upload has completed: a launch on any stream of the device sees the program. */
 int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
                     struct kvk_program **ret);
 /* Frees device and host tables; accepts NULL; returns NULL. */

@@ -10,6 +10,8 @@
  * freed after its last reference. Programs leave through the gpu retire list (gpu_retire.h):
  * freeing one is a cudaFree, which waits for the whole device, so it happens only while no GPU
  * completion is outstanding (the completion path flushes it when the GPUs go idle).
+ * A program is immutable and complete once made (kvk_program_new returns after its upload
+ * ended), so launches on any stream may share a cached one.
  * The cache is generic over the program object (make/free callbacks), so its bookkeeping is
  * tested without a GPU (tests/check_gpu_progcache.c). Loop thread only. */
 #ifndef KVF_GPU_PROGCACHE_H
