@@ -171,17 +171,11 @@ void exec_gpu_unbind(struct exec_gpu *x)
     x->tag = 0;
 }
 
-/* Bounds of each side's pools as the plan addresses them: the host row's check over GPU
- * addresses (nothing is read). */
+/* Bounds of each side's pools as the plan addresses them: the host row's check, which reads
+ * nothing, over the GPU addresses. */
 static int gpu_check(const struct move_prog *p, char side, char *msg, size_t len)
 {
-    const struct copy_mem *m = side == 's' ? p->src : p->dst;
-    if (!m || copy_check(p->ops, p->n_ops, m, side) < 0) {
-        snprintf(msg, len, "copy program leaves the mapped GPU %s pools",
-                 side == 's' ? "source" : "destination");
-        return -ERANGE;
-    }
-    return 0;
+    return move_exec_of(MOVE_EXEC_HOST)->check(p, side, msg, len);
 }
 
 const struct move_exec move_exec_gpu = {
