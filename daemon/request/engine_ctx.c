@@ -93,10 +93,7 @@ static void tx_done(struct tx *tx)
 
 static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
 {
-    for (struct tx *t = e->txs; t; t = t->next)
-        if (!t->ended && t->peer == p && t->flow == flow)
-            return t;
-    return NULL;
+    return ix_tx_find(e, p, flow);
 }
 
 /* ---- meeting and planning ---- */
@@ -323,20 +320,22 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     e->txs = tx;
     e->c.flows++;
     engine_kick_tick(e);
+    if (ix_tx_add(e, tx) < 0) {
+        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        return;
+    }
     struct xfer *s = find_send(e, &tx->rr.u.recv_req);
     if (s)
         meet(tx, s);
+    else if (ix_tx_wait(e, tx) < 0)
+        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
 }
 
 void ctx_send_arrived(struct engine *e, struct xfer *s)
 {
-    for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        const struct wire_recv_req *q = &tx->rr.u.recv_req;
-        if (!tx->ended && !tx->send && q->req_id == s->req_id &&
-            strcmp(q->ctx_instance, s->ctx_instance) == 0 &&
-            q->writer == layout_rank(&s->rank->layout))
-            meet(tx, s);
-    }
+    for (struct tx *tx; (tx = ix_tx_take_waiting(e, s->ctx_instance, s->req_id,
+                                                 layout_rank(&s->rank->layout)));)
+        meet(tx, s);
     ctx_sweep(e);
 }
 
@@ -685,6 +684,7 @@ void ctx_sweep(struct engine *e)
             continue;
         }
         *pp = tx->next;
+        ix_tx_del(e, tx);
         if (tx->peer)
             tx->peer->users--;
         egpu_tx_gone(tx); /* its program is freed when its kernels ended */

@@ -114,7 +114,8 @@ void local_start(struct rxw *w)
 
 void local_send_arrived(struct engine *e, struct xfer *s)
 {
-    for (struct rx *rx = e->rxs; rx; rx = rx->next)
+    uint32_t pos = 0;
+    for (struct rx *rx; (rx = ix_rx_next(e, s->ctx_instance, s->req_id, &pos));)
         for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++) {
             struct rxw *w = &rx->w[i];
             if (w->local && !w->writer_done && rx->req_id == s->req_id &&
