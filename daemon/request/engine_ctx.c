@@ -1,6 +1,7 @@
 /* engine_ctx.c: the context side of a remote request (see engine.h, docs/DESIGN.md §7).
  * A RECV_REQ (one generation rank, one writer of ours) and the rank's SEND meet by (instance,
- * request id) in either order (the SEND waits in transfers.c's list). The flow plans with its
+ * request id) in either order (the SEND waits in the request table, reqtab.h; the flow in
+ * engine_ix.h's waiting index). The flow plans with its
  * own ids against the instance's table (this daemon must be the home: it holds the table), checks
  * the extent against the RECV_REQ's, then for every granted landing slot, in extent order: takes
  * a staging slot of its own arena, gathers the chunk into it and moves it into the landing slot,

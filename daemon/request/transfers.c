@@ -190,10 +190,12 @@ static struct xfer **live_of(const struct req *q, xfer_side_t side, uint32_t *n)
     return a;
 }
 
-/* A SEND learns how many RECVs of its request completed; SENT when that reaches n_readers. */
-static void serve(struct transfers *t, struct xfer *s, uint32_t done)
+/* A SEND learns how many readers of its request were served: the local RECVs of its
+ * generation (the table's tally) plus the remote flows that read it; SENT when that reaches
+ * n_readers. */
+static void serve(struct transfers *t, struct xfer *s, uint32_t local_done)
 {
-    s->served = done;
+    s->served = local_done + s->remote_served;
     uint32_t need = s->n_readers ? s->n_readers : s->derived;
     if (need > 0 && s->served >= need) {
         char m[96];
@@ -586,7 +588,8 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
     if (terminal(s))
         return;
     s->bytes += bytes;
-    serve(t, s, s->served + 1);
+    s->remote_served++;
+    serve(t, s, s->req && s->gen == s->req->gen ? s->req->done : 0);
     sweep(t);
 }
 

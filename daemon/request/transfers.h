@@ -8,7 +8,8 @@
  * context instance (e.g. the generation instance's rank count), whether or not each needs this
  * particular rank's bytes: completed RECVs are tallied per (context instance, request id, SEND
  * generation) in the request table (reqtab.h), so the count is right in any order, and a reused
- * id never counts the readers of an ended request. A SEND ends with SENT once the tally reaches n_readers
+ * id never counts the readers of an ended request; an id reused while the previous request of
+ * it is in flight fails BAD_REQUEST (reqtab.h says when). A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
  * n_readers 0: the daemon derives the count (readers.h) from its readers and then ends the
@@ -68,6 +69,8 @@ struct xfer {
     int32_t ctx_dp_rank;
     struct proto_items items;   /* owned ids */
     uint32_t n_readers, served;
+    uint32_t remote_served;     /* send: of served, the remote flows that read it (the rest are
+                                   the local RECVs of its generation, counted by reqtab.h) */
     uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
                                    (readers.h), 0 while unknown */
     struct readers_tally readers; /* send, between daemons: what its RECV_REQs told of them */
