@@ -12,20 +12,6 @@
 #define EXTRA "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n" \
               "deadlines:\n  lookup: 20s\n  send_wait: 20s\n  transfer: 20s\n"
 
-static pid_t run_sim(char *const argv[])
-{
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0 && !getenv("KVF_TEST_VERBOSE"))
-            dup2(fd, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
 /* Exit status of p within ms, else SIGKILL and -1. */
 static int wait_exit(pid_t p, unsigned ms)
 {
@@ -105,17 +91,17 @@ static int round_trip(struct two *t, const char *seed, int recv_first, int mixed
                           "--requests", "2", "--seed", (char *)seed, NULL};
     pid_t pg = -1, pc = -1, pl = -1;
     if (recv_first) {
-        pc = run_sim(ctx_argv);
+        pc = ru_run_sim(ctx_argv);
         until_listed(&t->a, "prefill");
-        pg = run_sim(gen_argv);
+        pg = ru_run_sim(gen_argv);
         until_waiting(&t->b, "recv", 2);
     } else {
         ctx_argv[17] = NULL; /* no delay: its SENDs wait for the decode */
-        pc = run_sim(ctx_argv);
+        pc = ru_run_sim(ctx_argv);
         until_waiting(&t->a, "send", 2);
-        pg = run_sim(gen_argv);
+        pg = ru_run_sim(gen_argv);
         if (mixed)
-            pl = run_sim(local_argv);
+            pl = ru_run_sim(local_argv);
     }
     int sg = wait_exit(pg, 40000), sl = mixed ? wait_exit(pl, 40000) : 0;
     int sc = wait_exit(pc, 40000);
