@@ -614,6 +614,7 @@ json_t *transfers_json(const struct transfers *t, uint64_t now)
             json_object_set_new(o, "peer", json_string(x->peer[0] ? x->peer : "local"));
             json_object_set_new(o, "bytes_done", json_integer((json_int_t)done));
             json_object_set_new(o, "bytes_planned", json_integer((json_int_t)x->bytes_planned));
+            json_object_set_new(o, "generation", json_integer((json_int_t)x->gen));
             json_object_set_new(o, "rate_bps", json_real(xfer_rate(done, x->moving_ns, now_ns)));
         }
         json_array_append_new(a, o);
