@@ -37,7 +37,7 @@ struct tx *ix_tx_find(struct engine *e, const struct epeer *p, uint64_t flow)
 {
     uint32_t pos = 0;
     for (struct tx *t; (t = hmap_next(&e->ix.tx_flow, hmap_mix(flow), &pos));)
-        if (!t->ended && t->peer == p && t->flow == flow)
+        if (!tx_ended(t) && t->peer == p && t->flow == flow)
             return t;
     return NULL;
 }
@@ -48,7 +48,7 @@ struct tx *ix_tx_take_waiting(struct engine *e, const char *instance, uint64_t i
     uint32_t pos = 0;
     for (struct tx *t; (t = hmap_next(&e->ix.tx_wait, h, &pos));) {
         const struct wire_recv_req *q = &t->rr.u.recv_req;
-        if (!t->ended && !t->send && q->req_id == id && q->writer == writer &&
+        if (t->state == TX_SEND_WAIT && !t->send && q->req_id == id && q->writer == writer &&
             strcmp(q->ctx_instance, instance) == 0) {
             hmap_del(&e->ix.tx_wait, h, t);
             return t;
