@@ -381,6 +381,7 @@ struct engine *engine_free(struct engine *e)
     quar_free_all(e);
     e->arena = arena_free(e->arena);
     e->stage_arena = arena_free(e->stage_arena);
+    engine_ix_free(&e->ix);
     free(e);
     return NULL;
 }

@@ -1,6 +1,7 @@
 /* engine_ctx.c: the context side of a remote request (see engine.h, docs/DESIGN.md §7).
  * A RECV_REQ (one generation rank, one writer of ours) and the rank's SEND meet by (instance,
- * request id) in either order (the SEND waits in transfers.c's list). The flow plans with its
+ * request id) in either order (the SEND waits in the request table, reqtab.h; the flow in
+ * engine_ix.h's waiting index). The flow plans with its
  * own ids against the instance's table (this daemon must be the home: it holds the table), checks
  * the extent against the RECV_REQ's, then for every granted landing slot, in extent order: takes
  * a staging slot of its own arena, gathers the chunk into it and moves it into the landing slot,
@@ -114,10 +115,7 @@ static void tx_done(struct tx *tx)
 
 static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
 {
-    for (struct tx *t = e->txs; t; t = t->next)
-        if (!tx_ended(t) && t->peer == p && t->flow == flow)
-            return t;
-    return NULL;
+    return ix_tx_find(e, p, flow);
 }
 
 /* ---- meeting and planning ---- */
@@ -347,20 +345,22 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     e->txs = tx;
     e->c.flows++;
     engine_kick_tick(e);
+    if (ix_tx_add(e, tx) < 0) {
+        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        return;
+    }
     struct xfer *s = find_send(e, &tx->rr.u.recv_req);
     if (s)
         meet(tx, s);
+    else if (ix_tx_wait(e, tx) < 0)
+        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
 }
 
 void ctx_send_arrived(struct engine *e, struct xfer *s)
 {
-    for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        const struct wire_recv_req *q = &tx->rr.u.recv_req;
-        if (tx->state == TX_SEND_WAIT && !tx->send && q->req_id == s->req_id &&
-            strcmp(q->ctx_instance, s->ctx_instance) == 0 &&
-            q->writer == layout_rank(&s->rank->layout))
-            meet(tx, s);
-    }
+    for (struct tx *tx; (tx = ix_tx_take_waiting(e, s->ctx_instance, s->req_id,
+                                                 layout_rank(&s->rank->layout)));)
+        meet(tx, s);
     ctx_sweep(e);
 }
 
@@ -709,6 +709,7 @@ void ctx_sweep(struct engine *e)
             continue;
         }
         *pp = tx->next;
+        ix_tx_del(e, tx);
         if (tx->peer)
             tx->peer->users--;
         egpu_tx_gone(tx); /* its program is freed when its kernels ended */

@@ -258,6 +258,10 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         }
         w->peer->users++;
     }
+    if (ix_w_add(e, rx) < 0) {
+        rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+        return;
+    }
     char gmsg[WIRE_TEXT_MAX];
     kvf_error_t gcode = x->rank->gpu ? egpu_rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
     if (gcode != KVF_OK) { /* GPU pools: one program per writer, scattered by kernels */
@@ -332,6 +336,7 @@ static void rx_replan(struct rx *rx)
     if (rx->planned)
         plan_done(&rx->plan);
     rx->planned = false;
+    ix_w_del(e, rx);
     free(rx->w);
     rx->w = NULL;
     rx->n_w = 0;
@@ -405,9 +410,15 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     rx->started_ms = now;
     rx->t0_ns = uv_hrtime();
     /* x->deadline_ms: the RECV's own deadline or deadlines.send_wait for the SEND to come;
-     * then the bytes have deadlines.transfer. transfers.c's sweep stays behind ours. */
+     * then the bytes have deadlines.transfer. One clock: this one (transfers.c leaves the
+     * deadline of a RECV the engine follows to gen_tick). */
     rx->deadline_ms = x->deadline_ms + cfg->deadlines_transfer_ms;
-    x->deadline_ms = rx->deadline_ms + 1000;
+    x->deadline_ms = rx->deadline_ms;
+    if (ix_rx_add(e, rx) < 0) {
+        free(rx);
+        transfers_end(t, x, KVF_E_INTERNAL, 0, "out of memory");
+        return;
+    }
     x->eng = rx;
     rx->next = e->rxs;
     e->rxs = rx;
@@ -500,11 +511,7 @@ void gen_on_timeout(struct rxw *w)
 
 static struct rxw *find_w(struct engine *e, struct epeer *p, uint64_t flow)
 {
-    for (struct rx *rx = e->rxs; rx; rx = rx->next)
-        for (uint32_t i = 0; rx->state == RX_MOVING && i < rx->n_w; i++)
-            if (rx->w[i].flow == flow && rx->w[i].peer == p)
-                return &rx->w[i];
-    return NULL;
+    return ix_w_find(e, p, flow, true);
 }
 
 /* The grant a chunk names, checked: 0 and its index, or BOUND_VIOLATION (request failed). */
@@ -637,14 +644,8 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
     struct rxw *w = find_w(e, p, flow);
-    if (!w) {
-        for (struct rx *rx = e->rxs; rx && !w; rx = rx->next)
-            for (uint32_t i = 0; rx->state != RX_ENDED && i < rx->n_w; i++)
-                if (rx->w[i].flow == flow && rx->w[i].peer == p)
-                    w = &rx->w[i];
-        if (!w)
-            return;
-    }
+    if (!w && !(w = ix_w_find(e, p, flow, false)))
+        return;
     struct rx *rx = w->rx;
     if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE) {
         /* maybe a stale epoch: the next request refetches the table */
@@ -744,6 +745,8 @@ void gen_sweep(struct engine *e)
                 rx->w[i].peer->users--;
         if (rx->planned)
             plan_done(&rx->plan);
+        ix_w_del(e, rx);
+        ix_rx_del(e, rx);
         free(rx->w);
         free(rx->gen_json);
         free(rx->ctx_layouts);

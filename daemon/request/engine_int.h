@@ -13,6 +13,7 @@
 #include "copy.h"
 #include "gpu_retire.h"
 #include "engine.h"
+#include "engine_ix.h"
 #include "layout.h"
 #include "link.h"
 #include "plan.h"
@@ -95,6 +96,7 @@ struct engine {
     char arena_why[768];                /* placement and why, for status */
     struct egpu_op *gpu_ops;            /* kernels in flight */
     struct gpu_retire_list gpu_retired; /* jobs freed when the GPUs are idle */
+    struct engine_ix ix;                /* per-request lookups by hash (engine_ix.h) */
     struct engine_counters c;
 };
 

@@ -115,12 +115,20 @@ void local_start(struct rxw *w)
 
 void local_send_arrived(struct engine *e, struct xfer *s)
 {
-    for (struct rx *rx = e->rxs; rx; rx = rx->next)
-        for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++) {
+    /* run() may end and free s (its last reader served): the key is copied, and s looked up
+     * again after each run */
+    char inst[sizeof s->ctx_instance];
+    snprintf(inst, sizeof inst, "%s", s->ctx_instance);
+    uint64_t id = s->req_id;
+    struct reg_rank *rank = s->rank;
+    uint32_t pos = 0;
+    for (struct rx *rx; s && (rx = ix_rx_next(e, inst, id, &pos));)
+        for (uint32_t i = 0; s && i < rx->n_w && rx->state == RX_MOVING; i++) {
             struct rxw *w = &rx->w[i];
-            if (w->local && w->state == RXW_IDLE && rx->req_id == s->req_id &&
-                strcmp(rx->ctx_instance, s->ctx_instance) == 0 &&
-                layout_rank(&s->rank->layout) == w->ctx_rank && live(s))
+            if (w->local && w->state == RXW_IDLE && layout_rank(&rank->layout) == w->ctx_rank &&
+                live(s)) {
                 run(w, s);
+                s = transfers_find_send(&e->d->workers->xt, rank, id);
+            }
         }
 }

@@ -1,6 +1,8 @@
 /* transfers.c: requests in flight and their state machine (see transfers.h). Terminal requests
- * are marked, reported, and freed by sweep() at the end of each entry point, so a loop over the
- * list never sees a freed node. */
+ * are marked, reported, leave the request table and the connection index at once, and are
+ * freed by sweep() at the end of each entry point, so a loop over the list never sees a freed
+ * node. Every per-request lookup is by hash: requests by (context instance, id) in reqtab.h,
+ * by (connection, id) in by_conn. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -63,6 +65,27 @@ static uint64_t now_ms(const struct transfers *t)
     return uv_now(&t->w->d->loop);
 }
 
+static uint64_t keep_ms(const struct transfers *t)
+{
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    return (uint64_t)cfg->deadlines_send_wait_ms + (uint64_t)cfg->deadlines_transfer_ms;
+}
+
+static uint64_t conn_key(const struct wconn *c, uint64_t req_id)
+{
+    return hmap_pair((uint64_t)(uintptr_t)c, req_id);
+}
+
+/* An ended request leaves the table and the connection index at once (its id is free for a
+ * new request) and waits on t->dead for sweep. */
+static void forget(struct transfers *t, struct xfer *x)
+{
+    reqtab_unbind(&t->reqs, x, now_ms(t), keep_ms(t));
+    hmap_del(&t->by_conn, conn_key(x->conn, x->req_id), x);
+    x->dead_next = t->dead;
+    t->dead = x;
+}
+
 /* Ends a request: state, counters, one event to its worker (unless it is gone). */
 static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error_t err,
                    uint64_t bytes, const char *msg)
@@ -80,6 +103,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         return;
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
+    forget(t, x);
     if (kind == PROTO_EV_DONE && err == KVF_OK) { /* the local path copies at once */
         if (bytes > x->bytes_done)
             x->bytes_done = bytes;
@@ -122,25 +146,25 @@ static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const cha
     finish(t, x, PROTO_EV_FAILED, err, 0, msg);
 }
 
-static void tally_expire(struct transfers *t, uint64_t now);
-
 static void sweep(struct transfers *t)
 {
-    for (struct xfer **pp = &t->list; *pp;) {
-        struct xfer *x = *pp;
-        if (terminal(x)) {
-            *pp = x->next;
-            if (x->gpu_job)
-                xfer_gpu_detach(x->gpu_job);
-            copyeng_cancel(x->cpu_job); /* its pins keep the pools mapped until it stops */
-            free(x->items.ids);
-            free(x);
-            t->n--;
-        } else {
-            pp = &x->next;
-        }
+    while (t->dead) {
+        struct xfer *x = t->dead;
+        t->dead = x->dead_next;
+        if (x->prev)
+            x->prev->next = x->next;
+        else
+            t->list = x->next;
+        if (x->next)
+            x->next->prev = x->prev;
+        if (x->gpu_job)
+            xfer_gpu_detach(x->gpu_job);
+        copyeng_cancel(x->cpu_job); /* its pins keep the pools mapped until it stops */
+        free(x->items.ids);
+        free(x);
+        t->n--;
     }
-    if (t->n == 0 && !t->tallies)
+    if (t->n == 0 && !t->reqs.idle_head)
         uv_timer_stop(&t->tick);
 }
 
@@ -149,55 +173,29 @@ static void sweep(struct transfers *t)
 struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,
                                  uint64_t req_id)
 {
-    for (struct xfer *x = t->list; x; x = x->next)
-        if (x->side == XFER_SEND && !terminal(x) && x->rank == rank && x->req_id == req_id)
-            return x;
-    return NULL;
+    struct req *q = reqtab_find(&t->reqs, rank->layout.instance, req_id);
+    struct xfer *s = reqtab_send_of(q, layout_rank(&rank->layout));
+    return s && s->rank == rank ? s : NULL;
 }
 
-static struct xfer_tally *tally_find(struct transfers *t, const char *inst, uint64_t req_id)
+/* The live requests of q of one side, copied: serving or running them changes q->live. NULL
+ * with *n 0 when there are none (or no memory: the deadlines end them). */
+static struct xfer **live_of(const struct req *q, xfer_side_t side, uint32_t *n)
 {
-    for (struct xfer_tally *y = t->tallies; y; y = y->next)
-        if (y->req_id == req_id && strcmp(y->ctx_instance, inst) == 0)
-            return y;
-    return NULL;
+    *n = 0;
+    struct xfer **a = q && q->n_live ? malloc(q->n_live * sizeof *a) : NULL;
+    for (uint32_t i = 0; a && i < q->n_live; i++)
+        if (q->live[i]->side == side)
+            a[(*n)++] = q->live[i];
+    return a;
 }
 
-static struct xfer_tally *tally_bump(struct transfers *t, const char *inst, uint64_t req_id)
+/* A SEND learns how many readers of its request were served: the local RECVs of its
+ * generation (the table's tally) plus the remote flows that read it; SENT when that reaches
+ * n_readers. */
+static void serve(struct transfers *t, struct xfer *s, uint32_t local_done)
 {
-    const struct kvf_config *cfg = &t->w->d->cfg;
-    struct xfer_tally *y = tally_find(t, inst, req_id);
-    if (!y) {
-        y = calloc(1, sizeof *y);
-        if (!y)
-            return NULL;
-        snprintf(y->ctx_instance, sizeof y->ctx_instance, "%s", inst);
-        y->req_id = req_id;
-        y->next = t->tallies;
-        t->tallies = y;
-    }
-    y->done++;
-    y->expires_ms = now_ms(t) + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
-    return y;
-}
-
-static void tally_expire(struct transfers *t, uint64_t now)
-{
-    for (struct xfer_tally **pp = &t->tallies; *pp;) {
-        struct xfer_tally *y = *pp;
-        if (now >= y->expires_ms || t->w->stopped) {
-            *pp = y->next;
-            free(y);
-        } else {
-            pp = &y->next;
-        }
-    }
-}
-
-/* A SEND learns how many RECVs of its request completed; SENT when that reaches n_readers. */
-static void serve(struct transfers *t, struct xfer *s, uint32_t done)
-{
-    s->served = done;
+    s->served = local_done + s->remote_served;
     uint32_t need = s->n_readers ? s->n_readers : s->derived;
     if (need > 0 && s->served >= need) {
         char m[96];
@@ -240,6 +238,7 @@ static void try_run(struct transfers *t, struct xfer *r)
             goto out; /* this writer has not sent yet */
     }
     xfer_set_state(r, XFER_COPYING);
+    r->gen = r->req ? r->req->gen : 0; /* the SEND generation this reader met */
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
@@ -264,16 +263,23 @@ static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64
         return;
     }
     t->counters.bytes_local += bytes;
+    struct req *q = r->req;
+    bool counts = q && r->gen && r->gen == q->gen; /* a reader of the generation it met */
     finish(t, r, PROTO_EV_DONE, KVF_OK, bytes, "");
-    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
-    struct xfer_tally *ty = tally_bump(t, r->ctx_instance, r->req_id);
-    for (uint32_t c = 0; in && c < in->n_ranks; c++) {
-        struct xfer *s = in->ranks[c] ? transfers_find_send(t, in->ranks[c], r->req_id) : NULL;
-        if (s && !s->n_readers && !s->derived)
-            s->derived = readers_local(&r->rank->layout);
-        if (s)
-            serve(t, s, ty ? ty->done : s->served + 1);
+    if (!counts)
+        return;
+    uint32_t n, derived = readers_local(&r->rank->layout);
+    struct xfer **sends = live_of(q, XFER_SEND, &n);
+    bool derive = false;
+    for (uint32_t i = 0; i < n; i++)
+        derive |= !sends[i]->n_readers;
+    uint32_t done = reqtab_recv_done(q, derive ? derived : 0);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!sends[i]->n_readers && !sends[i]->derived)
+            sends[i]->derived = derived;
+        serve(t, sends[i], done);
     }
+    free(sends);
 }
 
 void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
@@ -308,6 +314,16 @@ static int check_items(const struct layout *l, const struct proto_items *it, cha
     return 0;
 }
 
+/* The request of connection c with id req_id that has not ended, or NULL. */
+static struct xfer *find_conn(const struct transfers *t, const struct wconn *c, uint64_t req_id)
+{
+    uint32_t pos = 0;
+    for (struct xfer *x; (x = hmap_next(&t->by_conn, conn_key(c, req_id), &pos));)
+        if (x->conn == c && x->req_id == req_id && !terminal(x))
+            return x;
+    return NULL;
+}
+
 /* Common admission; returns the new request or NULL after reporting why. */
 static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side, uint64_t req_id,
                           struct proto_items *items)
@@ -327,11 +343,13 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
         snprintf(msg, sizeof msg, "%u requests in flight: workers.max_inflight is %lld", c->inflight,
                  (long long)cfg->workers_max_inflight);
     } else if (check_items(&c->rank->layout, items, msg, sizeof msg) == 0) {
-        bool dup = false;
-        for (struct xfer *x = t->list; x && !dup; x = x->next)
-            dup = !terminal(x) && x->conn == c && x->req_id == req_id;
+        bool dup = find_conn(t, c, req_id) != NULL;
         if (!dup) {
             struct xfer *x = calloc(1, sizeof *x);
+            if (x && hmap_put(&t->by_conn, conn_key(c, req_id), x) < 0) {
+                free(x);
+                x = NULL;
+            }
             if (x) {
                 x->id = ++t->next_id;
                 x->side = side;
@@ -343,6 +361,8 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 x->created_ms = now_ms(t);
                 x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
                 x->next = t->list;
+                if (t->list)
+                    t->list->prev = x;
                 t->list = x;
                 t->n++;
                 c->inflight++;
@@ -362,6 +382,36 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
     return NULL;
 }
 
+/* A new request takes its place in the request table: a SEND meets its generation (reqtab.h),
+ * a RECV of the local path joins one or waits for the next; refused BAD_REQUEST when its id
+ * is reused while the previous request is in flight. false: it ended (its event sent). */
+static bool meet(struct transfers *t, struct xfer *x)
+{
+    char msg[PROTO_MSG_MAX + 1];
+    struct req *q = reqtab_open(&t->reqs, x->ctx_instance, x->req_id);
+    kvf_error_t e = KVF_OK;
+    if (!q) {
+        e = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "out of memory");
+    } else if (x->side == XFER_SEND) {
+        e = reqtab_send_meets(&t->reqs, q, x->rank_idx, x->n_readers, msg, sizeof msg);
+        x->gen = q->gen;
+    } else if (!x->peer[0]) {
+        e = reqtab_recv_meets(&t->reqs, q, msg, sizeof msg);
+    }
+    if (e == KVF_OK && reqtab_bind(&t->reqs, q, x) < 0) {
+        e = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    if (e != KVF_OK) {
+        if (e == KVF_E_BAD_REQUEST)
+            log_req(LOG_LVL_INFO, x->req_id, NULL, x->ctx_instance, "%s", msg);
+        finish(t, x, PROTO_EV_FAILED, e, 0, msg);
+        return false;
+    }
+    return true;
+}
+
 void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
 {
     t->counters.sends++;
@@ -371,13 +421,19 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     const struct kvf_config *cfg = &t->w->d->cfg;
     snprintf(s->ctx_instance, sizeof s->ctx_instance, "%s", c->rank->layout.instance);
     s->n_readers = m->n_readers;
+    s->rank_idx = layout_rank(&c->rank->layout);
     s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
-    struct xfer_tally *ty = tally_find(t, s->ctx_instance, s->req_id);
-    if (ty)
-        serve(t, s, ty->done);
-    for (struct xfer *x = t->list; x; x = x->next)
-        if (x->side == XFER_RECV && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
-            try_run(t, x);
+    if (!meet(t, s)) {
+        sweep(t);
+        return;
+    }
+    if (s->req->done > 0) /* RECVs of this generation that needed other ranks only */
+        serve(t, s, s->req->done);
+    uint32_t n;
+    struct xfer **recvs = live_of(s->req, XFER_RECV, &n);
+    for (uint32_t i = 0; i < n; i++)
+        try_run(t, recvs[i]);
+    free(recvs);
     if (!terminal(s))
         engine_send(t->w->d->engine, t, s);
     sweep(t);
@@ -397,8 +453,13 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
     bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
                                              !engine_is_self(t->w->d->engine, m->ctx_home)));
-    if (remote && t->w->d->engine) {
+    if (remote && t->w->d->engine)
         snprintf(r->peer, sizeof r->peer, "%s", m->ctx_home);
+    if (!meet(t, r)) {
+        sweep(t);
+        return;
+    }
+    if (remote && t->w->d->engine) {
         engine_recv(t->w->d->engine, t, r, m->ctx_home);
     }
     else if (!in && m->ctx_home[0])
@@ -419,9 +480,9 @@ void transfers_registered(struct transfers *t, const char *instance)
 
 void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id)
 {
-    for (struct xfer *x = t->list; x; x = x->next)
-        if (!terminal(x) && x->conn == c && x->req_id == req_id)
-            fail(t, x, KVF_E_CANCELLED, "cancelled by the worker");
+    struct xfer *x = find_conn(t, c, req_id);
+    if (x)
+        fail(t, x, KVF_E_CANCELLED, "cancelled by the worker");
     sweep(t);
 }
 
@@ -452,7 +513,8 @@ static void tick_cb(uv_timer_t *h)
                  "this daemon within deadlines.lookup", x->ctx_instance);
             continue;
         }
-        if (terminal(x) || now < x->deadline_ms)
+        /* a RECV the engine follows has one clock, the engine's (gen_tick) */
+        if (terminal(x) || now < x->deadline_ms || (x->side == XFER_RECV && x->eng))
             continue;
         if (x->side == XFER_RECV)
             fail(t, x, KVF_E_TIMEOUT, "request %llu: context instance %s did not SEND from every "
@@ -468,7 +530,7 @@ static void tick_cb(uv_timer_t *h)
                  "released", (unsigned long long)x->req_id,
                  (unsigned long long)(x->deadline_ms - x->created_ms));
     }
-    tally_expire(t, now);
+    reqtab_expire(&t->reqs, now);
     sweep(t);
 }
 
@@ -476,6 +538,8 @@ int transfers_init(struct transfers *t, struct workers *w)
 {
     memset(t, 0, sizeof *t);
     t->w = w;
+    reqtab_init(&t->reqs);
+    hmap_init(&t->by_conn);
     int rc = uv_timer_init(&w->d->loop, &t->tick);
     if (rc)
         return rc;
@@ -494,8 +558,9 @@ void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
 void transfers_stop(struct transfers *t)
 {
     transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
-    tally_expire(t, UINT64_MAX);
     sweep(t);
+    reqtab_free(&t->reqs);
+    hmap_free(&t->by_conn);
     xfer_phases_free(&t->phases);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);
@@ -523,7 +588,8 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
     if (terminal(s))
         return;
     s->bytes += bytes;
-    serve(t, s, s->served + 1);
+    s->remote_served++;
+    serve(t, s, s->req && s->gen == s->req->gen ? s->req->done : 0);
     sweep(t);
 }
 
@@ -548,6 +614,7 @@ json_t *transfers_json(const struct transfers *t, uint64_t now)
             json_object_set_new(o, "peer", json_string(x->peer[0] ? x->peer : "local"));
             json_object_set_new(o, "bytes_done", json_integer((json_int_t)done));
             json_object_set_new(o, "bytes_planned", json_integer((json_int_t)x->bytes_planned));
+            json_object_set_new(o, "generation", json_integer((json_int_t)x->gen));
             json_object_set_new(o, "rate_bps", json_real(xfer_rate(done, x->moving_ns, now_ns)));
         }
         json_array_append_new(a, o);

@@ -6,8 +6,10 @@
  * writer of its plan has SENT, then runs pool to pool (xfer_local.c) and reports DONE.
  * n_readers of a SEND is the number of generation ranks that will RECV this request from this
  * context instance (e.g. the generation instance's rank count), whether or not each needs this
- * particular rank's bytes: completed RECVs are tallied per (context instance, request id), so
- * the count is right in any order. A SEND ends with SENT once the tally reaches n_readers
+ * particular rank's bytes: completed RECVs are tallied per (context instance, request id, SEND
+ * generation) in the request table (reqtab.h), so the count is right in any order, and a reused
+ * id never counts the readers of an ended request; an id reused while the previous request of
+ * it is in flight fails BAD_REQUEST (reqtab.h says when). A SEND ends with SENT once the tally reaches n_readers
  * (n_readers > 0), or at its deadline (deadlines.send_wait + deadlines.transfer): SENT if at
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
  * n_readers 0: the daemon derives the count (readers.h) from its readers and then ends the
@@ -27,7 +29,9 @@
 #include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
+#include "hmap.h"
 #include "readers.h"
+#include "reqtab.h"
 #include "xfer_phases.h"
 #include "xfer_recent.h"
 
@@ -65,6 +69,8 @@ struct xfer {
     int32_t ctx_dp_rank;
     struct proto_items items;   /* owned ids */
     uint32_t n_readers, served;
+    uint32_t remote_served;     /* send: of served, the remote flows that read it (the rest are
+                                   the local RECVs of its generation, counted by reqtab.h) */
     uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
                                    (readers.h), 0 while unknown */
     struct readers_tally readers; /* send, between daemons: what its RECV_REQs told of them */
@@ -89,16 +95,11 @@ struct xfer {
     bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
                                    a failure is held as for gpu_job; the engine is told
                                    (engine_xfer_hold) and ends the request when they ended */
-    struct xfer *next;
-};
-
-/* Completed RECVs of one (context instance, request id), kept until the SENDs' deadline. */
-struct xfer_tally {
-    char ctx_instance[64];
-    uint64_t req_id;
-    uint32_t done;
-    uint64_t expires_ms;
-    struct xfer_tally *next;
+    struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
+    uint64_t gen;               /* the SEND generation it met (0: none yet) */
+    uint32_t rank_idx;          /* send: the context rank's index in its instance */
+    struct xfer *prev, *next;   /* t->list */
+    struct xfer *dead_next;     /* t->dead: ended, freed by the next sweep */
 };
 
 struct transfers_counters {
@@ -113,8 +114,10 @@ struct transfers_counters {
 struct transfers {
     struct workers *w;          /* borrowed: owns us */
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
-    struct xfer *list;          /* owned */
-    struct xfer_tally *tallies; /* owned */
+    struct xfer *list;          /* owned: every request not yet freed */
+    struct xfer *dead;          /* of those, the ended ones (freed by sweep) */
+    struct reqtab reqs;         /* (context instance, id) -> its requests and readers' tally */
+    struct hmap by_conn;        /* (connection, id) -> its request not ended */
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;

@@ -416,20 +416,6 @@ END_TEST
 /* Real kvferry-sim processes on both daemons (every rank a process): the context side fills
  * the pattern and SENDs, the generation side RECVs from the remote home and verifies every byte
  * (exit 0 only when all requests passed parity). */
-static int run_sim(char *const argv[])
-{
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        if (fd >= 0 && !getenv("KVF_TEST_VERBOSE"))
-            dup2(fd, 1);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
-}
-
 START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
 {
     struct two t;
@@ -480,9 +466,9 @@ START_TEST(remote_kvferry_sim_processes_tp2_to_tp2_verify_every_byte)
                         NULL};
     /* the context stays registered until the generation has exited: a rank that left earlier
      * (a fixed hold) made the instance incomplete for a reader still behind under load */
-    pid_t pg = run_sim(gen_argv);
+    pid_t pg = ru_run_sim(gen_argv);
     tu_fmt(gen_pid, sizeof gen_pid, "%d", (int)pg);
-    pid_t pc = run_sim(ctx_argv);
+    pid_t pc = ru_run_sim(ctx_argv);
     int sc = -1, sg = -1;
     ck_assert_int_eq(waitpid(pg, &sg, 0), pg);
     ck_assert_int_eq(waitpid(pc, &sc, 0), pc);

@@ -70,6 +70,10 @@ int ru_daemon_stop(struct ru_daemon *d);
 
 void ru_daemon_kill9(struct ru_daemon *d);
 
+/* Starts argv[0] (kvferry-sim) with argv; its stdout goes to /dev/null unless
+ * KVF_TEST_VERBOSE is set. Returns its pid. */
+pid_t ru_run_sim(char *const argv[]);
+
 /* Prints the daemon's log (for a failing test). */
 void ru_dump_log(const struct ru_daemon *d, const char *what);
 

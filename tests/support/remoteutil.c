@@ -10,6 +10,20 @@ uint64_t ru_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+pid_t ru_run_sim(char *const argv[])
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        if (fd >= 0 && !getenv("KVF_TEST_VERBOSE"))
+            dup2(fd, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
 void ru_sleep_ms(unsigned ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
