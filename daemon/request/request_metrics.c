@@ -78,6 +78,15 @@ const struct prom_doc workers_metrics[] = {
      "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
      "metrics.max_label_values, then \"other\").",
      "bytes"},
+    {"transfers.served_per_peer", C, "peer", NULL, NULL},
+    {"transfers.served_per_peer.requests", C, NULL,
+     "Writer flows this daemon's context ranks completed to another daemon, by the generation "
+     "side's daemon (its link id; metrics.max_label_values, then \"other\").",
+     "flows"},
+    {"transfers.served_per_peer.bytes", C, NULL,
+     "Bytes of writer flows completed to another daemon, by the generation side's daemon "
+     "(metrics.max_label_values, then \"other\").",
+     "bytes"},
 };
 const size_t workers_metrics_len = N(workers_metrics);
 

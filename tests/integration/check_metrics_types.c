@@ -144,6 +144,8 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_per_instance_bytes_total", CT},
     {"kvferry_workers_transfers_per_peer_requests_total", CT},
     {"kvferry_workers_transfers_per_peer_bytes_total", CT},
+    {"kvferry_workers_transfers_served_per_peer_requests_total", CT},
+    {"kvferry_workers_transfers_served_per_peer_bytes_total", CT},
     {"kvferry_arena_slots_split", GA},
     {"kvferry_arena_small_grants_total", CT},
     {"kvferry_arena_staging_slots_split", GA},
@@ -288,6 +290,18 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
            "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
            gen.r[0].l.instance);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
+    /* the context side's share, by the generation daemon's link id (as `peers` names it) */
+    json_t *pa = ru_ctl(&t.a, "peers");
+    const char *gen_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
+    ck_assert_msg(gen_id && *gen_id, "daemon A lists no peer");
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_served_per_peer_requests_total{peer=\"%s\"}", gen_id);
+    ck_assert_msg(sample(ta, series) == 1, "no %s 1 in:\n%s", series, ta);
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_served_per_peer_bytes_total{peer=\"%s\"}", gen_id);
+    ck_assert_double_eq(sample(ta, series), bytes);
+    json_decref(pa);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
