@@ -49,10 +49,14 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.request_bytes", H, NULL, "Bytes of each completed RECV (local and remote).",
      "bytes"},
     {"transfers.lookup_s", H, NULL,
-     "Per completed RECV: from the RECV to its context instance known and planned.", "seconds"},
+     "Per completed RECV: from the RECV to its context instance known.", "seconds"},
+    {"transfers.validate_s", H, NULL,
+     "Per completed RECV: from its context instance known to its plan accepted (compatibility, "
+     "coverage, bounds).",
+     "seconds"},
     {"transfers.first_credit_s", H, NULL,
-     "Per completed remote RECV: from the plan to landing credits reserved at every writer's "
-     "daemon.",
+     "Per completed remote RECV: from the plan accepted to landing credits reserved at every "
+     "writer's daemon.",
      "seconds"},
     {"transfers.first_byte_s", H, NULL,
      "Per completed RECV: from the RECV to its first byte moving (includes waiting for the "

@@ -24,7 +24,8 @@ void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t byte
     label_table_add(&p->by_peer, x->peer, max_labels, bytes);
     uint64_t now = uv_hrtime();
     span(&p->lookup, x->recv_ns, x->lookup_ns);
-    span(&p->first_credit, x->lookup_ns, x->credit_ns);
+    span(&p->validate, x->lookup_ns, x->validated_ns);
+    span(&p->first_credit, x->validated_ns, x->credit_ns);
     span(&p->first_byte, x->recv_ns, x->moving_ns);
     span(&p->transfer, x->moving_ns, now);
     span(&p->end_to_end, x->recv_ns, now);
@@ -39,6 +40,7 @@ void xfer_phases_served(struct xfer_phases *p, const char *peer, uint64_t bytes,
 void xfer_phases_json(const struct xfer_phases *p, json_t *o)
 {
     json_object_set_new(o, "lookup_s", hist_json(&p->lookup, &hist_latency_seconds));
+    json_object_set_new(o, "validate_s", hist_json(&p->validate, &hist_latency_seconds));
     json_object_set_new(o, "first_credit_s", hist_json(&p->first_credit, &hist_latency_seconds));
     json_object_set_new(o, "first_byte_s", hist_json(&p->first_byte, &hist_latency_seconds));
     json_object_set_new(o, "transfer_s", hist_json(&p->transfer, &hist_latency_seconds));

@@ -128,6 +128,7 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_end_to_end_seconds", HI},
     {"kvferry_workers_transfers_failed_total", CT},
     {"kvferry_workers_transfers_first_byte_seconds", HI},
+    {"kvferry_workers_transfers_validate_seconds", HI},
     {"kvferry_workers_transfers_first_credit_seconds", HI},
     {"kvferry_workers_transfers_in_flight", GA},
     {"kvferry_workers_transfers_local_copy_gbps", GA},
@@ -274,6 +275,8 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_end_to_end_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_transfer_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_first_credit_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_lookup_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_validate_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_count"), 1);
     double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
     ck_assert(bytes > 0);
