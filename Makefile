@@ -235,6 +235,7 @@ MANDIR     ?= $(PREFIX)/share/man
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+DOCDIR     ?= $(PREFIX)/share/doc/kvferry
 MAN_PAGES  := man/kvferryd.8 man/kvferryctl.8 $(BUILD)/man/kvferry.yaml.5
 
 # kvferry.yaml(5): man/kvferry.yaml.5.in with its @KEYS@ line replaced by every key of the cfg
@@ -251,7 +252,7 @@ man: $(BUILD)/man/kvferry.yaml.5
 install: all $(BUILD)/man/kvferry.yaml.5
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
-	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
@@ -270,6 +271,7 @@ install: all $(BUILD)/man/kvferry.yaml.5
 	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
 	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
 	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
+	install -m 0644 systemd/gpu-host.conf $(DESTDIR)$(DOCDIR)/gpu-host.conf
 	install -d $(DESTDIR)$(PYDIR)/kvferry
 	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
 	@if [ -z "$(DESTDIR)" ]; then \

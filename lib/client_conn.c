@@ -1,6 +1,7 @@
 /* client_conn.c: libkvferry's connection to kvferryd: socket, HELLO/WELCOME, REGISTER with the
  * pools' fds, frame I/O, loss and reconnect with backoff. Runs with c->mu held (client_int.h). */
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "client_int.h"
+#include "client_why.h"
 
 int64_t client_now_ms(void)
 {
@@ -360,7 +362,10 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
     if (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
         int e = errno;
         close(s);
-        snprintf(err, errlen, "connect %s: %s", c->path, strerror(e));
+        char why[PATH_MAX + 256];
+        client_why(c->path, e, why, sizeof why);
+        snprintf(err, errlen, "connect %s: %s%s%s", c->path, strerror(e), why[0] ? ": " : "",
+                 why);
         return -e;
     }
     struct proto_limits dl;

@@ -25,6 +25,16 @@
  * message in err. */
 int pc_validate(const char *text, bool strict, char *err, size_t errlen);
 
+/* Whether promtool is on PATH: 1 yes; 0 no (the caller skips, saying so); -1 no, but
+ * KVF_REQUIRE_PROMTOOL=1 (CI: scripts/install-deps puts it in /usr/local/bin) says it must be. */
+static inline int pc_promtool(void)
+{
+    if (system("command -v promtool >/dev/null 2>&1") == 0)
+        return 1;
+    const char *req = getenv("KVF_REQUIRE_PROMTOOL");
+    return req && strcmp(req, "1") == 0 ? -1 : 0;
+}
+
 /* The value of the sample line of `text` that starts with `series` + ' '; NAN when absent. */
 static inline double pc_value(const char *text, const char *series)
 {

@@ -78,6 +78,9 @@ bool ctl_human(const char *key, json_t *v, char *buf, size_t len)
     if (!key || !json_is_number(v))
         return false;
     double x = json_number_value(v);
+    /* path decisions name their gate (fragment_state_below_min_bytes): counts, not sizes */
+    if (ends(key, "_min_bytes") || ends(key, "_min_blocks"))
+        return false;
     if (ends(key, "_bytes") || strcmp(key, "bytes") == 0 || strncmp(key, "bytes_", 6) == 0)
         ctl_size_text((long long)x, buf, len);
     else if (ends(key, "_at_s") || strcmp(key, "time_s") == 0)

@@ -2,8 +2,10 @@
  *   transfers [--watch] [--interval S] [--count N]   one row per request (in flight, and those
  *       finished within transfers.keep_finished): side, instance, peer, phase, bytes done of
  *       planned, rate, age, outcome;
- *   top [--interval S] [--count N]   per-peer and per-instance rates of completed RECVs, from two
- *       `stats` samples an interval apart, above the transfers table.
+ *   top [--interval S] [--count N]   per-peer and per-instance rates of completed RECVs, and
+ *       per-peer rates of the writer flows this daemon served to others (context side; shown
+ *       once there is one), from two `stats` samples an interval apart, above the transfers
+ *       table.
  * --watch and top redraw in place on a terminal (cursor home + clear); to a pipe they print one
  * frame after another, each starting with a "kvferry <view> <time>" line. --count N stops after
  * N frames (0: until interrupted). --json prints each frame's JSON, one per line. */
@@ -118,7 +120,7 @@ static json_t *per(json_t *stats, const char *what)
 
 static void print_rates(FILE *f, const char *title, json_t *now, json_t *before, double dt)
 {
-    fprintf(f, "%-24s %12s %10s %12s %10s\n", title, "RATE", "REQ/S", "BYTES", "REQUESTS");
+    fprintf(f, "%-40s %12s %10s %12s %10s\n", title, "RATE", "REQ/S", "BYTES", "REQUESTS");
     const char *k;
     json_t *v;
     size_t n = 0;
@@ -130,7 +132,7 @@ static void print_rates(FILE *f, const char *title, json_t *now, json_t *before,
         char rate[40], total[32];
         rate_text(dt > 0 ? db / dt : 0, rate, sizeof rate);
         ctl_size_text(ctl_geti(v, "bytes"), total, sizeof total);
-        fprintf(f, "%-24.24s %12s %10.1f %12s %10lld\n", k, rate, dt > 0 ? dr / dt : 0, total,
+        fprintf(f, "%-40.40s %12s %10.1f %12s %10lld\n", k, rate, dt > 0 ? dr / dt : 0, total,
                 ctl_geti(v, "requests"));
         n++;
     }
@@ -174,6 +176,7 @@ int ctl_watch_main(const char *sock, const char *view, bool watch, double interv
             if (top) {
                 json_object_set(o, "per_peer", per(stats, "per_peer"));
                 json_object_set(o, "per_instance", per(stats, "per_instance"));
+                json_object_set(o, "served_per_peer", per(stats, "served_per_peer"));
             }
             char *s = json_dumps(o, JSON_COMPACT);
             if (s)
@@ -196,6 +199,11 @@ int ctl_watch_main(const char *sock, const char *view, bool watch, double interv
                 print_rates(stdout, "INSTANCE", per(stats, "per_instance"),
                             per(before, "per_instance"), dt);
                 putchar('\n');
+                if (json_object_size(per(stats, "served_per_peer"))) {
+                    print_rates(stdout, "SERVED TO PEER", per(stats, "served_per_peer"),
+                                per(before, "served_per_peer"), dt);
+                    putchar('\n');
+                }
             }
             ctl_print_transfers(stdout, xf);
         }

@@ -2,71 +2,22 @@
  * is wrong (a missing directory, a directory or regular file where the socket should be, a
  * directory or socket whose mode and group keep us out, a socket nobody listens on) and the fix. */
 #include <errno.h>
-#include <grp.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client_why.h"
 #include "kvferryctl.h"
-
-static void owner(const struct stat *st, char *buf, size_t len)
-{
-    struct passwd *pw = getpwuid(st->st_uid);
-    struct group *gr = getgrgid(st->st_gid);
-    char u[32], g[32];
-    snprintf(u, sizeof u, "%u", (unsigned)st->st_uid);
-    snprintf(g, sizeof g, "%u", (unsigned)st->st_gid);
-    snprintf(buf, len, "%s:%s", pw ? pw->pw_name : u, gr ? gr->gr_name : g);
-}
-
-static int in_group(gid_t gid)
-{
-    if (getegid() == gid)
-        return 1;
-    gid_t groups[NGROUPS_MAX];
-    int n = getgroups(NGROUPS_MAX, groups);
-    for (int i = 0; i < n; i++)
-        if (groups[i] == gid)
-            return 1;
-    return 0;
-}
-
-/* Who we are against a path's owner and group, for the hint. */
-static void whom(const struct stat *st, char *buf, size_t len)
-{
-    char own[80];
-    owner(st, own, sizeof own);
-    snprintf(buf, len, "mode %04o, owner %s; you are uid %u, %s its group",
-             (unsigned)(st->st_mode & 07777), own, (unsigned)geteuid(),
-             in_group(st->st_gid) ? "in" : "not in");
-}
-
-/* The first directory on the way to path that we cannot search; 0 and its name, or -1. */
-static int blocked_dir(const char *path, char *dir, size_t len, struct stat *st)
-{
-    char p[PATH_MAX];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-        *s = '\0';
-        if (stat(p, st) == 0 && S_ISDIR(st->st_mode) && access(p, X_OK) < 0) {
-            snprintf(dir, len, "%s", p);
-            return 0;
-        }
-        *s = '/';
-    }
-    return -1;
-}
 
 void ctl_explain_connect(FILE *f, const char *path, int err)
 {
     struct stat st;
     char who[200], dir[PATH_MAX];
     fprintf(f, "kvferryctl: connect %s: %s\n", path, strerror(err));
-    if (err == EACCES && blocked_dir(path, dir, sizeof dir, &st) == 0) {
-        whom(&st, who, sizeof who);
+    if (err == EACCES && client_why_blocked_dir(path, dir, sizeof dir, &st) == 0) {
+        client_why_whom(&st, who, sizeof who);
         fprintf(f, "  the directory %s cannot be searched by you (%s).\n  Fix: run as root, or "
                 "join the group the daemon's sockets belong to (sockets.group), or loosen the "
                 "directory's mode.\n", dir, who);
@@ -101,7 +52,7 @@ void ctl_explain_connect(FILE *f, const char *path, int err)
         return;
     }
     if (err == EACCES || err == EPERM) {
-        whom(&st, who, sizeof who);
+        client_why_whom(&st, who, sizeof who);
         fprintf(f, "  the socket does not let you in (%s).\n  Fix: run as root, or join its "
                 "group (sockets.group) with write permission for the group (sockets.mode "
                 "0660).\n", who);

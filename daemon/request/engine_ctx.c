@@ -111,6 +111,9 @@ static void tx_done(struct tx *tx)
     tx->send = NULL;
     if (s)
         transfers_served(&e->d->workers->xt, s, tx->pw->bytes);
+    xfer_phases_served(&e->d->workers->xt.phases,
+                       tx->peer && tx->peer->lp ? link_peer_id(tx->peer->lp) : "unknown",
+                       tx->pw->bytes, (size_t)e->d->cfg.metrics_max_label_values);
 }
 
 static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)

@@ -48,8 +48,8 @@ static bool rx_set_state(struct rx *rx, enum rx_state to)
     }
     log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id,
               rx_state_to_string(rx->state), rx_state_to_string(to));
-    if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h */
-        xfer_phase_mark(&rx->x->lookup_ns);
+    if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h: planned */
+        xfer_phase_mark(&rx->x->validated_ns);
     if (rx->x && to == RX_MOVING)
         xfer_phase_mark(&rx->x->credit_ns);
     rx->state = to;
@@ -179,6 +179,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
 {
     struct engine *e = rx->e;
     struct xfer *x = rx->x;
+    xfer_phase_mark(&x->lookup_ns); /* the context instance's table is known */
     for (uint32_t i = 0; i < tab->n_bad; i++)
         if (tab->bad[i].worker_id == x->rank->worker_id) {
             rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,

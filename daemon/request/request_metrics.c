@@ -53,10 +53,14 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.request_bytes", H, NULL, "Bytes of each completed RECV (local and remote).",
      "bytes"},
     {"transfers.lookup_s", H, NULL,
-     "Per completed RECV: from the RECV to its context instance known and planned.", "seconds"},
+     "Per completed RECV: from the RECV to its context instance known.", "seconds"},
+    {"transfers.validate_s", H, NULL,
+     "Per completed RECV: from its context instance known to its plan accepted (compatibility, "
+     "coverage, bounds).",
+     "seconds"},
     {"transfers.first_credit_s", H, NULL,
-     "Per completed remote RECV: from the plan to landing credits reserved at every writer's "
-     "daemon.",
+     "Per completed remote RECV: from the plan accepted to landing credits reserved at every "
+     "writer's daemon.",
      "seconds"},
     {"transfers.first_byte_s", H, NULL,
      "Per completed RECV: from the RECV to its first byte moving (includes waiting for the "
@@ -81,6 +85,15 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.per_peer.bytes", C, NULL,
      "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
      "metrics.max_label_values, then \"other\").",
+     "bytes"},
+    {"transfers.served_per_peer", C, "peer", NULL, NULL},
+    {"transfers.served_per_peer.requests", C, NULL,
+     "Writer flows this daemon's context ranks completed to another daemon, by the generation "
+     "side's daemon (its link id; metrics.max_label_values, then \"other\").",
+     "flows"},
+    {"transfers.served_per_peer.bytes", C, NULL,
+     "Bytes of writer flows completed to another daemon, by the generation side's daemon "
+     "(metrics.max_label_values, then \"other\").",
      "bytes"},
 };
 const size_t workers_metrics_len = N(workers_metrics);

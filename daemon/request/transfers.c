@@ -232,6 +232,7 @@ static void try_run(struct transfers *t, struct xfer *r)
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
         goto out;
     }
+    xfer_phase_mark(&r->validated_ns);
     for (uint32_t c = 0; c < in->n_ranks; c++) {
         sends[c] = transfers_find_send(t, in->ranks[c], r->req_id);
         if (writers[c] && !sends[c])

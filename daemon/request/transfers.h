@@ -78,6 +78,7 @@ struct xfer {
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
     uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
+    uint64_t validated_ns;                             /* recv: its plan accepted */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
     char peer[256];             /* recv: the context home daemon of a remote request, else "" */

@@ -94,7 +94,8 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
                           "/usr/lib/kvferry/kvferry-sim",
                           "/usr/include/kvferry.h",
                           "/usr/lib/systemd/system/kvferry.service",
-                          "/usr/lib/sysusers.d/kvferry.conf"};
+                          "/usr/lib/sysusers.d/kvferry.conf",
+                          "/usr/share/doc/kvferry/gpu-host.conf"};
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
         ck_assert_msg(exists(want[i]), "%s not installed", want[i]);
     ck_assert_msg(!exists("/usr/bin/kvferry-sim"), "the test tool must not be on PATH");

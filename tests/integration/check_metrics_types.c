@@ -128,6 +128,7 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_end_to_end_seconds", HI},
     {"kvferry_workers_transfers_failed_total", CT},
     {"kvferry_workers_transfers_first_byte_seconds", HI},
+    {"kvferry_workers_transfers_validate_seconds", HI},
     {"kvferry_workers_transfers_first_credit_seconds", HI},
     {"kvferry_workers_transfers_in_flight", GA},
     {"kvferry_workers_transfers_local_copy_gbps", GA},
@@ -145,6 +146,8 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_per_instance_bytes_total", CT},
     {"kvferry_workers_transfers_per_peer_requests_total", CT},
     {"kvferry_workers_transfers_per_peer_bytes_total", CT},
+    {"kvferry_workers_transfers_served_per_peer_requests_total", CT},
+    {"kvferry_workers_transfers_served_per_peer_bytes_total", CT},
     {"kvferry_arena_slots_split", GA},
     {"kvferry_arena_small_grants_total", CT},
     {"kvferry_arena_staging_slots_split", GA},
@@ -205,12 +208,15 @@ static int check_types(const char *text, bool *seen)
     return bad;
 }
 
-/* promtool (Debian package `prometheus`, not in install-deps: see README) checks it too when
- * installed. */
+/* promtool (the binary of Debian's `prometheus`, from scripts/install-deps) checks it too; CI
+ * requires it (KVF_REQUIRE_PROMTOOL=1). */
 static void promtool(const char *text)
 {
-    if (system("command -v promtool >/dev/null 2>&1") != 0) {
-        printf("SKIP promtool check: promtool not installed (apt-get install prometheus)\n");
+    int have = pc_promtool();
+    ck_assert_msg(have >= 0, "KVF_REQUIRE_PROMTOOL=1 but promtool is not on PATH "
+                             "(scripts/install-deps installs it)");
+    if (!have) {
+        printf("SKIP promtool check: promtool not installed (scripts/install-deps)\n");
         return;
     }
     char dir[64], path[128], cmd[256];
@@ -270,6 +276,8 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_end_to_end_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_transfer_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_first_credit_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_lookup_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_validate_seconds_count"), 1);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_count"), 1);
     double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
     ck_assert(bytes > 0);
@@ -286,6 +294,18 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
            "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
            gen.r[0].l.instance);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
+    /* the context side's share, by the generation daemon's link id (as `peers` names it) */
+    json_t *pa = ru_ctl(&t.a, "peers");
+    const char *gen_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
+    ck_assert_msg(gen_id && *gen_id, "daemon A lists no peer");
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_served_per_peer_requests_total{peer=\"%s\"}", gen_id);
+    ck_assert_msg(sample(ta, series) == 1, "no %s 1 in:\n%s", series, ta);
+    tu_fmt(series, sizeof series,
+           "kvferry_workers_transfers_served_per_peer_bytes_total{peer=\"%s\"}", gen_id);
+    ck_assert_double_eq(sample(ta, series), bytes);
+    json_decref(pa);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);

@@ -106,6 +106,26 @@ static bool parse_row(const char *line, struct row *r)
                   r->out) == 11;
 }
 
+/* One frame of `kvferryctl top` against control, read whole into tp. */
+static void top_once(struct watcher *tp, const char *control)
+{
+    char *targs[] = {(char *)"top", (char *)"--interval", (char *)"0.05", (char *)"--count",
+                     (char *)"1", NULL};
+    tp->len = 0;
+    watcher_start(tp, control, targs);
+    int st = 0;
+    waitpid(tp->pid, &st, 0);
+    tp->pid = 0;
+    ssize_t n = 1;
+    while (tp->len < sizeof tp->buf - 1 && n > 0) {
+        size_t room = sizeof tp->buf - 1 - tp->len; /* the bound, stated (gcc 13 fortify) */
+        if ((n = read(tp->fd, &tp->buf[tp->len], room)) > 0)
+            tp->len += (size_t)n;
+    }
+    tp->buf[tp->len] = '\0';
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kvferryctl top: %s", tp->buf);
+}
+
 struct want {
     long long req;
     const char *phase;
@@ -189,20 +209,21 @@ START_TEST(watch_shows_bytes_moving_during_a_large_remote_transfer)
 
     /* top: the completed request under its peer and its instance */
     static struct watcher tp;
-    char *targs[] = {(char *)"top", (char *)"--interval", (char *)"0.05", (char *)"--count",
-                     (char *)"1", NULL};
-    watcher_start(&tp, t.b.control, targs);
-    int st = 0;
-    waitpid(tp.pid, &st, 0);
-    tp.pid = 0;
-    ssize_t n;
-    while (tp.len < sizeof tp.buf - 1 &&
-           (n = read(tp.fd, &tp.buf[tp.len], sizeof tp.buf - 1 - tp.len)) > 0)
-        tp.len += (size_t)n;
-    tp.buf[tp.len] = '\0';
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "kvferryctl top: %s", tp.buf);
+    top_once(&tp, t.b.control);
     ck_assert_msg(strstr(tp.buf, "PEER") && strstr(tp.buf, t.a.addr), "top: %s", tp.buf);
     ck_assert_msg(strstr(tp.buf, "INSTANCE") && strstr(tp.buf, "\ngen "), "top: %s", tp.buf);
+    ck_assert_msg(!strstr(tp.buf, "SERVED TO PEER"), "the generation side served nothing: %s",
+                  tp.buf);
+    watcher_stop(&tp);
+    /* and on the context side: the flow it served, under the generation daemon's link id */
+    json_t *pa = ru_ctl(&t.a, "peers");
+    const char *gen_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
+    ck_assert_msg(gen_id && *gen_id, "daemon A lists no peer");
+    top_once(&tp, t.a.control);
+    const char *sv = strstr(tp.buf, "SERVED TO PEER");
+    ck_assert_msg(sv && strstr(sv, gen_id), "top on the context side lacks %s: %s", gen_id, tp.buf);
+    json_decref(pa);
     watcher_stop(&tp);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);

@@ -38,6 +38,23 @@ static void assert_two_passes_ok(const char *out)
                   ok, out);
     ck_assert_msg(strstr(out, "bounce path:") && strstr(out, "fragment path:"), "%s", out);
     ck_assert_msg(!strstr(out, "FAILED"), "%s", out);
+    /* the path decisions as a table of both nodes, not JSON; B's fragment pass counted there */
+    const char *pd = strstr(out, "== path decisions by reason");
+    ck_assert_msg(pd && strstr(pd, "REASON") && strstr(pd, "NODE A") && !strchr(pd, '{'), "%s",
+                  out);
+    unsigned a = 99, b = 0;
+    const char *fr = strstr(pd, "\nfragment_state_below_min_bytes ");
+    ck_assert_msg(fr && sscanf(fr, " fragment_state_below_min_bytes %u %u", &a, &b) == 2 &&
+                      a == 0 && b > 0,
+                  "%s", pd);
+    /* the context node's peers table shows the bytes it sent */
+    const char *pa = strstr(out, "== kvferryctl peers (node A)");
+    const char *row = pa ? strstr(pa, "\nPEER ") : NULL;
+    row = row ? strchr(row + 1, '\n') : NULL;
+    char sent[32] = "";
+    ck_assert_msg(row && sscanf(row, " %*s %*s in %*s %*s %*d %*d %*d %31s", sent) == 1 &&
+                      strcmp(sent, "0B") != 0,
+                  "node A's peer row shows no bytes sent ('%s'):\n%s", sent, pa ? pa : out);
 }
 
 START_TEST(tp4_to_tp2_across_two_network_namespaces_moves_every_byte_on_both_paths)

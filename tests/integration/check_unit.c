@@ -58,6 +58,9 @@ START_TEST(unit_has_notify_watchdog_reload_and_cuda_device_access)
         exec, "Type=notify\n", "ExecReload=/bin/kill -HUP $MAINPID\n", "Restart=on-failure\n",
         "WatchdogSec=30s\n", "RuntimeDirectory=kvferry\n", "LimitMEMLOCK=infinity\n",
         "LimitNOFILE=65536\n", "DevicePolicy=closed\n", "DeviceAllow=char-nvidia-uvm rw\n",
+        /* the NVIDIA control node's group has either name, by driver version */
+        "DeviceAllow=char-nvidia-frontend rw\n", "DeviceAllow=char-nvidiactl rw\n",
+        "After=network-online.target nvidia-persistenced.service\n",
         "ProtectSystem=strict\n",
         /* non-root: workers in group kvferry reach the sockets */
         "User=kvferry\n", "Group=kvferry\n", "RuntimeDirectoryMode=0770\n",
