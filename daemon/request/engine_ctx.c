@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_host.h"
+#include "bounce_put.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -360,6 +362,7 @@ static void stage_finish(struct stage *st, int status)
     struct dack *d = st->dack;
     if (st->own_buf)
         free(st->buf);
+    bput_release(st);
     free(st);
     quar_stage_done(e, d);
     if (!tx || tx->ended)
@@ -436,16 +439,18 @@ static void stage_move(struct stage *st)
     struct link_peer *lp = tx->peer->lp;
     bool put = link_peer_put_fast(lp) && g->offset + g->length <= link_peer_arena_bytes(lp);
     int rc;
-    if (put) {
+    if (put || st->direct) {
         e->c.chunks_put++;
         e->c.bytes_put += g->length;
-        rc = link_put(lp, st->buf, g->length, g->offset, put_done, st);
-        if (rc == 0)
-            rc = link_flush(lp, flushed, st);
-        else
+        if (st->direct) { /* one put per source run; a failed one is reported after the flush */
+            if ((rc = bput_start(st, put_done)) < 0)
+                st->err = rc;
+        } else if ((rc = link_put(lp, st->buf, g->length, g->offset, put_done, st)) < 0) {
             stage_finish(st, rc);
-        if (rc < 0)
             return;
+        }
+        if ((rc = link_flush(lp, flushed, st)) < 0)
+            stage_finish(st, rc);
     } else {
         e->c.chunks_am++;
         e->c.bytes_am += g->length;
@@ -453,11 +458,6 @@ static void stage_move(struct stage *st)
         if (rc < 0)
             stage_finish(st, rc);
     }
-}
-
-static void stage_gathered(void *user, int status)
-{
-    ctx_stage_gathered(user, status);
 }
 
 /* Gathers the chunk (the host executor, or launches the GPU gather) and starts moving it. st
@@ -478,17 +478,14 @@ static void stage_run(struct stage *st)
         }
         return; /* ctx_stage_gathered goes on */
     }
-    const struct wire_grant *g = &st->g;
-    struct move_prog mp = {tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, NULL};
     char msg[WIRE_TEXT_MAX];
-    int rc = move_exec_of(MOVE_EXEC_HOST)->gather(&mp, g->ext_off, g->ext_off + g->length,
-                                                  st->buf, stage_gathered, st, msg, sizeof msg);
+    int rc = bh_gather(st, msg, sizeof msg); /* on the copy threads */
     if (rc < 0) {
         tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
         stage_finish(st, rc);
     } else if (rc == MOVE_DONE) {
         stage_move(st);
-    } /* MOVE_STARTED: stage_gathered goes on */
+    } /* MOVE_STARTED: ctx_stage_gathered goes on */
 }
 
 void ctx_stage_gathered(struct stage *st, int status)
@@ -496,7 +493,7 @@ void ctx_stage_gathered(struct stage *st, int status)
     if (status < 0) {
         struct tx *tx = st->tx;
         if (tx && !tx->ended)
-            tx_fail(tx, KVF_E_INTERNAL, true, "GPU gather of extent [%llu, +%llu) failed: %s",
+            tx_fail(tx, KVF_E_INTERNAL, true, "gather of extent [%llu, +%llu) failed: %s",
                     (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
                     strerror(-status));
         stage_finish(st, status);
@@ -526,7 +523,8 @@ void ctx_stage_timeout(struct stage *st)
 static void pump(struct tx *tx)
 {
     struct engine *e = tx->e;
-    while (!tx->ended && tx->planned && tx->q_len > 0 && tx->n_ops < ENGINE_WINDOW) {
+    uint32_t win = engine_window(e);
+    while (!tx->ended && tx->planned && tx->q_len > 0 && tx->n_ops < win) {
         struct wire_grant g = tx->q[tx->q_head];
         tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
         tx->q_len--;
@@ -560,6 +558,11 @@ static void pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
+        if (!egpu_tx_on_gpu(tx) && bput_choose(tx, &g)) { /* no staging slot, no gather */
+            st->direct = true;
+            stage_move(st);
+            continue;
+        }
         uint64_t soff;
         struct arena *sa = engine_stage_arena(e, &soff);
         if (g.length <= arena_slot_bytes(sa)) {

@@ -38,6 +38,8 @@ struct stage {
     struct arena_grant slot;
     uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
     bool own_buf;
+    bool direct;             /* put straight from the rank's pools (bounce_put.h): no buf */
+    struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     struct wire_grant g; /* the landing slot it fills */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_host.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_frag.h"
@@ -273,10 +274,11 @@ static void plan_rx(struct rx *rx, struct itable *tab)
 static void ask(struct rxw *w)
 {
     struct engine *e = w->rx->e;
+    uint32_t win = engine_window(e);
     if (!w->resv_open || w->resv.state == RESV_WAITING || w->resv.granted >= w->extent ||
-        w->resv.held >= ENGINE_WINDOW)
+        w->resv.held >= win)
         return;
-    int rc = arena_want(e->arena, &w->resv, ENGINE_WINDOW - w->resv.held, engine_now(e));
+    int rc = arena_want(e->arena, &w->resv, win - w->resv.held, engine_now(e));
     if (rc < 0)
         rx_fail(w->rx, rc == -EAGAIN ? KVF_E_TIMEOUT : KVF_E_INTERNAL,
                 "landing credits for writer rank %u refused: %s", w->ctx_rank, strerror(-rc));
@@ -579,23 +581,15 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     xfer_phase_mark(&rx->moving_ns);
     if (rx->x)
         transfers_copying(rx->t, rx->x);
-    if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
-        char msg[WIRE_TEXT_MAX];
-        if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
-            rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
-        return; /* gen_landed follows the kernel (engine_gpu.c) */
-    }
-    const struct plan_writer *pw = &rx->plan.writers[w->idx];
-    struct move_prog mp = {pw->ops, pw->n_ops, NULL, &rx->x->rank->mem};
+    /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
+     * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];
-    const struct move_exec *ex = move_exec_of(MOVE_EXEC_HOST);
-    rc = ex->scatter(&mp, slot, g.ext_off, g.ext_off + g.length, NULL, NULL, msg, sizeof msg);
-    if (rc != MOVE_DONE) { /* a landing slot's completion is wired for inline executors only */
-        rx_fail(rx, KVF_E_INTERNAL, "%s scatter of writer rank %u: %s", ex->name, w->ctx_rank,
-                rc < 0 ? msg : "completes asynchronously, which this path does not take yet");
-        return;
-    }
-    gen_landed(w, i);
+    rc = rx->gpu ? egpu_scatter(rx, w->idx, &g, msg, sizeof msg)
+                 : bh_scatter(rx, w->idx, &g, msg, sizeof msg);
+    if (rc < 0)
+        rx_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);
+    else if (rc == MOVE_DONE && !rx->gpu)
+        gen_landed(w, i); /* inline (no copy threads); else gen_scatter_ended follows */
 }
 
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
