@@ -82,6 +82,9 @@ void bput_free_all(struct engine *e)
         e->bputs = r->next;
         for (uint32_t p = 0; r->refs && p < r->mem.n; p++)
             mempin_unref(r->mem.base[p]);
+        for (struct stage *st = e->stages; r->refs && st; st = st->next)
+            if (st->breg == r) /* its flush completes at link_free: nothing left to drop */
+                st->breg = NULL;
         reg_free(e, r);
     }
 }
