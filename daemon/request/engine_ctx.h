@@ -54,6 +54,13 @@ struct stage {
     struct stage *next;
 };
 
+/* The flow failed (NACK to the generation daemon when nack): its stages let go of it. */
+void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Every chunk completed: WRITER_DONE, and the SEND is told one reader was served. */
+void ctx_tx_done(struct tx *tx);
+/* bounce_stage.c: starts chunks for the flow's granted slots, up to arena.window in flight. */
+void ctx_pump(struct tx *tx);
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m);
 void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bounce_host.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_frag.h"
@@ -278,7 +277,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             start_writer(&rx->w[i]);
 }
 
-static void ask(struct rxw *w)
+void gen_ask(struct rxw *w)
 {
     struct engine *e = w->rx->e;
     uint32_t win = engine_window(e);
@@ -314,7 +313,7 @@ static void start_writer(struct rxw *w)
     if (!gen_rxw_set_state(w, RXW_CREDIT))
         return;
     engine_kick_tick(e);
-    ask(w);
+    gen_ask(w);
 }
 
 /* Starts the request over with a fresh table: the writers' flows end (their slots quarantined
@@ -500,7 +499,7 @@ void gen_on_timeout(struct rxw *w)
 
 /* ---- chunks ---- */
 
-static struct rxw *find_w(struct engine *e, struct epeer *p, uint64_t flow)
+struct rxw *gen_find_w(struct engine *e, struct epeer *p, uint64_t flow)
 {
     for (struct rx *rx = e->rxs; rx; rx = rx->next)
         for (uint32_t i = 0; rx->state == RX_MOVING && i < rx->n_w; i++)
@@ -509,103 +508,9 @@ static struct rxw *find_w(struct engine *e, struct epeer *p, uint64_t flow)
     return NULL;
 }
 
-/* The grant a chunk names, checked: 0 and its index, or BOUND_VIOLATION (request failed). */
-static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rndv, uint32_t *ret)
-{
-    for (uint32_t i = 0; i < w->n_out; i++) {
-        const struct arena_grant *g = &w->out[i];
-        if (g->slot != c->slot || g->generation != c->generation)
-            continue;
-        if (g->ext_off != c->ext_off || g->length != c->length || (len && len != c->length) ||
-            (rndv && len != g->length)) {
-            rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
-                    "writer rank %u: chunk for slot %u gen %u says "
-                    "extent [%llu, +%llu) with %zu bytes, the grant is [%llu, +%llu)",
-                    w->ctx_rank, c->slot, c->generation, (unsigned long long)c->ext_off,
-                    (unsigned long long)c->length, len, (unsigned long long)g->ext_off,
-                    (unsigned long long)g->length);
-            return -EBADMSG;
-        }
-        *ret = i;
-        return 0;
-    }
-    rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
-            "writer rank %u: chunk for slot %u generation %u, "
-            "which is not granted to it (stale or foreign)",
-            w->ctx_rank, c->slot, c->generation);
-    return -EBADMSG;
-}
-
-void gen_landed(struct rxw *w, uint32_t i)
-{
-    struct rx *rx = w->rx;
-    struct engine *e = rx->e;
-    struct arena_grant g = w->out[i];
-    arena_release(e->arena, &w->resv, g.slot, g.generation);
-    w->out[i] = w->out[--w->n_out];
-    w->scattered += g.length;
-    if (rx->x)
-        rx->x->bytes_done += g.length; /* progress for kvferryctl transfers */
-    if (w->peer) {
-        w->peer->chunks_recv++;
-        w->peer->bytes_recv += g.length;
-    }
-    e->c.chunks_landed++;
-    e->c.bytes_landed += g.length;
-    ask(w);
-    check_done(rx);
-}
-
-int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
-                size_t len, void **dest)
-{
-    struct rxw *w = p ? find_w(e, p, flow) : NULL;
-    uint32_t i;
-    if (!w)
-        return -ENOENT; /* the request ended: the link drops the bytes */
-    if (match(w, c, len, true, &i) < 0) {
-        gen_sweep(e);
-        return -EBADMSG;
-    }
-    *dest = e->arena_base + w->out[i].offset;
-    return 0;
-}
-
-void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
-                  const void *data, size_t len)
-{
-    struct rxw *w = find_w(e, p, flow);
-    uint32_t i;
-    if (!w || match(w, c, len, false, &i) < 0)
-        return;
-    struct rx *rx = w->rx;
-    struct arena_grant g = w->out[i];
-    uint8_t *slot = e->arena_base + g.offset;
-    if (len && data != slot)
-        memcpy(slot, data, len); /* eager: the bytes came inside the message */
-    int rc = arena_report(e->arena, &w->resv, g.slot, g.generation, c->ext_off, c->length, NULL);
-    if (rc < 0) {
-        rx_fail(rx, KVF_E_BOUND_VIOLATION, "writer rank %u: chunk report for slot %u refused: %s",
-                w->ctx_rank, g.slot, strerror(-rc));
-        return;
-    }
-    xfer_phase_mark(&rx->moving_ns);
-    if (rx->x)
-        transfers_copying(rx->t, rx->x);
-    /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
-     * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
-    char msg[WIRE_TEXT_MAX];
-    rc = rx->gpu ? egpu_scatter(rx, w->idx, &g, msg, sizeof msg)
-                 : bh_scatter(rx, w->idx, &g, msg, sizeof msg);
-    if (rc < 0)
-        rx_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);
-    else if (rc == MOVE_DONE && !rx->gpu)
-        gen_landed(w, i); /* inline (no copy threads); else gen_scatter_ended follows */
-}
-
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
-    struct rxw *w = find_w(e, p, flow);
+    struct rxw *w = gen_find_w(e, p, flow);
     if (!w)
         return;
     if (w->state == RXW_MOVING && !gen_rxw_set_state(w, RXW_DONE))
@@ -630,7 +535,7 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
 
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
-    struct rxw *w = find_w(e, p, flow);
+    struct rxw *w = gen_find_w(e, p, flow);
     if (!w) {
         for (struct rx *rx = e->rxs; rx && !w; rx = rx->next)
             for (uint32_t i = 0; rx->state != RX_ENDED && i < rx->n_w; i++)
