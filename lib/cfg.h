@@ -82,6 +82,8 @@ struct kvf_config {
     uint64_t arena_size;
     uint64_t arena_chunk;
     uint64_t arena_reserve_timeout_ms;
+    int64_t arena_window;          /* chunks in flight per writer flow (both sides) */
+    uint64_t arena_direct_run;     /* bounce: mean run bytes at which a chunk skips the gather */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
 

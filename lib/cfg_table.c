@@ -120,6 +120,14 @@ const struct cfg_key cfg_table[] = {
         "Transfer chunk and slot size: a multiple of 4KiB, at most arena.size."),
     ROW("arena.reserve_timeout", CFG_DURATION, arena_reserve_timeout_ms, "5s", 0, HOUR, true,
         "Longest wait of a request for its first landing credit."),
+    ROW("arena.window", CFG_INT, arena_window, "8", 1, 64, true,
+        "Chunks in flight per writer flow between two daemons: landing credits a receiver asks "
+        "at once and staging chunks a sender moves at once, so the next chunk's gather and put "
+        "overlap the last one's scatter."),
+    ROW("arena.direct_run", CFG_SIZE, arena_direct_run, "16KiB", 0, GIB, true,
+        "Bounce path: a chunk whose copy runs average at least this many bytes is put straight "
+        "from the context rank's pools into the landing slot (no gather); smaller runs are "
+        "gathered into a staging slot first. 0: always gather."),
     {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},

@@ -196,3 +196,32 @@ void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct c
     }
     copy_fence(used_nt);
 }
+
+int copy_src_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                  uint64_t lo, uint64_t hi, copy_run_cb cb, void *arg)
+{
+    uint64_t pos = lo, run_pos = lo, run_n = 0;
+    const uint8_t *run = NULL;
+    uint32_t run_pool = 0;
+    for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
+        const struct copy_op *o = &ops[i];
+        uint64_t rel = pos - o->ext_off, k = rel / o->len, within = rel % o->len;
+        const uint8_t *base = src->base[o->src_pool] + o->src_off;
+        for (; k < o->count && pos < hi; k++, within = 0) {
+            uint64_t n = o->len - within;
+            if (n > hi - pos)
+                n = hi - pos;
+            const uint8_t *p = base + k * (uint64_t)o->src_stride + within;
+            if (run && p == run + run_n && o->src_pool == run_pool) { /* contiguous: one run */
+                run_n += n;
+            } else {
+                int rc = run ? cb(arg, run_pool, run, run_pos, run_n) : 0;
+                if (rc < 0)
+                    return rc;
+                run = p, run_pool = o->src_pool, run_pos = pos, run_n = n;
+            }
+            pos += n;
+        }
+    }
+    return run ? cb(arg, run_pool, run, run_pos, run_n) : 0;
+}

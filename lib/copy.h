@@ -35,4 +35,14 @@ void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_me
 void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                        uint64_t lo, uint64_t hi, const struct copy_mem *dst);
 
+/* One run of source bytes: pool index, its address, the extent position of its first byte, its
+ * length. A negative return stops the walk and is returned. */
+typedef int (*copy_run_cb)(void *arg, uint32_t pool, const uint8_t *src, uint64_t ext_pos,
+                           uint64_t len);
+/* Walks the source runs of extent bytes [lo, hi) in extent order, runs that follow each other in
+ * the same pool merged into one (so a put per run is as few puts as the memory allows). 0, or
+ * the first negative cb return. */
+int copy_src_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                  uint64_t lo, uint64_t hi, copy_run_cb cb, void *arg);
+
 #endif

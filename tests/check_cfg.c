@@ -95,6 +95,8 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "deadlines.send_wait",
                                        "deadlines.transfer",
                                        "arena.reserve_timeout",
+                                       "arena.window",
+                                       "arena.direct_run",
                                        "peers.max_inflight",
                                        "metrics.max_label_values",
                                        "transfers.keep_finished"};

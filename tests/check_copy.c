@@ -322,6 +322,61 @@ START_TEST(copy_direct_range_in_pieces_equals_direct_copy)
 }
 END_TEST
 
+struct walk {
+    uint8_t *out;
+    uint64_t pos, runs;
+    const struct copy_mem *src;
+    int ok;
+};
+
+static int on_run(void *arg, uint32_t pool, const uint8_t *src, uint64_t pos, uint64_t len)
+{
+    struct walk *w = arg;
+    w->ok &= pos == w->pos && pool < w->src->n && src >= w->src->base[pool] &&
+             src + len <= w->src->base[pool] + w->src->size[pool];
+    memcpy(w->out, src, len);
+    w->out += len;
+    w->pos += len;
+    w->runs++;
+    return 0;
+}
+
+/* The source runs of any sub-range, laid end to end, are its gather, in extent order, each
+ * inside its pool, and never more runs than the program has (neighbours merged). */
+START_TEST(copy_src_runs_of_any_subrange_are_its_gather)
+{
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        struct prog p;
+        make_prog(&p, seed);
+        uint8_t *full = malloc(p.bytes), *part = malloc(p.bytes + 1);
+        copy_gather(p.ops, p.n, &p.src, 0, p.bytes, full);
+        uint64_t s = seed, total = 0;
+        for (uint32_t i = 0; i < p.n; i++)
+            total += p.ops[i].count;
+        for (int t = 0; t < 20; t++) {
+            uint64_t lo = rnd(&s) % (p.bytes + 1), hi = lo + rnd(&s) % (p.bytes - lo + 1);
+            struct walk w = {part, lo, 0, &p.src, 1};
+            ck_assert_int_eq(copy_src_runs(p.ops, p.n, &p.src, lo, hi, on_run, &w), 0);
+            ck_assert(w.ok);
+            ck_assert_uint_eq(w.pos, hi);
+            ck_assert_uint_le(w.runs, total);
+            ck_assert(memcmp(part, full + lo, hi - lo) == 0);
+        }
+        free(full);
+        free(part);
+        free_prog(&p);
+    }
+    /* one op of 4 back-to-back runs: one run */
+    uint8_t pool[64];
+    struct copy_mem m = {.n = 1, .base = {pool}, .size = {sizeof pool}};
+    struct copy_op o = {.len = 16, .count = 4, .src_stride = 16, .dst_stride = 16};
+    uint8_t out[64];
+    struct walk w = {out, 0, 0, &m, 1};
+    ck_assert_int_eq(copy_src_runs(&o, 1, &m, 0, 64, on_run, &w), 0);
+    ck_assert_uint_eq(w.runs, 1);
+}
+END_TEST
+
 static Suite *copy_suite(void)
 {
     Suite *s = suite_create("copy");
@@ -331,6 +386,7 @@ static Suite *copy_suite(void)
     tcase_add_test(tc, copy_check_refuses_programs_outside_their_pools);
     tcase_add_test(tc, copy_large_streaming_path_equals_memcpy);
     tcase_add_test(tc, copy_direct_range_in_pieces_equals_direct_copy);
+    tcase_add_test(tc, copy_src_runs_of_any_subrange_are_its_gather);
     suite_add_tcase(s, tc);
     tc = tcase_create("compression");
     tcase_add_test(tc, plan_compression_merges_runs_without_changing_bytes);

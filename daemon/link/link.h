@@ -166,6 +166,10 @@ int link_mem_register(struct link *l, void *ptr, size_t len, struct link_mreg **
 /* The packed rkey to send to a peer (borrowed from the registration). */
 const void *link_mreg_rkey(const struct link_mreg *m, size_t *len_ret);
 struct link_mreg *link_mreg_free(struct link *l, struct link_mreg *m);
+/* link_put from memory this link registered (link_mem_register: m, or NULL), so UCX uses that
+ * registration instead of registering the source on the fly (zero-copy lanes: cma, RDMA). */
+int link_put_from(struct link_peer *p, const void *local, const struct link_mreg *m, size_t len,
+                  uint64_t remote_offset, link_done_cb cb, void *arg);
 /* Puts into a remote registration described by its rkey blob, at its virtual address
  * remote_addr (the peer sends both). Blob bounded by LINK_RKEY_MAX. */
 #define LINK_RKEY_MAX 4096

@@ -176,8 +176,8 @@ static int rma_finish(struct link *l, ucs_status_ptr_t s, struct rma_req *r)
     return rc;
 }
 
-static int rma_put(struct link_peer *p, const void *local, size_t len, uint64_t raddr,
-                   ucp_rkey_h rkey, int own_rkey, link_done_cb cb, void *arg)
+static int rma_put(struct link_peer *p, const void *local, ucp_mem_h memh, size_t len,
+                   uint64_t raddr, ucp_rkey_h rkey, int own_rkey, link_done_cb cb, void *arg)
 {
     struct link *l = p->link;
     struct rma_req *r = malloc(sizeof(*r));
@@ -196,9 +196,11 @@ static int rma_put(struct link_peer *p, const void *local, size_t len, uint64_t 
         .user_data = r,
     };
     const char *lb = local, *ab = l->arena;
-    if (l->arena_memh && lb >= ab && lb + len <= ab + l->arena_len) {
+    if (!memh && l->arena_memh && lb >= ab && lb + len <= ab + l->arena_len)
+        memh = l->arena_memh;
+    if (memh) {
         rp.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
-        rp.memh = l->arena_memh;
+        rp.memh = memh;
     }
     ucs_status_ptr_t s = ucp_put_nbx(p->ep, local, len, raddr, rkey, &rp);
     int rc = rma_finish(l, s, r);
@@ -217,7 +219,18 @@ int link_put(struct link_peer *p, const void *local, size_t len, uint64_t remote
         return -ENOTCONN;
     if (!p->arena_rkey || remote_offset > p->arena_len || len > p->arena_len - remote_offset)
         return -ERANGE;
-    return rma_put(p, local, len, p->arena_addr + remote_offset, p->arena_rkey, 0, cb, arg);
+    return rma_put(p, local, NULL, len, p->arena_addr + remote_offset, p->arena_rkey, 0, cb, arg);
+}
+
+int link_put_from(struct link_peer *p, const void *local, const struct link_mreg *m, size_t len,
+                  uint64_t remote_offset, link_done_cb cb, void *arg)
+{
+    if (p->state != LINK_PEER_READY)
+        return -ENOTCONN;
+    if (!p->arena_rkey || remote_offset > p->arena_len || len > p->arena_len - remote_offset)
+        return -ERANGE;
+    return rma_put(p, local, m ? m->memh : NULL, len, p->arena_addr + remote_offset,
+                   p->arena_rkey, 0, cb, arg);
 }
 
 int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void *rkey,
@@ -231,7 +244,7 @@ int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void
     ucs_status_t s = ucp_ep_rkey_unpack(p->ep, rkey, &rk);
     if (s != UCS_OK)
         return link_err_from_ucs(s);
-    return rma_put(p, local, len, remote_addr, rk, 1, cb, arg);
+    return rma_put(p, local, NULL, len, remote_addr, rk, 1, cb, arg);
 }
 
 int link_flush(struct link_peer *p, link_done_cb cb, void *arg)

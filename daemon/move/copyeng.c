@@ -73,6 +73,8 @@ struct copyeng {
     bool stopping;                 /* under mu */
     struct copyeng_job *done;      /* under mu */
     uint32_t queued;               /* under mu */
+    uint32_t active;               /* under mu: pieces a thread runs now */
+    pthread_cond_t idle;           /* under mu: queued and active reached 0 */
     uint64_t busy_ns, stolen;      /* under mu */
     struct copyeng_job *running;   /* loop */
     uint32_t running_n, rr;        /* loop */
@@ -144,6 +146,7 @@ static void *thread_main(void *arg)
             continue;
         }
         bool stopping = e->stopping;
+        e->active++;
         pthread_mutex_unlock(&e->mu);
         struct copyeng_job *j = p->job;
         uint64_t busy = 0;
@@ -158,6 +161,8 @@ static void *thread_main(void *arg)
         bool last = atomic_fetch_sub(&j->left, 1) == 1;
         pthread_mutex_lock(&e->mu);
         e->busy_ns += busy;
+        if (--e->active == 0 && e->queued == 0)
+            pthread_cond_broadcast(&e->idle);
         if (last) {
             j->next_done = e->done;
             e->done = j;
@@ -264,6 +269,7 @@ int copyeng_new(const struct copyeng_params *p, struct copyeng **ret)
     e->async.data = e;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
+    pthread_cond_init(&e->idle, NULL);
     for (; e->started < e->threads; e->started++) {
         struct thr *t = &e->thr[e->started];
         t->e = e;
@@ -289,6 +295,7 @@ struct copyeng *copyeng_free(struct copyeng *e)
         pthread_join(e->thr[i].tid, NULL);
     drain_done(e); /* every piece ended: every job is on the done list */
     pthread_cond_destroy(&e->cv);
+    pthread_cond_destroy(&e->idle);
     pthread_mutex_destroy(&e->mu);
     free(e->thr);
     free(e->q);
@@ -296,6 +303,17 @@ struct copyeng *copyeng_free(struct copyeng *e)
     e->q = NULL;
     uv_close((uv_handle_t *)&e->async, on_close);
     return NULL;
+}
+
+void copyeng_quiesce(struct copyeng *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    while (e->queued > 0 || e->active > 0)
+        pthread_cond_wait(&e->idle, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    drain_done(e); /* every piece ended: every job is on the done list */
 }
 
 static uint64_t extent_of(const struct copyeng_part *p)

@@ -102,6 +102,11 @@ int copyeng_new(const struct copyeng_params *p, struct copyeng **ret);
  * NULL. */
 struct copyeng *copyeng_free(struct copyeng *e);
 
+/* Blocks the loop until every queued and running piece ended, then runs the callbacks of the
+ * jobs that ended (cancelled ones: none). For teardown, before memory that running jobs borrow
+ * (an arena slot) goes away; the engine stays usable. Accepts NULL. */
+void copyeng_quiesce(struct copyeng *e);
+
 /* Queues a job of n parts (1..COPYENG_MAX_PARTS). On success *ret (may be NULL) is the job
  * handle, valid until its callback returns or copyeng_cancel. */
 int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t n,

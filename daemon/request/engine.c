@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_host.h"
+#include "bounce_put.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
@@ -25,7 +27,7 @@ uint64_t engine_now(const struct engine *e)
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
+    return e->rxs || e->txs || e->stages || e->host_ops || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
            gpu_retire_pending(&e->gpu_retired);
 }
 
@@ -47,6 +49,12 @@ static void tick_cb(uv_timer_t *h)
     egpu_tick(e);
     if (!busy(e))
         uv_timer_stop(&e->tick);
+}
+
+uint32_t engine_window(const struct engine *e)
+{
+    int64_t w = e->d->cfg.arena_window;
+    return w < 1 ? 1 : w > (int64_t)ENGINE_MAX_CREDITS ? ENGINE_MAX_CREDITS : (uint32_t)w;
 }
 
 void engine_kick_tick(struct engine *e)
@@ -352,11 +360,13 @@ void engine_stop(struct engine *e)
     gen_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
+    bh_stop(e);           /* and for its host copies, which read and write arena slots */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
     e->stopping = true;
     frag_free_all(e);
+    bput_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
     home_free_all(e);
     tab_free_all(e);
@@ -507,12 +517,18 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_gpu_gathered);
     C(bytes_gpu_scattered);
     C(gpu_failures);
+    C(host_gathers);
+    C(host_scatters);
+    C(bytes_host_gathered);
+    C(bytes_host_scattered);
+    C(direct_puts);
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
 #undef C
     /* path decisions by reason: generation side per request, context side per flow */
     json_object_set_new(ret, "paths",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "fragment_state_below_min_bytes",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                                  "fragment_state_below_min_bytes",
                                   (json_int_t)c->path_fragment_state,
                                   "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
                                   "bounce_state_at_min_bytes",
@@ -521,7 +537,14 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
                                   "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
                                   "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
                                   "flow_bounce_am", (json_int_t)c->path_bounce_am,
-                                  "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools));
+                                  "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools,
+                                  /* context side per chunk: put from the pools, or gathered */
+                                  "chunk_put_from_pools", (json_int_t)c->chunk_put_from_pools,
+                                  "chunk_gather_small_runs", (json_int_t)c->chunk_gather_small_runs,
+                                  "chunk_gather_am", (json_int_t)c->chunk_gather_am,
+                                  "chunk_gather_direct_off", (json_int_t)c->chunk_gather_direct_off,
+                                  "chunk_gather_no_registration",
+                                  (json_int_t)c->chunk_gather_no_registration));
     return 0;
 }
 

@@ -3,12 +3,9 @@
  * request id) in either order (the SEND waits in the request table, reqtab.h; the flow in
  * engine_ix.h's waiting index). The flow plans with its
  * own ids against the instance's table (this daemon must be the home: it holds the table), checks
- * the extent against the RECV_REQ's, then for every granted landing slot, in extent order: takes
- * a staging slot of its own arena, gathers the chunk into it and moves it into the landing slot,
- * by RMA put + flush + CHUNK where puts to the peer are fast (shared memory), else by a CHUNK
- * active message whose payload the receiver takes straight into the slot. Up to ENGINE_WINDOW
- * chunks per flow are in flight. A writer rank with GPU pools has its chunks gathered by a kernel
- * into the staging slot (engine_gpu.c); ctx_stage_gathered then moves them on the same way.
+ * the extent against the RECV_REQ's, then moves a chunk into every granted landing slot, in
+ * extent order, up to arena.window at once (bounce_stage.c: put from the pools, or gathered into
+ * a staging slot first; a GPU writer's chunks gathered by a kernel, engine_gpu.c).
  * After the last chunk completed: WRITER_DONE, and the SEND is
  * told one reader was served (transfers.h decides SENT). Waiting for the SEND is bounded by
  * deadlines.send_wait, the moving by deadlines.transfer. */
@@ -27,7 +24,6 @@
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
-#include "move_exec.h"
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
@@ -35,10 +31,7 @@
 #include "transfers.h"
 #include "workers.h"
 
-static void pump(struct tx *tx);
 
-static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 /* Moves tx along an edge of its state machine (engine_state.h). An illegal edge is an invariant
  * failure (require.h): fatal in debug and tests; in release the flow fails (INTERNAL) and false
  * says the caller must stop. */
@@ -48,7 +41,7 @@ static bool tx_set_state(struct tx *tx, enum tx_state to)
                      (unsigned long long)tx->flow, tx_state_to_string(tx->state),
                      tx_state_to_string(to))) {
         if (!tx_ended(tx))
-            tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
+            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
                     tx_state_to_string(tx->state), tx_state_to_string(to));
         return false;
     }
@@ -58,7 +51,7 @@ static bool tx_set_state(struct tx *tx, enum tx_state to)
     return true;
 }
 
-static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
+void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
 {
     if (tx_ended(tx))
         return;
@@ -94,7 +87,7 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     frag_tx_gone(e, tx);
 }
 
-static void tx_done(struct tx *tx)
+void ctx_tx_done(struct tx *tx)
 {
     struct engine *e = tx->e;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
@@ -131,7 +124,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
-        tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
+        ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
                 "stale table: context instance %s is at epoch "
                 "%llu, the request planned with epoch %llu (refetch the table)",
                 q->ctx_instance, (unsigned long long)tab->epoch,
@@ -139,12 +132,12 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     if (q->writer >= tab->n) {
-        tx_fail(tx, KVF_E_BAD_REQUEST, true, "writer %u of a %u-rank instance", q->writer, tab->n);
+        ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true, "writer %u of a %u-rank instance", q->writer, tab->n);
         return;
     }
     struct plan_ids *ctx_ids = plan_ctx_ids_new(tab->ranks, tab->n);
     if (!ctx_ids) {
-        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
         return;
     }
     plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ctx_ids[q->writer]);
@@ -163,7 +156,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         s->derived = readers_remote(&s->readers, &pin, q->writer);
     free(ctx_ids);
     if (code != KVF_OK) {
-        tx_fail(tx, code, true, "%s", pmsg);
+        ctx_tx_fail(tx, code, true, "%s", pmsg);
         return;
     }
     if (!tx_set_state(tx, TX_MOVING)) /* owns the plan from here (ctx_sweep frees it) */
@@ -172,21 +165,21 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         if (tx->plan.writers[w].ctx_rank == q->writer)
             tx->pw = &tx->plan.writers[w];
     if (!tx->pw) {
-        tx_fail(tx, KVF_E_BAD_REQUEST, true,
+        ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
                 "context rank %u writes nothing for generation rank "
                 "%u",
                 q->writer, layout_rank(&tx->gen));
         return;
     }
     if (tx->pw->bytes != q->extent_bytes) {
-        tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
                 "extent of writer %u is %llu bytes here, the "
                 "RECV_REQ says %llu",
                 q->writer, (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
         return;
     }
     if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
-        tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
                 q->writer);
         return;
     }
@@ -194,17 +187,17 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     char gmsg[WIRE_TEXT_MAX];
     kvf_error_t gcode = s->rank->gpu ? egpu_tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
     if (gcode != KVF_OK) { /* GPU pools: gathered by kernels into the page-locked slots */
-        tx_fail(tx, gcode, true, "%s", gmsg);
+        ctx_tx_fail(tx, gcode, true, "%s", gmsg);
         return;
     }
     if (q->path == WIRE_PATH_FRAGMENT) {
         char msg[WIRE_TEXT_MAX];
         int frc = frag_start(tx, &s->rank->mem, msg, sizeof msg);
         if (frc < 0)
-            tx_fail(tx, frc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
+            ctx_tx_fail(tx, frc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
         return;
     }
-    pump(tx);
+    ctx_pump(tx);
 }
 
 void ctx_frag_done(struct tx *tx)
@@ -214,12 +207,12 @@ void ctx_frag_done(struct tx *tx)
         tx->peer->chunks_sent++;
         tx->peer->bytes_sent += tx->pw->bytes;
     }
-    tx_done(tx);
+    ctx_tx_done(tx);
 }
 
 void ctx_frag_failed(struct tx *tx, int err)
 {
-    tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
+    ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
             strerror(-err));
 }
 
@@ -233,7 +226,7 @@ static void get_table(struct tx *tx)
         struct itable *t;
         char msg[WIRE_TEXT_MAX];
         if (home_table(e, q->ctx_instance, &t, msg, sizeof msg) < 0) {
-            tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
+            ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
             return;
         }
         plan_with(tx, t);
@@ -243,7 +236,7 @@ static void get_table(struct tx *tx)
     int err;
     struct itable *t = tab_get(e, q->ctx_instance, tx->home, &err);
     if (err < 0) {
-        tx_fail(tx, KVF_E_PEER_UNREACHABLE, true, "home %s of %s: %s", tx->home, q->ctx_instance,
+        ctx_tx_fail(tx, KVF_E_PEER_UNREACHABLE, true, "home %s of %s: %s", tx->home, q->ctx_instance,
                 strerror(-err));
     } else if (!t) {
         if (tx->state == TX_SEND_WAIT) /* a refetch waits in TX_REFETCH */
@@ -266,7 +259,7 @@ void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *
             strcmp(tx->rr.u.recv_req.ctx_instance, tab->instance) != 0)
             continue;
         if (err)
-            tx_fail(tx, (kvf_error_t)err, true, "%s", msg);
+            ctx_tx_fail(tx, (kvf_error_t)err, true, "%s", msg);
         else
             plan_with(tx, tab);
     }
@@ -367,259 +360,6 @@ void ctx_send_arrived(struct engine *e, struct xfer *s)
     ctx_sweep(e);
 }
 
-/* ---- chunks ---- */
-
-static void stage_finish(struct stage *st, int status)
-{
-    struct engine *e = st->e;
-    if (st->resv_open) {
-        uint64_t off;
-        arena_resv_close(engine_stage_arena(e, &off), &st->resv, false);
-        st->resv_open = false;
-    }
-    for (struct stage **pp = &e->stages; *pp; pp = &(*pp)->next)
-        if (*pp == st) {
-            *pp = st->next;
-            break;
-        }
-    struct tx *tx = st->tx;
-    uint64_t len = st->g.length;
-    struct dack *d = st->dack;
-    if (st->own_buf)
-        free(st->buf);
-    free(st);
-    quar_stage_done(e, d);
-    if (!tx || tx_ended(tx))
-        return;
-    tx->n_ops--;
-    if (status < 0) {
-        tx_fail(tx, KVF_E_PEER_LOST, false, "moving a chunk to the generation daemon failed: %s",
-                strerror(-status));
-        return;
-    }
-    tx->completed += len;
-    if (tx->peer) {
-        tx->peer->chunks_sent++;
-        tx->peer->bytes_sent += len;
-    }
-    if (tx->completed == tx->pw->bytes)
-        tx_done(tx);
-    else
-        pump(tx);
-}
-
-static void chunk_sent(void *arg, int status)
-{
-    stage_finish(arg, status);
-}
-
-static void flushed(void *arg, int status)
-{
-    struct stage *st = arg;
-    if (status == 0)
-        status = st->err;
-    if (status == 0 && st->tx && !tx_ended(st->tx) && st->tx->peer && st->tx->peer->lp)
-        status =
-            link_send(st->tx->peer->lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
-    else if (status == 0)
-        status = -ECANCELED;
-    if (status < 0)
-        stage_finish(st, status);
-}
-
-static void put_done(void *arg, int status)
-{
-    struct stage *st = arg;
-    if (status < 0)
-        st->err = status; /* the flush that follows reports it */
-}
-
-/* Moves a gathered chunk into its landing slot. st may be freed when this returns. */
-static void stage_move(struct stage *st)
-{
-    struct tx *tx = st->tx;
-    if (!tx || tx_ended(tx) || !tx->send || !tx->peer || !tx->peer->lp) {
-        stage_finish(st, -ECANCELED);
-        return;
-    }
-    struct engine *e = st->e;
-    const struct wire_grant *g = &st->g;
-    struct wire_msg m = {.type = WIRE_CHUNK};
-    m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id,
-                                    tx->rr.u.recv_req.writer,
-                                    g->slot,
-                                    g->generation,
-                                    g->ext_off,
-                                    g->length};
-    uint64_t le = htole64(tx->flow);
-    memcpy(st->hdr, &le, ENGINE_ENV_BYTES);
-    size_t n;
-    if (wire_encode_into(&m, st->hdr + ENGINE_ENV_BYTES, sizeof st->hdr - ENGINE_ENV_BYTES, &n) <
-        0) {
-        stage_finish(st, -EINVAL);
-        return;
-    }
-    st->hdr_len = ENGINE_ENV_BYTES + n;
-    struct link_peer *lp = tx->peer->lp;
-    bool put = link_peer_put_fast(lp) && g->offset + g->length <= link_peer_arena_bytes(lp);
-    int rc;
-    if (put) {
-        e->c.chunks_put++;
-        e->c.bytes_put += g->length;
-        rc = link_put(lp, st->buf, g->length, g->offset, put_done, st);
-        if (rc == 0)
-            rc = link_flush(lp, flushed, st);
-        else
-            stage_finish(st, rc);
-        if (rc < 0)
-            return;
-    } else {
-        e->c.chunks_am++;
-        e->c.bytes_am += g->length;
-        rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, g->length, chunk_sent, st);
-        if (rc < 0)
-            stage_finish(st, rc);
-    }
-}
-
-static void stage_gathered(void *user, int status)
-{
-    ctx_stage_gathered(user, status);
-}
-
-/* Gathers the chunk (the host executor, or launches the GPU gather) and starts moving it. st
- * may be freed when this returns. */
-static void stage_run(struct stage *st)
-{
-    struct tx *tx = st->tx;
-    if (!tx || tx_ended(tx) || !tx->send || !tx->peer || !tx->peer->lp) {
-        stage_finish(st, -ECANCELED);
-        return;
-    }
-    if (egpu_tx_on_gpu(tx)) {
-        char msg[WIRE_TEXT_MAX];
-        int rc = egpu_gather(st, msg, sizeof msg);
-        if (rc < 0) {
-            tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
-            stage_finish(st, rc);
-        }
-        return; /* ctx_stage_gathered goes on */
-    }
-    const struct wire_grant *g = &st->g;
-    struct move_prog mp = {tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, NULL};
-    char msg[WIRE_TEXT_MAX];
-    int rc = move_exec_of(MOVE_EXEC_HOST)->gather(&mp, g->ext_off, g->ext_off + g->length,
-                                                  st->buf, stage_gathered, st, msg, sizeof msg);
-    if (rc < 0) {
-        tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
-        stage_finish(st, rc);
-    } else if (rc == MOVE_DONE) {
-        stage_move(st);
-    } /* MOVE_STARTED: stage_gathered goes on */
-}
-
-void ctx_stage_gathered(struct stage *st, int status)
-{
-    if (status < 0) {
-        struct tx *tx = st->tx;
-        if (tx && !tx_ended(tx))
-            tx_fail(tx, KVF_E_INTERNAL, true, "GPU gather of extent [%llu, +%llu) failed: %s",
-                    (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
-                    strerror(-status));
-        stage_finish(st, status);
-        return;
-    }
-    stage_move(st);
-}
-
-void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
-{
-    st->have_slot = true;
-    st->slot = *g;
-    uint64_t off;
-    engine_stage_arena(st->e, &off);
-    st->buf = st->e->arena_base + off + g->offset;
-    stage_run(st);
-}
-
-void ctx_stage_timeout(struct stage *st)
-{
-    st->resv_open = false;
-    if (st->tx && !tx_ended(st->tx))
-        tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
-    stage_finish(st, -ETIMEDOUT);
-}
-
-static void pump(struct tx *tx)
-{
-    struct engine *e = tx->e;
-    while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < ENGINE_WINDOW) {
-        struct wire_grant g = tx->q[tx->q_head];
-        tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
-        tx->q_len--;
-        uint64_t left = tx->pw->bytes - tx->sent;
-        if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 ||
-            g.length > left) {
-            tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
-                    "grant of slot %u for extent [%llu, +%llu) "
-                    "does not follow: %llu of %llu bytes sent",
-                    g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
-                    (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
-            return;
-        }
-        if (tx->sent == 0) {
-            bool put = link_peer_put_fast(tx->peer->lp);
-            if (put)
-                e->c.path_bounce_shm_put++;
-            else
-                e->c.path_bounce_am++;
-        }
-        struct stage *st = calloc(1, sizeof *st);
-        if (!st) {
-            tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
-            return;
-        }
-        st->kind = RESV_STAGING;
-        st->e = e;
-        st->tx = tx;
-        st->g = g;
-        st->next = e->stages;
-        e->stages = st;
-        tx->sent += g.length;
-        tx->n_ops++;
-        uint64_t soff;
-        struct arena *sa = engine_stage_arena(e, &soff);
-        if (g.length <= arena_slot_bytes(sa)) {
-            arena_resv_init(&st->resv, tx->flow, 0, g.length);
-            st->resv.data = st;
-            st->resv_open = true;
-            if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
-                continue; /* ctx_stage_granted runs now or when a slot frees */
-            st->resv_open = false;
-        }
-        if (egpu_tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
-            tx_fail(tx, KVF_E_NO_ROUTE, true,
-                    "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
-                    "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
-                    "both daemons the same arena.chunk",
-                    (unsigned long long)g.length, (unsigned long long)arena_slot_bytes(sa));
-            stage_finish(st, -ENOSPC);
-            return;
-        }
-        /* a landing chunk larger than our slots, or our wait queue is full: a heap buffer */
-        e->c.staging_fallbacks++;
-        st->buf = malloc(g.length);
-        st->own_buf = true;
-        if (!st->buf) {
-            tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
-                    (unsigned long long)g.length);
-            stage_finish(st, -ENOMEM);
-            return;
-        }
-        stage_run(st);
-    }
-}
-
 void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
     struct tx *tx = find_tx(e, p, flow);
@@ -627,20 +367,20 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
         return;
     const struct wire_grant_msg *gm = &m->u.grant;
     if (tx->q_len + gm->n_grants > ENGINE_MAX_CREDITS) {
-        tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "%u grants outstanding, at most %u",
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "%u grants outstanding, at most %u",
                 tx->q_len + gm->n_grants, ENGINE_MAX_CREDITS);
         return;
     }
     for (uint32_t i = 0; i < gm->n_grants; i++)
         tx->q[(tx->q_head + tx->q_len++) % ENGINE_MAX_CREDITS] = gm->grants[i];
-    pump(tx);
+    ctx_pump(tx);
 }
 
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
     struct tx *tx = find_tx(e, p, flow);
     if (tx)
-        tx_fail(tx, m->u.nack.code, false, "the generation daemon: %s", m->u.nack.message);
+        ctx_tx_fail(tx, m->u.nack.code, false, "the generation daemon: %s", m->u.nack.message);
     else
         quar_ack_unknown(p, flow, m); /* ended already: nothing of it in flight */
 }
@@ -649,7 +389,7 @@ void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struc
 {
     struct tx *tx = find_tx(e, p, flow);
     if (tx)
-        tx_fail(tx, KVF_E_CANCELLED, false, "cancelled by the generation daemon");
+        ctx_tx_fail(tx, KVF_E_CANCELLED, false, "cancelled by the generation daemon");
     else
         quar_ack_unknown(p, flow, m);
 }
@@ -661,7 +401,7 @@ void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err)
             continue;
         frag_send_gone(e, tx, s);
         tx->send = NULL;
-        tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
+        ctx_tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",
                 kvf_error_to_string(err));
     }
@@ -672,7 +412,7 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
-        tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
+        ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
         tx->peer = NULL;
         p->users--;
     }
@@ -684,12 +424,12 @@ void ctx_tick(struct engine *e, uint64_t now)
         if (tx_ended(tx) || now < tx->deadline_ms)
             continue;
         if (!tx->send)
-            tx_fail(tx, KVF_E_TIMEOUT, true,
+            ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
                     "context rank %u did not SEND request %llu within "
                     "deadlines.send_wait",
                     tx->rr.u.recv_req.writer, (unsigned long long)tx->rr.u.recv_req.req_id);
         else
-            tx_fail(tx, KVF_E_TIMEOUT, true,
+            ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
                     "moving %llu of %llu bytes exceeded "
                     "deadlines.transfer",
                     (unsigned long long)(tx->pw ? tx->pw->bytes - tx->completed : 0),
@@ -700,7 +440,7 @@ void ctx_tick(struct engine *e, uint64_t now)
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next)
-        tx_fail(tx, code, true, "%s", why);
+        ctx_tx_fail(tx, code, true, "%s", why);
 }
 
 void ctx_sweep(struct engine *e)

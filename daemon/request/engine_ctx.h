@@ -44,6 +44,8 @@ struct stage {
     struct arena_grant slot;
     uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
     bool own_buf;
+    bool direct;             /* put straight from the rank's pools (bounce_put.h): no buf */
+    struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     struct wire_grant g; /* the landing slot it fills */
@@ -52,6 +54,13 @@ struct stage {
     struct stage *next;
 };
 
+/* The flow failed (NACK to the generation daemon when nack): its stages let go of it. */
+void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Every chunk completed: WRITER_DONE, and the SEND is told one reader was served. */
+void ctx_tx_done(struct tx *tx);
+/* bounce_stage.c: starts chunks for the flow's granted slots, up to arena.window in flight. */
+void ctx_pump(struct tx *tx);
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m);
 void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);

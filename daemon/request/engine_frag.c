@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_put.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
@@ -64,6 +65,7 @@ void engine_rank_removed(struct engine *e, struct reg_rank *rk)
 {
     if (!e)
         return;
+    bput_rank_removed(e, rk);
     for (struct fragreg **pp = &e->fragregs; *pp; pp = &(*pp)->next)
         if ((*pp)->rk == rk) {
             struct fragreg *f = *pp;

@@ -282,13 +282,14 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             start_writer(&rx->w[i]);
 }
 
-static void ask(struct rxw *w)
+void gen_ask(struct rxw *w)
 {
     struct engine *e = w->rx->e;
+    uint32_t win = engine_window(e);
     if (!holds_resv(w) || w->resv.state == RESV_WAITING || w->resv.granted >= w->extent ||
-        w->resv.held >= ENGINE_WINDOW)
+        w->resv.held >= win)
         return;
-    int rc = arena_want(e->arena, &w->resv, ENGINE_WINDOW - w->resv.held, engine_now(e));
+    int rc = arena_want(e->arena, &w->resv, win - w->resv.held, engine_now(e));
     if (rc < 0)
         rx_fail(w->rx, rc == -EAGAIN ? KVF_E_TIMEOUT : KVF_E_INTERNAL,
                 "landing credits for writer rank %u refused: %s", w->ctx_rank, strerror(-rc));
@@ -317,7 +318,7 @@ static void start_writer(struct rxw *w)
     if (!gen_rxw_set_state(w, RXW_CREDIT))
         return;
     engine_kick_tick(e);
-    ask(w);
+    gen_ask(w);
 }
 
 /* Starts the request over with a fresh table: the writers' flows end (their slots quarantined
@@ -510,116 +511,14 @@ void gen_on_timeout(struct rxw *w)
 
 /* ---- chunks ---- */
 
-static struct rxw *find_w(struct engine *e, struct epeer *p, uint64_t flow)
+struct rxw *gen_find_w(struct engine *e, struct epeer *p, uint64_t flow)
 {
     return ix_w_find(e, p, flow, true);
 }
 
-/* The grant a chunk names, checked: 0 and its index, or BOUND_VIOLATION (request failed). */
-static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rndv, uint32_t *ret)
-{
-    for (uint32_t i = 0; i < w->n_out; i++) {
-        const struct arena_grant *g = &w->out[i];
-        if (g->slot != c->slot || g->generation != c->generation)
-            continue;
-        if (g->ext_off != c->ext_off || g->length != c->length || (len && len != c->length) ||
-            (rndv && len != g->length)) {
-            rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
-                    "writer rank %u: chunk for slot %u gen %u says "
-                    "extent [%llu, +%llu) with %zu bytes, the grant is [%llu, +%llu)",
-                    w->ctx_rank, c->slot, c->generation, (unsigned long long)c->ext_off,
-                    (unsigned long long)c->length, len, (unsigned long long)g->ext_off,
-                    (unsigned long long)g->length);
-            return -EBADMSG;
-        }
-        *ret = i;
-        return 0;
-    }
-    rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
-            "writer rank %u: chunk for slot %u generation %u, "
-            "which is not granted to it (stale or foreign)",
-            w->ctx_rank, c->slot, c->generation);
-    return -EBADMSG;
-}
-
-void gen_landed(struct rxw *w, uint32_t i)
-{
-    struct rx *rx = w->rx;
-    struct engine *e = rx->e;
-    struct arena_grant g = w->out[i];
-    arena_release(e->arena, &w->resv, g.slot, g.generation);
-    w->out[i] = w->out[--w->n_out];
-    w->scattered += g.length;
-    if (rx->x)
-        rx->x->bytes_done += g.length; /* progress for kvferryctl transfers */
-    if (w->peer) {
-        w->peer->chunks_recv++;
-        w->peer->bytes_recv += g.length;
-    }
-    e->c.chunks_landed++;
-    e->c.bytes_landed += g.length;
-    ask(w);
-    check_done(rx);
-}
-
-int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
-                size_t len, void **dest)
-{
-    struct rxw *w = p ? find_w(e, p, flow) : NULL;
-    uint32_t i;
-    if (!w)
-        return -ENOENT; /* the request ended: the link drops the bytes */
-    if (match(w, c, len, true, &i) < 0) {
-        gen_sweep(e);
-        return -EBADMSG;
-    }
-    *dest = e->arena_base + w->out[i].offset;
-    return 0;
-}
-
-void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
-                  const void *data, size_t len)
-{
-    struct rxw *w = find_w(e, p, flow);
-    uint32_t i;
-    if (!w || match(w, c, len, false, &i) < 0)
-        return;
-    struct rx *rx = w->rx;
-    struct arena_grant g = w->out[i];
-    uint8_t *slot = e->arena_base + g.offset;
-    if (len && data != slot)
-        memcpy(slot, data, len); /* eager: the bytes came inside the message */
-    int rc = arena_report(e->arena, &w->resv, g.slot, g.generation, c->ext_off, c->length, NULL);
-    if (rc < 0) {
-        rx_fail(rx, KVF_E_BOUND_VIOLATION, "writer rank %u: chunk report for slot %u refused: %s",
-                w->ctx_rank, g.slot, strerror(-rc));
-        return;
-    }
-    xfer_phase_mark(&rx->moving_ns);
-    if (rx->x)
-        transfers_copying(rx->t, rx->x);
-    if (rx->gpu) { /* GPU pools: the slot stays FILLED (held) until the kernel read it */
-        char msg[WIRE_TEXT_MAX];
-        if ((rc = egpu_scatter(rx, w->idx, &g, msg, sizeof msg)) < 0)
-            rx_fail(rx, KVF_E_INTERNAL, "%s", msg);
-        return; /* gen_landed follows the kernel (engine_gpu.c) */
-    }
-    const struct plan_writer *pw = &rx->plan.writers[w->idx];
-    struct move_prog mp = {pw->ops, pw->n_ops, NULL, &rx->x->rank->mem};
-    char msg[WIRE_TEXT_MAX];
-    const struct move_exec *ex = move_exec_of(MOVE_EXEC_HOST);
-    rc = ex->scatter(&mp, slot, g.ext_off, g.ext_off + g.length, NULL, NULL, msg, sizeof msg);
-    if (rc != MOVE_DONE) { /* a landing slot's completion is wired for inline executors only */
-        rx_fail(rx, KVF_E_INTERNAL, "%s scatter of writer rank %u: %s", ex->name, w->ctx_rank,
-                rc < 0 ? msg : "completes asynchronously, which this path does not take yet");
-        return;
-    }
-    gen_landed(w, i);
-}
-
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
-    struct rxw *w = find_w(e, p, flow);
+    struct rxw *w = gen_find_w(e, p, flow);
     if (!w)
         return;
     if (w->state == RXW_MOVING && !gen_rxw_set_state(w, RXW_DONE))
@@ -644,7 +543,7 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
 
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
 {
-    struct rxw *w = find_w(e, p, flow);
+    struct rxw *w = gen_find_w(e, p, flow);
     if (!w && !(w = ix_w_find(e, p, flow, false)))
         return;
     struct rx *rx = w->rx;

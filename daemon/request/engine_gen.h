@@ -70,6 +70,10 @@ void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
 void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
 void gen_check_done(struct rx *rx);
+/* The moving writer of flow from peer p, or NULL. */
+struct rxw *gen_find_w(struct engine *e, struct epeer *p, uint64_t flow);
+/* Asks for w's next landing credits (up to arena.window held). */
+void gen_ask(struct rxw *w);
 /* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
  * may end: DONE). */
 void gen_landed(struct rxw *w, uint32_t i);

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_host.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
@@ -274,32 +275,7 @@ void egpu_rx_gone(struct rx *rx)
  * held while scatters ran reaches the worker when the last one ended. */
 static void scattered(struct egpu_op *op, int status)
 {
-    struct rx *rx = op->rx;
-    const struct arena_grant *g = &op->g;
-    if (--rx->gpu_busy == 0 && rx->x)
-        rx->x->eng_gpu = false;
-    if (rx->state == RX_MOVING && op->serial == rx->gpu_serial && op->widx < rx->n_w) {
-        struct rxw *w = &rx->w[op->widx];
-        uint32_t i = 0;
-        while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
-            i++;
-        char msg[WIRE_TEXT_MAX];
-        if (status < 0) {
-            snprintf(msg, sizeof msg, "GPU scatter of writer rank %u's extent [%llu, +%llu) "
-                     "failed: %s", w->ctx_rank, (unsigned long long)g->ext_off,
-                     (unsigned long long)g->length, strerror(-status));
-            gen_rx_fail(rx, KVF_E_INTERNAL, msg);
-        } else if (i < w->n_out) {
-            gen_landed(w, i);
-        }
-    }
-    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
-        struct xfer *x = rx->x;
-        rx->x = NULL;
-        x->eng = NULL;
-        x->eng_gpu = false;
-        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
-    }
+    gen_scatter_ended(op->rx, op->widx, op->serial, &op->g, status, "GPU"); /* bounce_host.c */
 }
 
 static void deliver(struct egpu_op *op, int status)

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_put.h"
 #include "daemon.h"
 #include "engine_frag.h"
 #include "engine_peer.h"
@@ -49,8 +50,10 @@ static void fwd_try(struct engine *e, struct fwd_out *f)
 
 void engine_rank_registered(struct engine *e, struct reg_rank *rk)
 {
-    if (e)
+    if (e) {
         frag_rank_registered(e, rk);
+        bput_rank_registered(e, rk);
+    }
     if (!e || !rk->home[0] || (e->self_addr[0] && strcmp(rk->home, e->self_addr) == 0))
         return;
     if (!e->link || !e->self_addr[0]) {

@@ -41,6 +41,8 @@ struct tx; /* engine_ctx.h */
 struct stage;
 struct fragreg; /* engine_frag.h */
 struct fragjob;
+struct bh_op;    /* bounce_host.h */
+struct bput_reg; /* bounce_put.h */
 struct qflow; /* engine_quar.h */
 struct dack;
 
@@ -60,6 +62,10 @@ struct engine_counters {
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
+    /* bounce chunks on the host (bounce_host.c, bounce_put.c): copies and the put/gather rule */
+    uint64_t host_gathers, host_scatters, bytes_host_gathered, bytes_host_scattered, direct_puts;
+    uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
+    uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
@@ -97,6 +103,8 @@ struct engine {
     struct egpu_op *gpu_ops;            /* kernels in flight */
     struct gpu_retire_list gpu_retired; /* jobs freed when the GPUs are idle */
     struct engine_ix ix;                /* per-request lookups by hash (engine_ix.h) */
+    struct bh_op *host_ops; /* bounce copies on the copy threads (bounce_host.c) */
+    struct bput_reg *bputs; /* context ranks' pools registered with UCX (bounce_put.c) */
     struct engine_counters c;
 };
 
@@ -109,6 +117,8 @@ static inline struct arena *engine_stage_arena(const struct engine *e, uint64_t 
     *off = e->stage_arena ? e->stage_off : 0;
     return e->stage_arena ? e->stage_arena : e->arena;
 }
+/* arena.window: chunks in flight per writer flow, at most ENGINE_MAX_CREDITS. */
+uint32_t engine_window(const struct engine *e);
 /* Encodes m and sends it to p with the flow envelope. 0 or -errno. */
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "bounce_host.h"
 #include "daemon.h"
 #include "engine_gpu.h"
 #include "engine_peer.h"
@@ -69,7 +70,7 @@ void quar_acked(struct engine *e, struct epeer *p, uint64_t flow)
     for (struct qflow **pp = &e->qflows; *pp; pp = &(*pp)->next) {
         struct qflow *q = *pp;
         if (q->flow == flow && q->peer == p) {
-            if (egpu_flow_busy(e, flow)) { /* a GPU scatter still reads a slot: next tick */
+            if (egpu_flow_busy(e, flow) || bh_flow_busy(e, flow)) { /* a GPU scatter still reads a slot: next tick */
                 q->at_ms = engine_now(e);
                 engine_kick_tick(e);
                 return;
@@ -98,7 +99,8 @@ void quar_tick(struct engine *e, uint64_t now)
 {
     for (struct qflow **pp = &e->qflows; *pp;) {
         struct qflow *q = *pp;
-        if (q->at_ms && now >= q->at_ms && !egpu_flow_busy(e, q->flow)) {
+        if (q->at_ms && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
+            !bh_flow_busy(e, q->flow)) {
             reclaim(e, q, "peer lost");
             *pp = q->next;
             free(q);

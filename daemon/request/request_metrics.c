@@ -133,6 +133,11 @@ const struct prom_doc peers_metrics[] = {
     {"bytes_gpu_gathered", C, NULL, "Bytes gathered from GPU pools.", "bytes"},
     {"bytes_gpu_scattered", C, NULL, "Bytes scattered into GPU pools.", "bytes"},
     {"gpu_failures", C, NULL, "GPU gather/scatter failures.", "kernels"},
+    {"host_gathers", C, NULL, "Bounce chunks gathered on the copy threads (context side).", "chunks"},
+    {"host_scatters", C, NULL, "Bounce chunks scattered on the copy threads (generation side).", "chunks"},
+    {"bytes_host_gathered", C, NULL, "Bytes gathered on the copy threads.", "bytes"},
+    {"bytes_host_scattered", C, NULL, "Bytes scattered on the copy threads.", "bytes"},
+    {"direct_puts", C, NULL, "UCX puts straight from context pools into landing slots.", "puts"},
     {"last_remote_wall_us", G, NULL,
      "The last remote request done: from its first chunk landing to DONE (not the wait for the "
      "SEND).",

@@ -658,9 +658,13 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
         ru_inst_register(&gen[i], &d[i]);
         pattern_fill(&ctx[i].r[0].l, &ctx[i].r[0].mem, &ctx[i].r[0].pids, 0, 60);
     }
-    /* genA reads ctxB (homed at b), genB reads ctxA (homed at a): N requests each way; the
-     * generation ranks land every request in the same slot (same bytes each time) */
-    for (uint64_t q = 1; q <= N; q++)
+    /* genA reads ctxB (homed at b), genB reads ctxA (homed at a): N requests each way, both
+     * directions at once; the generation ranks land every request in the same blocks (same
+     * bytes each time), so one request per direction is in flight at a time: two RECVs into the
+     * same blocks would race (their scatters run on the copy threads) */
+    int done[2] = {0, 0}, failed = 0;
+    uint64_t until = ru_now_ms() + 60000;
+    for (uint64_t q = 1; q <= N && !failed; q++) {
         for (int i = 0; i < 2; i++) {
             struct ru_rank *c = &ctx[1 - i].r[0], *g = &gen[i].r[0];
             ck_assert_int_eq(kvf_send(c->c, q, c->l.n_groups, c->counts, c->ids, 1), 0);
@@ -668,22 +672,21 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
             recv_args(g, q, i ? "ctxA" : "ctxB", d[1 - i].addr, &a);
             ck_assert_int_eq(kvf_recv(g->c, &a), 0);
         }
-    int done[2] = {0, 0}, failed = 0;
-    uint64_t until = ru_now_ms() + 60000;
-    while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until)
-        for (int i = 0; i < 2; i++) {
-            struct kvf_event ev;
-            while (kvf_poll(gen[i].r[0].c, &ev, 5) == 1) {
-                if (ev.kind == KVF_EV_DONE)
-                    done[i]++;
-                else if (ev.kind == KVF_EV_FAILED) {
-                    fprintf(stderr, "gen%c req %llu: %s: %s\n", 'A' + i,
-                            (unsigned long long)ev.req_id, kvf_error_to_string(ev.error),
-                            ev.message);
-                    failed++;
+        while ((done[0] < (int)q || done[1] < (int)q) && !failed && ru_now_ms() < until)
+            for (int i = 0; i < 2; i++) {
+                struct kvf_event ev;
+                while (kvf_poll(gen[i].r[0].c, &ev, 5) == 1) {
+                    if (ev.kind == KVF_EV_DONE)
+                        done[i]++;
+                    else if (ev.kind == KVF_EV_FAILED) {
+                        fprintf(stderr, "gen%c req %llu: %s: %s\n", 'A' + i,
+                                (unsigned long long)ev.req_id, kvf_error_to_string(ev.error),
+                                ev.message);
+                        failed++;
+                    }
                 }
             }
-        }
+    }
     if (failed || done[0] < N || done[1] < N) {
         ru_dump_log(&d[0], "daemon a");
         ru_dump_log(&d[1], "daemon b");
