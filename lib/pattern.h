@@ -40,5 +40,11 @@ int pattern_verify_tokens(const struct layout *l, const struct copy_mem *mem,
                           const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
                           uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
                           size_t wherelen);
+/* Only the paged rows of request token >= tokens (tokens > 0): that they still hold the
+ * pattern of `seed` (what the rank wrote before a RECV that must leave them alone). */
+int pattern_verify_past(const struct layout *l, const struct copy_mem *mem,
+                        const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                        uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
+                        size_t wherelen);
 
 #endif
