@@ -199,14 +199,15 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
     uint64_t tok = b->in->tokens;
     if (ids && gg->kind == GROUP_PAGED && tok && ctb != gtb) {
         /* from token 0: the context's blocks are the last n of ceil(tok/ctb) and must hold the
-         * first token the generation's blocks need */
+         * first token the generation's blocks need; checked where the ids are known (the
+         * context daemon), a rank known by count only cannot be told from an unknown one */
         uint64_t nc = (tok + ctb - 1) / ctb, first = ((tok + gtb - 1) / gtb - n_gen) * gtb;
-        if (ids->n[cgi] > nc)
+        if (ids->ids[cgi] && ids->n[cgi] > nc)
             return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %"
                            PRIu64 " tokens, more than the request's %" PRIu64 " tokens fill",
                            LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, tok);
-        if ((nc - ids->n[cgi]) * ctb > first)
+        if (ids->ids[cgi] && (nc - ids->n[cgi]) * ctb > first)
             return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
                            " tokens from token %" PRIu64 ", context rank %" PRIu32 " holds the "

@@ -142,6 +142,10 @@ int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigne
 /* Every byte of every pool of a generation rank: poison + its shard of the pattern. */
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what);
+/* The same for a prompt of `tokens` tokens (0: whole blocks): paged rows past the prompt's last
+ * token must still hold the poison. */
+void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
+                             uint64_t tokens, const char *what);
 
 /* ---- two daemons ---- */
 

@@ -371,6 +371,12 @@ int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigne
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what)
 {
+    ru_assert_parity_tokens(r, first_block, seed, 0, what);
+}
+
+void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
+                             uint64_t tokens, const char *what)
+{
     struct copy_mem want;
     want.n = r->mem.n;
     for (uint32_t p = 0; p < r->mem.n; p++) {
@@ -379,7 +385,7 @@ void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t se
         ck_assert_ptr_nonnull(want.base[p]);
         memset(want.base[p], RU_POISON, r->mem.size[p]);
     }
-    pattern_fill(&r->l, &want, &r->pids, first_block, seed);
+    pattern_fill_tokens(&r->l, &want, &r->pids, first_block, seed, tokens);
     for (uint32_t p = 0; p < r->mem.n; p++) {
         if (memcmp(want.base[p], r->mem.base[p], r->mem.size[p]) != 0) {
             uint64_t off = 0;
