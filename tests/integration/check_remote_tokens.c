@@ -15,14 +15,7 @@ static int move_tokens(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, 
                        uint64_t tokens, uint64_t seed, char *msg, size_t msglen)
 {
     uint32_t readers[64] = {0};
-    ru_readers(ctx, gen, -1, readers);
-    for (uint32_t i = 0; i < ctx->n; i++) {
-        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
-        if (readers[i])
-            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
-                                      ctx->r[i].ids, readers[i]),
-                             0);
-    }
+    ru_fill_and_send(ctx, gen, req, -1, seed, readers);
     for (uint32_t g = 0; g < gen->n; g++) {
         struct ru_rank *r = &gen->r[g];
         struct kvf_recv_args a = {.req_id = req, .ctx_instance = ctx->r[0].l.instance,

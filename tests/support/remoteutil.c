@@ -368,6 +368,19 @@ int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigne
     return 0;
 }
 
+void ru_fill_and_send(struct ru_inst *ctx, const struct ru_inst *gen, uint64_t req, int32_t dp,
+                      uint64_t seed, uint32_t *readers)
+{
+    ru_readers(ctx, gen, dp, readers);
+    for (uint32_t i = 0; i < ctx->n; i++) {
+        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
+        if (readers[i])
+            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
+                                      ctx->r[i].ids, readers[i]),
+                             0);
+    }
+}
+
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what)
 {
