@@ -100,7 +100,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy install check-systemd man clean format
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -222,6 +222,11 @@ bench-copy: all
 # Two daemons, real sims, both paths, vs ucx_perftest and memcpy (scripts/bench-remote)
 bench: all
 	BUILD=$(BUILD) scripts/bench-remote
+
+# Control overhead (tiny, one request in flight, BENCH_CTL_N requests) and planning time.
+bench-ctl: all
+	BUILD=$(BUILD) scripts/bench-ctl
+	$(BUILD)/bench/bench_plan
 
 # Installs as a Debian package would lay it out: the library in the multiarch libdir with a
 # pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its

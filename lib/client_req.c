@@ -80,7 +80,8 @@ int kvf_recv(struct kvf_client *c, const struct kvf_recv_args *a)
 {
     if (!a || a->req_id == 0 || !a->ctx_instance || !a->ctx_instance[0] ||
         strlen(a->ctx_instance) >= LAYOUT_NAME_MAX || a->ctx_dp_rank < -1 ||
-        a->ctx_dp_rank >= LAYOUT_MAX_TP || (a->ctx_home && strlen(a->ctx_home) > PROTO_HOME_MAX))
+        a->ctx_dp_rank >= LAYOUT_MAX_TP || (a->ctx_home && strlen(a->ctx_home) > PROTO_HOME_MAX) ||
+        a->tokens > PROTO_TOKENS_MAX)
         return -EINVAL;
     pthread_mutex_lock(&c->mu);
     struct proto_msg m;
@@ -89,6 +90,7 @@ int kvf_recv(struct kvf_client *c, const struct kvf_recv_args *a)
     m.u.recv.req_id = a->req_id;
     m.u.recv.ctx_dp_rank = a->ctx_dp_rank;
     m.u.recv.deadline_ms = a->deadline_ms;
+    m.u.recv.tokens = a->tokens;
     strcpy(m.u.recv.ctx_instance, a->ctx_instance);
     if (a->ctx_home)
         strcpy(m.u.recv.ctx_home, a->ctx_home);

@@ -19,7 +19,7 @@ extern "C" {
 /* The ABI of this header: bumped whenever a struct below or a function's meaning changes in a
  * way an existing binding (ctypes, an older build) would misread. Bindings compare it with
  * kvf_abi_version() of the library they load and refuse a mismatch. */
-#define KVF_ABI_VERSION 2
+#define KVF_ABI_VERSION 3
 /* KVF_ABI_VERSION of the library as built. Thread-safe. */
 uint32_t kvf_abi_version(void);
 /* The library's version string ("0.1.0"). Never NULL. Thread-safe. */
@@ -159,6 +159,11 @@ struct kvf_recv_args {
     uint32_t n_groups;        /* destination items, as for kvf_send */
     const uint32_t *counts;
     const uint32_t *ids;
+    uint64_t tokens;          /* the prompt's tokens, or 0 when unknown (ABI 3). Needed where the
+                               * sides' tokens_per_block differ and the prompt does not end on a
+                               * block of both (5 blocks of 16 -> blocks of 32): the blocks then
+                               * map from token 0 and rows past the last token are left alone;
+                               * without it such a request is BAD_REQUEST (docs/PLANNING.md) */
 };
 
 /* Generation rank: fetch the request into these items; KVF_EV_DONE once every byte is there.

@@ -72,6 +72,8 @@ struct walk {
     const struct layout *l;
     const struct copy_mem *mem;
     uint64_t seed;
+    uint64_t tokens; /* paged rows of request token >= tokens are skipped; 0: none */
+    int past;        /* instead: only paged rows of token >= tokens, state groups skipped */
     /* verify only */
     int verify;
     uint32_t *bad_pool;
@@ -85,7 +87,7 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
     const struct layout *l = w->l;
     for (uint32_t g = 0; g < l->n_groups && g < LAYOUT_MAX_GROUPS; g++) {
         const struct layout_group *gr = &l->groups[g];
-        if (!ids->ids[g])
+        if (!ids->ids[g] || (w->past && gr->kind != GROUP_PAGED))
             continue;
         uint64_t gh = name_hash(gr->name) ^ w->seed * GOLDEN;
         for (uint32_t li = 0; li < gr->n_layers; li++)
@@ -100,6 +102,9 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
                         struct layout_loc at = layout_region_at(l, vw, li, ids->ids[g][k]);
                         for (uint32_t o = 0; o < ts->outer; o++)
                             for (uint32_t h = 0; h < ts->heads; h++) {
+                                if (w->tokens && gr->kind == GROUP_PAGED &&
+                                    (item * ts->outer + o >= w->tokens) != w->past)
+                                    break; /* past the prompt's last token (or before it) */
                                 /* paged rows by request token: block sizes may differ */
                                 uint64_t key = gr->kind == GROUP_PAGED
                                                    ? row_key(gt_key, 0, item * ts->outer + o, h + h_off)
@@ -137,7 +142,14 @@ static int walk_rank(struct walk *w, const struct plan_ids *ids, uint32_t first_
 void pattern_fill(const struct layout *l, const struct copy_mem *mem, const struct plan_ids *ids,
                   uint32_t first_block, uint64_t seed)
 {
-    struct walk w = {.l = l, .mem = mem, .seed = seed};
+    pattern_fill_tokens(l, mem, ids, first_block, seed, 0);
+}
+
+void pattern_fill_tokens(const struct layout *l, const struct copy_mem *mem,
+                         const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                         uint64_t tokens)
+{
+    struct walk w = {.l = l, .mem = mem, .seed = seed, .tokens = tokens};
     walk_rank(&w, ids, first_block);
 }
 
@@ -145,6 +157,24 @@ int pattern_verify(const struct layout *l, const struct copy_mem *mem, const str
                    uint32_t first_block, uint64_t seed, uint32_t *bad_pool, uint64_t *bad_off,
                    char *where, size_t wherelen)
 {
-    struct walk w = {l, mem, seed, 1, bad_pool, bad_off, where, wherelen};
+    return pattern_verify_tokens(l, mem, ids, first_block, seed, 0, bad_pool, bad_off, where,
+                                 wherelen);
+}
+
+int pattern_verify_tokens(const struct layout *l, const struct copy_mem *mem,
+                          const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                          uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
+                          size_t wherelen)
+{
+    struct walk w = {l, mem, seed, tokens, 0, 1, bad_pool, bad_off, where, wherelen};
+    return walk_rank(&w, ids, first_block);
+}
+
+int pattern_verify_past(const struct layout *l, const struct copy_mem *mem,
+                        const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                        uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
+                        size_t wherelen)
+{
+    struct walk w = {l, mem, seed, tokens, 1, 1, bad_pool, bad_off, where, wherelen};
     return walk_rank(&w, ids, first_block);
 }

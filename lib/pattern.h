@@ -31,4 +31,20 @@ int pattern_verify(const struct layout *l, const struct copy_mem *mem, const str
                    uint32_t first_block, uint64_t seed, uint32_t *bad_pool, uint64_t *bad_off,
                    char *where, size_t wherelen);
 
+/* The same for a prompt of `tokens` tokens (0: no limit): paged rows of request token >= tokens
+ * are neither written nor checked. */
+void pattern_fill_tokens(const struct layout *l, const struct copy_mem *mem,
+                         const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                         uint64_t tokens);
+int pattern_verify_tokens(const struct layout *l, const struct copy_mem *mem,
+                          const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                          uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
+                          size_t wherelen);
+/* Only the paged rows of request token >= tokens (tokens > 0): that they still hold the
+ * pattern of `seed` (what the rank wrote before a RECV that must leave them alone). */
+int pattern_verify_past(const struct layout *l, const struct copy_mem *mem,
+                        const struct plan_ids *ids, uint32_t first_block, uint64_t seed,
+                        uint64_t tokens, uint32_t *bad_pool, uint64_t *bad_off, char *where,
+                        size_t wherelen);
+
 #endif

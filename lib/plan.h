@@ -13,6 +13,7 @@
 
 #define PLAN_POOL_UNKNOWN 0xffffffffu /* source side not resolved (ids unknown here) */
 #define PLAN_MAX_IDS (1u << 20)       /* most item ids of one group in one request */
+#define PLAN_MAX_TOKENS (1ull << 40)  /* most prompt tokens one request may declare */
 
 /* One strided copy: `count` runs of `len` bytes. Run k reads/writes
  *   context pool src_pool at src_off + k * src_stride,
@@ -58,6 +59,12 @@ struct plan_input {
      * extents and destinations are exact. Entries with NULL ids but n set give the count. */
     const struct plan_ids *ctx_ids;
     int32_t ctx_dp_rank;           /* attention-DP context: the DP rank that ran it; else -1 */
+    /* The request's prompt tokens, or 0 when the worker did not say. Used only where the sides'
+     * tokens_per_block differ (docs/PLANNING.md "Conversions"): both block lists then map from
+     * token 0 (n_ctx of the last ceil(tokens/ct) context blocks, n_gen of the last
+     * ceil(tokens/gt) generation blocks) and rows past the last token are not written. Without
+     * it, blocks map from the end of the context's and must end on a generation block. */
+    uint64_t tokens;
 };
 
 struct plan_error {

@@ -22,7 +22,10 @@
  *   one dividing the other, outer the token axis) tokens map instead: generation row (k, o) is
  *   request token T = n_ctx*ct - (n_gen - k)*gt + o, context block T / ct row T % ct; the
  *   context's blocks must end on a generation block boundary (n_ctx*ct a multiple of gt) and
- *   hold n_gen*gt tokens, else BAD_REQUEST.
+ *   hold n_gen*gt tokens, else BAD_REQUEST. With the prompt's token count (plan_input.tokens)
+ *   both lists map from token 0 instead: generation row (k, o) is token
+ *   T = (ceil(tokens/gt) - n_gen + k)*gt + o, context block T/ct - (ceil(tokens/ct) - n_ctx);
+ *   rows with T >= tokens are not written, so a prompt ending inside a block moves exactly.
  * - Row order (rule 10): each side's rows (outer o, head h) sit where its tensor's order says
  *   (NHD [o][h], HND [h][o]); when order or block size differ between the sides the program is
  *   emitted row by row in generation memory order (runs that continue merge again).
@@ -193,16 +196,39 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
     const uint32_t *cids = NULL;
     const struct plan_ids *ids = b->in->ctx_ids ? &b->in->ctx_ids[c] : NULL;
     uint64_t gtb = b->in->gen->tokens_per_block, ctb = cl->tokens_per_block;
-    if (ids && gg->kind == GROUP_PAGED && (uint64_t)ids->n[cgi] * ctb < (uint64_t)n_gen * gtb)
-        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
-                       " tokens, context rank %" PRIu32 " holds %" PRIu32 " of %" PRIu64,
-                       LAYOUT_SHORT_MAX, gg->name, n_gen, gtb, c, ids->n[cgi], ctb);
-    if (ids && gg->kind == GROUP_PAGED && ((uint64_t)ids->n[cgi] * ctb) % gtb)
-        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %" PRIu64
-                       " tokens, which do not end on a generation block of %" PRIu64 " tokens",
-                       LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, gtb);
+    uint64_t tok = b->in->tokens;
+    if (ids && gg->kind == GROUP_PAGED && tok && ctb != gtb) {
+        /* from token 0: the context's blocks are the last n of ceil(tok/ctb) and must hold the
+         * first token the generation's blocks need; checked where the ids are known (the
+         * context daemon), a rank known by count only cannot be told from an unknown one */
+        uint64_t nc = (tok + ctb - 1) / ctb, first = ((tok + gtb - 1) / gtb - n_gen) * gtb;
+        if (ids->ids[cgi] && ids->n[cgi] > nc)
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %"
+                           PRIu64 " tokens, more than the request's %" PRIu64 " tokens fill",
+                           LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, tok);
+        if (ids->ids[cgi] && (nc - ids->n[cgi]) * ctb > first)
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
+                           " tokens from token %" PRIu64 ", context rank %" PRIu32 " holds the "
+                           "last %" PRIu32 " of %" PRIu64 " blocks of %" PRIu64 " (from token %"
+                           PRIu64 ")",
+                           LAYOUT_SHORT_MAX, gg->name, n_gen, gtb, first, c, ids->n[cgi], nc, ctb,
+                           (nc - ids->n[cgi]) * ctb);
+    } else if (ids && gg->kind == GROUP_PAGED) {
+        if ((uint64_t)ids->n[cgi] * ctb < (uint64_t)n_gen * gtb)
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
+                           " tokens, context rank %" PRIu32 " holds %" PRIu32 " of %" PRIu64,
+                           LAYOUT_SHORT_MAX, gg->name, n_gen, gtb, c, ids->n[cgi], ctb);
+        if (((uint64_t)ids->n[cgi] * ctb) % gtb)
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %"
+                           PRIu64 " tokens, which do not end on a generation block of %" PRIu64
+                           " tokens; the RECV must give the request's token count (tokens) to "
+                           "move a prompt that ends inside a block",
+                           LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, gtb);
+    }
     if (ids && ids->ids[cgi])
         cids = ids->ids[cgi];
     *w = (struct wsrc){c, cl, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo};
@@ -260,8 +286,36 @@ static int tensor_writers(struct bctx *b, const struct layout_group *gg, uint32_
     return 0;
 }
 
-/* Context item index and row of generation row (k, o) of a paged group (rule 6, rule 10);
- * state groups: item 0, same row. */
+/* Token mode (plan_input.tokens given and block sizes differ): blocks map from token 0. */
+static bool by_tokens(const struct bctx *b, const struct wsrc *w)
+{
+    return b->in->tokens && b->in->ctx[w->c].tokens_per_block != b->in->gen->tokens_per_block;
+}
+
+/* The request token of generation row (k, o) of a paged group (rule 6, rule 10): from token 0
+ * in token mode, else from the end of the context's blocks. */
+static uint64_t gen_token(const struct bctx *b, const struct wsrc *w, uint32_t n_gen, uint32_t k,
+                          uint32_t o)
+{
+    uint64_t gtb = b->in->gen->tokens_per_block, ctb = b->in->ctx[w->c].tokens_per_block;
+    if (by_tokens(b, w))
+        return ((b->in->tokens + gtb - 1) / gtb - n_gen + k) * gtb + o;
+    return (uint64_t)w->n_cids * ctb - (uint64_t)(n_gen - k) * gtb + o;
+}
+
+/* Rows of generation block k (of n_gen) that carry prompt tokens: all but in token mode's last
+ * block, which ends at the prompt's last token. */
+static uint32_t gen_rows(const struct bctx *b, const struct wsrc *w, uint32_t n_gen, uint32_t k,
+                         uint32_t outer)
+{
+    if (!by_tokens(b, w))
+        return outer;
+    uint64_t left = b->in->tokens - gen_token(b, w, n_gen, k, 0);
+    return left < outer ? (uint32_t)left : outer;
+}
+
+/* Context item index and row of generation row (k, o) of a paged group; state groups: item 0,
+ * same row. */
 static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
                     uint32_t k, uint32_t o, uint32_t *kc, uint32_t *oc)
 {
@@ -270,9 +324,9 @@ static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint
         *oc = o;
         return;
     }
-    uint64_t gtb = b->in->gen->tokens_per_block, ctb = b->in->ctx[w->c].tokens_per_block;
-    uint64_t t = (uint64_t)w->n_cids * ctb - (uint64_t)(n_gen - k) * gtb + o;
-    *kc = (uint32_t)(t / ctb);
+    uint64_t ctb = b->in->ctx[w->c].tokens_per_block, t = gen_token(b, w, n_gen, k, o);
+    uint64_t skip = by_tokens(b, w) ? (b->in->tokens + ctb - 1) / ctb - w->n_cids : 0;
+    *kc = (uint32_t)(t / ctb - skip);
     *oc = (uint32_t)(t % ctb);
 }
 
@@ -300,8 +354,9 @@ static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struc
                      bool paged, bool state)
 {
     uint64_t in = gt->inner;
+    uint32_t rows = paged && nw ? gen_rows(b, &ws[0], n_gen, k, gt->outer) : gt->outer;
     if (gt->order != ORDER_HND) {
-        for (uint32_t o = 0; o < gt->outer; o++)
+        for (uint32_t o = 0; o < rows; o++)
             for (uint32_t i = 0; i < nw; i++) {
                 const struct wsrc *w = &ws[i];
                 uint32_t sp;
@@ -320,14 +375,12 @@ static int emit_rows(struct bctx *b, const struct layout_tensor *gt, const struc
         const struct wsrc *w = &ws[i];
         uint64_t ctb = b->in->ctx[w->c].tokens_per_block;
         for (uint32_t h = w->h0; h < w->h1; h++)
-            for (uint32_t o = 0; o < gt->outer;) {
+            for (uint32_t o = 0; o < rows;) {
                 /* rows up to the end of the context block holding row o */
-                uint32_t n = gt->outer - o;
+                uint32_t n = rows - o;
                 if (paged && ctb < gtb) {
-                    uint64_t t = (uint64_t)(n_gen - k) * gtb - o; /* tokens to the context end */
-                    uint32_t left = (uint32_t)(ctb - (ctb - t % ctb) % ctb);
-                    left = left ? left : (uint32_t)ctb;
-                    n = n < left ? n : left;
+                    uint64_t left = ctb - gen_token(b, w, n_gen, k, o) % ctb;
+                    n = n < left ? n : (uint32_t)left;
                 }
                 uint32_t sp;
                 uint64_t so;
@@ -440,6 +493,19 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
             if (rc)
                 return rc;
         }
+    uint64_t gtb = gen->tokens_per_block, tok = in->tokens;
+    if (tok > PLAN_MAX_TOKENS)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "the request declares %" PRIu64 " tokens, limit %llu", tok,
+                       (unsigned long long)PLAN_MAX_TOKENS);
+    for (uint32_t g = 0; tok && in->ctx[0].tokens_per_block != gtb && g < gen->n_groups; g++)
+        if (gen->groups[g].kind == GROUP_PAGED && in->gen_ids.n[g] > (tok + gtb - 1) / gtb)
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                           "groups.%.*s: generation rank %" PRIu32 " sends %" PRIu32
+                           " blocks of %" PRIu64 " tokens, more than the request's %" PRIu64
+                           " tokens fill",
+                           LAYOUT_SHORT_MAX, gen->groups[g].name, layout_rank(gen),
+                           in->gen_ids.n[g], gtb, tok);
     if (in->ctx[0].attention_dp &&
         (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
@@ -497,7 +563,10 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
         p.kv_bytes += v->kv_bytes;
         *v = (struct plan_opvec){0};
     }
-    rc = plan_cover_check(&p, gen, &in->gen_ids, msg, sizeof(msg));
+    uint64_t gtb = gen->tokens_per_block;
+    uint32_t last_rows = in->tokens && in->ctx[0].tokens_per_block != gtb
+                             ? (uint32_t)(in->tokens % gtb) : 0;
+    rc = plan_cover_check(&p, gen, &in->gen_ids, last_rows, msg, sizeof(msg));
     if (rc == -ENOMEM)
         goto nomem;
     if (rc) {

@@ -48,10 +48,17 @@ int plan_opvec_finish(struct plan_opvec *v);
 void plan_opvec_done(struct plan_opvec *v);
 
 /* Rule 8: every destination byte of the generation rank's request (gen, ids) is written exactly
- * once by the plan, and the extents tile their byte counts. 0, -EINVAL (msg says where) or
- * -ENOMEM. ids are assumed validated (in range). */
+ * once by the plan, and the extents tile their byte counts. last_rows: 0, or the rows written of
+ * each paged group's last block (a prompt ending inside it, plan_input.tokens): that block's
+ * other rows must stay unwritten. 0, -EINVAL (msg says where) or -ENOMEM. ids are assumed
+ * validated (in range). */
 int plan_cover_check(const struct plan *p, const struct layout *gen, const struct plan_ids *ids,
-                     char *msg, size_t msglen);
+                     uint32_t last_rows, char *msg, size_t msglen);
+/* The same check by sorting every run (plan_cover_check's fallback where its bitmap would be
+ * too large; tests run both on the same plans). */
+int plan_cover_check_sorted(const struct plan *p, const struct layout *gen,
+                            const struct plan_ids *ids, uint32_t last_rows, char *msg,
+                            size_t msglen);
 
 /* Declared aliasing: no two destination regions of the request (gen, ids) overlap (only aliased
  * views are examined). 0, -EINVAL (msg names both items) or -ENOMEM. ids validated. */

@@ -183,7 +183,7 @@ static void rd_items(struct rd *r, const struct proto_limits *lim, struct proto_
                 lim->max_blocks);
         return;
     }
-    if (r->left != total * 4) {
+    if (r->left < total * 4) { /* what follows the ids is checked by the message's decoder */
         rd_fail(r, "item ids: counts say %llu bytes, payload has %zu", (unsigned long long)(total * 4),
                 r->left);
         return;
@@ -199,7 +199,7 @@ static void rd_items(struct rd *r, const struct proto_limits *lim, struct proto_
     for (uint64_t k = 0; k < total; k++)
         it->ids[k] = get32(r->p + 4 * k);
     r->p += total * 4;
-    r->left = 0;
+    r->left -= total * 4;
 }
 
 /* ---- header ---- */
@@ -394,6 +394,13 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
         if (!r->rc && (m->u.recv.ctx_dp_rank < -1 || m->u.recv.ctx_dp_rank >= LAYOUT_MAX_TP))
             rd_fail(r, "ctx_dp_rank %d out of range [-1, %d)", m->u.recv.ctx_dp_rank, LAYOUT_MAX_TP);
         rd_items(r, lim, &m->u.recv.items);
+        m->u.recv.tokens = 0;
+        if (!r->rc && r->left > 0) { /* optional trailing tokens (issue 9: block sizes differ) */
+            m->u.recv.tokens = rd64(r, "tokens");
+            if (!r->rc && (m->u.recv.tokens == 0 || m->u.recv.tokens > PROTO_TOKENS_MAX))
+                rd_fail(r, "tokens %llu out of range [1, %llu] (absent when unknown)",
+                        (unsigned long long)m->u.recv.tokens, (unsigned long long)PROTO_TOKENS_MAX);
+        }
         break;
     case PROTO_FDS:
         m->u.fds.n = rd32(r, "n");
@@ -570,7 +577,8 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
         break;
     case PROTO_RECV:
         if (!str_ok(m->u.recv.ctx_instance, LAYOUT_NAME_MAX - 1) ||
-            !str_ok(m->u.recv.ctx_home, PROTO_HOME_MAX) || !m->u.recv.ctx_instance[0])
+            !str_ok(m->u.recv.ctx_home, PROTO_HOME_MAX) || !m->u.recv.ctx_instance[0] ||
+            m->u.recv.tokens > PROTO_TOKENS_MAX)
             return -EINVAL;
         it = &m->u.recv.items;
         break;
@@ -651,6 +659,8 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         wstr(w, m->u.recv.ctx_instance);
         wstr(w, m->u.recv.ctx_home);
         witems(w, &m->u.recv.items);
+        if (m->u.recv.tokens) /* absent when unknown: the encoding stays canonical */
+            w64(w, m->u.recv.tokens);
         break;
     case PROTO_FDS:
         w32(w, m->u.fds.n);

@@ -47,6 +47,7 @@
 #define PROTO_MSG_MAX 511      /* EVENT / REGISTERED / ERROR messages */
 #define PROTO_IPC_HANDLE 64    /* bytes of a cudaIpcMemHandle_t */
 #define PROTO_FDS_MAX 16       /* fds one frame carries (== FDPASS_MAX_FDS) */
+#define PROTO_TOKENS_MAX (1ull << 40) /* RECV tokens (== PLAN_MAX_TOKENS) */
 
 typedef enum {
     PROTO_HELLO = 1,
@@ -155,6 +156,8 @@ struct proto_recv {
     char ctx_instance[LAYOUT_NAME_MAX];
     char ctx_home[PROTO_HOME_MAX + 1]; /* "" local / look up; else the home daemon "host:port" */
     struct proto_items items;
+    uint64_t tokens; /* optional trailing u64 after the items: the prompt's tokens, absent (0)
+                      * when unknown; 1..PROTO_TOKENS_MAX */
 };
 
 struct proto_cancel {

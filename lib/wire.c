@@ -135,7 +135,7 @@ static int check_recv_req(const struct wire_recv_req *q)
         if (q->grants[i].ext_off + q->grants[i].length > q->extent_bytes)
             return -EINVAL;
     }
-    return 0;
+    return q->tokens > PLAN_MAX_TOKENS ? -EINVAL : 0;
 }
 
 static int validate_fields(const struct wire_msg *m)
@@ -239,6 +239,8 @@ static void put_recv_req(struct wr *w, const struct wire_recv_req *q)
     wr_u32(w, q->n_grants);
     for (uint32_t i = 0; i < q->n_grants; i++)
         put_grant(w, &q->grants[i]);
+    if (q->tokens) /* absent when unknown: the encoding stays canonical */
+        wr_u64(w, q->tokens);
 }
 
 static void get_recv_req(struct rd *r, struct wire_msg *m)
@@ -274,6 +276,12 @@ static void get_recv_req(struct rd *r, struct wire_msg *m)
     q->n_grants = rd_count(r, WIRE_MAX_GRANTS, GRANT_BYTES);
     for (uint32_t i = 0; i < q->n_grants && !r->err; i++)
         get_grant(r, &q->grants[i]);
+    q->tokens = 0;
+    if (!r->err && r->len > r->pos) { /* optional trailing tokens: present means nonzero */
+        q->tokens = rd_u64(r);
+        if (!r->err && (q->tokens == 0 || q->tokens > PLAN_MAX_TOKENS))
+            r->err = -EBADMSG;
+    }
 }
 
 static void put_body(struct wr *w, const struct wire_msg *m)

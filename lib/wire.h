@@ -25,7 +25,9 @@
  *                   path u8 (bounce | fragment), extent_bytes u64 (> 0),
  *                   n_rkeys u32 then per destination pool: pool u32 (< LAYOUT_MAX_POOLS, strictly
  *                   ascending), remote_base u64, rkey blob (1..WIRE_RKEY_MAX bytes),
- *                   n_grants u32 then grants (the first credits).
+ *                   n_grants u32 then grants (the first credits),
+ *                   then optionally tokens u64 (1..PLAN_MAX_TOKENS: the RECV's prompt tokens;
+ *                   absent when the RECV gave none).
  *                   bounce: n_rkeys == 0, n_grants <= WIRE_MAX_GRANTS;
  *                   fragment: 1 <= n_rkeys <= WIRE_MAX_RKEYS, n_grants == 0.
  *   GRANT           req_id u64, writer u32, n_grants u32 (1..WIRE_MAX_GRANTS), grants
@@ -145,6 +147,7 @@ struct wire_recv_req {
     struct wire_rkey rkeys[WIRE_MAX_RKEYS];
     uint32_t n_grants;
     struct wire_grant grants[WIRE_MAX_GRANTS];
+    uint64_t tokens; /* the RECV's prompt tokens, 0: not given (absent on the wire) */
 };
 
 struct wire_grant_msg {

@@ -119,6 +119,7 @@ static void assert_msg_eq(const struct proto_msg *a, const struct proto_msg *b)
         ck_assert_str_eq(a->u.recv.ctx_instance, b->u.recv.ctx_instance);
         ck_assert_str_eq(a->u.recv.ctx_home, b->u.recv.ctx_home);
         assert_items_eq(&a->u.recv.items, &b->u.recv.items);
+        ck_assert_uint_eq(a->u.recv.tokens, b->u.recv.tokens);
         break;
     default:
         /* plain structs: compare whole */
@@ -257,6 +258,43 @@ START_TEST(proto_trailing_bytes_are_refused)
         free(buf);
         proto_msg_done(&m);
     }
+}
+END_TEST
+
+/* RECV's optional trailing tokens: absent when 0 (the old encoding, byte for byte), present as
+ * 8 bytes that round-trip; 0 on the wire (not canonical) and over the limit are refused. */
+START_TEST(proto_recv_tokens_are_optional_and_bounded)
+{
+    struct proto_limits l = lim();
+    struct proto_msg m, d;
+    sample(PROTO_RECV, &m);
+    uint8_t *old, *buf;
+    size_t old_len, len;
+    ck_assert_int_eq(proto_encode(&m, &l, &old, &old_len), 0);
+    m.u.recv.tokens = 77;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    ck_assert_uint_eq(len, old_len + 8);
+    ck_assert_mem_eq(buf + PROTO_HDR_SIZE, old + PROTO_HDR_SIZE, old_len - PROTO_HDR_SIZE);
+    char err[256] = "";
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    assert_msg_eq(&m, &d);
+    proto_msg_done(&d);
+    ck_assert_int_eq(proto_decode(old, old_len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.recv.tokens, 0);
+    proto_msg_done(&d);
+    memset(buf + len - 8, 0, 8);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "tokens 0 out of range"), "%s", err);
+    uint64_t over = PROTO_TOKENS_MAX + 1;
+    for (int i = 0; i < 8; i++)
+        buf[len - 8 + i] = (uint8_t)(over >> (8 * i));
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "out of range"), "%s", err);
+    free(buf);
+    m.u.recv.tokens = PROTO_TOKENS_MAX + 1;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    free(old);
+    proto_msg_done(&m);
 }
 END_TEST
 
@@ -586,6 +624,7 @@ static Suite *proto_suite(void)
     tcase_add_test(bad, proto_every_truncation_is_refused);
     tcase_add_test(bad, proto_fds_frame_counts_are_bounded);
     tcase_add_test(bad, proto_trailing_bytes_are_refused);
+    tcase_add_test(bad, proto_recv_tokens_are_optional_and_bounded);
     tcase_add_test(bad, proto_bad_magic_version_type_flags_are_refused);
     tcase_add_test(bad, proto_frame_over_max_frame_is_refused_from_the_header);
     tcase_add_test(bad, proto_oversized_counts_are_refused);

@@ -130,6 +130,37 @@ static struct wire_msg roundtrip(const struct wire_msg *m, uint8_t **ret_buf, si
     return d;
 }
 
+/* RECV_REQ's optional trailing tokens: absent when 0 (the old bytes), else 8 more that
+ * round-trip; 0 on the wire and over the limit refused. */
+START_TEST(wire_recv_req_tokens_are_optional_and_bounded)
+{
+    struct wire_msg m = sample(WIRE_RECV_REQ);
+    void *old, *buf;
+    size_t old_len, len;
+    ck_assert_int_eq(wire_encode(&m, &old, &old_len), 0);
+    m.u.recv_req.tokens = 80;
+    uint8_t *rb;
+    size_t rl;
+    struct wire_msg d = roundtrip(&m, &rb, &rl);
+    ck_assert_uint_eq(rl, old_len + 8);
+    ck_assert_uint_eq(d.u.recv_req.tokens, 80);
+    wire_msg_done(&d);
+    ck_assert_int_eq(wire_decode(old, old_len, &d), 0);
+    ck_assert_uint_eq(d.u.recv_req.tokens, 0);
+    wire_msg_done(&d);
+    memset(rb + rl - 8, 0, 8);
+    ck_assert_int_eq(wire_decode(rb, rl, &d), -EBADMSG);
+    uint64_t over = PLAN_MAX_TOKENS + 1;
+    for (int i = 0; i < 8; i++)
+        rb[rl - 8 + i] = (uint8_t)(over >> (8 * i));
+    ck_assert_int_eq(wire_decode(rb, rl, &d), -EBADMSG);
+    m.u.recv_req.tokens = PLAN_MAX_TOKENS + 1;
+    ck_assert_int_eq(wire_encode(&m, &buf, &len), -EINVAL);
+    free(rb);
+    free(old);
+}
+END_TEST
+
 START_TEST(wire_every_message_roundtrips_byte_for_byte)
 {
     for (int t = 1; t < WIRE__TYPE_END; t++) {
@@ -607,6 +638,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, wire_every_message_roundtrips_byte_for_byte);
     tcase_add_test(tc, wire_decoded_fields_equal_the_sent_ones);
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
+    tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, wire_every_truncation_and_trailing_byte_is_refused);

@@ -56,6 +56,7 @@ struct par_opts {
     int32_t ctx_dp_rank; /* -1 unless the context runs attention-DP */
     uint64_t seed;
     int chunked; /* also gather/scatter in 4097-byte chunks and random cuts */
+    uint64_t tokens; /* the request's prompt tokens (plan_input.tokens); 0: not given */
 };
 
 /* Gathers every writer's extent of plan `src_plan` (context ids known) in pieces and scatters

@@ -38,6 +38,7 @@ struct sim_opts {
     const char *devices;       /* NULL: host pools; else GPU ordinals, rank r takes entry
                                   r mod count ("1", or "0,1" for --all-ranks) */
     bool parity_first;         /* pattern fill/verify for the first request only (benchmarks) */
+    bool send_tokens;          /* generation: RECV gives prompt_tokens; rows past it stay unwritten */
     const char *stats_json;    /* write PREFIX.r<rank>.json: counts and per-request latencies */
     uint32_t n_cpu_pids;       /* --cpu-pids: processes whose CPU time is sampled per window */
     int32_t cpu_pids[SIM_MAX_CPU_PIDS];

@@ -188,7 +188,8 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
                                       .ctx_home = s->o->ctx_home,
                                       .ctx_dp_rank = s->o->ctx_dp_rank,
                                       .deadline_ms = s->o->deadline_ms, .n_groups = s->l.n_groups,
-                                      .counts = counts, .ids = jids};
+                                      .counts = counts, .ids = jids,
+                                      .tokens = s->o->send_tokens ? s->o->prompt_tokens : 0};
             rc = kvf_recv(s->c, &a);
         }
         if (rc) {
@@ -231,8 +232,11 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         char where[400];
         if (!ok[j] || (s->o->parity_first && q != s->o->first_req))
             continue;
-        if (pattern_verify(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q, &bp, &off,
-                           where, sizeof where)) {
+        uint64_t tok = s->o->send_tokens ? s->o->prompt_tokens : 0;
+        if (pattern_verify_tokens(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q, tok,
+                                  &bp, &off, where, sizeof where) ||
+            (tok && pattern_verify_past(&s->l, &s->mem, &pids[j], s->first_block,
+                                        ~(s->o->seed + q), tok, &bp, &off, where, sizeof where))) {
             if (s->parity_bad++ == 0)
                 snprintf(s->first_bad, sizeof s->first_bad,
                          "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", q, bp, off, where);

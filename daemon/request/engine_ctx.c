@@ -145,7 +145,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
                              .ctx = tab->ranks,
                              .n_ctx = tab->n,
                              .ctx_ids = ctx_ids,
-                             .ctx_dp_rank = q->ctx_dp_rank};
+                             .ctx_dp_rank = q->ctx_dp_rank,
+                             .tokens = q->tokens};
     for (uint32_t g = 0; g < q->n_groups; g++) {
         pin.gen_ids.n[g] = q->n_ids[g];
         pin.gen_ids.ids[g] = q->ids[g];

@@ -190,7 +190,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
                              .ctx = tab->ranks,
                              .n_ctx = tab->n,
                              .ctx_ids = NULL,
-                             .ctx_dp_rank = x->ctx_dp_rank};
+                             .ctx_dp_rank = x->ctx_dp_rank,
+                             .tokens = x->tokens};
     plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
     char msg[sizeof(((struct plan_error *)0)->message)];
     kvf_error_t code = plan_request(&pin, &rx->plan, msg, sizeof msg);
@@ -447,6 +448,7 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
     snprintf(q->ctx_instance, sizeof q->ctx_instance, "%s", rx->ctx_instance);
     q->table_epoch = rx->epoch;
     q->ctx_dp_rank = x->ctx_dp_rank;
+    q->tokens = x->tokens;
     q->writer = w->ctx_rank;
     q->gen_json = rx->gen_json;
     q->gen_json_len = (uint32_t)strlen(rx->gen_json);

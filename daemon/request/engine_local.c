@@ -44,7 +44,8 @@ static void run(struct rxw *w, struct xfer *s)
                              .ctx = rx->ctx_layouts,
                              .n_ctx = rx->n_ctx,
                              .ctx_ids = ids,
-                             .ctx_dp_rank = x->ctx_dp_rank};
+                             .ctx_dp_rank = x->ctx_dp_rank,
+                             .tokens = x->tokens};
     plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
     struct plan pl;
     char pmsg[sizeof(((struct plan_error *)0)->message)];

@@ -449,6 +449,7 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     const struct kvf_config *cfg = &t->w->d->cfg;
     snprintf(r->ctx_instance, sizeof r->ctx_instance, "%s", m->ctx_instance);
     r->ctx_dp_rank = m->ctx_dp_rank;
+    r->tokens = m->tokens;
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);

@@ -67,6 +67,7 @@ struct xfer {
     struct reg_rank *rank;      /* borrowed: the requesting rank */
     char ctx_instance[64];      /* send: the rank's own instance */
     int32_t ctx_dp_rank;
+    uint64_t tokens;            /* recv: the prompt's tokens (plan_input.tokens), 0: not given */
     struct proto_items items;   /* owned ids */
     uint32_t n_readers, served;
     uint32_t remote_served;     /* send: of served, the remote flows that read it (the rest are

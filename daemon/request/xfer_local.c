@@ -27,7 +27,8 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
         return KVF_E_INTERNAL;
     }
     struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
-                             .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank};
+                             .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
+                             .tokens = r->tokens};
     plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
     for (uint32_t c = 0; sends && c < in->n_ranks; c++)
         if (sends[c])

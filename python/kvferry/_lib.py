@@ -1,6 +1,6 @@
 """Loading libkvferry.so and declaring its C API (lib/kvferry.h) for ctypes.
 
-The structs below are kvferry.h's at ABI 2; the library's kvf_abi_version() is compared with
+The structs below are kvferry.h's at ABI 3; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
 being misread. Search order: $KVFERRY_LIB (a file), the install prefix this package sits under
 (PREFIX/lib/python3/dist-packages/kvferry -> PREFIX/lib[/<multiarch>]/libkvferry.so.0), the
@@ -13,7 +13,7 @@ import os
 
 from .errors import KvferryError
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 MESSAGE_MAX = 512
 
 POOL_HOST = 0
@@ -47,7 +47,8 @@ class Options(C.Structure):
 class RecvArgs(C.Structure):
     _fields_ = [("req_id", C.c_uint64), ("ctx_instance", C.c_char_p), ("ctx_dp_rank", C.c_int32),
                 ("deadline_ms", C.c_uint32), ("ctx_home", C.c_char_p), ("n_groups", C.c_uint32),
-                ("counts", C.POINTER(C.c_uint32)), ("ids", C.POINTER(C.c_uint32))]
+                ("counts", C.POINTER(C.c_uint32)), ("ids", C.POINTER(C.c_uint32)),
+                ("tokens", C.c_uint64)]
 
 
 def _candidates():

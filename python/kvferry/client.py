@@ -150,16 +150,18 @@ class Client:
         self._keys[rid] = key
         return rid
 
-    def recv(self, key, ctx_instance, items, ctx_dp_rank=-1, deadline_ms=0, ctx_home=None):
+    def recv(self, key, ctx_instance, items, ctx_dp_rank=-1, deadline_ms=0, ctx_home=None,
+             tokens=0):
         """Generation rank: fetch the request of context instance ctx_instance into these items;
-        DONE when every byte is there."""
+        DONE when every byte is there. tokens: the prompt's token count (0: unknown), needed
+        where the two sides' block sizes differ and the prompt ends inside a block."""
         n, counts, ids = _items(self._need_layout(), items)
         rid = self._id(key)
         a = _lib.RecvArgs(req_id=rid, ctx_instance=ctx_instance.encode(), ctx_dp_rank=ctx_dp_rank,
                           deadline_ms=deadline_ms,
                           ctx_home=ctx_home.encode() if ctx_home else None, n_groups=n,
                           counts=C.cast(counts, C.POINTER(C.c_uint32)),
-                          ids=C.cast(ids, C.POINTER(C.c_uint32)))
+                          ids=C.cast(ids, C.POINTER(C.c_uint32)), tokens=tokens)
         rc = self._lib.kvf_recv(self._live(), C.byref(a))
         if rc != 0:
             raise _oserror(rc, "kvf_recv %r" % (key,))

@@ -141,7 +141,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (copy_check(wr->ops, wr->n_ops, &cm, 's') || copy_check(wr->ops, wr->n_ops, &gm, 'd'))
             __builtin_trap();
     }
-    if (plan_cover_check(&p, &gen[gr], &in.gen_ids, msg, sizeof(msg)))
+    if (plan_cover_check(&p, &gen[gr], &in.gen_ids, 0, msg, sizeof(msg)))
         __builtin_trap();
     plan_done(&p);
     return 0;

@@ -12,14 +12,7 @@ static int move_one(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uin
                     uint32_t n_ctx, uint32_t n_gen, int32_t dp, uint64_t seed)
 {
     uint32_t readers[64] = {0};
-    ru_readers(ctx, gen, dp, readers);
-    for (uint32_t i = 0; i < ctx->n; i++) {
-        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
-        if (readers[i])
-            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
-                                      ctx->r[i].ids, readers[i]),
-                             0);
-    }
+    ru_fill_and_send(ctx, gen, req, dp, seed, readers);
     for (uint32_t g = 0; g < gen->n; g++) {
         struct ru_rank *r = &gen->r[g];
         struct kvf_recv_args a = {.req_id = req,

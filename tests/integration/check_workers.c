@@ -36,6 +36,12 @@ static const struct geo geos[] = {
      "qwen3-next-80b:hd=16,tp=2,blocks=16,slots=2,tpb=16,order=hnd", "2", "200", {NULL}},
     {"tokens_per_block_16_to_32", "tiny:tpb=16,blocks=32", "tiny:tpb=32,blocks=32", "1", "320",
      {NULL}},
+    /* 21 context blocks of 16 to 11 of 32 (and back): the RECV gives the token count, the
+     * rows past the prompt's last token stay as the generation rank left them */
+    {"tokens_per_block_16_to_32_odd", "tiny:tpb=16,blocks=32", "tiny:tpb=32,blocks=32", "1",
+     "328", {"--send-tokens", NULL}},
+    {"tokens_per_block_32_to_16_odd", "tiny:tpb=32,blocks=32", "tiny:tpb=16,blocks=32", "1",
+     "328", {"--send-tokens", NULL}},
     {"llama_3_70b_tp8_to_tp16", "llama-3-70b:tp=8,blocks=4,tpb=16",
      "llama-3-70b:tp=16,blocks=4,tpb=16", "16", "48", {NULL}},
 };

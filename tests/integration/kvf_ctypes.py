@@ -7,7 +7,7 @@ import sys
 
 lib = C.CDLL(sys.argv[1])
 lib.kvf_abi_version.restype = C.c_uint32
-assert lib.kvf_abi_version() == 2, "this script declares the structs of ABI 2"
+assert lib.kvf_abi_version() == 3, "this script declares the structs of ABI 3"
 
 
 class Event(C.Structure):

@@ -143,9 +143,18 @@ void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp
  */
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms);
 
+/* Fills every context rank with its shard of the pattern (seed) and SENDs req from each rank
+ * that gen reads (readers[i]: how many generation ranks read rank i; 64 entries). */
+void ru_fill_and_send(struct ru_inst *ctx, const struct ru_inst *gen, uint64_t req, int32_t dp,
+                      uint64_t seed, uint32_t *readers);
+
 /* Every byte of every pool of a generation rank: poison + its shard of the pattern. */
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what);
+/* The same for a prompt of `tokens` tokens (0: whole blocks): paged rows past the prompt's last
+ * token must still hold the poison. */
+void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
+                             uint64_t tokens, const char *what);
 
 /* ---- two daemons ---- */
 

@@ -382,8 +382,27 @@ int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigne
     return 0;
 }
 
+void ru_fill_and_send(struct ru_inst *ctx, const struct ru_inst *gen, uint64_t req, int32_t dp,
+                      uint64_t seed, uint32_t *readers)
+{
+    ru_readers(ctx, gen, dp, readers);
+    for (uint32_t i = 0; i < ctx->n; i++) {
+        pattern_fill(&ctx->r[i].l, &ctx->r[i].mem, &ctx->r[i].pids, 0, seed);
+        if (readers[i])
+            ck_assert_int_eq(kvf_send(ctx->r[i].c, req, ctx->r[i].l.n_groups, ctx->r[i].counts,
+                                      ctx->r[i].ids, readers[i]),
+                             0);
+    }
+}
+
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what)
+{
+    ru_assert_parity_tokens(r, first_block, seed, 0, what);
+}
+
+void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
+                             uint64_t tokens, const char *what)
 {
     struct copy_mem want;
     want.n = r->mem.n;
@@ -393,7 +412,7 @@ void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t se
         ck_assert_ptr_nonnull(want.base[p]);
         memset(want.base[p], RU_POISON, r->mem.size[p]);
     }
-    pattern_fill(&r->l, &want, &r->pids, first_block, seed);
+    pattern_fill_tokens(&r->l, &want, &r->pids, first_block, seed, tokens);
     for (uint32_t p = 0; p < r->mem.n; p++) {
         if (memcmp(want.base[p], r->mem.base[p], r->mem.size[p]) != 0) {
             uint64_t off = 0;
