@@ -343,14 +343,14 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     e->c.flows++;
     engine_kick_tick(e);
     if (ix_tx_add(e, tx) < 0) {
-        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
         return;
     }
     struct xfer *s = find_send(e, &tx->rr.u.recv_req);
     if (s)
         meet(tx, s);
     else if (ix_tx_wait(e, tx) < 0)
-        tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
 }
 
 void ctx_send_arrived(struct engine *e, struct xfer *s)
