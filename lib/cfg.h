@@ -77,11 +77,14 @@ struct kvf_config {
     char *transport_ucx_tls;       /* "": let UCX choose; a troubleshooting override */
     char *cluster_secret_file;     /* path to a 0600 file; "": inter-daemon traffic refused */
     int64_t peers_max_inflight;    /* requests in flight per peer daemon */
+    uint64_t peers_keepalive_interval_ms; /* ping every peer this often */
+    int64_t peers_keepalive_misses;       /* silent this many intervals: lost */
 
     /* arena.* */
     uint64_t arena_size;
     uint64_t arena_chunk;
     uint64_t arena_reserve_timeout_ms;
+    int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
 

@@ -113,6 +113,12 @@ const struct cfg_key cfg_table[] = {
         "traffic is refused."),
     ROW("peers.max_inflight", CFG_INT, peers_max_inflight, "4096", 1, MIB, true,
         "Requests in flight per peer daemon."),
+    ROW("peers.keepalive_interval", CFG_DURATION, peers_keepalive_interval_ms, "1s", 100, MINUTE,
+        false,
+        "Every peer daemon is pinged this often; one not heard for two intervals is suspect."),
+    ROW("peers.keepalive_misses", CFG_INT, peers_keepalive_misses, "5", 3, 1000, false,
+        "A peer not heard for this many keepalive intervals is lost: its requests fail "
+        "PEER_LOST and its landing slots are reclaimed; it connects again when it comes back."),
 
     ROW("arena.size", CFG_SIZE, arena_size, "512MiB", 4 * MIB, 4 * TIB, false,
         "Staging and landing memory: one host arena, allocated when cluster.secret_file is set."),
@@ -120,6 +126,9 @@ const struct cfg_key cfg_table[] = {
         "Transfer chunk and slot size: a multiple of 4KiB, at most arena.size."),
     ROW("arena.reserve_timeout", CFG_DURATION, arena_reserve_timeout_ms, "5s", 0, HOUR, true,
         "Longest wait of a request for its first landing credit."),
+    ROW("arena.peer_share", CFG_INT, arena_peer_share, "75", 1, 100, false,
+        "Percent of the landing slots' bytes that one peer daemon may hold at once (granted, "
+        "filled or quarantined), so that a frozen or lost peer never holds them all."),
     {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},

@@ -119,12 +119,18 @@ void epeer_free_all(struct engine *e)
 json_t *epeer_json(const struct epeer *p)
 {
     struct link_peer *lp = p->lp;
-    return json_pack(
+    const char *state = !lp                    ? "closed"
+                        : link_peer_suspect(lp) ? "suspect" /* missed keepalives, not yet lost */
+                                                : link_peer_state_to_string(link_peer_state(lp));
+    json_t *o = json_pack(
         "{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:I,s:I,s:I,s:I,s:I}", "peer", lp ? link_peer_id(lp) : "",
         "addr", p->addr[0] ? p->addr : "-", "direction", p->outbound ? "out" : "in", "state",
-        lp ? link_peer_state_to_string(link_peer_state(lp)) : "closed", "same_host",
+        state, "same_host",
         lp ? link_peer_same_host(lp) : 0, "put_fast", lp ? link_peer_put_fast(lp) : 0, "requests",
         (int)p->users, "chunks_sent", (json_int_t)p->chunks_sent, "chunks_recv",
         (json_int_t)p->chunks_recv, "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
         (json_int_t)p->bytes_recv, "age_ms", (json_int_t)(engine_now(p->e) - p->since_ms));
+    if (o) /* last PING or PONG heard */
+        json_object_set_new(o, "seen_ms", json_integer(lp ? (json_int_t)link_peer_silent_ms(lp) : -1));
+    return o;
 }
