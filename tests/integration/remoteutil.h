@@ -51,6 +51,10 @@ struct ru_daemon {
 
 uint64_t ru_now_ms(void);
 
+/* Address daemons started next listen on (default "127.0.0.1"; a namespace's own address for
+ * a daemon started inside a network namespace). */
+extern const char *ru_listen_host;
+
 void ru_sleep_ms(unsigned ms);
 
 /* A 0600 secret file under dir (content from seed). */

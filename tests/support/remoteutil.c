@@ -27,6 +27,8 @@ void ru_secret(const char *dir, const char *name, unsigned seed, char *path, siz
     close(fd);
 }
 
+const char *ru_listen_host = "127.0.0.1";
+
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
 {
@@ -43,13 +45,13 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
     for (int attempt = 0; attempt < 8; attempt++) {
         srand((unsigned)getpid() * 7919u + (unsigned)time(NULL) + ++salt * 104729u);
         d->port = listen ? (uint16_t)(32768 + rand() % 28000) : 0;
-        tu_fmt(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
+        tu_fmt(d->addr, sizeof d->addr, "%s:%u", ru_listen_host, d->port);
         FILE *f = fopen(d->cfg, "w");
         ck_assert_ptr_nonnull(f);
         fprintf(f,
-                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"127.0.0.1\"\n"
+                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"%s\"\n"
                 "  port: %u\ncluster:\n  secret_file: \"%s\"\n%s",
-                d->dir, d->port, secret ? secret : "", extra ? extra : "");
+                d->dir, ru_listen_host, d->port, secret ? secret : "", extra ? extra : "");
         fclose(f);
         unlink(d->worker);
         tr_open(&d->ready, d->dir);
