@@ -14,6 +14,7 @@
 #include "engine_gen.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "engine_tab.h"
 
 static struct epeer *epeer_new(struct engine *e, struct link_peer *lp, const char *addr)
@@ -70,6 +71,7 @@ void epeer_up(struct engine *e, struct link_peer *lp)
     p->since_ms = engine_now(e);
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
+    quar_peer_back(e, share_key(p)); /* it ran again: its puts from before are over */
     tab_peer_up(e, p);
     home_tick(e);
     gen_peer_up(e, p);
@@ -96,6 +98,8 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     ctx_peer_down(e, p, err);
     gen_sweep(e);
     ctx_sweep(e);
+    if (alive_hold(p, err)) /* frozen with shared-memory puts: held until it is back */
+        quar_peer_frozen(e, p, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
     engine_kick_tick(e);
     link_peer_set_data(lp, NULL);

@@ -2,6 +2,7 @@
  * The arena counts bytes per 64-bit owner; here an owner is a peer daemon, keyed by a hash of
  * its id, and named back through the peers the engine knows. A peer already lost is not known
  * any more: its quarantined slots show as "a lost peer". */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,12 @@ uint64_t share_key(const struct epeer *p)
     const char *id = p->lp ? link_peer_id(p->lp) : "";
     uint64_t h = fnv1a(id[0] ? id : p->addr);
     return h ? h : 1;
+}
+
+bool alive_hold(const struct epeer *p, int err)
+{
+    return err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
+           link_peer_put_fast(p->lp);
 }
 
 static const char *owner_name(struct engine *e, uint64_t owner)
