@@ -221,6 +221,18 @@ static void print_arena(FILE *f, json_t *r)
             ctl_geti(r, "timeouts_total"), ctl_geti(r, "stale_reports_total"),
             ctl_geti(r, "bound_violations_total"), ctl_geti(r, "reclaimed_total"),
             ctl_geti(r, "refused_waiters_total"));
+    char share[32];
+    ctl_size_text(ctl_geti(r, "peer_share_bytes"), share, sizeof share);
+    fprintf(f, "per-peer share %s (arena.peer_share)", share);
+    size_t i;
+    json_t *h;
+    json_array_foreach(json_object_get(r, "holders"), i, h)
+    {
+        char b[32];
+        ctl_size_text(ctl_geti(h, "bytes"), b, sizeof b);
+        fprintf(f, "%s %s %s", i ? "," : "; held:", ctl_gets(h, "peer"), b);
+    }
+    fprintf(f, "\n");
 }
 
 void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all)
