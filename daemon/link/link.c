@@ -356,6 +356,7 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     uint64_t tick = l->cfg.keepalive_interval_ms / 2 < LINK_TICK_MS ? l->cfg.keepalive_interval_ms / 2
                                                                     : LINK_TICK_MS;
     tick = tick ? tick : 1;
+    l->alive_tick_ms = tick;
     uv_timer_start(&l->tick, link_tick_cb, tick, tick);
     uv_unref((uv_handle_t *)&l->tick);
     link_kick(l);

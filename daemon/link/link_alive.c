@@ -4,9 +4,9 @@
  * peer that cannot take it never piles them up) and answers a PING with a PONG from inside the
  * AM callback, as the handshake answers. Either heard from the peer proves its loop runs. A peer
  * silent for two intervals is suspect; for keepalive_misses intervals it fails with -ETIMEDOUT,
- * which force-closes its endpoint and reports on_peer_down. Time is the loop's (uv_now): after a
- * stall of our own loop longer than an interval (a long synchronous step, or this process was
- * stopped) the peers get a fresh interval, since their silence was ours. */
+ * which force-closes its endpoint and reports on_peer_down. Time is the loop's (uv_now); time our
+ * own loop stood still (a long synchronous step, or this process was stopped) is taken off the
+ * peers' silence. */
 #include "link_int.h"
 
 #include "log.h"
@@ -93,16 +93,20 @@ ucs_status_t link_alive_am_cb(void *arg, const void *header, size_t header_lengt
 void link_alive_check(struct link *l, uint64_t now_ms)
 {
     uint64_t iv = l->cfg.keepalive_interval_ms, lost = iv * l->cfg.keepalive_misses;
-    bool stalled = l->alive_checked_ms && now_ms - l->alive_checked_ms > iv;
-    if (stalled)
-        log_warn("link: the loop did not run for %llu ms: peers get a fresh keepalive interval",
-                 (unsigned long long)(now_ms - l->alive_checked_ms));
+    /* Time our own loop did not run (beyond two tick periods) is not the peers' silence: their
+     * PONGs may wait unread behind this very tick (libuv runs timers before I/O). */
+    uint64_t gap = l->alive_checked_ms ? now_ms - l->alive_checked_ms : 0;
+    uint64_t stall = gap > 2 * l->alive_tick_ms ? gap - l->alive_tick_ms : 0;
+    if (stall > iv)
+        log_warn("link: the loop did not run for %llu ms: not counted as the peers' silence",
+                 (unsigned long long)gap);
     l->alive_checked_ms = now_ms;
     for (struct link_peer *p = l->peers; p; p = p->next) {
         if (p->state != LINK_PEER_READY)
             continue;
-        if (!p->alive_seen_ms || stalled)
-            p->alive_seen_ms = now_ms; /* just READY, or our own stall */
+        if (!p->alive_seen_ms) /* just READY */
+            p->alive_seen_ms = now_ms;
+        p->alive_seen_ms = p->alive_seen_ms + stall < now_ms ? p->alive_seen_ms + stall : now_ms;
         uint64_t silent = now_ms - p->alive_seen_ms;
         if (silent >= lost) {
             l->st.peers_lost_keepalive++;

@@ -75,6 +75,7 @@ struct link {
     uv_timer_t busy_timer;       /* 1 ms progress while arm says busy, and kicks */
     uv_timer_t tick;             /* handshake deadlines, keepalive */
     uint64_t alive_checked_ms;   /* last keepalive check (link_alive.c) */
+    uint64_t alive_tick_ms;      /* the tick's period */
     int handles_open;            /* uv handles still to close */
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
