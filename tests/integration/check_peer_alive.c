@@ -31,18 +31,6 @@ struct three {
     struct ru_inst ca, cb, ga[N_HELD], gb, ga2;
 };
 
-static void recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
-                      struct kvf_recv_args *a)
-{
-    *a = (struct kvf_recv_args){.req_id = req,
-                                .ctx_instance = inst,
-                                .ctx_dp_rank = -1,
-                                .ctx_home = home,
-                                .n_groups = r->l.n_groups,
-                                .counts = r->counts,
-                                .ids = r->ids};
-}
-
 /* The landing arena's holders at G: bytes of the largest, and how many hold. */
 static long long top_holder(const struct ru_daemon *g, int *n)
 {
@@ -85,7 +73,7 @@ static void move_b(struct three *t, uint64_t req)
         memset(gr->mem.base[p], RU_POISON, gr->mem.size[p]);
     ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1), 0);
     struct kvf_recv_args a;
-    recv_args(gr, req, "cb", t->b.addr, &a);
+    ru_recv_args(gr, req, "cb", t->b.addr, &a);
     ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
     struct kvf_event ev;
     int k = ru_wait_event(gr, req, &ev, 20000);
@@ -182,7 +170,7 @@ static void hold_slots(struct three *t)
     ck_assert_int_gt(share, 0);
     for (int i = 0; i < N_HELD; i++) {
         struct kvf_recv_args a;
-        recv_args(&t->ga[i].r[0], 1 + (uint64_t)i, "ca", t->a.addr, &a);
+        ru_recv_args(&t->ga[i].r[0], 1 + (uint64_t)i, "ca", t->a.addr, &a);
         ck_assert_int_eq(kvf_recv(t->ga[i].r[0].c, &a), 0);
     }
     int n = 0;
@@ -295,7 +283,7 @@ static void a_moves_again(struct three *t, uint64_t t_back, const char *what)
         /* the first tries may meet A before it saw G's endpoint go: they fail and are retried */
         ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1), 0);
         struct kvf_recv_args a;
-        recv_args(gr, req, "ca", t->a.addr, &a);
+        ru_recv_args(gr, req, "ca", t->a.addr, &a);
         ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
         k = ru_wait_event(gr, req, &ev, 20000);
         if (k != KVF_EV_DONE) {

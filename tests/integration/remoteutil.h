@@ -139,6 +139,11 @@ void ru_inst_free(struct ru_inst *in);
 void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp,
                 uint32_t *readers);
 
+/* RECV arguments for every block of generation rank r, from context instance inst homed at home
+ * (any DP rank). */
+void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
+                  struct kvf_recv_args *a);
+
 /* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev.
  */
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms);

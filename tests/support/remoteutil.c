@@ -356,6 +356,18 @@ void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp
     free(cl);
 }
 
+void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
+                  struct kvf_recv_args *a)
+{
+    *a = (struct kvf_recv_args){.req_id = req,
+                                .ctx_instance = inst,
+                                .ctx_dp_rank = -1,
+                                .ctx_home = home,
+                                .n_groups = r->l.n_groups,
+                                .counts = r->counts,
+                                .ids = r->ids};
+}
+
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms)
 {
     uint64_t until = ru_now_ms() + ms;
