@@ -77,6 +77,8 @@ struct kvf_config {
     char *transport_ucx_tls;       /* "": let UCX choose; a troubleshooting override */
     char *cluster_secret_file;     /* path to a 0600 file; "": inter-daemon traffic refused */
     int64_t peers_max_inflight;    /* requests in flight per peer daemon */
+    uint64_t peers_keepalive_interval_ms; /* ping every peer this often */
+    int64_t peers_keepalive_misses;       /* silent this many intervals: lost */
 
     /* arena.* */
     uint64_t arena_size;
@@ -84,6 +86,7 @@ struct kvf_config {
     uint64_t arena_reserve_timeout_ms;
     int64_t arena_window;          /* chunks in flight per writer flow (both sides) */
     uint64_t arena_direct_run;     /* bounce: mean run bytes at which a chunk skips the gather */
+    int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
 

@@ -113,6 +113,12 @@ const struct cfg_key cfg_table[] = {
         "traffic is refused."),
     ROW("peers.max_inflight", CFG_INT, peers_max_inflight, "4096", 1, MIB, true,
         "Requests in flight per peer daemon."),
+    ROW("peers.keepalive_interval", CFG_DURATION, peers_keepalive_interval_ms, "1s", 100, MINUTE,
+        false,
+        "Every peer daemon is pinged this often; one not heard for two intervals is suspect."),
+    ROW("peers.keepalive_misses", CFG_INT, peers_keepalive_misses, "5", 3, 1000, false,
+        "A peer not heard for this many keepalive intervals is lost: its requests fail "
+        "PEER_LOST and its landing slots are reclaimed; it connects again when it comes back."),
 
     ROW("arena.size", CFG_SIZE, arena_size, "512MiB", 4 * MIB, 4 * TIB, false,
         "Staging and landing memory: one host arena, allocated when cluster.secret_file is set."),
@@ -128,6 +134,9 @@ const struct cfg_key cfg_table[] = {
         "Bounce path: a chunk whose copy runs average at least this many bytes is put straight "
         "from the context rank's pools into the landing slot (no gather); smaller runs are "
         "gathered into a staging slot first. 0: always gather."),
+    ROW("arena.peer_share", CFG_INT, arena_peer_share, "75", 1, 100, false,
+        "Percent of the landing slots' bytes that one peer daemon may hold at once (granted, "
+        "filled or quarantined), so that a frozen or lost peer never holds them all."),
     {"arena.placement", CFG_ENUM, OFF(arena_placement), "auto", 0, 0, placements, false,
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},

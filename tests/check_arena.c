@@ -518,7 +518,7 @@ START_TEST(arena_stats_json_has_every_counter)
         {"waiting_requests", 0},     {"quarantined_slots", 8},     {"quarantined_bytes", 8 * MIB},
         {"grants_total", 8},         {"timeouts_total", 1},        {"stale_reports_total", 1},
         {"bound_violations_total", 1}, {"reclaimed_total", 0},     {"refused_waiters_total", 0},
-        {"slots_split", 0},          {"small_grants_total", 0},
+        {"slots_split", 0},          {"small_grants_total", 0},    {"peer_share_bytes", 8 * MIB},
     };
     ck_assert_uint_eq(json_object_size(j), sizeof(exp) / sizeof(exp[0]));
     for (size_t i = 0; i < sizeof(exp) / sizeof(exp[0]); i++) {

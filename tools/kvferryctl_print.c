@@ -171,17 +171,21 @@ static void print_peers(FILE *f, json_t *r)
         fprintf(f, "no peers\n");
         return;
     }
-    fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5s %9s %9s %10s %10s\n", "PEER", "ADDRESS", "DIR",
-            "STATE", "PATH", "REQS", "CHUNKS_TX", "CHUNKS_RX", "SENT", "RECEIVED");
+    fprintf(f, "%-40s %-22s %-3s %-11s %7s %-7s %5s %9s %9s %10s %10s\n", "PEER", "ADDRESS",
+            "DIR", "STATE", "SEEN", "PATH", "REQS", "CHUNKS_TX", "CHUNKS_RX", "SENT", "RECEIVED");
     size_t i;
     json_t *p;
     json_array_foreach(peers, i, p)
     {
-        char tx[32], rx[32];
+        char tx[32], rx[32], seen[32] = "-";
+        long long seen_ms = ctl_geti(p, "seen_ms"); /* last keepalive heard */
+        if (seen_ms >= 0)
+            snprintf(seen, sizeof seen, "%.1fs", (double)seen_ms / 1000.0);
         ctl_size_text(ctl_geti(p, "bytes_sent"), tx, sizeof tx);
         ctl_size_text(ctl_geti(p, "bytes_recv"), rx, sizeof rx);
-        fprintf(f, "%-40s %-22s %-3s %-11s %-7s %5lld %9lld %9lld %10s %10s\n", ctl_gets(p, "peer"),
-                ctl_gets(p, "addr"), ctl_gets(p, "direction"), ctl_gets(p, "state"),
+        fprintf(f, "%-40s %-22s %-3s %-11s %7s %-7s %5lld %9lld %9lld %10s %10s\n",
+                ctl_gets(p, "peer"), ctl_gets(p, "addr"), ctl_gets(p, "direction"),
+                ctl_gets(p, "state"), seen,
                 json_is_true(json_object_get(p, "put_fast")) ? "shm-put" : "am-rndv",
                 ctl_geti(p, "requests"), ctl_geti(p, "chunks_sent"), ctl_geti(p, "chunks_recv"), tx, rx);
     }
@@ -217,6 +221,18 @@ static void print_arena(FILE *f, json_t *r)
             ctl_geti(r, "timeouts_total"), ctl_geti(r, "stale_reports_total"),
             ctl_geti(r, "bound_violations_total"), ctl_geti(r, "reclaimed_total"),
             ctl_geti(r, "refused_waiters_total"));
+    char share[32];
+    ctl_size_text(ctl_geti(r, "peer_share_bytes"), share, sizeof share);
+    fprintf(f, "per-peer share %s (arena.peer_share)", share);
+    size_t i;
+    json_t *h;
+    json_array_foreach(json_object_get(r, "holders"), i, h)
+    {
+        char b[32];
+        ctl_size_text(ctl_geti(h, "bytes"), b, sizeof b);
+        fprintf(f, "%s %s %s", i ? "," : "; held:", ctl_gets(h, "peer"), b);
+    }
+    fprintf(f, "\n");
 }
 
 void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all)

@@ -3,9 +3,9 @@
  * the tables of cut slots, never the region and never the reservations (the engine embeds
  * those). */
 #include "arena.h"
+#include "arena_share.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -22,6 +22,7 @@ struct slot {
     slot_state_t state;
     struct arena_resv *holder; /* GRANTED/FILLED only; borrowed */
     uint64_t peer;            /* QUARANTINED: the peer whose flush/close frees it */
+    uint64_t owner;           /* GRANTED/FILLED/QUARANTINED: whose share it counts against */
     uint64_t ext_off, length; /* the current grant */
 };
 
@@ -48,26 +49,14 @@ struct arena {
     uint32_t n_waiting;
     struct arena_grant *gbuf;  /* owned, max_credits: grants of one callback */
     bool pumping;
+    struct arena_shares *shares; /* owned: bytes held per owner */
+    uint64_t share_cap;          /* bytes one owner may hold */
     struct split **splits;     /* owned, n_slots (size classes only): set while SLOT_SPLIT */
     struct split *partial_head[MAX_CLASSES], *partial_tail[MAX_CLASSES];
     uint32_t n_classes, n_split, n_in_use;
     uint64_t q_bytes, small_grants_total;
     uint64_t grants_total, timeouts_total, stale_total, bound_total, reclaimed_total, refused_total;
 };
-
-static const char *const resv_state_names[] = {
-    [RESV_IDLE] = "idle",
-    [RESV_WAITING] = "waiting",
-    [RESV_TIMED_OUT] = "timed_out",
-    [RESV_CLOSED] = "closed",
-};
-
-const char *arena_resv_state_to_string(arena_resv_state_t s)
-{
-    if ((unsigned)s >= sizeof(resv_state_names) / sizeof(resv_state_names[0]))
-        return "unknown";
-    return resv_state_names[s];
-}
 
 int arena_new(const struct arena_params *p, struct arena **ret)
 {
@@ -82,7 +71,7 @@ int arena_new(const struct arena_params *p, struct arena **ret)
     if (p->size < slot_bytes || p->size / slot_bytes > ARENA_MAX_SLOTS)
         return -EINVAL;
     if (p->max_waiters == 0 || p->max_waiters > ARENA_MAX_WAITERS || p->max_credits == 0 ||
-        p->max_credits > ARENA_MAX_CREDITS)
+        p->max_credits > ARENA_MAX_CREDITS || p->peer_share_pct > 100)
         return -EINVAL;
 
     struct arena *a = calloc(1, sizeof(*a));
@@ -95,6 +84,10 @@ int arena_new(const struct arena_params *p, struct arena **ret)
     a->slots = calloc(a->n_slots, sizeof(*a->slots));
     a->ring = calloc(a->n_slots, sizeof(*a->ring));
     a->gbuf = calloc(p->max_credits, sizeof(*a->gbuf));
+    a->shares = shares_new();
+    uint64_t pct = p->peer_share_pct ? p->peer_share_pct : 100;
+    a->share_cap = (uint64_t)a->n_slots * slot_bytes * pct / 100; /* at least one slot: */
+    a->share_cap = a->share_cap < slot_bytes ? slot_bytes : a->share_cap;
     if (p->size_classes) {
         while (a->n_classes < MAX_CLASSES && (align << a->n_classes) * 2 <= slot_bytes)
             a->n_classes++;
@@ -104,7 +97,7 @@ int arena_new(const struct arena_params *p, struct arena **ret)
         }
         a->splits = calloc(a->n_slots, sizeof(*a->splits));
     }
-    if (!a->slots || !a->ring || !a->gbuf || (p->size_classes && !a->splits)) {
+    if (!a->slots || !a->ring || !a->gbuf || !a->shares || (p->size_classes && !a->splits)) {
         arena_free(a);
         return -ENOMEM;
     }
@@ -139,6 +132,7 @@ struct arena *arena_free(struct arena *a)
     free(a->slots);
     free(a->ring);
     free(a->gbuf);
+    shares_free(a->shares);
     free(a);
     return NULL;
 }
@@ -302,6 +296,8 @@ static uint64_t id_limit(const struct arena *a)
 
 static void slot_free(struct arena *a, uint32_t id, struct slot *s, struct split *sp)
 {
+    shares_sub(a->shares, s->owner, sp ? sp->cls_bytes : a->slot_bytes);
+    s->owner = 0;
     if (sp) {
         sub_free(a, sp, s);
     } else {
@@ -340,10 +336,23 @@ static uint64_t next_len(const struct arena *a, const struct arena_resv *r)
 }
 
 /* Room for r's next grant: a free small slot of its class or a free whole slot. */
-static bool can_grant(const struct arena *a, const struct arena_resv *r)
+static bool has_room(const struct arena *a, const struct arena_resv *r)
 {
     int k = class_of(a, next_len(a, r));
     return a->n_free > 0 || (k >= 0 && a->partial_head[k]);
+}
+
+/* r's owner holds its share: its next grant would pass it. */
+static bool share_full(const struct arena *a, const struct arena_resv *r)
+{
+    int k = class_of(a, next_len(a, r));
+    uint64_t b = k >= 0 ? a->p.align << k : a->slot_bytes;
+    return r->owner && shares_bytes(a->shares, r->owner) + b > a->share_cap;
+}
+
+static bool can_grant(const struct arena *a, const struct arena_resv *r)
+{
+    return has_room(a, r) && !share_full(a, r);
 }
 
 static uint32_t bump_gen(uint32_t g)
@@ -381,6 +390,8 @@ static void grant_one(struct arena *a, struct arena_resv *r, struct arena_grant 
     }
     s->state = SLOT_GRANTED;
     s->holder = r;
+    s->owner = r->owner;
+    (void)shares_add(a->shares, r->owner, sp ? sp->cls_bytes : a->slot_bytes);
     s->ext_off = r->granted;
     s->length = len;
     s->next = r->head_slot;
@@ -396,15 +407,22 @@ static void grant_one(struct arena *a, struct arena_resv *r, struct arena_grant 
                               .ext_off = s->ext_off};
 }
 
-/* Serve the queue head-first while its next grant has room. Re-entrant calls (from a callback)
- * return at once: the running loop re-reads the queue and free count after every callback. */
+/* Serve the queue head-first while its next grant has room, passing over waiters whose owner
+ * holds its share. Re-entrant calls (from a callback) return at once: the running loop re-reads
+ * the queue from its head after every callback. */
 static void pump(struct arena *a)
 {
     if (a->pumping)
         return;
     a->pumping = true;
-    while (a->q_head && can_grant(a, a->q_head)) {
-        struct arena_resv *r = a->q_head;
+    struct arena_resv *r = a->q_head;
+    while (r) {
+        if (share_full(a, r)) {
+            r = r->q_next;
+            continue;
+        }
+        if (!has_room(a, r))
+            break;
         uint32_t n = 0;
         while (n < r->want && can_grant(a, r))
             grant_one(a, r, &a->gbuf[n++]);
@@ -416,6 +434,7 @@ static void pump(struct arena *a)
             r->state = RESV_IDLE;
         }
         a->p.on_grant(r, a->gbuf, n, a->p.user);
+        r = a->q_head;
     }
     a->pumping = false;
 }
@@ -548,6 +567,8 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
                 if (x->state != SLOT_QUARANTINED || x->peer != peer)
                     continue;
                 x->peer = 0;
+                shares_sub(a->shares, x->owner, sp->cls_bytes);
+                x->owner = 0;
                 a->n_quarantined--;
                 a->q_bytes -= sp->cls_bytes;
                 n++;
@@ -559,6 +580,8 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
             continue;
         s->state = SLOT_FREE;
         s->peer = 0;
+        shares_sub(a->shares, s->owner, a->slot_bytes);
+        s->owner = 0;
         a->n_quarantined--;
         a->q_bytes -= a->slot_bytes;
         ring_push(a, i);
@@ -568,6 +591,26 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
     if (n)
         pump(a);
     return n;
+}
+
+void arena_resv_set_owner(struct arena_resv *r, uint64_t owner)
+{
+    r->owner = owner;
+}
+
+uint64_t arena_owner_bytes(const struct arena *a, uint64_t owner)
+{
+    return shares_bytes(a->shares, owner);
+}
+
+uint64_t arena_share_bytes(const struct arena *a)
+{
+    return a->share_cap;
+}
+
+uint32_t arena_owners(const struct arena *a, struct arena_owner *out, uint32_t max)
+{
+    return shares_list(a->shares, out, max);
 }
 
 void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms)
@@ -622,13 +665,6 @@ int arena_next_deadline(const struct arena *a, uint64_t *ret)
     return 0;
 }
 
-int arena_grant_check(const struct arena_grant *g, uint64_t ext_off, uint64_t length)
-{
-    if (!g || ext_off != g->ext_off || length != g->length)
-        return -ERANGE;
-    return 0;
-}
-
 uint64_t arena_slot_bytes(const struct arena *a) { return a->slot_bytes; }
 uint32_t arena_slots_total(const struct arena *a) { return a->n_slots; }
 
@@ -653,31 +689,4 @@ void arena_get_stats(const struct arena *a, struct arena_stats *ret)
         .reclaimed_total = a->reclaimed_total,
         .refused_waiters_total = a->refused_total,
     };
-}
-
-json_t *arena_stats_json(const struct arena *a)
-{
-    struct arena_stats st;
-    arena_get_stats(a, &st);
-    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-                     "capacity_bytes", (json_int_t)st.capacity_bytes,
-                     "chunk_bytes", (json_int_t)st.chunk_bytes,
-                     "slot_bytes", (json_int_t)st.slot_bytes,
-                     "slots_total", (json_int_t)st.slots_total,
-                     "slots_free", (json_int_t)st.slots_free,
-                     "slots_in_use", (json_int_t)st.slots_in_use,
-                     "waiting_requests", (json_int_t)st.waiting_requests,
-                     "quarantined_slots", (json_int_t)st.slots_quarantined,
-                     "quarantined_bytes", (json_int_t)st.quarantined_bytes,
-                     "grants_total", (json_int_t)st.grants_total,
-                     "timeouts_total", (json_int_t)st.timeouts_total,
-                     "stale_reports_total", (json_int_t)st.stale_reports_total,
-                     "bound_violations_total", (json_int_t)st.bound_violations_total,
-                     "reclaimed_total", (json_int_t)st.reclaimed_total,
-                     "refused_waiters_total", (json_int_t)st.refused_waiters_total);
-    if (o) {
-        json_object_set_new(o, "slots_split", json_integer(st.slots_split));
-        json_object_set_new(o, "small_grants_total", json_integer((json_int_t)st.small_grants_total));
-    }
-    return o;
 }

@@ -37,6 +37,13 @@
  * A report that does not name the current generation of a slot the reservation holds is
  * rejected (stale) and consumes nothing.
  *
+ * Per-peer share (params.peer_share_pct). Slots are also counted per owner (the peer daemon a
+ * reservation lands for, arena_resv_set_owner; 0: not counted): the bytes of its GRANTED,
+ * FILLED and QUARANTINED slots. An owner never holds more than its share of the region, so a
+ * frozen or lost peer, whose slots stay quarantined until it is known that no put can land,
+ * never holds every slot. A waiter whose owner is at its share is passed over (it waits for its
+ * own slots to come back); FIFO order holds among the others.
+ *
  * Time is explicit (now_ms from the caller), so the module is pure and the engine drives it from
  * a uv timer: arm it for arena_next_deadline() and call arena_tick() when it fires.
  *
@@ -85,6 +92,7 @@ struct arena_params {
     uint32_t max_waiters;        /* queued reservations at once */
     uint32_t max_credits;        /* slots one reservation may hold + want at once */
     bool size_classes;           /* short grants take small slots (see above) */
+    uint32_t peer_share_pct;     /* 1..100: bytes one owner may hold; 0: 100 */
     arena_grant_cb on_grant;     /* required */
     arena_timeout_cb on_timeout; /* required */
     void *user;                  /* borrowed: passed to callbacks */
@@ -101,6 +109,7 @@ typedef enum {
 struct arena_resv {
     uint64_t id;           /* engine's key, for logs */
     uint64_t peer;         /* the peer daemon that puts into our slots (quarantine key) */
+    uint64_t owner;        /* share key (arena_resv_set_owner); 0: not counted */
     uint64_t bytes;        /* extent length to land */
     uint64_t granted;      /* extent bytes granted so far (next grant's ext_off) */
     uint64_t landed;       /* extent bytes accepted by arena_report */
@@ -134,6 +143,18 @@ struct arena *arena_free(struct arena *a);
 
 /* Ready a reservation (no arena call needed). bytes must be > 0 to be usable. */
 void arena_resv_init(struct arena_resv *r, uint64_t id, uint64_t peer, uint64_t bytes);
+
+/* The owner whose share the reservation's slots count against (before its first arena_want). */
+void arena_resv_set_owner(struct arena_resv *r, uint64_t owner);
+
+/* Bytes an owner holds now (granted, filled, quarantined), and the most one may hold. */
+uint64_t arena_owner_bytes(const struct arena *a, uint64_t owner);
+uint64_t arena_share_bytes(const struct arena *a);
+/* Up to max owners holding slots, largest first; returns how many were written. */
+struct arena_owner {
+    uint64_t owner, bytes;
+};
+uint32_t arena_owners(const struct arena *a, struct arena_owner *out, uint32_t max);
 
 /* Ask for up to `credits` more slots (clamped to the chunks of the extent not yet granted).
  * Grants at once what FIFO order allows (on_grant runs before this returns), queues the rest.

@@ -200,6 +200,7 @@ static void link_tick_cb(uv_timer_t *t)
 {
     struct link *l = t->data;
     link_peers_check_deadlines(l, uv_now(l->loop));
+    link_alive_check(l, uv_now(l->loop));
     link_kick(l);
 }
 
@@ -291,6 +292,10 @@ static int link_ucx_init(struct link *l)
     hp.cb = link_msg_am_cb;
     if ((s = ucp_worker_set_am_recv_handler(l->worker, &hp)) != UCS_OK)
         return link_err_from_ucs(s);
+    hp.id = LINK_AM_ALIVE;
+    hp.cb = link_alive_am_cb;
+    if ((s = ucp_worker_set_am_recv_handler(l->worker, &hp)) != UCS_OK)
+        return link_err_from_ucs(s);
     return 0;
 }
 
@@ -323,6 +328,12 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
         l->cfg.max_peers = 256;
     if (!l->cfg.handshake_timeout_ms)
         l->cfg.handshake_timeout_ms = 5000;
+    if (!l->cfg.keepalive_interval_ms)
+        l->cfg.keepalive_interval_ms = 1000;
+    if (!l->cfg.keepalive_misses)
+        l->cfg.keepalive_misses = 5;
+    if (l->cfg.keepalive_misses < 3)
+        l->cfg.keepalive_misses = 3; /* suspect (2 intervals) comes before lost */
     if (!l->cfg.proto_version)
         l->cfg.proto_version = LINK_PROTO_VERSION;
     uv_timer_init(loop, &l->busy_timer);
@@ -341,7 +352,12 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     if (cfg->listen_host && (rc = link_listen(l)) < 0)
         goto err_free;
     uv_poll_start(&l->poll, UV_READABLE, link_poll_cb);
-    uv_timer_start(&l->tick, link_tick_cb, LINK_TICK_MS, LINK_TICK_MS);
+    /* at least two checks per keepalive interval */
+    uint64_t tick = l->cfg.keepalive_interval_ms / 2 < LINK_TICK_MS ? l->cfg.keepalive_interval_ms / 2
+                                                                    : LINK_TICK_MS;
+    tick = tick ? tick : 1;
+    l->alive_tick_ms = tick;
+    uv_timer_start(&l->tick, link_tick_cb, tick, tick);
     uv_unref((uv_handle_t *)&l->tick);
     link_kick(l);
     log_info("link: %s up, UCX %s, transports %s, arena %zu bytes", l->self_id,
@@ -459,6 +475,9 @@ int link_status(const struct link *l, json_t *out)
                              (json_int_t)p->msgs_sent, "msgs_recv", (json_int_t)p->msgs_recv,
                              "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
                              (json_int_t)p->bytes_recv, "bytes_put", (json_int_t)p->bytes_put));
+        json_t *last = json_array_get(peers, json_array_size(peers) - 1);
+        json_object_set_new(last, "suspect", json_boolean(link_peer_suspect(p)));
+        json_object_set_new(last, "silent_ms", json_integer((json_int_t)link_peer_silent_ms(p)));
     }
     const struct link_stats *s = &l->st;
     json_object_set_new(o, "ucx_version", json_string(ucp_get_version_string()));
@@ -474,12 +493,13 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "peers", peers);
     json_object_set_new(
         o, "counters",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "msgs_sent",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "msgs_sent",
                   (json_int_t)s->msgs_sent, "msgs_recv", (json_int_t)s->msgs_recv, "bytes_sent",
                   (json_int_t)s->bytes_sent, "bytes_recv", (json_int_t)s->bytes_recv, "puts",
                   (json_int_t)s->puts, "bytes_put", (json_int_t)s->bytes_put,
                   "handshakes_refused", (json_int_t)s->refused, "msgs_dropped",
                   (json_int_t)s->dropped, "peers_failed", (json_int_t)s->peers_failed,
-                  "progress_busy_fallbacks", (json_int_t)s->progress_busy_fallbacks));
+                  "progress_busy_fallbacks", (json_int_t)s->progress_busy_fallbacks,
+                  "peers_lost_keepalive", (json_int_t)s->peers_lost_keepalive));
     return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
 }

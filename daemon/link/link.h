@@ -83,6 +83,8 @@ struct link_config {
     unsigned max_peers;           /* endpoints at once; 0: 256 */
     unsigned handshake_timeout_ms; /* 0: 5000 */
     uint16_t proto_version;       /* 0: LINK_PROTO_VERSION (others for upgrade tests) */
+    unsigned keepalive_interval_ms; /* PING a READY peer this often; 0: 1000 */
+    unsigned keepalive_misses;    /* silent this many intervals: lost (-ETIMEDOUT); 0: 5, min 3 */
 };
 
 /* Completion of a send, put or flush: status 0 or -errno (-ECONNRESET when the peer went away). */
@@ -138,6 +140,17 @@ int link_peer_same_host(const struct link_peer *p);
 /* 1 when puts to this peer are fast (see the path rule above). Asked again while 0: the lanes
  * settle only when UCX's client-server wireup finishes, a few ms after READY. */
 int link_peer_put_fast(struct link_peer *p);
+/* Keepalive (link_alive.c). UCX 1.13's own keepalive (UCX_KEEPALIVE_INTERVAL, 20 s) only asks
+ * the transport whether the connection is up: a SIGSTOPped peer's kernel still answers tcp, and
+ * shared memory checks that the process exists, so a frozen peer stays "connected" for ever and a
+ * partitioned one until tcp gives up (minutes). So the link PINGs every READY peer each
+ * keepalive_interval_ms and the peer answers PONG from its loop: a peer heard from neither for
+ * two intervals is suspect; for keepalive_misses intervals it fails with -ETIMEDOUT (on_peer_down,
+ * its endpoint force-closed). A peer that comes back connects again as a new peer. */
+int link_peer_suspect(const struct link_peer *p);
+/* Milliseconds since the peer was last heard (PING or PONG), 0 before READY. */
+uint64_t link_peer_silent_ms(const struct link_peer *p);
+
 /* Size of the peer's arena (0 when it has none). */
 size_t link_peer_arena_bytes(const struct link_peer *p);
 /* Opaque user pointer carried by the peer. */
@@ -180,6 +193,7 @@ int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void
 struct link_stats {
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, puts, bytes_put;
     uint64_t refused, dropped, peers_failed, progress_busy_fallbacks;
+    uint64_t peers_lost_keepalive; /* failed for silence (link_alive.c) */
 };
 void link_get_stats(const struct link *l, struct link_stats *ret);
 

@@ -1,7 +1,8 @@
 /* link_int.h: internals shared by the link_*.c files (not for other modules).
  * link.c: context, worker, libuv progress, listener, teardown, status.
  * link_peer.c: endpoints, peer state machine, close.  link_hs.c: secret + handshake.
- * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations. */
+ * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations.
+ * link_alive.c: keepalive PING/PONG, suspect and lost peers. */
 #ifndef KVF_LINK_INT_H
 #define KVF_LINK_INT_H
 
@@ -16,6 +17,7 @@
 
 #define LINK_AM_HS 1   /* handshake messages */
 #define LINK_AM_USER 2 /* user messages */
+#define LINK_AM_ALIVE 3 /* keepalive PING/PONG (link_alive.c) */
 #define LINK_NONCE_BYTES 32
 
 struct link_pending; /* deferred work run after a progress round (link.c) */
@@ -48,6 +50,12 @@ struct link_peer {
     int put_fast;
     int lane_checks;             /* re-detections after READY (tick) */
     char lanes[160];             /* transports of the put lanes, for status */
+    /* keepalive (link_alive.c) */
+    uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
+    uint64_t alive_sent_ms;      /* last PING sent */
+    uint64_t alive_seq;
+    int alive_pending;           /* a PING send not yet complete (holds a ref) */
+    int suspect;                 /* silent past two intervals */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
     void *user_data;
     /* Client side: the server proved the secret and we sent PROOF, its ACCEPT is on the way.
@@ -65,7 +73,9 @@ struct link {
     struct link_ops ops;
     uv_poll_t poll;              /* on the worker's event fd */
     uv_timer_t busy_timer;       /* 1 ms progress while arm says busy, and kicks */
-    uv_timer_t tick;             /* handshake deadlines */
+    uv_timer_t tick;             /* handshake deadlines, keepalive */
+    uint64_t alive_checked_ms;   /* last keepalive check (link_alive.c) */
+    uint64_t alive_tick_ms;      /* the tick's period */
     int handles_open;            /* uv handles still to close */
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
@@ -137,6 +147,11 @@ void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, con
 /* Sends an AM with a link-built header (copied) and borrowed data; cb may be NULL. */
 int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
                  const void *data, size_t len, link_done_cb cb, void *arg);
+
+/* link_alive.c */
+ucs_status_t link_alive_am_cb(void *arg, const void *header, size_t header_length, void *data,
+                              size_t length, const ucp_am_recv_param_t *param);
+void link_alive_check(struct link *l, uint64_t now_ms); /* from the tick */
 
 /* link_rma.c */
 int link_arena_init(struct link *l);

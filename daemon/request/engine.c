@@ -15,6 +15,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "engine_tab.h"
 #include "transfers.h"
 #include "workers.h"
@@ -290,6 +291,8 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .arena_bytes = cfg->arena_size,
         .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
+        .keepalive_interval_ms = (unsigned)cfg->peers_keepalive_interval_ms,
+        .keepalive_misses = (unsigned)cfg->peers_keepalive_misses,
     };
     struct link_ops ops = {.on_peer_up = on_peer_up,
                            .on_peer_down = on_peer_down,
@@ -325,6 +328,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
                               .max_waiters = 65536,
                               .max_credits = ENGINE_MAX_CREDITS,
                               .size_classes = true, /* small requests: small slots */
+                              .peer_share_pct = (uint32_t)cfg->arena_peer_share,
                               .on_grant = arena_grant,
                               .on_timeout = arena_timeout,
                               .user = e};
@@ -454,6 +458,7 @@ json_t *engine_arena_json(struct daemon *d)
         return json_pack("{s:b,s:s}", "enabled", 0, "why",
                          "no arena: cluster.secret_file is unset (single-node use)");
     json_t *o = arena_stats_json(e->arena); /* the landing slots */
+    share_json(e, o);
     if (e->stage_arena)
         json_object_set_new(o, "staging", arena_stats_json(e->stage_arena));
     json_object_set_new(o, "enabled", json_true());

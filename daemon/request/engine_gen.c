@@ -22,6 +22,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "engine_tab.h"
 #include "move_exec.h"
 #include "plan_request.h"
@@ -315,6 +316,7 @@ static void start_writer(struct rxw *w)
         return;
     }
     arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
+    arena_resv_set_owner(&w->resv, share_key(w->peer)); /* arena.peer_share */
     w->resv.data = w;
     if (!gen_rxw_set_state(w, RXW_CREDIT))
         return;
@@ -501,14 +503,13 @@ void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
 
 void gen_on_timeout(struct rxw *w)
 {
-    struct arena_stats st;
-    arena_get_stats(w->rx->e->arena, &st);
+    char why[512];
+    share_why(w->rx->e, w->resv.owner, why, sizeof why);
     if (!gen_rxw_set_state(w, RXW_CLOSED)) /* timed out: it holds nothing */
         return;
     rx_fail(w->rx, KVF_E_TIMEOUT,
-            "no landing slot for writer rank %u within arena.reserve_timeout "
-            "(%u of %u slots in use, %u requests waiting)",
-            w->ctx_rank, st.slots_in_use, st.slots_total, st.waiting_requests);
+            "no landing slot for writer rank %u within arena.reserve_timeout (%s)", w->ctx_rank,
+            why);
 }
 
 /* ---- chunks ---- */

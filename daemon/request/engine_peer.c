@@ -14,6 +14,7 @@
 #include "engine_gen.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "engine_tab.h"
 
 static struct epeer *epeer_new(struct engine *e, struct link_peer *lp, const char *addr)
@@ -70,6 +71,7 @@ void epeer_up(struct engine *e, struct link_peer *lp)
     p->since_ms = engine_now(e);
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
+    quar_peer_back(e, share_key(p)); /* it ran again: its puts from before are over */
     tab_peer_up(e, p);
     home_tick(e);
     gen_peer_up(e, p);
@@ -96,6 +98,8 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     ctx_peer_down(e, p, err);
     gen_sweep(e);
     ctx_sweep(e);
+    if (alive_hold(p, err)) /* frozen with shared-memory puts: held until it is back */
+        quar_peer_frozen(e, p, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
     engine_kick_tick(e);
     link_peer_set_data(lp, NULL);
@@ -119,12 +123,18 @@ void epeer_free_all(struct engine *e)
 json_t *epeer_json(const struct epeer *p)
 {
     struct link_peer *lp = p->lp;
-    return json_pack(
+    const char *state = !lp                    ? "closed"
+                        : link_peer_suspect(lp) ? "suspect" /* missed keepalives, not yet lost */
+                                                : link_peer_state_to_string(link_peer_state(lp));
+    json_t *o = json_pack(
         "{s:s,s:s,s:s,s:s,s:b,s:b,s:i,s:I,s:I,s:I,s:I,s:I}", "peer", lp ? link_peer_id(lp) : "",
         "addr", p->addr[0] ? p->addr : "-", "direction", p->outbound ? "out" : "in", "state",
-        lp ? link_peer_state_to_string(link_peer_state(lp)) : "closed", "same_host",
+        state, "same_host",
         lp ? link_peer_same_host(lp) : 0, "put_fast", lp ? link_peer_put_fast(lp) : 0, "requests",
         (int)p->users, "chunks_sent", (json_int_t)p->chunks_sent, "chunks_recv",
         (json_int_t)p->chunks_recv, "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
         (json_int_t)p->bytes_recv, "age_ms", (json_int_t)(engine_now(p->e) - p->since_ms));
+    if (o) /* last PING or PONG heard */
+        json_object_set_new(o, "seen_ms", json_integer(lp ? (json_int_t)link_peer_silent_ms(lp) : -1));
+    return o;
 }

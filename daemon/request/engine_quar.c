@@ -95,11 +95,28 @@ void quar_peer_down(struct engine *e, struct epeer *p)
             d->peer = NULL;
 }
 
+void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key)
+{
+    for (struct qflow *q = e->qflows; q; q = q->next)
+        if (q->peer == p)
+            q->hold_key = key;
+}
+
+void quar_peer_back(struct engine *e, uint64_t key)
+{
+    for (struct qflow *q = e->qflows; q; q = q->next)
+        if (q->hold_key == key) {
+            q->hold_key = 0; /* reclaimed by the next tick, after any GPU scatter */
+            q->at_ms = engine_now(e);
+        }
+    engine_kick_tick(e);
+}
+
 void quar_tick(struct engine *e, uint64_t now)
 {
     for (struct qflow **pp = &e->qflows; *pp;) {
         struct qflow *q = *pp;
-        if (q->at_ms && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
+        if (q->at_ms && !q->hold_key && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
             !bh_flow_busy(e, q->flow)) {
             reclaim(e, q, "peer lost");
             *pp = q->next;
@@ -113,7 +130,7 @@ void quar_tick(struct engine *e, uint64_t now)
 bool quar_timed(const struct engine *e)
 {
     for (const struct qflow *q = e->qflows; q; q = q->next)
-        if (q->at_ms)
+        if (q->at_ms && !q->hold_key)
             return true;
     return false;
 }

@@ -9,6 +9,7 @@ struct qflow {
     uint64_t flow;
     struct epeer *peer; /* NULL once lost */
     uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost) */
+    uint64_t hold_key;  /* not 0: held until that daemon is heard again (quar_peer_frozen) */
     struct qflow *next;
 };
 
@@ -25,6 +26,13 @@ bool quar_own_flow(const struct engine *e, uint64_t flow);
 void quar_add(struct engine *e, uint64_t flow, struct epeer *peer);
 void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
 void quar_peer_down(struct engine *e, struct epeer *p);
+/* The peer went silent (keepalive) while it could put straight into our memory (shared
+ * memory): a put it was inside when it froze would finish when it runs again, whatever we
+ * closed. Its flows' slots stay held (counted in its share) until the same daemon is heard again
+ * (quar_peer_back: it ran, so that put ended), not ENGINE_RECLAIM_MS after the loss. Call before
+ * quar_peer_down. */
+void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key);
+void quar_peer_back(struct engine *e, uint64_t key);
 void quar_tick(struct engine *e, uint64_t now);
 bool quar_timed(const struct engine *e);
 void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,

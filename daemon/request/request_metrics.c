@@ -169,7 +169,9 @@ const size_t peers_metrics_len = N(peers_metrics);
          "requests"},                                                                            \
         {p "slots_split", G, NULL, what " arena: whole slots cut into small ones now.", "slots"}, \
         {p "small_grants_total", C, NULL, what " arena: grants of a small (size-class) slot.",   \
-         "grants"}
+         "grants"},                                                                                \
+        {p "peer_share_bytes", G, NULL, what " arena: bytes one peer may hold (arena.peer_share).", \
+         "bytes"}
 
 const struct prom_doc arena_metrics[] = {
     ARENA_ROWS("", "Landing"),

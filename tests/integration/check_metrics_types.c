@@ -157,6 +157,8 @@ static const struct fam families[] = {
     {"kvferry_arena_small_grants_total", CT},
     {"kvferry_arena_staging_slots_split", GA},
     {"kvferry_arena_staging_small_grants_total", CT},
+    {"kvferry_arena_peer_share_bytes", GA},
+    {"kvferry_arena_staging_peer_share_bytes", GA},
     {"kvferry_copy_busy_seconds_total", CT},
     {"kvferry_copy_bytes_total", CT},
     {"kvferry_copy_cancelled_total", CT},

@@ -11,18 +11,6 @@
 #define SMALL_ARENA "arena:\n  size: 8MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"
 #define BOUNCE "gates:\n  min_bytes: 0\n  min_blocks: 0\n"
 
-static void recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
-                      struct kvf_recv_args *a)
-{
-    *a = (struct kvf_recv_args){.req_id = req,
-                                .ctx_instance = inst,
-                                .ctx_dp_rank = -1,
-                                .ctx_home = home,
-                                .n_groups = r->l.n_groups,
-                                .counts = r->counts,
-                                .ids = r->ids};
-}
-
 static long long arena_in_use(const struct ru_daemon *d)
 {
     return ru_ctl_int(d, "arena", "slots_in_use");
@@ -40,7 +28,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     ru_inst_register(&gen, &t.b);
     /* the context rank never SENDs: the RECV_REQ waits there while credits are granted here */
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     uint64_t until = ru_now_ms() + 5000;
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
@@ -77,7 +65,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 77);
     ck_assert_int_eq(kvf_send(ctx.r[0].c, 8, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
                      0);
-    recv_args(&gen.r[0], 8, "ctx", a2.addr, &a);
+    ru_recv_args(&gen.r[0], 8, "ctx", a2.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     k = ru_wait_event(&gen.r[0], 8, &ev, 20000);
     if (k != KVF_EV_DONE) {
@@ -109,7 +97,7 @@ START_TEST(remote_peer_with_the_wrong_secret_is_refused)
     ru_inst_register(&ctx, &t.a);
     ru_inst_register(&gen, &t.b);
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     struct kvf_event ev;
     int k = ru_wait_event(&gen.r[0], 3, &ev, 10000);
@@ -135,7 +123,7 @@ START_TEST(remote_without_a_cluster_secret_fails_no_route_and_local_use_works)
     ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
     ru_inst_register(&gen, &t.b); /* registration works without a secret */
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     struct kvf_event ev;
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 5000), KVF_EV_FAILED);
@@ -165,7 +153,7 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
     struct kvf_event ev;
     struct kvf_recv_args a;
     for (int round = 0; round < 2; round++) {
-        recv_args(&gen.r[0], 100 + (uint64_t)round, "bad", t.a.addr, &a);
+        ru_recv_args(&gen.r[0], 100 + (uint64_t)round, "bad", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         ck_assert_int_eq(ru_wait_event(&gen.r[0], 100 + (uint64_t)round, &ev, 10000),
                          KVF_EV_FAILED);
@@ -178,7 +166,7 @@ START_TEST(remote_incompatible_instance_fails_only_its_requests)
     pattern_fill(&good.r[0].l, &good.r[0].mem, &good.r[0].pids, 0, 5);
     ck_assert_int_eq(
         kvf_send(good.r[0].c, 200, good.r[0].l.n_groups, good.r[0].counts, good.r[0].ids, 1), 0);
-    recv_args(&gen.r[0], 200, "good", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 200, "good", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 200, &ev, 10000), KVF_EV_DONE);
     ru_assert_parity(&gen.r[0], 0, 5, "the compatible instance");
@@ -213,7 +201,7 @@ START_TEST(remote_generation_omitting_a_group_is_refused_and_the_send_not_served
                      0);
     struct kvf_event ev;
     struct kvf_recv_args a;
-    recv_args(&bad.r[0], 300, "ctx", t.a.addr, &a);
+    ru_recv_args(&bad.r[0], 300, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(bad.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&bad.r[0], 300, &ev, 10000), KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s", kvf_error_to_string(ev.error),
@@ -225,7 +213,7 @@ START_TEST(remote_generation_omitting_a_group_is_refused_and_the_send_not_served
     /* the complete layout of the same model moves the next request */
     ck_assert_int_eq(kvf_send(ctx.r[0].c, 301, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
                      0);
-    recv_args(&gen.r[0], 301, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 301, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 301, &ev, 10000), KVF_EV_DONE);
     ru_assert_parity(&gen.r[0], 0, 9, "the complete generation layout");
@@ -250,7 +238,7 @@ START_TEST(remote_recv_before_the_context_registers_waits_for_it_up_to_the_looku
     ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
     ru_inst_register(&gen, &t.b);
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ru_wait_peers_stat(&t.b, "table_retries", 1, 10000); /* the home said "not registered" */
     ru_inst_register(&ctx, &t.a);
@@ -272,7 +260,7 @@ START_TEST(remote_recv_before_the_context_registers_waits_for_it_up_to_the_looku
     json_decref(st);
     /* an instance that never registers: UNKNOWN_INSTANCE at the lookup deadline, not before */
     uint64_t t0 = ru_now_ms();
-    recv_args(&gen.r[0], 8, "never", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 8, "never", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 8, &ev, 10000), KVF_EV_FAILED);
     uint64_t took = ru_now_ms() - t0;
@@ -301,13 +289,13 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     ru_inst_register(&gen, &t.b);
     struct kvf_event ev;
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 1, "nosuch", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 1, "nosuch", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 1, &ev, 5000), KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE, "%s: %s", kvf_error_to_string(ev.error),
                   ev.message);
     uint64_t t0 = ru_now_ms();
-    recv_args(&gen.r[0], 2, "ctx", t.a.addr, &a); /* no SEND ever */
+    ru_recv_args(&gen.r[0], 2, "ctx", t.a.addr, &a); /* no SEND ever */
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 2, &ev, 5000), KVF_EV_FAILED);
     uint64_t took = ru_now_ms() - t0;
@@ -327,7 +315,7 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     long long r1 = ru_ctl_int(&t.b, "arena", "reclaimed_total");
     ck_assert_int_gt(r1, 0);
     /* the generation rank cancels a waiting request: same story, started from this side */
-    recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
+    ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     until = ru_now_ms() + 2000;
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
@@ -451,7 +439,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     ru_inst_register(&ctx, &t.a);
     ru_inst_register(&gen, &t.b);
     struct kvf_recv_args a;
-    recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
+    ru_recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
     uint64_t until = ru_now_ms() + 5000;
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
@@ -507,7 +495,7 @@ START_TEST(remote_stale_table_epoch_is_refetched_and_replanned)
         pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 40 + req);
         ck_assert_int_eq(
             kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
-        recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
+        ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         int k = ru_wait_event(&gen.r[0], req, &ev, 10000);
         ck_assert_msg(k == KVF_EV_DONE, "request %llu: %s: %s", (unsigned long long)req,
@@ -546,7 +534,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         ck_assert_int_eq(
             kvf_send(ctx.r[0].c, 1, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
         struct kvf_recv_args a;
-        recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
+        ru_recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         uint64_t until = ru_now_ms() + 10000;
         long long landed = 0;
@@ -607,7 +595,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     ru_inst_register(&gen, &t.b);
     struct kvf_recv_args a;
     for (uint64_t req = 1; req <= 4; req++) { /* no SENDs: every flow waits at the context */
-        recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
+        ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         /* in order: the context daemon took it (a flow) or refused it (a NACK) */
         uint64_t end = ru_now_ms() + 10000;
@@ -669,7 +657,7 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
             struct ru_rank *c = &ctx[1 - i].r[0], *g = &gen[i].r[0];
             ck_assert_int_eq(kvf_send(c->c, q, c->l.n_groups, c->counts, c->ids, 1), 0);
             struct kvf_recv_args a;
-            recv_args(g, q, i ? "ctxA" : "ctxB", d[1 - i].addr, &a);
+            ru_recv_args(g, q, i ? "ctxA" : "ctxB", d[1 - i].addr, &a);
             ck_assert_int_eq(kvf_recv(g->c, &a), 0);
         }
         while ((done[0] < (int)q || done[1] < (int)q) && !failed && ru_now_ms() < until)
@@ -762,7 +750,7 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
                     p += r->counts[gr];
                 }
                 struct kvf_recv_args a;
-                recv_args(r, 100 + q, "ctx", t.a.addr, &a);
+                ru_recv_args(r, 100 + q, "ctx", t.a.addr, &a);
                 a.ids = ids[g][q];
                 ck_assert_int_eq(kvf_recv(r->c, &a), 0);
             }

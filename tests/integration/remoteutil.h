@@ -51,6 +51,10 @@ struct ru_daemon {
 
 uint64_t ru_now_ms(void);
 
+/* Address daemons started next listen on (default "127.0.0.1"; a namespace's own address for
+ * a daemon started inside a network namespace). */
+extern const char *ru_listen_host;
+
 void ru_sleep_ms(unsigned ms);
 
 /* A 0600 secret file under dir (content from seed). */
@@ -138,6 +142,11 @@ void ru_inst_free(struct ru_inst *in);
  * rank, added into readers[]. */
 void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp,
                 uint32_t *readers);
+
+/* RECV arguments for every block of generation rank r, from context instance inst homed at home
+ * (any DP rank). */
+void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
+                  struct kvf_recv_args *a);
 
 /* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev.
  */

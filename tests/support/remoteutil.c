@@ -41,6 +41,8 @@ void ru_secret(const char *dir, const char *name, unsigned seed, char *path, siz
     close(fd);
 }
 
+const char *ru_listen_host = "127.0.0.1";
+
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
 {
@@ -57,13 +59,13 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
     for (int attempt = 0; attempt < 8; attempt++) {
         srand((unsigned)getpid() * 7919u + (unsigned)time(NULL) + ++salt * 104729u);
         d->port = listen ? (uint16_t)(32768 + rand() % 28000) : 0;
-        tu_fmt(d->addr, sizeof d->addr, "127.0.0.1:%u", d->port);
+        tu_fmt(d->addr, sizeof d->addr, "%s:%u", ru_listen_host, d->port);
         FILE *f = fopen(d->cfg, "w");
         ck_assert_ptr_nonnull(f);
         fprintf(f,
-                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"127.0.0.1\"\n"
+                "sockets:\n  dir: \"%s\"\nlog:\n  level: debug\nlisten:\n  address: \"%s\"\n"
                 "  port: %u\ncluster:\n  secret_file: \"%s\"\n%s",
-                d->dir, d->port, secret ? secret : "", extra ? extra : "");
+                d->dir, ru_listen_host, d->port, secret ? secret : "", extra ? extra : "");
         fclose(f);
         unlink(d->worker);
         tr_open(&d->ready, d->dir);
@@ -366,6 +368,18 @@ void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp
         plan_done(&p);
     }
     free(cl);
+}
+
+void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
+                  struct kvf_recv_args *a)
+{
+    *a = (struct kvf_recv_args){.req_id = req,
+                                .ctx_instance = inst,
+                                .ctx_dp_rank = -1,
+                                .ctx_home = home,
+                                .n_groups = r->l.n_groups,
+                                .counts = r->counts,
+                                .ids = r->ids};
 }
 
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms)

@@ -1,0 +1,72 @@
+/* engine_share.c: names for the landing arena's per-peer share (arena.peer_share, arena.h).
+ * The arena counts bytes per 64-bit owner; here an owner is a peer daemon, keyed by a hash of
+ * its id, and named back through the peers the engine knows. A peer already lost is not known
+ * any more: its quarantined slots show as "a lost peer". */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+#include "engine_peer.h"
+#include "engine_share.h"
+
+#define TOP_HOLDERS 8
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t share_key(const struct epeer *p)
+{
+    const char *id = p->lp ? link_peer_id(p->lp) : "";
+    uint64_t h = fnv1a(id[0] ? id : p->addr);
+    return h ? h : 1;
+}
+
+bool alive_hold(const struct epeer *p, int err)
+{
+    return err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
+           link_peer_put_fast(p->lp);
+}
+
+static const char *owner_name(struct engine *e, uint64_t owner)
+{
+    for (const struct epeer *p = e->peers; p; p = p->next)
+        if (p->lp && share_key(p) == owner)
+            return link_peer_id(p->lp);
+    return "a lost peer";
+}
+
+void share_why(struct engine *e, uint64_t owner, char *buf, size_t len)
+{
+    struct arena_stats st;
+    arena_get_stats(e->arena, &st);
+    struct arena_owner top[1];
+    uint32_t n = arena_owners(e->arena, top, 1);
+    uint64_t mib = 1 << 20;
+    int w = snprintf(buf, len,
+                     "%u of %u landing slots free, %u granted or filled, %u quarantined, %u "
+                     "requests waiting; this peer holds %llu of its %llu MiB share",
+                     st.slots_free, st.slots_total, st.slots_in_use, st.slots_quarantined,
+                     st.waiting_requests,
+                     (unsigned long long)(arena_owner_bytes(e->arena, owner) / mib),
+                     (unsigned long long)(arena_share_bytes(e->arena) / mib));
+    if (n && w > 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w, "; the most held: %llu MiB by %s",
+                 (unsigned long long)(top[0].bytes / mib), owner_name(e, top[0].owner));
+}
+
+void share_json(struct engine *e, json_t *o)
+{
+    struct arena_owner top[TOP_HOLDERS];
+    uint32_t n = arena_owners(e->arena, top, TOP_HOLDERS);
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s,s:I}", "peer", owner_name(e, top[i].owner),
+                                           "bytes", (json_int_t)top[i].bytes));
+    json_object_set_new(o, "holders", a);
+}
