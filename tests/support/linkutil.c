@@ -1,17 +1,13 @@
 /* linkutil.c: the two-process harness of the link tests (declared, with what each does, in
  * tests/linkutil.h). Built once into libkvferry-testsupport.a, linked into every test. */
 #include "linkutil.h"
+#include "monotonic.h"
 
 int lt_is_server;
 int lt_greet;
 static uint8_t lt_greeting[1 << 20];
 
-uint64_t lt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t lt_now_ns(void) { return mono_now_ns(); }
 
 void lt_fill(void *buf, size_t len, uint64_t seed)
 {
