@@ -33,7 +33,7 @@ int lt_verify(const void *buf, size_t len, uint64_t seed)
 void lt_secret(const char *dir, const char *name, const char *content, mode_t mode, char *buf,
                size_t len)
 {
-    snprintf(buf, len, "%s/%s", dir, name);
+    tu_fmt(buf, len, "%s/%s", dir, name);
     int fd = open(buf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
