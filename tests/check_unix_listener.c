@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "access.h"
+#include "accessutil.h"
 #include "monotonic.h"
 #include "testutil.h"
 #include "unix_listener.h"
@@ -86,16 +87,6 @@ static const struct unix_listener_ops ops = {o_limits, o_count, o_admit, o_make_
 static const struct unix_listener_ops ops_no_room = {o_limits, o_count, NULL, NULL, o_refuse,
                                                      o_adopt};
 
-static void load_access(const char *yaml, struct access *ret)
-{
-    struct kvf_config c;
-    char err[CFG_ERR_MAX];
-    ck_assert_msg(cfg_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)) == 0, "%s",
-                  err);
-    ck_assert_msg(access_resolve(&c, ret, err, sizeof(err)) == 0, "%s", err);
-    cfg_free(&c);
-}
-
 static int admit(struct unix_listener *l, uid_t uid, char *msg, size_t len)
 {
     struct peer_cred p = {.pid = 1, .uid = uid, .gid = uid};
@@ -108,7 +99,7 @@ START_TEST(listener_refuses_a_peer_access_does_not_allow_before_any_limit)
     if (getuid() == OTHER_UID)
         return;
     struct access a;
-    load_access("log.level: info\n", &a);
+    tu_access_load("log.level: info\n", &a);
     struct owner o = {.lim = {.max_conns = 10, .max_conns_per_uid = 10}};
     struct unix_listener l;
     unix_listener_init(&l, "test", "test", "t", &a, &ops, &o);
@@ -128,7 +119,7 @@ END_TEST
 START_TEST(listener_per_uid_cap_holds_an_ordinary_uid_and_exempts_the_operator_when_asked)
 {
     struct access a;
-    load_access("access.allow_uids: [65534]\n", &a);
+    tu_access_load("access.allow_uids: [65534]\n", &a);
     struct owner o = {.lim = {.max_conns = 100, .max_conns_per_uid = 2, .operator_exempt = true},
                       .all = 2, .of_uid = 2};
     struct unix_listener l;
@@ -151,7 +142,7 @@ END_TEST
 START_TEST(listener_total_cap_keeps_the_operators_reserve)
 {
     struct access a;
-    load_access("access.allow_uids: [65534]\n", &a);
+    tu_access_load("access.allow_uids: [65534]\n", &a);
     struct owner o = {.lim = {.max_conns = 3, .max_conns_per_uid = 100, .operator_reserve = 2,
                               .operator_exempt = true},
                       .all = 3};
@@ -174,7 +165,7 @@ END_TEST
 START_TEST(listener_asks_the_owner_for_room_before_refusing)
 {
     struct access a;
-    load_access("access.allow_uids: [65534]\n", &a);
+    tu_access_load("access.allow_uids: [65534]\n", &a);
     struct owner o = {.lim = {.max_conns = 4, .max_conns_per_uid = 2, .no_room = ", all busy"},
                       .all = 4, .of_uid = 2, .room = true};
     struct unix_listener l;
@@ -213,7 +204,7 @@ static void run_until(uv_loop_t *loop, struct owner *o, int adopted, int refused
 START_TEST(listener_serves_a_real_socket_with_the_peers_credentials)
 {
     struct access a;
-    load_access("log.level: info\n", &a);
+    tu_access_load("log.level: info\n", &a);
     char dir[256], path[300];
     tu_tmpdir(dir, sizeof dir);
     tu_sock_path(path, sizeof path, "%s/sub/t.sock", dir); /* the directory is made */
@@ -261,7 +252,7 @@ END_TEST
 START_TEST(listener_refuses_a_live_socket_path)
 {
     struct access a;
-    load_access("log.level: info\n", &a);
+    tu_access_load("log.level: info\n", &a);
     char dir[256], path[300];
     tu_tmpdir(dir, sizeof dir);
     tu_sock_path(path, sizeof path, "%s/t.sock", dir);
