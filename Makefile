@@ -88,7 +88,7 @@ TESTSUPPORT  := $(BUILD)/libkvferry-testsupport.a
 
 # libkvferry, loaded into every inference worker: the public API and the worker protocol only
 # (no libyaml, no daemon config, planner or logger). Exports kvf_* alone (lib/libkvferry.map).
-CLIENT_SRCS  := $(wildcard lib/client*.c) lib/proto.c lib/frame.c lib/fdpass.c lib/errors.c
+CLIENT_SRCS  := $(wildcard lib/client*.c) $(wildcard lib/proto*.c) lib/frame.c lib/fdpass.c lib/errors.c
 
 LIB_OBJS     := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRCS))
 CLIENT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(CLIENT_SRCS))

@@ -15,13 +15,7 @@
 
 #include "client_int.h"
 #include "client_why.h"
-
-int64_t client_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#include "fdpass.h"
 
 void client_sync_fds(struct kvf_client *c)
 {
@@ -69,7 +63,7 @@ static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
         client_queue_event(c, 0, KVF_EV_DISCONNECTED, KVF_E_PEER_LOST, 0, msg);
         if (!c->no_reconnect) {
             c->backoff_ms = c->backoff_min_ms;
-            c->next_attempt_ms = client_now_ms() + c->backoff_ms;
+            c->next_attempt_ms = mono_now_ms() + c->backoff_ms;
         }
     }
     client_sync_fds(c);
@@ -77,41 +71,19 @@ static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
 
 void client_conn_lost(struct kvf_client *c, const char *why) { conn_drop(c, why, false); }
 
-/* One sendmsg of buf[off..len), the fds with the frame's first byte. */
-static ssize_t send_some(int sock, const uint8_t *buf, size_t len, size_t off, const int *fds,
-                         unsigned nfds)
-{
-    struct iovec iov = {(void *)(buf + off), len - off};
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    union {
-        char b[CMSG_SPACE(sizeof(int) * FDPASS_MAX_FDS)];
-        struct cmsghdr align;
-    } cm;
-    if (off == 0 && nfds) {
-        memset(&cm, 0, sizeof cm);
-        mh.msg_control = cm.b;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
-        h->cmsg_level = SOL_SOCKET;
-        h->cmsg_type = SCM_RIGHTS;
-        h->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(h), fds, sizeof(int) * nfds);
-    }
-    return sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-}
-
 /* Writes the whole frame. While the socket is full it reads what the daemon sends into the
  * event queue, so a worker that only sends and cancels still drains its events and neither
  * side waits on the other. 0, -ETIMEDOUT, -ENOTCONN (dropped while reading) or -errno. */
 static int send_all(struct kvf_client *c, const uint8_t *buf, size_t len, const int *fds,
                     unsigned nfds)
 {
-    int64_t deadline = client_now_ms() + c->timeout_ms;
+    int64_t deadline = mono_now_ms() + c->timeout_ms;
     size_t off = 0;
     int rc = 0;
     c->sending = true;
     while (off < len) {
-        ssize_t n = send_some(c->sock, buf, len, off, fds, nfds);
+        ssize_t n = fdpass_send_some(c->sock, buf + off, len - off, fds, off == 0 ? nfds : 0,
+                                     MSG_DONTWAIT);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -126,7 +98,7 @@ static int send_all(struct kvf_client *c, const uint8_t *buf, size_t len, const 
             rc = -ENOTCONN;
             break;
         }
-        int64_t left = deadline - client_now_ms();
+        int64_t left = deadline - mono_now_ms();
         if (left <= 0) {
             rc = -ETIMEDOUT;
             break;
@@ -261,7 +233,7 @@ int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client 
             return -ENOTCONN;
         if (pred(c))
             return 0;
-        int64_t left = deadline - client_now_ms();
+        int64_t left = deadline - mono_now_ms();
         if (left <= 0)
             return -ETIMEDOUT;
         struct pollfd p = {.fd = c->sock, .events = POLLIN};
@@ -330,7 +302,7 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
         snprintf(err, errlen, "sending REGISTER: %s", c->sock < 0 ? c->lost_why : strerror(-rc));
         return rc;
     }
-    rc = client_conn_wait(c, have_registered, client_now_ms() + c->timeout_ms);
+    rc = client_conn_wait(c, have_registered, mono_now_ms() + c->timeout_ms);
     if (rc) { /* the daemon's reason when it closed us (limits, a bad frame) */
         snprintf(err, errlen, "waiting for REGISTERED: %s",
                  c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
@@ -387,7 +359,7 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
     snprintf(hello.u.hello.name, sizeof hello.u.hello.name, "%s", c->name);
     rc = client_conn_send(c, &hello, NULL, 0);
     if (!rc)
-        rc = client_conn_wait(c, have_welcome, client_now_ms() + c->timeout_ms);
+        rc = client_conn_wait(c, have_welcome, mono_now_ms() + c->timeout_ms);
     if (rc) {
         /* the daemon's reason (an ERROR frame: version, access, limits) when it gave one */
         snprintf(err, errlen, "handshake with %s: %s", c->path,
@@ -419,13 +391,13 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
 {
     if (c->sock >= 0)
         return 0;
-    if (c->next_attempt_ms < 0 || client_now_ms() < c->next_attempt_ms)
+    if (c->next_attempt_ms < 0 || mono_now_ms() < c->next_attempt_ms)
         return -ENOTCONN;
     char err[KVF_MESSAGE_MAX - 64];
     int rc = client_conn_open(c, err, sizeof err);
     if (rc) {
         c->backoff_ms = c->backoff_ms * 2 > c->backoff_max_ms ? c->backoff_max_ms : c->backoff_ms * 2;
-        c->next_attempt_ms = client_now_ms() + c->backoff_ms;
+        c->next_attempt_ms = mono_now_ms() + c->backoff_ms;
         client_sync_fds(c);
         return -ENOTCONN;
     }

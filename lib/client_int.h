@@ -12,6 +12,7 @@
 
 #include "frame.h"
 #include "kvferry.h"
+#include "monotonic.h"
 #include "proto.h"
 
 #define CLIENT_DEF_TIMEOUT_MS 5000u
@@ -65,8 +66,6 @@ struct kvf_client {
     struct kvf_event *evq;   /* ring; owned */
     uint32_t q_head, q_len, q_cap;
 };
-
-int64_t client_now_ms(void);
 
 /* client.c */
 int client_queue_event(struct kvf_client *c, uint64_t req_id, int32_t kind, int32_t error,

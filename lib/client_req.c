@@ -122,7 +122,7 @@ int kvf_cancel(struct kvf_client *c, uint64_t req_id)
 
 int kvf_poll(struct kvf_client *c, struct kvf_event *ret, int timeout_ms)
 {
-    int64_t deadline = timeout_ms < 0 ? -1 : client_now_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : mono_now_ms() + timeout_ms;
     pthread_mutex_lock(&c->mu);
     for (;;) {
         uint64_t v;
@@ -142,7 +142,7 @@ int kvf_poll(struct kvf_client *c, struct kvf_event *ret, int timeout_ms)
             return 1;
         }
         client_sync_fds(c);
-        int64_t now = client_now_ms();
+        int64_t now = mono_now_ms();
         int64_t wait = deadline < 0 ? INT32_MAX : deadline - now;
         if (c->sock < 0 && c->next_attempt_ms >= 0 && c->next_attempt_ms - now < wait)
             wait = c->next_attempt_ms - now < 0 ? 0 : c->next_attempt_ms - now;

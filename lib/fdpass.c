@@ -3,10 +3,10 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fdpass.h"
+#include "monotonic.h"
 
 void fdpass_close_all(int *fds, unsigned n)
 {
@@ -17,20 +17,13 @@ void fdpass_close_all(int *fds, unsigned n)
     }
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Waits until sock is writable; 0, -ETIMEDOUT or -errno. */
 static int wait_writable(int sock, int64_t deadline)
 {
     for (;;) {
         int t = -1;
         if (deadline >= 0) {
-            int64_t left = deadline - now_ms();
+            int64_t left = deadline - mono_now_ms();
             if (left <= 0)
                 return -ETIMEDOUT;
             t = (int)left;
@@ -44,31 +37,41 @@ static int wait_writable(int sock, int64_t deadline)
     }
 }
 
-int fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned nfds, int timeout_ms)
+ssize_t fdpass_send_some(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
+                         int flags)
 {
-    if (nfds > FDPASS_MAX_FDS || (nfds && len == 0))
-        return -EINVAL;
-    int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
-    const char *p = buf;
-    size_t off = 0;
+    if (nfds > FDPASS_MAX_FDS) {
+        errno = EINVAL;
+        return -1;
+    }
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
     union {
         struct cmsghdr h;
         char b[CMSG_SPACE(sizeof(int) * FDPASS_MAX_FDS)];
     } ctl;
+    if (nfds) {
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    return sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+}
+
+int fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned nfds, int timeout_ms)
+{
+    if (nfds > FDPASS_MAX_FDS || (nfds && len == 0))
+        return -EINVAL;
+    int64_t deadline = timeout_ms < 0 ? -1 : mono_now_ms() + timeout_ms;
+    const char *p = buf;
+    size_t off = 0;
     while (off < len) {
-        struct iovec iov = {.iov_base = (void *)(p + off), .iov_len = len - off};
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (off == 0 && nfds) {
-            memset(&ctl, 0, sizeof ctl);
-            mh.msg_control = ctl.b;
-            mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-            memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-        }
-        ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        ssize_t n = fdpass_send_some(sock, p + off, len - off, fds, off == 0 ? nfds : 0, 0);
         if (n > 0) {
             off += (size_t)n;
             continue;

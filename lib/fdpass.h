@@ -16,6 +16,12 @@
  * the peer is gone, -ETIMEDOUT). */
 int fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned nfds, int timeout_ms);
 
+/* One sendmsg of up to len bytes with flags (MSG_NOSIGNAL added), the fds (nfds <=
+ * FDPASS_MAX_FDS, nfds 0 for none) attached to its first byte: the caller gives them with a
+ * frame's first bytes only. Returns what sendmsg returns (bytes sent, or -1 with errno). */
+ssize_t fdpass_send_some(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
+                         int flags);
+
 /* One recvmsg of up to len bytes (flags: e.g. MSG_DONTWAIT). Fds that came with the bytes are
  * stored in fds[] (up to maxfds) and counted in *nfds. Returns the byte count (0 at EOF) or
  * -errno. If more fds arrived than maxfds, or the control data was truncated (MSG_CTRUNC), or

@@ -5,22 +5,13 @@
 #include <pwd.h>
 
 #include "access.h"
+#include "accessutil.h"
 #include "testutil.h"
-
-static void load(const char *yaml, struct access *ret)
-{
-    struct kvf_config c;
-    char err[CFG_ERR_MAX];
-    ck_assert_msg(cfg_load_string("t.yaml", yaml, strlen(yaml), &c, err, sizeof(err)) == 0, "%s",
-                  err);
-    ck_assert_msg(access_resolve(&c, ret, err, sizeof(err)) == 0, "%s", err);
-    cfg_free(&c);
-}
 
 START_TEST(access_own_uid_and_root_are_always_admins)
 {
     struct access a;
-    load("log.level: info\n", &a);
+    tu_access_load("log.level: info\n", &a);
     struct peer_cred self = {.pid = 1, .uid = getuid(), .gid = getgid(), .admin = false};
     struct peer_cred root = {.pid = 1, .uid = 0, .gid = 0, .admin = false};
     ck_assert(access_check(&a, &self));
@@ -39,10 +30,10 @@ START_TEST(access_other_uid_refused_by_default_and_allowed_by_number_or_name)
         printf("SKIP access_other_uid...: running as uid 65534\n");
         return;
     }
-    load("log.level: info\n", &a);
+    tu_access_load("log.level: info\n", &a);
     ck_assert(!access_check(&a, &p));
     access_done(&a);
-    load("access.allow_uids: [65534]\n", &a);
+    tu_access_load("access.allow_uids: [65534]\n", &a);
     ck_assert(access_check(&a, &p));
     ck_assert(!p.admin);
     access_done(&a);
@@ -50,11 +41,11 @@ START_TEST(access_other_uid_refused_by_default_and_allowed_by_number_or_name)
     if (pw) {
         char y[128];
         snprintf(y, sizeof(y), "access.allow_uids: [%s]\n", pw->pw_name);
-        load(y, &a);
+        tu_access_load(y, &a);
         ck_assert(access_check(&a, &p));
         access_done(&a);
     }
-    load("access.admin_uids: [65534]\n", &a);
+    tu_access_load("access.admin_uids: [65534]\n", &a);
     ck_assert(access_check(&a, &p));
     ck_assert(p.admin);
     access_done(&a);
@@ -71,7 +62,7 @@ START_TEST(access_gid_matches_primary_group_from_passwd_not_only_the_credential)
     char y[128];
     snprintf(y, sizeof(y), "access.allow_gids: [%u]\n", (unsigned)pw->pw_gid);
     struct access a;
-    load(y, &a);
+    tu_access_load(y, &a);
     /* the credential carries another gid; the passwd primary group still matches */
     struct peer_cred p = {
         .pid = 1, .uid = 65534, .gid = pw->pw_gid == 12345 ? 12346 : 12345, .admin = false};
@@ -79,7 +70,7 @@ START_TEST(access_gid_matches_primary_group_from_passwd_not_only_the_credential)
     ck_assert(!p.admin);
     /* a gid nobody has is no match */
     access_done(&a);
-    load("access.allow_gids: [54321]\n", &a);
+    tu_access_load("access.allow_gids: [54321]\n", &a);
     ck_assert(!access_check(&a, &p));
     /* ... unless the process runs with it (SO_PEERGROUPS), though the database does not say so */
     p.groups[0] = 7, p.groups[1] = 54321, p.n_groups = 2;
@@ -88,7 +79,7 @@ START_TEST(access_gid_matches_primary_group_from_passwd_not_only_the_credential)
     p.n_groups = 0;
     access_done(&a);
     snprintf(y, sizeof(y), "access.admin_gids: [%u]\n", (unsigned)pw->pw_gid);
-    load(y, &a);
+    tu_access_load(y, &a);
     ck_assert(access_check(&a, &p));
     ck_assert(p.admin);
     access_done(&a);

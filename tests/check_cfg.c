@@ -474,7 +474,7 @@ START_TEST(file_over_the_size_limit_is_refused)
     char dir[64], path[128];
     struct kvf_config c;
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/kvferry.yaml", dir);
+    tu_fmt(path, sizeof(path), "%s/kvferry.yaml", dir);
     write_file(path, CFG_FILE_MAX);
     ck_assert_msg(cfg_load_file(path, &c, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(c.log_level, 1);

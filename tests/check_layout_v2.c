@@ -314,7 +314,7 @@ START_TEST(examples_of_docs_layout_decode_and_round_trip)
         if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
             continue;
         char path[512];
-        snprintf(path, sizeof(path), "examples/layouts/%s", e->d_name);
+        tu_fmt(path, sizeof(path), "examples/layouts/%s", e->d_name);
         json_error_t je;
         json_t *o = json_load_file(path, 0, &je);
         ck_assert_msg(o, "%s: %s", path, je.text);

@@ -62,9 +62,9 @@ START_TEST(link_secret_file_readable_by_others_is_refused)
     uv_run(&t.loop, UV_RUN_DEFAULT);
     ck_assert_int_eq(uv_loop_close(&t.loop), 0);
     unlink(path);
-    snprintf(path, sizeof(path), "%s/open", dir);
+    tu_fmt(path, sizeof(path), "%s/open", dir);
     unlink(path);
-    snprintf(path, sizeof(path), "%s/group", dir);
+    tu_fmt(path, sizeof(path), "%s/group", dir);
     unlink(path);
 }
 END_TEST

@@ -18,7 +18,7 @@ static char dir[64], errfile[96];
 static int stderr_to_file(void)
 {
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(errfile, sizeof(errfile), "%s/stderr", dir);
+    tu_fmt(errfile, sizeof(errfile), "%s/stderr", dir);
     int saved = dup(2);
     int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(fd, 0);
@@ -99,10 +99,9 @@ START_TEST(under_systemd_entries_go_to_the_journal_with_the_request_fields)
     char js[64], path[100];
     snprintf(js, sizeof(js), "%lu:%lu", (unsigned long)st.st_dev, (unsigned long)st.st_ino);
     setenv("JOURNAL_STREAM", js, 1);
-    snprintf(path, sizeof(path), "%s/journal", dir);
+    tu_sock_path(path, sizeof(path), "%s/journal", dir);
     int j = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    struct sockaddr_un sa = tu_sun(path);
     ck_assert_int_eq(bind(j, (struct sockaddr *)&sa, sizeof(sa)), 0);
     log_set_journal_socket(path);
     log_set_tag("kvftest");

@@ -6,10 +6,10 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "kvferryctl.h"
+#include "monotonic.h"
 
 int ctl_client_connect(const char *path)
 {
@@ -26,13 +26,6 @@ int ctl_client_connect(const char *path)
         return -e;
     }
     return fd;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static int send_all(int fd, const char *p, size_t n)
@@ -58,7 +51,7 @@ static int read_line(int fd, int64_t deadline, char **ret)
     if (!buf)
         return -ENOMEM;
     for (;;) {
-        int left = (int)(deadline - now_ms());
+        int left = (int)(deadline - mono_now_ms());
         if (left <= 0) {
             free(buf);
             return -ETIMEDOUT;
@@ -132,7 +125,7 @@ int ctl_client_call(int fd, const char *cmd, json_t *args, int timeout_ms, json_
     free(line);
     if (r < 0 && r != -EPIPE && r != -ECONNRESET)
         return r; /* a daemon that refused us wrote why before it closed: read that below */
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = mono_now_ms() + timeout_ms;
     for (;;) {
         char *text = NULL;
         if ((r = read_line(fd, deadline, &text)) < 0)

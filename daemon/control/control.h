@@ -1,8 +1,8 @@
 /* control.h: the control socket server of kvferryd. A unix stream socket at cfg_control_path(),
- * mode sockets.mode; each accepted peer is checked with SO_PEERCRED against access.*, against
- * control.max_conns (total) and control.max_conns_per_uid (root and the daemon's own user are
- * exempt from it and keep a few slots past max_conns); a refused peer gets one error line and
- * is closed. Accepted peers become ctl_conn objects (framing) whose commands run through the
+ * mode sockets.mode, served by a unix_listener (unix_listener.h): each accepted peer is checked
+ * with SO_PEERCRED against access.*, control.max_conns (total) and control.max_conns_per_uid
+ * (root and the daemon's own user are exempt from it and keep a few slots past max_conns); a
+ * refused peer gets one error line and is closed. Accepted peers become ctl_conn objects (framing) whose commands run through the
  * command table (ctl_cmds.h). struct control is owned by struct daemon (d->control).
  * Lifecycle: control_new -> control_listen -> ... -> control_stop -> (loop runs the close
  * callbacks) -> control_free. Loop thread only. */
@@ -19,9 +19,7 @@ struct daemon;
 struct control;
 
 struct control_counters {
-    uint64_t accepted;
-    uint64_t refused_access; /* uid/gid not allowed */
-    uint64_t refused_limit;  /* max_conns or max_conns_per_uid */
+    uint64_t accepted;      /* refusals at the socket: the listener's counters */
     uint64_t refused_admin;  /* mutating command from a non-admin */
     struct ctl_conn_counters conn;
 };

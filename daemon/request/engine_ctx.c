@@ -27,28 +27,20 @@
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
-#include "require.h"
 #include "transfers.h"
 #include "workers.h"
 
 
-/* Moves tx along an edge of its state machine (engine_state.h). An illegal edge is an invariant
- * failure (require.h): fatal in debug and tests; in release the flow fails (INTERNAL) and false
- * says the caller must stop. */
+/* Moves tx along an edge (engine_state.h); an illegal one fails the flow INTERNAL: false. */
 static bool tx_set_state(struct tx *tx, enum tx_state to)
 {
-    if (!KVF_REQUIRE(tx_state_edge_ok(tx->state, to), "engine: flow %llu: illegal edge %s -> %s",
-                     (unsigned long long)tx->flow, tx_state_to_string(tx->state),
-                     tx_state_to_string(to))) {
-        if (!tx_ended(tx))
-            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
-                    tx_state_to_string(tx->state), tx_state_to_string(to));
-        return false;
-    }
-    log_debug("engine: flow %llu: %s -> %s", (unsigned long long)tx->flow,
-              tx_state_to_string(tx->state), tx_state_to_string(to));
-    tx->state = to;
-    return true;
+    enum tx_state from = tx->state;
+    if (tx_state_step(&tx->state, to, tx->flow))
+        return true;
+    if (!tx_ended(tx))
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
+                    tx_state_to_string(from), tx_state_to_string(to));
+    return false;
 }
 
 void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)

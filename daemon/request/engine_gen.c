@@ -59,17 +59,12 @@ static bool rx_set_state(struct rx *rx, enum rx_state to)
 
 bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
 {
-    struct rx *rx = w->rx;
-    if (!KVF_REQUIRE(rxw_state_edge_ok(w->state, to),
-                     "engine: rx req %llu writer %u: illegal edge %s -> %s",
-                     (unsigned long long)rx->req_id, w->ctx_rank, rxw_state_to_string(w->state),
-                     rxw_state_to_string(to))) {
-        rx_fail(rx, KVF_E_INTERNAL, "writer %u state %s cannot go to %s", w->ctx_rank,
-                rxw_state_to_string(w->state), rxw_state_to_string(to));
-        return false;
-    }
-    w->state = to;
-    return true;
+    enum rxw_state from = w->state;
+    if (rxw_state_step(&w->state, to, w->rx->req_id, w->ctx_rank))
+        return true;
+    rx_fail(w->rx, KVF_E_INTERNAL, "writer %u state %s cannot go to %s", w->ctx_rank,
+            rxw_state_to_string(from), rxw_state_to_string(to));
+    return false;
 }
 
 /* Whether w's landing reservation is open: a remote bounce writer from its start to release. */

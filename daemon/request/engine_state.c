@@ -1,5 +1,7 @@
 /* engine_state.c: names and allowed edges of the engine's state machines (engine_state.h). */
 #include "engine_state.h"
+#include "log.h"
+#include "require.h"
 
 static const char *const rx_names[RX__COUNT] = {"lookup", "connect", "moving", "ended"};
 
@@ -60,4 +62,26 @@ bool rxw_state_edge_ok(enum rxw_state from, enum rxw_state to)
 bool tx_state_edge_ok(enum tx_state from, enum tx_state to)
 {
     return (unsigned)from < TX__COUNT && (unsigned)to < TX__COUNT && tx_edges[from][to];
+}
+
+bool tx_state_step(enum tx_state *state, enum tx_state to, uint64_t flow)
+{
+    if (!KVF_REQUIRE(tx_state_edge_ok(*state, to), "engine: flow %llu: illegal edge %s -> %s",
+                     (unsigned long long)flow, tx_state_to_string(*state), tx_state_to_string(to)))
+        return false;
+    log_debug("engine: flow %llu: %s -> %s", (unsigned long long)flow, tx_state_to_string(*state),
+              tx_state_to_string(to));
+    *state = to;
+    return true;
+}
+
+bool rxw_state_step(enum rxw_state *state, enum rxw_state to, uint64_t req_id, uint32_t writer)
+{
+    if (!KVF_REQUIRE(rxw_state_edge_ok(*state, to),
+                     "engine: rx req %llu writer %u: illegal edge %s -> %s",
+                     (unsigned long long)req_id, writer, rxw_state_to_string(*state),
+                     rxw_state_to_string(to)))
+        return false;
+    *state = to;
+    return true;
 }

@@ -1,11 +1,13 @@
 /* engine_state.h: the remote engine's three state machines, each an enum, a _to_string and an
- * allowed-edges table (engine_state.c); the setters that check them are static in the files that
- * own the objects (rx_set_state and rxw_set_state in engine_gen.c, tx_set_state in engine_ctx.c):
- * an illegal edge is an invariant failure (require.h) and fails the request. Loop thread only. */
+ * allowed-edges table (engine_state.c). The setters live with the objects (rx_set_state and
+ * gen_rxw_set_state in engine_gen.c, tx_set_state in engine_ctx.c; the last two through the
+ * _step checks here): an illegal edge is an invariant failure (require.h) and fails the
+ * request. Loop thread only. */
 #ifndef KVF_ENGINE_STATE_H
 #define KVF_ENGINE_STATE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* The generation side's request: lookup (the table) -> connect (planned, writers starting) ->
  * moving (RECV_REQs out, chunks landing) -> ended; a stale table sends connect or moving back to
@@ -41,5 +43,10 @@ const char *tx_state_to_string(enum tx_state s);
 bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
 bool rxw_state_edge_ok(enum rxw_state from, enum rxw_state to);
 bool tx_state_edge_ok(enum tx_state from, enum tx_state to);
+/* Moves *state to `to` when that is an edge (logged at debug); else the invariant failure is
+ * logged (require.h: fatal in debug and tests), *state stays and false says the owner fails
+ * the flow or request. */
+bool tx_state_step(enum tx_state *state, enum tx_state to, uint64_t flow);
+bool rxw_state_step(enum rxw_state *state, enum rxw_state to, uint64_t req_id, uint32_t writer);
 
 #endif

@@ -80,40 +80,42 @@ static void evict(struct workers *w, struct wconn *c, const char *limit)
     wconn_close(c, c->why); /* now: its slot is given to the new connection */
 }
 
-int wlimits_admit(struct workers *w, const struct peer_cred *peer, char *msg, size_t len)
+void wlimits_limits(void *ctx, struct unix_listener_limits *ret)
 {
-    const struct kvf_config *cfg = &w->d->cfg;
-    if (w->draining) {
+    const struct kvf_config *cfg = &((struct workers *)ctx)->d->cfg;
+    *ret = (struct unix_listener_limits){.max_conns = cfg->workers_max_conns,
+                                         .max_conns_per_uid = cfg->workers_max_conns_per_uid,
+                                         .no_room = ", all past HELLO"};
+}
+
+void wlimits_count(void *ctx, uid_t uid, int64_t *all, int64_t *of_uid)
+{
+    struct workers *w = ctx;
+    *all = *of_uid = 0;
+    for (struct wconn *c = w->conns; c; c = c->next)
+        if (!c->closing) {
+            (*all)++;
+            *of_uid += c->peer.uid == uid;
+        }
+}
+
+int wlimits_admit(void *ctx, const struct peer_cred *peer, char *msg, size_t len)
+{
+    (void)peer;
+    if (((struct workers *)ctx)->draining) {
         snprintf(msg, len, "the daemon is draining: it takes no new workers");
         return -EUSERS;
     }
-    int64_t live = 0, of_uid = 0;
-    for (struct wconn *c = w->conns; c; c = c->next)
-        if (!c->closing) {
-            live++;
-            of_uid += c->peer.uid == peer->uid;
-        }
-    if (of_uid >= cfg->workers_max_conns_per_uid) {
-        struct wconn *v = oldest_handshake(w, true, peer->uid);
-        if (!v) {
-            snprintf(msg, len, "too many worker connections of uid %u (workers.max_conns_per_uid "
-                     "%lld, all past HELLO)", (unsigned)peer->uid,
-                     (long long)cfg->workers_max_conns_per_uid);
-            return -EUSERS;
-        }
-        evict(w, v, "workers.max_conns_per_uid");
-        live--;
-    }
-    if (live >= cfg->workers_max_conns) {
-        struct wconn *v = oldest_handshake(w, false, 0);
-        if (!v) {
-            snprintf(msg, len, "too many worker connections (workers.max_conns %lld, all past "
-                     "HELLO)", (long long)cfg->workers_max_conns);
-            return -EUSERS;
-        }
-        evict(w, v, "workers.max_conns");
-    }
     return 0;
+}
+
+bool wlimits_make_room(void *ctx, bool only_uid, uid_t uid, const char *limit)
+{
+    struct workers *w = ctx;
+    struct wconn *v = oldest_handshake(w, only_uid, uid);
+    if (v)
+        evict(w, v, limit);
+    return v != NULL;
 }
 
 static size_t counted(size_t cap) { return cap > FRAME_BUF_INITIAL ? cap - FRAME_BUF_INITIAL : 0; }

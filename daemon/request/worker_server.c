@@ -1,21 +1,16 @@
-/* worker_server.c: the worker socket listener (sockets.worker): accept, SO_PEERCRED against
- * access.*, workers.max_conns; the workers module's hooks (status, stats, drain) and its
- * control command documents. */
+/* worker_server.c: the worker socket (sockets.worker) through a unix_listener (credentials
+ * against access.*, workers.max_conns and max_conns_per_uid: worker_limits.c); the workers
+ * module's hooks (status, stats, drain) and its control command documents. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "sockowner.h"
 #include "sockpath.h"
 #include "daemon.h"
 #include "workers.h"
-
-#define WORKERS_ACCEPT_BURST 64
 
 static void reap_cb(uv_timer_t *h)
 {
@@ -31,13 +26,20 @@ void workers_reap_soon(struct workers *w)
         uv_timer_start(&w->reap, reap_cb, 0, 0);
 }
 
+static void refuse(void *ctx, int fd, int err, const char *msg);
+static int adopt(void *ctx, int fd, const struct peer_cred *peer);
+
+static const struct unix_listener_ops listener_ops = {
+    wlimits_limits, wlimits_count, wlimits_admit, wlimits_make_room, refuse, adopt,
+};
+
 int workers_new(struct daemon *d, struct workers **ret)
 {
     struct workers *w = calloc(1, sizeof *w);
     if (!w)
         return -ENOMEM;
     w->d = d;
-    w->fd = -1;
+    unix_listener_init(&w->listener, "worker", "workers", "workers", &d->access, &listener_ops, w);
     w->next_conn_id = 1;
     proto_limits_init(&w->lim, d->cfg.workers_max_frame, (uint64_t)d->cfg.workers_max_blocks);
     if (getrandom(&w->epoch, sizeof w->epoch, 0) != sizeof w->epoch)
@@ -96,8 +98,10 @@ int workers_adopt(struct workers *w, int fd, const struct peer_cred *peer)
     return 0;
 }
 
-static void refuse(int fd, const char *msg)
+static void refuse(void *ctx, int fd, int err, const char *msg)
 {
+    (void)ctx;
+    (void)err; /* the worker protocol's ERROR carries BAD_REQUEST for every refusal */
     struct proto_msg m = {.type = PROTO_ERROR};
     m.u.error.error = KVF_E_BAD_REQUEST;
     snprintf(m.u.error.message, sizeof m.u.error.message, "%s", msg);
@@ -107,96 +111,26 @@ static void refuse(int fd, const char *msg)
         fdpass_send(fd, buf, len, NULL, 0, 0);
         free(buf);
     }
-    close(fd);
 }
 
-static void accept_cb(uv_poll_t *p, int status, int events)
+static int adopt(void *ctx, int fd, const struct peer_cred *peer)
 {
-    struct workers *w = p->data;
-    (void)events;
-    if (status < 0)
-        return;
-    for (int i = 0; i < WORKERS_ACCEPT_BURST && w->fd >= 0; i++) {
-        int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                log_warn("workers: accept: %s", strerror(errno));
-            return;
-        }
-        struct peer_cred peer;
-        if (access_peer_cred(fd, &peer) < 0) {
-            close(fd);
-            continue;
-        }
-        char msg[160];
-        if (!access_check(&w->d->access, &peer)) {
-            w->counters.refused_access++;
-            log_warn("workers: refused uid %u pid %d: not in access.allow_*", (unsigned)peer.uid,
-                     (int)peer.pid);
-            snprintf(msg, sizeof msg, "uid %u is not allowed on this socket (access.allow_uids/gids)",
-                     (unsigned)peer.uid);
-            refuse(fd, msg);
-            continue;
-        }
-        if (wlimits_admit(w, &peer, msg, sizeof msg) < 0) {
-            w->counters.refused_limit++;
-            log_warn("workers: refused uid %u pid %d: %s", (unsigned)peer.uid, (int)peer.pid, msg);
-            refuse(fd, msg);
-            continue;
-        }
-        if (workers_adopt(w, fd, &peer) < 0)
-            log_warn("workers: cannot serve pid %d: out of memory or handles", (int)peer.pid);
-    }
+    return workers_adopt(ctx, fd, peer);
 }
 
 int workers_listen(struct workers *w, char *err, size_t errlen)
 {
-    struct sockaddr_un sa;
     char path[SOCKPATH_BUF];
     int r = cfg_worker_path(&w->d->cfg, path, sizeof path); /* too long: sockpath_addr says why */
     if (r < 0 && r != -ENAMETOOLONG) {
         snprintf(err, errlen, "worker socket path: %s", strerror(-r));
         return r;
     }
-    if ((r = sockpath_addr(&sa, path, "worker", err, errlen)) < 0)
-        return r;
-    snprintf(w->path, sizeof w->path, "%s", sa.sun_path);
-    if ((r = sockpath_mkdir_parents(w->path, 0750)) < 0 || (r = sockpath_clear_stale(&sa)) < 0) {
-        snprintf(err, errlen, "worker socket %s: %s", w->path,
-                 r == -EADDRINUSE ? "another kvferryd is serving it" : strerror(-r));
-        w->path[0] = '\0';
-        return r;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
-        chmod(sa.sun_path, (mode_t)w->d->cfg.sockets_mode) < 0 || listen(fd, 128) < 0) {
-        r = -errno;
-        snprintf(err, errlen, "worker socket %s: %s", w->path, strerror(errno));
-        if (fd >= 0) {
-            close(fd);
-            unlink(sa.sun_path);
-        }
-        w->path[0] = '\0';
-        return r;
-    }
-    if ((r = sockowner_apply(sa.sun_path, &w->d->access, err, errlen)) < 0) {
-        close(fd);
-        unlink(sa.sun_path);
-        w->path[0] = '\0';
-        return r;
-    }
-    w->fd = fd;
-    if ((r = uv_poll_init(&w->d->loop, &w->poll, fd)) < 0) {
-        snprintf(err, errlen, "worker socket poll: %s", uv_strerror(r));
-        return r;
-    }
-    w->poll_inited = true;
-    w->poll.data = w;
-    uv_poll_start(&w->poll, UV_READABLE, accept_cb);
-    wlimits_sweep_start(w);
-    log_info("workers: listening on %s (mode %04llo)", w->path,
-             (unsigned long long)w->d->cfg.sockets_mode);
-    return 0;
+    r = unix_listener_start(&w->listener, &w->d->loop, path, (mode_t)w->d->cfg.sockets_mode, 128,
+                            err, errlen);
+    if (r == 0)
+        wlimits_sweep_start(w);
+    return r;
 }
 
 void workers_stop(struct workers *w)
@@ -204,14 +138,7 @@ void workers_stop(struct workers *w)
     if (!w || w->stopped)
         return;
     w->stopped = true;
-    if (w->poll_inited)
-        uv_close((uv_handle_t *)&w->poll, NULL);
-    if (w->fd >= 0) {
-        close(w->fd);
-        w->fd = -1;
-    }
-    if (w->path[0])
-        unlink(w->path);
+    unix_listener_stop(&w->listener);
     /* requests still in flight get their FAILED event before their connections close */
     transfers_fail_all(&w->xt, KVF_E_CANCELLED, "the daemon is stopping (drain timed out or "
                        "it was not drained)");
@@ -261,7 +188,7 @@ int workers_status(struct daemon *d, json_t *ret)
     struct workers *w = d->workers;
     if (!w)
         return 0;
-    json_object_set_new(ret, "socket", json_string(w->path));
+    json_object_set_new(ret, "socket", json_string(w->listener.path));
     json_object_set_new(ret, "connections", json_integer(w->n_conns));
     json_object_set_new(ret, "ranks", json_integer(w->reg.n_ranks));
     json_object_set_new(ret, "instances", registry_instances_json(&w->reg));
@@ -277,8 +204,9 @@ int workers_stats(struct daemon *d, json_t *ret)
         return 0;
     const struct workers_counters *k = &w->counters;
     json_object_set_new(ret, "accepted", json_integer((json_int_t)k->accepted));
-    json_object_set_new(ret, "refused_access", json_integer((json_int_t)k->refused_access));
-    json_object_set_new(ret, "refused_limit", json_integer((json_int_t)k->refused_limit));
+    const struct unix_listener_counters *lk = &w->listener.counters;
+    json_object_set_new(ret, "refused_access", json_integer((json_int_t)lk->refused_access));
+    json_object_set_new(ret, "refused_limit", json_integer((json_int_t)lk->refused_limit));
     json_object_set_new(ret, "registered", json_integer((json_int_t)k->registered));
     json_object_set_new(ret, "register_refused", json_integer((json_int_t)k->register_refused));
     json_object_set_new(ret, "bad_frames", json_integer((json_int_t)k->bad_frames));

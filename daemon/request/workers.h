@@ -18,6 +18,7 @@
 #include "proto.h"
 #include "registry.h"
 #include "transfers.h"
+#include "unix_listener.h"
 #include "worker_outq.h"
 
 struct daemon;
@@ -25,7 +26,7 @@ struct daemon;
 #define WCONN_HELLO_FRAME_MAX 4096 /* frame size limit until HELLO */
 
 struct workers_counters {
-    uint64_t accepted, refused_access, refused_limit;
+    uint64_t accepted; /* refusals: listener.counters */
     uint64_t registered, register_refused;
     uint64_t bad_frames;  /* connections closed for a bad frame */
     uint64_t lost;        /* connections that ended without being asked to */
@@ -65,13 +66,11 @@ struct wconn {
 
 struct workers {
     struct daemon *d;           /* borrowed: owns us */
-    int fd;                     /* listener, -1 when not listening */
-    uv_poll_t poll;
-    bool poll_inited, stopped, draining;
+    struct unix_listener listener; /* sockets.worker */
+    bool stopped, draining;
     uv_timer_t reap;            /* closes broken connections outside their callers */
     uv_timer_t sweep;           /* HELLO, frame and reading deadlines (worker_limits.c) */
     uint64_t frame_bytes;       /* partial frame buffers beyond FRAME_BUF_INITIAL, all conns */
-    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     struct proto_limits lim;
     uint64_t epoch;             /* sent in WELCOME: changes at every start */
     uint64_t next_conn_id;
@@ -99,9 +98,13 @@ void workers_reap_soon(struct workers *w);
 
 /* worker_limits.c: the worker socket's defenses (connection limits with eviction of
  * connections still in their handshake, deadlines, memory for partial frames). */
-/* 0: serve the new connection (a handshaking one may have been evicted for it), else -EUSERS
- * with the reason for the refused client in msg. */
-int wlimits_admit(struct workers *w, const struct peer_cred *peer, char *msg, size_t len);
+/* The listener's hooks (unix_listener.h; ctx: struct workers): workers.max_conns and
+ * max_conns_per_uid, live connections, no new ones while draining, and room made by evicting
+ * the oldest connection still in its handshake. */
+void wlimits_limits(void *ctx, struct unix_listener_limits *ret);
+void wlimits_count(void *ctx, uid_t uid, int64_t *all, int64_t *of_uid);
+int wlimits_admit(void *ctx, const struct peer_cred *peer, char *msg, size_t len);
+bool wlimits_make_room(void *ctx, bool only_uid, uid_t uid, const char *limit);
 void wlimits_sweep_start(struct workers *w);
 /* Before a read: may the frame reader grow as it wants? false: c is being closed, told why. */
 bool wlimits_frame_room(struct wconn *c);

@@ -10,7 +10,7 @@ static char *check_config(struct wenv *e, const char *path, int *rc, int64_t *to
 {
     char bin[256], out[200];
     tu_bin("kvferryd", bin, sizeof bin);
-    snprintf(out, sizeof out, "%s/check.err", e->dir);
+    tu_fmt(out, sizeof out, "%s/check.err", e->dir);
     int64_t t0 = wt_now_ms();
     pid_t p = fork();
     if (p == 0) {
@@ -30,7 +30,7 @@ START_TEST(check_config_refuses_a_fifo_at_once)
     struct wenv e;
     tu_tmpdir(e.dir, sizeof e.dir);
     char fifo[128];
-    snprintf(fifo, sizeof fifo, "%s/kvferry.yaml", e.dir);
+    tu_fmt(fifo, sizeof fifo, "%s/kvferry.yaml", e.dir);
     ck_assert_int_eq(mkfifo(fifo, 0600), 0);
     int rc;
     int64_t took;
@@ -92,8 +92,8 @@ START_TEST(check_config_refuses_the_secret_files_start_refuses)
     struct wenv e;
     tu_tmpdir(e.dir, sizeof e.dir);
     char cfg[128], sec[128];
-    snprintf(cfg, sizeof cfg, "%s/kvferry.yaml", e.dir);
-    snprintf(sec, sizeof sec, "%s/secret", e.dir);
+    tu_fmt(cfg, sizeof cfg, "%s/kvferry.yaml", e.dir);
+    tu_fmt(sec, sizeof sec, "%s/secret", e.dir);
     FILE *f = fopen(cfg, "w");
     fprintf(f, "cluster:\n  secret_file: %s\n", sec);
     fclose(f);

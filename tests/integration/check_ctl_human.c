@@ -18,7 +18,7 @@ static int ctl(const char *args)
 {
     char bin[256], cmd[1024];
     tu_bin("kvferryctl", bin, sizeof bin);
-    snprintf(cmd, sizeof cmd, "%s --socket %s %s 2>&1", bin, env.csock, args);
+    tu_fmt(cmd, sizeof cmd, "%s --socket %s %s 2>&1", bin, env.csock, args);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     size_t n = fread(out, 1, sizeof out - 1, p);
@@ -111,7 +111,7 @@ START_TEST(help_works_offline_and_knows_every_daemon_command)
 {
     char bin[256], cmd[512];
     tu_bin("kvferryctl", bin, sizeof bin);
-    snprintf(cmd, sizeof cmd, "%s --socket /nonexistent/control.sock help 2>&1", bin);
+    tu_fmt(cmd, sizeof cmd, "%s --socket /nonexistent/control.sock help 2>&1", bin);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     static char offline[16384];

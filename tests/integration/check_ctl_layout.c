@@ -20,7 +20,7 @@
 static int run_ctl(const char *args, int both, char *out, size_t len)
 {
     char bin[256], cmd[2048];
-    snprintf(cmd, sizeof(cmd), "%s %s %s", tu_bin("kvferryctl", bin, sizeof(bin)), args,
+    tu_fmt(cmd, sizeof(cmd), "%s %s %s", tu_bin("kvferryctl", bin, sizeof(bin)), args,
              both ? "2>&1" : "2>/dev/null");
     FILE *f = popen(cmd, "r");
     ck_assert_ptr_nonnull(f);
@@ -67,7 +67,7 @@ START_TEST(ctl_check_layout_accepts_the_examples_and_names_the_bad_field)
                   "%s", out);
     char dir[64], path[128], args[256];
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/bad.json", dir);
+    tu_fmt(path, sizeof(path), "%s/bad.json", dir);
     json_error_t je;
     json_t *o = json_load_file(EX "vllm-llama-per-layer-nhd.json", 0, &je);
     ck_assert_ptr_nonnull(o);
@@ -77,12 +77,12 @@ START_TEST(ctl_check_layout_accepts_the_examples_and_names_the_bad_field)
                         json_integer(32));
     ck_assert_int_eq(json_dump_file(o, path, 0), 0);
     json_decref(o);
-    snprintf(args, sizeof(args), "check-layout %s " EX "vllm-hybrid-mamba-state.json", path);
+    tu_fmt(args, sizeof(args), "check-layout %s " EX "vllm-hybrid-mamba-state.json", path);
     ck_assert_int_eq(run_ctl(args, 1, out, sizeof(out)), 1);
     ck_assert_msg(strstr(out, "bad.json: groups[0].views[1].per_layer[5].pool: 32 is not below "
                               "n_pools 32"), "%s", out);
     ck_assert_msg(strstr(out, "vllm-hybrid-mamba-state.json: ok"), "%s", out);
-    snprintf(args, sizeof(args), "check-layout %s/none.json", dir);
+    tu_fmt(args, sizeof(args), "check-layout %s/none.json", dir);
     ck_assert_int_eq(run_ctl(args, 1, out, sizeof(out)), 1);
     ck_assert_msg(strstr(out, "none.json: No such file or directory"), "%s", out);
     unlink(path);

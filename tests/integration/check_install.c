@@ -44,7 +44,7 @@ static void setup(void)
     sh_ok("dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || cc -print-multiarch", out,
           sizeof(out));
     out[strcspn(out, "\n")] = '\0';
-    snprintf(multiarch_libdir, sizeof(multiarch_libdir), "/usr/lib/%s", out);
+    tu_fmt(multiarch_libdir, sizeof(multiarch_libdir), "/usr/lib/%s", out);
 }
 
 static void teardown(void)
@@ -67,8 +67,8 @@ START_TEST(install_twice_keeps_an_edited_config_and_puts_the_shipped_one_beside_
     static char out[16384];
     char cmd[512], conf[128];
     make_install(out, sizeof(out));
-    snprintf(conf, sizeof(conf), "%s/etc/kvferry/kvferry.yaml", dest);
-    snprintf(cmd, sizeof(cmd), "cmp config/kvferry.yaml %s", conf);
+    tu_fmt(conf, sizeof(conf), "%s/etc/kvferry/kvferry.yaml", dest);
+    tu_fmt(cmd, sizeof(cmd), "cmp config/kvferry.yaml %s", conf);
     sh_ok(cmd, out, sizeof(out)); /* a first install: the shipped file */
     ck_assert(!exists("/etc/kvferry/kvferry.yaml.dist"));
 
@@ -79,7 +79,7 @@ START_TEST(install_twice_keeps_an_edited_config_and_puts_the_shipped_one_beside_
     snprintf(cmd, sizeof(cmd), "cat %s", conf);
     sh_ok(cmd, out, sizeof(out));
     ck_assert_str_eq(out, "log:\n  level: debug\n");
-    snprintf(cmd, sizeof(cmd), "cmp config/kvferry.yaml %s.dist", conf);
+    tu_fmt(cmd, sizeof(cmd), "cmp config/kvferry.yaml %s.dist", conf);
     sh_ok(cmd, out, sizeof(out));
 }
 END_TEST
@@ -103,22 +103,22 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
     const char *libs[] = {"libkvferry.so.0", "libkvferry.so", "libkvferry.a",
                           "pkgconfig/kvferry.pc"};
     for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
-        snprintf(rel, sizeof(rel), "%s/%s", multiarch_libdir, libs[i]);
+        tu_fmt(rel, sizeof(rel), "%s/%s", multiarch_libdir, libs[i]);
         ck_assert_msg(exists(rel), "%s not installed", rel);
     }
 
     /* pkg-config against the DESTDIR copy, then a program built and run with its flags */
     char pc[1024];
-    snprintf(pc, sizeof(pc), "PKG_CONFIG_SYSROOT_DIR=%s PKG_CONFIG_PATH=%s%s/pkgconfig", dest, dest,
+    tu_fmt(pc, sizeof(pc), "PKG_CONFIG_SYSROOT_DIR=%s PKG_CONFIG_PATH=%s%s/pkgconfig", dest, dest,
              multiarch_libdir);
     snprintf(cmd, sizeof(cmd),
              "%s pkg-config --modversion kvferry && %s pkg-config --cflags --libs kvferry", pc, pc);
     sh_ok(cmd, out, sizeof(out));
     char inc[192];
-    snprintf(inc, sizeof(inc), "-I%s/usr/include", dest);
+    tu_fmt(inc, sizeof(inc), "-I%s/usr/include", dest);
     ck_assert_msg(strstr(out, inc) && strstr(out, "-lkvferry"), "%s", out);
     char src[128];
-    snprintf(src, sizeof(src), "%s/t.c", dest);
+    tu_fmt(src, sizeof(src), "%s/t.c", dest);
     dh_write_file(src, "#include <kvferry.h>\n#include <stdio.h>\n"
                        "int main(void) { puts(kvf_error_to_string(KVF_E_TIMEOUT)); return 0; }\n");
     snprintf(cmd, sizeof(cmd),
@@ -146,7 +146,7 @@ START_TEST(installed_man_pages_render)
                  {"man8/kvferryctl.8", "--json"},
                  {"man5/kvferry.yaml.5", "deadlines.send_wait"}};
     for (size_t i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
-        snprintf(cmd, sizeof(cmd), "MANWIDTH=100 man -l %s/usr/share/man/%s 2>&1 | col -b", dest,
+        tu_fmt(cmd, sizeof(cmd), "MANWIDTH=100 man -l %s/usr/share/man/%s 2>&1 | col -b", dest,
                  pages[i].page);
         sh_ok(cmd, out, sizeof(out));
         ck_assert_msg(strstr(out, pages[i].needle), "%s lacks %s:\n%s", pages[i].page,

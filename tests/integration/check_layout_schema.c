@@ -106,7 +106,7 @@ START_TEST(schema_refuses_what_the_decoder_refuses_by_shape)
     }
     json_decref(base);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "scripts/check-layout-schema --expect-invalid - < %s", path);
+    tu_fmt(cmd, sizeof(cmd), "scripts/check-layout-schema --expect-invalid - < %s", path);
     ck_assert_int_eq(sh(cmd), 0);
     unlink(path);
 }

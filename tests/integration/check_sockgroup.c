@@ -51,8 +51,8 @@ START_TEST(sockets_group_owns_sockets_and_its_members_connect_others_do_not)
     snprintf(extra, sizeof(extra), "sockets.group: \"%d\"\n", GROUP);
     dh_start(&h, extra);
     ck_assert_int_eq(chmod(h.dir, 0711), 0); /* the test's own directory: let others through */
-    snprintf(run, sizeof(run), "%s/run", h.dir);
-    snprintf(worker, sizeof(worker), "%s/run/worker.sock", h.dir);
+    tu_fmt(run, sizeof(run), "%s/run", h.dir);
+    tu_fmt(worker, sizeof(worker), "%s/run/worker.sock", h.dir);
 
     struct stat st;
     ck_assert_int_eq(stat(h.sock, &st), 0);
@@ -89,7 +89,7 @@ START_TEST(without_sockets_group_the_daemons_own_group_is_allowed)
     struct dh h;
     dh_start(&h, NULL);
     char run[128];
-    snprintf(run, sizeof(run), "%s/run", h.dir);
+    tu_fmt(run, sizeof(run), "%s/run", h.dir);
     ck_assert_int_eq(chmod(h.dir, 0711), 0);
     ck_assert_int_eq(chmod(run, 0750), 0);
     struct stat st;
@@ -106,13 +106,13 @@ START_TEST(sockets_group_unknown_name_fails_check_config_with_the_key)
 {
     char dir[64], path[128], cmd[512], out[4096], bin[256];
     tu_tmpdir(dir, sizeof(dir));
-    snprintf(path, sizeof(path), "%s/k.yaml", dir);
+    tu_fmt(path, sizeof(path), "%s/k.yaml", dir);
     tu_bin("kvferryd", bin, sizeof(bin));
     dh_write_file(path, "sockets:\n  group: no-such-group-kvf\n");
-    snprintf(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, path);
+    tu_fmt(cmd, sizeof(cmd), "%s --check-config %s 2>&1", bin, path);
     ck_assert_int_eq(dh_sh(cmd, out, sizeof(out)), 1);
     ck_assert_msg(strstr(out, "sockets.group: unknown group 'no-such-group-kvf'"), "%s", out);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    tu_fmt(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     (void)!system(cmd);
 }
 END_TEST

@@ -31,7 +31,7 @@ static json_int_t conns(struct wenv *e) { return wr_workers_int(e, "status", "co
 static long rss_kib(pid_t p)
 {
     char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)p);
+    tu_fmt(path, sizeof path, "/proc/%d/status", (int)p);
     FILE *f = fopen(path, "r");
     long kib = -1;
     while (f && fgets(line, sizeof line, f))
@@ -46,7 +46,7 @@ static long rss_kib(pid_t p)
 static void open_dirs(struct wenv *e)
 {
     char run[128];
-    snprintf(run, sizeof run, "%s/run", e->dir);
+    tu_fmt(run, sizeof run, "%s/run", e->dir);
     ck_assert_int_eq(chmod(e->dir, 0755), 0);
     ck_assert_int_eq(chmod(run, 0755), 0);
 }
@@ -340,7 +340,7 @@ static char *ctl_stderr(struct wenv *e, const char *path, int nobody, int *rc)
 {
     char bin[256], out[200];
     tu_bin("kvferryctl", bin, sizeof bin);
-    snprintf(out, sizeof out, "%s/ctl.err", e->dir);
+    tu_fmt(out, sizeof out, "%s/ctl.err", e->dir);
     pid_t p = fork();
     if (p == 0) {
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -368,20 +368,20 @@ START_TEST(kvferryctl_explains_socket_mistakes_with_the_path_and_the_fix)
                   strstr(t, "Fix:"), "%s", t);
     free(t);
     /* a directory, a regular file, a missing directory, a stale socket */
-    snprintf(path, sizeof path, "%s/run", e.dir);
+    tu_fmt(path, sizeof path, "%s/run", e.dir);
     t = ctl_stderr(&e, path, 0, &rc);
     ck_assert_msg(rc == 3 && strstr(t, "is a directory, not a socket") && strstr(t, "control.sock"),
                   "%s", t);
     free(t);
-    snprintf(path, sizeof path, "%s/kvferry.yaml", e.dir);
+    tu_fmt(path, sizeof path, "%s/kvferry.yaml", e.dir);
     t = ctl_stderr(&e, path, 0, &rc);
     ck_assert_msg(rc == 3 && strstr(t, "is a regular file, not a socket"), "%s", t);
     free(t);
-    snprintf(path, sizeof path, "%s/nodir/control.sock", e.dir);
+    tu_fmt(path, sizeof path, "%s/nodir/control.sock", e.dir);
     t = ctl_stderr(&e, path, 0, &rc);
     ck_assert_msg(rc == 3 && strstr(t, "does not exist") && strstr(t, "--config"), "%s", t);
     free(t);
-    snprintf(path, sizeof path, "%s/stale.sock", e.dir);
+    tu_fmt(path, sizeof path, "%s/stale.sock", e.dir);
     struct sockaddr_un sa = tu_sun(path);
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     ck_assert_int_eq(bind(s, (struct sockaddr *)&sa, sizeof sa), 0);

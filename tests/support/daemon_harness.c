@@ -2,13 +2,9 @@
  * tests/integration/daemon_harness.h). Built once into libkvferry-testsupport.a, linked into every
  * test. */
 #include "integration/daemon_harness.h"
+#include "monotonic.h"
 
-int64_t dh_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t dh_now_ms(void) { return mono_now_ms(); }
 
 void dh_write_file(const char *path, const char *text)
 {

@@ -1,17 +1,13 @@
 /* linkutil.c: the two-process harness of the link tests (declared, with what each does, in
  * tests/linkutil.h). Built once into libkvferry-testsupport.a, linked into every test. */
 #include "linkutil.h"
+#include "monotonic.h"
 
 int lt_is_server;
 int lt_greet;
 static uint8_t lt_greeting[1 << 20];
 
-uint64_t lt_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t lt_now_ns(void) { return mono_now_ns(); }
 
 void lt_fill(void *buf, size_t len, uint64_t seed)
 {
@@ -37,7 +33,7 @@ int lt_verify(const void *buf, size_t len, uint64_t seed)
 void lt_secret(const char *dir, const char *name, const char *content, mode_t mode, char *buf,
                size_t len)
 {
-    snprintf(buf, len, "%s/%s", dir, name);
+    tu_fmt(buf, len, "%s/%s", dir, name);
     int fd = open(buf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));

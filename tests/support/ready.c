@@ -1,13 +1,9 @@
 /* ready.c: waiting for a test daemon's READY=1 (declared, with what each does, in
  * tests/integration/ready.h). Built once into libkvferry-testsupport.a, linked into every test. */
 #include "integration/ready.h"
+#include "monotonic.h"
 
-int64_t tr_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+int64_t tr_now_ms(void) { return mono_now_ms(); }
 
 void tr_open(struct tr_notify *n, const char *dir)
 {

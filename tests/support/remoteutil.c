@@ -2,13 +2,9 @@
  * tests/integration/remoteutil.h). Built once into libkvferry-testsupport.a, linked into every
  * test. */
 #include "integration/remoteutil.h"
+#include "monotonic.h"
 
-uint64_t ru_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+uint64_t ru_now_ms(void) { return (uint64_t)mono_now_ms(); }
 
 pid_t ru_run_sim(char *const argv[])
 {
