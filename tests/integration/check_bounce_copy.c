@@ -159,9 +159,9 @@ static void kill_mid_copy(struct two *t, const struct ru_daemon *d, int kill_gen
     pid_t g = sim(t, 1, what, 400, 0);
     pid_t c = sim(t, 0, what, 400, 0);
     uint64_t until = ru_now_ms() + 60000;
-    while (ru_now_ms() < until && copy_int(d, "running_jobs") <= 0)
+    long long running = 0; /* as seen just before the kill: a second read could see it ended */
+    while (ru_now_ms() < until && (running = copy_int(d, "running_jobs")) <= 0)
         ru_sleep_ms(1);
-    long long running = copy_int(d, "running_jobs");
     kill(kill_gen ? g : c, SIGKILL);
     long long deferred = copy_int(d, "deferred_unmaps");
     fprintf(stderr, "%s: killed with %lld copy job(s) running, %lld unmap(s) deferred\n", what,

@@ -47,12 +47,13 @@ static void assert_two_passes_ok(const char *out)
     ck_assert_msg(fr && sscanf(fr, " fragment_state_below_min_bytes %u %u", &a, &b) == 2 &&
                       a == 0 && b > 0,
                   "%s", pd);
-    /* the context node's peers table shows the bytes it sent */
+    /* the context node's peers table shows the bytes it sent (PEER ADDRESS DIR STATE SEEN PATH
+     * REQS CHUNKS_TX CHUNKS_RX SENT ...) */
     const char *pa = strstr(out, "== kvferryctl peers (node A)");
     const char *row = pa ? strstr(pa, "\nPEER ") : NULL;
     row = row ? strchr(row + 1, '\n') : NULL;
     char sent[32] = "";
-    ck_assert_msg(row && sscanf(row, " %*s %*s in %*s %*s %*d %*d %*d %31s", sent) == 1 &&
+    ck_assert_msg(row && sscanf(row, " %*s %*s in %*s %*s %*s %*d %*d %*d %31s", sent) == 1 &&
                       strcmp(sent, "0B") != 0,
                   "node A's peer row shows no bytes sent ('%s'):\n%s", sent, pa ? pa : out);
 }
