@@ -4,6 +4,7 @@
 #include "linkutil.h"
 
 #include <jansson.h>
+#include <poll.h>
 #include <ucp/api/ucp.h>
 
 static char dir[64];
@@ -193,6 +194,89 @@ START_TEST(link_version_mismatch_is_refused)
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
     ck_assert_uint_eq(ss.refused, 1);
     ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
+/* The peer's process, told in PROOF and ACCEPT (link_proc.c): its pid, and a pidfd that polls
+ * readable once it exited. */
+START_TEST(link_handshake_tells_the_peer_process_and_its_pidfd_sees_the_exit)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    ck_assert_uint_eq(link_peer_pid(t.peer), (uint32_t)pid);
+    const char *why = "unset";
+    int fd = link_peer_take_pidfd(t.peer, &why);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_ptr_null(why);
+    ck_assert_int_lt(link_peer_take_pidfd(t.peer, &why), 0); /* taken once */
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 0), 0); /* it runs */
+    quit_server(&t);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(poll(&pf, 1, 2000), 1); /* it exited */
+    close(fd);
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
+/* A daemon from before the process identity (it offers nothing) on either side still
+ * connects, with the old messages; its process is not known. */
+START_TEST(link_peer_that_does_not_tell_its_process_still_connects)
+{
+    for (int side = 0; side < 2; side++) {
+        struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+        (side ? &sc : &cc)->proc_test = LINK_PROC_TEST_OLD;
+        uint16_t port;
+        int sfd;
+        pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+        struct lt t;
+        ck_assert_int_eq(lt_open(&t, &cc), 0);
+        lt_connect(&t, port);
+        ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+        ck_assert_uint_eq(link_peer_pid(t.peer), 0);
+        const char *why = NULL;
+        ck_assert_int_lt(link_peer_take_pidfd(t.peer, &why), 0);
+        ck_assert_ptr_nonnull(strstr(why, "older"));
+        quit_server(&t);
+        struct link_stats ss;
+        ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+        ck_assert_uint_eq(ss.refused, 0);
+        ck_assert_int_eq(lt_close(&t), 0);
+    }
+}
+END_TEST
+
+/* A pid past the kernel's limit, unknown flags or a bad MAC on the identity: refused, by the
+ * server (in PROOF) and by the client (in ACCEPT). */
+START_TEST(link_process_identity_out_of_bounds_or_forged_is_refused)
+{
+    static const int bad[] = {LINK_PROC_TEST_PID, LINK_PROC_TEST_FLAGS, LINK_PROC_TEST_MAC};
+    for (int side = 0; side < 2; side++)
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+            (side ? &sc : &cc)->proc_test = bad[i];
+            uint16_t port;
+            int sfd;
+            pid_t pid = lt_server_start(&sc, 1500, &port, &sfd);
+            struct lt t;
+            ck_assert_int_eq(lt_open(&t, &cc), 0);
+            lt_connect(&t, port);
+            ck_assert(lt_run_until(&t, &t.downs, 1, 5000));
+            ck_assert_int_eq(t.ups, 0);
+            struct link_stats cs, ss;
+            link_get_stats(t.link, &cs);
+            ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+            /* the side that checks the forged identity refuses it */
+            ck_assert_uint_eq(side ? cs.refused : ss.refused, 1);
+            ck_assert_int_eq(lt_close(&t), 0);
+        }
 }
 END_TEST
 
@@ -415,12 +499,15 @@ static Suite *link_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_ok_exchanges_ids_and_reports_status);
     tcase_add_test(tc, link_messages_sent_from_on_peer_up_reach_the_client);
+    tcase_add_test(tc, link_handshake_tells_the_peer_process_and_its_pidfd_sees_the_exit);
+    tcase_add_test(tc, link_peer_that_does_not_tell_its_process_still_connects);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusal");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_wrong_secret_is_refused_on_both_sides_and_nothing_delivered);
     tcase_add_test(tc, link_version_mismatch_is_refused);
+    tcase_add_test(tc, link_process_identity_out_of_bounds_or_forged_is_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("messages");
     tcase_add_checked_fixture(tc, setup, teardown);

@@ -344,6 +344,7 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     if (rc < 0)
         goto err_free;
     link_id_init(l);
+    link_proc_init(l);
     if ((rc = link_ucx_init(l)) < 0 || (rc = link_arena_init(l)) < 0)
         goto err_free;
     if ((rc = uv_poll_init(loop, &l->poll, l->efd)) < 0)

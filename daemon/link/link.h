@@ -83,9 +83,14 @@ struct link_config {
     unsigned max_peers;           /* endpoints at once; 0: 256 */
     unsigned handshake_timeout_ms; /* 0: 5000 */
     uint16_t proto_version;       /* 0: LINK_PROTO_VERSION (others for upgrade tests) */
+    int proc_test;                /* 0; LINK_PROC_TEST_* for upgrade and bound tests */
     unsigned keepalive_interval_ms; /* PING a READY peer this often; 0: 1000 */
     unsigned keepalive_misses;    /* silent this many intervals: lost (-ETIMEDOUT); 0: 5, min 3 */
 };
+
+/* What the handshake tells of our process, for tests (link_proc.c): as a daemon from before the
+ * process identity (offers nothing), a pid past the kernel's limit, unknown flags, a bad MAC. */
+enum { LINK_PROC_TEST_OLD = 1, LINK_PROC_TEST_PID, LINK_PROC_TEST_FLAGS, LINK_PROC_TEST_MAC };
 
 /* Completion of a send, put or flush: status 0 or -errno (-ECONNRESET when the peer went away). */
 typedef void (*link_done_cb)(void *arg, int status);
@@ -150,6 +155,13 @@ int link_peer_put_fast(struct link_peer *p);
 int link_peer_suspect(const struct link_peer *p);
 /* Milliseconds since the peer was last heard (PING or PONG), 0 before READY. */
 uint64_t link_peer_silent_ms(const struct link_peer *p);
+
+/* The peer daemon's process, when it runs in our pid namespace of this boot (link_proc.c): its
+ * pid (0 when not known) and a pidfd opened when the link became READY, which polls readable
+ * once that process has exited. take moves the pidfd to the caller (-1: none, *why says why in a
+ * static string). */
+uint32_t link_peer_pid(const struct link_peer *p);
+int link_peer_take_pidfd(struct link_peer *p, const char **why);
 
 /* Size of the peer's arena (0 when it has none). */
 size_t link_peer_arena_bytes(const struct link_peer *p);

@@ -6,6 +6,9 @@
  *   PROOF     mac_c, arena addr/len + rkey ->
  *                                       <-      ACCEPT arena addr/len + rkey
  *   mac_x = HMAC-SHA256(secret, label | ver | x | nonce_c | nonce_s | id_c | id_s), x = 'S' or 'C'
+ * HELLO and CHALLENGE set HS_CAP_PROC in `why` (which older daemons ignore there): when both did,
+ * PROOF and ACCEPT carry the sender's process identity after the header, with its own MAC
+ * (link_proc.c). An older peer gets, and sends, the old messages.
  *
  * Each side checks the other's MAC in constant time (crypto_verify_32) before it sends anything
  * that depends on the secret; the arena rkeys travel only after the MAC checked out. A wrong
@@ -29,6 +32,7 @@
 
 enum { HS_HELLO = 1, HS_CHALLENGE, HS_PROOF, HS_ACCEPT, HS_REFUSE, HS_DONE };
 enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL };
+#define HS_CAP_PROC 0x80 /* in `why` of HELLO and CHALLENGE: "I send and take link_proc_id" */
 
 struct hs_msg {
     uint32_t magic;
@@ -40,6 +44,11 @@ struct hs_msg {
     char host[LINK_HOST_MAX];
     uint8_t mac[crypto_auth_hmacsha256_BYTES];
     uint64_t arena_addr, arena_len;
+} __attribute__((packed));
+
+struct hs_msg_proc {
+    struct hs_msg m;
+    struct link_proc_id id;
 } __attribute__((packed));
 
 static const char *why_str(unsigned why)
@@ -125,8 +134,12 @@ static void hs_fill(const struct link_peer *p, struct hs_msg *m, unsigned kind)
 static int hs_send(struct link_peer *p, const struct hs_msg *m, int with_rkey, link_done_cb cb)
 {
     const struct link *l = p->link;
-    return link_am_send(p, LINK_AM_HS, m, sizeof(*m), with_rkey ? l->arena_rkey : NULL,
-                        with_rkey ? l->arena_rkey_len : 0, cb, p);
+    struct hs_msg_proc x = {.m = *m};
+    int proc = p->proc_cap && (m->kind == HS_PROOF || m->kind == HS_ACCEPT);
+    if (proc)
+        link_proc_fill(p, &x.id);
+    return link_am_send(p, LINK_AM_HS, &x, proc ? sizeof(x) : sizeof(*m),
+                        with_rkey ? l->arena_rkey : NULL, with_rkey ? l->arena_rkey_len : 0, cb, p);
 }
 
 static void hello_sent(void *arg, int status)
@@ -141,6 +154,7 @@ int link_hs_start(struct link_peer *p)
     struct hs_msg m;
     randombytes_buf(p->nonce_local, sizeof(p->nonce_local));
     hs_fill(p, &m, HS_HELLO);
+    m.why = p->link->cfg.proc_test == LINK_PROC_TEST_OLD ? 0 : HS_CAP_PROC;
     p->hs_step = HS_CHALLENGE;
     return hs_send(p, &m, 0, hello_sent);
 }
@@ -179,6 +193,7 @@ static void hs_ready(struct link_peer *p, const struct hs_msg *m, const void *rk
         return;
     }
     p->hs_step = HS_DONE;
+    link_proc_ready(p);
     link_peer_set_state(p, LINK_PEER_READY);
     link_peer_detect_lanes(p);
     p->announced = 1;
@@ -189,7 +204,8 @@ static void hs_ready(struct link_peer *p, const struct hs_msg *m, const void *rk
     link_msg_replay_early(p);
 }
 
-static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *data, size_t len)
+static void hs_handle(struct link_peer *p, const struct hs_msg *m, const struct link_proc_id *id,
+                      const void *data, size_t len)
 {
     struct link *l = p->link;
     uint8_t mac[crypto_auth_hmacsha256_BYTES];
@@ -218,7 +234,9 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *d
         hs_set_remote(p, m);
         memcpy(p->nonce_remote, m->nonce, sizeof(p->nonce_remote));
         randombytes_buf(p->nonce_local, sizeof(p->nonce_local));
+        p->proc_cap = (m->why & HS_CAP_PROC) && l->cfg.proc_test != LINK_PROC_TEST_OLD;
         hs_fill(p, &out, HS_CHALLENGE);
+        out.why = p->proc_cap ? HS_CAP_PROC : 0;
         out.arena_addr = out.arena_len = 0;
         hs_mac(p, 'S', out.mac);
         p->hs_step = HS_PROOF;
@@ -233,6 +251,7 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *d
             hs_refuse(p, WHY_MAC);
             return;
         }
+        p->proc_cap = (m->why & HS_CAP_PROC) != 0; /* we offered it in HELLO */
         hs_fill(p, &out, HS_PROOF);
         hs_mac(p, 'C', out.mac);
         p->hs_step = HS_ACCEPT;
@@ -246,6 +265,10 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *d
             hs_refuse(p, WHY_MAC);
             return;
         }
+        if (id && link_proc_check(p, id) < 0) {
+            hs_refuse(p, WHY_PROTOCOL);
+            return;
+        }
         hs_fill(p, &out, HS_ACCEPT);
         if (hs_send(p, &out, 1, NULL) < 0) {
             link_peer_fail(p, -EIO);
@@ -254,6 +277,10 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const void *d
         hs_ready(p, m, data, len);
         break;
     case HS_ACCEPT: /* client */
+        if (id && link_proc_check(p, id) < 0) {
+            hs_refuse(p, WHY_PROTOCOL);
+            return;
+        }
         hs_ready(p, m, data, len);
         break;
     default:
@@ -269,16 +296,23 @@ ucs_status_t link_hs_am_cb(void *arg, const void *header, size_t header_length, 
     if (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)
         p = link_peer_by_ep(l, param->reply_ep);
     const struct hs_msg *m = header;
+    struct hs_msg_proc copy;
+    size_t want = sizeof(copy.m);
+    if (header_length >= sizeof(copy.m)) {
+        memcpy(&copy.m, m, sizeof(copy.m)); /* header may be unaligned */
+        if (p && p->proc_cap && (copy.m.kind == HS_PROOF || copy.m.kind == HS_ACCEPT))
+            want = sizeof(copy);
+    }
     if (!p || p->state >= LINK_PEER_READY || p->hs_step == HS_DONE ||
-        header_length != sizeof(*m) || le32toh(m->magic) != HS_MAGIC ||
+        header_length != want || le32toh(copy.m.magic) != HS_MAGIC ||
         (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > LINK_RKEY_MAX) {
         l->st.dropped++;
         if (p && p->state < LINK_PEER_READY && p->hs_step != HS_DONE)
             hs_refuse(p, WHY_PROTOCOL);
         return UCS_OK; /* a rendezvous descriptor is released by returning UCS_OK */
     }
-    struct hs_msg copy;
-    memcpy(&copy, m, sizeof(copy)); /* header may be unaligned */
-    hs_handle(p, &copy, data, length);
+    if (want == sizeof(copy))
+        memcpy(&copy.id, (const uint8_t *)header + sizeof(copy.m), sizeof(copy.id));
+    hs_handle(p, &copy.m, want == sizeof(copy) ? &copy.id : NULL, data, length);
     return UCS_OK;
 }

@@ -2,7 +2,8 @@
  * link.c: context, worker, libuv progress, listener, teardown, status.
  * link_peer.c: endpoints, peer state machine, close.  link_hs.c: secret + handshake.
  * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations.
- * link_alive.c: keepalive PING/PONG, suspect and lost peers. */
+ * link_alive.c: keepalive PING/PONG, suspect and lost peers.
+ * link_proc.c: the peer daemon's process (pid, pid namespace, boot id) and its pidfd. */
 #ifndef KVF_LINK_INT_H
 #define KVF_LINK_INT_H
 
@@ -19,6 +20,17 @@
 #define LINK_AM_USER 2 /* user messages */
 #define LINK_AM_ALIVE 3 /* keepalive PING/PONG (link_alive.c) */
 #define LINK_NONCE_BYTES 32
+#define LINK_BOOT_ID_BYTES 16
+
+/* The sender's process, after PROOF and ACCEPT when both offered it (link_proc.c). Little
+ * endian; all zero: not known. */
+struct link_proc_id {
+    uint32_t pid;
+    uint32_t flags; /* 0; other values are refused */
+    uint64_t pidns_dev, pidns_ino;
+    uint8_t boot_id[LINK_BOOT_ID_BYTES];
+    uint8_t mac[crypto_auth_hmacsha256_BYTES];
+} __attribute__((packed));
 
 struct link_pending; /* deferred work run after a progress round (link.c) */
 struct link_early;   /* a user message that arrived just before READY (link_msg.c) */
@@ -56,6 +68,11 @@ struct link_peer {
     uint64_t alive_seq;
     int alive_pending;           /* a PING send not yet complete (holds a ref) */
     int suspect;                 /* silent past two intervals */
+    /* the peer's process (link_proc.c) */
+    int proc_cap;                /* both sides offered it: PROOF and ACCEPT carry it */
+    uint32_t remote_pid;         /* 0 unless in our pid namespace of this boot */
+    int pidfd;                   /* owned, -1: none (opened at READY) */
+    const char *proc_why;        /* static: why there is no pidfd */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
     void *user_data;
     /* Client side: the server proved the secret and we sent PROOF, its ACCEPT is on the way.
@@ -102,6 +119,7 @@ struct link {
     char host[LINK_HOST_MAX];
     char self_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
     char tls_desc[64];
+    struct link_proc_id proc;    /* ours, mac unset */
     /* peers */
     struct link_peer *peers;
     unsigned npeers;
@@ -109,6 +127,13 @@ struct link {
     struct link_pending *pending_head, *pending_tail;
     struct link_stats st;
 };
+
+/* link_proc.c */
+void link_proc_init(struct link *l);
+void link_proc_fill(const struct link_peer *p, struct link_proc_id *out);
+int link_proc_check(struct link_peer *p, const struct link_proc_id *in); /* -EPROTO: refuse */
+void link_proc_ready(struct link_peer *p);
+void link_proc_close(struct link_peer *p);
 
 /* link.c */
 void link_kick(struct link *l);                 /* progress soon, from the loop */

@@ -148,6 +148,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
     if (!p)
         return NULL;
     link_msg_drop_early(p);
+    link_proc_close(p);
     if (p->arena_rkey)
         ucp_rkey_destroy(p->arena_rkey);
     sodium_memzero(p, sizeof(*p));
@@ -219,6 +220,7 @@ static struct link_peer *link_peer_new(struct link *l, const char *addr, int out
     p->serial = ++l->next_serial;
     p->outbound = outbound;
     p->announced = outbound;
+    p->pidfd = -1;
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
     p->deadline_ms = uv_now(l->loop) + l->cfg.handshake_timeout_ms;
     p->state = outbound ? LINK_PEER_CONNECTING : LINK_PEER_HANDSHAKING;
