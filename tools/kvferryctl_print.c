@@ -157,20 +157,8 @@ static void object(FILE *f, const char *indent, json_t *o)
 
 /* ---- peers and arena: the transfer engine's tables ---- */
 
-
-static void print_peers(FILE *f, json_t *r)
+static void print_peer_rows(FILE *f, json_t *peers)
 {
-    fprintf(f, "self    %s\nlisten  %s\n", ctl_gets(r, "self"),
-            *ctl_gets(r, "listen") ? ctl_gets(r, "listen") : "(none: outbound only)");
-    if (!json_is_true(json_object_get(r, "enabled"))) {
-        fprintf(f, "inter-daemon traffic is off (cluster.secret_file unset)\n");
-        return;
-    }
-    json_t *peers = json_object_get(r, "peers");
-    if (json_array_size(peers) == 0) {
-        fprintf(f, "no peers\n");
-        return;
-    }
     fprintf(f, "%-40s %-22s %-3s %-11s %7s %-7s %5s %9s %9s %10s %10s\n", "PEER", "ADDRESS",
             "DIR", "STATE", "SEEN", "PATH", "REQS", "CHUNKS_TX", "CHUNKS_RX", "SENT", "RECEIVED");
     size_t i;
@@ -189,6 +177,33 @@ static void print_peers(FILE *f, json_t *r)
                 json_is_true(json_object_get(p, "put_fast")) ? "shm-put" : "am-rndv",
                 ctl_geti(p, "requests"), ctl_geti(p, "chunks_sent"), ctl_geti(p, "chunks_recv"), tx, rx);
     }
+}
+
+static void print_peers(FILE *f, json_t *r)
+{
+    fprintf(f, "self    %s\nlisten  %s\n", ctl_gets(r, "self"),
+            *ctl_gets(r, "listen") ? ctl_gets(r, "listen") : "(none: outbound only)");
+    if (!json_is_true(json_object_get(r, "enabled"))) {
+        fprintf(f, "inter-daemon traffic is off (cluster.secret_file unset)\n");
+        return;
+    }
+    json_t *peers = json_object_get(r, "peers");
+    if (json_array_size(peers) == 0)
+        fprintf(f, "no peers\n");
+    else
+        print_peer_rows(f, peers);
+    json_t *lost = json_object_get(r, "lost"); /* lost a moment ago (a bounded list) */
+    if (json_array_size(lost) == 0)
+        return;
+    fprintf(f, "%-40s %-22s %-11s %8s %8s %s\n", "LOST PEER", "ADDRESS", "STATE", "SEEN",
+            "LOST", "SLOTS");
+    size_t i;
+    json_t *p;
+    json_array_foreach(lost, i, p)
+        fprintf(f, "%-40s %-22s %-11s %7.1fs %7.1fs %s (%s)\n", ctl_gets(p, "peer"),
+                ctl_gets(p, "addr"), ctl_gets(p, "state"), (double)ctl_geti(p, "seen_ms") / 1000.0,
+                (double)ctl_geti(p, "lost_ms") / 1000.0,
+                json_is_true(json_object_get(p, "held")) ? "held" : "free", ctl_gets(p, "why"));
 }
 
 static void print_arena(FILE *f, json_t *r)
@@ -230,7 +245,10 @@ static void print_arena(FILE *f, json_t *r)
     {
         char b[32];
         ctl_size_text(ctl_geti(h, "bytes"), b, sizeof b);
-        fprintf(f, "%s %s %s", i ? "," : "; held:", ctl_gets(h, "peer"), b);
+        json_t *lv = json_object_get(h, "lost"); /* only on a lost holder: what it waits for */
+        const char *lost = json_is_string(lv) ? json_string_value(lv) : "";
+        fprintf(f, "%s %s %s%s%s%s", i ? "," : "; held:", ctl_gets(h, "peer"), b,
+                *lost ? " (lost: " : "", lost, *lost ? ")" : "");
     }
     fprintf(f, "\n");
 }

@@ -12,6 +12,7 @@
 #include "engine_ctx.h"
 #include "engine_frag.h"
 #include "engine_gen.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
@@ -375,6 +376,7 @@ void engine_stop(struct engine *e)
     home_free_all(e);
     tab_free_all(e);
     epeer_free_all(e);
+    gone_stop(e);
     if (e->tick_inited && !uv_is_closing((uv_handle_t *)&e->tick))
         uv_close((uv_handle_t *)&e->tick, NULL);
 }
@@ -446,9 +448,12 @@ json_t *engine_peers_json(struct daemon *d)
     json_t *a = json_array();
     for (const struct epeer *p = e ? e->peers : NULL; p; p = p->next)
         json_array_append_new(a, epeer_json(p));
-    return json_pack("{s:b,s:s,s:s,s:o}", "enabled", e && e->link, "self",
-                     e && e->link ? link_self_id(e->link) : "", "listen", e ? e->self_addr : "",
-                     "peers", a);
+    json_t *o = json_pack("{s:b,s:s,s:s,s:o}", "enabled", e && e->link, "self",
+                          e && e->link ? link_self_id(e->link) : "", "listen",
+                          e ? e->self_addr : "", "peers", a);
+    if (o && e)
+        gone_json(e, o); /* "lost": peers lost a moment ago */
+    return o;
 }
 
 json_t *engine_arena_json(struct daemon *d)
@@ -513,6 +518,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(nacks_sent);
     C(nacks_recv);
     C(slots_reclaimed);
+    C(peers_exited_reclaimed);
     C(replans);
     C(bytes_local_writers);
     C(fragment_puts);

@@ -59,6 +59,7 @@ struct engine_counters {
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
+    uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
@@ -95,6 +96,7 @@ struct engine {
     bool warned_frag;
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */
+    struct egone *gone;   /* peers lost a moment ago, frozen ones watched (engine_gone.c) */
     uint64_t flow_base;   /* random start of this run's flow ids */
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */

@@ -124,6 +124,7 @@ const struct prom_doc peers_metrics[] = {
     {"nacks_sent", C, NULL, "NACKs sent to other daemons.", "messages"},
     {"nacks_recv", C, NULL, "NACKs received from other daemons.", "messages"},
     {"slots_reclaimed", C, NULL, "Quarantined landing slots reclaimed.", "slots"},
+    {"peers_exited_reclaimed", C, NULL, "Peers lost while frozen whose process exit ended the hold on their landing slots.", "peers"},
     {"replans", C, NULL, "Remote RECVs planned again after a stale instance table.", "requests"},
     {"bytes_local_writers", C, NULL, "Bytes of remote requests copied directly from writers on this host.", "bytes"},
     {"fragment_puts", C, NULL, "UCX puts issued by the fragment path.", "puts"},

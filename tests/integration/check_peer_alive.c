@@ -5,7 +5,9 @@
  * network namespace of its own): G finds it silent, marks it suspect, then lost; A's requests end
  * PEER_LOST (not TIMEOUT) within the keepalive's detection time, its slots are reclaimed, B's
  * requests all end DONE with every byte checked, and after SIGCONT (or the link back up) A
- * reconnects and moves again. The times to detect and what was reclaimed are printed. The
+ * reconnects and moves again. A frozen A that is then killed (SIGKILL) has its held slots
+ * reclaimed at once: G watches A's process (a pidfd from the handshake). The times to detect
+ * and what was reclaimed are printed. The
  * partition case is skipped, with the reason printed, where network namespaces cannot be made. */
 #include <check.h>
 #include <sched.h>
@@ -63,6 +65,31 @@ static bool peer_state(const struct ru_daemon *g, const char *addr, char *out, s
     }
     json_decref(r);
     return fast;
+}
+
+/* G's lingering `lost` row for the peer at addr: false when there is none. */
+static bool lost_row(const struct ru_daemon *g, const char *addr, bool *held, bool *watching,
+                     char *why, size_t len)
+{
+    bool found = false;
+    json_t *r = ru_ctl(g, "peers");
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(r, "lost"), i, p)
+    {
+        const char *a = json_string_value(json_object_get(p, "addr"));
+        if (a && !strcmp(a, addr)) {
+            found = true;
+            *held = json_is_true(json_object_get(p, "held"));
+            *watching = json_is_true(json_object_get(p, "watching_exit"));
+            snprintf(why, len, "%s", json_string_value(json_object_get(p, "why")));
+            ck_assert_str_eq(json_string_value(json_object_get(p, "state")), "lost");
+            ck_assert_int_ge(json_integer_value(json_object_get(p, "seen_ms")),
+                             json_integer_value(json_object_get(p, "lost_ms")));
+        }
+    }
+    json_decref(r);
+    return found;
 }
 
 /* One request from B through G, checked bitwise. */
@@ -318,10 +345,69 @@ START_TEST(a_sigstopped_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_m
     uint64_t t0 = ru_now_ms();
     ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
     silent_a(&t, t0, "SIGSTOP", fast);
+    bool held = false, watching = false;
+    char why[128];
+    ck_assert(lost_row(&t.g, t.a.addr, &held, &watching, why, sizeof why));
+    fprintf(stderr, "SIGSTOP: G lists A lost, slots %s (%s)\n", held ? "held" : "free", why);
+    ck_assert_int_eq(held, fast);
     ck_assert_int_eq(kill(t.a.pid, SIGCONT), 0);
     a_moves_again(&t, ru_now_ms(), "SIGCONT");
     if (fast)
         wait_reclaimed(&t, reclaimed0, "SIGCONT");
+    ck_assert(!lost_row(&t.g, t.a.addr, &held, &watching, why, sizeof why)); /* back: no row */
+    ck_assert_int_eq(ru_peers_stat(&t.g, "peers_exited_reclaimed"), 0);
+    three_stop(&t);
+}
+END_TEST
+
+START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_within_a_second)
+{
+    struct three t;
+    three_start(&t, NULL, NULL, NULL, NULL);
+    hold_slots(&t);
+    char st[32];
+    bool fast = peer_state(&t.g, t.a.addr, st, sizeof st);
+    if (!fast) {
+        printf("SKIP killed-while-frozen case: A's puts at G are not over shared memory here, "
+               "so nothing is held while it is frozen\n");
+        three_stop(&t);
+        return;
+    }
+    long long reclaimed0 = ru_ctl_int(&t.g, "arena", "reclaimed_total");
+    ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
+    silent_a(&t, ru_now_ms(), "SIGSTOP before SIGKILL", true); /* held while frozen */
+    bool held = false, watching = false;
+    char why[128];
+    ck_assert(lost_row(&t.g, t.a.addr, &held, &watching, why, sizeof why));
+    ck_assert_msg(held && watching, "A's row at G: held %d, watching its exit %d (%s)", held,
+                  watching, why);
+    /* killed while stopped; not reaped yet: its exit alone must end the hold */
+    uint64_t t_kill = ru_now_ms(), done_ms = 0;
+    ck_assert_int_eq(kill(t.a.pid, SIGKILL), 0);
+    uint64_t req_b = 2000;
+    while (ru_now_ms() - t_kill < 5000) {
+        if (ru_ctl_int(&t.g, "arena", "quarantined_slots") == 0 &&
+            ru_ctl_int(&t.g, "arena", "slots_in_use") == 0) {
+            done_ms = ru_now_ms() - t_kill;
+            break;
+        }
+        move_b(&t, req_b++); /* B keeps moving */
+    }
+    ru_daemon_kill9(&t.a); /* reaps it */
+    long long reclaimed = ru_ctl_int(&t.g, "arena", "reclaimed_total") - reclaimed0;
+    fprintf(stderr, "SIGKILL: %lld held slot(s) of A's reclaimed %llu ms after the kill; B moved "
+            "%llu requests meanwhile, all DONE bitwise\n", reclaimed, (unsigned long long)done_ms,
+            (unsigned long long)(req_b - 2000));
+    if (!done_ms)
+        ru_dump_log(&t.g, "generation daemon");
+    ck_assert_msg(done_ms > 0 && done_ms <= 1500, "A's slots not reclaimed in time");
+    ck_assert_int_gt(reclaimed, 0);
+    ck_assert_int_eq(ru_peers_stat(&t.g, "peers_exited_reclaimed"), 1);
+    int n = 0;
+    ck_assert_int_eq(top_holder(&t.g, &n), 0);
+    ck_assert(lost_row(&t.g, t.a.addr, &held, &watching, why, sizeof why));
+    ck_assert(!held && !watching);
+    move_b(&t, req_b++);
     three_stop(&t);
 }
 END_TEST
@@ -377,6 +463,7 @@ int main(void)
     TCase *tc = tcase_create("alive");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_sigstopped_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_moving);
+    tcase_add_test(tc, a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_within_a_second);
     tcase_add_test(tc, a_partitioned_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_moving);
     suite_add_tcase(s, tc);
     return tu_run(s);
