@@ -499,6 +499,10 @@ static Suite *link_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_ok_exchanges_ids_and_reports_status);
     tcase_add_test(tc, link_messages_sent_from_on_peer_up_reach_the_client);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("process"); /* not in "handshake", which check_link_procs runs under valgrind */
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_tells_the_peer_process_and_its_pidfd_sees_the_exit);
     tcase_add_test(tc, link_peer_that_does_not_tell_its_process_still_connects);
     suite_add_tcase(s, tc);
