@@ -10,7 +10,9 @@
 #include "engine_ctx.h"
 #include "engine_frag.h"
 #include "engine_gen.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
@@ -203,6 +205,9 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         else
             ctx_on_nack(e, p, flow, &m);
         break;
+    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
+        nack_on_reader_nack(e, p, &m);
+        break;
     case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
         if (quar_own_flow(e, flow))
             quar_acked(e, p, flow);
@@ -379,6 +384,7 @@ struct engine *engine_free(struct engine *e)
     }
     frag_jobs_free(e);
     quar_free_all(e);
+    gone_free(e);
     e->arena = arena_free(e->arena);
     e->stage_arena = arena_free(e->stage_arena);
     free(e);
@@ -506,6 +512,8 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_gpu_gathered);
     C(bytes_gpu_scattered);
     C(gpu_failures);
+    C(reader_nacks_sent);
+    C(reader_nacks_recv);
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
 #undef C

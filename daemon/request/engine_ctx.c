@@ -22,7 +22,9 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
@@ -279,6 +281,9 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     if (e->draining || e->stopping) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the context daemon is draining");
+    } else if ((!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) &&
+               gone_lookup(e, q->ctx_instance, q->writer, msg, sizeof msg)) {
+        code = KVF_E_PEER_LOST; /* its worker died: not an instance never known */
     } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
         code = KVF_E_UNKNOWN_INSTANCE;
         snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
@@ -645,10 +650,21 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
+        struct xfer *reading = tx->ended ? NULL : tx->send;
         tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
+        if (reading) /* its reader will not come: the SEND may end now */
+            nack_flow_lost(tx, reading, err);
         tx->peer = NULL;
         p->users--;
     }
+}
+
+void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        if (!tx->ended && !tx->send && tx->rr.u.recv_req.writer == writer &&
+            strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
+            tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
 
 void ctx_tick(struct engine *e, uint64_t now)

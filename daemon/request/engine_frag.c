@@ -18,6 +18,7 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
+#include "engine_gone.h"
 #include "engine_peer.h"
 #include "registry.h"
 #include "transfers.h"
@@ -64,6 +65,7 @@ void engine_rank_removed(struct engine *e, struct reg_rank *rk)
 {
     if (!e)
         return;
+    gone_rank_removed(e, rk);
     for (struct fragreg **pp = &e->fragregs; *pp; pp = &(*pp)->next)
         if ((*pp)->rk == rk) {
             struct fragreg *f = *pp;

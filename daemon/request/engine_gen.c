@@ -20,6 +20,7 @@
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
@@ -112,6 +113,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
             "engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
             rx->ctx_instance, kvf_error_to_string(code), msg);
     release(rx, code, msg);
+    nack_readers(rx, code, msg); /* the writers' SENDs learn this reader will not come */
     struct xfer *x = rx->x;
     if (x && rx->gpu_busy > 0) {
         /* scatters still write into the rank's pools: it hears of the failure when they ended
@@ -174,6 +176,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     struct xfer *x = rx->x;
     for (uint32_t i = 0; i < tab->n_bad; i++)
         if (tab->bad[i].worker_id == x->rank->worker_id) {
+            nack_refused(rx, tab, (kvf_error_t)tab->bad[i].code, tab->bad[i].msg);
             rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,
                     (unsigned long long)tab->epoch);
             return;
@@ -193,6 +196,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             v->code = code;
             snprintf(v->msg, sizeof v->msg, "%s", msg);
         }
+        if (code == KVF_E_PEER_INCOMPATIBLE) /* refuses every writer: their SENDs end now */
+            nack_refused(rx, tab, code, msg);
         rx_fail(rx, code, "%s", msg);
         return;
     }
@@ -656,12 +661,17 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
 void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
 {
     (void)e;
+    if (rx->state != RX_ENDED) {
+        kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
+        const char *why = code == KVF_E_PEER_LOST    ? "its worker went away"
+                          : code == KVF_E_CANCELLED ? "cancelled by its worker"
+                                                    : "the generation rank's request ended";
+        rx_set_state(rx, RX_ENDED);
+        rx->e->c.remote_failed++;
+        release(rx, code, why);
+        nack_readers(rx, code, why); /* while rx->x still names the reader */
+    }
     rx->x = NULL;
-    if (rx->state == RX_ENDED)
-        return;
-    rx_set_state(rx, RX_ENDED);
-    rx->e->c.remote_failed++;
-    release(rx, err != KVF_OK ? err : KVF_E_CANCELLED, "the generation rank's request ended");
 }
 
 void gen_peer_up(struct engine *e, struct epeer *p)

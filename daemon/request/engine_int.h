@@ -42,6 +42,7 @@ struct fragreg; /* engine_frag.h */
 struct fragjob;
 struct qflow; /* engine_quar.h */
 struct dack;
+struct gone_ranks; /* engine_gone.h */
 
 /* Tagged owner of an arena reservation. */
 enum resv_kind { RESV_LANDING = 1, RESV_STAGING = 2 };
@@ -59,6 +60,7 @@ struct engine_counters {
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
+    uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
@@ -88,6 +90,7 @@ struct engine {
     bool warned_frag;
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */
+    struct gone_ranks *gone; /* context ranks that went away (engine_gone.c); owned */
     uint64_t flow_base;   /* random start of this run's flow ids */
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */

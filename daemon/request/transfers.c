@@ -19,6 +19,8 @@
 #define TICK_MS 20
 
 static void tick_cb(uv_timer_t *h);
+static void local_reader_failed(struct transfers *t, const struct xfer *r, kvf_error_t err,
+                                const char *msg);
 
 static const char *const state_names[XFER__COUNT] = {"waiting", "copying", "done", "failed"};
 
@@ -108,6 +110,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
                 kvf_error_to_string(err), msg);
     if (x->eng)
         engine_xfer_end(t->w->d->engine, x, err);
+    if (x->side == XFER_RECV && err != KVF_OK && !x->peer[0])
+        local_reader_failed(t, x, err, msg);
 }
 
 static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
@@ -194,17 +198,83 @@ static void tally_expire(struct transfers *t, uint64_t now)
     }
 }
 
+/* Whether a reader still copies from SEND s's blocks: a local RECV of its request copying, or
+ * an engine flow reading it. Its end must wait for them. */
+static bool send_read_now(const struct transfers *t, const struct xfer *s)
+{
+    for (const struct xfer *r = t->list; r; r = r->next)
+        if (r->side == XFER_RECV && r->state == XFER_COPYING && !r->peer[0] &&
+            r->req_id == s->req_id && strcmp(r->ctx_instance, s->ctx_instance) == 0)
+            return true;
+    return s->eng && engine_send_reading(t->w->d->engine, s);
+}
+
+/* A SEND's end by its readers (transfers.h): SENT when need were served; FAILED once no reader
+ * can come (served + failed reach need, or an incompatible verdict while need is unknown). */
+static void settle(struct transfers *t, struct xfer *s)
+{
+    if (terminal(s))
+        return;
+    struct xfer_nack_sum f = xfer_nacks_of(&t->nacks, s->ctx_instance, s->req_id,
+                                           layout_rank(&s->rank->layout), now_ms(t));
+    if (!s->n_readers && !s->derived && f.readers)
+        s->derived = f.readers; /* a failed same-daemon reader counts them as a served one would */
+    uint32_t need = s->n_readers ? s->n_readers : s->derived;
+    char m[PROTO_MSG_MAX + 1];
+    if (need > 0 && s->served >= need) {
+        snprintf(m, sizeof m, "%u of %u readers served%s", s->served, need,
+                 s->n_readers ? "" : " (counted by the daemon)");
+        finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
+        return;
+    }
+    if (!f.n || !(need ? s->served + f.n >= need : f.incompatible) || send_read_now(t, s))
+        return;
+    char of[32] = "";
+    if (need)
+        snprintf(of, sizeof of, " of %u", need);
+    snprintf(m, sizeof m, "no reader can come: %u%s served, %u failed; %s", s->served, of, f.n,
+             f.msg);
+    finish(t, s, PROTO_EV_FAILED, f.code, 0, m);
+}
+
 /* A SEND learns how many RECVs of its request completed; SENT when that reaches n_readers. */
 static void serve(struct transfers *t, struct xfer *s, uint32_t done)
 {
     s->served = done;
-    uint32_t need = s->n_readers ? s->n_readers : s->derived;
-    if (need > 0 && s->served >= need) {
-        char m[96];
-        snprintf(m, sizeof m, "%u of %u readers served%s", s->served, need,
-                 s->n_readers ? "" : " (counted by the daemon)");
-        finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
-    }
+    settle(t, s);
+}
+
+/* Records a failed reader and ends the live SENDs it leaves without one; no sweep. */
+static void reader_failed(struct transfers *t, const char *inst, uint64_t req_id, uint32_t writer,
+                          uint32_t readers, kvf_error_t code, const char *msg)
+{
+    const struct kvf_config *cfg = &t->w->d->cfg;
+    if (xfer_nacks_add(&t->nacks, inst, req_id, writer, readers, code, msg, now_ms(t),
+                       (uint64_t)(cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms)) < 0)
+        return; /* not held: the SENDs fall back to their deadline */
+    for (struct xfer *s = t->list; s; s = s->next)
+        if (s->side == XFER_SEND && !terminal(s) && s->req_id == req_id &&
+            (writer == XFER_NACK_ALL || writer == layout_rank(&s->rank->layout)) &&
+            strcmp(s->ctx_instance, inst) == 0)
+            settle(t, s);
+}
+
+/* A same-daemon RECV failed: every SEND of its request loses a reader (each generation rank
+ * reads every SEND there). */
+static void local_reader_failed(struct transfers *t, const struct xfer *r, kvf_error_t err,
+                                const char *msg)
+{
+    char m[PROTO_MSG_MAX + 1];
+    snprintf(m, sizeof m, "reader %s rank %u: %s: %s", r->rank->layout.instance,
+             layout_rank(&r->rank->layout), kvf_error_to_string(err), msg);
+    reader_failed(t, r->ctx_instance, r->req_id, XFER_NACK_ALL, readers_local(&r->rank->layout),
+                  err, m);
+}
+
+void transfers_reader_failed(struct transfers *t, const char *inst, uint64_t req_id,
+                             uint32_t writer, kvf_error_t code, const char *msg)
+{
+    reader_failed(t, inst, req_id, writer, 0, code, msg);
 }
 
 static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
@@ -373,8 +443,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     s->n_readers = m->n_readers;
     s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
     struct xfer_tally *ty = tally_find(t, s->ctx_instance, s->req_id);
-    if (ty)
-        serve(t, s, ty->done);
+    serve(t, s, ty ? ty->done : 0); /* readers that completed or failed before it came */
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == XFER_RECV && x->req_id == s->req_id && strcmp(x->ctx_instance, s->ctx_instance) == 0)
             try_run(t, x);
@@ -469,6 +538,7 @@ static void tick_cb(uv_timer_t *h)
                  (unsigned long long)(x->deadline_ms - x->created_ms));
     }
     tally_expire(t, now);
+    xfer_nacks_expire(&t->nacks, now);
     sweep(t);
 }
 
@@ -495,6 +565,7 @@ void transfers_stop(struct transfers *t)
 {
     transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
     tally_expire(t, UINT64_MAX);
+    xfer_nacks_expire(&t->nacks, UINT64_MAX);
     sweep(t);
     xfer_phases_free(&t->phases);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
