@@ -363,6 +363,8 @@ void engine_stop(struct engine *e)
     e->stopping = true;
     frag_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
+    quar_pools_stop(e);           /* so no fragment put can land: held requests end */
+    gen_sweep(e);
     home_free_all(e);
     tab_free_all(e);
     epeer_free_all(e);
@@ -514,6 +516,8 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(gpu_failures);
     C(reader_nacks_sent);
     C(reader_nacks_recv);
+    C(frag_holds);
+    json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
 #undef C

@@ -57,10 +57,13 @@
  * GPU pools take the bounce path, gathered and scattered by kernels through the arena's device
  * alias (either side may be host while the other is GPU).
  *
- * Known limits: fragment
- * puts already issued when a request fails may still land in the generation rank's blocks
- * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
- * it registers again.
+ * Fragment flows have a pool quarantine (engine_quar.c): a failed request whose puts may still
+ * land reports FAILED to its worker only once the context daemon acked the drain (its job
+ * completed) or the peer was lost.
+ *
+ * Known limits: a dead generation worker's pools are unmapped while fragment puts to them may
+ * be in flight; a forwarded rank that leaves is not withdrawn from its home until it registers
+ * again.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer

@@ -61,7 +61,7 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
-    uint32_t n = 0;
+    uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
     struct dack *d;
@@ -72,7 +72,7 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
             st->tx = NULL;
             st->dack = d;
         }
-    frag_tx_gone(e, tx);
+    frag_tx_gone(e, tx, d);
 }
 
 static void tx_done(struct tx *tx)

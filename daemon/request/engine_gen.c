@@ -92,6 +92,11 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
             if (in_flight)
                 quar_add(e, w->flow, w->peer);
         }
+        /* fragment puts may still land in the rank's pools: its report waits for the drain
+         * (a replan's old flows write the same blocks of the same request: not held) */
+        if (code != KVF_OK && rx->path == WIRE_PATH_FRAGMENT && w->req_sent && !w->writer_done &&
+            !w->local && rx->state == RX_ENDED)
+            quar_add_pools(e, w->flow, w->peer, rx);
         w->n_out = 0;
     }
 }
@@ -115,9 +120,10 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     release(rx, code, msg);
     nack_readers(rx, code, msg); /* the writers' SENDs learn this reader will not come */
     struct xfer *x = rx->x;
-    if (x && rx->gpu_busy > 0) {
-        /* scatters still write into the rank's pools: it hears of the failure when they ended
-         * (engine_gpu.c), so it never reuses blocks under a running kernel */
+    if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
+        /* scatters or fragment puts may still write into the rank's pools: it hears of the
+         * failure when they ended (engine_gpu.c, gen_frag_drained), so it never reuses blocks
+         * under them */
         rx->held = code;
         snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
         return;
@@ -125,6 +131,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     rx->x = NULL;
     if (x) {
         x->eng = NULL;
+        x->eng_gpu = false; /* nothing writes into its pools any more: not held */
         transfers_end(rx->t, x, code, 0, msg);
     }
 }
@@ -154,6 +161,21 @@ void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg)
 void gen_check_done(struct rx *rx)
 {
     check_done(rx);
+}
+
+void gen_frag_drained(struct rx *rx)
+{
+    if (rx->frag_wait == 0 || --rx->frag_wait > 0)
+        return;
+    struct xfer *x = rx->x;
+    if (!x)
+        return; /* its worker was told already (gone, or the daemon stopping) */
+    x->eng_gpu = false; /* no longer held by transfers.c */
+    if (rx->state != RX_ENDED || rx->gpu_busy > 0)
+        return;
+    rx->x = NULL;
+    x->eng = NULL;
+    transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
 }
 
 static void check_done(struct rx *rx)
@@ -297,6 +319,8 @@ static void start_writer(struct rxw *w)
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
         int rc = send_recv_req(w, NULL, 0);
         w->req_sent = rc == 0;
+        if (rc == 0 && w->rx->x) /* from now a failure is held until the puts drained */
+            w->rx->x->eng_gpu = true;
         if (rc < 0)
             rx_fail(w->rx, KVF_E_PEER_LOST,
                     "could not send RECV_REQ to context rank %u's "
@@ -729,7 +753,8 @@ void gen_sweep(struct engine *e)
 {
     for (struct rx **pp = &e->rxs; *pp;) {
         struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy) { /* kernels hold rx */
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy || rx->frag_wait) {
+            /* kernels or fragment flows in quarantine hold rx */
             pp = &rx->next;
             continue;
         }

@@ -52,6 +52,8 @@ struct rx {
     uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
     kvf_error_t held;
     char held_msg[WIRE_TEXT_MAX];
+    uint32_t frag_wait; /* failed fragment flows whose puts may still land (engine_quar.c):
+                           the failure is held in held until they drained */
     uint64_t t0_ns;     /* RECV taken (uv_hrtime) */
     uint64_t moving_ns; /* first chunk landed: the last request's wall time starts here */
     struct rx *next;
@@ -78,6 +80,9 @@ const char *rx_state_to_string(enum rx_state s);
 /* Whether from -> to is an edge of the rx state machine. */
 bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
 void gen_check_done(struct rx *rx);
+/* One of rx's failed fragment flows can land no put any more; the last one reports the held
+ * failure to the worker. */
+void gen_frag_drained(struct rx *rx);
 /* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
  * may end: DONE). */
 void gen_landed(struct rxw *w, uint32_t i);

@@ -61,6 +61,7 @@ struct engine_counters {
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
     uint64_t bytes_gpu_scattered, gpu_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
+    uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
