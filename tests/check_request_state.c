@@ -1,12 +1,12 @@
-/* check_request_state.c: the request state machines (transfers.h xfer_state_t, engine_int.h
- * rx_state): exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE
+/* check_request_state.c: the request state machines (transfers.h xfer_state_t, engine_state.h
+ * rx_state, rxw_state and tx_state): exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE
  * (require.h), which guards both setters: false and logged in release, abort where invariants
  * are fatal. */
 #include <check.h>
 #include <signal.h>
 #include <stdlib.h>
 
-#include "engine_gen.h"
+#include "engine_state.h"
 #include "transfers.h"
 #include "require.h"
 #include "testutil.h"
@@ -43,6 +43,60 @@ START_TEST(rx_states_have_names_and_ended_is_terminal)
     ck_assert_str_eq(rx_state_to_string(RX__COUNT), "unknown");
     for (int t = 0; t < RX__COUNT; t++)
         ck_assert(!rx_state_edge_ok(RX_ENDED, (enum rx_state)t));
+}
+END_TEST
+
+START_TEST(rxw_allows_exactly_the_documented_edges)
+{
+    static const struct {
+        enum rxw_state from, to;
+    } ok[] = {
+        {RXW_IDLE, RXW_CREDIT},   {RXW_IDLE, RXW_MOVING},   {RXW_IDLE, RXW_DONE},
+        {RXW_IDLE, RXW_CLOSED},   {RXW_CREDIT, RXW_MOVING}, {RXW_CREDIT, RXW_CLOSED},
+        {RXW_MOVING, RXW_DONE},   {RXW_MOVING, RXW_NACKED}, {RXW_MOVING, RXW_CLOSED},
+        {RXW_DONE, RXW_NACKED},   {RXW_DONE, RXW_CLOSED},   {RXW_NACKED, RXW_CLOSED},
+    };
+    for (int f = 0; f < RXW__COUNT; f++)
+        for (int t = 0; t < RXW__COUNT; t++) {
+            bool want = false;
+            for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+                want |= ok[i].from == (enum rxw_state)f && ok[i].to == (enum rxw_state)t;
+            ck_assert_msg(rxw_state_edge_ok((enum rxw_state)f, (enum rxw_state)t) == want,
+                          "%s -> %s", rxw_state_to_string((enum rxw_state)f),
+                          rxw_state_to_string((enum rxw_state)t));
+        }
+    ck_assert(!rxw_state_edge_ok(RXW__COUNT, RXW_CLOSED));
+    ck_assert(!rxw_state_edge_ok(RXW_IDLE, RXW__COUNT));
+    ck_assert_str_eq(rxw_state_to_string(RXW_CREDIT), "credit");
+    ck_assert_str_eq(rxw_state_to_string(RXW_CLOSED), "closed");
+    ck_assert_str_eq(rxw_state_to_string(RXW__COUNT), "unknown");
+}
+END_TEST
+
+START_TEST(tx_allows_exactly_the_documented_edges)
+{
+    static const struct {
+        enum tx_state from, to;
+    } ok[] = {
+        {TX_SEND_WAIT, TX_TABLE_WAIT}, {TX_SEND_WAIT, TX_REFETCH}, {TX_SEND_WAIT, TX_MOVING},
+        {TX_SEND_WAIT, TX_FAILED},     {TX_TABLE_WAIT, TX_MOVING}, {TX_TABLE_WAIT, TX_FAILED},
+        {TX_REFETCH, TX_MOVING},       {TX_REFETCH, TX_FAILED},    {TX_MOVING, TX_DONE},
+        {TX_MOVING, TX_FAILED},
+    };
+    for (int f = 0; f < TX__COUNT; f++)
+        for (int t = 0; t < TX__COUNT; t++) {
+            bool want = false;
+            for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+                want |= ok[i].from == (enum tx_state)f && ok[i].to == (enum tx_state)t;
+            ck_assert_msg(tx_state_edge_ok((enum tx_state)f, (enum tx_state)t) == want,
+                          "%s -> %s", tx_state_to_string((enum tx_state)f),
+                          tx_state_to_string((enum tx_state)t));
+        }
+    ck_assert(!tx_state_edge_ok(TX__COUNT, TX_FAILED));
+    ck_assert(!tx_state_edge_ok(TX_SEND_WAIT, TX__COUNT));
+    ck_assert_str_eq(tx_state_to_string(TX_SEND_WAIT), "send_wait");
+    ck_assert_str_eq(tx_state_to_string(TX_FAILED), "failed");
+    ck_assert_str_eq(tx_state_to_string(TX__COUNT), "unknown");
 }
 END_TEST
 
@@ -88,6 +142,12 @@ static Suite *suite(void)
     TCase *tc = tcase_create("rx");
     tcase_add_test(tc, rx_allows_exactly_the_documented_edges);
     tcase_add_test(tc, rx_states_have_names_and_ended_is_terminal);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rxw");
+    tcase_add_test(tc, rxw_allows_exactly_the_documented_edges);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("tx");
+    tcase_add_test(tc, tx_allows_exactly_the_documented_edges);
     suite_add_tcase(s, tc);
     tc = tcase_create("xfer");
     tcase_add_test(tc, xfer_allows_exactly_the_documented_edges);

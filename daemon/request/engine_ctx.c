@@ -32,6 +32,7 @@
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
+#include "require.h"
 #include "transfers.h"
 #include "workers.h"
 
@@ -39,9 +40,28 @@ static void pump(struct tx *tx);
 
 static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* Moves tx along an edge of its state machine (engine_state.h). An illegal edge is an invariant
+ * failure (require.h): fatal in debug and tests; in release the flow fails (INTERNAL) and false
+ * says the caller must stop. */
+static bool tx_set_state(struct tx *tx, enum tx_state to)
+{
+    if (!KVF_REQUIRE(tx_state_edge_ok(tx->state, to), "engine: flow %llu: illegal edge %s -> %s",
+                     (unsigned long long)tx->flow, tx_state_to_string(tx->state),
+                     tx_state_to_string(to))) {
+        if (!tx_ended(tx))
+            tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
+                    tx_state_to_string(tx->state), tx_state_to_string(to));
+        return false;
+    }
+    log_debug("engine: flow %llu: %s -> %s", (unsigned long long)tx->flow,
+              tx_state_to_string(tx->state), tx_state_to_string(to));
+    tx->state = to;
+    return true;
+}
+
 static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
 {
-    if (tx->ended)
+    if (tx_ended(tx))
         return;
     char msg[WIRE_TEXT_MAX];
     va_list ap;
@@ -49,7 +69,7 @@ static void tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt,
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     struct engine *e = tx->e;
-    tx->ended = true;
+    tx_set_state(tx, TX_FAILED);
     e->c.flows_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         e->c.bound_violations++;
@@ -79,7 +99,8 @@ static void tx_done(struct tx *tx)
 {
     struct engine *e = tx->e;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
-    tx->ended = true;
+    if (!tx_set_state(tx, TX_DONE))
+        return;
     e->c.flows_done++;
     struct wire_msg m = {.type = WIRE_WRITER_DONE};
     m.u.writer_done.req_id = q->req_id;
@@ -96,7 +117,7 @@ static void tx_done(struct tx *tx)
 static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
 {
     for (struct tx *t = e->txs; t; t = t->next)
-        if (!t->ended && t->peer == p && t->flow == flow)
+        if (!tx_ended(t) && t->peer == p && t->flow == flow)
             return t;
     return NULL;
 }
@@ -146,7 +167,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         tx_fail(tx, code, true, "%s", pmsg);
         return;
     }
-    tx->planned = true;
+    if (!tx_set_state(tx, TX_MOVING)) /* owns the plan from here (ctx_sweep frees it) */
+        return;
     for (uint32_t w = 0; w < tx->plan.n_writers && !tx->pw; w++)
         if (tx->plan.writers[w].ctx_rank == q->writer)
             tx->pw = &tx->plan.writers[w];
@@ -225,9 +247,11 @@ static void get_table(struct tx *tx)
         tx_fail(tx, KVF_E_PEER_UNREACHABLE, true, "home %s of %s: %s", tx->home, q->ctx_instance,
                 strerror(-err));
     } else if (!t) {
-        tx->wait_table = true;
-    } else if (t->epoch != q->table_epoch && !tx->refetched) {
-        tx->refetched = true; /* our cached copy may be the stale one */
+        if (tx->state == TX_SEND_WAIT) /* a refetch waits in TX_REFETCH */
+            tx_set_state(tx, TX_TABLE_WAIT);
+    } else if (t->epoch != q->table_epoch && tx->state == TX_SEND_WAIT) {
+        if (!tx_set_state(tx, TX_REFETCH)) /* our cached copy may be the stale one */
+            return;
         tab_drop(e, t);
         get_table(tx);
     } else {
@@ -238,10 +262,10 @@ static void get_table(struct tx *tx)
 void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        if (tx->ended || !tx->wait_table || strcmp(tx->home, tab->home) != 0 ||
+        if ((tx->state != TX_TABLE_WAIT && tx->state != TX_REFETCH) ||
+            strcmp(tx->home, tab->home) != 0 ||
             strcmp(tx->rr.u.recv_req.ctx_instance, tab->instance) != 0)
             continue;
-        tx->wait_table = false;
         if (err)
             tx_fail(tx, (kvf_error_t)err, true, "%s", msg);
         else
@@ -277,7 +301,7 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
     for (struct tx *t = e->txs; t; t = t->next)
-        n += t->peer == p && !t->ended;
+        n += t->peer == p && !tx_ended(t);
     if (e->draining || e->stopping) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the context daemon is draining");
@@ -337,7 +361,7 @@ void ctx_send_arrived(struct engine *e, struct xfer *s)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         const struct wire_recv_req *q = &tx->rr.u.recv_req;
-        if (!tx->ended && !tx->send && q->req_id == s->req_id &&
+        if (tx->state == TX_SEND_WAIT && !tx->send && q->req_id == s->req_id &&
             strcmp(q->ctx_instance, s->ctx_instance) == 0 &&
             q->writer == layout_rank(&s->rank->layout))
             meet(tx, s);
@@ -367,7 +391,7 @@ static void stage_finish(struct stage *st, int status)
         free(st->buf);
     free(st);
     quar_stage_done(e, d);
-    if (!tx || tx->ended)
+    if (!tx || tx_ended(tx))
         return;
     tx->n_ops--;
     if (status < 0) {
@@ -396,7 +420,7 @@ static void flushed(void *arg, int status)
     struct stage *st = arg;
     if (status == 0)
         status = st->err;
-    if (status == 0 && st->tx && !st->tx->ended && st->tx->peer && st->tx->peer->lp)
+    if (status == 0 && st->tx && !tx_ended(st->tx) && st->tx->peer && st->tx->peer->lp)
         status =
             link_send(st->tx->peer->lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
     else if (status == 0)
@@ -416,7 +440,7 @@ static void put_done(void *arg, int status)
 static void stage_move(struct stage *st)
 {
     struct tx *tx = st->tx;
-    if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
+    if (!tx || tx_ended(tx) || !tx->send || !tx->peer || !tx->peer->lp) {
         stage_finish(st, -ECANCELED);
         return;
     }
@@ -470,7 +494,7 @@ static void stage_gathered(void *user, int status)
 static void stage_run(struct stage *st)
 {
     struct tx *tx = st->tx;
-    if (!tx || tx->ended || !tx->send || !tx->peer || !tx->peer->lp) {
+    if (!tx || tx_ended(tx) || !tx->send || !tx->peer || !tx->peer->lp) {
         stage_finish(st, -ECANCELED);
         return;
     }
@@ -500,7 +524,7 @@ void ctx_stage_gathered(struct stage *st, int status)
 {
     if (status < 0) {
         struct tx *tx = st->tx;
-        if (tx && !tx->ended)
+        if (tx && !tx_ended(tx))
             tx_fail(tx, KVF_E_INTERNAL, true, "GPU gather of extent [%llu, +%llu) failed: %s",
                     (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
                     strerror(-status));
@@ -523,7 +547,7 @@ void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
 void ctx_stage_timeout(struct stage *st)
 {
     st->resv_open = false;
-    if (st->tx && !st->tx->ended)
+    if (st->tx && !tx_ended(st->tx))
         tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
     stage_finish(st, -ETIMEDOUT);
 }
@@ -531,7 +555,7 @@ void ctx_stage_timeout(struct stage *st)
 static void pump(struct tx *tx)
 {
     struct engine *e = tx->e;
-    while (!tx->ended && tx->planned && tx->q_len > 0 && tx->n_ops < ENGINE_WINDOW) {
+    while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < ENGINE_WINDOW) {
         struct wire_grant g = tx->q[tx->q_head];
         tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
         tx->q_len--;
@@ -650,7 +674,7 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
-        struct xfer *reading = tx->ended ? NULL : tx->send;
+        struct xfer *reading = tx_ended(tx) ? NULL : tx->send;
         tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
         if (reading) /* its reader will not come: the SEND may end now */
             nack_flow_lost(tx, reading, err);
@@ -662,7 +686,7 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
 void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next)
-        if (!tx->ended && !tx->send && tx->rr.u.recv_req.writer == writer &&
+        if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
             strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
             tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
@@ -670,7 +694,7 @@ void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, co
 void ctx_tick(struct engine *e, uint64_t now)
 {
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        if (tx->ended || now < tx->deadline_ms)
+        if (tx_ended(tx) || now < tx->deadline_ms)
             continue;
         if (!tx->send)
             tx_fail(tx, KVF_E_TIMEOUT, true,
@@ -696,7 +720,7 @@ void ctx_sweep(struct engine *e)
 {
     for (struct tx **pp = &e->txs; *pp;) {
         struct tx *tx = *pp;
-        if (!tx->ended) {
+        if (!tx_ended(tx)) {
             pp = &tx->next;
             continue;
         }
@@ -704,8 +728,7 @@ void ctx_sweep(struct engine *e)
         if (tx->peer)
             tx->peer->users--;
         egpu_tx_gone(tx); /* its program is freed when its kernels ended */
-        if (tx->planned)
-            plan_done(&tx->plan);
+        plan_done(&tx->plan); /* zeroed unless planned (plan_request writes it on success) */
         wire_msg_done(&tx->rr);
         free(tx);
     }

@@ -4,6 +4,7 @@
 #define KVF_ENGINE_CTX_H
 
 #include "engine_int.h"
+#include "engine_state.h"
 
 /* Context side: one flow (a generation rank's RECV_REQ for one writer of ours). */
 struct tx {
@@ -13,8 +14,7 @@ struct tx {
     struct wire_msg rr; /* the decoded RECV_REQ (owned) */
     struct layout gen;  /* decoded from rr */
     struct xfer *send;  /* borrowed until engine_xfer_end; NULL before the meeting */
-    bool planned, ended;
-    bool wait_table, refetched; /* waiting for the instance's table from its home */
+    enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;
@@ -27,6 +27,12 @@ struct tx {
     struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
     struct tx *next;
 };
+
+/* Whether tx ended (done or failed): nothing of it moves any more. */
+static inline bool tx_ended(const struct tx *tx)
+{
+    return tx->state == TX_DONE || tx->state == TX_FAILED;
+}
 
 /* One chunk in flight on the context side: a staging slot (or a malloc'd buffer). */
 struct stage {

@@ -152,7 +152,7 @@ static void job_end(struct fragjob *j)
 {
     struct engine *e = j->e;
     struct tx *tx = j->tx;
-    if (tx && !tx->ended) {
+    if (tx && !tx_ended(tx)) {
         tx->frag = NULL;
         if (j->err < 0)
             ctx_frag_failed(tx, j->err);

@@ -31,24 +31,6 @@
 #include "transfers.h"
 #include "workers.h"
 
-static const char *const rx_names[RX__COUNT] = {"lookup", "connect", "moving", "ended"};
-
-static const bool rx_edges[RX__COUNT][RX__COUNT] = {
-    [RX_LOOKUP] = {[RX_CONNECT] = true, [RX_ENDED] = true},
-    [RX_CONNECT] = {[RX_MOVING] = true, [RX_LOOKUP] = true, [RX_ENDED] = true},
-    [RX_MOVING] = {[RX_LOOKUP] = true, [RX_ENDED] = true},
-};
-
-const char *rx_state_to_string(enum rx_state s)
-{
-    return (unsigned)s < RX__COUNT ? rx_names[s] : "unknown";
-}
-
-bool rx_state_edge_ok(enum rx_state from, enum rx_state to)
-{
-    return (unsigned)from < RX__COUNT && (unsigned)to < RX__COUNT && rx_edges[from][to];
-}
-
 static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -75,6 +57,28 @@ static bool rx_set_state(struct rx *rx, enum rx_state to)
     return true;
 }
 
+bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
+{
+    struct rx *rx = w->rx;
+    if (!KVF_REQUIRE(rxw_state_edge_ok(w->state, to),
+                     "engine: rx req %llu writer %u: illegal edge %s -> %s",
+                     (unsigned long long)rx->req_id, w->ctx_rank, rxw_state_to_string(w->state),
+                     rxw_state_to_string(to))) {
+        rx_fail(rx, KVF_E_INTERNAL, "writer %u state %s cannot go to %s", w->ctx_rank,
+                rxw_state_to_string(w->state), rxw_state_to_string(to));
+        return false;
+    }
+    w->state = to;
+    return true;
+}
+
+/* Whether w's landing reservation is open: a remote bounce writer from its start to release. */
+static bool holds_resv(const struct rxw *w)
+{
+    return !w->local && w->rx->path != WIRE_PATH_FRAGMENT && w->state != RXW_IDLE &&
+           w->state != RXW_CLOSED;
+}
+
 /* Closes the writers' reservations (quarantining slots a chunk may still be coming to) and,
  * with cancel, tells the writers' daemons to stop. */
 static void release(struct rx *rx, kvf_error_t code, const char *msg)
@@ -82,21 +86,24 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
     struct engine *e = rx->e;
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
-        bool in_flight = w->req_sent && w->n_out > 0;
-        if (code != KVF_OK && w->req_sent && !w->no_nack && w->peer && w->peer->up)
+        if (w->state == RXW_CLOSED) /* timed out: holds nothing */
+            continue;
+        bool sent = w->state == RXW_MOVING || w->state == RXW_DONE;
+        bool in_flight = (sent || w->state == RXW_NACKED) && w->n_out > 0;
+        if (code != KVF_OK && sent && w->peer && w->peer->up)
             engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, msg);
-        if (w->resv_open) {
+        if (holds_resv(w)) {
             /* chunks may still come: quarantined until the writer's daemon acks the drain */
             arena_resv_close(e->arena, &w->resv, in_flight);
-            w->resv_open = false;
             if (in_flight)
                 quar_add(e, w->flow, w->peer);
         }
         /* fragment puts may still land in the rank's pools: its report waits for the drain
          * (a replan's old flows write the same blocks of the same request: not held) */
-        if (code != KVF_OK && rx->path == WIRE_PATH_FRAGMENT && w->req_sent && !w->writer_done &&
-            !w->local && rx->state == RX_ENDED)
+        if (code != KVF_OK && rx->path == WIRE_PATH_FRAGMENT && !w->local &&
+            (w->state == RXW_MOVING || w->state == RXW_NACKED) && rx->state == RX_ENDED)
             quar_add_pools(e, w->flow, w->peer, rx);
+        w->state = RXW_CLOSED; /* an edge from every state but closed */
         w->n_out = 0;
     }
 }
@@ -117,12 +124,12 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
             "engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
             rx->ctx_instance, kvf_error_to_string(code), msg);
-    release(rx, code, msg);
     nack_readers(rx, code, msg); /* the writers' SENDs learn this reader will not come */
+    release(rx, code, msg);
     struct xfer *x = rx->x;
     if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (engine_gpu.c, gen_frag_drained), so it never reuses blocks
+         * failure when they ended (engine_gpu.c, engine_quar.c), so it never reuses blocks
          * under them */
         rx->held = code;
         snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
@@ -161,21 +168,6 @@ void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg)
 void gen_check_done(struct rx *rx)
 {
     check_done(rx);
-}
-
-void gen_frag_drained(struct rx *rx)
-{
-    if (rx->frag_wait == 0 || --rx->frag_wait > 0)
-        return;
-    struct xfer *x = rx->x;
-    if (!x)
-        return; /* its worker was told already (gone, or the daemon stopping) */
-    x->eng_gpu = false; /* no longer held by transfers.c */
-    if (rx->state != RX_ENDED || rx->gpu_busy > 0)
-        return;
-    rx->x = NULL;
-    x->eng = NULL;
-    transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
 }
 
 static void check_done(struct rx *rx)
@@ -300,7 +292,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
 static void ask(struct rxw *w)
 {
     struct engine *e = w->rx->e;
-    if (!w->resv_open || w->resv.state == RESV_WAITING || w->resv.granted >= w->extent ||
+    if (!holds_resv(w) || w->resv.state == RESV_WAITING || w->resv.granted >= w->extent ||
         w->resv.held >= ENGINE_WINDOW)
         return;
     int rc = arena_want(e->arena, &w->resv, ENGINE_WINDOW - w->resv.held, engine_now(e));
@@ -314,14 +306,15 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
 static void start_writer(struct rxw *w)
 {
     struct engine *e = w->rx->e;
-    if (w->resv_open || w->req_sent || w->rx->state != RX_MOVING)
+    if (w->state != RXW_IDLE || w->rx->state != RX_MOVING)
         return;
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
         int rc = send_recv_req(w, NULL, 0);
-        w->req_sent = rc == 0;
-        if (rc == 0 && w->rx->x) /* from now a failure is held until the puts drained */
-            w->rx->x->eng_gpu = true;
-        if (rc < 0)
+        if (rc == 0) {
+            gen_rxw_set_state(w, RXW_MOVING);
+            if (w->rx->x) /* from now a failure is held until the puts drained */
+                w->rx->x->eng_gpu = true;
+        } else
             rx_fail(w->rx, KVF_E_PEER_LOST,
                     "could not send RECV_REQ to context rank %u's "
                     "daemon: %s",
@@ -330,7 +323,8 @@ static void start_writer(struct rxw *w)
     }
     arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
     w->resv.data = w;
-    w->resv_open = true;
+    if (!gen_rxw_set_state(w, RXW_CREDIT))
+        return;
     engine_kick_tick(e);
     ask(w);
 }
@@ -487,9 +481,10 @@ void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
             (struct wire_grant){g[i].slot, g[i].generation, g[i].offset, g[i].length, g[i].ext_off};
     }
     int rc;
-    if (!w->req_sent) {
+    if (w->state == RXW_CREDIT) {
         rc = send_recv_req(w, wg, n);
-        w->req_sent = rc == 0;
+        if (rc == 0 && !gen_rxw_set_state(w, RXW_MOVING))
+            return;
     } else {
         struct wire_msg m = {.type = WIRE_GRANT};
         m.u.grant.req_id = rx->req_id;
@@ -507,7 +502,8 @@ void gen_on_timeout(struct rxw *w)
 {
     struct arena_stats st;
     arena_get_stats(w->rx->e->arena, &st);
-    w->resv_open = false; /* timed out: it holds nothing */
+    if (!gen_rxw_set_state(w, RXW_CLOSED)) /* timed out: it holds nothing */
+        return;
     rx_fail(w->rx, KVF_E_TIMEOUT,
             "no landing slot for writer rank %u within arena.reserve_timeout "
             "(%u of %u slots in use, %u requests waiting)",
@@ -632,7 +628,8 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
     struct rxw *w = find_w(e, p, flow);
     if (!w)
         return;
-    w->writer_done = true;
+    if (w->state == RXW_MOVING && !gen_rxw_set_state(w, RXW_DONE))
+        return;
     if (m->u.writer_done.bytes != w->extent) {
         rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
                 "writer rank %u reports %llu bytes, the plan's "
@@ -673,7 +670,9 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
                 break;
             }
     }
-    w->no_nack = true; /* the writer's side ended it: no NACK back (it acks the drain) */
+    /* the writer's side ended it: no NACK back (it acks the drain) */
+    if ((w->state == RXW_MOVING || w->state == RXW_DONE) && !gen_rxw_set_state(w, RXW_NACKED))
+        return;
     if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
         strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
         rx_replan(rx); /* once: the instance re-registered since our table was fetched */
@@ -692,8 +691,8 @@ void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
                                                     : "the generation rank's request ended";
         rx_set_state(rx, RX_ENDED);
         rx->e->c.remote_failed++;
-        release(rx, code, why);
         nack_readers(rx, code, why); /* while rx->x still names the reader */
+        release(rx, code, why);
     }
     rx->x = NULL;
 }
@@ -738,7 +737,7 @@ void gen_tick(struct engine *e, uint64_t now)
         rx_fail(rx, KVF_E_TIMEOUT,
                 "request did not complete within %llu ms (%s; %llu of %llu "
                 "bytes landed)",
-                (unsigned long long)(rx->deadline_ms - rx->started_ms), rx_names[rx->state],
+                (unsigned long long)(rx->deadline_ms - rx->started_ms), rx_state_to_string(rx->state),
                 (unsigned long long)got, (unsigned long long)want);
     }
 }

@@ -4,6 +4,7 @@
 #define KVF_ENGINE_GEN_H
 
 #include "engine_int.h"
+#include "engine_state.h"
 
 /* Generation side: one writer of one RECV. */
 struct rxw {
@@ -13,18 +14,12 @@ struct rxw {
     uint64_t flow;
     struct epeer *peer;
     struct arena_resv resv;
-    bool resv_open, req_sent, writer_done;
-    bool no_nack; /* the writer's daemon ended the flow: no NACK back */
-    bool local;   /* the writer rank is registered here: pool to pool (engine_local.c) */
+    enum rxw_state state; /* engine_state.h; rxw_set_state (engine_gen.c) */
+    bool local; /* the writer rank is registered here: pool to pool (engine_local.c) */
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
 };
-
-/* The generation side's request: lookup (the table) -> connect (planned, writers starting) ->
- * moving (RECV_REQs out, chunks landing) -> ended; a stale table sends connect or moving back to
- * lookup once (replan). rx_set_state (engine_gen.c) refuses every other edge. */
-enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED, RX__COUNT };
 
 struct rx {
     struct engine *e;
@@ -36,7 +31,7 @@ struct rx {
     uint64_t req_id;
     char home[WIRE_ADDR_MAX];
     char ctx_instance[LAYOUT_NAME_MAX];
-    enum rx_state state;
+    enum rx_state state; /* engine_state.h; rx_set_state (engine_gen.c) */
     struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
@@ -76,16 +71,14 @@ void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
 void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
-const char *rx_state_to_string(enum rx_state s);
-/* Whether from -> to is an edge of the rx state machine. */
-bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
 void gen_check_done(struct rx *rx);
-/* One of rx's failed fragment flows can land no put any more; the last one reports the held
- * failure to the worker. */
-void gen_frag_drained(struct rx *rx);
 /* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
  * may end: DONE). */
 void gen_landed(struct rxw *w, uint32_t i);
+
+/* Moves w along an edge of its state machine (engine_state.h); an illegal edge fails the request
+ * (require.h) and false says the caller must stop. */
+bool gen_rxw_set_state(struct rxw *w, enum rxw_state to);
 
 /* engine_local.c: writers registered on this daemon, pool to pool */
 void local_start(struct rxw *w);

@@ -84,8 +84,9 @@ static void run(struct rxw *w, struct xfer *s)
         gen_rx_fail(rx, KVF_E_INTERNAL, msg);
         return;
     }
+    if (!gen_rxw_set_state(w, RXW_DONE))
+        return;
     w->scattered = w->extent;
-    w->writer_done = true;
     rx->e->c.bytes_local_writers += w->extent;
     if (rx->x)
         rx->x->bytes_done += w->extent;
@@ -105,7 +106,7 @@ static struct xfer *find_send(struct rxw *w)
 
 void local_start(struct rxw *w)
 {
-    if (w->rx->state != RX_MOVING || w->writer_done)
+    if (w->rx->state != RX_MOVING || w->state != RXW_IDLE)
         return;
     struct xfer *s = find_send(w);
     if (s)
@@ -117,7 +118,7 @@ void local_send_arrived(struct engine *e, struct xfer *s)
     for (struct rx *rx = e->rxs; rx; rx = rx->next)
         for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++) {
             struct rxw *w = &rx->w[i];
-            if (w->local && !w->writer_done && rx->req_id == s->req_id &&
+            if (w->local && w->state == RXW_IDLE && rx->req_id == s->req_id &&
                 strcmp(rx->ctx_instance, s->ctx_instance) == 0 &&
                 layout_rank(&s->rank->layout) == w->ctx_rank && live(s))
                 run(w, s);

@@ -4,7 +4,8 @@
  * (transfers.h) instead of at its deadline. The flow NACK (engine_gen.c's release) stops a
  * flow's data; READER_NACK counts the reader against the SEND, once per (reader, writer), for
  * writers whose RECV_REQ went out and for those it never reached. A writer that finished
- * (WRITER_DONE) was counted served already and is not told. Loop thread only. */
+ * (WRITER_DONE) was counted served already and is not told; call before the writers are
+ * released (closed). Loop thread only. */
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
     reason(rx, code, msg, why, sizeof why);
     for (uint32_t i = 0; i < rx->n_w; i++) {
         const struct rxw *w = &rx->w[i];
-        if (w->writer_done)
+        if (w->state == RXW_DONE || w->state == RXW_CLOSED) /* served, or released before */
             continue;
         if (w->local)
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
@@ -111,7 +112,7 @@ void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
 bool engine_send_reading(const struct engine *e, const struct xfer *s)
 {
     for (const struct tx *tx = e ? e->txs : NULL; tx; tx = tx->next)
-        if (!tx->ended && tx->send == s)
+        if (!tx_ended(tx) && tx->send == s)
             return true;
     return false;
 }

@@ -12,7 +12,7 @@
  * acknowledged at once.
  * Fragment flows have no slots, but their puts write straight into the generation rank's pools:
  * a failed one is held the same way (quar_add_pools), and the request's FAILED reaches the worker
- * only when no put can still land (gen_frag_drained), so it never reuses blocks under them. The
+ * only when no put can still land (pools_drained), so it never reuses blocks under them. The
  * context side counts a fragment job still in flight like a chunk (engine_frag.c).
  * Flow ids start at a random 64-bit value per daemon run, so a daemon that is both a generation
  * and a context daemon tells its own flows (generation side) from its peers' (context side). */
@@ -27,6 +27,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "transfers.h"
 
 void quar_init_flows(struct engine *e)
 {
@@ -60,6 +61,23 @@ void quar_add(struct engine *e, uint64_t flow, struct epeer *peer)
     engine_kick_tick(e);
 }
 
+/* One of rx's failed fragment flows can land no put any more; the last one reports the held
+ * failure to the worker. */
+static void pools_drained(struct rx *rx)
+{
+    if (rx->frag_wait == 0 || --rx->frag_wait > 0)
+        return;
+    struct xfer *x = rx->x;
+    if (!x)
+        return; /* its worker was told already (gone, or the daemon stopping) */
+    x->eng_gpu = false; /* no longer held by transfers.c */
+    if (rx->state != RX_ENDED || rx->gpu_busy > 0)
+        return;
+    rx->x = NULL;
+    x->eng = NULL;
+    transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
+}
+
 void quar_add_pools(struct engine *e, uint64_t flow, struct epeer *peer, struct rx *rx)
 {
     struct qflow *q = calloc(1, sizeof *q);
@@ -86,7 +104,7 @@ static void reclaim(struct engine *e, struct qflow *q, const char *why)
         q->rx = NULL;
         log_debug("engine: fragment flow %llu of request %llu drained (%s)",
                   (unsigned long long)q->flow, (unsigned long long)rx->req_id, why);
-        gen_frag_drained(rx);
+        pools_drained(rx);
         return;
     }
     uint32_t n = e->arena ? arena_reclaim_peer(e->arena, q->flow) : 0;
