@@ -20,29 +20,6 @@ static void recv_args(struct ru_rank *r, uint64_t req, const char *home, struct 
                                 .ids = r->ids};
 }
 
-/* The context rank in its own process, registered with d; returns once registered. */
-static pid_t context_process(struct ru_inst *ctx, const struct ru_daemon *d)
-{
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        ru_rank_register(ctx, 0, d, NULL);
-        char c = 1;
-        if (write(pfd[1], &c, 1) != 1)
-            _exit(4);
-        for (;;)
-            pause();
-    }
-    close(pfd[1]);
-    char c;
-    ck_assert_int_eq(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
-    return pid;
-}
-
 static void expect_peer_lost(struct ru_rank *g, uint64_t req, uint64_t t0, const char *what)
 {
     struct kvf_event ev;
@@ -66,7 +43,7 @@ START_TEST(gone_remote_context_worker_killed_gives_its_readers_peer_lost)
     ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
     ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
     ru_inst_register(&gen, &t.b);
-    pid_t pid = context_process(&ctx, &t.a);
+    pid_t pid = ru_rank_fork(&ctx, 0, &t.a, NULL, NULL); /* registered, never SENDs */
     /* the reader's RECV_REQ waits at the context daemon for a SEND that never comes */
     struct kvf_recv_args a;
     recv_args(&gen.r[0], 60, t.a.addr, &a);

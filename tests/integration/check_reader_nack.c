@@ -44,33 +44,25 @@ static void until_listed(const struct ru_daemon *d, const char *side, size_t wan
     }
 }
 
-/* A generation rank in its own process: registers with d, RECVs req, then waits to be killed.
- * Returns its pid once the RECV is sent. */
+struct recv_of {
+    uint64_t req;
+    const char *home;
+};
+
+static int do_recv(struct ru_rank *r, void *arg)
+{
+    const struct recv_of *o = arg;
+    struct kvf_recv_args a;
+    recv_args(r, o->req, o->home, &a);
+    return kvf_recv(r->c, &a);
+}
+
+/* A generation rank in its own process: registers with d, RECVs req, then waits to be killed. */
 static pid_t reader_process(struct ru_inst *gen, const struct ru_daemon *d, uint64_t req,
                             const char *home)
 {
-    int pfd[2];
-    ck_assert_int_eq(pipe(pfd), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        close(pfd[0]);
-        ru_rank_register(gen, 0, d, NULL);
-        struct kvf_recv_args a;
-        recv_args(&gen->r[0], req, home, &a);
-        if (kvf_recv(gen->r[0].c, &a) != 0)
-            _exit(3);
-        char c = 1;
-        if (write(pfd[1], &c, 1) != 1)
-            _exit(4);
-        for (;;)
-            pause();
-    }
-    close(pfd[1]);
-    char c;
-    ck_assert_int_eq(read(pfd[0], &c, 1), 1);
-    close(pfd[0]);
-    return pid;
+    struct recv_of o = {req, home};
+    return ru_rank_fork(gen, 0, d, do_recv, &o);
 }
 
 static void kill_reader(pid_t pid)
