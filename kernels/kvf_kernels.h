@@ -55,7 +55,8 @@ struct kvk_mem {
 /* Validates the program (ascending ext_off tiling [0, bytes), no overflow, no negative address),
  * splits it into tasks and uploads them to `device`. Pool indices are checked at launch against
  * the kvk_mem given there; a program with src_pool == PLAN_POOL_UNKNOWN can only scatter.
- * Returns 0 and *ret, or -errno (kvk_last_error() says why). The current device is restored. */
+ * Returns 0 and *ret, or -errno (kvk_last_error() says why). The current device is restored.
+ * On return the upload has completed: a launch on any stream of the device sees the program. */
 int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
                     struct kvk_program **ret);
 /* Frees device and host tables; accepts NULL; returns NULL. */
@@ -83,6 +84,11 @@ int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const str
  * pair it with a deadline. Returns 0 or -errno. */
 typedef void (*kvk_done_cb)(void *arg);
 int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg);
+
+/* Loads every copy kernel onto `device` now (an occupancy query of each), so the first request
+ * does not pay CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2).
+ * 0 or -errno. The current device is restored. */
+int kvk_warm(int device);
 
 /* The last failure of this thread: "cudaMalloc(task table): out of memory
  * (cudaErrorMemoryAllocation)". Never NULL. */

@@ -285,3 +285,22 @@ int kvk_launch(const struct kvk_program *p, struct kvk_args *a, cudaStream_t str
         return kvk_cuda_fail("cudaLaunchKernelExC(copy kernel)", e);
     return 0;
 }
+
+int kvk_warm(int device)
+{
+    int prev, rc = kvk_device_enter(device, &prev);
+    if (rc < 0)
+        return rc;
+    struct kvk_program p;
+    memset(&p, 0, sizeof(p));
+    p.threads = KVK_THREADS;
+    for (int fat = 0; fat < 2 && rc == 0; fat++)
+        for (int u = 0; u < 2 && rc == 0; u++) {
+            int b;
+            p.fat = fat;
+            p.unroll = u ? 8 : 4;
+            rc = kvk_blocks_per_sm(&p, &b);
+        }
+    kvk_device_leave(prev);
+    return rc;
+}

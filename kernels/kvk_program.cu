@@ -81,6 +81,10 @@ static int upload(struct kvk_program *p)
         if (e != cudaSuccess)
             return kvk_cuda_fail("cudaMalloc/cudaMemcpy(fat task table)", e);
     }
+    /* A pageable cudaMemcpy may return before its DMA ends, and launches on the callers'
+     * non-blocking streams are not ordered after the legacy stream: wait here, so a program is
+     * complete on return and any stream may launch it (the daemon's cache shares programs). */
+    KVK_TRY(cudaStreamSynchronize(cudaStreamLegacy));
     KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
     KVK_TRY_RC(kvk_blocks_per_sm(p, &p->blocks_per_sm));
     int major = 0;

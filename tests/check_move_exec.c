@@ -1,11 +1,12 @@
 /* check_move_exec.c: the executors' table (daemon/move/move_exec.h): every row complete, and the
  * host executor through it: check bounds each side, gather and scatter of whole and partial
  * extents and direct move exactly the program's bytes, and an inline executor completes with
- * MOVE_DONE without calling its done callback. */
+ * MOVE_DONE without calling its done callback; the GPU row refuses a program it did not bind. */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
 
+#include "exec_gpu.h"
 #include "move_exec.h"
 #include "testutil.h"
 
@@ -50,6 +51,7 @@ START_TEST(every_executor_row_is_complete_and_named)
         ck_assert_str_eq(move_exec_kind_to_string((move_exec_kind_t)k), ex->name);
     }
     ck_assert_str_eq(move_exec_of(MOVE_EXEC_HOST)->name, "host");
+    ck_assert_str_eq(move_exec_of(MOVE_EXEC_GPU)->name, "gpu");
     ck_assert_str_eq(move_exec_kind_to_string(MOVE_EXEC__COUNT), "unknown");
 }
 END_TEST
@@ -115,6 +117,32 @@ START_TEST(host_check_refuses_a_program_that_leaves_its_pools)
 }
 END_TEST
 
+/* The GPU row launches only through a binding (exec_gpu_bind): an unbound one is refused with
+ * its reason and nothing runs, on any machine; its check bounds the pools as the host row. */
+START_TEST(gpu_row_refuses_an_unbound_program_and_checks_bounds)
+{
+    struct move_prog p = setup();
+    struct exec_gpu x;
+    memset(&x, 0, sizeof x);
+    x.mp = p;
+    const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
+    uint8_t ext[12];
+    char msg[128] = "";
+    ck_assert_int_eq(ex->gather(&x.mp, 0, 12, ext, count_done, NULL, msg, sizeof msg), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(msg, "bound"));
+    ck_assert_int_lt(ex->scatter(&x.mp, ext, 0, 12, count_done, NULL, msg, sizeof msg), 0);
+    ck_assert_int_lt(ex->direct(&x.mp, count_done, NULL, msg, sizeof msg), 0);
+    ck_assert_int_eq(done_calls, 0);
+    ck_assert_int_eq(ex->check(&x.mp, 's', msg, sizeof msg), 0);
+    struct copy_op out = prog_ops[0];
+    out.src_off = 60;
+    x.mp.ops = &out;
+    ck_assert_int_eq(ex->check(&x.mp, 's', msg, sizeof msg), -ERANGE);
+    ck_assert_ptr_nonnull(strstr(msg, "source"));
+    exec_gpu_unbind(&x); /* unbound: nothing to release */
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move_exec");
@@ -126,6 +154,9 @@ static Suite *suite(void)
     tcase_add_test(tc, host_scatter_of_a_sub_range_writes_only_its_bytes);
     tcase_add_test(tc, host_direct_equals_gather_plus_scatter);
     tcase_add_test(tc, host_check_refuses_a_program_that_leaves_its_pools);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("gpu");
+    tcase_add_test(tc, gpu_row_refuses_an_unbound_program_and_checks_bounds);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,10 +6,13 @@
 #include <strings.h>
 
 #include "gpu_priv.h"
+#include "gpu_progcache.h"
 #include "log.h"
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
+
+#include "kvf_kernels.h"
 
 static void destroy_streams(struct gpu *g)
 {
@@ -69,6 +72,10 @@ static int discover(struct gpu *g, char *err, size_t errlen)
                 return rc;
             g->streams[dev][s] = st;
         }
+        /* the kernels load now, not inside the first request (lazy module loading) */
+        if (kvk_warm(dev) < 0)
+            log_warn("gpu: device %d: loading the copy kernels: %s (the first request loads "
+                     "them)", dev, kvk_last_error());
     }
     g->n_devices = n;
     return gpu_peer_discover(g, err, errlen);
@@ -99,6 +106,7 @@ int gpu_new(uv_loop_t *loop, struct gpu **ret)
         return -ENOMEM;
     g->loop = loop;
     g->max_mappings = GPU_MAX_MAPPINGS;
+    g->max_progs = GPU_PROGCACHE_MAX;
     if ((rc = gpu_done_init(g)) < 0) {
         if (g->handles_open == 0)
             free(g);
@@ -136,6 +144,7 @@ struct gpu *gpu_free(struct gpu *g)
         return NULL;
     g->freeing = true;
     gpu_done_stop(g);
+    gpu_progcache_flush(g); /* the streams ended: no launch can use a program any more */
     gpu_ipc_close_all(g);
     gpu_pin_release_all(g);
     destroy_streams(g);
@@ -263,9 +272,18 @@ int gpu_status(const struct gpu *g, json_t *ret)
             json_pack("{s:I, s:I, s:I, s:I}", "count", (json_int_t)g->n_mappings, "bytes",
                       (json_int_t)g->mapped_bytes, "opened_total", (json_int_t)g->mappings_opened,
                       "close_errors", (json_int_t)g->mapping_close_errors));
-    bad |=
-        set(ret, "completions",
-            json_pack("{s:I, s:I, s:I}", "in_flight", (json_int_t)g->outstanding, "ok",
-                      (json_int_t)g->completions_ok, "failed", (json_int_t)g->completions_failed));
+    bad |= set(ret, "completions",
+               json_pack("{s:I, s:I, s:I, s:I, s:I}", "in_flight", (json_int_t)g->outstanding,
+                         "ok", (json_int_t)g->completions_ok, "failed",
+                         (json_int_t)g->completions_failed, "wake_ns_total",
+                         (json_int_t)g->wake_ns_total, "wake_ns_max",
+                         (json_int_t)g->wake_ns_max));
+    struct gpu_progcache_stats ps;
+    gpu_progcache_stats(g, &ps);
+    bad |= set(ret, "programs",
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "cached", (json_int_t)ps.count,
+                         "max", (json_int_t)ps.max, "hits", (json_int_t)ps.hits, "misses",
+                         (json_int_t)ps.misses, "evicted", (json_int_t)ps.evicted, "uncached",
+                         (json_int_t)ps.uncached));
     return bad ? -ENOMEM : 0;
 }

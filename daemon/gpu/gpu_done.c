@@ -81,6 +81,11 @@ static void deliver(struct gpu *g)
             g->completions_ok++;
         else
             g->completions_failed++;
+        if (n->fired_ns) { /* how long the loop took to run it after CUDA signalled */
+            uint64_t now = uv_hrtime(), wake = now > n->fired_ns ? now - n->fired_ns : 0;
+            g->wake_ns_total += wake;
+            g->wake_ns_max = wake > g->wake_ns_max ? wake : g->wake_ns_max;
+        }
         outstanding_dec(g);
         n->cb(n->arg, n->status);
         if (n->watch_failed) {
@@ -91,6 +96,7 @@ static void deliver(struct gpu *g)
             free(n);
         }
     }
+    gpu_retire_idle(&g->prog_retired, g); /* programs out of the cache, once the GPUs idle */
 }
 
 static void on_async(uv_async_t *a)
@@ -105,7 +111,10 @@ static void CUDART_CB host_fn(void *arg)
 {
     struct gpu_done_node *n = arg;
     struct gpu *g = n->g;
+    uint64_t now = uv_hrtime(); /* before the lock: what the loop's wake-up is measured from */
     pthread_mutex_lock(&g->done_mu);
+    if (!n->fired)
+        n->fired_ns = now;
     fire_locked(g, n, 0);
     pthread_mutex_unlock(&g->done_mu);
     uv_async_send(&g->done_async);

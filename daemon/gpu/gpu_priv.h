@@ -9,6 +9,7 @@
 
 #include "cuda_err.h"
 #include "gpu.h"
+#include "gpu_retire.h"
 
 /* GPU_TRY(call): evaluates to 0 or -errno and writes "call: reason (device N)" into err; needs
  * `dev`, `err` and `errlen` in scope. CUDA errors are converted here and nowhere else. */
@@ -48,6 +49,7 @@ struct gpu_done_node {
     gpu_done_cb cb;
     void *arg;
     int status;
+    uint64_t fired_ns; /* uv_hrtime when CUDA ran the host function; 0: failed by the watch */
     bool fired;
     bool synced;       /* gpu_free waited for its stream */
     bool watch_failed; /* failed by the watch: kept (a zombie) until gpu_free, in
@@ -90,6 +92,13 @@ struct gpu {
     struct gpu_done_node zombies; /* sentinel: delivered after a watch failure, not yet freed */
     size_t outstanding;           /* loop thread only */
     uint64_t completions_ok, completions_failed;
+    uint64_t wake_ns_total, wake_ns_max; /* host function -> callback on the loop */
+
+    /* copy programs (gpu_progcache.c); loop thread only */
+    struct gpu_prog *prog_head, *prog_tail; /* cached, most recently used first */
+    uint32_t n_progs, max_progs;
+    uint64_t prog_hits, prog_misses, prog_evicted, prog_uncached;
+    struct gpu_retire_list prog_retired; /* programs out of the cache, freed when idle */
 };
 
 /* gpu_peer.c: fills peer_can/peer_rank for discovered devices. 0 or -errno (err set). */

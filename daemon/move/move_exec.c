@@ -2,9 +2,11 @@
 #include "move_exec.h"
 
 extern const struct move_exec move_exec_host;
+extern const struct move_exec move_exec_gpu;
 
 const struct move_exec *const move_execs[MOVE_EXEC__COUNT] = {
     [MOVE_EXEC_HOST] = &move_exec_host,
+    [MOVE_EXEC_GPU] = &move_exec_gpu,
 };
 
 const struct move_exec *move_exec_of(move_exec_kind_t k)

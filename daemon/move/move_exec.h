@@ -27,6 +27,7 @@
 
 typedef enum {
     MOVE_EXEC_HOST = 0, /* host pools, lib/copy.c on the calling thread (exec_host.c) */
+    MOVE_EXEC_GPU,      /* GPU pools, the CUDA copy kernels on a daemon stream (exec_gpu.c) */
     MOVE_EXEC__COUNT
 } move_exec_kind_t;
 

@@ -34,9 +34,9 @@
 #include "engine_gen.h"
 #include "engine_gpu.h"
 #include "engine_tab.h"
+#include "exec_gpu.h"
 #include "gpu.h"
 #include "gpu_retire.h"
-#include "kvf_kernels.h"
 #include "registry.h"
 #include "registry_gpu.h"
 #include "transfers.h"
@@ -47,11 +47,8 @@
 
 struct egpu_job {
     struct engine *e;
-    struct kvk_program *prog;   /* owned */
+    struct exec_gpu x;          /* the writer's program (cached) on the pools' GPU, its stream */
     struct reg_gpu *pools;      /* one reference */
-    struct kvk_mem mem;         /* the pools' device addresses */
-    int device;                 /* where the pools, the program and the stream are */
-    struct CUstream_st *stream; /* the daemon's */
     uint32_t refs;              /* the owner + kernels in flight */
     struct gpu_retired retired; /* in e->gpu_retired once unreferenced */
 };
@@ -154,9 +151,7 @@ bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itabl
 static void job_retired_free(struct gpu_retired *r)
 {
     struct egpu_job *j = (struct egpu_job *)((char *)r - offsetof(struct egpu_job, retired));
-#ifdef KVF_HAVE_CUDA
-    j->prog = kvk_program_free(j->prog);
-#endif
+    exec_gpu_unbind(&j->x); /* back to the program cache: its kernels ended */
     j->pools = reg_gpu_unref(j->pools);
     free(j);
 }
@@ -198,35 +193,25 @@ static int job_new(struct engine *e, const struct reg_rank *rk, const struct pla
     }
     if (pw->bytes == 0 || pw->n_ops == 0)
         return 0;
-#ifdef KVF_HAVE_CUDA
     struct egpu_job *j = calloc(1, sizeof *j);
     if (!j) {
         snprintf(msg, len, "out of memory");
         return -ENOMEM;
     }
-    int rc = kvk_program_new(pw->ops, pw->n_ops, rg->device, &j->prog);
+    char why[WIRE_TEXT_MAX];
+    /* one side is this rank's pools: a gather reads them (src), a scatter writes them (dst) */
+    int rc = exec_gpu_bind(&j->x, e->gpu, pw->ops, pw->n_ops, rg->device, stream, &rg->mem,
+                           &rg->mem, why, sizeof why);
     if (rc < 0) {
-        snprintf(msg, len, "uploading the copy program of writer rank %u to GPU %d: %s",
-                 pw->ctx_rank, rg->device, kvk_last_error());
+        snprintf(msg, len, "writer rank %u: %s", pw->ctx_rank, why);
         free(j);
         return rc;
     }
     j->e = e;
-    j->device = rg->device;
-    j->stream = stream;
     j->refs = 1;
-    j->mem.n = rg->mem.n;
-    for (uint32_t i = 0; i < rg->mem.n && i < LAYOUT_MAX_POOLS; i++) {
-        j->mem.base[i] = (uint64_t)(uintptr_t)rg->mem.base[i];
-        j->mem.size[i] = rg->mem.size[i];
-    }
     j->pools = reg_gpu_ref(rk->gpu);
     *ret = j;
     return 0;
-#else
-    snprintf(msg, len, "this kvferryd was built without CUDA: GPU pools cannot be copied");
-    return -ENOTSUP;
-#endif
 }
 
 bool egpu_tx_on_gpu(const struct tx *tx)
@@ -365,22 +350,15 @@ static void on_done(void *arg, int status)
     egpu_tick(e);
 }
 
-#ifdef KVF_HAVE_CUDA
-
-/* Queues the completion of op's kernel (just launched on its job's stream). When that cannot be
- * done, waits for the stream here (rare: the device failed), so nothing is freed under it. */
-static int notify(struct egpu_op *op, char *msg, size_t len)
+/* The GPU executor queued op's kernel and its completion (MOVE_STARTED), or failed with
+ * nothing running (it waits for the stream when the completion could not be queued). */
+static int launched(struct egpu_op *op, int rc)
 {
-    struct egpu_job *j = op->job;
-    char err[GPU_REASON_MAX + 64];
-    int rc = gpu_notify(op->e->gpu, j->device, j->stream, on_done, op, err, sizeof err);
     if (rc < 0) {
-        cudaStreamSynchronize((cudaStream_t)j->stream);
-        (void)cudaGetLastError();
-        snprintf(msg, len, "GPU completion on device %d: %s", j->device, err);
+        free(op);
         return rc;
     }
-    j->refs++;
+    op->job->refs++;
     op->next = op->e->gpu_ops;
     op->e->gpu_ops = op;
     return 0;
@@ -401,17 +379,9 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
     uint8_t *out = (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
-    int rc = kvk_gather(j->prog, &j->mem, st->g.ext_off, st->g.ext_off + st->g.length, out,
-                        j->stream);
-    if (rc < 0) {
-        snprintf(msg, len, "GPU gather of writer rank %u on device %d: %s",
-                 st->tx->rr.u.recv_req.writer, j->device, kvk_last_error());
-        free(op);
-        return rc;
-    }
-    if ((rc = notify(op, msg, len)) < 0)
-        free(op);
-    return rc;
+    return launched(op, move_exec_of(MOVE_EXEC_GPU)->gather(&j->x.mp, st->g.ext_off,
+                                                           st->g.ext_off + st->g.length, out,
+                                                           on_done, op, msg, len));
 }
 
 int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
@@ -431,17 +401,11 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
     *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
                            .serial = rx->gpu_serial, .g = *g};
     const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
-    int rc = kvk_scatter(j->prog, in, g->ext_off, g->ext_off + g->length, &j->mem, j->stream);
-    if (rc < 0) {
-        snprintf(msg, len, "GPU scatter from writer rank %u on device %d: %s",
-                 rx->w[widx].ctx_rank, j->device, kvk_last_error());
-        free(op);
+    int rc = launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
+                                                              g->ext_off + g->length, on_done,
+                                                              op, msg, len));
+    if (rc < 0)
         return rc;
-    }
-    if ((rc = notify(op, msg, len)) < 0) {
-        free(op);
-        return rc;
-    }
     if (rx->gpu_busy++ == 0 && rx->x)
         rx->x->eng_gpu = true; /* transfers.c holds a failure until the scatters ended */
     return 0;
@@ -450,35 +414,14 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
 /* Waits for every stream an engine kernel runs on (teardown only: the loop may block). */
 static void sync_ops(struct engine *e)
 {
+#ifdef KVF_HAVE_CUDA
     for (struct egpu_op *op = e->gpu_ops; op; op = op->next)
-        cudaStreamSynchronize((cudaStream_t)op->job->stream);
+        cudaStreamSynchronize((cudaStream_t)op->job->x.stream);
     (void)cudaGetLastError();
-}
-
-#else /* !KVF_HAVE_CUDA: GPU ranks are refused at REGISTER, jobs are never made */
-
-int egpu_gather(struct stage *st, char *msg, size_t len)
-{
-    (void)st;
-    snprintf(msg, len, "this kvferryd was built without CUDA");
-    return -ENOTSUP;
-}
-
-int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg,
-                 size_t len)
-{
-    (void)rx, (void)widx, (void)g;
-    snprintf(msg, len, "this kvferryd was built without CUDA");
-    return -ENOTSUP;
-}
-
-static void sync_ops(struct engine *e)
-{
+#else /* GPU ranks are refused at REGISTER: no kernel ever ran */
     (void)e;
-    (void)on_done;
-}
-
 #endif
+}
 
 bool egpu_flow_busy(const struct engine *e, uint64_t flow)
 {

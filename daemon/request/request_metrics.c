@@ -39,6 +39,10 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.local_gpu", C, NULL, "Local RECVs copied by GPU kernels.", "requests"},
     {"transfers.bytes_local_gpu", C, NULL, "Bytes of local RECVs copied by GPU kernels.",
      "bytes"},
+    {"transfers.local_gpu_phase_s", C, "phase",
+     "Local GPU copies by phase: programs (bound: cached or uploaded), launch (kernels queued), "
+     "run (until every completion is back on the loop).",
+     "seconds"},
     {"transfers.local_copy_s", C, NULL, "Time spent planning, checking and copying local RECVs.",
      "seconds"},
     {"transfers.local_copy_gbps", G, NULL,

@@ -113,6 +113,7 @@ struct transfers_counters {
     uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
     uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
+    uint64_t local_gpu_bind_ns, local_gpu_launch_ns, local_gpu_run_ns; /* xfer_gpu.c phases */
 };
 
 struct transfers {

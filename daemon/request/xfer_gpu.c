@@ -1,16 +1,17 @@
-/* xfer_gpu.c: the `local` path with GPU pools (docs/DESIGN.md §5, see transfers.h): one peer-copy
- * program per writer (kvk_program_new on the destination's device), launched with kvk_direct
- * on a daemon stream of the destination's device, so a context rank on GPU 0 and a generation
- * rank on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two
- * ranks on one GPU. The completion comes back on the loop through gpu_notify; the loop never
- * waits for the GPU.
+/* xfer_gpu.c: the `local` path with GPU pools (docs/DESIGN.md §5, see transfers.h): one
+ * peer-copy program per writer, launched through the GPU executor (daemon/move/exec_gpu.h:
+ * kvk_direct on a daemon stream of the destination's device, the program taken from the
+ * daemon's program cache or uploaded once), so a context rank on GPU 0 and a generation rank
+ * on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two ranks
+ * on one GPU. Each writer's completion comes back on the loop through gpu_notify; the last one
+ * ends the request; the loop never waits for the GPU. The phases (programs bound, kernels
+ * queued, completions back) are summed in the transfers counters (local_gpu_*_ns).
  * Host <-> GPU mixes (one side memfd pools, the other GPU pools) are refused when the RECV is
  * planned, with KVF_E_NO_ROUTE and what to change: the local path copies host to host (CPU) or
  * GPU to GPU (kernels); a pinned mapping of memfd pools is not done.
- * A job owns its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
+ * A job holds its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
  * rank that goes away mid-copy has its mappings closed only after the copy's stream work ended.
- * Finished jobs are freed when no copy is outstanding (retire()): cudaFree of their programs
- * would otherwise wait on the loop for other requests' kernels.
+ * Finished jobs are freed when no copy is outstanding (retire()).
  * Loop thread only. */
 #include <errno.h>
 #include <stddef.h>
@@ -19,9 +20,9 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "exec_gpu.h"
 #include "gpu.h"
 #include "gpu_retire.h"
-#include "kvf_kernels.h"
 #include "plan.h"
 #include "registry.h"
 #include "registry_gpu.h"
@@ -35,10 +36,11 @@ struct xgpu_job {
     struct xfer *x;             /* borrowed; NULL once detached */
     struct reg_gpu *dst;        /* reference */
     struct reg_gpu **src;       /* n references (NULL where a writer has no bytes) */
-    struct kvk_program **progs; /* n owned */
-    uint32_t n;
-    int device;
-    uint64_t bytes, t0, t_launched; /* t0: before the first upload; t_launched: back to the loop */
+    struct exec_gpu *xs;        /* n bindings: each writer's program (unbound: no bytes) */
+    uint32_t n, inflight;       /* inflight: kernels whose completion has not come back */
+    int device, status;         /* status: the first failed completion */
+    uint64_t bytes, t0, t_bound, t_launched; /* t0: before the programs; t_bound: programs
+                                                ready; t_launched: kernels queued */
     kvf_error_t launch_err;     /* a launch failed after others were queued */
     char launch_msg[256];
 };
@@ -110,16 +112,14 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
     return KVF_OK;
 }
 
-#ifdef KVF_HAVE_CUDA
-
 static void job_free(struct xgpu_job *j)
 {
     for (uint32_t w = 0; w < j->n; w++) {
-        j->progs[w] = kvk_program_free(j->progs[w]);
+        exec_gpu_unbind(&j->xs[w]); /* back to the program cache */
         j->src[w] = reg_gpu_unref(j->src[w]);
     }
     j->dst = reg_gpu_unref(j->dst);
-    free(j->progs);
+    free(j->xs);
     free(j->src);
     free(j);
 }
@@ -129,51 +129,93 @@ static void job_retired_free(struct gpu_retired *r)
     job_free((struct xgpu_job *)((char *)r - offsetof(struct xgpu_job, retired)));
 }
 
-/* A finished job's programs are freed by the GPU retire list (gpu_retire.h): only while no GPU
- * copy is outstanding. Jobs retire from their completion, so the last completion (gpu_free
- * cancels what is left at teardown) frees what waited. */
+/* A finished job is freed by the GPU retire list (gpu_retire.h): only while no GPU copy is
+ * outstanding (a program the cache evicts meanwhile is a cudaFree, which would wait on the
+ * loop for other requests' kernels). Jobs retire from their last completion, so the last
+ * completion (gpu_free cancels what is left at teardown) frees what waited. */
 static void retire(struct xgpu_job *j)
 {
     j->retired.free_fn = job_retired_free;
     gpu_retire(&j->t->gpu_retired, j->g, &j->retired);
 }
 
+/* One writer's copy ended; the last one ends the request. */
 static void on_done(void *arg, int status)
 {
     struct xgpu_job *j = arg;
+    if (status < 0 && j->status == 0)
+        j->status = status;
+    if (--j->inflight > 0)
+        return;
     struct xfer *x = j->x;
     if (x) {
         xfer_gpu_detach(j);
         char msg[320] = "";
         kvf_error_t e = KVF_OK;
-        if (status) {
+        if (j->status) {
             e = KVF_E_INTERNAL;
             snprintf(msg, sizeof msg, "GPU copy on device %d failed: %s", j->device,
-                     strerror(-status));
+                     strerror(-j->status));
         } else if (j->launch_err != KVF_OK) {
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
         uint64_t now = uv_hrtime();
-        j->t->counters.local_memcpy_ns += now - j->t0; /* upload, launch, GPU, back on the loop */
-        j->t->counters.local_copy_ns += now - j->t_launched; /* try_run counted the rest */
+        struct transfers_counters *c = &j->t->counters;
+        c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
+        c->local_copy_ns += now - j->t_launched; /* try_run counted the rest */
+        c->local_gpu_bind_ns += j->t_bound - j->t0;
+        c->local_gpu_launch_ns += j->t_launched - j->t_bound;
+        c->local_gpu_run_ns += now - j->t_launched;
         if (e == KVF_OK) {
-            j->t->counters.local_gpu++;
-            j->t->counters.bytes_local_gpu += j->bytes;
+            c->local_gpu++;
+            c->bytes_local_gpu += j->bytes;
         }
         transfers_copy_done(j->t, x, e, e == KVF_OK ? j->bytes : 0, msg);
     }
     retire(j);
 }
 
-static void to_kvk(const struct copy_mem *m, struct kvk_mem *ret)
+static kvf_error_t code_of(int rc)
 {
-    memset(ret, 0, sizeof *ret);
-    ret->n = m->n;
-    for (uint32_t i = 0; i < m->n && i < LAYOUT_MAX_POOLS; i++) {
-        ret->base[i] = (uint64_t)(uintptr_t)m->base[i];
-        ret->size[i] = m->size[i];
+    return rc == -ERANGE ? KVF_E_BOUND_VIOLATION
+           : rc == -ENOTSUP || rc == -ENODEV ? KVF_E_NO_ROUTE : KVF_E_INTERNAL;
+}
+
+/* Binds every writer's program (cached, or uploaded now) over the pools as the launch device
+ * maps them: a mapping opened on the context's own GPU faults when a kernel of another GPU
+ * touches it. Nothing is launched yet. KVF_OK or the error with its message. */
+static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct plan *p,
+                            struct reg_instance *in, struct xfer **sends,
+                            struct CUstream_st *stream, char *msg, size_t msglen)
+{
+    const struct copy_mem *dm = NULL, *sm = NULL;
+    char why[200];
+    if (reg_gpu_mem_on(r->rank->gpu, j->device, &dm, why, sizeof why) < 0) {
+        snprintf(msg, msglen, "generation rank %u: %s", layout_rank(&r->rank->layout), why);
+        return KVF_E_INTERNAL;
     }
+    for (uint32_t w = 0; w < p->n_writers; w++) {
+        const struct plan_writer *pw = &p->writers[w];
+        const struct reg_rank *src = in->ranks[pw->ctx_rank];
+        if (sends && sends[pw->ctx_rank])
+            sends[pw->ctx_rank]->bytes += pw->bytes;
+        if (pw->n_ops == 0 || pw->bytes == 0)
+            continue;
+        j->src[w] = reg_gpu_ref(src->gpu);
+        if (reg_gpu_mem_on(src->gpu, j->device, &sm, why, sizeof why) < 0) {
+            snprintf(msg, msglen, "context rank %u on GPU %d for a copy on GPU %d: %s",
+                     pw->ctx_rank, src->gpu->device, j->device, why);
+            return KVF_E_NO_ROUTE;
+        }
+        int rc = exec_gpu_bind(&j->xs[w], j->g, pw->ops, pw->n_ops, j->device, stream, sm, dm,
+                               why, sizeof why);
+        if (rc < 0) {
+            snprintf(msg, msglen, "writer rank %u: %s", pw->ctx_rank, why);
+            return code_of(rc);
+        }
+    }
+    return KVF_OK;
 }
 
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
@@ -185,9 +227,9 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     kvf_error_t e = check(g, r, p, in, &dev, msg, msglen);
     if (e != KVF_OK)
         return e;
+    uint32_t nw = p->n_writers ? p->n_writers : 1;
     struct xgpu_job *j = calloc(1, sizeof *j);
-    if (!j || !(j->src = calloc(p->n_writers ? p->n_writers : 1, sizeof *j->src)) ||
-        !(j->progs = calloc(p->n_writers ? p->n_writers : 1, sizeof *j->progs))) {
+    if (!j || !(j->src = calloc(nw, sizeof *j->src)) || !(j->xs = calloc(nw, sizeof *j->xs))) {
         if (j) {
             free(j->src);
             free(j);
@@ -203,86 +245,31 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->dst = reg_gpu_ref(r->rank->gpu);
     j->t0 = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
-    struct kvk_mem dmem;
-    const struct copy_mem *m = NULL;
-    char why[160];
-    if (reg_gpu_mem_on(r->rank->gpu, dev, &m, why, sizeof why) < 0) {
-        snprintf(msg, msglen, "generation rank %u: %s", layout_rank(&r->rank->layout), why);
-        job_free(j);
-        return KVF_E_INTERNAL;
-    }
-    to_kvk(m, &dmem);
-    uint32_t launched = 0;
-    for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
-        const struct plan_writer *pw = &p->writers[w];
-        const struct reg_rank *src = in->ranks[pw->ctx_rank];
-        if (sends && sends[pw->ctx_rank])
-            sends[pw->ctx_rank]->bytes += pw->bytes;
-        if (pw->n_ops == 0 || pw->bytes == 0)
-            continue;
-        j->src[w] = reg_gpu_ref(src->gpu);
-        /* the context's pools as mapped on the launch device: a mapping opened on the
-         * context's own GPU faults when a kernel of another GPU touches it */
-        if (reg_gpu_mem_on(src->gpu, dev, &m, why, sizeof why) < 0) {
-            e = KVF_E_NO_ROUTE;
-            snprintf(j->launch_msg, sizeof j->launch_msg, "context rank %u on GPU %d for a copy "
-                     "on GPU %d: %s", pw->ctx_rank, src->gpu->device, dev, why);
-            break;
-        }
-        struct kvk_mem smem;
-        to_kvk(m, &smem);
-        int rc = kvk_program_new(pw->ops, pw->n_ops, dev, &j->progs[w]);
-        if (rc == 0)
-            rc = kvk_direct(j->progs[w], &smem, &dmem, stream);
-        if (rc) {
-            e = rc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL;
-            snprintf(j->launch_msg, sizeof j->launch_msg, "GPU copy of writer rank %u on device "
-                     "%d: %s", pw->ctx_rank, dev, kvk_last_error());
-            break;
-        }
-        launched++;
-    }
-    if (launched == 0 && e != KVF_OK) {
-        snprintf(msg, msglen, "%s", j->launch_msg);
-        job_free(j); /* nothing was queued */
+    if ((e = bind_all(j, r, p, in, sends, stream, msg, msglen)) != KVF_OK) {
+        job_free(j); /* nothing was launched */
         return e;
     }
-    if (!launched) { /* a plan of zero bytes: done now */
+    j->t_bound = uv_hrtime();
+    /* one kernel per writer on one stream; each completion counts down (on_done) */
+    const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
+    for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
+        if (!j->xs[w].prog)
+            continue; /* a writer without bytes */
+        int rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
+        if (rc < 0)
+            e = code_of(rc); /* nothing runs for this one; those queued before it do */
+        else
+            j->inflight++;
+    }
+    if (j->inflight == 0) { /* nothing queued: a plan of zero bytes, or the first launch failed */
+        if (e != KVF_OK)
+            snprintf(msg, msglen, "%s", j->launch_msg);
         job_free(j);
-        return KVF_OK;
+        return e;
     }
     j->launch_err = e;
     j->x = r;
     r->gpu_job = j;
-    char err[GPU_REASON_MAX + 64];
-    int rc = gpu_notify(g, dev, stream, on_done, j, err, sizeof err);
-    if (rc) {
-        /* queued work whose end cannot be learned: keep its programs and mappings (leaked,
-         * never freed under a running kernel) and fail the request */
-        xfer_gpu_detach(j);
-        log_error("xfer %llu: GPU completion on device %d: %s: its programs and mappings are "
-                  "kept", (unsigned long long)r->id, dev, err);
-        snprintf(msg, msglen, "GPU completion on device %d: %s", dev, err);
-        return KVF_E_INTERNAL;
-    }
     j->t_launched = uv_hrtime();
     return KVF_OK;
 }
-
-#else /* !KVF_HAVE_CUDA: GPU ranks are refused at REGISTER; this is the refusal of last resort */
-
-kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
-                           struct reg_instance *in, struct xfer **sends, char *msg,
-                           size_t msglen)
-{
-    int dev = -1;
-    (void)sends;
-    kvf_error_t e = check(t->w->d->gpu, r, p, in, &dev, msg, msglen);
-    if (e == KVF_OK) {
-        snprintf(msg, msglen, "this kvferryd was built without CUDA: GPU pools cannot be copied");
-        e = KVF_E_NO_ROUTE;
-    }
-    return e;
-}
-
-#endif

@@ -139,6 +139,9 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
     /* the bytes moved on GPU streams: completions came back through the loop */
     ck_assert_int_gt(gpu_stat(e, "completions", "ok"), ok0);
     ck_assert_int_eq(gpu_stat(e, "completions", "failed"), 0);
+    /* the programs came through the daemon's cache (move/exec_gpu.c), which stays in bounds */
+    ck_assert_int_gt(gpu_stat(e, "programs", "misses"), 0);
+    ck_assert_int_le(gpu_stat(e, "programs", "cached"), gpu_stat(e, "programs", "max"));
     ck_assert_int_gt(wt_xfer_stat(e, "local_gpu"), gpu0); /* copied by kernels, not the CPU */
     ck_assert_int_eq(wt_xfer_stat(e, "bytes_local_gpu"), wt_xfer_stat(e, "bytes_local"));
     ck_assert_uint_eq(wt_ctl_count(e, "transfers", "transfers"), 0);

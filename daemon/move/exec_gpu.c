@@ -1,0 +1,187 @@
+/* exec_gpu.c: the GPU executor (exec_gpu.h, move_exec.h): copy programs run by the CUDA copy
+ * kernels (kernels/kvf_kernels.h) on a daemon stream, completion through gpu_notify (a host
+ * function, then uv_async to the loop). The program comes from the daemon's cache, keyed by
+ * (device, ops): a request shaped like an earlier one uploads nothing. When the completion
+ * cannot be queued (the device failed), the stream is waited for here, so no done runs and
+ * nothing is freed under a kernel. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "exec_gpu.h"
+#include "gpu.h"
+#include "gpu_progcache.h"
+
+#ifdef KVF_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+static int make_prog(const struct copy_op *ops, uint32_t n_ops, int device, void **ret,
+                     char *msg, size_t len)
+{
+    struct kvk_program *p = NULL;
+    int rc = kvk_program_new(ops, n_ops, device, &p);
+    if (rc < 0) {
+        snprintf(msg, len, "uploading a copy program to GPU %d: %s", device, kvk_last_error());
+        return rc;
+    }
+    *ret = p;
+    return 0;
+}
+
+static void free_prog(void *p)
+{
+    kvk_program_free(p);
+}
+
+static void to_kvk(const struct copy_mem *m, struct kvk_mem *ret)
+{
+    memset(ret, 0, sizeof *ret);
+    ret->n = m ? m->n : 0;
+    for (uint32_t i = 0; i < ret->n && i < LAYOUT_MAX_POOLS; i++) {
+        ret->base[i] = (uint64_t)(uintptr_t)m->base[i];
+        ret->size[i] = m->size[i];
+    }
+}
+
+int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
+                  int device, struct CUstream_st *stream, const struct copy_mem *src,
+                  const struct copy_mem *dst, char *msg, size_t len)
+{
+    memset(x, 0, sizeof *x);
+    int rc = gpu_prog_get(g, ops, n_ops, device, make_prog, free_prog, &x->prog, msg, len);
+    if (rc < 0)
+        return rc;
+    /* the ops: the cache's copy, held as long as the binding (the caller's plan may go) */
+    x->mp = (struct move_prog){.ops = gpu_prog_ops(x->prog), .n_ops = n_ops, .src = src,
+                               .dst = dst};
+    x->tag = EXEC_GPU_TAG;
+    x->g = g;
+    x->device = device;
+    x->stream = stream;
+    to_kvk(src, &x->src);
+    to_kvk(dst, &x->dst);
+    return 0;
+}
+
+/* The kernel is queued: its completion comes to the loop, or the stream is waited for here. */
+static int started(const struct exec_gpu *x, move_done_cb done, void *user, char *msg,
+                   size_t len)
+{
+    char err[GPU_REASON_MAX + 64];
+    int rc = gpu_notify(x->g, x->device, x->stream, done, user, err, sizeof err);
+    if (rc < 0) {
+        cudaStreamSynchronize((cudaStream_t)x->stream);
+        (void)cudaGetLastError();
+        snprintf(msg, len, "GPU completion on device %d: %s", x->device, err);
+        return rc;
+    }
+    return MOVE_STARTED;
+}
+
+static const struct exec_gpu *bound(const struct move_prog *p, char *msg, size_t len)
+{
+    const struct exec_gpu *x = (const struct exec_gpu *)p; /* p is x->mp, the first member */
+    if (!p || x->tag != EXEC_GPU_TAG || !x->prog) {
+        snprintf(msg, len, "GPU copy without a bound program (exec_gpu_bind)");
+        return NULL;
+    }
+    return x;
+}
+
+static int failed(const struct exec_gpu *x, const char *what, int rc, char *msg, size_t len)
+{
+    snprintf(msg, len, "GPU %s on device %d: %s", what, x->device, kvk_last_error());
+    return rc;
+}
+
+static int gpu_gather(const struct move_prog *p, uint64_t lo, uint64_t hi, uint8_t *out,
+                      move_done_cb done, void *user, char *msg, size_t len)
+{
+    const struct exec_gpu *x = bound(p, msg, len);
+    if (!x)
+        return -EINVAL;
+    int rc = kvk_gather(gpu_prog_obj(x->prog), &x->src, lo, hi, out, x->stream);
+    return rc < 0 ? failed(x, "gather", rc, msg, len) : started(x, done, user, msg, len);
+}
+
+static int gpu_scatter(const struct move_prog *p, const uint8_t *in, uint64_t lo, uint64_t hi,
+                       move_done_cb done, void *user, char *msg, size_t len)
+{
+    const struct exec_gpu *x = bound(p, msg, len);
+    if (!x)
+        return -EINVAL;
+    int rc = kvk_scatter(gpu_prog_obj(x->prog), in, lo, hi, &x->dst, x->stream);
+    return rc < 0 ? failed(x, "scatter", rc, msg, len) : started(x, done, user, msg, len);
+}
+
+static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, char *msg,
+                      size_t len)
+{
+    const struct exec_gpu *x = bound(p, msg, len);
+    if (!x)
+        return -EINVAL;
+    int rc = kvk_direct(gpu_prog_obj(x->prog), &x->src, &x->dst, x->stream);
+    return rc < 0 ? failed(x, "copy", rc, msg, len) : started(x, done, user, msg, len);
+}
+
+#else /* !KVF_HAVE_CUDA: GPU pools are refused at REGISTER; this is the refusal of last resort */
+
+#define NO_CUDA "this kvferryd was built without CUDA: GPU pools cannot be copied"
+
+int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
+                  int device, struct CUstream_st *stream, const struct copy_mem *src,
+                  const struct copy_mem *dst, char *msg, size_t len)
+{
+    (void)g, (void)ops, (void)n_ops, (void)device, (void)stream, (void)src, (void)dst;
+    memset(x, 0, sizeof *x);
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+static int gpu_gather(const struct move_prog *p, uint64_t lo, uint64_t hi, uint8_t *out,
+                      move_done_cb done, void *user, char *msg, size_t len)
+{
+    (void)p, (void)lo, (void)hi, (void)out, (void)done, (void)user;
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+static int gpu_scatter(const struct move_prog *p, const uint8_t *in, uint64_t lo, uint64_t hi,
+                       move_done_cb done, void *user, char *msg, size_t len)
+{
+    (void)p, (void)in, (void)lo, (void)hi, (void)done, (void)user;
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, char *msg,
+                      size_t len)
+{
+    (void)p, (void)done, (void)user;
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+#endif
+
+void exec_gpu_unbind(struct exec_gpu *x)
+{
+    if (x->prog)
+        x->prog = gpu_prog_put(x->g, x->prog);
+    x->tag = 0;
+}
+
+/* Bounds of each side's pools as the plan addresses them: the host row's check, which reads
+ * nothing, over the GPU addresses. */
+static int gpu_check(const struct move_prog *p, char side, char *msg, size_t len)
+{
+    return move_exec_of(MOVE_EXEC_HOST)->check(p, side, msg, len);
+}
+
+const struct move_exec move_exec_gpu = {
+    .name = "gpu",
+    .check = gpu_check,
+    .gather = gpu_gather,
+    .scatter = gpu_scatter,
+    .direct = gpu_direct,
+};

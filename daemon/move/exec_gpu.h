@@ -1,0 +1,44 @@
+/* exec_gpu.h: the GPU executor row (exec_gpu.c, move_exec.h) and the state it needs per copy
+ * program: the program uploaded to the launch device (from the daemon's program cache,
+ * daemon/gpu/gpu_progcache.h), that device's stream, and both sides' pools as device
+ * addresses of that device. An owner binds one per writer (exec_gpu_bind) and hands the row
+ * the binding's own move_prog, `mp` (the row finds its state around it: a move_prog that is
+ * not the mp of a bound struct exec_gpu is refused by a tag, never launched). gather, scatter
+ * and direct each launch one kernel and return MOVE_STARTED; done(user, status) follows on the
+ * loop (gpu_notify). Extent buffers (gather's out, scatter's in) are device-accessible
+ * addresses: device memory or the device alias of page-locked host memory. Loop thread only. */
+#ifndef KVF_EXEC_GPU_H
+#define KVF_EXEC_GPU_H
+
+#include <stddef.h>
+
+#include "kvf_kernels.h"
+#include "move_exec.h"
+
+struct gpu;
+struct gpu_prog;
+struct CUstream_st;
+
+#define EXEC_GPU_TAG 0x6b766b67u /* "kvkg": a bound struct exec_gpu */
+
+struct exec_gpu {
+    struct move_prog mp;        /* first: what the row is called with (src, dst borrowed) */
+    uint32_t tag;               /* EXEC_GPU_TAG while bound */
+    struct gpu *g;              /* borrowed: the daemon's */
+    struct gpu_prog *prog;      /* one reference: the uploaded program */
+    int device;                 /* where the program, the stream and the launches are */
+    struct CUstream_st *stream; /* the daemon's */
+    struct kvk_mem src, dst;    /* pools as the device reaches them (n = 0: that side unused) */
+};
+
+/* The program of ops on device (cached or uploaded now), launched on stream; src / dst: the
+ * pools each side addresses as device addresses of `device` (NULL: a side this binding never
+ * copies), borrowed: they must outlive the binding (the owner holds the pools' reference).
+ * 0, or -errno with the reason in msg (-ENOTSUP in a build without CUDA). */
+int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
+                  int device, struct CUstream_st *stream, const struct copy_mem *src,
+                  const struct copy_mem *dst, char *msg, size_t len);
+/* Drops the program reference; every launch through x must have completed. Idempotent. */
+void exec_gpu_unbind(struct exec_gpu *x);
+
+#endif
