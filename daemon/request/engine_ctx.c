@@ -20,7 +20,9 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
@@ -73,7 +75,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
-    uint32_t n = 0;
+    uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
     struct dack *d;
@@ -84,7 +86,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
             st->tx = NULL;
             st->dack = d;
         }
-    frag_tx_gone(e, tx);
+    frag_tx_gone(e, tx, d);
 }
 
 void ctx_tx_done(struct tx *tx)
@@ -298,6 +300,9 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     if (e->draining || e->stopping) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the context daemon is draining");
+    } else if ((!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) &&
+               gone_lookup(e, q->ctx_instance, q->writer, msg, sizeof msg)) {
+        code = KVF_E_PEER_LOST; /* its worker died: not an instance never known */
     } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
         code = KVF_E_UNKNOWN_INSTANCE;
         snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
@@ -413,10 +418,21 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
+        struct xfer *reading = tx_ended(tx) ? NULL : tx->send;
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
+        if (reading) /* its reader will not come: the SEND may end now */
+            nack_flow_lost(tx, reading, err);
         tx->peer = NULL;
         p->users--;
     }
+}
+
+void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
+            strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
+            ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
 
 void ctx_tick(struct engine *e, uint64_t now)
