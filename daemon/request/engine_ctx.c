@@ -300,14 +300,8 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     if (e->draining || e->stopping) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the context daemon is draining");
-    } else if ((!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) &&
-               gone_lookup(e, q->ctx_instance, q->writer, msg, sizeof msg)) {
-        code = KVF_E_PEER_LOST; /* its worker died: not an instance never known */
     } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
-        code = KVF_E_UNKNOWN_INSTANCE;
-        snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
-                 q->writer, q->ctx_instance,
-                 e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+        code = gone_or_unknown(e, q->ctx_instance, q->writer, msg, sizeof msg);
     } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg,
@@ -418,21 +412,12 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
-        struct xfer *reading = tx_ended(tx) ? NULL : tx->send;
+        struct xfer *reading = tx_ended(tx) ? NULL : tx->send; /* its reader will not come */
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
-        if (reading) /* its reader will not come: the SEND may end now */
-            nack_flow_lost(tx, reading, err);
+        nack_flow_lost(tx, reading, err);
         tx->peer = NULL;
         p->users--;
     }
-}
-
-void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
-{
-    for (struct tx *tx = e->txs; tx; tx = tx->next)
-        if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
-            strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
-            ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
 
 void ctx_tick(struct engine *e, uint64_t now)

@@ -70,9 +70,6 @@ void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err);
 void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
 void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);
-/* Context rank `writer` of `instance` went away: flows still waiting for its SEND fail
- * PEER_LOST (NACK with msg). */
-void ctx_writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg);
 void ctx_tick(struct engine *e, uint64_t now);
 void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
 void ctx_frag_done(struct tx *tx);

@@ -98,11 +98,7 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
             if (in_flight)
                 quar_add(e, w->flow, w->peer);
         }
-        /* fragment puts may still land in the rank's pools: its report waits for the drain
-         * (a replan's old flows write the same blocks of the same request: not held) */
-        if (code != KVF_OK && rx->path == WIRE_PATH_FRAGMENT && !w->local &&
-            (w->state == RXW_MOVING || w->state == RXW_NACKED) && rx->state == RX_ENDED)
-            quar_add_pools(e, w->flow, w->peer, rx);
+        quar_hold_pools(e, w, code); /* fragment puts may still land in the rank's pools */
         w->state = RXW_CLOSED; /* an edge from every state but closed */
         w->n_out = 0;
     }
@@ -129,8 +125,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (engine_gpu.c, engine_quar.c), so it never reuses blocks
-         * under them */
+         * failure when they ended (engine_gpu.c, engine_quar.c), never under them */
         rx->held = code;
         snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
         return;
@@ -317,11 +312,9 @@ static void start_writer(struct rxw *w)
         return;
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
         int rc = send_recv_req(w, NULL, 0);
-        if (rc == 0) {
-            gen_rxw_set_state(w, RXW_MOVING);
-            if (w->rx->x) /* from now a failure is held until the puts drained */
-                w->rx->x->eng_gpu = true;
-        } else
+        if (rc == 0)
+            quar_frag_moving(w); /* from now a failure is held until the puts drained */
+        else
             rx_fail(w->rx, KVF_E_PEER_LOST,
                     "could not send RECV_REQ to context rank %u's "
                     "daemon: %s",
@@ -589,13 +582,10 @@ void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
     (void)e;
     if (rx->state != RX_ENDED) {
         kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
-        const char *why = code == KVF_E_PEER_LOST    ? "its worker went away"
-                          : code == KVF_E_CANCELLED ? "cancelled by its worker"
-                                                    : "the generation rank's request ended";
         rx_set_state(rx, RX_ENDED);
         rx->e->c.remote_failed++;
-        nack_readers(rx, code, why); /* while rx->x still names the reader */
-        release(rx, code, why);
+        nack_readers(rx, code, nack_why_ended(code)); /* while rx->x still names the reader */
+        release(rx, code, nack_why_ended(code));
     }
     rx->x = NULL;
 }
@@ -655,8 +645,7 @@ void gen_sweep(struct engine *e)
 {
     for (struct rx **pp = &e->rxs; *pp;) {
         struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy || rx->frag_wait) {
-            /* kernels or fragment flows in quarantine hold rx */
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy || rx->frag_wait) { /* held */
             pp = &rx->next;
             continue;
         }

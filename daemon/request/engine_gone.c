@@ -13,6 +13,16 @@
 #include "registry.h"
 #include "workers.h"
 
+/* The flows waiting for a SEND of rank `writer` of `instance` fail PEER_LOST (once per
+ * departure: a walk over the flows is fine here). */
+static void writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
+{
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
+            strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
+            ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
+}
+
 void gone_rank_removed(struct engine *e, const struct reg_rank *rk)
 {
     if (rk->layout.role != ROLE_CONTEXT)
@@ -30,7 +40,7 @@ void gone_rank_removed(struct engine *e, const struct reg_rank *rk)
     char msg[WIRE_TEXT_MAX];
     snprintf(msg, sizeof msg, "context instance %s rank %u (pid %u) went away before the request "
              "was served", g->instance, g->rank, g->pid);
-    ctx_writer_gone(e, g->instance, g->rank, msg);
+    writer_gone(e, g->instance, g->rank, msg);
 }
 
 bool gone_lookup(struct engine *e, const char *instance, uint32_t rank, char *msg, size_t len)
@@ -48,6 +58,16 @@ bool gone_lookup(struct engine *e, const char *instance, uint32_t rank, char *ms
         }
     }
     return false;
+}
+
+kvf_error_t gone_or_unknown(struct engine *e, const char *instance, uint32_t rank, char *msg,
+                            size_t len)
+{
+    if (gone_lookup(e, instance, rank, msg, len))
+        return KVF_E_PEER_LOST; /* its worker died: not an instance never known */
+    snprintf(msg, len, "rank %u of context instance %s is not registered at %s", rank, instance,
+             e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+    return KVF_E_UNKNOWN_INSTANCE;
 }
 
 void gone_free(struct engine *e)

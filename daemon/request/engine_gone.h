@@ -24,6 +24,10 @@ struct gone_ranks {
 void gone_rank_removed(struct engine *e, const struct reg_rank *rk);
 /* When rank `rank` of `instance` went away within that window: fills msg and returns true. */
 bool gone_lookup(struct engine *e, const char *instance, uint32_t rank, char *msg, size_t len);
+/* A RECV_REQ names a rank not registered here: PEER_LOST when it went away within the window,
+ * else UNKNOWN_INSTANCE; msg says which. */
+kvf_error_t gone_or_unknown(struct engine *e, const char *instance, uint32_t rank, char *msg,
+                            size_t len);
 void gone_free(struct engine *e);
 
 #endif

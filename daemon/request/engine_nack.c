@@ -102,11 +102,20 @@ void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_ms
 void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
 {
     struct engine *e = tx->e;
+    if (!s)
+        return; /* the flow was not reading */
     char why[WIRE_TEXT_MAX];
     snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: its daemon was lost (%s)",
              tx->gen.instance, layout_rank(&tx->gen), strerror(-err));
     transfers_reader_failed(&e->d->workers->xt, s->ctx_instance, s->req_id,
                             layout_rank(&s->rank->layout), KVF_E_PEER_LOST, why);
+}
+
+const char *nack_why_ended(kvf_error_t code)
+{
+    return code == KVF_E_PEER_LOST   ? "its worker went away"
+           : code == KVF_E_CANCELLED ? "cancelled by its worker"
+                                     : "the generation rank's request ended";
 }
 
 bool engine_send_reading(const struct engine *e, const struct xfer *s)

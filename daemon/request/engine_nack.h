@@ -12,7 +12,10 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg);
 void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg);
 /* Context side: a READER_NACK from peer p. */
 void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_msg *m);
-/* Context side: flow tx (reading a SEND) failed because its generation daemon was lost. */
+/* Generation side: why a reader ended by its worker (its request's end code) failed. */
+const char *nack_why_ended(kvf_error_t code);
+/* Context side: flow tx, reading SEND s (NULL: none), failed because its generation daemon was
+ * lost. */
 void nack_flow_lost(struct tx *tx, struct xfer *s, int err);
 
 #endif

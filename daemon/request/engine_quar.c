@@ -11,7 +11,7 @@
  * chunks is in flight (at once if none was); a NACK or CANCEL for a flow it does not know is
  * acknowledged at once.
  * Fragment flows have no slots, but their puts write straight into the generation rank's pools:
- * a failed one is held the same way (quar_add_pools), and the request's FAILED reaches the worker
+ * a failed one is held the same way (quar_hold_pools), and the request's FAILED reaches the worker
  * only when no put can still land (pools_drained), so it never reuses blocks under them. The
  * context side counts a fragment job still in flight like a chunk (engine_frag.c).
  * Flow ids start at a random 64-bit value per daemon run, so a daemon that is both a generation
@@ -79,8 +79,22 @@ static void pools_drained(struct rx *rx)
     transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
 }
 
-void quar_add_pools(struct engine *e, uint64_t flow, struct epeer *peer, struct rx *rx)
+void quar_frag_moving(struct rxw *w)
 {
+    gen_rxw_set_state(w, RXW_MOVING);
+    if (w->rx->x) /* the worker's request: its failure is held (quar_hold_pools) */
+        w->rx->x->eng_gpu = true;
+}
+
+void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
+{
+    struct rx *rx = w->rx;
+    /* a replan's old flows write the same blocks of the same request: not held */
+    if (code == KVF_OK || rx->path != WIRE_PATH_FRAGMENT || w->local ||
+        (w->state != RXW_MOVING && w->state != RXW_NACKED) || rx->state != RX_ENDED)
+        return;
+    uint64_t flow = w->flow;
+    struct epeer *peer = w->peer;
     struct qflow *q = calloc(1, sizeof *q);
     if (!q) { /* cannot wait for the ack: reported now, as before pools had a quarantine */
         log_error("engine: out of memory holding fragment flow %llu", (unsigned long long)flow);

@@ -25,10 +25,14 @@ struct dack {
 void quar_init_flows(struct engine *e);
 bool quar_own_flow(const struct engine *e, uint64_t flow);
 void quar_add(struct engine *e, uint64_t flow, struct epeer *peer);
-/* A failed fragment flow of rx whose puts may still land in the rank's pools: rx's report waits
+/* Fragment writer w's RECV_REQ went out: it is moving, and from now its request's failure is
+ * held until its puts drained. */
+void quar_frag_moving(struct rxw *w);
+/* Writer w of a request that ended with code, being released: when it is a fragment flow whose
+ * puts may still land in the rank's pools (sent, code a failure), its rx's report waits
  * (rx->frag_wait) until the context daemon acks the drain, the peer is lost (endpoint closed),
  * or, as a backstop against a peer that never acks, deadlines.transfer. */
-void quar_add_pools(struct engine *e, uint64_t flow, struct epeer *peer, struct rx *rx);
+void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code);
 /* The engine stops: the link closed every endpoint, no put can land; the waits end. */
 void quar_pools_stop(struct engine *e);
 void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
