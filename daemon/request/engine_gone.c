@@ -1,231 +1,77 @@
-/* engine_gone.c: peers lost a moment ago (a bounded `lost` list for `peers`), and the death
- * watch that ends the hold on a frozen peer's landing slots (see engine_gone.h).
- *
- * A peer lost for silence while it could put straight into our memory over shared memory keeps
- * its quarantined slots (engine_quar.c, quar_peer_frozen): if it was only stopped, a put it was
- * inside would finish when it runs again. Once its process has exited no put of it can land, so
- * the hold ends then too. The process is the one the handshake named, known by a pidfd the link
- * opened while it answered (link_proc.c), so a pid reused since cannot pass for it; polled here
- * on the loop. Without a pidfd (another pid namespace or boot, an older peer, no pidfd_open) the
- * slots stay held until it is heard again, and the `lost` row says why. */
-#include <errno.h>
+/* engine_gone.c: a remote context worker killed mid-request gives its readers PEER_LOST (README,
+ * "Failures and typed errors"). When a context rank's connection closes, transfers.c fails its
+ * SENDs (their flows NACK PEER_LOST); the flows still waiting for a SEND of it fail here, and
+ * the departure is remembered so a reader whose RECV_REQ comes later (its table cached from
+ * before) hears that the rank died rather than that it was never known. Loop thread only. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "daemon.h"
+#include "engine_ctx.h"
 #include "engine_gone.h"
-#include "engine_peer.h"
-#include "engine_quar.h"
+#include "registry.h"
+#include "workers.h"
 
-struct egone {
-    struct engine *e;
-    struct egone *next;
-    uint64_t key;
-    char peer[160], addr[256];
-    uint64_t lost_at, seen_before; /* engine_now at the loss; silence then */
-    int err;
-    bool held;
-    const char *why; /* static: what the hold waits for */
-    int pidfd;       /* owned while watched, -1 */
-    uint32_t pid;
-    uv_poll_t poll;
-    bool handle;   /* poll initialised: closed by drop() */
-    bool watching; /* waiting for the exit */
-    bool closing;
-};
-
-static unsigned count(const struct engine *e, bool watched)
+/* The flows waiting for a SEND of rank `writer` of `instance` fail PEER_LOST (once per
+ * departure: a walk over the flows is fine here). */
+static void writer_gone(struct engine *e, const char *instance, uint32_t writer, const char *msg)
 {
-    unsigned n = 0;
-    for (const struct egone *g = e->gone; g; g = g->next)
-        n += !watched || g->watching;
-    return n;
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
+            strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
+            ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
 
-static void closed_cb(uv_handle_t *h)
+void gone_rank_removed(struct engine *e, const struct reg_rank *rk)
 {
-    struct egone *g = h->data;
-    close(g->pidfd);
-    free(g);
-}
-
-/* Unlinked already; frees now or from the close callback. */
-static void drop(struct egone *g)
-{
-    if (!g->handle) {
-        if (g->pidfd >= 0)
-            close(g->pidfd);
-        free(g);
+    if (rk->layout.role != ROLE_CONTEXT)
         return;
-    }
-    g->closing = true;
-    uv_poll_stop(&g->poll);
-    uv_close((uv_handle_t *)&g->poll, closed_cb);
+    if (!e->gone && !(e->gone = calloc(1, sizeof *e->gone)))
+        return; /* readers then hear UNKNOWN_INSTANCE */
+    struct gone_rank *g = &e->gone->r[e->gone->next];
+    e->gone->next = (e->gone->next + 1) % GONE_MAX;
+    if (e->gone->n < GONE_MAX)
+        e->gone->n++;
+    snprintf(g->instance, sizeof g->instance, "%s", rk->layout.instance);
+    g->rank = layout_rank(&rk->layout);
+    g->pid = rk->conn ? rk->conn->pid : 0;
+    g->at_ms = engine_now(e);
+    char msg[WIRE_TEXT_MAX];
+    snprintf(msg, sizeof msg, "context instance %s rank %u (pid %u) went away before the request "
+             "was served", g->instance, g->rank, g->pid);
+    writer_gone(e, g->instance, g->rank, msg);
 }
 
-static void unlink_drop(struct engine *e, struct egone *g)
+bool gone_lookup(struct engine *e, const char *instance, uint32_t rank, char *msg, size_t len)
 {
-    for (struct egone **pp = &e->gone; *pp; pp = &(*pp)->next)
-        if (*pp == g) {
-            *pp = g->next;
-            break;
-        }
-    drop(g);
-}
-
-static void exited_cb(uv_poll_t *h, int status, int events)
-{
-    (void)events; /* readable: the process exited; an error: the pidfd says nothing more */
-    struct egone *g = h->data;
-    struct engine *e = g->e;
-    if (g->closing)
-        return;
-    uv_poll_stop(h);
-    if (status < 0) {
-        log_warn("engine: lost peer %s: watching its process %u failed (%s): its slots stay "
-                 "held until it is heard again", g->peer, g->pid, uv_strerror(status));
-        g->why = "the watch on its process failed";
-        g->watching = false;
-        return;
-    }
-    uint64_t held = e->arena ? arena_owner_bytes(e->arena, g->key) : 0;
-    e->c.peers_exited_reclaimed++;
-    log_warn("engine: lost peer %s: its process %u exited %llu ms after the loss: no put of it "
-             "can land any more, reclaiming its held landing slots (%llu KiB)", g->peer, g->pid,
-             (unsigned long long)(engine_now(e) - g->lost_at), (unsigned long long)(held >> 10));
-    quar_peer_back(e, g->key); /* the next tick reclaims, after any scatter that reads them */
-    g->held = g->watching = false;
-    g->why = "its process exited: slots reclaimed";
-}
-
-static void prune(struct engine *e, uint64_t now)
-{
-    for (struct egone **pp = &e->gone; *pp;) {
-        struct egone *g = *pp;
-        if (!g->watching && !g->held && now - g->lost_at >= GONE_KEEP_MS) {
-            *pp = g->next;
-            drop(g);
-        } else {
-            pp = &g->next;
+    const struct kvf_config *cfg = &e->d->cfg;
+    uint64_t now = engine_now(e), window = (uint64_t)(cfg->deadlines_send_wait_ms +
+                                                      cfg->deadlines_transfer_ms);
+    for (uint32_t i = 0; e->gone && i < e->gone->n; i++) {
+        /* newest first: the latest departure of a rank that came and went more than once */
+        const struct gone_rank *g = &e->gone->r[(e->gone->next + GONE_MAX - 1 - i) % GONE_MAX];
+        if (g->rank == rank && now - g->at_ms <= window && strcmp(g->instance, instance) == 0) {
+            snprintf(msg, len, "context instance %s rank %u (pid %u) went away %llu ms ago",
+                     instance, rank, g->pid, (unsigned long long)(now - g->at_ms));
+            return true;
         }
     }
-    while (count(e, false) > GONE_ROWS_MAX) { /* the oldest row not watched goes */
-        struct egone *old = NULL;
-        for (struct egone *g = e->gone; g; g = g->next)
-            if (!g->watching)
-                old = g; /* the list is newest first */
-        if (!old)
-            break;
-        unlink_drop(e, old);
-    }
+    return false;
 }
 
-static void watch(struct engine *e, struct egone *g, struct link_peer *lp)
+kvf_error_t gone_or_unknown(struct engine *e, const char *instance, uint32_t rank, char *msg,
+                            size_t len)
 {
-    const char *why = NULL;
-    int fd = link_peer_take_pidfd(lp, &why);
-    if (fd < 0) {
-        g->why = why;
-        log_warn("engine: lost peer %s keeps its quarantined landing slots until it is heard "
-                 "again: %s", g->peer, why);
-        return;
-    }
-    g->pid = link_peer_pid(lp);
-    if (count(e, true) >= GONE_WATCH_MAX || uv_poll_init(&e->d->loop, &g->poll, fd) < 0) {
-        close(fd);
-        g->why = "too many lost peers watched";
-        return;
-    }
-    g->pidfd = fd;
-    g->poll.data = g;
-    g->handle = true;
-    if (uv_poll_start(&g->poll, UV_READABLE, exited_cb) < 0) {
-        g->why = "the watch on its process failed";
-        return;
-    }
-    g->watching = true;
-    g->why = "held until it is heard again or its process exits";
+    if (gone_lookup(e, instance, rank, msg, len))
+        return KVF_E_PEER_LOST; /* its worker died: not an instance never known */
+    snprintf(msg, len, "rank %u of context instance %s is not registered at %s", rank, instance,
+             e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+    return KVF_E_UNKNOWN_INSTANCE;
 }
 
-void gone_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int err, bool held,
-              uint64_t key)
+void gone_free(struct engine *e)
 {
-    uint64_t now = engine_now(e);
-    prune(e, now);
-    struct egone *g = NULL;
-    for (struct egone *x = e->gone; x; x = x->next)
-        if (x->key == key)
-            g = x;
-    if (!g) {
-        if (!(g = calloc(1, sizeof *g)))
-            return; /* only the row and the early reclaim are lost: the hold stays */
-        g->e = e;
-        g->key = key;
-        g->pidfd = -1;
-        g->next = e->gone;
-        e->gone = g;
-    }
-    snprintf(g->peer, sizeof g->peer, "%s", link_peer_id(lp));
-    snprintf(g->addr, sizeof g->addr, "%s", p->addr[0] ? p->addr : "-");
-    g->lost_at = now;
-    g->seen_before = link_peer_silent_ms(lp);
-    g->err = err;
-    if (held) {
-        g->held = true;
-        if (!g->handle)
-            watch(e, g, lp);
-    } else if (!g->watching) {
-        g->why = "nothing held";
-    }
-}
-
-void gone_back(struct engine *e, uint64_t key)
-{
-    for (struct egone **pp = &e->gone; *pp;) {
-        struct egone *g = *pp;
-        if (g->key == key) {
-            *pp = g->next;
-            drop(g);
-        } else {
-            pp = &g->next;
-        }
-    }
-}
-
-const struct egone *gone_find(const struct engine *e, uint64_t key, const char **id,
-                              const char **why)
-{
-    for (const struct egone *g = e->gone; g; g = g->next)
-        if (g->key == key) {
-            *id = g->peer;
-            *why = g->why ? g->why : "";
-            return g;
-        }
-    return NULL;
-}
-
-void gone_json(struct engine *e, json_t *o)
-{
-    uint64_t now = engine_now(e);
-    prune(e, now);
-    json_t *a = json_array();
-    for (const struct egone *g = e->gone; g; g = g->next)
-        json_array_append_new(
-            a, json_pack("{s:s,s:s,s:s,s:I,s:I,s:s,s:b,s:b,s:s}", "peer", g->peer, "addr",
-                         g->addr, "state", "lost", "seen_ms",
-                         (json_int_t)(g->seen_before + now - g->lost_at), "lost_ms",
-                         (json_int_t)(now - g->lost_at), "reason", strerror(-g->err), "held",
-                         g->held, "watching_exit", g->watching, "why", g->why ? g->why : ""));
-    json_object_set_new(o, "lost", a);
-}
-
-void gone_stop(struct engine *e)
-{
-    while (e->gone) {
-        struct egone *g = e->gone;
-        e->gone = g->next;
-        drop(g);
-    }
+    free(e->gone);
+    e->gone = NULL;
 }

@@ -1,30 +1,33 @@
-/* engine_gone.h: peers lost a moment ago, and the death watch that frees what a frozen one held
- * (engine_gone.c). Loop thread only. */
+/* engine_gone.h: context ranks that went away, remembered a while (engine_gone.c). Loop thread
+ * only. */
 #ifndef KVF_ENGINE_GONE_H
 #define KVF_ENGINE_GONE_H
 
-#include <stdbool.h>
-#include <stdint.h>
-
 #include "engine_int.h"
 
-#define GONE_ROWS_MAX 16         /* lingering `lost` rows kept (watched ones are not dropped) */
-#define GONE_KEEP_MS (5 * 60000) /* how long a row that holds nothing lingers */
-#define GONE_WATCH_MAX 64        /* frozen peers watched for their exit at once */
+#define GONE_MAX 256u /* departures remembered (the oldest is forgotten first) */
 
-/* Peer p (its link peer lp) was lost with err. held: its quarantined slots are held under key
- * until it is heard again (quar_peer_frozen); then the pidfd of its process is taken from the
- * link and watched, and once that process exits they are reclaimed (quar_peer_back). */
-void gone_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int err, bool held,
-              uint64_t key);
-/* The daemon of key was heard again: its lingering row and watch go. */
-void gone_back(struct engine *e, uint64_t key);
-/* "lost": [{peer, addr, state, seen_ms, lost_ms, held, why}] added to o (the peers command). */
-void gone_json(struct engine *e, json_t *o);
-/* The lingering row of key: its daemon id and what its slots wait for (NULL: none). */
-const struct egone *gone_find(const struct engine *e, uint64_t key, const char **id,
-                              const char **why);
-/* Closes the watches; their memory goes with the loop's close callbacks. */
-void gone_stop(struct engine *e);
+struct gone_rank {
+    char instance[LAYOUT_NAME_MAX];
+    uint32_t rank, pid;
+    uint64_t at_ms;
+};
+
+struct gone_ranks {
+    struct gone_rank r[GONE_MAX];
+    uint32_t next, n;
+};
+
+/* A context rank registered here is leaving (its worker went away): flows waiting for its SEND
+ * fail PEER_LOST now, and RECV_REQs for it within deadlines.send_wait + deadlines.transfer are
+ * answered PEER_LOST, not UNKNOWN_INSTANCE. */
+void gone_rank_removed(struct engine *e, const struct reg_rank *rk);
+/* When rank `rank` of `instance` went away within that window: fills msg and returns true. */
+bool gone_lookup(struct engine *e, const char *instance, uint32_t rank, char *msg, size_t len);
+/* A RECV_REQ names a rank not registered here: PEER_LOST when it went away within the window,
+ * else UNKNOWN_INSTANCE; msg says which. */
+kvf_error_t gone_or_unknown(struct engine *e, const char *instance, uint32_t rank, char *msg,
+                            size_t len);
+void gone_free(struct engine *e);
 
 #endif

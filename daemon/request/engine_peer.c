@@ -12,7 +12,7 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
-#include "engine_gone.h"
+#include "engine_lost.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_share.h"
@@ -73,7 +73,7 @@ void epeer_up(struct engine *e, struct link_peer *lp)
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
     quar_peer_back(e, share_key(p)); /* it ran again: its puts from before are over */
-    gone_back(e, share_key(p));
+    lost_back(e, share_key(p));
     tab_peer_up(e, p);
     home_tick(e);
     gen_peer_up(e, p);
@@ -103,8 +103,8 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     bool hold = alive_hold(p, err); /* frozen with shared-memory puts: held until it is back */
     if (hold)
         quar_peer_frozen(e, p, share_key(p));
-    if (p->up) /* or until its process exits (engine_gone.c) */
-        gone_add(e, p, lp, err, hold, share_key(p));
+    if (p->up) /* or until its process exits (engine_lost.c) */
+        lost_add(e, p, lp, err, hold, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
     engine_kick_tick(e);
     link_peer_set_data(lp, NULL);

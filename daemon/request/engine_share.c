@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_gone.h"
+#include "engine_lost.h"
 #include "engine_peer.h"
 #include "engine_share.h"
 
@@ -42,7 +42,7 @@ static const char *owner_name(struct engine *e, uint64_t owner, const char **why
         if (p->lp && share_key(p) == owner)
             return link_peer_id(p->lp);
     const char *id;
-    if (gone_find(e, owner, &id, why))
+    if (lost_find(e, owner, &id, why))
         return id;
     *why = "lost";
     return "a lost peer";
