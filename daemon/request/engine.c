@@ -489,6 +489,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     const struct engine_counters *c = &e->c;
 #define C(name) json_object_set_new(ret, #name, json_integer((json_int_t)c->name))
     C(remote_recvs);
+    C(layouts_sent);
+    C(layouts_referenced);
+    C(layouts_decoded);
+    C(layouts_missed);
     C(remote_done);
     C(remote_failed);
     C(flows);

@@ -1,0 +1,125 @@
+/* check_laycache.c: the per-peer cache of generation layouts (daemon/request/engine_laycache.h):
+ * the sender sends a layout once per id and names it afterwards, evicts the least recently used
+ * slot past WIRE_LAYOUT_SLOTS ids, and the receiver decodes what is sent, answers a reference
+ * only from a slot holding that id, and never keeps a layout that failed to decode. */
+#include <check.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_laycache.h"
+#include "preset.h"
+#include "testutil.h"
+
+static struct layout gen[4];
+
+/* The JSON of generation rank 0 of a tiny model, with tokens_per_block `tpb`. */
+static char *gen_json(uint32_t tpb)
+{
+    struct preset_spec s;
+    char err[256];
+    ck_assert_msg(preset_parse("tiny", &s, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(preset_build(&s, "g", ROLE_GENERATION, -1, gen, err, sizeof err) == 0, "%s",
+                  err);
+    gen[0].tokens_per_block = tpb;
+    json_t *o = layout_to_jobj(&gen[0]);
+    char *j = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    ck_assert_ptr_nonnull(j);
+    return j;
+}
+
+START_TEST(laycache_sender_sends_once_and_evicts_the_least_recently_used)
+{
+    struct laycache c = {0};
+    uint32_t slot, first;
+    ck_assert(!laycache_place(&c, 10, &first)); /* first time: send */
+    ck_assert(laycache_place(&c, 10, &slot));   /* then a reference, same slot */
+    ck_assert_uint_eq(slot, first);
+    for (uint64_t id = 11; id < 10 + WIRE_LAYOUT_SLOTS; id++) /* fill the other slots */
+        ck_assert(!laycache_place(&c, id, &slot));
+    ck_assert(laycache_place(&c, 10, &slot)); /* 10 used last: 11 is now the oldest */
+    ck_assert(laycache_place(&c, 10 + WIRE_LAYOUT_SLOTS - 1, &slot));
+    uint32_t s11 = WIRE_LAYOUT_SLOTS;
+    for (uint32_t i = 0; i < WIRE_LAYOUT_SLOTS; i++)
+        if (c.sent_id[i] == 11)
+            s11 = i;
+    ck_assert(!laycache_place(&c, 99, &slot)); /* one id past the limit: evicts 11 */
+    ck_assert_uint_eq(slot, s11);
+    ck_assert(!laycache_place(&c, 11, &slot)); /* 11 is sent again */
+    ck_assert(laycache_place(&c, 99, &slot));
+    laycache_forget(&c, slot); /* a failed send: 99 goes again */
+    ck_assert(!laycache_place(&c, 99, &slot));
+    laycache_forget(&c, WIRE_LAYOUT_SLOTS); /* out of range: ignored */
+    laycache_clear(&c);
+}
+END_TEST
+
+START_TEST(laycache_receiver_keeps_what_was_sent_and_refuses_stale_references)
+{
+    struct laycache c = {0};
+    char *j16 = gen_json(16), *j32 = gen_json(32), err[300];
+    bool decoded;
+    struct wire_recv_req q = {.gen_json = j16, .gen_json_len = (uint32_t)strlen(j16),
+                              .layout_id = 5, .layout_slot = 2};
+    const struct layout *l = laycache_take(&c, &q, &decoded, err, sizeof err);
+    ck_assert_msg(l && decoded, "%s", err);
+    ck_assert_uint_eq(l->tokens_per_block, 16);
+    q.gen_json = NULL, q.gen_json_len = 0; /* a reference to it */
+    l = laycache_take(&c, &q, &decoded, err, sizeof err);
+    ck_assert(l && !decoded);
+    ck_assert_uint_eq(l->tokens_per_block, 16);
+    q.layout_id = 6; /* an id the slot does not hold: refused, never the old layout */
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    ck_assert_msg(strstr(err, "layout 6 is not held in slot 2 (it holds 5)"), "%s", err);
+    q.layout_slot = 3; /* an empty slot */
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    q.layout_slot = WIRE_LAYOUT_SLOTS; /* out of range */
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    /* a re-registered rank (new id) replaces the slot with its new layout */
+    q = (struct wire_recv_req){.gen_json = j32, .gen_json_len = (uint32_t)strlen(j32),
+                               .layout_id = 7, .layout_slot = 2};
+    l = laycache_take(&c, &q, &decoded, err, sizeof err);
+    ck_assert_msg(l && decoded, "%s", err);
+    ck_assert_uint_eq(l->tokens_per_block, 32);
+    q.layout_id = 5, q.gen_json = NULL, q.gen_json_len = 0;
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    /* a layout that fails to decode empties the slot: the old id is refused after it */
+    q = (struct wire_recv_req){.gen_json = "{\"instance\":1}", .gen_json_len = 14,
+                               .layout_id = 8, .layout_slot = 2};
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    ck_assert(!decoded);
+    q.layout_id = 7, q.gen_json = NULL, q.gen_json_len = 0;
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    /* every slot filled (the limit), each answered from its own */
+    for (uint32_t s = 0; s < WIRE_LAYOUT_SLOTS; s++) {
+        q = (struct wire_recv_req){.gen_json = s % 2 ? j32 : j16,
+                                   .gen_json_len = (uint32_t)strlen(s % 2 ? j32 : j16),
+                                   .layout_id = 100 + s, .layout_slot = s};
+        ck_assert(laycache_take(&c, &q, &decoded, err, sizeof err) && decoded);
+    }
+    for (uint32_t s = 0; s < WIRE_LAYOUT_SLOTS; s++) {
+        q = (struct wire_recv_req){.layout_id = 100 + s, .layout_slot = s};
+        l = laycache_take(&c, &q, &decoded, err, sizeof err);
+        ck_assert(l && !decoded);
+        ck_assert_uint_eq(l->tokens_per_block, s % 2 ? 32 : 16);
+    }
+    laycache_clear(&c);
+    q = (struct wire_recv_req){.layout_id = 100, .layout_slot = 0}; /* a reconnected peer */
+    ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
+    free(j16);
+    free(j32);
+}
+END_TEST
+
+static Suite *laycache_suite(void)
+{
+    Suite *s = suite_create("laycache");
+    TCase *t = tcase_create("cache");
+    tcase_add_test(t, laycache_sender_sends_once_and_evicts_the_least_recently_used);
+    tcase_add_test(t, laycache_receiver_keeps_what_was_sent_and_refuses_stale_references);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void) { return tu_run(laycache_suite()); }
