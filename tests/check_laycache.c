@@ -1,6 +1,6 @@
 /* check_laycache.c: the per-peer cache of generation layouts (daemon/request/engine_laycache.h):
- * the sender sends a layout once per id and names it afterwards, evicts the least recently used
- * slot past WIRE_LAYOUT_SLOTS ids, and the receiver decodes what is sent, answers a reference
+ * the sender sends a layout until the peer answered a flow that carried it and names it
+ * afterwards, evicts the least recently used slot past WIRE_LAYOUT_SLOTS ids, and the receiver decodes what is sent, answers a reference
  * only from a slot holding that id, and never keeps a layout that failed to decode. */
 #include <check.h>
 #include <jansson.h>
@@ -29,29 +29,53 @@ static char *gen_json(uint32_t tpb)
     return j;
 }
 
+/* Places id with a fresh flow and, when it had to be sent, answers that flow. */
+static bool place_answered(struct laycache *c, uint64_t id, uint32_t *slot)
+{
+    static uint64_t flow = 1000;
+    bool held = laycache_place(c, id, ++flow, slot);
+    if (!held)
+        laycache_answered(c, flow);
+    return held;
+}
+
 START_TEST(laycache_sender_sends_once_and_evicts_the_least_recently_used)
 {
     struct laycache c = {0};
     uint32_t slot, first;
-    ck_assert(!laycache_place(&c, 10, &first)); /* first time: send */
-    ck_assert(laycache_place(&c, 10, &slot));   /* then a reference, same slot */
+    ck_assert(!laycache_place(&c, 10, 1, &first)); /* first time: send */
+    ck_assert(!laycache_place(&c, 10, 2, &slot));  /* flow 1 not answered yet: sent again */
+    ck_assert_uint_eq(slot, first);
+    laycache_answered(&c, 1); /* an older carrier's answer is no proof of the latest */
+    ck_assert(!laycache_place(&c, 10, 3, &slot));
+    laycache_answered(&c, 3);
+    ck_assert(laycache_place(&c, 10, 4, &slot)); /* answered: a reference, same slot */
     ck_assert_uint_eq(slot, first);
     for (uint64_t id = 11; id < 10 + WIRE_LAYOUT_SLOTS; id++) /* fill the other slots */
-        ck_assert(!laycache_place(&c, id, &slot));
-    ck_assert(laycache_place(&c, 10, &slot)); /* 10 used last: 11 is now the oldest */
-    ck_assert(laycache_place(&c, 10 + WIRE_LAYOUT_SLOTS - 1, &slot));
+        ck_assert(!place_answered(&c, id, &slot));
+    ck_assert(place_answered(&c, 10, &slot)); /* 10 used last: 11 is now the oldest */
+    ck_assert(place_answered(&c, 10 + WIRE_LAYOUT_SLOTS - 1, &slot));
     uint32_t s11 = WIRE_LAYOUT_SLOTS;
     for (uint32_t i = 0; i < WIRE_LAYOUT_SLOTS; i++)
         if (c.sent_id[i] == 11)
             s11 = i;
-    ck_assert(!laycache_place(&c, 99, &slot)); /* one id past the limit: evicts 11 */
+    ck_assert(!place_answered(&c, 99, &slot)); /* one id past the limit: evicts 11 */
     ck_assert_uint_eq(slot, s11);
-    ck_assert(!laycache_place(&c, 11, &slot)); /* 11 is sent again */
-    ck_assert(laycache_place(&c, 99, &slot));
+    ck_assert(!place_answered(&c, 11, &slot)); /* 11 is sent again */
+    ck_assert(place_answered(&c, 99, &slot));
     laycache_forget(&c, slot); /* a failed send: 99 goes again */
-    ck_assert(!laycache_place(&c, 99, &slot));
+    ck_assert(!place_answered(&c, 99, &slot));
     laycache_forget(&c, WIRE_LAYOUT_SLOTS); /* out of range: ignored */
+    /* a layout still on its way is not evicted while an answered slot is there */
+    struct laycache d = {0};
+    uint32_t pending;
+    ck_assert(!laycache_place(&d, 1, 50, &pending)); /* never answered, the oldest */
+    for (uint64_t id = 2; id <= WIRE_LAYOUT_SLOTS; id++)
+        ck_assert(!place_answered(&d, id, &slot));
+    ck_assert(!place_answered(&d, 77, &slot));
+    ck_assert_uint_ne(slot, pending);
     laycache_clear(&c);
+    laycache_clear(&d);
 }
 END_TEST
 

@@ -460,7 +460,7 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
         return -ENOENT;
     /* The layout once per (peer, registration); later RECV_REQs name it (engine_laycache.h). */
     q->layout_id = x->rank->worker_id;
-    bool held = laycache_place(&w->peer->lc, q->layout_id, &q->layout_slot);
+    bool held = laycache_place(&w->peer->lc, q->layout_id, w->flow, &q->layout_slot);
     if (!held && !rx->gen_json) {
         json_t *o = layout_to_jobj(&x->rank->layout);
         rx->gen_json = o ? json_dumps(o, JSON_COMPACT) : NULL;

@@ -5,23 +5,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-bool laycache_place(struct laycache *c, uint64_t id, uint32_t *slot)
+bool laycache_place(struct laycache *c, uint64_t id, uint64_t flow, uint32_t *slot)
 {
-    uint32_t lru = 0;
+    uint32_t lru = WIRE_LAYOUT_SLOTS, any = 0;
     c->tick++;
     for (uint32_t i = 0; i < WIRE_LAYOUT_SLOTS; i++) {
         if (c->sent_id[i] == id) {
             c->sent_used[i] = c->tick;
             *slot = i;
-            return true;
+            if (c->sent_ok[i])
+                return true;
+            c->sent_flow[i] = flow; /* not answered yet: carried again */
+            return false;
         }
-        if (c->sent_used[i] < c->sent_used[lru]) /* an empty slot has use 0: taken first */
+        /* an empty slot has use 0: taken first; one whose layout may still be on its way only
+         * when every slot is */
+        if ((!c->sent_id[i] || c->sent_ok[i]) &&
+            (lru == WIRE_LAYOUT_SLOTS || c->sent_used[i] < c->sent_used[lru]))
             lru = i;
+        if (c->sent_used[i] < c->sent_used[any])
+            any = i;
     }
+    if (lru == WIRE_LAYOUT_SLOTS)
+        lru = any;
     c->sent_id[lru] = id;
     c->sent_used[lru] = c->tick;
+    c->sent_flow[lru] = flow;
+    c->sent_ok[lru] = false;
     *slot = lru;
     return false;
+}
+
+void laycache_answered(struct laycache *c, uint64_t flow)
+{
+    for (uint32_t i = 0; i < WIRE_LAYOUT_SLOTS; i++)
+        if (c->sent_id[i] && !c->sent_ok[i] && c->sent_flow[i] == flow)
+            c->sent_ok[i] = true;
 }
 
 void laycache_forget(struct laycache *c, uint32_t slot)
@@ -29,6 +48,7 @@ void laycache_forget(struct laycache *c, uint32_t slot)
     if (slot < WIRE_LAYOUT_SLOTS) {
         c->sent_id[slot] = 0;
         c->sent_used[slot] = 0;
+        c->sent_ok[slot] = false;
     }
 }
 

@@ -7,8 +7,10 @@
  * reference afterwards. The receiver (context side) keeps the decoded layout in the named slot,
  * replacing what was there, and answers a reference to a slot that does not hold that id with
  * BAD_REQUEST (never planning against another layout). Both halves live in struct epeer, so a
- * lost or reconnected peer starts empty on both sides. The link delivers one peer's messages in
- * order, so a reference never overtakes the layout it names. Loop thread only. */
+ * lost or reconnected peer starts empty on both sides. A large RECV_REQ may ride an AM
+ * rendezvous and be delivered after a later small one, so the sender names a layout only once
+ * the peer has answered (CHUNK or WRITER_DONE) the flow that carried it: until then every
+ * RECV_REQ carries the JSON again. Loop thread only. */
 #ifndef KVF_ENGINE_LAYCACHE_H
 #define KVF_ENGINE_LAYCACHE_H
 
@@ -20,16 +22,22 @@
 #include "wire.h"
 
 struct laycache {
-    /* generation side: the id the peer holds in each slot (0: none), last use for LRU */
+    /* generation side: the id the peer holds in each slot (0: none), last use for LRU, the flow
+     * that last carried it and whether the peer answered that flow (then it holds the layout) */
     uint64_t sent_id[WIRE_LAYOUT_SLOTS], sent_used[WIRE_LAYOUT_SLOTS], tick;
+    uint64_t sent_flow[WIRE_LAYOUT_SLOTS];
+    bool sent_ok[WIRE_LAYOUT_SLOTS];
     /* context side: what the peer sent us, decoded (owned; NULL: empty) */
     uint64_t held_id[WIRE_LAYOUT_SLOTS];
     struct layout *held[WIRE_LAYOUT_SLOTS];
 };
 
 /* Generation side: true when the peer holds layout `id` (in *slot: send the reference only);
- * false: send the layout into *slot, which is from now on taken to hold id. */
-bool laycache_place(struct laycache *c, uint64_t id, uint32_t *slot);
+ * false: send the layout into *slot with flow `flow` (the slot is id's from now on; the least
+ * recently used empty or answered slot is taken for a new id). */
+bool laycache_place(struct laycache *c, uint64_t id, uint64_t flow, uint32_t *slot);
+/* Generation side: the peer answered our flow; a layout that flow carried is held. */
+void laycache_answered(struct laycache *c, uint64_t flow);
 /* Generation side: the layout sent into slot may not have arrived (a failed send). */
 void laycache_forget(struct laycache *c, uint32_t slot);
 
