@@ -41,16 +41,22 @@ static void expect(struct two *t, long long sent, long long referenced)
     ck_assert_int_eq(ru_peers_stat(&t->a, "layouts_missed"), 0);
 }
 
+/* Two daemons, a tiny context instance at a and a tiny generation instance "gen" at b. */
+static void start_pair(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uint64_t *rng)
+{
+    two_start(t, EXTRA, EXTRA, NULL);
+    ru_inst_init(ctx, "tiny", "ctx", ROLE_CONTEXT, NB, rng, 0x5a);
+    ru_inst_init(gen, "tiny", "gen", ROLE_GENERATION, NB, rng, RU_POISON);
+    ru_inst_register(ctx, &t->a);
+    ru_inst_register(gen, &t->b);
+}
+
 START_TEST(remote_many_requests_send_the_layout_once)
 {
     struct two t;
-    two_start(&t, EXTRA, EXTRA, NULL);
     uint64_t rng = 0x1a;
     struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    start_pair(&t, &ctx, &gen, &rng);
     for (uint64_t q = 1; q <= 20; q++)
         move_tiny(&t, &ctx, &gen, q);
     expect(&t, 1, 19);
@@ -77,13 +83,9 @@ static void wait_no_workers(const struct ru_daemon *d)
 START_TEST(remote_reregistered_generation_is_planned_against_its_new_layout)
 {
     struct two t;
-    two_start(&t, EXTRA, EXTRA, NULL);
     uint64_t rng = 0x2b;
     struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    start_pair(&t, &ctx, &gen, &rng);
     move_tiny(&t, &ctx, &gen, 1);
     move_tiny(&t, &ctx, &gen, 2);
     expect(&t, 1, 1);
