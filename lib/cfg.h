@@ -96,7 +96,6 @@ struct kvf_config {
 
     /* deadlines.* (per phase) */
     uint64_t deadlines_lookup_ms;
-    uint64_t deadlines_validate_ms;
     uint64_t deadlines_send_wait_ms; /* RECV waiting for the context side's SEND */
     uint64_t deadlines_transfer_ms;
 

@@ -15,6 +15,8 @@
 const struct cfg_key *cfg_key_find(const char *key);
 /* True when some key lives under "<section>.". */
 bool cfg_section_exists(const char *section, size_t len);
+/* Why a key that older files may still name was removed, and what to do; NULL for any other. */
+const char *cfg_key_removed(const char *key);
 /* The known key or section name closest to `name` (edit distance), or NULL if none is close. */
 const char *cfg_key_suggest(const char *name);
 /* Rules across keys, numbered from 0. 0 if `c` obeys rule number `rule`, else -EINVAL with a

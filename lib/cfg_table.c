@@ -151,8 +151,6 @@ const struct cfg_key cfg_table[] = {
 
     ROW("deadlines.lookup", CFG_DURATION, deadlines_lookup_ms, "2s", 1, HOUR, true,
         "Looking up a context instance at its home daemon."),
-    ROW("deadlines.validate", CFG_DURATION, deadlines_validate_ms, "2s", 1, HOUR, true,
-        "Validating two instances' layouts (accepted; bounds nothing yet: checked at once)."),
     ROW("deadlines.send_wait", CFG_DURATION, deadlines_send_wait_ms, "30s", 1, 24 * HOUR, true,
         "A RECV waiting for the context side's SEND."),
     ROW("deadlines.transfer", CFG_DURATION, deadlines_transfer_ms, "1m", 1, 24 * HOUR, true,
@@ -210,6 +208,25 @@ static size_t edit_distance(const char *a, size_t la, const char *b, size_t lb)
         }
     }
     return row[lb];
+}
+
+/* Keys of older files that mean nothing any more: refused with the reason, never ignored (a key
+ * that silently does nothing is a setting the operator believes in). */
+static const struct {
+    const char *key, *why;
+} removed_keys[] = {
+    {"deadlines.validate",
+     "was removed: compatibility and planning run at once when a RECV meets the context "
+     "instance's table, so nothing ever waited for it to bound (the table fetch is "
+     "deadlines.lookup, the whole request deadlines.transfer); delete the line"},
+};
+
+const char *cfg_key_removed(const char *key)
+{
+    for (size_t i = 0; i < sizeof removed_keys / sizeof removed_keys[0]; i++)
+        if (strcmp(removed_keys[i].key, key) == 0)
+            return removed_keys[i].why;
+    return NULL;
 }
 
 const char *cfg_key_suggest(const char *name)

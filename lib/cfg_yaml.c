@@ -205,8 +205,10 @@ static int parse_list(struct yctx *y, const struct cfg_key *k, yaml_event_t *sta
 /* A key the table lacks, at `m`: reported with the closest known name; its value is skipped. */
 static int unknown_key(struct yctx *y, const char *key, yaml_mark_t m)
 {
-    const char *s = cfg_key_suggest(key);
-    int rc = s ? report(y, m, "unknown key '%s' (did you mean '%s'?)", key, s)
+    const char *gone = cfg_key_removed(key);
+    const char *s = gone ? NULL : cfg_key_suggest(key);
+    int rc = gone ? report(y, m, "'%s' %s", key, gone)
+           : s  ? report(y, m, "unknown key '%s' (did you mean '%s'?)", key, s)
                : report(y, m, "unknown key '%s'", key);
     return rc < 0 ? rc : skip_node(y);
 }

@@ -17,6 +17,7 @@ static const char *const type_names[WIRE__TYPE_END] = {
     [WIRE_RECV_REQ] = "RECV_REQ",             [WIRE_GRANT] = "GRANT",
     [WIRE_CHUNK] = "CHUNK",                   [WIRE_WRITER_DONE] = "WRITER_DONE",
     [WIRE_NACK] = "NACK",                     [WIRE_CANCEL] = "CANCEL",
+    [WIRE_READER_NACK] = "READER_NACK",
 };
 
 const char *wire_type_to_string(wire_type_t t)
@@ -191,6 +192,12 @@ static int validate_fields(const struct wire_msg *m)
         return check_text(m->u.nack.message);
     case WIRE_CANCEL:
         return m->u.cancel.writer < WIRE_MAX_RANKS ? 0 : -EINVAL;
+    case WIRE_READER_NACK:
+        TRY(check_token(m->u.reader_nack.ctx_instance, LAYOUT_NAME_MAX));
+        if (m->u.reader_nack.writer >= WIRE_MAX_RANKS && m->u.reader_nack.writer != WIRE_ALL_WRITERS)
+            return -EINVAL;
+        TRY(check_code(m->u.reader_nack.code));
+        return check_text(m->u.reader_nack.message);
     default:
         return -EINVAL;
     }
@@ -348,6 +355,13 @@ static void put_body(struct wr *w, const struct wire_msg *m)
         wr_u64(w, m->u.cancel.req_id);
         wr_u32(w, m->u.cancel.writer);
         break;
+    case WIRE_READER_NACK:
+        wr_u64(w, m->u.reader_nack.req_id);
+        wr_str(w, m->u.reader_nack.ctx_instance);
+        wr_u32(w, m->u.reader_nack.writer);
+        wr_u32(w, (uint32_t)m->u.reader_nack.code);
+        wr_str(w, m->u.reader_nack.message);
+        break;
     default:
         break;
     }
@@ -424,6 +438,13 @@ static void get_body(struct rd *r, struct wire_msg *m)
     case WIRE_CANCEL:
         m->u.cancel.req_id = rd_u64(r);
         m->u.cancel.writer = rd_u32(r);
+        break;
+    case WIRE_READER_NACK:
+        m->u.reader_nack.req_id = rd_u64(r);
+        rd_str(r, m->u.reader_nack.ctx_instance, LAYOUT_NAME_MAX);
+        m->u.reader_nack.writer = rd_u32(r);
+        m->u.reader_nack.code = (kvf_error_t)rd_u32(r);
+        rd_str(r, m->u.reader_nack.message, WIRE_TEXT_MAX);
         break;
     default:
         rd_fail(r, -ENOMSG);

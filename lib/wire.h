@@ -43,6 +43,10 @@
  *   WRITER_DONE     req_id u64, writer u32, bytes u64 (the writer's whole extent)
  *   NACK            req_id u64, writer u32, code u32 (kvf_error_t, not OK), message str
  *   CANCEL          req_id u64, writer u32
+ *   READER_NACK     generation -> context daemon: req_id u64, ctx_instance str, writer u32
+ *                   (< WIRE_MAX_RANKS, or WIRE_ALL_WRITERS), code u32 (kvf_error_t, not OK),
+ *                   message str: "a reader of this request failed and will not come", for the
+ *                   SEND's end (docs/DESIGN.md §7); not bound to a flow
  * Strings: addr 1..WIRE_ADDR_MAX-1 bytes, printable ASCII without spaces, "host:port" with a
  * port 1..65535; instance 1..LAYOUT_NAME_MAX-1 bytes, printable ASCII without spaces; message
  * 0..WIRE_TEXT_MAX-1 bytes, any byte but NUL. Whole message <= WIRE_MSG_MAX bytes.
@@ -77,6 +81,7 @@
 #define WIRE_MAX_RKEYS LAYOUT_MAX_POOLS
 #define WIRE_RKEY_MAX 4096u                /* packed UCX rkey bytes */
 #define WIRE_LAYOUT_SLOTS 8u               /* generation layouts a receiver keeps per peer */
+#define WIRE_ALL_WRITERS 0xffffffffu       /* READER_NACK: every writer of the instance */
 
 typedef enum {
     WIRE_LAYOUT_FORWARD = 1,
@@ -89,6 +94,7 @@ typedef enum {
     WIRE_WRITER_DONE = 8,
     WIRE_NACK = 9,
     WIRE_CANCEL = 10,
+    WIRE_READER_NACK = 11,
     WIRE__TYPE_END
 } wire_type_t;
 
@@ -188,6 +194,14 @@ struct wire_cancel {
     uint32_t writer;
 };
 
+struct wire_reader_nack {
+    uint64_t req_id;
+    char ctx_instance[LAYOUT_NAME_MAX];
+    uint32_t writer; /* context rank, or WIRE_ALL_WRITERS (a verdict that refuses them all) */
+    kvf_error_t code;
+    char message[WIRE_TEXT_MAX];
+};
+
 struct wire_msg {
     wire_type_t type;
     union {
@@ -201,6 +215,7 @@ struct wire_msg {
         struct wire_writer_done writer_done;
         struct wire_nack nack;
         struct wire_cancel cancel;
+        struct wire_reader_nack reader_nack;
     } u;
     void *owned_; /* decode's allocations; NULL for a message you built */
 };

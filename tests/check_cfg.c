@@ -91,7 +91,6 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "gates.min_bytes",
                                        "gates.min_blocks",
                                        "deadlines.lookup",
-                                       "deadlines.validate",
                                        "deadlines.send_wait",
                                        "deadlines.transfer",
                                        "arena.reserve_timeout",
@@ -159,7 +158,6 @@ START_TEST(defaults_are_the_documented_values)
     ck_assert_uint_eq(c.gates_min_bytes, 2 * MIB);
     ck_assert_int_eq(c.gates_min_blocks, 64);
     ck_assert_uint_eq(c.deadlines_lookup_ms, 2000);
-    ck_assert_uint_eq(c.deadlines_validate_ms, 2000);
     ck_assert_uint_eq(c.deadlines_send_wait_ms, 30000);
     ck_assert_uint_eq(c.deadlines_transfer_ms, 60000);
     ck_assert_str_eq(c.source_path, "");
@@ -274,6 +272,11 @@ static const struct {
     {"arena:\n  sise: 1GiB\n", "t.yaml:2:3: unknown key 'arena.sise' (did you mean 'arena.size'?)"},
     {"arenna:\n  size: 1GiB\n", "t.yaml:1:1: unknown key 'arenna' (did you mean 'arena'?)"},
     {"log:\n  level: info\nbanana: 3\n", "t.yaml:3:1: unknown key 'banana'"},
+    /* a removed key of older files: refused with why and what to do, not ignored */
+    {"deadlines:\n  lookup: 2s\n  validate: 2s\n",
+     "t.yaml:3:3: 'deadlines.validate' was removed: compatibility and planning run at once when "
+     "a RECV meets the context instance's table, so nothing ever waited for it to bound (the "
+     "table fetch is deadlines.lookup, the whole request deadlines.transfer); delete the line"},
     {"arena.max_inflight: 5\n",
      "t.yaml:1:1: unknown key 'arena.max_inflight' (did you mean 'workers.max_inflight'?)"},
     {"arena:\n  size: lots\n", "t.yaml:2:9: arena.size: expected a size like 512MiB, got 'lots'"},

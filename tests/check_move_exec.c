@@ -128,8 +128,13 @@ START_TEST(gpu_row_refuses_an_unbound_program_and_checks_bounds)
     const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
     uint8_t ext[12];
     char msg[128] = "";
+#ifdef KVF_HAVE_CUDA
     ck_assert_int_eq(ex->gather(&x.mp, 0, 12, ext, count_done, NULL, msg, sizeof msg), -EINVAL);
     ck_assert_ptr_nonnull(strstr(msg, "bound"));
+#else /* a build without CUDA (make asan) refuses every GPU copy, naming why */
+    ck_assert_int_eq(ex->gather(&x.mp, 0, 12, ext, count_done, NULL, msg, sizeof msg), -ENOTSUP);
+    ck_assert_ptr_nonnull(strstr(msg, "without CUDA"));
+#endif
     ck_assert_int_lt(ex->scatter(&x.mp, ext, 0, 12, count_done, NULL, msg, sizeof msg), 0);
     ck_assert_int_lt(ex->direct(&x.mp, count_done, NULL, msg, sizeof msg), 0);
     ck_assert_int_eq(done_calls, 0);

@@ -91,6 +91,13 @@ static struct wire_msg sample(wire_type_t t)
     case WIRE_CANCEL:
         m.u.cancel = (struct wire_cancel){.req_id = UINT64_MAX, .writer = 7};
         break;
+    case WIRE_READER_NACK:
+        m.u.reader_nack.req_id = 42;
+        strcpy(m.u.reader_nack.ctx_instance, "ctx-a");
+        m.u.reader_nack.writer = WIRE_ALL_WRITERS;
+        m.u.reader_nack.code = KVF_E_PEER_INCOMPATIBLE;
+        strcpy(m.u.reader_nack.message, "head inner bytes differ");
+        break;
     default:
         break;
     }
@@ -598,6 +605,9 @@ START_TEST(wire_values_out_of_domain_are_refused_both_ways)
     BAD(WIRE_CHUNK, m_.u.chunk.ext_off = UINT64_MAX, -EINVAL);
     BAD(WIRE_NACK, m_.u.nack.code = (kvf_error_t)99, -EINVAL);
     BAD(WIRE_CANCEL, m_.u.cancel.writer = UINT32_MAX, -EINVAL);
+    BAD(WIRE_READER_NACK, m_.u.reader_nack.writer = WIRE_MAX_RANKS, -EINVAL);
+    BAD(WIRE_READER_NACK, m_.u.reader_nack.code = KVF_OK, -EINVAL);
+    BAD(WIRE_READER_NACK, m_.u.reader_nack.ctx_instance[0] = 0, -EINVAL);
     BAD(WIRE_WRITER_DONE, m_.u.writer_done.writer = WIRE_MAX_RANKS, -EINVAL);
 #undef BAD
     ck_assert_int_le(n, 64);

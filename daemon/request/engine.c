@@ -12,7 +12,9 @@
 #include "engine_ctx.h"
 #include "engine_frag.h"
 #include "engine_gen.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_share.h"
@@ -214,6 +216,9 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         else
             ctx_on_nack(e, p, flow, &m);
         break;
+    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
+        nack_on_reader_nack(e, p, &m);
+        break;
     case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
         if (quar_own_flow(e, flow))
             quar_acked(e, p, flow);
@@ -374,6 +379,8 @@ void engine_stop(struct engine *e)
     frag_free_all(e);
     bput_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
+    quar_pools_stop(e);           /* so no fragment put can land: held requests end */
+    gen_sweep(e);
     home_free_all(e);
     tab_free_all(e);
     epeer_free_all(e);
@@ -395,6 +402,7 @@ struct engine *engine_free(struct engine *e)
     }
     frag_jobs_free(e);
     quar_free_all(e);
+    gone_free(e);
     e->arena = arena_free(e->arena);
     e->stage_arena = arena_free(e->stage_arena);
     engine_ix_free(&e->ix);
@@ -533,6 +541,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_host_gathered);
     C(bytes_host_scattered);
     C(direct_puts);
+    C(reader_nacks_sent);
+    C(reader_nacks_recv);
+    C(frag_holds);
+    json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
 #undef C

@@ -17,6 +17,8 @@
  *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
+ *   engine_nack.c  failed readers told to the context side (READER_NACK), so a SEND ends as soon
+ *                  as no reader can come (transfers.h).
  *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
  *                  scatter kernels through its device alias, completions on the loop.
  *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
@@ -49,16 +51,19 @@
  * Deadlines: deadlines.lookup bounds a table fetch, arena.reserve_timeout the first landing
  * credit (and a staging slot), deadlines.send_wait the context side's wait for the SEND, the
  * RECV's deadline (or send_wait) + deadlines.transfer the whole request. Compatibility and
- * planning are synchronous, so deadlines.validate has nothing to bound here.
+ * planning are synchronous (no validation deadline).
  *
  * GPU pools (engine_gpu.c): with a GPU the arena is page-locked for CUDA at start; ranks with
  * GPU pools take the bounce path, gathered and scattered by kernels through the arena's device
  * alias (either side may be host while the other is GPU).
  *
- * Known limits: fragment
- * puts already issued when a request fails may still land in the generation rank's blocks
- * (pools have no quarantine); a forwarded rank that leaves is not withdrawn from its home until
- * it registers again.
+ * Fragment flows have a pool quarantine (engine_quar.c): a failed request whose puts may still
+ * land reports FAILED to its worker only once the context daemon acked the drain (its job
+ * completed) or the peer was lost.
+ *
+ * Known limits: a dead generation worker's pools are unmapped while fragment puts to them may
+ * be in flight; a forwarded rank that leaves is not withdrawn from its home until it registers
+ * again.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
  * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer
@@ -67,6 +72,7 @@
 #define KVF_ENGINE_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "kvferry.h"
@@ -95,6 +101,8 @@ struct engine *engine_free(struct engine *e);
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
 void engine_xfer_end(struct engine *e, struct xfer *x, kvf_error_t err);
+/* Whether a flow of the engine still reads SEND s (engine_nack.c): its end waits. */
+bool engine_send_reading(const struct engine *e, const struct xfer *s);
 /* A RECV the engine follows failed (err) while its GPU scatters run (x->eng_gpu): transfers.c
  * holds the worker's event; the engine stops the request and ends x (transfers_end) once its
  * kernels ended. x->eng stays set until then. */

@@ -20,7 +20,9 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
+#include "engine_gone.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
@@ -65,7 +67,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
     if (nack && tx->peer && tx->peer->up)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
-    uint32_t n = 0;
+    uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
     struct dack *d;
@@ -76,7 +78,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
             st->tx = NULL;
             st->dack = d;
         }
-    frag_tx_gone(e, tx);
+    frag_tx_gone(e, tx, d);
 }
 
 void ctx_tx_done(struct tx *tx)
@@ -296,10 +298,7 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the context daemon is draining");
     } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
-        code = KVF_E_UNKNOWN_INSTANCE;
-        snprintf(msg, sizeof msg, "rank %u of context instance %s is not registered at %s",
-                 q->writer, q->ctx_instance,
-                 e->self_addr[0] ? e->self_addr : link_self_id(e->link));
+        code = gone_or_unknown(e, q->ctx_instance, q->writer, msg, sizeof msg);
     } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg,
@@ -411,7 +410,9 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
+        struct xfer *reading = tx_ended(tx) ? NULL : tx->send; /* its reader will not come */
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
+        nack_flow_lost(tx, reading, err);
         tx->peer = NULL;
         p->users--;
     }

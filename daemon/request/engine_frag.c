@@ -19,7 +19,9 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
+#include "engine_gone.h"
 #include "engine_peer.h"
+#include "engine_quar.h"
 #include "registry.h"
 #include "transfers.h"
 #include "workers.h"
@@ -66,6 +68,7 @@ void engine_rank_removed(struct engine *e, struct reg_rank *rk)
     if (!e)
         return;
     bput_rank_removed(e, rk);
+    gone_rank_removed(e, rk);
     for (struct fragreg **pp = &e->fragregs; *pp; pp = &(*pp)->next)
         if ((*pp)->rk == rk) {
             struct fragreg *f = *pp;
@@ -165,6 +168,7 @@ static void job_end(struct fragjob *j)
         }
     if (j->own_mem)
         registry_unmap(&j->mem);
+    quar_stage_done(e, j->dack); /* no put of the failed flow is in flight any more */
     free(j);
 }
 
@@ -241,11 +245,13 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
     return 0;
 }
 
-void frag_tx_gone(struct engine *e, struct tx *tx)
+void frag_tx_gone(struct engine *e, struct tx *tx, struct dack *d)
 {
     for (struct fragjob *j = e->frags; j; j = j->next)
-        if (j->tx == tx)
+        if (j->tx == tx) {
             j->tx = NULL;
+            j->dack = d;
+        }
 }
 
 void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
@@ -257,6 +263,14 @@ void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
             j->own_mem = true;
             s->rank->mem.n = 0;
         }
+}
+
+uint32_t frag_jobs_count(const struct engine *e)
+{
+    uint32_t n = 0;
+    for (const struct fragjob *j = e->frags; j; j = j->next)
+        n++;
+    return n;
 }
 
 void frag_jobs_free(struct engine *e)

@@ -22,6 +22,7 @@ struct fragjob {
     int err;
     bool issued, own_mem;
     struct copy_mem mem; /* a departing rank's mappings, unmapped at the end */
+    struct dack *dack;   /* the failed flow's drain ack waiting for these puts (engine_quar.c) */
     struct fragjob *next;
 };
 
@@ -29,9 +30,12 @@ void frag_rank_registered(struct engine *e, struct reg_rank *rk);
 wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl);
 int frag_fill_rkeys(struct engine *e, const struct xfer *x, struct wire_recv_req *q);
 int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len);
-void frag_tx_gone(struct engine *e, struct tx *tx);
+/* The flow ended first: its job finishes alone, then counts down d (the drain ack) if any. */
+void frag_tx_gone(struct engine *e, struct tx *tx, struct dack *d);
 void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s);
 void frag_free_all(struct engine *e);
 void frag_jobs_free(struct engine *e);
+/* Fragment jobs whose puts are in flight (context side). */
+uint32_t frag_jobs_count(const struct engine *e);
 
 #endif

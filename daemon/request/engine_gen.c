@@ -20,6 +20,7 @@
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_share.h"
@@ -93,6 +94,7 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
             if (in_flight)
                 quar_add(e, w->flow, w->peer);
         }
+        quar_hold_pools(e, w, code); /* fragment puts may still land in the rank's pools */
         w->state = RXW_CLOSED; /* an edge from every state but closed */
         w->n_out = 0;
     }
@@ -114,11 +116,12 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
             "engine: request %llu from %s failed: %s: %s", (unsigned long long)rx->req_id,
             rx->ctx_instance, kvf_error_to_string(code), msg);
+    nack_readers(rx, code, msg); /* the writers' SENDs learn this reader will not come */
     release(rx, code, msg);
     struct xfer *x = rx->x;
-    if (x && rx->gpu_busy > 0) {
-        /* scatters still write into the rank's pools: it hears of the failure when they ended
-         * (engine_gpu.c), so it never reuses blocks under a running kernel */
+    if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
+        /* scatters or fragment puts may still write into the rank's pools: it hears of the
+         * failure when they ended (engine_gpu.c, engine_quar.c), never under them */
         rx->held = code;
         snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
         return;
@@ -126,6 +129,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     rx->x = NULL;
     if (x) {
         x->eng = NULL;
+        x->eng_gpu = false; /* nothing writes into its pools any more: not held */
         transfers_end(rx->t, x, code, 0, msg);
     }
 }
@@ -178,6 +182,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     xfer_phase_mark(&x->lookup_ns); /* the context instance's table is known */
     for (uint32_t i = 0; i < tab->n_bad; i++)
         if (tab->bad[i].worker_id == x->rank->worker_id) {
+            nack_refused(rx, tab, (kvf_error_t)tab->bad[i].code, tab->bad[i].msg);
             rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,
                     (unsigned long long)tab->epoch);
             return;
@@ -198,6 +203,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             v->code = code;
             snprintf(v->msg, sizeof v->msg, "%s", msg);
         }
+        if (code == KVF_E_PEER_INCOMPATIBLE) /* refuses every writer: their SENDs end now */
+            nack_refused(rx, tab, code, msg);
         rx_fail(rx, code, "%s", msg);
         return;
     }
@@ -299,7 +306,7 @@ static void start_writer(struct rxw *w)
     if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
         int rc = send_recv_req(w, NULL, 0);
         if (rc == 0)
-            gen_rxw_set_state(w, RXW_MOVING);
+            quar_frag_moving(w); /* from now a failure is held until the puts drained */
         else
             rx_fail(w->rx, KVF_E_PEER_LOST,
                     "could not send RECV_REQ to context rank %u's "
@@ -581,12 +588,14 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
 void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
 {
     (void)e;
+    if (rx->state != RX_ENDED) {
+        kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
+        rx_set_state(rx, RX_ENDED);
+        rx->e->c.remote_failed++;
+        nack_readers(rx, code, nack_why_ended(code)); /* while rx->x still names the reader */
+        release(rx, code, nack_why_ended(code));
+    }
     rx->x = NULL;
-    if (rx->state == RX_ENDED)
-        return;
-    rx_set_state(rx, RX_ENDED);
-    rx->e->c.remote_failed++;
-    release(rx, err != KVF_OK ? err : KVF_E_CANCELLED, "the generation rank's request ended");
 }
 
 void gen_peer_up(struct engine *e, struct epeer *p)
@@ -644,7 +653,7 @@ void gen_sweep(struct engine *e)
 {
     for (struct rx **pp = &e->rxs; *pp;) {
         struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy) { /* kernels hold rx */
+        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy || rx->frag_wait) { /* held */
             pp = &rx->next;
             continue;
         }

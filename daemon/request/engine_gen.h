@@ -47,6 +47,8 @@ struct rx {
     uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
     kvf_error_t held;
     char held_msg[WIRE_TEXT_MAX];
+    uint32_t frag_wait; /* failed fragment flows whose puts may still land (engine_quar.c):
+                           the failure is held in held until they drained */
     uint64_t t0_ns;     /* RECV taken (uv_hrtime) */
     uint64_t moving_ns; /* first chunk landed: the last request's wall time starts here */
     struct rx *next;

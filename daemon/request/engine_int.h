@@ -45,6 +45,7 @@ struct bh_op;    /* bounce_host.h */
 struct bput_reg; /* bounce_put.h */
 struct qflow; /* engine_quar.h */
 struct dack;
+struct gone_ranks; /* engine_gone.h */
 
 /* Tagged owner of an arena reservation. */
 enum resv_kind { RESV_LANDING = 1, RESV_STAGING = 2 };
@@ -67,6 +68,8 @@ struct engine_counters {
     uint64_t host_gathers, host_scatters, bytes_host_gathered, bytes_host_scattered, direct_puts;
     uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
     uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
+    uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
+    uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
@@ -96,6 +99,7 @@ struct engine {
     bool warned_frag;
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */
+    struct gone_ranks *gone; /* context ranks that went away (engine_gone.c); owned */
     uint64_t flow_base;   /* random start of this run's flow ids */
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */

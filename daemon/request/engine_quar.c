@@ -10,6 +10,10 @@
  * Context side: every flow that ends failed is acknowledged with that CANCEL once none of its
  * chunks is in flight (at once if none was); a NACK or CANCEL for a flow it does not know is
  * acknowledged at once.
+ * Fragment flows have no slots, but their puts write straight into the generation rank's pools:
+ * a failed one is held the same way (quar_hold_pools), and the request's FAILED reaches the worker
+ * only when no put can still land (pools_drained), so it never reuses blocks under them. The
+ * context side counts a fragment job still in flight like a chunk (engine_frag.c).
  * Flow ids start at a random 64-bit value per daemon run, so a daemon that is both a generation
  * and a context daemon tells its own flows (generation side) from its peers' (context side). */
 #include <errno.h>
@@ -20,9 +24,11 @@
 
 #include "bounce_host.h"
 #include "daemon.h"
+#include "engine_gen.h"
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "transfers.h"
 
 void quar_init_flows(struct engine *e)
 {
@@ -56,8 +62,66 @@ void quar_add(struct engine *e, uint64_t flow, struct epeer *peer)
     engine_kick_tick(e);
 }
 
+/* One of rx's failed fragment flows can land no put any more; the last one reports the held
+ * failure to the worker. */
+static void pools_drained(struct rx *rx)
+{
+    if (rx->frag_wait == 0 || --rx->frag_wait > 0)
+        return;
+    struct xfer *x = rx->x;
+    if (!x)
+        return; /* its worker was told already (gone, or the daemon stopping) */
+    x->eng_gpu = false; /* no longer held by transfers.c */
+    if (rx->state != RX_ENDED || rx->gpu_busy > 0)
+        return;
+    rx->x = NULL;
+    x->eng = NULL;
+    transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
+}
+
+void quar_frag_moving(struct rxw *w)
+{
+    gen_rxw_set_state(w, RXW_MOVING);
+    if (w->rx->x) /* the worker's request: its failure is held (quar_hold_pools) */
+        w->rx->x->eng_gpu = true;
+}
+
+void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
+{
+    struct rx *rx = w->rx;
+    /* a replan's old flows write the same blocks of the same request: not held */
+    if (code == KVF_OK || rx->path != WIRE_PATH_FRAGMENT || w->local ||
+        (w->state != RXW_MOVING && w->state != RXW_NACKED) || rx->state != RX_ENDED)
+        return;
+    uint64_t flow = w->flow;
+    struct epeer *peer = w->peer;
+    struct qflow *q = calloc(1, sizeof *q);
+    if (!q) { /* cannot wait for the ack: reported now, as before pools had a quarantine */
+        log_error("engine: out of memory holding fragment flow %llu", (unsigned long long)flow);
+        return;
+    }
+    q->flow = flow;
+    q->peer = peer;
+    q->rx = rx;
+    q->at_ms = engine_now(e) + (peer ? (uint64_t)e->d->cfg.deadlines_transfer_ms
+                                     : ENGINE_RECLAIM_MS);
+    rx->frag_wait++;
+    e->c.frag_holds++;
+    q->next = e->qflows;
+    e->qflows = q;
+    engine_kick_tick(e);
+}
+
 static void reclaim(struct engine *e, struct qflow *q, const char *why)
 {
+    if (q->rx) { /* a fragment flow: no put of it can land any more */
+        struct rx *rx = q->rx;
+        q->rx = NULL;
+        log_debug("engine: fragment flow %llu of request %llu drained (%s)",
+                  (unsigned long long)q->flow, (unsigned long long)rx->req_id, why);
+        pools_drained(rx);
+        return;
+    }
     uint32_t n = e->arena ? arena_reclaim_peer(e->arena, q->flow) : 0;
     if (n)
         log_debug("engine: reclaimed %u quarantined slot(s) of flow %llu (%s)", n,
@@ -118,7 +182,11 @@ void quar_tick(struct engine *e, uint64_t now)
         struct qflow *q = *pp;
         if (q->at_ms && !q->hold_key && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
             !bh_flow_busy(e, q->flow)) {
-            reclaim(e, q, "peer lost");
+            if (q->rx && q->peer)
+                log_warn("engine: fragment flow %llu: no drain ack from its context daemon "
+                         "within deadlines.transfer; its request is reported now",
+                         (unsigned long long)q->flow);
+            reclaim(e, q, q->peer ? "no ack" : "peer lost");
             *pp = q->next;
             free(q);
         } else {
@@ -133,6 +201,20 @@ bool quar_timed(const struct engine *e)
         if (q->at_ms && !q->hold_key)
             return true;
     return false;
+}
+
+void quar_pools_stop(struct engine *e)
+{
+    for (struct qflow **pp = &e->qflows; *pp;) {
+        struct qflow *q = *pp;
+        if (q->rx) {
+            reclaim(e, q, "endpoints closed");
+            *pp = q->next;
+            free(q);
+        } else {
+            pp = &q->next;
+        }
+    }
 }
 
 /* ---- context side ---- */
@@ -193,6 +275,7 @@ void quar_ack_unknown(struct epeer *p, uint64_t flow, const struct wire_msg *m)
 
 void quar_free_all(struct engine *e)
 {
+    quar_pools_stop(e);
     while (e->qflows) {
         struct qflow *q = e->qflows;
         e->qflows = q->next;

@@ -4,12 +4,14 @@
 
 #include "engine_int.h"
 
-/* Generation side: a flow whose landing slots are quarantined until its drain is acked. */
+/* Generation side: a flow whose landing slots are quarantined until its drain is acked; for a
+ * fragment flow, the rank's pools (its puts may still land): rx's failure is held until then. */
 struct qflow {
     uint64_t flow;
     struct epeer *peer; /* NULL once lost */
-    uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost) */
+    uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost, or the backstop) */
     uint64_t hold_key;  /* not 0: held until that daemon is heard again (quar_peer_frozen) */
+    struct rx *rx;      /* fragment flow: the request whose report waits (rx->frag_wait) */
     struct qflow *next;
 };
 
@@ -24,6 +26,16 @@ struct dack {
 void quar_init_flows(struct engine *e);
 bool quar_own_flow(const struct engine *e, uint64_t flow);
 void quar_add(struct engine *e, uint64_t flow, struct epeer *peer);
+/* Fragment writer w's RECV_REQ went out: it is moving, and from now its request's failure is
+ * held until its puts drained. */
+void quar_frag_moving(struct rxw *w);
+/* Writer w of a request that ended with code, being released: when it is a fragment flow whose
+ * puts may still land in the rank's pools (sent, code a failure), its rx's report waits
+ * (rx->frag_wait) until the context daemon acks the drain, the peer is lost (endpoint closed),
+ * or, as a backstop against a peer that never acks, deadlines.transfer. */
+void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code);
+/* The engine stops: the link closed every endpoint, no put can land; the waits end. */
+void quar_pools_stop(struct engine *e);
 void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
 void quar_peer_down(struct engine *e, struct epeer *p);
 /* The peer went silent (keepalive) while it could put straight into our memory (shared

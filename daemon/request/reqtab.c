@@ -6,6 +6,7 @@
 
 #include "reqtab.h"
 #include "transfers.h"
+#include "xfer_nack.h"
 
 static uint64_t key_hash(const char *instance, uint64_t id) { return hmap_str(instance, id); }
 
@@ -34,6 +35,8 @@ static void req_free(struct reqtab *t, struct req *q)
     hmap_del(&t->by_key, q->h, q);
     free(q->live);
     free(q->ended);
+    xfer_fails_free(q->fail_cur);
+    xfer_fails_free(q->fail_next);
     free(q);
 }
 
@@ -52,6 +55,8 @@ void reqtab_free(struct reqtab *t)
         if (q) {
             free(q->live);
             free(q->ended);
+            xfer_fails_free(q->fail_cur);
+            xfer_fails_free(q->fail_next);
             free(q);
         }
     }
@@ -135,8 +140,13 @@ void reqtab_unbind(struct reqtab *t, struct xfer *x, uint64_t now_ms, uint64_t k
     if (x->side == XFER_SEND && x->gen == q->gen && !rank_ended(q, x->rank_idx) &&
         grow((void **)&q->ended, &q->cap_ended, q->n_ended, sizeof *q->ended) == 0)
         q->ended[q->n_ended++] = x->rank_idx;
-    if (q->n_live > 0)
-        return;
+    if (q->n_live == 0)
+        reqtab_park(t, q, now_ms, keep_ms);
+}
+
+void reqtab_park(struct reqtab *t, struct req *q, uint64_t now_ms, uint64_t keep_ms)
+{
+    idle_unlink(t, q);
     q->idle_until_ms = now_ms + keep_ms;
     q->idle_prev = t->idle_tail;
     q->idle_next = NULL;
@@ -172,11 +182,16 @@ static uint32_t live_local_recvs(const struct req *q)
     return n;
 }
 
+/* Forgets the ended generation (its tally, readers, ended ranks and failures); the readers
+ * that failed before this SEND came are the new one's. */
 static void new_generation(struct reqtab *t, struct req *q)
 {
     q->gen = ++t->next_gen;
     q->done = q->need = 0;
     q->n_ended = 0;
+    xfer_fails_free(q->fail_cur);
+    q->fail_cur = q->fail_next;
+    q->fail_next = NULL;
 }
 
 kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint32_t n_readers,
@@ -217,6 +232,8 @@ kvf_error_t reqtab_recv_meets(struct reqtab *t, struct req *q, char *msg, size_t
         q->gen = 0; /* every reader was served and no SEND is left: the next SEND opens anew */
         q->done = q->need = 0;
         q->n_ended = 0;
+        xfer_fails_free(q->fail_cur);
+        q->fail_cur = NULL;
         return KVF_OK;
     }
     uint32_t recvs = live_local_recvs(q);

@@ -24,6 +24,7 @@
 
 struct xfer;
 struct wconn;
+struct xfer_fails;
 
 struct req {
     char instance[64]; /* key: the context instance */
@@ -36,6 +37,8 @@ struct req {
     uint32_t n_live, cap_live;
     uint32_t *ended;    /* context ranks whose SEND of this generation ended */
     uint32_t n_ended, cap_ended;
+    struct xfer_fails *fail_cur;  /* readers of this generation that failed (xfer_nack.h) */
+    struct xfer_fails *fail_next; /* failed before any SEND of the next one: it adopts them */
     uint64_t idle_until_ms;           /* with nothing live: forgotten then */
     struct req *idle_prev, *idle_next; /* the idle list, oldest first */
 };
@@ -57,6 +60,8 @@ int reqtab_bind(struct reqtab *t, struct req *q, struct xfer *x);
 /* x ended: it leaves its entry (a SEND's rank is marked ended); an entry with nothing live is
  * kept keep_ms from now. */
 void reqtab_unbind(struct reqtab *t, struct xfer *x, uint64_t now_ms, uint64_t keep_ms);
+/* q, with nothing live (opened for a failure alone), is kept keep_ms from now. */
+void reqtab_park(struct reqtab *t, struct req *q, uint64_t now_ms, uint64_t keep_ms);
 /* Frees the idle entries whose time is up (all of them with now_ms UINT64_MAX). */
 void reqtab_expire(struct reqtab *t, uint64_t now_ms);
 uint32_t reqtab_count(const struct reqtab *t);

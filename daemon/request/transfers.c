@@ -21,6 +21,7 @@
 #define TICK_MS 20
 
 static void tick_cb(uv_timer_t *h);
+static void settle_sends(struct transfers *t, struct req *q, uint32_t writer, int added);
 
 static const char *const state_names[XFER__COUNT] = {"waiting", "copying", "done", "failed"};
 
@@ -103,6 +104,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         return;
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
+    struct req *q = x->req; /* kept (idle) after x leaves it */
     forget(t, x);
     if (kind == PROTO_EV_DONE && err == KVF_OK) { /* the local path copies at once */
         if (bytes > x->bytes_done)
@@ -132,6 +134,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
                 kvf_error_to_string(err), msg);
     if (x->eng)
         engine_xfer_end(t->w->d->engine, x, err);
+    if (x->side == XFER_RECV && err != KVF_OK && !x->peer[0] && q) /* every SEND loses it */
+        settle_sends(t, q, XFER_NACK_ALL, xfer_fails_local(q, x, err, msg));
 }
 
 static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const char *fmt, ...)
@@ -196,13 +200,44 @@ static struct xfer **live_of(const struct req *q, xfer_side_t side, uint32_t *n)
 static void serve(struct transfers *t, struct xfer *s, uint32_t local_done)
 {
     s->served = local_done + s->remote_served;
-    uint32_t need = s->n_readers ? s->n_readers : s->derived;
+    uint32_t need = xfer_need(s);
+    char m[PROTO_MSG_MAX + 1];
+    kvf_error_t code;
     if (need > 0 && s->served >= need) {
-        char m[96];
         snprintf(m, sizeof m, "%u of %u readers served%s", s->served, need,
                  s->n_readers ? "" : " (counted by the daemon)");
         finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
+    } else if (xfer_no_reader_can_come(s, t->w->d->engine, &code, m, sizeof m)) {
+        finish(t, s, PROTO_EV_FAILED, code, 0, m);
     }
+}
+
+/* A reader of q failed (added: xfer_fails_add's verdict): the live SENDs of writer (or all)
+ * learn their readers' state again. No sweep. */
+static void settle_sends(struct transfers *t, struct req *q, uint32_t writer, int added)
+{
+    if (added != 0) /* not held: its SENDs fall back to their deadline */
+        return (void)t->fails_dropped++;
+    uint32_t n;
+    struct xfer **sends = live_of(q, XFER_SEND, &n);
+    for (uint32_t i = 0; i < n; i++)
+        if (writer == XFER_NACK_ALL || sends[i]->rank_idx == writer)
+            serve(t, sends[i], sends[i]->gen == q->gen ? q->done : 0);
+    free(sends);
+}
+
+void transfers_reader_failed(struct transfers *t, const char *inst, uint64_t req_id,
+                             uint32_t writer, kvf_error_t code, const char *msg)
+{
+    struct req *q = reqtab_find(&t->reqs, inst, req_id);
+    if (!q && reqtab_count(&t->reqs) < XFER_FAIL_ENTRIES &&
+        (q = reqtab_open(&t->reqs, inst, req_id))) { /* before any SEND or RECV of it here */
+        reqtab_park(&t->reqs, q, now_ms(t), keep_ms(t));
+        if (!uv_is_active((uv_handle_t *)&t->tick))
+            uv_timer_start(&t->tick, tick_cb, TICK_MS, TICK_MS);
+    }
+    settle_sends(t, q, writer, q ? xfer_fails_add(q, xfer_fail_gen(q, writer), writer, 0, code,
+                                                  msg) : 1);
 }
 
 static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
@@ -428,8 +463,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
         sweep(t);
         return;
     }
-    if (s->req->done > 0) /* RECVs of this generation that needed other ranks only */
-        serve(t, s, s->req->done);
+    serve(t, s, s->req->done); /* readers of its generation that completed or failed before it */
     uint32_t n;
     struct xfer **recvs = live_of(s->req, XFER_RECV, &n);
     for (uint32_t i = 0; i < n; i++)

@@ -14,6 +14,11 @@
  * least one RECV completed, else FAILED/TIMEOUT; either way its blocks may be reused.
  * n_readers 0: the daemon derives the count (readers.h) from its readers and then ends the
  * SEND as if the worker had passed it; where it cannot, the deadline rule above applies.
+ * A reader that failed (refused, incompatible, dead, cancelled, timed out) is told to the SEND
+ * (xfer_nack.h): the SEND ends FAILED with that reason as soon as no reader can come, i.e. once
+ * served + failed reach the count (some served and the rest failed is FAILED too), or, with the
+ * count still unknown, at once on an incompatible verdict; never while a reader still copies
+ * from its blocks.
  * A RECV whose writers do not all SEND within deadlines.send_wait (or its own deadline_ms)
  * fails with TIMEOUT; a writer whose worker goes away fails it with PEER_LOST.
  * Each request is a state machine (xfer_set_state checks the allowed edges and logs them);
@@ -32,6 +37,7 @@
 #include "hmap.h"
 #include "readers.h"
 #include "reqtab.h"
+#include "xfer_nack.h"
 #include "xfer_phases.h"
 #include "xfer_recent.h"
 
@@ -118,8 +124,10 @@ struct transfers {
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
     struct xfer *list;          /* owned: every request not yet freed */
     struct xfer *dead;          /* of those, the ended ones (freed by sweep) */
-    struct reqtab reqs;         /* (context instance, id) -> its requests and readers' tally */
+    struct reqtab reqs;         /* (context instance, id) -> its requests, readers' tally and
+                                   failed readers, per SEND generation */
     struct hmap by_conn;        /* (connection, id) -> its request not ended */
+    uint64_t fails_dropped;     /* failed readers not held (xfer_nack.h limits) */
     uint32_t n;
     uint64_t next_id;
     struct transfers_counters counters;
@@ -150,6 +158,12 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* A reader of (inst, req_id) failed and will not come (writer: the context rank it read, or
+ * XFER_NACK_ALL): the SENDs it would have read learn it (xfer_nack.h), now or when they come.
+ * From the engine (READER_NACK, a local writer, a lost generation daemon). No sweep: callable while
+ * transfers.c walks its list (the tick frees what ended). */
+void transfers_reader_failed(struct transfers *t, const char *inst, uint64_t req_id,
+                             uint32_t writer, kvf_error_t code, const char *msg);
 /* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
  * or a RECV_REQ (engine) meets its writer. */
 struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,

@@ -133,6 +133,12 @@ void ru_inst_init(struct ru_inst *in, const char *spec, const char *id, layout_r
 /* Connects and registers rank i with daemon d, naming home (NULL: d itself). */
 void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d, const char *home);
 
+/* Rank i in a process of its own (forked: a worker that can be SIGKILLed): it connects and
+ * registers with d, runs then(rank, arg) when given (nonzero return: the child exits 3), and
+ * waits to be killed. Returns the child's pid once that is done. */
+pid_t ru_rank_fork(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
+                   int (*then)(struct ru_rank *r, void *arg), void *arg);
+
 /* Connects and registers every rank with the daemon. */
 void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d);
 

@@ -274,7 +274,11 @@ class EngineLayouts(kvftest.DaemonCase):
             with self.assertRaises(kvferry.TransferError) as cm:
                 g.wait("fp-1", 30)
             self.assertEqual(cm.exception.error, "PEER_INCOMPATIBLE")
-            c.cancel("fp-1")
+            # the context side learns the end: its SEND fails with the reader's verdict at once
+            with self.assertRaises(kvferry.TransferError) as cm:
+                c.wait("fp-1", 5)
+            self.assertEqual(cm.exception.error, "PEER_INCOMPATIBLE")
+            self.assertIn("no reader can come", cm.exception.message)
 
 
 if __name__ == "__main__":

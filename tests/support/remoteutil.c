@@ -322,6 +322,31 @@ void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
     }
 }
 
+pid_t ru_rank_fork(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
+                   int (*then)(struct ru_rank *r, void *arg), void *arg)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(pfd[0]);
+        ru_rank_register(in, i, d, NULL);
+        if (then && then(&in->r[i], arg) != 0)
+            _exit(3);
+        char c = 1;
+        if (write(pfd[1], &c, 1) != 1)
+            _exit(4);
+        for (;;)
+            pause();
+    }
+    close(pfd[1]);
+    char c;
+    ck_assert_msg(read(pfd[0], &c, 1) == 1, "the forked rank %u did not come up", i);
+    close(pfd[0]);
+    return pid;
+}
+
 void ru_inst_register(struct ru_inst *in, const struct ru_daemon *d)
 {
     for (uint32_t i = 0; i < in->n; i++)

@@ -1,0 +1,21 @@
+/* engine_nack.h: failed readers told to the context side (engine_nack.c). Loop thread only. */
+#ifndef KVF_ENGINE_NACK_H
+#define KVF_ENGINE_NACK_H
+
+#include "engine_int.h"
+
+/* Generation side: rx failed; every writer it planned and had not finished reading learns it
+ * (READER_NACK to its daemon, or this daemon's SEND directly for a local writer). */
+void nack_readers(struct rx *rx, kvf_error_t code, const char *msg);
+/* Generation side, before any plan: an incompatible verdict against tab refuses every writer:
+ * one READER_NACK (every writer) to each daemon of the table that is up, and this daemon's. */
+void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg);
+/* Context side: a READER_NACK from peer p. */
+void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_msg *m);
+/* Generation side: why a reader ended by its worker (its request's end code) failed. */
+const char *nack_why_ended(kvf_error_t code);
+/* Context side: flow tx, reading SEND s (NULL: none), failed because its generation daemon was
+ * lost. */
+void nack_flow_lost(struct tx *tx, struct xfer *s, int err);
+
+#endif

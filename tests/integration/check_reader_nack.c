@@ -1,0 +1,295 @@
+/* check_reader_nack.c: the context side always learns the end (issue 13 item 4, docs/DESIGN.md
+ * §7). A reader whose worker is SIGKILLed, or whose layout is refused as incompatible, ends the
+ * context rank's SEND FAILED with the reason within a second (not at its 90 s deadline), on the
+ * same daemon and between two real daemons. The dead reader is a real process (a forked rank
+ * with its own libkvferry connection) killed with SIGKILL. A restarted prefill that reuses the
+ * id is served: the failures belong to the SEND generation they were counted in. */
+#include <check.h>
+
+#include "remoteutil.h"
+
+#define TINY "tiny:blocks=128,slots=16"
+#define TINY_BAD TINY ",hd=64" /* head inner bytes differ: PEER_INCOMPATIBLE */
+#define LONG_DEADLINES "deadlines:\n  send_wait: 60s\n  transfer: 30s\n"
+#define WITHIN_MS 1000u
+
+static void recv_args(struct ru_rank *r, uint64_t req, const char *home, struct kvf_recv_args *a)
+{
+    *a = (struct kvf_recv_args){.req_id = req,
+                                .ctx_instance = "ctx",
+                                .ctx_dp_rank = -1,
+                                .ctx_home = home,
+                                .n_groups = r->l.n_groups,
+                                .counts = r->counts,
+                                .ids = r->ids};
+}
+
+/* Transfers of daemon d on side ("send" or "recv"). */
+static size_t listed(const struct ru_daemon *d, const char *side)
+{
+    json_t *r = ru_ctl(d, "transfers"), *x;
+    size_t k, n = 0;
+    json_array_foreach(json_object_get(r, "transfers"), k, x)
+        n += tj_is(json_object_get(x, "side"), side);
+    json_decref(r);
+    return n;
+}
+
+static void until_listed(const struct ru_daemon *d, const char *side, size_t want, unsigned ms)
+{
+    uint64_t until = ru_now_ms() + ms;
+    while (listed(d, side) != want) {
+        ck_assert_msg(ru_now_ms() < until, "%zu %s transfers listed, want %zu", listed(d, side),
+                      side, want);
+        ru_sleep_ms(10);
+    }
+}
+
+struct recv_of {
+    uint64_t req;
+    const char *home;
+};
+
+static int do_recv(struct ru_rank *r, void *arg)
+{
+    const struct recv_of *o = arg;
+    struct kvf_recv_args a;
+    recv_args(r, o->req, o->home, &a);
+    return kvf_recv(r->c, &a);
+}
+
+/* A generation rank in its own process: registers with d, RECVs req, then waits to be killed. */
+static pid_t reader_process(struct ru_inst *gen, const struct ru_daemon *d, uint64_t req,
+                            const char *home)
+{
+    struct recv_of o = {req, home};
+    return ru_rank_fork(gen, 0, d, do_recv, &o);
+}
+
+static void kill_reader(pid_t pid)
+{
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+}
+
+/* SENDs req from the context rank and waits for its end: FAILED with want within WITHIN_MS. */
+static void send_fails_fast(struct ru_inst *ctx, uint64_t req, uint32_t n_readers,
+                            kvf_error_t want, const char *what)
+{
+    struct ru_rank *r = &ctx->r[0];
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(kvf_send(r->c, req, r->l.n_groups, r->counts, r->ids, n_readers), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(r, req, &ev, 10000);
+    uint64_t took = ru_now_ms() - t0;
+    ck_assert_msg(k == KVF_EV_FAILED, "%s: the SEND ended %d (%s)", what, k, ev.message);
+    ck_assert_msg(ev.error == (int32_t)want, "%s: %s: %s", what, kvf_error_to_string(ev.error), ev.message);
+    ck_assert_msg(strstr(ev.message, "no reader can come"), "%s: %s", what, ev.message);
+    ck_assert_msg(took < WITHIN_MS, "%s: the SEND ended after %llu ms", what,
+                  (unsigned long long)took);
+    fprintf(stderr, "%s: SEND FAILED %s %llu ms after it was sent: %s\n", what,
+            kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
+}
+
+/* The context rank's SEND is already waiting when the refused reader's RECV comes. */
+static void send_then_refused(struct ru_inst *ctx, struct ru_inst *bad, uint64_t req,
+                              uint32_t n_readers, const char *home, const struct ru_daemon *cd,
+                              const struct ru_daemon *gd, const char *what)
+{
+    struct ru_rank *r = &ctx->r[0];
+    ck_assert_int_eq(kvf_send(r->c, req, r->l.n_groups, r->counts, r->ids, n_readers), 0);
+    until_listed(cd, "send", 1, 5000);
+    struct kvf_recv_args a;
+    recv_args(&bad->r[0], req, home, &a);
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(kvf_recv(bad->r[0].c, &a), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&bad->r[0], req, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: reader %s: %s", what,
+                  kvf_error_to_string(ev.error), ev.message);
+    int k = ru_wait_event(r, req, &ev, 10000);
+    uint64_t took = ru_now_ms() - t0;
+    if (k != KVF_EV_FAILED) {
+        ru_dump_log(cd, "context daemon");
+        if (gd)
+            ru_dump_log(gd, "generation daemon");
+    }
+    ck_assert_msg(k == KVF_EV_FAILED, "%s: the SEND ended %d (%s)", what, k, ev.message);
+    ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s: %s", what,
+                  kvf_error_to_string(ev.error), ev.message);
+    ck_assert_msg(strstr(ev.message, "head inner bytes differ"), "%s: no reason: %s", what,
+                  ev.message);
+    ck_assert_msg(took < WITHIN_MS, "%s: the SEND ended %llu ms after the RECV", what,
+                  (unsigned long long)took);
+    fprintf(stderr, "%s: SEND FAILED %s %llu ms after the refused RECV: %s\n", what,
+            kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
+}
+
+START_TEST(nack_dead_reader_on_the_same_daemon_ends_the_send)
+{
+    struct two t;
+    two_start(&t, LONG_DEADLINES, NULL, NULL);
+    uint64_t rng = 31;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    for (uint32_t n_readers = 0; n_readers <= 1; n_readers++) { /* 0: counted by the daemon */
+        uint64_t req = 10 + n_readers;
+        pid_t pid = reader_process(&gen, &t.a, req, NULL);
+        until_listed(&t.a, "recv", 1, 5000);
+        kill_reader(pid);
+        until_listed(&t.a, "recv", 0, 5000); /* the daemon saw the reader go */
+        send_fails_fast(&ctx, req, n_readers, KVF_E_PEER_LOST,
+                        n_readers ? "same daemon, dead reader" : "same daemon, dead reader, n_readers 0");
+    }
+    ck_assert_uint_eq(listed(&t.a, "send"), 0);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(nack_refused_reader_on_the_same_daemon_ends_the_send)
+{
+    struct two t;
+    two_start(&t, LONG_DEADLINES, NULL, NULL);
+    uint64_t rng = 32;
+    struct ru_inst ctx, bad;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&bad, TINY_BAD, "bad", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&bad, &t.a);
+    send_then_refused(&ctx, &bad, 20, 1, NULL, &t.a, NULL, "same daemon, refused reader");
+    send_then_refused(&ctx, &bad, 21, 0, NULL, &t.a, NULL, "same daemon, refused reader, n_readers 0");
+    /* the RECV first: the SEND that comes later finds the refusal */
+    struct kvf_recv_args a;
+    struct kvf_event ev;
+    recv_args(&bad.r[0], 22, NULL, &a);
+    ck_assert_int_eq(kvf_recv(bad.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&bad.r[0], 22, &ev, 10000), KVF_EV_FAILED);
+    send_fails_fast(&ctx, 22, 1, KVF_E_PEER_INCOMPATIBLE, "same daemon, refused before the SEND");
+    ru_inst_free(&ctx);
+    ru_inst_free(&bad);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(nack_dead_reader_between_daemons_ends_the_send)
+{
+    struct two t;
+    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
+    uint64_t rng = 33;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    pid_t pid = reader_process(&gen, &t.b, 40, t.a.addr);
+    /* its RECV_REQ waits at the context daemon for the SEND */
+    ru_wait_peers_stat(&t.a, "flows", 1, 5000);
+    kill_reader(pid);
+    ru_wait_peers_stat(&t.a, "reader_nacks_recv", 1, 5000);
+    send_fails_fast(&ctx, 40, 1, KVF_E_PEER_LOST, "two daemons, dead reader");
+    ck_assert_uint_eq(listed(&t.a, "send"), 0);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
+START_TEST(nack_refused_reader_between_daemons_ends_the_send)
+{
+    struct two t;
+    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
+    uint64_t rng = 34;
+    struct ru_inst ctx, bad;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&bad, TINY_BAD, "bad", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&bad, &t.b);
+    send_then_refused(&ctx, &bad, 50, 1, t.a.addr, &t.a, &t.b, "two daemons, refused reader");
+    /* the verdict is cached at the generation daemon: the next refusal still tells the SEND */
+    send_then_refused(&ctx, &bad, 51, 0, t.a.addr, &t.a, &t.b,
+                      "two daemons, refused reader (cached verdict), n_readers 0");
+    ru_inst_free(&ctx);
+    ru_inst_free(&bad);
+    two_stop(&t, 1);
+}
+END_TEST
+
+/* A prefill that restarted reuses the id of a request whose readers failed: the failures stay
+ * with the ended SEND generation, so the new SEND waits for its reader and is served (the
+ * failures were once kept by id alone and ended the new SEND FAILED at once). */
+static void restarted_is_served(struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
+                                const char *home, const char *what)
+{
+    uint32_t readers[64] = {0};
+    ru_fill_and_send(ctx, gen, req, -1, 77 + req, readers);
+    struct kvf_recv_args a;
+    recv_args(&gen->r[0], req, home, &a);
+    ck_assert_int_eq(kvf_recv(gen->r[0].c, &a), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(&gen->r[0], req, &ev, 20000);
+    ck_assert_msg(k == KVF_EV_DONE, "%s: the RECV ended %d (%s)", what, k, ev.message);
+    k = ru_wait_event(&ctx->r[0], req, &ev, 20000);
+    ck_assert_msg(k == KVF_EV_SENT, "%s: the SEND ended %d (%s)", what, k, ev.message);
+    ru_assert_parity(&gen->r[0], 0, 77 + req, what);
+}
+
+START_TEST(nack_reused_id_does_not_see_the_old_failures)
+{
+    struct two t;
+    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
+    uint64_t rng = 35;
+    struct ru_inst ctx, bad, gen, bad2, gen2;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&bad, TINY_BAD, "bad", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&bad2, TINY_BAD, "bad2", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&gen2, TINY, "gen2", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&bad, &t.a);
+    ru_inst_register(&gen, &t.a);
+    ru_inst_register(&bad2, &t.b);
+    ru_inst_register(&gen2, &t.b);
+    /* same daemon: the refusal comes before the SEND (a pending failure the SEND adopted) */
+    struct kvf_recv_args a;
+    struct kvf_event ev;
+    recv_args(&bad.r[0], 60, NULL, &a);
+    ck_assert_int_eq(kvf_recv(bad.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&bad.r[0], 60, &ev, 10000), KVF_EV_FAILED);
+    send_fails_fast(&ctx, 60, 1, KVF_E_PEER_INCOMPATIBLE, "same daemon, refused, first request");
+    restarted_is_served(&ctx, &gen, 60, NULL, "same daemon, restarted request");
+    /* two daemons: a READER_NACK for the SEND in flight */
+    send_then_refused(&ctx, &bad2, 61, 1, t.a.addr, &t.a, &t.b, "two daemons, first request");
+    restarted_is_served(&ctx, &gen2, 61, t.a.addr, "two daemons, restarted request");
+    ck_assert_uint_eq(listed(&t.a, "send"), 0);
+    ru_inst_free(&ctx);
+    ru_inst_free(&bad);
+    ru_inst_free(&gen);
+    ru_inst_free(&bad2);
+    ru_inst_free(&gen2);
+    two_stop(&t, 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("reader_nack");
+    TCase *tc = tcase_create("nack");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, nack_dead_reader_on_the_same_daemon_ends_the_send);
+    tcase_add_test(tc, nack_refused_reader_on_the_same_daemon_ends_the_send);
+    tcase_add_test(tc, nack_dead_reader_between_daemons_ends_the_send);
+    tcase_add_test(tc, nack_refused_reader_between_daemons_ends_the_send);
+    tcase_add_test(tc, nack_reused_id_does_not_see_the_old_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return tu_run(suite());
+}
