@@ -3,6 +3,8 @@
  * afterwards, evicts the least recently used slot past WIRE_LAYOUT_SLOTS ids, and the receiver decodes what is sent, answers a reference
  * only from a slot holding that id, and never keeps a layout that failed to decode. */
 #include <check.h>
+#include <errno.h>
+#include <stdio.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,12 +138,51 @@ START_TEST(laycache_receiver_keeps_what_was_sent_and_refuses_stale_references)
 }
 END_TEST
 
+/* RECV_REQ's layout reference on the wire: the JSON may be empty (the layout the receiver holds
+ * in layout_slot); the id is never 0 and the slot is below WIRE_LAYOUT_SLOTS, both ways. */
+START_TEST(laycache_wire_reference_is_checked_both_ways)
+{
+    struct wire_msg m = {.type = WIRE_RECV_REQ};
+    struct wire_recv_req *q = &m.u.recv_req;
+    snprintf(q->ctx_instance, sizeof q->ctx_instance, "ctx-a");
+    q->ctx_dp_rank = -1;
+    q->layout_id = 77;
+    q->layout_slot = WIRE_LAYOUT_SLOTS - 1;
+    q->path = WIRE_PATH_BOUNCE;
+    q->extent_bytes = 4096;
+    void *out = NULL;
+    size_t olen = 0;
+    ck_assert_int_eq(wire_encode(&m, &out, &olen), 0);
+    struct wire_msg d;
+    ck_assert_int_eq(wire_decode(out, olen, &d), 0);
+    ck_assert_uint_eq(d.u.recv_req.gen_json_len, 0);
+    ck_assert_uint_eq(d.u.recv_req.layout_id, 77);
+    ck_assert_uint_eq(d.u.recv_req.layout_slot, WIRE_LAYOUT_SLOTS - 1);
+    wire_msg_done(&d);
+    /* decode refuses what encode would: patch the slot (after the empty blob), then the id */
+    size_t at = WIRE_HDR_BYTES + 8 + 2 + strlen("ctx-a") + 8 + 4 + 4 + 4 + 8;
+    ((uint8_t *)out)[at] = WIRE_LAYOUT_SLOTS;
+    ck_assert_int_eq(wire_decode(out, olen, &d), -EBADMSG);
+    ((uint8_t *)out)[at] = 0;
+    memset((uint8_t *)out + at - 8, 0, 8);
+    ck_assert_int_eq(wire_decode(out, olen, &d), -EBADMSG);
+    free(out);
+    void *o2 = NULL;
+    q->layout_slot = WIRE_LAYOUT_SLOTS; /* one past the last slot */
+    ck_assert_int_eq(wire_encode(&m, &o2, &olen), -EINVAL);
+    q->layout_slot = 0;
+    q->layout_id = 0;
+    ck_assert_int_eq(wire_encode(&m, &o2, &olen), -EINVAL);
+}
+END_TEST
+
 static Suite *laycache_suite(void)
 {
     Suite *s = suite_create("laycache");
     TCase *t = tcase_create("cache");
     tcase_add_test(t, laycache_sender_sends_once_and_evicts_the_least_recently_used);
     tcase_add_test(t, laycache_receiver_keeps_what_was_sent_and_refuses_stale_references);
+    tcase_add_test(t, laycache_wire_reference_is_checked_both_ways);
     suite_add_tcase(s, t);
     return s;
 }

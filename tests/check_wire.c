@@ -141,41 +141,6 @@ static struct wire_msg roundtrip(const struct wire_msg *m, uint8_t **ret_buf, si
 
 /* RECV_REQ's optional trailing tokens: absent when 0 (the old bytes), else 8 more that
  * round-trip; 0 on the wire and over the limit refused. */
-/* RECV_REQ's layout reference (engine_laycache.h): the JSON may be empty (the layout the receiver
- * holds in layout_slot); the id is never 0 and the slot is below WIRE_LAYOUT_SLOTS, both ways. */
-START_TEST(wire_recv_req_layout_reference_is_checked)
-{
-    struct wire_msg m = sample(WIRE_RECV_REQ);
-    m.u.recv_req.gen_json = NULL;
-    m.u.recv_req.gen_json_len = 0;
-    uint8_t *buf;
-    size_t len;
-    struct wire_msg d = roundtrip(&m, &buf, &len);
-    ck_assert_uint_eq(d.u.recv_req.gen_json_len, 0);
-    ck_assert_uint_eq(d.u.recv_req.layout_id, 77);
-    ck_assert_uint_eq(d.u.recv_req.layout_slot, WIRE_LAYOUT_SLOTS - 1);
-    wire_msg_done(&d);
-    free(buf);
-    void *out = NULL;
-    size_t olen = 0;
-    m.u.recv_req.layout_slot = WIRE_LAYOUT_SLOTS; /* one past the last slot */
-    ck_assert_int_eq(wire_encode(&m, &out, &olen), -EINVAL);
-    m.u.recv_req.layout_slot = 0;
-    m.u.recv_req.layout_id = 0;
-    ck_assert_int_eq(wire_encode(&m, &out, &olen), -EINVAL);
-    /* decode refuses the same: patch a valid encoding's slot (after the empty blob) */
-    m.u.recv_req.layout_id = 77;
-    ck_assert_int_eq(wire_encode(&m, &out, &olen), 0);
-    size_t at = WIRE_HDR_BYTES + 8 + 2 + strlen("ctx-a") + 8 + 4 + 4 + 4 + 8;
-    ((uint8_t *)out)[at] = WIRE_LAYOUT_SLOTS;
-    ck_assert_int_eq(wire_decode(out, olen, &d), -EBADMSG);
-    ((uint8_t *)out)[at] = 0;
-    memset((uint8_t *)out + at - 8, 0, 8); /* layout_id 0 */
-    ck_assert_int_eq(wire_decode(out, olen, &d), -EBADMSG);
-    free(out);
-}
-END_TEST
-
 START_TEST(wire_recv_req_tokens_are_optional_and_bounded)
 {
     struct wire_msg m = sample(WIRE_RECV_REQ);
@@ -688,7 +653,6 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, wire_decoded_fields_equal_the_sent_ones);
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
     tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
-    tcase_add_test(tc, wire_recv_req_layout_reference_is_checked);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, wire_every_truncation_and_trailing_byte_is_refused);
