@@ -108,6 +108,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
             *pp = p->next;
             break;
         }
+    laycache_clear(&p->lc);
     free(p);
 }
 
@@ -116,6 +117,7 @@ void epeer_free_all(struct engine *e)
     while (e->peers) {
         struct epeer *p = e->peers;
         e->peers = p->next;
+        laycache_clear(&p->lc);
         free(p);
     }
 }
