@@ -106,7 +106,10 @@ static int check_recv_req(const struct wire_recv_req *q)
         return -EINVAL;
     if (q->writer >= WIRE_MAX_RANKS)
         return -EINVAL;
-    TRY(check_json(q->gen_json, q->gen_json_len));
+    if (q->gen_json_len) /* empty: the layout the receiver holds in layout_slot */
+        TRY(check_json(q->gen_json, q->gen_json_len));
+    if (q->layout_id == 0 || q->layout_slot >= WIRE_LAYOUT_SLOTS)
+        return -EINVAL;
     if (q->n_groups > LAYOUT_MAX_GROUPS)
         return -E2BIG;
     for (uint32_t g = 0; g < q->n_groups; g++) {
@@ -230,6 +233,8 @@ static void put_recv_req(struct wr *w, const struct wire_recv_req *q)
     wr_u32(w, (uint32_t)q->ctx_dp_rank);
     wr_u32(w, q->writer);
     wr_blob(w, q->gen_json, q->gen_json_len);
+    wr_u64(w, q->layout_id);
+    wr_u32(w, q->layout_slot);
     wr_u32(w, q->n_groups);
     for (uint32_t g = 0; g < q->n_groups; g++) {
         wr_u32(w, q->n_ids[g]);
@@ -259,6 +264,8 @@ static void get_recv_req(struct rd *r, struct wire_msg *m)
     q->ctx_dp_rank = (int32_t)rd_u32(r);
     q->writer = rd_u32(r);
     q->gen_json = (const char *)rd_blob(r, m, LAYOUT_JSON_MAX, &q->gen_json_len);
+    q->layout_id = rd_u64(r);
+    q->layout_slot = rd_u32(r);
     q->n_groups = rd_count(r, LAYOUT_MAX_GROUPS, 4);
     for (uint32_t g = 0; g < q->n_groups && !r->err; g++) {
         q->n_ids[g] = rd_count(r, PLAN_MAX_IDS, 4);

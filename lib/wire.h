@@ -20,7 +20,11 @@
  *                   (index order): addr str, layout blob
  *   TABLE_NACK      instance str, code u32 (kvf_error_t, not OK), message str
  *   RECV_REQ        req_id u64, ctx_instance str, table_epoch u64, ctx_dp_rank i32 (-1 or
- *                   0..LAYOUT_MAX_TP-1), writer u32, gen_layout blob, n_groups u32
+ *                   0..LAYOUT_MAX_TP-1), writer u32, gen_layout blob (0..LAYOUT_JSON_MAX
+ *                   bytes: empty = the layout the peer holds in layout_slot), layout_id u64
+ *                   (!= 0: the generation rank's registration), layout_slot u32
+ *                   (< WIRE_LAYOUT_SLOTS: where the receiver keeps a sent layout, chosen by the
+ *                   sender; engine_laycache.h), n_groups u32
  *                   (<= LAYOUT_MAX_GROUPS) then per group ids (<= PLAN_MAX_IDS each),
  *                   path u8 (bounce | fragment), extent_bytes u64 (> 0),
  *                   n_rkeys u32 then per destination pool: pool u32 (< LAYOUT_MAX_POOLS, strictly
@@ -67,7 +71,7 @@
 #include "plan.h"
 
 #define WIRE_MAGIC 0x4b46u
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 2u /* 2: RECV_REQ's layout_id/layout_slot (layout sent once) */
 #define WIRE_HDR_BYTES 12u
 #define WIRE_MSG_MAX (64u * 1024u * 1024u) /* whole message, header included */
 #define WIRE_ADDR_MAX 256u                 /* "host:port", including NUL */
@@ -76,6 +80,7 @@
 #define WIRE_MAX_GRANTS 64u                /* grants in one GRANT or RECV_REQ */
 #define WIRE_MAX_RKEYS LAYOUT_MAX_POOLS
 #define WIRE_RKEY_MAX 4096u                /* packed UCX rkey bytes */
+#define WIRE_LAYOUT_SLOTS 8u               /* generation layouts a receiver keeps per peer */
 #define WIRE_ALL_WRITERS 0xffffffffu       /* READER_NACK: every writer of the instance */
 
 typedef enum {
@@ -142,8 +147,10 @@ struct wire_recv_req {
     uint64_t table_epoch;
     int32_t ctx_dp_rank;
     uint32_t writer;
-    const char *gen_json;   /* the generation rank's layout JSON */
+    const char *gen_json;   /* the generation rank's layout JSON; NULL/0: the one in layout_slot */
     uint32_t gen_json_len;
+    uint64_t layout_id;     /* != 0: names the layout (the rank's registration) */
+    uint32_t layout_slot;   /* < WIRE_LAYOUT_SLOTS */
     uint32_t n_groups;
     uint32_t n_ids[LAYOUT_MAX_GROUPS];
     const uint32_t *ids[LAYOUT_MAX_GROUPS];

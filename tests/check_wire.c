@@ -52,6 +52,8 @@ static struct wire_msg sample(wire_type_t t)
         q->writer = 3;
         q->gen_json = LAYOUT_B;
         q->gen_json_len = sizeof(LAYOUT_B) - 1;
+        q->layout_id = 77;
+        q->layout_slot = WIRE_LAYOUT_SLOTS - 1;
         q->n_groups = 3;
         q->n_ids[0] = 4;
         q->ids[0] = IDS0;
@@ -255,7 +257,7 @@ START_TEST(wire_chunk_is_explicit_little_endian)
     ck_assert_int_eq(wire_encode_into(&m, buf, 11, &len), -ENOBUFS);
     ck_assert_int_eq(wire_encode_into(&m, buf, sizeof(buf), &len), 0);
     const uint8_t want[] = {
-        0x46, 0x4b, 1, WIRE_CHUNK, 0, 0, 0, 0, 36, 0, 0, 0, /* header, body 36 bytes */
+        0x46, 0x4b, 2, WIRE_CHUNK, 0, 0, 0, 0, 36, 0, 0, 0, /* header (v2), body 36 bytes */
         8, 7, 6, 5, 4, 3, 2, 1,                              /* req_id */
         1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0,                  /* writer, slot, generation */
         4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,      /* ext_off, length */
@@ -405,6 +407,8 @@ static struct tb raw_recv_req_head(uint32_t ngroups, size_t cap)
     tb_le(&t, 0, 4);
     tb_le(&t, 2, 4);
     tb_fill(&t, '{', 1), tb_fill(&t, '}', 1);
+    tb_le(&t, 5, 8); /* layout_id */
+    tb_le(&t, 0, 4); /* layout_slot */
     tb_le(&t, ngroups, 4);
     return t;
 }

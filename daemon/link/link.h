@@ -53,7 +53,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define LINK_PROTO_VERSION 1
+#define LINK_PROTO_VERSION 2 /* 2: wire v2 (RECV_REQ names its layout: engine_laycache.h) */
 #define LINK_HDR_MAX 256        /* user header bytes per message */
 #define LINK_ID_BYTES 16        /* random part of a daemon id */
 #define LINK_HOST_MAX 64        /* hostname part of a daemon id, NUL included */

@@ -171,6 +171,7 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
             log_warn("engine: peer %s: malformed CHUNK dropped", link_peer_id(lp));
             return;
         }
+        laycache_answered(&p->lc, flow); /* the layout our RECV_REQ carried is held */
         gen_on_chunk(e, p, flow, &m.u.chunk, data, len);
         wire_msg_done(&m);
         goto out;
@@ -206,11 +207,12 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         ctx_on_grant(e, p, flow, &m);
         break;
     case WIRE_WRITER_DONE:
+        laycache_answered(&p->lc, flow);
         gen_on_writer_done(e, p, flow, &m);
         break;
     case WIRE_NACK: /* our flow: we are its generation side; else its context side */
         e->c.nacks_recv++;
-        if (quar_own_flow(e, flow))
+        if (quar_own_flow(e, flow)) /* not an answer for laycache: it may have refused it */
             gen_on_nack(e, p, flow, &m);
         else
             ctx_on_nack(e, p, flow, &m);
@@ -502,6 +504,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     const struct engine_counters *c = &e->c;
 #define C(name) json_object_set_new(ret, #name, json_integer((json_int_t)c->name))
     C(remote_recvs);
+    C(layouts_sent);
+    C(layouts_referenced);
+    C(layouts_decoded);
+    C(layouts_missed);
     C(remote_done);
     C(remote_failed);
     C(flows);

@@ -282,8 +282,13 @@ static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
 {
     const struct wire_recv_req *q = &m->u.recv_req;
-    char msg[WIRE_TEXT_MAX];
+    char msg[WIRE_TEXT_MAX], lerr[300];
     kvf_error_t code = KVF_OK;
+    /* Before any refusal below: the sender counts a sent layout as kept (engine_laycache.h). */
+    bool decoded;
+    const struct layout *gl = laycache_take(&p->lc, q, &decoded, lerr, sizeof lerr);
+    e->c.layouts_decoded += decoded;
+    e->c.layouts_missed += !gl && !q->gen_json_len;
     struct reg_instance *in =
         e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
@@ -308,10 +313,11 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         code = KVF_E_INTERNAL;
         snprintf(msg, sizeof msg, "out of memory");
     }
-    char err[256];
-    if (tx && layout_from_json(q->gen_json, q->gen_json_len, &tx->gen, err, sizeof err) < 0) {
+    if (gl && tx)
+        memcpy(&tx->gen, gl, sizeof tx->gen);
+    else if (!gl && code == KVF_OK) {
         code = KVF_E_BAD_REQUEST;
-        snprintf(msg, sizeof msg, "generation layout: %s", err);
+        snprintf(msg, sizeof msg, "generation layout: %s", lerr);
     }
     if (code != KVF_OK) {
         struct dack *d;

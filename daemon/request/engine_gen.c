@@ -219,11 +219,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             return;
         }
     }
-    json_t *o = layout_to_jobj(&x->rank->layout);
-    rx->gen_json = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
     rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
-    if (!rx->gen_json || !rx->w) {
+    if (!rx->w) {
         rx_fail(rx, KVF_E_INTERNAL, "out of memory");
         return;
     }
@@ -454,8 +451,6 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
     q->ctx_dp_rank = x->ctx_dp_rank;
     q->tokens = x->tokens;
     q->writer = w->ctx_rank;
-    q->gen_json = rx->gen_json;
-    q->gen_json_len = (uint32_t)strlen(rx->gen_json);
     q->n_groups = x->items.n_groups;
     const uint32_t *p = x->items.ids;
     for (uint32_t i = 0; i < q->n_groups; i++) {
@@ -470,7 +465,24 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
         memcpy(q->grants, g, n * sizeof *g);
     if (rx->path == WIRE_PATH_FRAGMENT && frag_fill_rkeys(rx->e, x, q) < 0)
         return -ENOENT;
-    return engine_send_msg(w->peer, w->flow, &m);
+    /* The layout once per (peer, registration); later RECV_REQs name it (engine_laycache.h). */
+    q->layout_id = x->rank->worker_id;
+    bool held = laycache_place(&w->peer->lc, q->layout_id, w->flow, &q->layout_slot);
+    if (!held && !rx->gen_json) {
+        json_t *o = layout_to_jobj(&x->rank->layout);
+        rx->gen_json = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+    }
+    if (!held && rx->gen_json) {
+        q->gen_json = rx->gen_json;
+        q->gen_json_len = (uint32_t)strlen(rx->gen_json);
+    }
+    int rc = held || rx->gen_json ? engine_send_msg(w->peer, w->flow, &m) : -ENOMEM;
+    if (rc < 0 && !held)
+        laycache_forget(&w->peer->lc, q->layout_slot);
+    else if (rc >= 0)
+        (*(held ? &rx->e->c.layouts_referenced : &rx->e->c.layouts_sent))++;
+    return rc;
 }
 
 void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)

@@ -57,6 +57,7 @@ struct engine_counters {
     uint64_t staging_fallbacks, bound_violations, stale_epochs;
     uint64_t tables_served, tables_fetched, table_nacks, table_retries, layouts_forwarded,
         forwards_refused;
+    uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;

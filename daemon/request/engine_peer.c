@@ -113,6 +113,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
             *pp = p->next;
             break;
         }
+    laycache_clear(&p->lc);
     free(p);
 }
 
@@ -121,6 +122,7 @@ void epeer_free_all(struct engine *e)
     while (e->peers) {
         struct epeer *p = e->peers;
         e->peers = p->next;
+        laycache_clear(&p->lc);
         free(p);
     }
 }

@@ -3,6 +3,7 @@
 #define KVF_ENGINE_PEER_H
 
 #include "engine_int.h"
+#include "engine_laycache.h"
 
 /* One peer daemon, for as long as its link peer lives. */
 struct epeer {
@@ -14,6 +15,7 @@ struct epeer {
     uint64_t since_ms;
     uint32_t users; /* requests (rx writers, tx flows, table fetches) using it */
     uint64_t chunks_sent, chunks_recv, bytes_sent, bytes_recv, puts, ams;
+    struct laycache lc; /* generation layouts sent to / kept from it (engine_laycache.h) */
     struct epeer *next;
 };
 

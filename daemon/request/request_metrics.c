@@ -100,6 +100,13 @@ const size_t workers_metrics_len = N(workers_metrics);
 
 const struct prom_doc peers_metrics[] = {
     {"remote_recvs", C, NULL, "RECV_REQ messages received from other daemons.", "messages"},
+    {"layouts_sent", C, NULL, "RECV_REQs that carried the generation layout to a peer.",
+     "messages"},
+    {"layouts_referenced", C, NULL,
+     "RECV_REQs that named a generation layout the peer already held.", "messages"},
+    {"layouts_decoded", C, NULL, "Generation layouts decoded from peers' RECV_REQs.", "layouts"},
+    {"layouts_missed", C, NULL,
+     "RECV_REQs naming a generation layout this daemon did not hold (refused).", "messages"},
     {"remote_done", C, NULL, "Remote requests completed.", "requests"},
     {"remote_failed", C, NULL, "Remote requests failed.", "requests"},
     {"flows", C, NULL, "Writer flows started.", "flows"},

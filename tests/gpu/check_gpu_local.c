@@ -287,11 +287,12 @@ START_TEST(gpu_host_context_to_gpu_generation_is_refused_with_no_route)
     struct wenv e;
     int64_t t0 = wt_now_ms();
     case_begin("gpu_host_context_to_gpu_generation_is_refused_with_no_route");
-    /* the SEND, never claimed by a completed RECV, ends with TIMEOUT after 5 s + 1 s */
+    /* its only reader is refused: the SEND ends at once with the reader's reason (issue 13's
+     * NACK: "no reader can come"), not at its deadline (5 s + 1 s) */
     wt_start(&e, "deadlines:\n  send_wait: 5s\n  transfer: 1s\n  lookup: 60s\n");
     pid_t c = wt_sim(&e, "ctx.log", "--role", "context", "--instance", "ctx", "--spec", "tiny",
                      "--rank", "0", "--requests", "1", "--prompt-tokens", "300",
-                     "--expect-error", "TIMEOUT", (char *)NULL);
+                     "--expect-error", "NO_ROUTE", (char *)NULL);
     pid_t q = wt_sim(&e, "gen.log", "--role", "generation", "--instance", "gen", "--spec", "tiny",
                      "--rank", "0", "--requests", "1", "--prompt-tokens", "300", "--ctx-instance",
                      "ctx", "--devices", "0", "--expect-error", "NO_ROUTE", (char *)NULL);
@@ -303,8 +304,10 @@ START_TEST(gpu_host_context_to_gpu_generation_is_refused_with_no_route)
     int gc = wt_wait(c, 60000);
     char *cl = wt_log(&e, "ctx.log");
     ck_assert_msg(gc == 0, "context exit %d:\n%s", gc, cl);
+    ck_assert_msg(strstr(cl, "no reader can come"), "%s", cl);
     free(cl);
     ck_assert_int_eq(wait_mappings(&e, 0, 10000), 0);
+    ck_assert_msg(wt_now_ms() - t0 < 5000, "the SEND waited for its deadline");
     case_end("gpu_host_context_to_gpu_generation_is_refused_with_no_route", t0);
     wt_stop(&e);
 }
