@@ -27,11 +27,6 @@ int main(void)
 #include "gpu_progcache.h"
 #include "gputest.h"
 
-#define CK_CUDA(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));             \
-    } while (0)
 
 static uv_loop_t loop;
 static struct gpu *g;

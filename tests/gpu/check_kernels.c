@@ -24,11 +24,6 @@ int main(void)
 #include "gputest.h"
 #include "kvf_kernels.h"
 
-#define CK_CUDA(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));             \
-    } while (0)
 
 /* One side's pools: device memory plus a host shadow holding what the device should hold. */
 struct side {

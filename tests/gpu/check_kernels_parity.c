@@ -24,11 +24,6 @@ int main(void)
 #include "kvf_kernels.h"
 #include "parity.h"
 
-#define CK_CUDA(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));             \
-    } while (0)
 
 /* Device copies of one rank's pools. */
 static void dev_upload(const struct copy_mem *h, struct kvk_mem *d)

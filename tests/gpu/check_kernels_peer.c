@@ -21,11 +21,6 @@ int main(void)
 #include "gputest.h"
 #include "kvf_kernels.h"
 
-#define CK_CUDA(call)                                                                          \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));             \
-    } while (0)
 
 struct pools {
     uint32_t n;

@@ -18,6 +18,13 @@
 
 #define GT_POISON 0xA5
 
+/* A CUDA runtime call that must succeed in a test (callers include cuda_runtime.h). */
+#define CK_CUDA(call)                                                                          \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        ck_assert_msg(e_ == cudaSuccess, "%s: %s", #call, cudaGetErrorString(e_));             \
+    } while (0)
+
 static inline uint64_t gt_rand(uint64_t *s)
 {
     /* splitmix64 */
