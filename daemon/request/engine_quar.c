@@ -28,6 +28,8 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "mempin.h"
+#include "registry.h"
 #include "transfers.h"
 
 void quar_init_flows(struct engine *e)
@@ -86,6 +88,29 @@ void quar_frag_moving(struct rxw *w)
         w->rx->x->eng_gpu = true;
 }
 
+/* Pins the requesting rank's pools for a held fragment flow: a worker that disconnects now has
+ * its pools unmapped only once no put of the flow can land (reclaim unpins). Over tcp UCX
+ * emulates the puts with active messages that write to the address without a registration
+ * check, so an unmapped (or remapped) pool would take them. */
+static void pin_pools(struct qflow *q, const struct rx *rx)
+{
+    const struct copy_mem *m = rx->x && rx->x->rank ? &rx->x->rank->mem : NULL;
+    if (!m || m->n == 0 || !(q->pins = calloc(m->n, sizeof *q->pins)))
+        return;
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->base[i] && mempin_ref(m->base[i], m->size[i]) == 0)
+            q->pins[q->n_pins++] = m->base[i];
+}
+
+static void unpin_pools(struct qflow *q)
+{
+    for (uint32_t i = 0; i < q->n_pins; i++)
+        mempin_unref(q->pins[i]);
+    free(q->pins);
+    q->pins = NULL;
+    q->n_pins = 0;
+}
+
 void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
 {
     struct rx *rx = w->rx;
@@ -103,6 +128,7 @@ void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
     q->flow = flow;
     q->peer = peer;
     q->rx = rx;
+    pin_pools(q, rx);
     q->at_ms = engine_now(e) + (peer ? (uint64_t)e->d->cfg.deadlines_transfer_ms
                                      : ENGINE_RECLAIM_MS);
     rx->frag_wait++;
@@ -117,6 +143,7 @@ static void reclaim(struct engine *e, struct qflow *q, const char *why)
     if (q->rx) { /* a fragment flow: no put of it can land any more */
         struct rx *rx = q->rx;
         q->rx = NULL;
+        unpin_pools(q);
         log_debug("engine: fragment flow %llu of request %llu drained (%s)",
                   (unsigned long long)q->flow, (unsigned long long)rx->req_id, why);
         pools_drained(rx);

@@ -12,6 +12,9 @@ struct qflow {
     uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost, or the backstop) */
     uint64_t hold_key;  /* not 0: held until that daemon is heard again (quar_peer_frozen) */
     struct rx *rx;      /* fragment flow: the request whose report waits (rx->frag_wait) */
+    uint8_t **pins;     /* fragment flow: the rank's pool mappings it pins (mempin.h), so a
+                           put that still lands never finds them unmapped; n_pins of them */
+    uint32_t n_pins;
     struct qflow *next;
 };
 
