@@ -8,6 +8,7 @@
 #include <check.h>
 
 #include "remoteutil.h"
+#include "wtest.h" /* wt_wait */
 
 #define SPEC "kimi-linear-48b:blocks=64,slots=4" /* small enough for TSan builds */
 #define TOKENS "1024"
@@ -50,27 +51,13 @@ static pid_t sim(const struct two *t, int gen, const char *tag, int n, pid_t hol
     return pid;
 }
 
-static int wait_exit(pid_t p, unsigned ms)
-{
-    uint64_t until = ru_now_ms() + ms;
-    int st;
-    while (ru_now_ms() < until) {
-        pid_t r = waitpid(p, &st, WNOHANG);
-        if (r == p)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        ru_sleep_ms(5);
-    }
-    kill(p, SIGKILL);
-    waitpid(p, &st, 0);
-    return -1;
-}
 
 /* A pair of `n` requests whose generation checks every byte; 0 when both exited 0. */
 static int run_pair(const struct two *t, const char *tag, int n)
 {
     pid_t g = sim(t, 1, tag, n, 0);
     pid_t c = sim(t, 0, tag, n, g);
-    int rg = wait_exit(g, 120000), rc = wait_exit(c, 120000);
+    int rg = wt_wait(g, 120000), rc = wt_wait(c, 120000);
     if (rg || rc)
         fprintf(stderr, "%s: generation exit %d, context exit %d\n", tag, rg, rc);
     return rg || rc;
@@ -167,8 +154,8 @@ static void kill_mid_copy(struct two *t, const struct ru_daemon *d, int kill_gen
     fprintf(stderr, "%s: killed with %lld copy job(s) running, %lld unmap(s) deferred\n", what,
             running, deferred);
     kill(kill_gen ? c : g, SIGKILL);
-    wait_exit(g, 5000);
-    wait_exit(c, 5000);
+    wt_wait(g, 5000);
+    wt_wait(c, 5000);
     ck_assert_int_gt(running, 0);
     ck_assert_int_eq(kill(t->a.pid, 0), 0);
     ck_assert_int_eq(kill(t->b.pid, 0), 0);
@@ -203,8 +190,8 @@ START_TEST(bounce_context_killed_while_puts_from_its_pools_stream)
     ck_assert_int_gt(ctl_at(&t.a, "stats", "peers.direct_puts"), 0);
     kill(c, SIGKILL);
     kill(g, SIGKILL);
-    wait_exit(g, 5000);
-    wait_exit(c, 5000);
+    wt_wait(g, 5000);
+    wt_wait(c, 5000);
     assert_released(&t.a, "context");
     assert_released(&t.b, "generation");
     int bad = run_pair(&t, "after", 2);

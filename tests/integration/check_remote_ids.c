@@ -8,25 +8,11 @@
 #include <check.h>
 
 #include "remoteutil.h"
+#include "wtest.h" /* wt_wait */
 
 #define EXTRA "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n" \
               "deadlines:\n  lookup: 20s\n  send_wait: 20s\n  transfer: 20s\n"
 
-/* Exit status of p within ms, else SIGKILL and -1. */
-static int wait_exit(pid_t p, unsigned ms)
-{
-    uint64_t end = ru_now_ms() + ms;
-    int st;
-    while (ru_now_ms() < end) {
-        pid_t r = waitpid(p, &st, WNOHANG);
-        if (r == p)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        ru_sleep_ms(10);
-    }
-    kill(p, SIGKILL);
-    waitpid(p, &st, 0);
-    return -1;
-}
 
 /* Requests waiting at daemon d on side ("send" or "recv"). */
 static long long waiting(const struct ru_daemon *d, const char *side)
@@ -103,8 +89,8 @@ static int round_trip(struct two *t, const char *seed, int recv_first, int mixed
         if (mixed)
             pl = ru_run_sim(local_argv);
     }
-    int sg = wait_exit(pg, 40000), sl = mixed ? wait_exit(pl, 40000) : 0;
-    int sc = wait_exit(pc, 40000);
+    int sg = wt_wait(pg, 40000), sl = mixed ? wt_wait(pl, 40000) : 0;
+    int sc = wt_wait(pc, 40000);
     if (sg != 0 || sc != 0 || sl != 0)
         fprintf(stderr, "round seed %s: remote decode exit %d, local decode exit %d, context "
                 "exit %d\n", seed, sg, sl, sc);
