@@ -301,6 +301,8 @@ int kvk_warm(int device)
             p.unroll = u ? 8 : 4;
             rc = kvk_blocks_per_sm(&p, &b);
         }
+    if (rc == 0)
+        rc = kvk_stage_init(); /* the upload staging, before the first request */
     kvk_device_leave(prev);
     return rc;
 }

@@ -193,11 +193,8 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
     return 0;
 }
 
-int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret)
+void kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask *f)
 {
-    struct kvk_ftask *f = calloc(t->n_tasks ? t->n_tasks : 1, sizeof(*f));
-    if (!f)
-        return kvk_fail(-ENOMEM, "fat task table of %u tasks: out of memory", t->n_tasks);
     for (uint32_t i = 0; i < t->n_tasks; i++) {
         const struct kvk_task *x = &t->tasks[i];
         const struct kvk_op *o = &t->ops[x->op];
@@ -215,9 +212,8 @@ int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret)
         f[i].src_pool = (uint16_t)(o->src_pool == PLAN_POOL_UNKNOWN ? 0xffff : o->src_pool);
         f[i].dst_pool = (uint16_t)o->dst_pool;
         f[i].align = o->align;
+        f[i].pad_ = 0;
     }
-    *ret = f;
-    return 0;
 }
 
 void kvk_tasks_done(struct kvk_tasks *t)

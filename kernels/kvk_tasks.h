@@ -74,8 +74,9 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
                     uint32_t piece_align, struct kvk_tasks *ret);
 void kvk_tasks_done(struct kvk_tasks *t);
 
-/* The self-contained form of t's tasks (malloc'd, t->n_tasks entries) in *ret. 0 or -ENOMEM. */
-int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret);
+/* Writes the self-contained form of t's tasks into out (t->n_tasks entries; the caller's
+ * memory, e.g. a page-locked staging buffer the upload reads). */
+void kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask *out);
 
 /* Tasks intersecting extent bytes [lo, hi): [*first, *first + *n). lo < hi <= bytes. */
 void kvk_tasks_range(const struct kvk_tasks *t, uint64_t lo, uint64_t hi, uint32_t *first,

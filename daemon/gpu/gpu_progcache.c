@@ -97,8 +97,8 @@ static void evict_to(struct gpu *g, uint32_t room)
 }
 
 int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int device,
-                 gpu_prog_make_fn make, gpu_prog_free_fn free_fn, struct gpu_prog **ret,
-                 char *msg, size_t len)
+                 gpu_prog_make_fn make, void *make_arg, gpu_prog_free_fn free_fn,
+                 struct gpu_prog **ret, char *msg, size_t len)
 {
     uint64_t h = ops_hash(ops, n_ops, device);
     size_t bytes = (size_t)n_ops * sizeof *ops;
@@ -120,12 +120,14 @@ int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int d
         snprintf(msg, len, "out of memory");
         return -ENOMEM;
     }
-    int rc = make(ops, n_ops, device, &p->obj, msg, len);
+    int rc = make(ops, n_ops, device, make_arg, &p->obj, msg, len);
     if (rc < 0) {
         free(p->ops);
         free(p);
         return rc;
     }
+    if (rc > 0)
+        g->prog_waited++;
     memcpy(p->ops, ops, bytes);
     p->hash = h;
     p->device = device;
@@ -179,7 +181,8 @@ void gpu_progcache_stats(const struct gpu *g, struct gpu_progcache_stats *ret)
     *ret = (struct gpu_progcache_stats){.count = g->n_progs, .max = g->max_progs,
                                         .hits = g->prog_hits, .misses = g->prog_misses,
                                         .evicted = g->prog_evicted,
-                                        .uncached = g->prog_uncached};
+                                        .uncached = g->prog_uncached,
+                                        .waited = g->prog_waited};
 }
 
 void gpu_progcache_flush(struct gpu *g)
