@@ -84,8 +84,8 @@ static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
         free(p);
         return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
     }
-    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
-                             env_u32("KVK_PIECE_ALIGN", 0), &p->t);
+    int rc = kvk_tasks_index(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
+                             env_u32("KVK_PIECE_ALIGN", 0), &p->t); /* the GPU expands tasks */
     if (rc < 0) {
         free(p);
         return rc;

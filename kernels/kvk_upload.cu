@@ -1,7 +1,9 @@
 /* kvk_upload.cu: a copy program's device tables uploaded in stream order, with no host wait
- * (issue 12: "programs uploaded without a synchronous step"). The tables are written into
- * page-locked staging, copied by one cudaMemcpyAsync into one cudaMallocAsync allocation on the
- * caller's stream, and an event marks the end of the copy: launches on that stream follow it by
+ * (issue 12: "programs uploaded without a synchronous step"). The host sends only the ops and
+ * their first task indices (O(ops), written into page-locked staging, one cudaMemcpyAsync into
+ * one cudaMallocAsync allocation on the caller's stream); a small kernel on the same stream
+ * expands them into the task table the copy kernel reads, by the host's own split formulas
+ * (kvk_op_task, kvk_ftask_of); an event marks the end: launches on that stream follow by
  * stream order, launches on any other stream wait for the event on the GPU (kvk_launch).
  * Staging: one page-locked buffer per process (KVK_STAGE_BYTES, allocated by kvk_warm or at the
  * first upload), cut first-fit; a piece goes back once its copy's event completed (checked,
@@ -174,70 +176,103 @@ static uint64_t up(uint64_t v)
     return (v + KVK_STAGE_ALIGN - 1) & ~(KVK_STAGE_ALIGN - 1);
 }
 
-/* Writes the family's tables at buf; the device offsets of each are the same. */
-static void fill(const struct kvk_program *p, uint8_t *buf, uint64_t ops_bytes)
+/* One thread per task: finds its op in op_first (binary search) and writes the task in the
+ * form the program's kernel family reads, by the host's own formulas (kvk_op_task). */
+__global__ void kvk_expand_kernel(const struct kvk_op *ops, const uint32_t *op_first,
+                                  uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
+                                  struct kvk_task *tasks)
 {
-    if (p->fat) {
-        kvk_tasks_fat(&p->t, (struct kvk_ftask *)buf);
+    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n_tasks)
         return;
+    uint32_t a = 0, b = n_ops; /* the last op whose first task is <= k has k (empty ops skip) */
+    while (b - a > 1) {
+        uint32_t m = a + (b - a) / 2;
+        if (op_first[m] <= k)
+            a = m;
+        else
+            b = m;
     }
-    memcpy(buf, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op));
-    memcpy(buf + ops_bytes, p->t.tasks, (size_t)p->t.n_tasks * sizeof(struct kvk_task));
+    const struct kvk_op o = ops[a];
+    uint64_t pos;
+    uint32_t bytes;
+    kvk_op_task(&o, k - op_first[a], &pos, &bytes);
+    if (ftasks)
+        kvk_ftask_of(&o, pos, bytes, &ftasks[k]);
+    else
+        tasks[k] = kvk_task{pos, a, bytes};
 }
 
+/* The staged tables: the ops, then op_first (what the expand kernel reads). */
+static void fill(const struct kvk_program *p, uint8_t *buf, uint64_t ops_bytes)
+{
+    memcpy(buf, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op));
+    memcpy(buf + ops_bytes, p->t.op_first, ((size_t)p->t.n_ops + 1) * sizeof(uint32_t));
+}
+
+/* Device layout (one allocation): ops | op_first | tasks (fat: kvk_ftask, op: kvk_task). Only
+ * ops and op_first cross PCIe; the GPU writes the tasks. */
 int kvk_upload(struct kvk_program *p, cudaStream_t stream)
 {
-    uint64_t ops_bytes = p->fat ? 0 : up((uint64_t)p->t.n_ops * sizeof(struct kvk_op));
-    uint64_t bytes = p->fat ? (uint64_t)p->t.n_tasks * sizeof(struct kvk_ftask)
-                            : ops_bytes + (uint64_t)p->t.n_tasks * sizeof(struct kvk_task);
+    uint64_t ops_bytes = up((uint64_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op));
+    uint64_t first_bytes = up(((uint64_t)p->t.n_ops + 1) * sizeof(uint32_t));
+    uint64_t staged = ops_bytes + first_bytes;
+    uint64_t task_bytes = (uint64_t)(p->t.n_tasks ? p->t.n_tasks : 1) *
+                          (p->fat ? sizeof(struct kvk_ftask) : sizeof(struct kvk_task));
     p->up_stream = stream;
     KVK_TRY(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
-    if (bytes == 0)
-        bytes = KVK_STAGE_ALIGN; /* an empty program: tables of nothing, never read */
     pool_keep(p->device);
-    KVK_TRY(cudaMallocAsync(&p->d_mem, bytes, stream));
+    KVK_TRY(cudaMallocAsync(&p->d_mem, staged + task_bytes, stream));
     uint8_t *d = (uint8_t *)p->d_mem;
-    if (p->fat) {
-        p->d_ftasks = (struct kvk_ftask *)d;
-    } else {
-        p->d_ops = (struct kvk_op *)d;
-        p->d_tasks = (struct kvk_task *)(d + ops_bytes);
-    }
+    p->d_ops = (struct kvk_op *)d;
+    const uint32_t *d_first = (const uint32_t *)(d + ops_bytes);
+    if (p->fat)
+        p->d_ftasks = (struct kvk_ftask *)(d + staged);
+    else
+        p->d_tasks = (struct kvk_task *)(d + staged);
     struct extent x;
-    uint8_t *buf = stage_get(bytes, &x);
+    uint8_t *buf = stage_get(staged, &x);
     p->staged = buf != NULL;
-    if (!buf) { /* no room: a temporary page-locked buffer, waited for */
-        KVK_TRY(cudaMallocHost((void **)&buf, bytes));
-        fill(p, buf, ops_bytes);
-        cudaError_t e = cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, stream);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(p->ready, stream);
-        if (e == cudaSuccess)
-            e = cudaEventSynchronize(p->ready);
-        cudaFreeHost(buf);
-        if (e != cudaSuccess)
-            return kvk_cuda_fail("cudaMemcpyAsync(copy program, unstaged)", e);
-        p->uploaded = 1;
-        return 0;
-    }
-    fill(p, buf, ops_bytes);
-    cudaEvent_t done;
-    cudaError_t e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    uint8_t *tmp = NULL;
+    cudaEvent_t done = NULL;
+    cudaError_t e = cudaSuccess;
+    if (!buf) /* no room: a temporary page-locked buffer, waited for below */
+        e = cudaMallocHost((void **)&tmp, staged);
+    else
+        e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    const char *what = buf ? "cudaEventCreate(staging)" : "cudaMallocHost(program, unstaged)";
     if (e == cudaSuccess) {
-        e = cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, stream);
-        if (e == cudaSuccess)
+        uint8_t *src = buf ? buf : tmp;
+        fill(p, src, ops_bytes);
+        what = "cudaMemcpyAsync(copy program)";
+        e = cudaMemcpyAsync(d, src, staged, cudaMemcpyHostToDevice, stream);
+        if (e == cudaSuccess && done)
+            e = cudaEventRecord(done, stream); /* the staging piece is free after the copy */
+        if (e == cudaSuccess && p->t.n_tasks > 0) {
+            what = "the task expansion kernel";
+            kvk_expand_kernel<<<(p->t.n_tasks + 255) / 256, 256, 0, stream>>>(
+                p->d_ops, d_first, p->t.n_ops, p->t.n_tasks, p->d_ftasks, p->d_tasks);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess) {
+            what = "cudaEventRecord(copy program)";
             e = cudaEventRecord(p->ready, stream);
-        if (e == cudaSuccess)
-            e = cudaEventRecord(done, stream);
-        if (e != cudaSuccess) /* whatever was queued must end before the piece is reused */
+        }
+        if (e == cudaSuccess && tmp) {
+            what = "cudaEventSynchronize(copy program, unstaged)";
+            e = cudaEventSynchronize(p->ready);
+            p->uploaded = e == cudaSuccess;
+        }
+        if (e != cudaSuccess) /* whatever was queued ends before the staging is reused */
             cudaStreamSynchronize(stream);
-        stage_put_after(x, done);
-    } else {
-        stage_put_after(x, NULL); /* nothing queued reads it */
     }
-    if (e != cudaSuccess)
-        return kvk_cuda_fail("cudaMemcpyAsync(copy program)", e);
-    return 0;
+    if (buf)
+        stage_put_after(x, e == cudaSuccess ? done : NULL);
+    if (done && e != cudaSuccess)
+        cudaEventDestroy(done);
+    if (tmp)
+        cudaFreeHost(tmp);
+    return e == cudaSuccess ? 0 : kvk_cuda_fail(what, e);
 }
 
 void kvk_upload_free(struct kvk_program *p)
