@@ -9,9 +9,9 @@
  * Bounded: at most max entries (GPU_PROGCACHE_MAX, lowered by gpu_progcache_set_max); past it
  * the least recently used entry nobody holds is evicted. Entries held by launches still in
  * flight are never evicted; when all are held, the new program is handed out uncached and
- * freed after its last reference. Programs leave through the gpu retire list (gpu_retire.h):
- * freeing one is a cudaFree, which waits for the whole device, so it happens only while no GPU
- * completion is outstanding (the completion path flushes it when the GPUs go idle).
+ * freed after its last reference. Programs leave through the gpu retire list (gpu_retire.h),
+ * freed while no GPU completion is outstanding (the completion path flushes it when the GPUs
+ * go idle); the free itself is stream-ordered (cudaFreeAsync) and waits for nothing.
  * A program is immutable once made; a launch on a stream other than its upload's waits for the
  * upload on the GPU (kvf_kernels.h), so launches on any stream may share a cached one.
  * The cache is generic over the program object (make/free callbacks), so its bookkeeping is

@@ -3,8 +3,8 @@
  *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
  *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the
  *    `arena` status says where the arena is and why.
- *  - Context side: a flow whose writer rank has GPU pools uploads the writer's copy program once
- *    (kvk_program_new, on the pools' GPU); chunk k is gathered by kvk_gather straight into its
+ *  - Context side: a flow whose writer rank has GPU pools binds the writer's copy program once
+ *    (the daemon's cache, or kvk_program_new_async on the flow's stream: no host wait); chunk k is gathered by kvk_gather straight into its
  *    staging slot's device alias on a daemon stream of that GPU; the completion comes back on the
  *    loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does after
  *    copy_gather (put + flush + CHUNK, or the CHUNK active message).
