@@ -7,7 +7,8 @@
  * writer: 69 KDA slots of 6,586,368 B + 24 MLA layers x 128 blocks x 73,728 B = 649.4 MiB), and
  * writer 0 of a TP4 -> TP2 fan-in (head-range runs). Also the direct kernel after 20 ms of GPU
  * idle (what a daemon's lone request meets), and a new program per request: host time with and
- * without an upload wait, and new-async + direct wall time against the kernel alone.
+ * without an upload wait, and new-async + direct wall time against the kernel alone; and how
+ * fast a host thread learns the kernel ended (host function vs a blocking-sync event).
  * Prints a table; --out PATH writes JSON.
  * Times: median of cudaEvent-timed repetitions. */
 #include <stdio.h>
@@ -23,7 +24,9 @@ int main(void)
 #else
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvf_kernels.h"
 #include "plan.h"
@@ -308,6 +311,70 @@ static void add(const char *name, double ms, double bytes_counted, double ceilin
     r->wall_ms = wall;
 }
 
+/* How a host thread learns that the direct kernel ended, wall time from the launch: the
+ * stream's host function (kvk_notify_on_complete, the daemon's path) writing a pipe the main
+ * thread reads, and a thread blocked in cudaEventSynchronize (blocking-sync event) writing it.
+ * Against "direct pool->pool same GPU"'s wall time (cudaEventSynchronize, spinning). */
+struct waiter {
+    int fd;
+    cudaEvent_t ev;
+};
+
+static void notify_pipe(void *arg)
+{
+    char b = 1;
+    if (write(*(int *)arg, &b, 1) != 1)
+        abort();
+}
+
+static void *event_waiter(void *arg)
+{
+    struct waiter *w = arg;
+    TRY(cudaEventSynchronize(w->ev));
+    notify_pipe(&w->fd);
+    return NULL;
+}
+
+static void completion_paths(struct ctx *c, cudaStream_t st)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        abort();
+    struct waiter w = {.fd = fds[1]};
+    TRY(cudaEventCreateWithFlags(&w.ev, cudaEventBlockingSync | cudaEventDisableTiming));
+    double host_fn[REPS], blocking[REPS];
+    for (int i = 0; i < REPS + 2; i++) {
+        char b;
+        TRY(cudaStreamSynchronize(st));
+        double t0 = now_ms();
+        KTRY(kvk_direct(c->p, c->src, c->dst, st));
+        KTRY(kvk_notify_on_complete(st, notify_pipe, &fds[1]));
+        if (read(fds[0], &b, 1) != 1)
+            abort();
+        double t1 = now_ms();
+        TRY(cudaStreamSynchronize(st));
+        pthread_t th;
+        double t2 = now_ms();
+        KTRY(kvk_direct(c->p, c->src, c->dst, st));
+        TRY(cudaEventRecord(w.ev, st));
+        if (pthread_create(&th, NULL, event_waiter, &w) != 0 || read(fds[0], &b, 1) != 1)
+            abort();
+        double t3 = now_ms();
+        pthread_join(th, NULL);
+        if (i >= 2) {
+            host_fn[i - 2] = t1 - t0;
+            blocking[i - 2] = t3 - t2;
+        }
+    }
+    qsort(host_fn, REPS, sizeof(double), cmp_d);
+    qsort(blocking, REPS, sizeof(double), cmp_d);
+    add("direct + host function (wall ms)", host_fn[REPS / 2], 0, 0, 0, host_fn[REPS / 2]);
+    add("direct + blocking event (wall ms)", blocking[REPS / 2], 0, 0, 0, blocking[REPS / 2]);
+    cudaEventDestroy(w.ev);
+    close(fds[0]);
+    close(fds[1]);
+}
+
 /* A new program per request, as a daemon whose requests all have new block ids makes them:
  * host time of kvk_program_new (the upload waited for) and of kvk_program_new_async (nothing
  * waited for), and the wall time of new_async + direct until the copy ended, vs the direct
@@ -560,6 +627,7 @@ int main(int argc, char **argv)
     add("direct same GPU, after 20 ms idle", time_idle(do_direct, &c, st, 20), 2.0 * bytes, d2d,
         0.85, 0);
     program_per_request(&c, st, direct_ms);
+    completion_paths(&c, st);
     measure("per-fragment cudaMemcpyAsync", do_fragments, &c, st, 2.0 * bytes, d2d, 0);
 
     scattered_blocks(st, d2d);
