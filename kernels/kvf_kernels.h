@@ -98,7 +98,8 @@ int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg
 
 /* Loads every copy kernel onto `device` now (an occupancy query of each), so the first request
  * does not pay CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2),
- * and allocates the process's upload staging (32 MiB page-locked, once).
+ * allocates the process's upload staging (32 MiB page-locked, once) and primes the device's
+ * stream-ordered memory pool (the program tables' home).
  * 0 or -errno. The current device is restored. */
 int kvk_warm(int device);
 

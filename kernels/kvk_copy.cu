@@ -304,6 +304,8 @@ int kvk_warm(int device)
         }
     if (rc == 0)
         rc = kvk_stage_init(); /* the upload staging, before the first request */
+    if (rc == 0)
+        rc = kvk_upload_warm(device);
     kvk_device_leave(prev);
     return rc;
 }

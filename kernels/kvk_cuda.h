@@ -45,6 +45,9 @@ void kvk_upload_free(struct kvk_program *p);
 int kvk_launch_shape(struct kvk_program *p);
 /* Allocates the process's page-locked staging (kvk_warm calls it): 0 or -errno. */
 int kvk_stage_init(void);
+/* Loads the expand kernel and primes `device`'s stream-ordered pool (device current), so the
+ * first program pays neither (kvk_warm calls it). 0 or -errno. */
+int kvk_upload_warm(int device);
 
 /* Kernel arguments, passed by value (about 300 bytes). */
 struct kvk_args {

@@ -25,6 +25,7 @@
 #define KVK_POOL_KEEP (256ull << 20)  /* stream-ordered pool's release threshold */
 #define KVK_SHAPE_MAX 64              /* cached (device, family, unroll, threads) launch shapes */
 #define KVK_MAX_DEVICES 64
+#define KVK_WARM_BYTES (8ull << 20)  /* pool memory primed at kvk_warm (a kimi-k3 program: 1 MiB) */
 
 struct extent {
     uint64_t off, len;
@@ -273,6 +274,18 @@ int kvk_upload(struct kvk_program *p, cudaStream_t stream)
     if (tmp)
         cudaFreeHost(tmp);
     return e == cudaSuccess ? 0 : kvk_cuda_fail(what, e);
+}
+
+int kvk_upload_warm(int device)
+{
+    pool_keep(device);
+    cudaFuncAttributes fa; /* loads the expand kernel now (lazy module loading) */
+    KVK_TRY(cudaFuncGetAttributes(&fa, (const void *)kvk_expand_kernel));
+    void *d = NULL; /* the stream-ordered pool holds memory before the first program needs it */
+    KVK_TRY(cudaMallocAsync(&d, KVK_WARM_BYTES, cudaStreamLegacy));
+    KVK_TRY(cudaFreeAsync(d, cudaStreamLegacy));
+    KVK_TRY(cudaStreamSynchronize(cudaStreamLegacy));
+    return 0;
 }
 
 void kvk_upload_free(struct kvk_program *p)
