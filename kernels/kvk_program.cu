@@ -1,6 +1,7 @@
 /* kvk_program.cu: copy programs (tasks built here, tables uploaded by kvk_upload.cu), the CUDA
  * error conversion, the public gather/scatter/direct entry points (argument and bounds checks,
- * then one launch), and the completion notification for event loops. The kernel itself is in kvk_copy.cu. */
+ * then one launch), and the completion notification for event loops. The kernel itself is in
+ * kvk_copy.cu. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,9 +2,9 @@
  * kernels (kernels/kvf_kernels.h) on a daemon stream, completion through gpu_notify (a host
  * function, then uv_async to the loop). The program comes from the daemon's cache, keyed by
  * (device, ops): a request repeating an earlier one's ops uploads nothing; a new one is
- * uploaded on the binding's stream, ordered before its kernels, with no host wait. When the completion
- * cannot be queued (the device failed), the stream is waited for here, so no done runs and
- * nothing is freed under a kernel. */
+ * uploaded on the binding's stream, ordered before its kernels, with no host wait. When the
+ * completion cannot be queued (the device failed), the stream is waited for here, so no done
+ * runs and nothing is freed under a kernel. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
