@@ -165,6 +165,8 @@ static void teardown(void)
     free(tab->addrs);
     free(tab);
     engine_ix_free(&e->ix);
+    dheap_free(&e->rx_due);
+    dheap_free(&e->tx_due);
     free(e);
     while (uv_run(&d.loop, UV_RUN_NOWAIT))
         ;
