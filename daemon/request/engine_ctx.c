@@ -263,6 +263,8 @@ void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *
 static void meet(struct tx *tx, struct xfer *s)
 {
     struct engine *e = tx->e;
+    if (nack_beyond_readers(tx, s)) /* a reader more than the SEND has */
+        return;
     tx->send = s;
     s->eng = e; /* marker: engine_xfer_end tells us when it ends */
     const char *home = s->rank->home;

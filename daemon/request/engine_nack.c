@@ -17,6 +17,7 @@
 #include "engine_tab.h"
 #include "transfers.h"
 #include "workers.h"
+#include "xfer_nack.h"
 
 static void send_one(struct epeer *p, const struct rx *rx, uint32_t writer, kvf_error_t code,
                      const char *msg)
@@ -56,6 +57,8 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
         const struct rxw *w = &rx->w[i];
         if (w->state == RXW_DONE || w->state == RXW_CLOSED) /* served, or released before */
             continue;
+        if (w->state == RXW_NACKED && code == KVF_E_BAD_REQUEST)
+            continue; /* its daemon refused the flow as no reader of its (nack_beyond_readers) */
         if (w->local)
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
@@ -118,10 +121,23 @@ const char *nack_why_ended(kvf_error_t code)
                                      : "the generation rank's request ended";
 }
 
+bool nack_beyond_readers(struct tx *tx, struct xfer *s)
+{
+    uint32_t need = xfer_need(s);
+    uint32_t reading = need ? ix_send_readers(tx->e, s) : 0;
+    if (!need || s->served + reading < need)
+        return false;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
+                "request %llu of context instance %s already has its %u reader(s) of context "
+                "rank %u (%u served, %u reading%s): a RECV beyond them is refused (a request id "
+                "may be reused only after its request ended)",
+                (unsigned long long)q->req_id, q->ctx_instance, need, q->writer, s->served,
+                reading, s->n_readers ? "" : "; the count derived by the daemon");
+    return true;
+}
+
 bool engine_send_reading(const struct engine *e, const struct xfer *s)
 {
-    for (const struct tx *tx = e ? e->txs : NULL; tx; tx = tx->next)
-        if (!tx_ended(tx) && tx->send == s)
-            return true;
-    return false;
+    return e && ix_send_readers(e, s) > 0; /* the request's flows, not every flow */
 }
