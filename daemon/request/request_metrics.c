@@ -34,6 +34,10 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.sent", C, NULL, "SEND requests completed (blocks reusable).", "requests"},
     {"transfers.failed", C, "error", "Transfer requests failed, by typed error.", "requests"},
     {"transfers.in_flight", G, NULL, "Transfer requests in flight now.", "requests"},
+    {"transfers.fails_dropped", C, NULL,
+     "Failed readers not counted against a SEND (an ended request's, or past the limits): such "
+     "a SEND waits for its deadline.",
+     "readers"},
     {"transfers.bytes_local", C, NULL, "Bytes moved by the local path.", "bytes"},
     {"transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons.", "bytes"},
     {"transfers.local_gpu", C, NULL, "Local RECVs copied by GPU kernels.", "requests"},

@@ -141,6 +141,7 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_done_total", CT},
     {"kvferry_workers_transfers_end_to_end_seconds", HI},
     {"kvferry_workers_transfers_failed_total", CT},
+    {"kvferry_workers_transfers_fails_dropped_total", CT},
     {"kvferry_workers_transfers_first_byte_seconds", HI},
     {"kvferry_workers_transfers_validate_seconds", HI},
     {"kvferry_workers_transfers_first_credit_seconds", HI},
