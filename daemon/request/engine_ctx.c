@@ -79,6 +79,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
             st->dack = d;
         }
     frag_tx_gone(e, tx, d);
+    nack_flow_ended(tx); /* last: a failure counted while it read may end its SEND now */
 }
 
 void ctx_tx_done(struct tx *tx)

@@ -154,6 +154,14 @@ const struct prom_doc peers_metrics[] = {
      "messages"},
     {"reader_nacks_recv", C, NULL, "READER_NACKs received: failed readers of SENDs here.",
      "messages"},
+    {"reader_nacks_queued", C, NULL,
+     "Failed readers' NACKs that waited: for the table (failed before it came) or for the "
+     "writer's daemon to connect.",
+     "messages"},
+    {"reader_nacks_unsent", C, NULL,
+     "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
+     "end at their deadline.",
+     "messages"},
     {"frag_holds", C, NULL,
      "Failed fragment flows whose report waited until their puts could no longer land.", "flows"},
     {"frag_jobs_in_flight", G, NULL, "Fragment jobs whose puts are in flight (context side).",

@@ -92,6 +92,8 @@ static const struct fam families[] = {
     {"kvferry_peers_gpu_failures_total", CT},
     {"kvferry_peers_reader_nacks_sent_total", CT},
     {"kvferry_peers_reader_nacks_recv_total", CT},
+    {"kvferry_peers_reader_nacks_queued_total", CT},
+    {"kvferry_peers_reader_nacks_unsent_total", CT},
     {"kvferry_peers_frag_holds_total", CT},
     {"kvferry_peers_frag_jobs_in_flight", GA},
     {"kvferry_peers_gpu_gathers_total", CT},
