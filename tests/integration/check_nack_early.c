@@ -5,7 +5,7 @@
  *  - before its table came: ctx's rank 1 is not registered yet, so A answers B's table request
  *    UNKNOWN_INSTANCE and B asks again; the reader is cancelled (or its lookup deadline passes:
  *    UNKNOWN_INSTANCE) while it waits. Once rank 1 registers, B gets the table, plans the failed
- *    reader and NACKs both writers: rank 0's SEND, waiting already, ends FAILED with the reason
+ *    reader and NACKs both writers (also for a reader whose worker is SIGKILLed meanwhile): rank 0's SEND, waiting already, ends FAILED with the reason
  *    within a second of the registration, and rank 1's SEND, coming later, at once;
  *  - its writer's daemon not connected: rank 1 lives on a third daemon C (SIGSTOPped, so B's
  *    connection to it cannot finish); the reader is cancelled; the NACK for rank 1 waits at B
@@ -118,6 +118,34 @@ START_TEST(a_reader_cancelled_before_its_table_came_ends_the_sends)
 }
 END_TEST
 
+static int do_recv(struct ru_rank *r, void *arg)
+{
+    struct kvf_recv_args a;
+    ru_recv_args(r, 103, "ctx", arg, &a);
+    return kvf_recv(r->c, &a);
+}
+
+START_TEST(a_reader_whose_worker_died_before_its_table_came_ends_the_sends)
+{
+    struct early x;
+    early_start(&x, LONG);
+    uint64_t rng = 52;
+    struct ru_inst dead;
+    ru_inst_init(&dead, GEN, "dead", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_rank_register(&x.ctx, 0, &x.t.a, NULL);
+    send_req(&x.ctx, 0, 103);
+    pid_t pid = ru_rank_fork(&dead, 0, &x.t.b, do_recv, x.t.a.addr); /* RECVs 103, then waits */
+    ru_wait_peers_stat(&x.t.b, "table_retries", 1, 5000);
+    ck_assert_int_eq(kill(pid, SIGKILL), 0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ru_wait_peers_stat(&x.t.b, "reader_nacks_queued", 1, 5000); /* B saw its worker go */
+    table_comes(&x, 103, KVF_E_PEER_LOST, "worker killed before the table");
+    ru_inst_free(&dead);
+    early_stop(&x);
+}
+END_TEST
+
 START_TEST(a_reader_whose_table_never_came_in_time_ends_the_sends)
 {
     struct early x;
@@ -176,6 +204,7 @@ int main(void)
     TCase *tc = tcase_create("early");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_reader_cancelled_before_its_table_came_ends_the_sends);
+    tcase_add_test(tc, a_reader_whose_worker_died_before_its_table_came_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_table_never_came_in_time_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_writers_daemon_is_not_connected_ends_its_send_once_it_is);
     suite_add_tcase(s, tc);
