@@ -52,6 +52,31 @@ static void poison(struct ru_rank *r)
         memset(r->mem.base[p], RU_POISON, r->mem.size[p]);
 }
 
+/* Daemons A (context home) and B (generation), ctx at A, g1 and g2 at B. */
+struct pair {
+    struct two t;
+    struct ru_inst ctx, g1, g2;
+};
+
+static void pair_start(struct pair *p, uint64_t rng)
+{
+    two_start(&p->t, LONG_DEADLINES, LONG_DEADLINES, NULL);
+    ru_inst_init(&p->ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&p->g1, TINY, "g1", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&p->g2, TINY, "g2", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&p->ctx, &p->t.a);
+    ru_inst_register(&p->g1, &p->t.b);
+    ru_inst_register(&p->g2, &p->t.b);
+}
+
+static void pair_stop(struct pair *p)
+{
+    ru_inst_free(&p->ctx);
+    ru_inst_free(&p->g1);
+    ru_inst_free(&p->g2);
+    two_stop(&p->t, 1);
+}
+
 /* Both RECVs of req wait at A before the SEND (n_readers) comes: one is served, one refused. */
 static void one_served_one_refused(struct two *t, struct ru_inst *ctx, struct ru_inst *g1,
                                    struct ru_inst *g2, uint64_t req, uint32_t n_readers,
@@ -100,63 +125,44 @@ static void one_served_one_refused(struct two *t, struct ru_inst *ctx, struct ru
 
 START_TEST(a_recv_beyond_a_remote_sends_readers_is_refused)
 {
-    struct two t;
-    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
-    uint64_t rng = 41;
-    struct ru_inst ctx, g1, g2;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&g1, TINY, "g1", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_init(&g2, TINY, "g2", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&g1, &t.b);
-    ru_inst_register(&g2, &t.b);
-    one_served_one_refused(&t, &ctx, &g1, &g2, 70, 1, 70);
-    one_served_one_refused(&t, &ctx, &g1, &g2, 71, 0, 71); /* the count derived by A */
-    ck_assert_int_eq(transfers_stat(&t.a, "fails_dropped"), 0);
-    ru_inst_free(&ctx);
-    ru_inst_free(&g1);
-    ru_inst_free(&g2);
-    two_stop(&t, 1);
+    struct pair p;
+    pair_start(&p, 41);
+    one_served_one_refused(&p.t, &p.ctx, &p.g1, &p.g2, 70, 1, 70);
+    one_served_one_refused(&p.t, &p.ctx, &p.g1, &p.g2, 71, 0, 71); /* the count derived by A */
+    ck_assert_int_eq(transfers_stat(&p.t.a, "fails_dropped"), 0);
+    pair_stop(&p);
 }
 END_TEST
 
 START_TEST(a_failed_reader_that_cannot_be_counted_shows_in_fails_dropped)
 {
-    struct two t;
-    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
-    uint64_t rng = 42;
-    struct ru_inst ctx, g1, g2;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&g1, TINY, "g1", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_init(&g2, TINY, "g2", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&g1, &t.b);
-    ru_inst_register(&g2, &t.b);
-    ck_assert_int_eq(transfers_stat(&t.a, "fails_dropped"), 0);
+    struct pair p;
+    pair_start(&p, 42);
+    ck_assert_int_eq(transfers_stat(&p.t.a, "fails_dropped"), 0);
     /* request 80 is served and its SEND ends SENT */
-    struct ru_rank *c = &ctx.r[0];
+    struct ru_rank *c = &p.ctx.r[0];
     pattern_fill(&c->l, &c->mem, &c->pids, 0, 80);
     ck_assert_int_eq(kvf_send(c->c, 80, c->l.n_groups, c->counts, c->ids, 1), 0);
     struct kvf_recv_args a;
     struct kvf_event ev;
-    ru_recv_args(&g1.r[0], 80, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(g1.r[0].c, &a), 0);
-    ck_assert_int_eq(ru_wait_event(&g1.r[0], 80, &ev, 20000), KVF_EV_DONE);
+    ru_recv_args(&p.g1.r[0], 80, "ctx", p.t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(p.g1.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&p.g1.r[0], 80, &ev, 20000), KVF_EV_DONE);
     ck_assert_int_eq(ru_wait_event(c, 80, &ev, 20000), KVF_EV_SENT);
     /* a late reader of it, cancelled while its RECV_REQ waits at A: a late reader of the ended
      * request or an early one of the next with this id cannot be told apart; not counted */
-    long long flows0 = ru_peers_stat(&t.a, "flows");
-    ru_recv_args(&g2.r[0], 80, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(g2.r[0].c, &a), 0);
-    ru_wait_peers_stat(&t.a, "flows", flows0 + 1, 10000);
-    ck_assert_int_eq(kvf_cancel(g2.r[0].c, 80), 0);
-    ck_assert_int_eq(ru_wait_event(&g2.r[0], 80, &ev, 10000), KVF_EV_FAILED);
+    long long flows0 = ru_peers_stat(&p.t.a, "flows");
+    ru_recv_args(&p.g2.r[0], 80, "ctx", p.t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(p.g2.r[0].c, &a), 0);
+    ru_wait_peers_stat(&p.t.a, "flows", flows0 + 1, 10000);
+    ck_assert_int_eq(kvf_cancel(p.g2.r[0].c, 80), 0);
+    ck_assert_int_eq(ru_wait_event(&p.g2.r[0], 80, &ev, 10000), KVF_EV_FAILED);
     uint64_t until = ru_now_ms() + 5000;
-    while (transfers_stat(&t.a, "fails_dropped") < 1 && ru_now_ms() < until)
+    while (transfers_stat(&p.t.a, "fails_dropped") < 1 && ru_now_ms() < until)
         ru_sleep_ms(10);
-    ck_assert_int_eq(transfers_stat(&t.a, "fails_dropped"), 1);
-    until_log(&t.a, "a failed reader of context rank 0 is not counted", 5000);
-    json_t *m = ru_ctl(&t.a, "metrics");
+    ck_assert_int_eq(transfers_stat(&p.t.a, "fails_dropped"), 1);
+    until_log(&p.t.a, "a failed reader of context rank 0 is not counted", 5000);
+    json_t *m = ru_ctl(&p.t.a, "metrics");
     const char *text = json_string_value(json_object_get(m, "text"));
     ck_assert_ptr_nonnull(text);
     ck_assert_msg(strstr(text, "kvferry_workers_transfers_fails_dropped_total 1"),
@@ -164,17 +170,14 @@ START_TEST(a_failed_reader_that_cannot_be_counted_shows_in_fails_dropped)
     json_decref(m);
     /* the id is reused by a new request after the old one ended: served, not FAILED */
     pattern_fill(&c->l, &c->mem, &c->pids, 0, 81);
-    poison(&g1.r[0]);
+    poison(&p.g1.r[0]);
     ck_assert_int_eq(kvf_send(c->c, 80, c->l.n_groups, c->counts, c->ids, 1), 0);
-    ru_recv_args(&g1.r[0], 80, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(g1.r[0].c, &a), 0);
-    ck_assert_int_eq(ru_wait_event(&g1.r[0], 80, &ev, 20000), KVF_EV_DONE);
+    ru_recv_args(&p.g1.r[0], 80, "ctx", p.t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(p.g1.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&p.g1.r[0], 80, &ev, 20000), KVF_EV_DONE);
     ck_assert_int_eq(ru_wait_event(c, 80, &ev, 20000), KVF_EV_SENT);
-    ru_assert_parity(&g1.r[0], 0, 81, "the reused id");
-    ru_inst_free(&ctx);
-    ru_inst_free(&g1);
-    ru_inst_free(&g2);
-    two_stop(&t, 1);
+    ru_assert_parity(&p.g1.r[0], 0, 81, "the reused id");
+    pair_stop(&p);
 }
 END_TEST
 
