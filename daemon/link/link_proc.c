@@ -180,7 +180,8 @@ void link_proc_ready(struct link_peer *p)
 {
     if (!p->remote_pid)
         return;
-    int fd = no_pidfd() ? (errno = ENOSYS, -1) : (int)syscall(SYS_pidfd_open, (pid_t)p->remote_pid, 0);
+    int fd = no_pidfd() ? (errno = ENOSYS, -1)
+                        : (int)syscall(SYS_pidfd_open, (pid_t)p->remote_pid, 0);
     if (fd >= 0) {
         p->pidfd = fd;
         return;

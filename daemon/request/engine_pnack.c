@@ -6,12 +6,12 @@
  * planning needs (its layout as JSON, its ids, DP rank and tokens); when the table of
  * (instance, home) comes, the entry is planned as the reader would have been and each writer's
  * daemon is told (this daemon's SENDs directly). While it waits the table is asked for again
- * every PNACK_RETRY_MS after a failed fetch. A plan that fails with the table (the reader could
- * never have read it) tells every daemon of the table when it is an incompatible verdict, else
- * nobody (its writers stay unknown).
+ * after a failed fetch, PNACK_RETRY_MS later, the wait doubling per ask up to 4 s. A plan that
+ * fails with the table (the reader could never have read it) tells every daemon of the table
+ * when it is an incompatible verdict, else nobody (its writers stay unknown).
  *
  * A READER_NACK for a daemon that is not connected leaves a PEER entry by address, sent when a
- * peer of that address comes up, and connected again every PNACK_RETRY_MS while it waits. A
+ * peer of that address comes up, and connected again while it waits (the same backoff). A
  * peer that was up and is lost is not queued for: its daemon counts the readers of its own
  * flows as lost (nack_flow_lost), so a late NACK would count one twice.
  *
@@ -38,6 +38,7 @@ struct pnack {
     struct pnack *next;
     enum pn_kind kind;
     uint64_t born_ms, retry_ms; /* retry_ms: ask again then (0: a fetch or connection is on) */
+    uint32_t tries;             /* asks so far: the wait between them doubles (backoff) */
     char where[WIRE_ADDR_MAX];  /* TABLE: the instance's home; PEER: the writer's daemon */
     struct wire_reader_nack n;  /* TABLE: writer unused */
     /* TABLE: the failed reader's plan input */
@@ -46,6 +47,14 @@ struct pnack {
     int32_t ctx_dp_rank;
     uint64_t tokens;
 };
+
+/* When pn asks again: PNACK_RETRY_MS, doubled per ask up to 16 times that. */
+static uint64_t backoff(struct pnack *pn, uint64_t now)
+{
+    uint32_t k = pn->tries < 4 ? pn->tries : 4;
+    pn->tries++;
+    return now + ((uint64_t)PNACK_RETRY_MS << k);
+}
 
 static void pn_free(struct pnack *pn)
 {
@@ -126,10 +135,10 @@ void pnack_send(struct engine *e, struct epeer *p, const char *addr,
     struct pnack *pn = to[0] ? pn_new(e, PN_PEER, to, n) : NULL; /* inbound: not called back */
     if (!pn)
         return;
-    pn->retry_ms = engine_now(e) + PNACK_RETRY_MS; /* connected again then, if still down */
+    pn->retry_ms = backoff(pn, engine_now(e)); /* connected again then, if still down */
     struct epeer *c;
-    if (!p && epeer_get(e, to, &c) == 0 && c->up) /* connect, so the NACK can go */
-        pnack_peer_up(e, c);
+    if (!p)
+        epeer_get(e, to, &c); /* connect, so the NACK can go: pnack_peer_up sends it */
 }
 
 void pnack_unplanned(struct rx *rx, kvf_error_t code, const char *why)
@@ -165,7 +174,7 @@ void pnack_unplanned(struct rx *rx, kvf_error_t code, const char *why)
     for (const struct itable *t = e->tables; t && !fetching; t = t->next)
         fetching = t->state == TAB_FETCHING && !strcmp(t->instance, n.ctx_instance) &&
                    !strcmp(t->home, rx->home);
-    pn->retry_ms = fetching ? 0 : engine_now(e) + PNACK_RETRY_MS;
+    pn->retry_ms = fetching ? 0 : backoff(pn, engine_now(e));
 }
 
 /* TABLE entry pn with its table t: planned as its reader would have been; each writer told. */
@@ -233,7 +242,7 @@ void pnack_table_ready(struct engine *e, const struct itable *t, int err)
             strcmp(pn->where, t->home) != 0)
             continue;
         if (err) {
-            pn->retry_ms = now + PNACK_RETRY_MS; /* the home may know it later */
+            pn->retry_ms = backoff(pn, now); /* the home may know it later */
             continue;
         }
         resolve(e, pn, t); /* may add PEER entries: at the head, not met by this walk */
@@ -274,7 +283,7 @@ void pnack_tick(struct engine *e, uint64_t now)
         for (struct pnack *pn = e->pnacks; pn; pn = pn->next) {
             if (!pn->retry_ms || now < pn->retry_ms)
                 continue;
-            pn->retry_ms = now + PNACK_RETRY_MS;
+            pn->retry_ms = backoff(pn, now);
             if (pn->kind == PN_TABLE) {
                 int err;
                 pn->retry_ms = 0; /* the fetch's end says when to ask again */
@@ -283,7 +292,7 @@ void pnack_tick(struct engine *e, uint64_t now)
                 snprintf(home, sizeof home, "%s", pn->where);
                 struct itable *t = tab_get(e, inst, home, &err);
                 if (err < 0)
-                    pn->retry_ms = now + PNACK_RETRY_MS;
+                    pn->retry_ms = backoff(pn, now);
                 else if (t)
                     pnack_table_ready(e, t, 0);
             } else {

@@ -13,7 +13,7 @@
 #include "engine_int.h"
 
 #define PNACK_MAX 1024u      /* waiting NACKs of a daemon; past it a failure is not told */
-#define PNACK_RETRY_MS 250u  /* between asks for a table or a connection while one waits */
+#define PNACK_RETRY_MS 250u  /* first wait between asks for a table or a connection; doubles */
 
 struct pnack;
 

@@ -4,9 +4,10 @@
  * daemon B.
  *  - before its table came: ctx's rank 1 is not registered yet, so A answers B's table request
  *    UNKNOWN_INSTANCE and B asks again; the reader is cancelled (or its lookup deadline passes:
- *    UNKNOWN_INSTANCE) while it waits. Once rank 1 registers, B gets the table, plans the failed
- *    reader and NACKs both writers (also for a reader whose worker is SIGKILLed meanwhile): rank 0's SEND, waiting already, ends FAILED with the reason
- *    within a second of the registration, and rank 1's SEND, coming later, at once;
+ *    UNKNOWN_INSTANCE, or its worker is SIGKILLed) while it waits. Once rank 1 registers, B gets
+ *    the table, plans the failed reader and NACKs both writers: rank 0's SEND, waiting already,
+ *    ends FAILED with the reason within a second of the registration, and rank 1's SEND, coming
+ *    later, at once;
  *  - its writer's daemon not connected: rank 1 lives on a third daemon C (SIGSTOPped, so B's
  *    connection to it cannot finish); the reader is cancelled; the NACK for rank 1 waits at B
  *    and goes out once C runs again: its SEND ends FAILED within a second of the SIGCONT
