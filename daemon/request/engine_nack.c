@@ -70,7 +70,7 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
             continue;
         if (w->state == RXW_NACKED && code == KVF_E_BAD_REQUEST)
             continue; /* its daemon refused the flow as no reader of its (nack_beyond_readers) */
-        if (w->local)
+        if (rxw_local(w))
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
         else if (w->peer) /* not connected (yet): queued; lost: its daemon counts its flows */
