@@ -163,7 +163,8 @@ void pnack_unplanned(struct rx *rx, kvf_error_t code, const char *why)
         free(ids);
         return;
     }
-    memcpy(ids, x->items.ids, n_ids * sizeof *ids);
+    if (n_ids)
+        memcpy(ids, x->items.ids, n_ids * sizeof *ids);
     pn->gen_json = json;
     pn->items = x->items;
     pn->items.ids = ids;
