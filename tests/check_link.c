@@ -226,6 +226,42 @@ START_TEST(link_handshake_tells_the_peer_process_and_its_pidfd_sees_the_exit)
 }
 END_TEST
 
+/* Without pidfd_open (KVF_TEST_NO_PIDFD=1 forces it): the peer's start time stands in, and
+ * link_proc_alive tells it runs, that a process with its pid but another start time is not it
+ * (a reused pid), and that it exited (a zombie, not yet reaped, then gone). */
+START_TEST(link_without_pidfd_knows_the_peer_by_pid_and_start_time)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
+    ck_assert_int_eq(setenv("KVF_TEST_NO_PIDFD", "1", 1), 0);
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    unsetenv("KVF_TEST_NO_PIDFD");
+    ck_assert_uint_eq(link_peer_pid(t.peer), (uint32_t)pid);
+    const char *why = NULL;
+    ck_assert_int_lt(link_peer_take_pidfd(t.peer, &why), 0);
+    uint32_t p = 0;
+    uint64_t start = 0;
+    ck_assert(link_peer_proc_start(t.peer, &p, &start));
+    ck_assert_uint_eq(p, (uint32_t)pid);
+    ck_assert_uint_gt(start, 0);
+    ck_assert_int_eq(link_proc_alive(p, start), 1);
+    ck_assert_int_eq(link_proc_alive(p, start + 1), 0); /* the pid, another process */
+    quit_server(&t);
+    for (int i = 0; i < 500 && link_proc_alive(p, start) != 0; i++)
+        lt_run_until(&t, &t.ups, 2, 10); /* the server exits: a zombie until reaped below */
+    ck_assert_int_eq(link_proc_alive(p, start), 0);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(link_proc_alive(p, start), 0); /* reaped */
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
 /* A daemon from before the process identity (it offers nothing) on either side still
  * connects, with the old messages; its process is not known. */
 START_TEST(link_peer_that_does_not_tell_its_process_still_connects)
@@ -504,6 +540,7 @@ static Suite *link_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_handshake_tells_the_peer_process_and_its_pidfd_sees_the_exit);
+    tcase_add_test(tc, link_without_pidfd_knows_the_peer_by_pid_and_start_time);
     tcase_add_test(tc, link_peer_that_does_not_tell_its_process_still_connects);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusal");

@@ -162,6 +162,14 @@ uint64_t link_peer_silent_ms(const struct link_peer *p);
  * static string). */
 uint32_t link_peer_pid(const struct link_peer *p);
 int link_peer_take_pidfd(struct link_peer *p, const char **why);
+/* Where pidfd_open is missing (kernels before 5.3) or refused (seccomp), or KVF_TEST_NO_PIDFD=1
+ * is set (tests only), the pid and the process start time (clock ticks since boot,
+ * /proc/<pid>/stat) read at READY stand in for the pidfd: true and *pid, *start when known. */
+bool link_peer_proc_start(const struct link_peer *p, uint32_t *pid, uint64_t *start);
+/* Whether the process pid that started at start still runs: 1 yes (or it cannot be told: its
+ * entry hidden while the pid exists), 0 it exited (no such pid, a zombie, or the pid reused by
+ * a process with another start time), -errno the check failed. Any thread. */
+int link_proc_alive(uint32_t pid, uint64_t start);
 
 /* Size of the peer's arena (0 when it has none). */
 size_t link_peer_arena_bytes(const struct link_peer *p);

@@ -72,6 +72,7 @@ struct link_peer {
     int proc_cap;                /* both sides offered it: PROOF and ACCEPT carry it */
     uint32_t remote_pid;         /* 0 unless in our pid namespace of this boot */
     int pidfd;                   /* owned, -1: none (opened at READY) */
+    uint64_t remote_start;       /* without a pidfd: its start time (/proc/<pid>/stat), 0 none */
     const char *proc_why;        /* static: why there is no pidfd */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
     void *user_data;

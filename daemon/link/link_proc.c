@@ -7,7 +7,11 @@
  * gets the old messages), the sender's pid, pid namespace and boot id, MACed with the cluster
  * secret over both nonces. A pid means something to us only in our own pid namespace of the same
  * boot; then a pidfd is opened when the link becomes READY, while the peer's process is known to
- * run (it just answered), so a pid reused later cannot be mistaken for it. */
+ * run (it just answered), so a pid reused later cannot be mistaken for it. Without pidfd_open
+ * (kernels before 5.3, a seccomp filter refusing it) the process start time is read from
+ * /proc/<pid>/stat at that moment instead: a pid reused later has another start time, so
+ * polling kill(pid, 0) and the start time (link_proc_alive) tells the same exit, later by the
+ * polling interval. */
 #include "link_int.h"
 
 #include "log.h"
@@ -15,6 +19,8 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -117,19 +123,93 @@ int link_proc_check(struct link_peer *p, const struct link_proc_id *in)
     return 0;
 }
 
+/* Field 22 (starttime) and field 3 (state) of /proc/<pid>/stat; the name in field 2 may hold
+ * spaces and parentheses, so fields are counted from its last ')'. 0 or -errno. */
+static int proc_stat(uint32_t pid, uint64_t *start, char *state)
+{
+    char path[48], buf[1024];
+    snprintf(path, sizeof path, "/proc/%u/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    int err = errno;
+    close(fd);
+    if (n < 0)
+        return -err;
+    buf[n] = 0;
+    char *q = strrchr(buf, ')');
+    if (!q || q[1] != ' ' || !q[2])
+        return -EINVAL;
+    *state = q[2];
+    q += 2;
+    for (int f = 3; f < 22; f++) { /* to field 22 */
+        q = strchr(q, ' ');
+        if (!q)
+            return -EINVAL;
+        q++;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(q, &end, 10);
+    if (errno || end == q || !v)
+        return -EINVAL;
+    *start = v;
+    return 0;
+}
+
+int link_proc_alive(uint32_t pid, uint64_t start)
+{
+    uint64_t now = 0;
+    char state = 0;
+    int rc = proc_stat(pid, &now, &state);
+    if (rc == 0)
+        return now != start || state == 'Z' || state == 'X' ? 0 : 1;
+    if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+        return 0;
+    return rc == -ENOENT || rc == -ESRCH ? 1 : rc; /* the pid exists, its entry hidden: held */
+}
+
+static bool no_pidfd(void)
+{
+    const char *v = getenv("KVF_TEST_NO_PIDFD"); /* tests force the fallback with it */
+    return v && strcmp(v, "1") == 0;
+}
+
 void link_proc_ready(struct link_peer *p)
 {
     if (!p->remote_pid)
         return;
-    int fd = (int)syscall(SYS_pidfd_open, (pid_t)p->remote_pid, 0);
-    if (fd < 0) {
-        p->proc_why = errno == ESRCH ? "the peer's pid names no process" : "pidfd_open failed";
-        log_warn("link peer %llu (%s %s): pidfd_open(%u): %s: a loss while frozen holds its "
-                 "slots until it is heard again", (unsigned long long)p->serial, p->addr,
-                 p->remote_id, p->remote_pid, strerror(errno));
+    int fd = no_pidfd() ? (errno = ENOSYS, -1)
+                        : (int)syscall(SYS_pidfd_open, (pid_t)p->remote_pid, 0);
+    if (fd >= 0) {
+        p->pidfd = fd;
         return;
     }
-    p->pidfd = fd;
+    int err = errno;
+    char state = 0;
+    if (err != ESRCH && proc_stat(p->remote_pid, &p->remote_start, &state) == 0 &&
+        state != 'Z' && state != 'X') {
+        log_info("link peer %llu (%s %s): pidfd_open(%u): %s: its process is watched by its pid "
+                 "and start time instead", (unsigned long long)p->serial, p->addr, p->remote_id,
+                 p->remote_pid, strerror(err));
+        return;
+    }
+    p->remote_start = 0;
+    p->proc_why = err == ESRCH ? "the peer's pid names no process"
+                               : "pidfd_open failed and its /proc entry cannot be read";
+    log_warn("link peer %llu (%s %s): pidfd_open(%u): %s: a loss while frozen holds its "
+             "slots until it is heard again", (unsigned long long)p->serial, p->addr,
+             p->remote_id, p->remote_pid, strerror(err));
+}
+
+bool link_peer_proc_start(const struct link_peer *p, uint32_t *pid, uint64_t *start)
+{
+    if (!p->remote_pid || !p->remote_start)
+        return false;
+    *pid = p->remote_pid;
+    *start = p->remote_start;
+    return true;
 }
 
 int link_peer_take_pidfd(struct link_peer *p, const char **why)
@@ -145,7 +225,7 @@ int link_peer_take_pidfd(struct link_peer *p, const char **why)
 
 uint32_t link_peer_pid(const struct link_peer *p)
 {
-    return p->pidfd >= 0 ? p->remote_pid : 0;
+    return p->pidfd >= 0 || p->remote_start ? p->remote_pid : 0;
 }
 
 void link_proc_close(struct link_peer *p)

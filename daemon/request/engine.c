@@ -540,6 +540,8 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(direct_puts);
     C(reader_nacks_sent);
     C(reader_nacks_recv);
+    C(reader_nacks_queued);
+    C(reader_nacks_unsent);
     C(frag_holds);
     json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));

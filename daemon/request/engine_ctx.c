@@ -81,6 +81,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
             st->dack = d;
         }
     frag_tx_gone(e, tx, d);
+    nack_flow_ended(tx); /* last: a failure counted while it read may end its SEND now */
 }
 
 void ctx_tx_done(struct tx *tx)
@@ -263,6 +264,8 @@ void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *
 static void meet(struct tx *tx, struct xfer *s)
 {
     struct engine *e = tx->e;
+    if (nack_beyond_readers(tx, s)) /* a reader more than the SEND has */
+        return;
     tx->send = s;
     const char *home = s->rank->home;
     if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))

@@ -71,6 +71,7 @@ struct engine_counters {
     uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
     uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
+    uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
@@ -104,6 +105,8 @@ struct engine {
     struct dack *dacks;   /* context side: drained acks owed */
     struct gone_ranks *gone; /* context ranks that went away (engine_gone.c); owned */
     struct elost *lost;   /* peers lost a moment ago, frozen ones watched (engine_lost.c) */
+    struct pnack *pnacks; /* failed readers' NACKs waiting (engine_pnack.c) */
+    uint32_t n_pnacks;
     uint64_t flow_base;   /* random start of this run's flow ids */
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */

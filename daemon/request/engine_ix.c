@@ -4,6 +4,7 @@
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_ix.h"
+#include "transfers.h"
 
 static uint64_t key_of(const char *instance, uint64_t id) { return hmap_str(instance, id); }
 
@@ -11,13 +12,21 @@ void engine_ix_free(struct engine_ix *ix)
 {
     hmap_free(&ix->tx_flow);
     hmap_free(&ix->tx_wait);
+    hmap_free(&ix->tx_key);
     hmap_free(&ix->w_flow);
     hmap_free(&ix->rx_key);
 }
 
 int ix_tx_add(struct engine *e, struct tx *tx)
 {
-    return hmap_put(&e->ix.tx_flow, hmap_mix(tx->flow), tx);
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (hmap_put(&e->ix.tx_flow, hmap_mix(tx->flow), tx) < 0)
+        return -1;
+    if (hmap_put(&e->ix.tx_key, key_of(q->ctx_instance, q->req_id), tx) < 0) {
+        hmap_del(&e->ix.tx_flow, hmap_mix(tx->flow), tx);
+        return -1;
+    }
+    return 0;
 }
 
 int ix_tx_wait(struct engine *e, struct tx *tx)
@@ -31,6 +40,15 @@ void ix_tx_del(struct engine *e, struct tx *tx)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     hmap_del(&e->ix.tx_flow, hmap_mix(tx->flow), tx);
     hmap_del(&e->ix.tx_wait, key_of(q->ctx_instance, q->req_id), tx);
+    hmap_del(&e->ix.tx_key, key_of(q->ctx_instance, q->req_id), tx);
+}
+
+uint32_t ix_send_readers(const struct engine *e, const struct xfer *s)
+{
+    uint32_t pos = 0, n = 0;
+    for (struct tx *t; (t = hmap_next(&e->ix.tx_key, key_of(s->ctx_instance, s->req_id), &pos));)
+        n += t->send == s && !tx_ended(t);
+    return n;
 }
 
 struct tx *ix_tx_find(struct engine *e, const struct epeer *p, uint64_t flow)

@@ -17,10 +17,12 @@ struct epeer;
 struct tx;
 struct rx;
 struct rxw;
+struct xfer;
 
 struct engine_ix {
     struct hmap tx_flow; /* struct tx by flow */
     struct hmap tx_wait; /* struct tx that met no SEND yet, by (instance, request id) */
+    struct hmap tx_key;  /* every struct tx, by (instance, request id): the flows of a SEND */
     struct hmap w_flow;  /* struct rxw by flow (flow ids are this daemon's, unique) */
     struct hmap rx_key;  /* struct rx by (context instance, request id) */
 };
@@ -33,6 +35,9 @@ int ix_tx_wait(struct engine *e, struct tx *tx);
 void ix_tx_del(struct engine *e, struct tx *tx);
 /* The flow of peer p not ended, or NULL. */
 struct tx *ix_tx_find(struct engine *e, const struct epeer *p, uint64_t flow);
+/* The flows not ended that read SEND s (tx->send == s): counted over its request's flows
+ * only, so a burst of failed readers does not walk every flow in flight. */
+uint32_t ix_send_readers(const struct engine *e, const struct xfer *s);
 /* A flow waiting for the SEND of (instance, id) from context rank `writer`, taken off the
  * waiting index; NULL when none is left. */
 struct tx *ix_tx_take_waiting(struct engine *e, const char *instance, uint64_t id, uint32_t writer);

@@ -6,8 +6,11 @@
  * inside would finish when it runs again. Once its process has exited no put of it can land, so
  * the hold ends then too. The process is the one the handshake named, known by a pidfd the link
  * opened while it answered (link_proc.c), so a pid reused since cannot pass for it; polled here
- * on the loop. Without a pidfd (another pid namespace or boot, an older peer, no pidfd_open) the
- * slots stay held until it is heard again, and the `lost` row says why. */
+ * on the loop. Where pidfd_open is missing or refused, the link read the process's start time
+ * instead (link_peer_proc_start): its pid is polled every LOST_POLL_MS (link_proc_alive: gone,
+ * a zombie, or a pid reused by a process with another start time all mean it exited). Without
+ * either (another pid namespace or boot, an older peer) the slots stay held until it is heard
+ * again, and the `lost` row says why. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +33,13 @@ struct elost {
     const char *why; /* static: what the hold waits for */
     int pidfd;       /* owned while watched, -1 */
     uint32_t pid;
-    uv_poll_t poll;
-    bool handle;   /* poll initialised: closed by drop() */
+    uint64_t start;  /* polled: the process start time its pid must still have */
+    union {
+        uv_poll_t poll;   /* the pidfd */
+        uv_timer_t timer; /* polled: no pidfd */
+    } h;
+    bool polled;
+    bool handle;   /* h initialised: closed by drop() */
     bool watching; /* waiting for the exit */
     bool closing;
 };
@@ -47,7 +55,8 @@ static unsigned count(const struct engine *e, bool watched)
 static void closed_cb(uv_handle_t *h)
 {
     struct elost *g = h->data;
-    close(g->pidfd);
+    if (g->pidfd >= 0)
+        close(g->pidfd);
     free(g);
 }
 
@@ -61,8 +70,11 @@ static void drop(struct elost *g)
         return;
     }
     g->closing = true;
-    uv_poll_stop(&g->poll);
-    uv_close((uv_handle_t *)&g->poll, closed_cb);
+    if (g->polled)
+        uv_timer_stop(&g->h.timer);
+    else
+        uv_poll_stop(&g->h.poll);
+    uv_close((uv_handle_t *)&g->h, closed_cb);
 }
 
 static void unlink_drop(struct engine *e, struct elost *g)
@@ -75,21 +87,18 @@ static void unlink_drop(struct engine *e, struct elost *g)
     drop(g);
 }
 
-static void exited_cb(uv_poll_t *h, int status, int events)
+/* The watch failed: the slots stay held until the peer is heard again. */
+static void watch_failed(struct elost *g, const char *how)
 {
-    (void)events; /* readable: the process exited; an error: the pidfd says nothing more */
-    struct elost *g = h->data;
+    log_warn("engine: lost peer %s: watching its process %u failed (%s): its slots stay "
+             "held until it is heard again", g->peer, g->pid, how);
+    g->why = "the watch on its process failed";
+    g->watching = false;
+}
+
+static void exited(struct elost *g)
+{
     struct engine *e = g->e;
-    if (g->closing)
-        return;
-    uv_poll_stop(h);
-    if (status < 0) {
-        log_warn("engine: lost peer %s: watching its process %u failed (%s): its slots stay "
-                 "held until it is heard again", g->peer, g->pid, uv_strerror(status));
-        g->why = "the watch on its process failed";
-        g->watching = false;
-        return;
-    }
     uint64_t held = e->arena ? arena_owner_bytes(e->arena, g->key) : 0;
     e->c.peers_exited_reclaimed++;
     log_warn("engine: lost peer %s: its process %u exited %llu ms after the loss: no put of it "
@@ -98,6 +107,34 @@ static void exited_cb(uv_poll_t *h, int status, int events)
     quar_peer_back(e, g->key); /* the next tick reclaims, after any scatter that reads them */
     g->held = g->watching = false;
     g->why = "its process exited: slots reclaimed";
+}
+
+static void exited_cb(uv_poll_t *h, int status, int events)
+{
+    (void)events; /* readable: the process exited; an error: the pidfd says nothing more */
+    struct elost *g = h->data;
+    if (g->closing)
+        return;
+    uv_poll_stop(h);
+    if (status < 0)
+        watch_failed(g, uv_strerror(status));
+    else
+        exited(g);
+}
+
+static void poll_cb(uv_timer_t *t)
+{
+    struct elost *g = t->data;
+    if (g->closing)
+        return;
+    int alive = link_proc_alive(g->pid, g->start);
+    if (alive > 0)
+        return;
+    uv_timer_stop(t);
+    if (alive < 0)
+        watch_failed(g, strerror(-alive));
+    else
+        exited(g);
 }
 
 static void prune(struct engine *e, uint64_t now)
@@ -122,9 +159,35 @@ static void prune(struct engine *e, uint64_t now)
     }
 }
 
+/* Without a pidfd: the pid and start time polled on a timer. */
+static void watch_polled(struct engine *e, struct elost *g, uint32_t pid, uint64_t start)
+{
+    g->pid = pid;
+    g->start = start;
+    if (count(e, true) >= LOST_WATCH_MAX || uv_timer_init(&e->d->loop, &g->h.timer) < 0) {
+        g->why = "too many lost peers watched";
+        return;
+    }
+    g->h.timer.data = g;
+    g->handle = g->polled = true;
+    if (uv_timer_start(&g->h.timer, poll_cb, LOST_POLL_MS, LOST_POLL_MS) < 0) {
+        g->why = "the watch on its process failed";
+        return;
+    }
+    g->watching = true;
+    g->why = "held until it is heard again or its process exits (no pidfd: its pid and start "
+             "time polled)";
+}
+
 static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
 {
     const char *why = NULL;
+    uint32_t pid = link_peer_pid(lp);
+    uint64_t start;
+    if (link_peer_proc_start(lp, &pid, &start)) {
+        watch_polled(e, g, pid, start);
+        return;
+    }
     int fd = link_peer_take_pidfd(lp, &why);
     if (fd < 0) {
         g->why = why;
@@ -132,16 +195,16 @@ static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
                  "again: %s", g->peer, why);
         return;
     }
-    g->pid = link_peer_pid(lp);
-    if (count(e, true) >= LOST_WATCH_MAX || uv_poll_init(&e->d->loop, &g->poll, fd) < 0) {
+    g->pid = pid;
+    if (count(e, true) >= LOST_WATCH_MAX || uv_poll_init(&e->d->loop, &g->h.poll, fd) < 0) {
         close(fd);
         g->why = "too many lost peers watched";
         return;
     }
     g->pidfd = fd;
-    g->poll.data = g;
+    g->h.poll.data = g;
     g->handle = true;
-    if (uv_poll_start(&g->poll, UV_READABLE, exited_cb) < 0) {
+    if (uv_poll_start(&g->h.poll, UV_READABLE, exited_cb) < 0) {
         g->why = "the watch on its process failed";
         return;
     }

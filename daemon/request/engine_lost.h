@@ -11,6 +11,7 @@
 #define LOST_ROWS_MAX 16         /* lingering `lost` rows kept (watched ones are not dropped) */
 #define LOST_KEEP_MS (5 * 60000) /* how long a row that holds nothing lingers */
 #define LOST_WATCH_MAX 64        /* frozen peers watched for their exit at once */
+#define LOST_POLL_MS 20          /* without a pidfd: how often a watched pid is looked at */
 
 /* Peer p (its link peer lp) was lost with err. held: its quarantined slots are held under key
  * until it is heard again (quar_peer_frozen); then the pidfd of its process is taken from the

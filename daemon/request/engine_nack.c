@@ -14,22 +14,29 @@
 #include "engine_gen.h"
 #include "engine_nack.h"
 #include "engine_peer.h"
+#include "engine_pnack.h"
 #include "engine_tab.h"
 #include "transfers.h"
 #include "workers.h"
+#include "xfer_nack.h"
 
-static void send_one(struct epeer *p, const struct rx *rx, uint32_t writer, kvf_error_t code,
-                     const char *msg)
+static void send_one(struct engine *e, struct epeer *p, const char *addr, const struct rx *rx,
+                     uint32_t writer, kvf_error_t code, const char *msg)
 {
-    struct wire_msg m = {.type = WIRE_READER_NACK};
-    struct wire_reader_nack *n = &m.u.reader_nack;
-    n->req_id = rx->req_id;
-    snprintf(n->ctx_instance, sizeof n->ctx_instance, "%s", rx->ctx_instance);
-    n->writer = writer;
-    n->code = code;
-    snprintf(n->message, sizeof n->message, "%s", msg);
-    if (engine_send_msg(p, 0, &m) == 0)
-        p->e->c.reader_nacks_sent++;
+    struct wire_reader_nack n = {.req_id = rx->req_id, .writer = writer, .code = code};
+    snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
+    snprintf(n.message, sizeof n.message, "%s", msg);
+    pnack_send(e, p, addr, &n); /* now, or once that daemon is connected */
+}
+
+/* Whether rx's table came (plan_rx ran with it): the table of (instance, home) is ready. */
+static bool table_came(const struct rx *rx)
+{
+    for (const struct itable *t = rx->e->tables; t; t = t->next)
+        if (t->state == TAB_READY && !strcmp(t->instance, rx->ctx_instance) &&
+            !strcmp(t->home, rx->home))
+            return true;
+    return false;
 }
 
 /* "reader gen rank 1: PEER_LOST: worker gone" (the reader is the rank whose RECV failed). */
@@ -48,19 +55,26 @@ static void reason(const struct rx *rx, kvf_error_t code, const char *msg, char 
 
 void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
 {
-    if (!rx->planned || code == KVF_OK)
+    if (code == KVF_OK)
         return;
     char why[WIRE_TEXT_MAX];
     reason(rx, code, msg, why, sizeof why);
+    if (!rx->planned) { /* no writer known yet: told when the table comes (engine_pnack.c) */
+        if (!table_came(rx))
+            pnack_unplanned(rx, code, why);
+        return; /* else planning failed: an incompatible verdict told them (nack_refused) */
+    }
     for (uint32_t i = 0; i < rx->n_w; i++) {
         const struct rxw *w = &rx->w[i];
         if (w->state == RXW_DONE || w->state == RXW_CLOSED) /* served, or released before */
             continue;
+        if (w->state == RXW_NACKED && code == KVF_E_BAD_REQUEST)
+            continue; /* its daemon refused the flow as no reader of its (nack_beyond_readers) */
         if (rxw_local(w))
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
-        else if (w->peer && w->peer->up)
-            send_one(w->peer, rx, w->ctx_rank, code, why);
+        else if (w->peer) /* not connected (yet): queued; lost: its daemon counts its flows */
+            send_one(rx->e, w->peer, w->peer->addr, rx, w->ctx_rank, code, why);
     }
 }
 
@@ -75,16 +89,11 @@ void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, con
             seen = strcmp(tab->addrs[j], tab->addrs[i]) == 0;
         if (seen)
             continue;
-        if (engine_is_self(e, tab->addrs[i])) {
+        if (engine_is_self(e, tab->addrs[i]))
             transfers_reader_failed(&e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     XFER_NACK_ALL, code, why);
-            continue;
-        }
-        for (struct epeer *p = e->peers; p; p = p->next)
-            if (p->up && p->lp && p->outbound && strcmp(p->addr, tab->addrs[i]) == 0) {
-                send_one(p, rx, WIRE_ALL_WRITERS, code, why);
-                break;
-            }
+        else
+            send_one(e, NULL, tab->addrs[i], rx, WIRE_ALL_WRITERS, code, why);
     }
 }
 
@@ -97,6 +106,12 @@ void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_ms
         transfers_reader_failed(&e->d->workers->xt, n->ctx_instance, n->req_id,
                                 n->writer == WIRE_ALL_WRITERS ? XFER_NACK_ALL : n->writer, n->code,
                                 n->message);
+}
+
+void nack_flow_ended(struct tx *tx)
+{
+    if (tx->send && tx->e->d->workers)
+        transfers_reread(&tx->e->d->workers->xt, tx->send);
 }
 
 void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
@@ -118,10 +133,23 @@ const char *nack_why_ended(kvf_error_t code)
                                      : "the generation rank's request ended";
 }
 
+bool nack_beyond_readers(struct tx *tx, struct xfer *s)
+{
+    uint32_t need = xfer_need(s);
+    uint32_t reading = need ? ix_send_readers(tx->e, s) : 0;
+    if (!need || s->served + reading < need)
+        return false;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
+                "request %llu of context instance %s already has its %u reader(s) of context "
+                "rank %u (%u served, %u reading%s): a RECV beyond them is refused (a request id "
+                "may be reused only after its request ended)",
+                (unsigned long long)q->req_id, q->ctx_instance, need, q->writer, s->served,
+                reading, s->n_readers ? "" : "; the count derived by the daemon");
+    return true;
+}
+
 bool engine_send_reading(const struct engine *e, const struct xfer *s)
 {
-    for (const struct tx *tx = e ? e->txs : NULL; tx; tx = tx->next)
-        if (!tx_ended(tx) && tx->send == s)
-            return true;
-    return false;
+    return e && ix_send_readers(e, s) > 0; /* the request's flows, not every flow */
 }

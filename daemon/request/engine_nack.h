@@ -10,6 +10,14 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg);
 /* Generation side, before any plan: an incompatible verdict against tab refuses every writer:
  * one READER_NACK (every writer) to each daemon of the table that is up, and this daemon's. */
 void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg);
+/* Context side: flow tx is about to meet SEND s. When s's readers are all served or being
+ * read already (n_readers, or the count the daemon derived), tx is refused BAD_REQUEST, the
+ * request id, instance and count named (as the same-daemon path refuses such a RECV): true,
+ * tx ended. The generation side does not count that refusal against s (nack_readers). */
+bool nack_beyond_readers(struct tx *tx, struct xfer *s);
+/* Context side: flow tx failed; the SEND it read (if any) is settled again, since a reader's
+ * failure may have come (READER_NACK) while this flow still read its blocks. */
+void nack_flow_ended(struct tx *tx);
 /* Context side: a READER_NACK from peer p. */
 void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_msg *m);
 /* Generation side: why a reader ended by its worker (its request's end code) failed. */

@@ -13,6 +13,7 @@
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_peer.h"
+#include "engine_pnack.h"
 #include "engine_tab.h"
 
 #define TAB_RETRY_MS 50 /* between asks for an instance not yet complete at its home */
@@ -23,6 +24,7 @@ void tab_ready(struct engine *e, struct itable *t, int err, const char *msg)
 {
     gen_table_ready(e, t, err, msg);
     ctx_table_ready(e, t, err, msg);
+    pnack_table_ready(e, t, err); /* readers that failed waiting for it: their writers told */
 }
 
 struct itable *tab_free_one(struct itable *t)
@@ -190,6 +192,7 @@ void tab_peer_up(struct engine *e, struct epeer *p)
         if (t->state == TAB_FETCHING && t->peer == p)
             send_req(e, t);
     }
+    pnack_peer_up(e, p);
 }
 
 /* Checks a received table: ranks in index order, one instance, context role, sizes agree. */
@@ -306,10 +309,13 @@ void tab_tick(struct engine *e, uint64_t now)
             tab_drop(e, t);
         }
     }
+    pnack_tick(e, now);
 }
 
 bool tab_fetching(const struct engine *e)
 {
+    if (pnack_waiting(e)) /* its entries ask for tables and connections on the tick */
+        return true;
     for (const struct itable *t = e->tables; t; t = t->next)
         if (t->state == TAB_FETCHING)
             return true;
@@ -331,6 +337,7 @@ void tab_peer_down(struct engine *e, struct epeer *p)
 
 void tab_free_all(struct engine *e)
 {
+    pnack_free_all(e);
     while (e->tables) {
         struct itable *t = e->tables;
         t->peer = NULL;

@@ -60,6 +60,7 @@ void tab_drop(struct engine *e, struct itable *t);
 void tab_tick(struct engine *e, uint64_t now);
 void tab_peer_up(struct engine *e, struct epeer *p);
 void tab_peer_down(struct engine *e, struct epeer *p);
+/* Whether the tick is needed: a fetch in flight, or failed readers' NACKs waiting. */
 bool tab_fetching(const struct engine *e);
 void tab_free_all(struct engine *e);
 

@@ -34,6 +34,10 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.sent", C, NULL, "SEND requests completed (blocks reusable).", "requests"},
     {"transfers.failed", C, "error", "Transfer requests failed, by typed error.", "requests"},
     {"transfers.in_flight", G, NULL, "Transfer requests in flight now.", "requests"},
+    {"transfers.fails_dropped", C, NULL,
+     "Failed readers not counted against a SEND (an ended request's, or past the limits): such "
+     "a SEND waits for its deadline.",
+     "readers"},
     {"transfers.bytes_local", C, NULL, "Bytes moved by the local path.", "bytes"},
     {"transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons.", "bytes"},
     {"transfers.local_gpu", C, NULL, "Local RECVs copied by GPU kernels.", "requests"},
@@ -150,6 +154,14 @@ const struct prom_doc peers_metrics[] = {
     {"reader_nacks_sent", C, NULL, "READER_NACKs sent: a failed reader told to its writers' daemon.",
      "messages"},
     {"reader_nacks_recv", C, NULL, "READER_NACKs received: failed readers of SENDs here.",
+     "messages"},
+    {"reader_nacks_queued", C, NULL,
+     "Failed readers' NACKs that waited: for the table (failed before it came) or for the "
+     "writer's daemon to connect.",
+     "messages"},
+    {"reader_nacks_unsent", C, NULL,
+     "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
+     "end at their deadline.",
      "messages"},
     {"frag_holds", C, NULL,
      "Failed fragment flows whose report waited until their puts could no longer land.", "flows"},

@@ -295,6 +295,13 @@ void transfers_reader_failed(struct transfers *t, const char *inst, uint64_t req
                                                   msg) : 1);
 }
 
+void transfers_reread(struct transfers *t, struct xfer *s)
+{
+    const struct req *q = s->req;
+    if (q && !terminal(s))
+        serve(t, s, s->gen == q->gen ? q->done : 0);
+}
+
 static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
                       const char *msg);
 

@@ -183,6 +183,9 @@ void transfers_reap(struct transfers *t);
  * transfers.c walks its list (the tick frees what ended). */
 void transfers_reader_failed(struct transfers *t, const char *inst, uint64_t req_id,
                              uint32_t writer, kvf_error_t code, const char *msg);
+/* SEND s's reading flow ended unserved: s learns its readers again, so failures counted while
+ * that flow still read (xfer_nack.h waits for them) end it now. No sweep, as above. */
+void transfers_reread(struct transfers *t, struct xfer *s);
 /* The SEND of request req_id from rank that has not ended, or NULL: where a RECV (local path)
  * or a RECV_REQ (engine) meets its writer. */
 struct xfer *transfers_find_send(const struct transfers *t, const struct reg_rank *rank,

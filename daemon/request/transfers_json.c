@@ -61,6 +61,7 @@ json_t *transfers_stats_json(const struct transfers *t)
     if (o) {
         xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
+        json_object_set_new(o, "fails_dropped", json_integer((json_int_t)t->fails_dropped));
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));
         json_object_set_new(o, "local_gpu_phase_s",

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "log.h"
 #include "registry.h"
 #include "reqtab.h"
 #include "transfers.h"
@@ -62,18 +63,33 @@ static uint32_t *writer_slot(struct xfer_fails *f, uint32_t writer)
     return &f->w[f->n_w++].n;
 }
 
+/* A failure not held (transfers.fails_dropped counts it): said in the log, since the SEND it
+ * was for, if any is live, now waits for its deadline. */
+static int dropped(const struct req *q, uint32_t writer, const char *why, const char *msg)
+{
+    char w[16] = "every";
+    if (writer != XFER_NACK_ALL)
+        snprintf(w, sizeof w, "%u", writer);
+    log_req(LOG_LVL_INFO, q->id, NULL, q->instance,
+            "transfers: request %llu of %s: a failed reader of context rank %s is not counted "
+            "(%s): a SEND still waiting for it ends at its deadline; %s",
+            (unsigned long long)q->id, q->instance, w, why, msg);
+    return 1;
+}
+
 int xfer_fails_add(struct req *q, uint64_t gen, uint32_t writer, uint32_t readers,
                    kvf_error_t code, const char *msg)
 {
-    if (gen != 0 && gen != q->gen)
-        return 1; /* a generation that ended (or a dropped one, UINT64_MAX) */
+    if (gen != 0 && gen != q->gen) /* a generation that ended (or a dropped one, UINT64_MAX) */
+        return dropped(q, writer, gen == UINT64_MAX ? "it cannot be told from a reader of the "
+                       "request that ended with this id" : "its request ended", msg);
     struct xfer_fails **pf = gen ? &q->fail_cur : &q->fail_next;
     if (!*pf && !(*pf = calloc(1, sizeof **pf)))
         return -ENOMEM;
     struct xfer_fails *f = *pf;
     uint32_t *n = writer == XFER_NACK_ALL ? &f->n_all : writer_slot(f, writer);
     if (!n)
-        return 1;
+        return dropped(q, writer, "more failed writers than XFER_FAIL_WRITERS", msg);
     if (!f->code || (code == KVF_E_PEER_INCOMPATIBLE && f->code != code)) {
         f->code = code; /* the verdict explains the end best */
         snprintf(f->msg, sizeof f->msg, "%s", msg);

@@ -6,7 +6,8 @@
  * PEER_LOST (not TIMEOUT) within the keepalive's detection time, its slots are reclaimed, B's
  * requests all end DONE with every byte checked, and after SIGCONT (or the link back up) A
  * reconnects and moves again. A frozen A that is then killed (SIGKILL) has its held slots
- * reclaimed at once: G watches A's process (a pidfd from the handshake). The times to detect
+ * reclaimed at once: G watches A's process (a pidfd from the handshake; without pidfd_open,
+ * forced by KVF_TEST_NO_PIDFD=1 at G, its pid and start time polled). The times to detect
  * and what was reclaimed are printed. The
  * partition case is skipped, with the reason printed, where network namespaces cannot be made. */
 #include <check.h>
@@ -26,6 +27,8 @@
     "gates:\n  min_bytes: 0\n  min_blocks: 0\n"                                                    \
     "deadlines:\n  send_wait: 60s\n  transfer: 60s\n"                                              \
     "peers:\n  keepalive_interval: 200ms\n  keepalive_misses: 5\n"
+
+static bool g_no_pidfd; /* G starts with KVF_TEST_NO_PIDFD=1: the pidfd_open fallback */
 
 struct three {
     char top[64], secret[128];
@@ -133,7 +136,10 @@ static void start_in(struct ru_daemon *d, struct three *t, const char *name, int
         ck_assert_int_eq(mount(ns, "/sys", "sysfs", 0, NULL), 0);
         ru_listen_host = host;
     }
+    if (g_no_pidfd && !strcmp(name, "g"))
+        setenv("KVF_TEST_NO_PIDFD", "1", 1);
     int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, CFG, tls);
+    unsetenv("KVF_TEST_NO_PIDFD");
     if (ns) { /* the daemon keeps the mount namespace it was forked in; we take a new copy */
         ck_assert_int_eq(setns(self, CLONE_NEWNET), 0);
         close(self);
@@ -360,8 +366,12 @@ START_TEST(a_sigstopped_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_m
 }
 END_TEST
 
-START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_within_a_second)
+/* A frozen, then SIGKILLed: G reclaims its held slots once A's process exited (no_pidfd: found
+ * by polling its pid and start time, pidfd_open refused at G). */
+static void frozen_then_killed(bool no_pidfd)
 {
+    const char *how = no_pidfd ? "SIGKILL (no pidfd)" : "SIGKILL";
+    g_no_pidfd = no_pidfd;
     struct three t;
     three_start(&t, NULL, NULL, NULL, NULL);
     hold_slots(&t);
@@ -371,6 +381,7 @@ START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_withi
         printf("SKIP killed-while-frozen case: A's puts at G are not over shared memory here, "
                "so nothing is held while it is frozen\n");
         three_stop(&t);
+        g_no_pidfd = false;
         return;
     }
     long long reclaimed0 = ru_ctl_int(&t.g, "arena", "reclaimed_total");
@@ -381,6 +392,8 @@ START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_withi
     ck_assert(lost_row(&t.g, t.a.addr, &held, &watching, why, sizeof why));
     ck_assert_msg(held && watching, "A's row at G: held %d, watching its exit %d (%s)", held,
                   watching, why);
+    ck_assert_msg(!no_pidfd == !strstr(why, "start time polled"), "%s: %s", how, why);
+    fprintf(stderr, "%s: A's row at G while frozen: %s\n", how, why);
     /* killed while stopped; not reaped yet: its exit alone must end the hold */
     uint64_t t_kill = ru_now_ms(), done_ms = 0;
     ck_assert_int_eq(kill(t.a.pid, SIGKILL), 0);
@@ -395,8 +408,8 @@ START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_withi
     }
     ru_daemon_kill9(&t.a); /* reaps it */
     long long reclaimed = ru_ctl_int(&t.g, "arena", "reclaimed_total") - reclaimed0;
-    fprintf(stderr, "SIGKILL: %lld held slot(s) of A's reclaimed %llu ms after the kill; B moved "
-            "%llu requests meanwhile, all DONE bitwise\n", reclaimed, (unsigned long long)done_ms,
+    fprintf(stderr, "%s: %lld held slot(s) of A's reclaimed %llu ms after the kill; B moved "
+            "%llu requests meanwhile, all DONE bitwise\n", how, reclaimed, (unsigned long long)done_ms,
             (unsigned long long)(req_b - 2000));
     if (!done_ms)
         ru_dump_log(&t.g, "generation daemon");
@@ -409,6 +422,18 @@ START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_withi
     ck_assert(!held && !watching);
     move_b(&t, req_b++);
     three_stop(&t);
+    g_no_pidfd = false;
+}
+
+START_TEST(a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_within_a_second)
+{
+    frozen_then_killed(false);
+}
+END_TEST
+
+START_TEST(without_pidfd_a_frozen_then_killed_peer_has_its_slots_reclaimed_within_a_second)
+{
+    frozen_then_killed(true);
 }
 END_TEST
 
@@ -464,6 +489,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, a_sigstopped_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_moving);
     tcase_add_test(tc, a_sigstopped_then_killed_context_daemon_has_its_slots_reclaimed_within_a_second);
+    tcase_add_test(tc, without_pidfd_a_frozen_then_killed_peer_has_its_slots_reclaimed_within_a_second);
     tcase_add_test(tc, a_partitioned_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_moving);
     suite_add_tcase(s, tc);
     return tu_run(s);
