@@ -2,11 +2,6 @@
  * the defaults, and the shipped config/kvferry.yaml (parses to the defaults, documents every key).
  * Loading YAML: check_cfg_load.c; printing, copy, reload diff, socket paths: check_cfg_out.c.
  * Run from the repository root (it reads config/kvferry.yaml). */
-#include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "cfgutil.h"
 #include "log.h"

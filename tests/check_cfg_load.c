@@ -2,13 +2,8 @@
  * exact "file:line:col: message" (all errors at once, a cap on them), and the limits crossed
  * (list entries, sun_path, file size). */
 #include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 
 #include "cfgutil.h"
-#include "log.h"
 #include "testutil.h"
 
 #define MIB (1ULL << 20)

@@ -2,13 +2,10 @@
  * deep, diffed for a reload (what needs a restart), its live keys applied, placement names, and
  * the socket paths derived for root and other users. */
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "cfgutil.h"
-#include "log.h"
 #include "testutil.h"
 
 #define MIB (1ULL << 20)
