@@ -22,7 +22,7 @@ struct cfg_list {
     char **items; /* owned */
 };
 
-/* arena.placement's values, in the order of its names in cfg_table.c (check_cfg tests both). */
+/* arena.placement's values, in the order of its names in cfg_table.c (check_cfg_out tests both). */
 typedef enum {
     CFG_PLACEMENT_AUTO = 0,
     CFG_PLACEMENT_HOST = 1,

@@ -53,7 +53,7 @@ static void op_done(uv_timer_t *t)
     struct fake_op *op = t->data;
     struct rx *rx = op->rx;
     fake.completed++;
-    rx->gpu_busy--; /* its write into the pools ended (as an executor counts it) */
+    rx->scatters_running--; /* its write into the pools ended (as an executor counts it) */
     if (rx->state == RX_MOVING) {
         if (fake.fail) {
             gen_rx_fail(rx, KVF_E_INTERNAL, "fake mover: failed on demand");
@@ -79,7 +79,7 @@ static void fake_start(struct rxw *w)
     op->timer.data = op;
     ck_assert_int_eq(uv_timer_init(&w->rx->e->d->loop, &op->timer), 0);
     ck_assert_int_eq(uv_timer_start(&op->timer, op_done, 0, 0), 0);
-    w->rx->gpu_busy++; /* the request holds a failure until this write ended */
+    w->rx->scatters_running++; /* the request holds a failure until this write ended */
     fake.started++;
 }
 

@@ -10,8 +10,8 @@
  * Completion as in move_exec.h: scatter and gather return MOVE_DONE when the bytes are in place
  * on return (the caller goes on: gen_landed, the chunk's send), MOVE_STARTED when the copy goes
  * on (gen_scatter_ended / ctx_stage_gathered follow on the loop), or < 0 with the reason in msg
- * (nothing runs). A started scatter counts in rx->gpu_busy: the request holds a failure until
- * it ended.
+ * (nothing runs). A started scatter counts in rx->scatters_running: the request holds a failure
+ * until it ended.
  *
  * Adding an executor: one file with its functions and a `const struct bounce_exec`, one value
  * of bexec_kind_t and one row in bounce_execs[] (bounce_exec.c). Loop thread only. */

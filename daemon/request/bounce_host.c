@@ -18,7 +18,7 @@ struct bh_op {
     struct engine *e;
     uint64_t flow;
     struct stage *st;    /* gather: its stage, finished only after this completed */
-    struct rx *rx;       /* scatter: its request (kept while gpu_busy counts this) */
+    struct rx *rx;       /* scatter: its request (kept while scatters_running counts this) */
     uint32_t widx, serial;
     struct arena_grant g; /* scatter: the landing slot it reads */
     struct bh_op *next;
@@ -36,8 +36,8 @@ static void unlink_op(struct engine *e, struct bh_op *op)
 void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
                        int status, const char *who)
 {
-    rx->gpu_busy--;
-    if (rx->state == RX_MOVING && serial == rx->gpu_serial && widx < rx->n_w) {
+    rx->scatters_running--;
+    if (rx->state == RX_MOVING && serial == rx->scatter_serial && widx < rx->n_w) {
         struct rxw *w = &rx->w[widx];
         uint32_t i = 0;
         while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
@@ -112,13 +112,13 @@ int bh_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *
         return -ENOMEM;
     }
     *op = (struct bh_op){.e = e, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
-                         .serial = rx->gpu_serial, .g = *g};
+                         .serial = rx->scatter_serial, .g = *g};
     struct copyeng_part part = {.kind = COPYENG_SCATTER, .ops = pw->ops, .n_ops = pw->n_ops,
                                 .dst = dst, .buf = slot, .lo = g->ext_off,
                                 .hi = g->ext_off + g->length};
     int rc = submit(e, op, &part, msg, len);
     if (rc == MOVE_STARTED) /* the request holds a failure until the scatters ended */
-        rx->gpu_busy++;
+        rx->scatters_running++;
     return rc;
 }
 

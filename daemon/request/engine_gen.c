@@ -120,7 +120,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     nack_readers(rx, code, msg); /* the writers' SENDs learn this reader will not come */
     release(rx, code, msg);
     struct xfer *x = rx->x;
-    if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
+    if (x && (rx->scatters_running > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
          * failure when they ended (gen_writes_ended), never under them */
         transfers_hold(x, code, msg);
@@ -310,7 +310,7 @@ static void rx_replan(struct rx *rx)
             (unsigned long long)rx->req_id, rx->ctx_instance);
     release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
     egpu_rx_gone(rx);
-    rx->gpu_serial++; /* scatters still running belong to the old plan */
+    rx->scatter_serial++; /* scatters still running belong to the old plan */
     for (uint32_t i = 0; i < rx->n_w; i++)
         if (rx->w[i].peer)
             rx->w[i].peer->users--;

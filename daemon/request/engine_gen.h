@@ -48,10 +48,12 @@ struct rx {
     uint64_t phase_deadline_ms, deadline_ms;
     struct dheap_node due; /* deadline_ms in e->rx_due */
     uint64_t started_ms;
-    /* GPU pools (engine_gpu.c): one job per writer, scatters in flight (the request holds a
-     * failure until they ended: the worker must not reuse blocks under a running kernel) */
-    struct egpu_job **gpu;         /* owned references, n_w; NULL: host pools */
-    uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
+    /* GPU pools (engine_gpu.c): one job per writer. Scatters into the rank's pools, GPU kernels
+     * or host copies (bounce_host.c), started and not yet ended: the request holds a failure
+     * until they ended (the worker must not reuse blocks under a running write). */
+    struct egpu_job **gpu;     /* owned references, n_w; NULL: host pools */
+    uint32_t scatters_running;
+    uint32_t scatter_serial; /* bumped by a replan: scatters of an older serial are stale */
     uint32_t frag_wait; /* failed fragment flows whose puts may still land (engine_quar.c):
                            the request holds its failure until they drained */
     uint64_t t0_ns;     /* RECV taken (uv_hrtime) */

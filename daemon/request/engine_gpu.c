@@ -62,8 +62,8 @@ struct egpu_op {
     bool delivered;       /* completed by egpu_stop_kernels: the GPU callback only frees it */
     uint64_t flow;
     struct stage *st;     /* gather: its stage (finished only after this op) */
-    struct rx *rx;        /* scatter: its request (kept while gpu_busy), writer, serial, slot */
-    uint32_t widx, serial;
+    struct rx *rx;        /* scatter: its request (kept while scatters_running counts it) */
+    uint32_t widx, serial; /* scatter: its writer, and the request's scatter_serial then */
     struct arena_grant g;
     struct egpu_op *next;
 };
@@ -376,14 +376,14 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
         return -ENOMEM;
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
-                           .serial = rx->gpu_serial, .g = *g};
+                           .serial = rx->scatter_serial, .g = *g};
     const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
     int rc = launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
                                                               g->ext_off + g->length, on_done,
                                                               op, msg, len));
     if (rc < 0)
         return rc;
-    rx->gpu_busy++; /* the request holds a failure until the scatters ended */
+    rx->scatters_running++; /* the request holds a failure until the scatters ended */
     return 0;
 }
 

@@ -16,7 +16,7 @@
 void gen_writes_ended(struct rx *rx)
 {
     struct xfer *x = rx->x;
-    if (rx->state != RX_ENDED || rx->gpu_busy > 0 || rx->frag_wait > 0 || !x)
+    if (rx->state != RX_ENDED || rx->scatters_running > 0 || rx->frag_wait > 0 || !x)
         return;
     rx->x = NULL;
     transfers_writes_ended(rx->t, x);
@@ -24,7 +24,7 @@ void gen_writes_ended(struct rx *rx)
 
 bool engine_recv_writing(const struct rx *rx)
 {
-    if (rx->gpu_busy > 0 || rx->frag_wait > 0)
+    if (rx->scatters_running > 0 || rx->frag_wait > 0)
         return true;
     if (rx->state == RX_ENDED)
         return false;
@@ -41,7 +41,7 @@ void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg)
 
 bool engine_recv_idle(const struct rx *rx)
 {
-    return rx->state == RX_ENDED && !rx->x && rx->gpu_busy == 0 && rx->frag_wait == 0;
+    return rx->state == RX_ENDED && !rx->x && rx->scatters_running == 0 && rx->frag_wait == 0;
 }
 
 void gen_sweep(struct engine *e)
