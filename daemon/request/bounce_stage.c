@@ -218,15 +218,17 @@ void ctx_stage_timeout(struct stage *st)
 }
 
 /* The landing slot of g in the peer's arena mapped here, when the copy threads are to write it
- * themselves (host pools, shared-memory lanes, arena.shm_write copy); else NULL. */
+ * themselves (host pools, shared-memory lanes, arena.shm_write copy); else NULL. The grant comes
+ * from the peer: a slot outside its arena is never written here (its put fails -ERANGE). */
 static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g)
 {
     struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
     uint8_t *base;
     if (!lp || egpu_tx_on_gpu(tx) || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
-        link_peer_arena_map(lp, &base) < 0 || g->offset + g->length > link_peer_arena_bytes(lp))
+        link_peer_arena_map(lp, &base) < 0)
         return NULL;
-    return base + g->offset;
+    uint64_t n = link_peer_arena_bytes(lp);
+    return g->offset <= n && g->length <= n - g->offset ? base + g->offset : NULL;
 }
 
 void ctx_pump(struct tx *tx)
