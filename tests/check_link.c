@@ -404,16 +404,25 @@ static void *map_writer(void *arg)
     return NULL;
 }
 
+/* A server process and our link connected to it, READY. */
+static pid_t connected(struct lt *t, const struct link_config *sc, const struct link_config *cc,
+                       int *sfd)
+{
+    uint16_t port;
+    pid_t pid = lt_server_start(sc, 20000, &port, sfd);
+    ck_assert_int_eq(lt_open(t, cc), 0);
+    lt_connect(t, port);
+    ck_assert(lt_run_until(t, &t->ups, 1, 5000));
+    return pid;
+}
+
 START_TEST(link_peer_arena_mapped_here_is_written_by_another_thread_bitwise)
 {
     struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
-    uint16_t port;
     int sfd;
-    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
     struct lt t;
-    ck_assert_int_eq(lt_open(&t, &cc), 0);
-    lt_connect(&t, port);
-    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    struct link_stats ss;
+    pid_t pid = connected(&t, &sc, &cc, &sfd);
     ck_assert(lt_wait_put_fast(&t, 2000)); /* shared memory: the peer's arena can be mapped */
     struct map_write w = {.c = {.off = 8192, .len = 4 << 20, .seed = 91}};
     ck_assert_int_eq(link_peer_arena_map(t.peer, &w.dst), 0);
@@ -428,15 +437,11 @@ START_TEST(link_peer_arena_mapped_here_is_written_by_another_thread_bitwise)
     ck_assert(lt_run_until(&t, &t.msgs, 1, 5000));
     ck_assert_int_eq(t.results_ok, 1);
     quit_server(&t);
-    struct link_stats ss;
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
     ck_assert_int_eq(lt_close(&t), 0);
     /* tcp only: nothing maps the peer's arena, the caller puts */
     sc.tls = cc.tls = "tcp";
-    pid = lt_server_start(&sc, 20000, &port, &sfd);
-    ck_assert_int_eq(lt_open(&t, &cc), 0);
-    lt_connect(&t, port);
-    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    pid = connected(&t, &sc, &cc, &sfd);
     ck_assert_int_eq(link_peer_arena_map(t.peer, &w.dst), -ENOTSUP);
     quit_server(&t);
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
