@@ -29,6 +29,9 @@ typedef enum {
     CFG_PLACEMENT_DEVICE = 2,
 } cfg_placement_t;
 
+/* arena.shm_write's values, in the order of its names in cfg_table.c. */
+typedef enum { CFG_SHM_WRITE_COPY = 0, CFG_SHM_WRITE_PUT = 1 } cfg_shm_write_t;
+
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
      * $RUNTIME_DIRECTORY (set by systemd), else /run/kvferry for root, else
@@ -86,6 +89,7 @@ struct kvf_config {
     uint64_t arena_reserve_timeout_ms;
     int64_t arena_window;          /* chunks in flight per writer flow (both sides) */
     uint64_t arena_direct_run;     /* bounce: mean run bytes at which a chunk skips the gather */
+    int64_t arena_shm_write;       /* enum: copy (copy threads write the peer's slot), put */
     int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */

@@ -32,6 +32,7 @@
 static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const placements[] = {"auto", "host", "device", NULL};
 static const char *const prefaults[] = {"off", "thread", NULL};
+static const char *const shm_writes[] = {"copy", "put", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
@@ -134,6 +135,10 @@ const struct cfg_key cfg_table[] = {
         "Bounce path: a chunk whose copy runs average at least this many bytes is put straight "
         "from the context rank's pools into the landing slot (no gather); smaller runs are "
         "gathered into a staging slot first. 0: always gather."),
+    {"arena.shm_write", CFG_ENUM, OFF(arena_shm_write), "copy", 0, 0, shm_writes, true,
+     "Bounce path over shared memory (the peer's arena mapped here): copy: the copy threads "
+     "write each chunk straight into its landing slot, off the loop; put: UCX puts on the loop "
+     "(a memcpy in the loop thread), from the pools or a staging slot as arena.direct_run says."},
     ROW("arena.peer_share", CFG_INT, arena_peer_share, "75", 1, 100, false,
         "Percent of the landing slots' bytes that one peer daemon may hold at once (granted, "
         "filled or quarantined), so that a frozen or lost peer never holds them all."),

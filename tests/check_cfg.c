@@ -64,6 +64,7 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "arena.reserve_timeout",
                                        "arena.window",
                                        "arena.direct_run",
+                                       "arena.shm_write",
                                        "peers.max_inflight",
                                        "metrics.max_label_values",
                                        "transfers.keep_finished"};

@@ -428,6 +428,63 @@ START_TEST(link_put_and_flush_land_in_the_peers_arena_bitwise)
 }
 END_TEST
 
+struct map_write {
+    uint8_t *dst;
+    struct lt_check c;
+};
+
+static void *map_writer(void *arg)
+{
+    struct map_write *w = arg;
+    lt_fill(w->dst + w->c.off, w->c.len, w->c.seed);
+    return NULL;
+}
+
+/* A server process and our link connected to it, READY. */
+static pid_t connected(struct lt *t, const struct link_config *sc, const struct link_config *cc,
+                       int *sfd)
+{
+    uint16_t port;
+    pid_t pid = lt_server_start(sc, 20000, &port, sfd);
+    ck_assert_int_eq(lt_open(t, cc), 0);
+    lt_connect(t, port);
+    ck_assert(lt_run_until(t, &t->ups, 1, 5000));
+    return pid;
+}
+
+START_TEST(link_peer_arena_mapped_here_is_written_by_another_thread_bitwise)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    int sfd;
+    struct lt t;
+    struct link_stats ss;
+    pid_t pid = connected(&t, &sc, &cc, &sfd);
+    ck_assert(lt_wait_put_fast(&t, 2000)); /* shared memory: the peer's arena can be mapped */
+    struct map_write w = {.c = {.off = 8192, .len = 4 << 20, .seed = 91}};
+    ck_assert_int_eq(link_peer_arena_map(t.peer, &w.dst), 0);
+    ck_assert_uint_eq(link_peer_arena_bytes(t.peer), 16 << 20);
+    link_peer_hold(t.peer); /* what a copy thread's owner does while it writes */
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, map_writer, &w), 0);
+    pthread_join(th, NULL);
+    link_peer_release(t.peer);
+    /* no put, no flush: a message sent after the writes ended finds the bytes there */
+    ck_assert_int_eq(link_send(t.peer, LT_CHECK_ARENA, &w.c, sizeof(w.c), NULL, 0, NULL, NULL), 0);
+    ck_assert(lt_run_until(&t, &t.msgs, 1, 5000));
+    ck_assert_int_eq(t.results_ok, 1);
+    quit_server(&t);
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(lt_close(&t), 0);
+    /* tcp only: nothing maps the peer's arena, the caller puts */
+    sc.tls = cc.tls = "tcp";
+    pid = connected(&t, &sc, &cc, &sfd);
+    ck_assert_int_eq(link_peer_arena_map(t.peer, &w.dst), -ENOTSUP);
+    quit_server(&t);
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
 START_TEST(link_put_rkey_lands_in_registered_memory_bitwise)
 {
     struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
@@ -566,6 +623,7 @@ static Suite *link_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, link_put_and_flush_land_in_the_peers_arena_bitwise);
+    tcase_add_test(tc, link_peer_arena_mapped_here_is_written_by_another_thread_bitwise);
     tcase_add_test(tc, link_put_rkey_lands_in_registered_memory_bitwise);
     suite_add_tcase(s, tc);
     return s;

@@ -193,6 +193,20 @@ int link_put(struct link_peer *p, const void *local, size_t len, uint64_t remote
 /* Completes every put issued to the peer before it. cb as for link_send. */
 int link_flush(struct link_peer *p, link_done_cb cb, void *arg);
 
+/* The peer's arena mapped into this process, where a shared-memory transport maps it (sysv,
+ * posix, xpmem: ucp_rkey_ptr; asked once the put lanes are fast, the answer kept): 0 and
+ * *base_ret, its byte 0 (link_peer_arena_bytes long), which any thread may write while the peer
+ * is held (link_peer_hold), or -ENOTSUP where no transport maps it (tcp, cma, RDMA: put), or
+ * -ENOTCONN. A put over those lanes is a memcpy on the loop (docs/UCX.md trap 14): a copy thread
+ * writing here does the same work off the loop. The bytes count as landed for the peer once a
+ * message sent after the writes ended (on the loop) reaches it: no flush is needed. */
+int link_peer_arena_map(struct link_peer *p, uint8_t **base_ret);
+/* Keeps p's memory, its arena's mapping included, until link_peer_release, also past
+ * on_peer_down (a failed peer's mapping stays valid, its endpoint closed). Loop thread; every hold
+ * is released before link_free. */
+void link_peer_hold(struct link_peer *p);
+void link_peer_release(struct link_peer *p);
+
 /* A registration of existing memory for zero-copy puts into it. */
 struct link_mreg;
 int link_mem_register(struct link *l, void *ptr, size_t len, struct link_mreg **ret);

@@ -46,7 +46,7 @@ struct link_peer {
     int close_started;           /* ucp_ep_close_nbx issued */
     int fail_err;                /* -errno of the failure */
     int refused;                 /* we refused its handshake */
-    unsigned refs;               /* in-flight rendezvous receives holding us */
+    unsigned refs;               /* rendezvous receives in flight and link_peer_hold holders */
     ucp_ep_h ep;                 /* owned until the close completes */
     char addr[128];              /* "host:port" asked, or the remote address */
     uint64_t deadline_ms;        /* handshake deadline (uv_now) */
@@ -59,6 +59,8 @@ struct link_peer {
     /* peer's arena */
     ucp_rkey_h arena_rkey;       /* owned */
     uint64_t arena_addr, arena_len;
+    uint8_t *arena_map;          /* the peer's arena mapped here (ucp_rkey_ptr); NULL: not */
+    int arena_map_tried;         /* asked once the lanes were fast */
     int put_fast;
     int lane_checks;             /* re-detections after READY (tick) */
     char lanes[160];             /* transports of the put lanes, for status */

@@ -148,6 +148,39 @@ int link_peer_set_rkey(struct link_peer *p, const void *blob, size_t len, uint64
     return 0;
 }
 
+int link_peer_arena_map(struct link_peer *p, uint8_t **base_ret)
+{
+    if (p->state != LINK_PEER_READY || !p->arena_rkey)
+        return -ENOTCONN;
+    if (!p->arena_map_tried && link_peer_put_fast(p)) {
+        /* the rkey was unpacked before the lanes settled; each tl rkey maps the whole arena, so
+         * its last byte must come out at base + len - 1 */
+        void *b = NULL, *last = NULL;
+        p->arena_map_tried = 1;
+        if (ucp_rkey_ptr(p->arena_rkey, p->arena_addr, &b) == UCS_OK &&
+            ucp_rkey_ptr(p->arena_rkey, p->arena_addr + p->arena_len - 1, &last) == UCS_OK &&
+            (uint8_t *)last == (uint8_t *)b + p->arena_len - 1)
+            p->arena_map = b;
+        log_info("link peer %llu (%s): its arena is %smapped here%s",
+                 (unsigned long long)p->serial, p->remote_id, p->arena_map ? "" : "not ",
+                 p->arena_map ? ": copy threads write its landing slots" : ": puts");
+    }
+    if (!p->arena_map)
+        return -ENOTSUP;
+    *base_ret = p->arena_map;
+    return 0;
+}
+
+void link_peer_hold(struct link_peer *p)
+{
+    p->refs++;
+}
+
+void link_peer_release(struct link_peer *p)
+{
+    link_peer_unref(p);
+}
+
 static void rma_done(void *request, ucs_status_t status, void *user_data)
 {
     struct rma_req *r = user_data;

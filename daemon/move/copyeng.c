@@ -42,6 +42,7 @@ struct copyeng_job {
     uint64_t bytes, t_submit;
     atomic_uint left;      /* pieces not ended */
     atomic_bool cancelled; /* the owner let go: skip, no callback */
+    atomic_bool halted;    /* the owner stopped it: skip, callback with -ECANCELED */
     atomic_bool skipped;   /* a piece was skipped at engine free: -ECANCELED */
     atomic_uint_fast64_t busy_ns;
     struct copyeng_job *next_done;       /* under mu */
@@ -150,7 +151,7 @@ static void *thread_main(void *arg)
         pthread_mutex_unlock(&e->mu);
         struct copyeng_job *j = p->job;
         uint64_t busy = 0;
-        if (stopping)
+        if (stopping || atomic_load(&j->halted))
             atomic_store(&j->skipped, true);
         else if (!atomic_load(&j->cancelled)) {
             uint64_t t0 = now_ns();
@@ -422,6 +423,7 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
     }
     atomic_init(&j->left, j->n_pieces);
     atomic_init(&j->cancelled, false);
+    atomic_init(&j->halted, false);
     atomic_init(&j->skipped, false);
     atomic_init(&j->busy_ns, 0);
     j->cb = cb;
@@ -468,6 +470,12 @@ void copyeng_cancel(struct copyeng_job *j)
         return;
     atomic_store(&j->cancelled, true);
     j->e->cancelled++;
+}
+
+void copyeng_halt(struct copyeng_job *j)
+{
+    if (j)
+        atomic_store(&j->halted, true);
 }
 
 void copyeng_get_stats(const struct copyeng *e, struct copyeng_stats *ret)

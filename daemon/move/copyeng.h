@@ -114,6 +114,10 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
 /* The owner no longer wants j: its callback will not run; pieces not started are skipped;
  * its pins drop when the pieces running now ended. Returns at once (the loop never waits). */
 void copyeng_cancel(struct copyeng_job *j);
+/* The owner stops j: pieces not started are skipped; its callback still runs, once the pieces
+ * running now ended (status -ECANCELED if one was skipped), so the owner knows when nothing
+ * writes its destination any more. Returns at once. */
+void copyeng_halt(struct copyeng_job *j);
 
 void copyeng_get_stats(const struct copyeng *e, struct copyeng_stats *ret);
 /* `status` section: threads, nodes, jobs_total, pieces_total, bytes_total, busy_seconds_total,

@@ -21,6 +21,7 @@ struct bh_op {
     struct rx *rx;       /* scatter: its request (kept while scatters_running counts this) */
     uint32_t widx, serial;
     struct arena_grant g; /* scatter: the landing slot it reads */
+    struct copyeng_job *job; /* until on_copied (NULL inline) */
     struct bh_op *next;
 };
 
@@ -82,7 +83,7 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
 static int submit(struct engine *e, struct bh_op *op, const struct copyeng_part *part,
                   char *msg, size_t len)
 {
-    int rc = copyeng_submit(e->d->copy, part, 1, on_copied, op, NULL);
+    int rc = copyeng_submit(e->d->copy, part, 1, on_copied, op, &op->job);
     if (rc < 0) {
         snprintf(msg, len, "copy threads refused a %llu-byte %s: %s",
                  (unsigned long long)(part->hi - part->lo),
@@ -143,6 +144,13 @@ int bh_gather(struct stage *st, char *msg, size_t len)
                                 .src = src, .buf = st->buf, .lo = st->g.ext_off,
                                 .hi = st->g.ext_off + st->g.length};
     return submit(e, op, &part, msg, len);
+}
+
+void bh_gather_halt(struct stage *st)
+{
+    for (struct bh_op *op = st->e->host_ops; op; op = op->next)
+        if (op->st == st)
+            copyeng_halt(op->job);
 }
 
 bool bh_flow_busy(const struct engine *e, uint64_t flow)

@@ -28,6 +28,9 @@ int bh_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *
 /* Gathers st's chunk into st->buf. MOVE_DONE, or MOVE_STARTED (ctx_stage_gathered follows on
  * the loop), or < 0 with the reason in msg. */
 int bh_gather(struct stage *st, char *msg, size_t len);
+/* st's flow ended: the rest of its gather is skipped (pieces running now finish), so a gather
+ * into a failed peer's landing slot stops writing soon; ctx_stage_gathered follows as usual. */
+void bh_gather_halt(struct stage *st);
 /* Whether a host copy of flow (landing side) still reads one of its slots. */
 bool bh_flow_busy(const struct engine *e, uint64_t flow);
 /* Teardown: waits for every copy of the engine and runs their completions. */

@@ -1,11 +1,16 @@
 /* bounce_stage.c: the context side's chunks of the bounce path (docs/DESIGN.md §5, §7): for
- * every granted landing slot, in extent order and up to arena.window at once, either a put of
- * each source run straight from the rank's pools (bounce_put.c) or a staging slot of this arena
- * (a heap buffer when the landing chunk is larger than our slots), gathered on the copy threads
- * (bounce_host.c) or by a GPU kernel (engine_gpu.c); then put + flush + CHUNK where the lanes do
- * real puts, else one CHUNK active message whose payload the receiver takes into the slot. A
- * stage is finished (its slot, buffer or registration let go) only after its copies and its
- * sends completed. Loop thread only. */
+ * every granted landing slot, in extent order and up to arena.window at once, one of:
+ * - over shared memory (the peer's arena mapped here, arena.shm_write copy): a gather by the
+ *   copy threads (bounce_host.c) straight into the landing slot, then CHUNK: one copy, off the
+ *   loop, and no put (docs/UCX.md "Copies into the peer's arena");
+ * - a put of each source run straight from the rank's pools (bounce_put.c);
+ * - a staging slot of this arena (a heap buffer when the landing chunk is larger than our
+ *   slots), gathered on the copy threads or by a GPU kernel (engine_gpu.c); then put + flush +
+ *   CHUNK where the lanes do real puts, else one CHUNK active message whose payload the
+ *   receiver takes into the slot.
+ * A stage is finished (its slot, buffer or registration let go) only after its copies and its
+ * sends completed; a copy into the peer's slot holds the peer's mapping (link_peer_hold) until
+ * it ended. Loop thread only. */
 #include <endian.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -20,9 +25,18 @@
 #include "engine_quar.h"
 #include "move_exec.h"
 
+/* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
+static void unhold(struct stage *st)
+{
+    if (st->held)
+        link_peer_release(st->held);
+    st->held = NULL;
+}
+
 static void stage_finish(struct stage *st, int status)
 {
     struct engine *e = st->e;
+    unhold(st);
     if (st->resv_open) {
         uint64_t off;
         arena_resv_close(engine_stage_arena(e, &off), &st->resv, false);
@@ -115,7 +129,13 @@ static void stage_move(struct stage *st)
     struct link_peer *lp = tx->peer->lp;
     bool put = link_peer_put_fast(lp) && g->offset + g->length <= link_peer_arena_bytes(lp);
     int rc;
-    if (put || st->direct) {
+    if (st->to_peer) { /* the bytes are in the slot: a message sent after the copy ended */
+        e->c.chunks_put++;
+        e->c.bytes_put += g->length;
+        rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
+        if (rc < 0)
+            stage_finish(st, rc);
+    } else if (put || st->direct) {
         e->c.chunks_put++;
         e->c.bytes_put += g->length;
         if (st->direct) { /* one put per source run; a failed one is reported after the flush */
@@ -157,6 +177,7 @@ static void stage_run(struct stage *st)
 
 void ctx_stage_gathered(struct stage *st, int status)
 {
+    unhold(st); /* nothing writes the peer's slot any more */
     if (status < 0) {
         struct tx *tx = st->tx;
         if (tx && !tx_ended(tx))
@@ -185,6 +206,20 @@ void ctx_stage_timeout(struct stage *st)
     if (st->tx && !tx_ended(st->tx))
         ctx_tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
     stage_finish(st, -ETIMEDOUT);
+}
+
+/* The landing slot of g in the peer's arena mapped here, when the copy threads are to write it
+ * themselves (host pools, shared-memory lanes, arena.shm_write copy); else NULL. The grant comes
+ * from the peer: a slot outside its arena is never written here (its put fails -ERANGE). */
+static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g)
+{
+    struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
+    uint8_t *base;
+    if (!lp || tx->bx->staging_only || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
+        link_peer_arena_map(lp, &base) < 0)
+        return NULL;
+    uint64_t n = link_peer_arena_bytes(lp);
+    return g->offset <= n && g->length <= n - g->offset ? base + g->offset : NULL;
 }
 
 void ctx_pump(struct tx *tx)
@@ -225,6 +260,16 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
+        uint8_t *dst = peer_slot(tx, &g);
+        if (dst) { /* one copy, on the copy threads: no staging slot, no put */
+            e->c.chunk_copied_to_peer++;
+            st->to_peer = true;
+            st->buf = dst;
+            st->held = tx->peer->lp;
+            link_peer_hold(st->held);
+            stage_run(st);
+            continue;
+        }
         if (!tx->bx->staging_only && bput_choose(tx, &g)) { /* no staging slot, no gather */
             st->direct = true;
             stage_move(st);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_host.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -79,6 +80,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
         if (st->tx == tx) {
             st->tx = NULL;
             st->dack = d;
+            bh_gather_halt(st); /* a copy into the peer's slot stops writing it */
         }
     frag_tx_gone(e, tx, d);
     nack_flow_ended(tx); /* last: a failure counted while it read may end its SEND now */

@@ -49,6 +49,8 @@ struct stage {
     bool own_buf;
     bool direct;             /* put straight from the rank's pools (bounce_put.h): no buf */
     struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
+    bool to_peer;            /* buf is the landing slot in the peer's arena, mapped here */
+    struct link_peer *held;  /* to_peer: the peer held (its mapping) until the gather ended */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     struct wire_grant g; /* the landing slot it fills */

@@ -1,10 +1,13 @@
 /* check_bounce_copy.c: the bounce path between two daemons with its copies on the copy threads
- * (daemon/request/bounce_host.c) and its puts straight from the context pools
- * (bounce_put.c), with real kvferry-sim workers: bytes land bitwise right either way (puts from
- * the pools, or gathered first: arena.direct_run 0); a generation worker killed while a scatter
- * into its pools runs, and a context worker killed while a gather from its pools runs (or while
- * puts from them stream), leave both daemons up and serving, with no copy, pin, deferred unmap,
- * arena slot, request or worker left behind. */
+ * (daemon/request/bounce_host.c): the context side's copy threads writing the landing slots in
+ * the peer's arena mapped over shared memory (bounce_stage.c, the default), or its puts straight
+ * from the context pools (bounce_put.c, arena.shm_write put), with real kvferry-sim workers:
+ * bytes land bitwise right every way (copied into the peer's slots, puts from the pools, or
+ * gathered first: arena.direct_run 0); a generation worker killed while a scatter into its pools
+ * runs, a context worker killed while a gather from its pools runs (into a staging slot or into
+ * the peer's slot, or while puts from them stream), and a generation daemon killed while the
+ * copy threads write its arena, leave the daemons up and serving, with no copy, pin, deferred
+ * unmap, arena slot, request, worker or held peer left behind. */
 #include <check.h>
 
 #include "remoteutil.h"
@@ -15,7 +18,9 @@
 #define ARENA_ "arena:\n  size: 64MiB\n  chunk: 4MiB\n  window: 4\n"
 #define GATES "gates:\n  min_bytes: 0\n"
 #define ARENA ARENA_ GATES
-#define ARENA_GATHER ARENA_ "  direct_run: 0\n" GATES /* every chunk gathered first */
+#define PUT "  shm_write: put\n" /* UCX puts on the loop, not the copy threads into the slot */
+#define ARENA_PUT ARENA_ PUT GATES
+#define ARENA_GATHER ARENA_ PUT "  direct_run: 0\n" GATES /* every chunk gathered, then put */
 /* deadlines far away: TSan builds on a loaded machine move a request in seconds */
 #define COPY1 "copy:\n  threads: 1\ndeadlines:\n  send_wait: 30s\n  transfer: 60s\n"
 
@@ -113,12 +118,25 @@ static void assert_released(const struct ru_daemon *d, const char *who)
                   who, v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
 }
 
-START_TEST(bounce_puts_from_the_pools_and_gathers_land_bitwise_right)
+START_TEST(bounce_copies_puts_from_the_pools_and_gathers_land_bitwise_right)
 {
     struct two t;
     two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
-    int bad = run_pair(&t, "direct", 3);
+    int bad = run_pair(&t, "copy", 3);
+    long long copied = ctl_at(&t.a, "stats", "peers.paths.chunk_copied_to_peer");
+    long long gathers = ctl_at(&t.a, "stats", "peers.host_gathers");
     long long direct = ctl_at(&t.a, "stats", "peers.direct_puts");
+    fprintf(stderr, "copies into the peer's slots: %lld chunks, %lld gathers, %lld puts\n", copied,
+            gathers, direct);
+    two_stop(&t, !bad);
+    ck_assert_int_eq(bad, 0);
+    ck_assert_int_gt(copied, 0);
+    ck_assert_int_eq(gathers, copied);
+    ck_assert_int_eq(direct, 0);
+
+    two_start(&t, ARENA_PUT COPY1, ARENA COPY1, NULL);
+    bad = run_pair(&t, "direct", 3);
+    direct = ctl_at(&t.a, "stats", "peers.direct_puts");
     long long scat = ctl_at(&t.b, "stats", "peers.host_scatters");
     fprintf(stderr, "puts from the pools: %lld direct puts, %lld scatters on the copy threads\n",
             direct, scat);
@@ -175,13 +193,63 @@ START_TEST(bounce_worker_killed_mid_copy_leaves_both_daemons_serving)
     assert_released(&t.b, "generation");
     two_stop(&t, !bad);
     ck_assert_int_eq(bad, 0);
+
+    /* the copy threads write the peer's landing slots: its pools stay pinned under the copy */
+    two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
+    kill_mid_copy(&t, &t.a, 0, "ctx-killed-mid-peer-copy");
+    bad = run_pair(&t, "after-copy", 2);
+    ck_assert_int_gt(ctl_at(&t.a, "stats", "peers.paths.chunk_copied_to_peer"), 0);
+    two_stop(&t, !bad);
+    ck_assert_int_eq(bad, 0);
+}
+END_TEST
+
+static long long link_peers(const struct ru_daemon *d)
+{
+    json_t *r = ru_ctl(d, "status");
+    long long n = (long long)json_array_size(json_object_get(json_object_get(r, "link"), "peers"));
+    json_decref(r);
+    return n;
+}
+
+START_TEST(bounce_generation_daemon_killed_while_copies_write_its_arena)
+{
+    struct two t;
+    two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
+    pid_t g = sim(&t, 1, "peer", 400, 0);
+    pid_t c = sim(&t, 0, "peer", 400, 0);
+    uint64_t until = ru_now_ms() + 60000;
+    long long running = 0;
+    while (ru_now_ms() < until &&
+           ((running = copy_int(&t.a, "running_jobs")) <= 0 ||
+            ctl_at(&t.a, "stats", "peers.paths.chunk_copied_to_peer") <= 0))
+        ru_sleep_ms(1);
+    ru_daemon_kill9(&t.b); /* its arena stays mapped in a until a's copies into it ended */
+    fprintf(stderr, "generation daemon killed with %lld copy job(s) running on the context side\n",
+            running);
+    kill(g, SIGKILL);
+    kill(c, SIGKILL);
+    wt_wait(g, 5000);
+    wt_wait(c, 5000);
+    ck_assert_int_gt(running, 0);
+    ck_assert_int_eq(kill(t.a.pid, 0), 0);
+    assert_released(&t.a, "context");
+    until = ru_now_ms() + 15000; /* the peer, held while copies wrote its arena, is freed */
+    while (link_peers(&t.a) > 0 && ru_now_ms() < until)
+        ru_sleep_ms(20);
+    ck_assert_int_eq(link_peers(&t.a), 0);
+    /* a new generation daemon is served by the same context daemon */
+    ck_assert_int_eq(ru_daemon_start(&t.b, t.top, "b", 0, t.secret, ARENA COPY1), 0);
+    int bad = run_pair(&t, "after", 2);
+    two_stop(&t, !bad);
+    ck_assert_int_eq(bad, 0);
 }
 END_TEST
 
 START_TEST(bounce_context_killed_while_puts_from_its_pools_stream)
 {
     struct two t;
-    two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
+    two_start(&t, ARENA_PUT COPY1, ARENA COPY1, NULL);
     pid_t g = sim(&t, 1, "put", 400, 0);
     pid_t c = sim(&t, 0, "put", 400, 0);
     uint64_t until = ru_now_ms() + 60000;
@@ -205,8 +273,9 @@ static Suite *suite(void)
     Suite *s = suite_create("bounce_copy");
     TCase *tc = tcase_create("two_daemons");
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, bounce_puts_from_the_pools_and_gathers_land_bitwise_right);
+    tcase_add_test(tc, bounce_copies_puts_from_the_pools_and_gathers_land_bitwise_right);
     tcase_add_test(tc, bounce_worker_killed_mid_copy_leaves_both_daemons_serving);
+    tcase_add_test(tc, bounce_generation_daemon_killed_while_copies_write_its_arena);
     tcase_add_test(tc, bounce_context_killed_while_puts_from_its_pools_stream);
     suite_add_tcase(s, tc);
     return s;
