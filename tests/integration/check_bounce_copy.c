@@ -19,15 +19,6 @@
 /* deadlines far away: TSan builds on a loaded machine move a request in seconds */
 #define COPY1 "copy:\n  threads: 1\ndeadlines:\n  send_wait: 30s\n  transfer: 60s\n"
 
-/* arena + COPY1 + the default keepalive (1 s) scaled: under TSan a REGISTER can hold a daemon's
- * loop for seconds, which its peer must not take for a lost peer. i: one of two buffers. */
-static const char *cfg(int i, const char *arena)
-{
-    static char b[2][512];
-    return tu_fmt(b[i], sizeof b[i], "%s%speers:\n  keepalive_interval: %ums\n", arena, COPY1,
-                  tu_ms(1000));
-}
-
 static pid_t sim(const struct two *t, int gen, const char *tag, int n, pid_t hold)
 {
     char bin[256], inst[32], peer[32], nr[16], hp[16];
@@ -125,7 +116,7 @@ static void assert_released(const struct ru_daemon *d, const char *who)
 START_TEST(bounce_puts_from_the_pools_and_gathers_land_bitwise_right)
 {
     struct two t;
-    two_start(&t, cfg(0, ARENA), cfg(1, ARENA), NULL);
+    two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
     int bad = run_pair(&t, "direct", 3);
     long long direct = ctl_at(&t.a, "stats", "peers.direct_puts");
     long long scat = ctl_at(&t.b, "stats", "peers.host_scatters");
@@ -136,7 +127,7 @@ START_TEST(bounce_puts_from_the_pools_and_gathers_land_bitwise_right)
     ck_assert_int_gt(direct, 0);
     ck_assert_int_gt(scat, 0);
 
-    two_start(&t, cfg(0, ARENA_GATHER), cfg(1, ARENA), NULL);
+    two_start(&t, ARENA_GATHER COPY1, ARENA COPY1, NULL);
     bad = run_pair(&t, "gather", 3);
     long long gath = ctl_at(&t.a, "stats", "peers.host_gathers");
     long long off = ctl_at(&t.a, "stats", "peers.paths.chunk_gather_direct_off");
@@ -176,7 +167,7 @@ START_TEST(bounce_worker_killed_mid_copy_leaves_both_daemons_serving)
 {
     struct two t;
     /* the context side gathers (direct_run 0), so both daemons run copy jobs */
-    two_start(&t, cfg(0, ARENA_GATHER), cfg(1, ARENA), NULL);
+    two_start(&t, ARENA_GATHER COPY1, ARENA COPY1, NULL);
     kill_mid_copy(&t, &t.b, 1, "gen-killed-mid-scatter");
     kill_mid_copy(&t, &t.a, 0, "ctx-killed-mid-gather");
     int bad = run_pair(&t, "after", 2); /* everyone else is still served */
@@ -190,7 +181,7 @@ END_TEST
 START_TEST(bounce_context_killed_while_puts_from_its_pools_stream)
 {
     struct two t;
-    two_start(&t, cfg(0, ARENA), cfg(1, ARENA), NULL);
+    two_start(&t, ARENA COPY1, ARENA COPY1, NULL);
     pid_t g = sim(&t, 1, "put", 400, 0);
     pid_t c = sim(&t, 0, "put", 400, 0);
     uint64_t until = ru_now_ms() + tu_ms(60000);
