@@ -30,7 +30,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     struct kvf_recv_args a;
     ru_recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
     ck_assert_int_gt(arena_in_use(&t.b), 0);
@@ -45,7 +45,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     fprintf(stderr, "PEER_LOST %llu ms after SIGKILL: %s\n", (unsigned long long)took, ev.message);
     /* quarantined, then reclaimed once the endpoint is closed */
     long long q0 = ru_ctl_int(&t.b, "arena", "quarantined_slots");
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -307,7 +307,7 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     ck_assert_msg(strstr(ev.message, "send_wait"), "%s", ev.message);
     /* its landing slots were quarantined, then reclaimed on the context daemon's drain ack:
      * the peer is still connected */
-    uint64_t until = ru_now_ms() + 2000;
+    uint64_t until = ru_now_ms() + tu_ms(2000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -318,13 +318,13 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     /* the generation rank cancels a waiting request: same story, started from this side */
     ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    until = ru_now_ms() + 2000;
+    until = ru_now_ms() + tu_ms(2000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(5);
     ck_assert_int_eq(kvf_cancel(gen.r[0].c, 3), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 3000), KVF_EV_FAILED);
     ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
-    until = ru_now_ms() + 2000;
+    until = ru_now_ms() + tu_ms(2000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -390,7 +390,7 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
         }
     }
     int done[2] = {0, 0}, failed = 0;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until) {
         for (uint32_t g = 0; g < gen.n; g++) {
             struct kvf_event ev;
@@ -442,7 +442,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     struct kvf_recv_args a;
     ru_recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
     uint64_t t0 = ru_now_ms();
@@ -451,7 +451,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     struct kvf_event ev;
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 5, &ev, 3000), KVF_EV_FAILED);
     /* the context daemon heard of it: its flow ended (NACK or peer loss) */
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     while (ru_now_ms() < until) {
         json_t *tr = ru_ctl(&t.a, "stats");
         json_t *pe = tr ? json_object_get(tr, "peers") : NULL;
@@ -537,7 +537,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         struct kvf_recv_args a;
         ru_recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-        uint64_t until = ru_now_ms() + 10000;
+        uint64_t until = ru_now_ms() + tu_ms(10000);
         long long landed = 0;
         while (ru_now_ms() < until) {
             json_t *st = ru_ctl(&t.b, "stats");
@@ -565,7 +565,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
             ck_assert_int_eq(k, KVF_EV_FAILED);
             ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
             ck_assert_uint_lt(took, 3000);
-            until = ru_now_ms() + 3000;
+            until = ru_now_ms() + tu_ms(3000);
             while (
                 (arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
                 ru_now_ms() < until)
@@ -599,7 +599,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
         ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         /* in order: the context daemon took it (a flow) or refused it (a NACK) */
-        uint64_t end = ru_now_ms() + 10000;
+        uint64_t end = ru_now_ms() + tu_ms(10000);
         while (ru_peers_stat(&t.a, "flows") + ru_peers_stat(&t.a, "nacks_sent") < (long long)req) {
             ck_assert_msg(ru_now_ms() < end, "request %llu never reached the context daemon",
                           (unsigned long long)req);
@@ -608,7 +608,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     }
     int refused = 0;
     struct kvf_event ev;
-    uint64_t until = ru_now_ms() + 3000;
+    uint64_t until = ru_now_ms() + tu_ms(3000);
     while (refused < 2 && ru_now_ms() < until)
         if (kvf_poll(gen.r[0].c, &ev, 20) == 1 && ev.kind == KVF_EV_FAILED) {
             ck_assert_msg(ev.req_id >= 3, "request %llu refused", (unsigned long long)ev.req_id);
@@ -652,7 +652,7 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
      * bytes each time), so one request per direction is in flight at a time: two RECVs into the
      * same blocks would race (their scatters run on the copy threads) */
     int done[2] = {0, 0}, failed = 0;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     for (uint64_t q = 1; q <= N && !failed; q++) {
         for (int i = 0; i < 2; i++) {
             struct ru_rank *c = &ctx[1 - i].r[0], *g = &gen[i].r[0];
@@ -762,7 +762,7 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
         }
     }
     int open = 2 * N;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     while (open > 0 && ru_now_ms() < until)
         for (uint32_t g = 0; g < gen.n; g++) {
             struct kvf_event ev;
@@ -798,7 +798,7 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
                           "rank %u request %u: %s", g, q, where);
         }
     fprintf(stderr, "random cancels: %d of %d requests cancelled in flight\n", cancelled, N);
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     for (;;) {
         json_t *ab = ru_ctl(&t.b, "arena"), *aa = ru_ctl(&t.a, "arena");
         long long busy =
