@@ -7,12 +7,15 @@
 #                        (KVF_FATAL_INVARIANTS=1, daemon/base/require.h)
 #   make asan            the same under ASan+UBSan, in build-asan/
 #   make tsan            the same under ThreadSanitizer, in build-tsan/
+#   make tsan-integ      the suites that run threads (TSAN_SUITES), under ThreadSanitizer (CI)
 #   make fuzz-short      each libFuzzer target for a short run (clang)
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
 #   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
 #                        the kvferry Python package in PYDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
+#   make soak            SOAK_MINUTES of mixed requests between two daemons, RSS/fd drift
+#   make fault-matrix    each issue-13 fault against three daemons, a table (root; netns)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
 # daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
@@ -100,7 +103,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -192,11 +195,25 @@ asan:
 # ThreadSanitizer over every suite (the copy threads, the GPU completion thread, the daemons
 # the integration suites start). TSAN_OPTIONS makes any report fail the binary; UCX's mmap
 # hooks (libucm) crash under TSan at thread exit, so they are off (the daemon does not need them).
-# TSan runs code 5-15x slower: Check's timeouts and the link tests' waits are scaled.
+# TSan runs code 5-15x slower: Check's timeouts and every test wait (tu_ms, tests/testutil.h)
+# are scaled.
+TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" UCX_MEM_MMAP_HOOK_MODE=none \
+	  CK_TIMEOUT_MULTIPLIER=4 KVF_TEST_SLOW=4
 tsan:
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" UCX_MEM_MMAP_HOOK_MODE=none \
-	  CK_TIMEOUT_MULTIPLIER=4 KVF_TEST_SLOW=4 \
-	  $(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 check
+	$(TSAN_ENV) $(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 check
+# The suites whose code runs on more than one thread: the copy engine and its threads (unit and
+# two workers killed mid-copy), the move executor, the GPU completion thread (CPU mode here),
+# the bounce path (staging, landing, scatters on the copy threads), the fragment path's held
+# puts, two daemons' data paths and their failures, hostile peers and workers killed mid-request.
+# The rest (planner, config, protocol codecs, ctl) is single-threaded: `make tsan` covers it.
+TSAN_SUITES := tests/check_copyeng tests/check_move_exec tests/check_gpu_cpu_mode \
+	tests/integration/check_copy_threads tests/integration/check_bounce_copy \
+	tests/integration/check_remote tests/integration/check_remote_hostile \
+	tests/integration/check_frag_quar tests/integration/check_workers_faults \
+	tests/integration/check_remote_fail
+tsan-integ:
+	$(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 all
+	$(TSAN_ENV) KVF_FATAL_INVARIANTS=1 BUILD=build-tsan scripts/run-tests $(addprefix build-tsan/,$(TSAN_SUITES))
 
 # libFuzzer targets: tests/fuzz/fuzz_<name>.c, built with clang against the lib sources.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
@@ -233,6 +250,12 @@ bench-ctl: all
 # grows past its tolerance after the warm-up (scripts/soak says which knobs). Not in `check`.
 soak: all
 	BUILD=$(BUILD) scripts/soak
+
+# kill -9 of each daemon and worker mid-request, SIGSTOP, a veth partition, a hostile worker:
+# time to the first typed end, what was held and released, the bystander (scripts/fault-matrix;
+# root, network namespaces). FM_OUT=file.md keeps the table. Not in `check`.
+fault-matrix: all
+	BUILD=$(BUILD) scripts/fault-matrix
 
 # Installs as a Debian package would lay it out: the library in the multiarch libdir with a
 # pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its

@@ -28,13 +28,13 @@ static void teardown(void)
 static struct link_config cfg_server(const char *secret)
 {
     return (struct link_config){.listen_host = "127.0.0.1", .secret_path = secret,
-                                .arena_bytes = 16 << 20, .handshake_timeout_ms = lt_ms(3000)};
+                                .arena_bytes = 16 << 20, .handshake_timeout_ms = tu_ms(3000)};
 }
 
 static struct link_config cfg_client(const char *secret)
 {
     return (struct link_config){.secret_path = secret, .arena_bytes = 16 << 20,
-                                .handshake_timeout_ms = lt_ms(3000)};
+                                .handshake_timeout_ms = tu_ms(3000)};
 }
 
 static void quit_server(struct lt *t)

@@ -77,9 +77,6 @@ int lt_open(struct lt *t, const struct link_config *cfg);
 /* Tears down; returns uv_loop_close's result. */
 int lt_close(struct lt *t);
 
-/* Timeouts are multiplied by $KVF_TEST_SLOW (e.g. 20 under valgrind). */
-unsigned lt_ms(unsigned ms);
-
 /* Runs the loop until *flag >= want or timeout_ms passes; returns 1 when reached. */
 int lt_run_until(struct lt *t, const int *flag, int want, unsigned timeout_ms);
 

@@ -46,6 +46,11 @@ void tu_tmpdir(char *buf, size_t len);
  * at len - 1 bytes. Returns its exit status, -1 when it did not exit. */
 int tu_sh(const char *cmd, char *out, size_t len);
 
+/* A wait of ms milliseconds scaled by $KVF_TEST_SLOW (a whole number, default 1): sanitizer and
+ * valgrind runs are 5-20x slower (`make tsan` sets 4). Every helper that waits with a deadline
+ * scales its timeout with it, and so must a test's own deadline loop. */
+unsigned tu_ms(unsigned ms);
+
 /* Run a suite, return the process exit code. */
 int tu_run(Suite *s);
 

@@ -91,7 +91,7 @@ static long long copy_int(const struct ru_daemon *d, const char *key)
 /* Waits until d holds no copy, pin, deferred unmap, slot, request or worker. */
 static void assert_released(const struct ru_daemon *d, const char *who)
 {
-    uint64_t until = ru_now_ms() + 15000;
+    uint64_t until = ru_now_ms() + tu_ms(15000);
     long long v[7];
     for (;;) {
         v[0] = copy_int(d, "running_jobs");
@@ -163,7 +163,7 @@ static void kill_mid_copy(struct two *t, const struct ru_daemon *d, int kill_gen
 {
     pid_t g = sim(t, 1, what, 400, 0);
     pid_t c = sim(t, 0, what, 400, 0);
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     long long running = 0; /* as seen just before the kill: a second read could see it ended */
     while (ru_now_ms() < until && (running = copy_int(d, "running_jobs")) <= 0)
         ru_sleep_ms(1);
@@ -252,7 +252,7 @@ START_TEST(bounce_context_killed_while_puts_from_its_pools_stream)
     two_start(&t, ARENA_PUT COPY1, ARENA COPY1, NULL);
     pid_t g = sim(&t, 1, "put", 400, 0);
     pid_t c = sim(&t, 0, "put", 400, 0);
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     while (ru_now_ms() < until && ctl_at(&t.a, "stats", "peers.direct_puts") <= 0)
         ru_sleep_ms(1);
     ck_assert_int_gt(ctl_at(&t.a, "stats", "peers.direct_puts"), 0);

@@ -6,9 +6,14 @@
 
 #include "wtest.h"
 
-#define CFG "copy:\n  threads: 2\ndeadlines:\n  send_wait: 5s\n  transfer: 5s\n"
-/* one copy thread: each copy runs longer, so a kill lands in one more often */
-#define CFG1 "copy:\n  threads: 1\ndeadlines:\n  send_wait: 5s\n  transfer: 5s\n"
+/* threads copy threads; 5 s deadlines (scaled: the sims fill 48 MB patterns slowly under TSan) */
+static const char *cfg(int threads)
+{
+    static char b[128];
+    return tu_fmt(b, sizeof b,
+                  "copy:\n  threads: %d\ndeadlines:\n  send_wait: %ums\n  transfer: %ums\n",
+                  threads, tu_ms(5000), tu_ms(5000));
+}
 #define SPEC "kimi-linear-48b" /* small enough for TSan builds (shadow memory) */
 #define TOKENS "512" /* 48 MB a request: ms of copy each, all on the copy threads */
 
@@ -23,7 +28,7 @@ static long long copy_int(struct wenv *e, const char *key)
 /* Waits until every copy, pin and deferred unmap is gone and no request or worker is left. */
 static void assert_all_released(struct wenv *e)
 {
-    int64_t until = wt_now_ms() + 15000;
+    int64_t until = wt_now_ms() + tu_ms(15000);
     while (wt_now_ms() < until &&
            (copy_int(e, "running_jobs") || copy_int(e, "pinned_mappings") ||
             copy_int(e, "deferred_unmaps") || wt_ctl_count(e, "transfers", "transfers") ||
@@ -56,7 +61,7 @@ static void pair(struct wenv *e, const char *tag, int n, pid_t *ctx, pid_t *gen)
 static void kill_mid_copy(struct wenv *e, pid_t victim, pid_t other, const char *who)
 {
     long long jobs0 = copy_int(e, "jobs_total");
-    int64_t until = wt_now_ms() + 120000;
+    int64_t until = wt_now_ms() + tu_ms(120000);
     while (wt_now_ms() < until && copy_int(e, "running_jobs") == 0)
         usleep(1000);
     ck_assert_msg(copy_int(e, "running_jobs") > 0, "no copy ever ran on the copy threads");
@@ -74,7 +79,7 @@ static void kill_mid_copy(struct wenv *e, pid_t victim, pid_t other, const char 
 START_TEST(copy_threads_move_requests_off_the_loop_bitwise_right)
 {
     struct wenv e;
-    wt_start(&e, CFG);
+    wt_start(&e, cfg(2));
     pid_t c, g;
     pair(&e, "ok", 4, &c, &g);
     int rg = wt_wait(g, 120000), rc = wt_wait(c, 120000);
@@ -92,7 +97,7 @@ END_TEST
 START_TEST(copy_threads_worker_killed_mid_copy_leaves_the_daemon_serving)
 {
     struct wenv e;
-    wt_start(&e, CFG1);
+    wt_start(&e, cfg(1)); /* one copy thread: a kill lands in a copy more often */
     pid_t c, g;
     pair(&e, "a", 200, &c, &g);
     kill_mid_copy(&e, c, g, "context worker (copy source)");

@@ -49,7 +49,7 @@ START_TEST(frag_failure_mid_transfer_reports_after_the_puts_ended)
                                   .ids = g->ids};
         ck_assert_int_eq(kvf_recv(g->c, &a), 0);
         /* the context daemon's puts are in flight: fail the request now */
-        uint64_t until = ru_now_ms() + 5000;
+        uint64_t until = ru_now_ms() + tu_ms(5000);
         long long n;
         while ((n = frag_jobs(&t.a)) < 1 && ru_now_ms() < until)
             ;
@@ -107,19 +107,19 @@ START_TEST(gen_worker_gone_mid_fragment_keeps_its_pools_mapped_until_the_puts_en
                                   .counts = g->counts,
                                   .ids = g->ids};
         ck_assert_int_eq(kvf_recv(g->c, &a), 0);
-        uint64_t until = ru_now_ms() + 5000;
+        uint64_t until = ru_now_ms() + tu_ms(5000);
         long long n;
         while ((n = frag_jobs(&t.a)) < 1 && ru_now_ms() < until)
             ;
         g->c = kvf_close(g->c); /* the worker goes away with the puts in flight */
         long long def = 0, jobs = n;
-        until = ru_now_ms() + 5000;
+        until = ru_now_ms() + tu_ms(5000);
         while ((def = deferred_unmaps(&t.b)) < 1 && (jobs = frag_jobs(&t.a)) > 0 &&
                ru_now_ms() < until)
             ;
         caught = n >= 1 && def >= 1;
         /* whether caught or not: the puts end, the unmaps follow, the SEND ends */
-        until = ru_now_ms() + 20000;
+        until = ru_now_ms() + tu_ms(20000);
         while ((frag_jobs(&t.a) > 0 || deferred_unmaps(&t.b) > 0) && ru_now_ms() < until)
             ru_sleep_ms(5);
         long long left = deferred_unmaps(&t.b);

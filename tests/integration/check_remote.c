@@ -218,7 +218,7 @@ static void spread_case(const char *ctx_spec, const char *gen_spec, uint32_t n_b
         ru_rank_register(&ctx, i, i % 2 ? &c : &t.a, t.a.addr);
     ru_inst_register(&gen, &t.b);
     /* the forward is asynchronous: wait until the home knows every rank */
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (ru_now_ms() < until) {
         json_t *st = ru_ctl(&c, "stats");
         long long fw =
@@ -261,7 +261,7 @@ START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_moves_loc
     ru_rank_register(&ctx, 0, &t.a, t.a.addr);
     ru_rank_register(&ctx, 1, &c, t.a.addr);
     ru_inst_register(&gen, &c);
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (ru_now_ms() < until) {
         json_t *st = ru_ctl(&c, "stats");
         long long fw =

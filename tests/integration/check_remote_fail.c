@@ -30,7 +30,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     struct kvf_recv_args a;
     ru_recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
     ck_assert_int_gt(arena_in_use(&t.b), 0);
@@ -45,7 +45,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     fprintf(stderr, "PEER_LOST %llu ms after SIGKILL: %s\n", (unsigned long long)took, ev.message);
     /* quarantined, then reclaimed once the endpoint is closed */
     long long q0 = ru_ctl_int(&t.b, "arena", "quarantined_slots");
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -120,7 +120,7 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     ck_assert_msg(strstr(ev.message, "send_wait"), "%s", ev.message);
     /* its landing slots were quarantined, then reclaimed on the context daemon's drain ack:
      * the peer is still connected */
-    uint64_t until = ru_now_ms() + 2000;
+    uint64_t until = ru_now_ms() + tu_ms(2000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -131,13 +131,13 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     /* the generation rank cancels a waiting request: same story, started from this side */
     ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    until = ru_now_ms() + 2000;
+    until = ru_now_ms() + tu_ms(2000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(5);
     ck_assert_int_eq(kvf_cancel(gen.r[0].c, 3), 0);
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 3000), KVF_EV_FAILED);
     ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
-    until = ru_now_ms() + 2000;
+    until = ru_now_ms() + tu_ms(2000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
            ru_now_ms() < until)
         ru_sleep_ms(20);
@@ -170,7 +170,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     struct kvf_recv_args a;
     ru_recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
     ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    uint64_t until = ru_now_ms() + 5000;
+    uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
     uint64_t t0 = ru_now_ms();
@@ -179,7 +179,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     struct kvf_event ev;
     ck_assert_int_eq(ru_wait_event(&gen.r[0], 5, &ev, 3000), KVF_EV_FAILED);
     /* the context daemon heard of it: its flow ended (NACK or peer loss) */
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     while (ru_now_ms() < until) {
         json_t *tr = ru_ctl(&t.a, "stats");
         json_t *pe = tr ? json_object_get(tr, "peers") : NULL;
@@ -222,7 +222,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         struct kvf_recv_args a;
         ru_recv_args(&gen.r[0], 1, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-        uint64_t until = ru_now_ms() + 10000;
+        uint64_t until = ru_now_ms() + tu_ms(10000);
         long long landed = 0;
         while (ru_now_ms() < until) {
             json_t *st = ru_ctl(&t.b, "stats");
@@ -250,7 +250,7 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
             ck_assert_int_eq(k, KVF_EV_FAILED);
             ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
             ck_assert_uint_lt(took, 3000);
-            until = ru_now_ms() + 3000;
+            until = ru_now_ms() + tu_ms(3000);
             while (
                 (arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
                 ru_now_ms() < until)

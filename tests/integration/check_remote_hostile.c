@@ -133,13 +133,13 @@ static void hostile_case(int mode)
     ck_assert_int_eq(kvf_recv(r->c, &a), 0);
     struct kvf_event ev;
     int kind = 0;
-    uint64_t until = ru_now_ms() + 20000;
+    uint64_t until = ru_now_ms() + tu_ms(20000);
     while (!kind && ru_now_ms() < until) {
         uv_run(&h.loop, UV_RUN_NOWAIT);
         if (kvf_poll(r->c, &ev, 2) == 1 && ev.req_id == 9)
             kind = ev.kind;
     }
-    for (until = ru_now_ms() + 5000; h.nacks == 0 && ru_now_ms() < until;) { /* the NACK */
+    for (until = ru_now_ms() + tu_ms(5000); h.nacks == 0 && ru_now_ms() < until;) { /* the NACK */
         uv_run(&h.loop, UV_RUN_NOWAIT);
         ru_sleep_ms(2);
     }
@@ -240,12 +240,13 @@ START_TEST(remote_home_keeps_a_bounded_number_of_forwarded_instances)
     struct flood f;
     memset(&f, 0, sizeof f);
     ck_assert_int_eq(uv_loop_init(&f.loop), 0);
-    struct link_config lc = {.secret_path = secret};
+    /* the daemon decodes 1025 layouts under TSan slowly: its PONGs may wait (scaled keepalive) */
+    struct link_config lc = {.secret_path = secret, .keepalive_interval_ms = tu_ms(1000)};
     struct link_ops ops = {.on_peer_up = flood_up, .on_msg = flood_msg, .arg = &f};
     ck_assert_int_eq(link_new(&f.loop, &lc, &ops, &f.link), 0);
     struct link_peer *lp;
     ck_assert_int_eq(link_connect(f.link, a.addr, &lp), 0);
-    uint64_t until = ru_now_ms() + 10000;
+    uint64_t until = ru_now_ms() + tu_ms(10000);
     while (!f.up && ru_now_ms() < until)
         uv_run(&f.loop, UV_RUN_ONCE);
     ck_assert(f.up);
@@ -275,7 +276,7 @@ START_TEST(remote_home_keeps_a_bounded_number_of_forwarded_instances)
         snprintf(m.u.table_req.instance, sizeof m.u.table_req.instance, "%s", ask[i]);
         send_msg(f.peer, 0, &m);
     }
-    until = ru_now_ms() + 10000;
+    until = ru_now_ms() + tu_ms(10000);
     while (f.tables + f.nacks < 2 && ru_now_ms() < until)
         uv_run(&f.loop, UV_RUN_NOWAIT);
     ck_assert_int_eq(f.tables, 1);

@@ -61,7 +61,7 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
         }
     }
     int done[2] = {0, 0}, failed = 0;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until) {
         for (uint32_t g = 0; g < gen.n; g++) {
             struct kvf_event ev;
@@ -117,7 +117,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
         ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
         ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
         /* in order: the context daemon took it (a flow) or refused it (a NACK) */
-        uint64_t end = ru_now_ms() + 10000;
+        uint64_t end = ru_now_ms() + tu_ms(10000);
         while (ru_peers_stat(&t.a, "flows") + ru_peers_stat(&t.a, "nacks_sent") < (long long)req) {
             ck_assert_msg(ru_now_ms() < end, "request %llu never reached the context daemon",
                           (unsigned long long)req);
@@ -126,7 +126,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     }
     int refused = 0;
     struct kvf_event ev;
-    uint64_t until = ru_now_ms() + 3000;
+    uint64_t until = ru_now_ms() + tu_ms(3000);
     while (refused < 2 && ru_now_ms() < until)
         if (kvf_poll(gen.r[0].c, &ev, 20) == 1 && ev.kind == KVF_EV_FAILED) {
             ck_assert_msg(ev.req_id >= 3, "request %llu refused", (unsigned long long)ev.req_id);
@@ -171,7 +171,7 @@ START_TEST(remote_both_directions_at_once_through_small_arenas)
      * bytes each time), so one request per direction is in flight at a time: two RECVs into the
      * same blocks would race (their scatters run on the copy threads) */
     int done[2] = {0, 0}, failed = 0;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     for (uint64_t q = 1; q <= N && !failed; q++) {
         for (int i = 0; i < 2; i++) {
             struct ru_rank *c = &ctx[1 - i].r[0], *g = &gen[i].r[0];
@@ -282,7 +282,7 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
         }
     }
     int open = 2 * N;
-    uint64_t until = ru_now_ms() + 60000;
+    uint64_t until = ru_now_ms() + tu_ms(60000);
     while (open > 0 && ru_now_ms() < until)
         for (uint32_t g = 0; g < gen.n; g++) {
             struct kvf_event ev;
@@ -318,7 +318,7 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
                           "rank %u request %u: %s", g, q, where);
         }
     fprintf(stderr, "random cancels: %d of %d requests cancelled in flight\n", cancelled, N);
-    until = ru_now_ms() + 3000;
+    until = ru_now_ms() + tu_ms(3000);
     for (;;) {
         json_t *ab = ru_ctl(&t.b, "arena"), *aa = ru_ctl(&t.a, "arena");
         long long busy =

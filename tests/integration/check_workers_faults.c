@@ -369,7 +369,7 @@ static void *poll_thread(void *arg)
 /* Waits until the poller sleeps in the kernel (state S in /proc: parked in kvf_poll). */
 static void wait_parked(struct poller *p)
 {
-    int64_t end = wt_now_ms() + 10000;
+    int64_t end = wt_now_ms() + tu_ms(10000);
     for (;;) {
         pid_t tid = __atomic_load_n(&p->tid, __ATOMIC_ACQUIRE);
         char path[64], st[512] = "";
@@ -418,7 +418,7 @@ START_TEST(workers_client_is_usable_from_two_threads)
                      "--rank", "0", "--requests", "1", "--first-req", "7", "--prompt-tokens", "300",
                      "--ctx-instance", "ctx", (char *)NULL);
     ck_assert_int_eq(wt_wait(q, 20000), 0);
-    int64_t end = wt_now_ms() + 5000;
+    int64_t end = wt_now_ms() + tu_ms(5000);
     while (__atomic_load_n(&p.rc, __ATOMIC_ACQUIRE) == -99 && wt_now_ms() < end)
         usleep(5000);
     ck_assert_int_eq(p.rc, 1);

@@ -25,7 +25,7 @@ bool dh_wait_notify(struct dh *h, const char *needle, int timeout_ms)
 {
     if (strstr(h->notes, needle))
         return true;
-    int64_t end = dh_now_ms() + timeout_ms;
+    int64_t end = dh_now_ms() + tu_ms((unsigned)timeout_ms);
     while (dh_now_ms() < end) {
         struct pollfd p = {h->notify_fd, POLLIN, 0};
         if (poll(&p, 1, (int)(end - dh_now_ms())) <= 0)
@@ -102,7 +102,7 @@ void dh_start(struct dh *h, const char *extra)
 
 int dh_wait_exit(struct dh *h, int timeout_ms)
 {
-    int64_t end = dh_now_ms() + timeout_ms;
+    int64_t end = dh_now_ms() + tu_ms((unsigned)timeout_ms);
     int st;
     while (dh_now_ms() < end) {
         pid_t r = waitpid(h->pid, &st, WNOHANG);
@@ -154,7 +154,7 @@ int dh_connect(const struct dh *h)
 int dh_read_line(int fd, char *buf, size_t len, int timeout_ms)
 {
     size_t n = 0;
-    int64_t end = dh_now_ms() + timeout_ms;
+    int64_t end = dh_now_ms() + tu_ms((unsigned)timeout_ms);
     while (n + 1 < len) {
         struct pollfd p = {fd, POLLIN, 0};
         int left = (int)(end - dh_now_ms());

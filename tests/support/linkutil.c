@@ -213,13 +213,6 @@ int lt_close(struct lt *t)
     return uv_loop_close(&t->loop);
 }
 
-unsigned lt_ms(unsigned ms)
-{
-    const char *e = getenv("KVF_TEST_SLOW");
-    unsigned k = e ? (unsigned)atoi(e) : 1;
-    return ms * (k ? k : 1);
-}
-
 static void lt_timeout_cb(uv_timer_t *h)
 {
     *(int *)h->data = 1;
@@ -231,7 +224,7 @@ int lt_run_until(struct lt *t, const int *flag, int want, unsigned timeout_ms)
     uv_timer_t tm;
     uv_timer_init(&t->loop, &tm);
     tm.data = &timed_out;
-    uv_timer_start(&tm, lt_timeout_cb, lt_ms(timeout_ms), 0);
+    uv_timer_start(&tm, lt_timeout_cb, tu_ms(timeout_ms), 0);
     while (*flag < want && !timed_out)
         uv_run(&t->loop, UV_RUN_ONCE);
     uv_close((uv_handle_t *)&tm, NULL);
@@ -241,6 +234,7 @@ int lt_run_until(struct lt *t, const int *flag, int want, unsigned timeout_ms)
 
 int lt_wait_put_fast(struct lt *t, unsigned timeout_ms)
 {
+    timeout_ms = tu_ms(timeout_ms);
     for (unsigned waited = 0; t->peer && !link_peer_put_fast(t->peer) && waited < timeout_ms;
          waited += 10) {
         int never = 0;
@@ -279,7 +273,7 @@ pid_t lt_server_fork(const struct link_config *cfg, unsigned lifetime_ms, int ga
         close(pp[1]);
         uv_timer_t life;
         uv_timer_init(&t.loop, &life);
-        uv_timer_start(&life, lt_lifetime_cb, lt_ms(lifetime_ms), 0);
+        uv_timer_start(&life, lt_lifetime_cb, tu_ms(lifetime_ms), 0);
         uv_run(&t.loop, UV_RUN_DEFAULT);
         uv_close((uv_handle_t *)&life, NULL);
         struct link_stats st;

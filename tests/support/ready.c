@@ -24,7 +24,7 @@ void tr_child_env(const struct tr_notify *n)
 
 int tr_wait_ready(struct tr_notify *n, pid_t pid, int timeout_ms, int *status)
 {
-    int64_t end = tr_now_ms() + timeout_ms;
+    int64_t end = tr_now_ms() + tu_ms((unsigned)timeout_ms);
     for (;;) {
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {

@@ -58,6 +58,13 @@ int tu_sh(const char *cmd, char *out, size_t len)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+unsigned tu_ms(unsigned ms)
+{
+    const char *e = getenv("KVF_TEST_SLOW");
+    int k = e ? atoi(e) : 1;
+    return ms * (unsigned)(k > 1 ? k : 1);
+}
+
 int tu_run(Suite *s)
 {
     SRunner *sr = srunner_create(s);

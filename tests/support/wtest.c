@@ -38,7 +38,7 @@ void wt_daemon_start(struct wenv *e)
     }
     e->daemon = p;
     int up = 0;
-    for (int i = 0; i < 500 && !(up = wt_answers(e->csock)); i++)
+    for (int64_t end = wt_now_ms() + tu_ms(5000); !(up = wt_answers(e->csock)) && wt_now_ms() < end;)
         usleep(10000);
     ck_assert_msg(up, "kvferryd did not come up (see %s)", logp);
 }
@@ -60,7 +60,7 @@ void wt_start(struct wenv *e, const char *extra_yaml)
 
 int wt_wait(pid_t p, int timeout_ms)
 {
-    int64_t end = wt_now_ms() + timeout_ms;
+    int64_t end = wt_now_ms() + tu_ms((unsigned)timeout_ms);
     int st;
     for (;;) {
         pid_t r = waitpid(p, &st, WNOHANG);
@@ -187,7 +187,7 @@ int wt_listed(struct wenv *e, const char *cmd, const char *key, const char *f1, 
 void wt_until_listed(struct wenv *e, int timeout_ms, const char *cmd, const char *key,
                      const char *f1, const char *v1, const char *f2, const char *v2)
 {
-    int64_t end = wt_now_ms() + timeout_ms;
+    int64_t end = wt_now_ms() + tu_ms((unsigned)timeout_ms);
     while (!wt_listed(e, cmd, key, f1, v1, f2, v2)) {
         ck_assert_msg(wt_now_ms() < end, "`%s` listed no %s with %s=%s%s%s%s%s within %d ms", cmd,
                       key, f1, v1, f2 ? " " : "", f2 ? f2 : "", f2 ? "=" : "", f2 ? v2 : "",
