@@ -119,6 +119,7 @@ const struct prom_doc peers_metrics[] = {
     {"chunks_landed", C, NULL, "Chunks landed and scattered.", "chunks"},
     {"bytes_landed", C, NULL, "Bytes landed and scattered.", "bytes"},
     {"staging_fallbacks", C, NULL, "Transfers that fell back to staging.", "requests"},
+    {"staging_held", C, NULL, "Failed chunks whose staging memory was held for a peer that may still read it.", "chunks"},
     {"bound_violations", C, NULL, "Chunks refused by a bounds check.", "chunks"},
     {"stale_epochs", C, NULL, "Messages refused for a stale epoch.", "messages"},
     {"tables_served", C, NULL, "Instance tables served to other daemons.", "tables"},

@@ -54,6 +54,9 @@ uint64_t ru_now_ms(void);
 /* Address daemons started next listen on (default "127.0.0.1"; a namespace's own address for
  * a daemon started inside a network namespace). */
 extern const char *ru_listen_host;
+/* Network namespace (a name under /run/netns) daemons started next run in, through `ip netns
+ * exec` (which also gives them that namespace's /sys); NULL (default): ours. */
+extern const char *ru_netns;
 
 void ru_sleep_ms(unsigned ms);
 

@@ -38,6 +38,7 @@ void ru_secret(const char *dir, const char *name, unsigned seed, char *path, siz
 }
 
 const char *ru_listen_host = "127.0.0.1";
+const char *ru_netns;
 
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
@@ -75,7 +76,10 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
             }
             setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
             tr_child_env(&d->ready);
-            execl(bin, bin, "--config", d->cfg, (char *)NULL);
+            if (ru_netns) /* ip execs the daemon: the pid stays the daemon's */
+                execlp("ip", "ip", "netns", "exec", ru_netns, bin, "--config", d->cfg, (char *)NULL);
+            else
+                execl(bin, bin, "--config", d->cfg, (char *)NULL);
             _exit(127);
         }
         int up = tr_wait_ready(&d->ready, d->pid, 30000, NULL);
