@@ -109,15 +109,9 @@ static void cma_stop(struct cma *t)
 /* A's staging arena: arena.staging.<key>, its holds: arena.staging.held.<key> (-1: none). */
 static long long staging(const struct cma *t, const char *key)
 {
-    json_t *r = ru_ctl(&t->a, "arena");
-    json_t *v = json_object_get(r, "staging");
     char k[64];
-    tu_fmt(k, sizeof k, "%s", key);
-    for (char *save, *part = strtok_r(k, ".", &save); part && v; part = strtok_r(NULL, ".", &save))
-        v = json_object_get(v, part);
-    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
-    json_decref(r);
-    return x;
+    tu_fmt(k, sizeof k, "staging.%s", key);
+    return ru_ctl_int(&t->a, "arena", k);
 }
 
 /* The object in o (depth first) that has key (borrowed from o), or NULL. */

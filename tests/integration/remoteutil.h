@@ -87,7 +87,7 @@ void ru_dump_log(const struct ru_daemon *d, const char *what);
 /* One control command; returns the "result" object (new reference) or NULL. */
 json_t *ru_ctl(const struct ru_daemon *d, const char *cmd);
 
-/* An integer at "a.b" inside a control result, or -1. */
+/* The integer at a dotted path ("staging.held.slots") inside a control result, or -1. */
 long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key);
 
 /* stats.peers.<key> of daemon d, or -1. */

@@ -188,8 +188,11 @@ json_t *ru_ctl(const struct ru_daemon *d, const char *cmd)
 
 long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key)
 {
-    json_t *r = ru_ctl(d, cmd);
-    json_t *v = r ? json_object_get(r, key) : NULL;
+    json_t *r = ru_ctl(d, cmd), *v = r;
+    char buf[128];
+    tu_fmt(buf, sizeof buf, "%s", key);
+    for (char *save, *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
+        v = json_object_get(v, k);
     long long x = json_is_integer(v) ? json_integer_value(v) : -1;
     json_decref(r);
     return x;
