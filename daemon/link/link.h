@@ -151,8 +151,6 @@ int link_peer_put_fast(struct link_peer *p);
  * buffer with process_vm_readv). A peer that froze while it could do so may still do it when it
  * runs again, whatever we closed: what it may touch is held (docs/UCX.md trap 12). */
 int link_peer_direct_mem(struct link_peer *p);
-/* The transports of the endpoint's lanes ("tcp,cma"; "" before they are known), for status. */
-const char *link_peer_lanes(const struct link_peer *p);
 /* Keepalive (link_alive.c). UCX 1.13's own keepalive (UCX_KEEPALIVE_INTERVAL, 20 s) only asks
  * the transport whether the connection is up: a SIGSTOPped peer's kernel still answers tcp, and
  * shared memory checks that the process exists, so a frozen peer stays "connected" for ever and a

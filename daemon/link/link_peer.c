@@ -73,11 +73,6 @@ int link_peer_direct_mem(struct link_peer *p)
     return p->direct_mem;
 }
 
-const char *link_peer_lanes(const struct link_peer *p)
-{
-    return p->tl_all;
-}
-
 size_t link_peer_arena_bytes(const struct link_peer *p)
 {
     return p->arena_len;
