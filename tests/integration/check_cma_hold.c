@@ -38,6 +38,18 @@ static int sh(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+static char pair_made[32]; /* taken down at exit too, when a failed assertion skips cma_stop */
+
+static void pair_down_at_exit(void)
+{
+    char cmd[96];
+    if (!pair_made[0])
+        return;
+    snprintf(cmd, sizeof cmd, "scripts/netns-pair down %s >/dev/null 2>&1", pair_made);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not take down %s\n", pair_made);
+}
+
 static bool pair_up(struct cma *t)
 {
     if (sh("scripts/netns-pair check >/dev/null 2>&1") != 0) {
@@ -50,6 +62,8 @@ static bool pair_up(struct cma *t)
     char cmd[160];
     tu_fmt(cmd, sizeof cmd, "scripts/netns-pair up %s >/dev/null", t->pair);
     ck_assert_int_eq(sh(cmd), 0);
+    snprintf(pair_made, sizeof pair_made, "%s", t->pair);
+    atexit(pair_down_at_exit);
     tu_fmt(cmd, sizeof cmd, "scripts/netns-pair addr %s a", t->pair);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
@@ -102,6 +116,7 @@ static void cma_stop(struct cma *t)
     tu_fmt(cmd, sizeof cmd, "rm -rf %s; scripts/netns-pair down %s >/dev/null", t->top, t->pair);
     if (sh(cmd) != 0)
         fprintf(stderr, "could not clean up %s / %s\n", t->top, t->pair);
+    pair_made[0] = 0;
     ck_assert_int_eq(ra, 0);
     ck_assert_int_eq(rh, 0);
 }
