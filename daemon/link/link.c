@@ -243,6 +243,16 @@ static int link_listen(struct link *l)
     return 0;
 }
 
+/* Whether a UCX_TLS value (NULL: UCX's choice) can leave cma in ("sm"/"shm" include it). */
+static int tls_may_have_cma(const char *tls)
+{
+    if (!tls)
+        return 1;
+    if (tls[0] == '^')
+        return !strstr(tls, "cma");
+    return strstr(tls, "cma") || strstr(tls, "sm") || strstr(tls, "all");
+}
+
 static int link_ucx_init(struct link *l)
 {
     /* Trap 4: only honoured from the environment, before ucp_init. */
@@ -257,6 +267,16 @@ static int link_ucx_init(struct link *l)
     if (!tls || (!l->cfg.no_shm && (tls[0] == '^' || strstr(tls, "sysv") || strstr(tls, "posix") ||
                                     strstr(tls, "sm") || strstr(tls, "all"))))
         ucp_config_modify(uc, "MM_ERROR_HANDLING", "y");
+    /* trap 12: under PEER error handling UCX 1.13 selects cma for rendezvous only when the cma
+     * transport claims memory invalidation. UCX does not really invalidate anything: the engine
+     * keeps a failed chunk's memory until the peer cannot read it (daemon/arena/arena_hold.h,
+     * docs/UCX.md "cma under peer error handling"). It is a key of cma's memory domain, which
+     * ucp_config_modify matches without the component's prefix: "CMA_MEMORY_INVALIDATE" is
+     * ignored ("invalid configuration" at worker creation), "MEMORY_INVALIDATE" takes. An
+     * explicit UCX_CMA_MEMORY_INVALIDATE in the environment wins (the A/B benchmark sets n). */
+    if (!getenv("UCX_CMA_MEMORY_INVALIDATE") && tls_may_have_cma(tls ? tls : getenv("UCX_TLS")) &&
+        ucp_config_modify(uc, "MEMORY_INVALIDATE", "y") == UCS_OK)
+        l->cma_invalidate = 1;
     snprintf(l->tls_desc, sizeof(l->tls_desc), "%s", tls ? tls : "all");
     if (tls && (s = ucp_config_modify(uc, "TLS", tls)) != UCS_OK) {
         log_error("link: transports \"%s\": %s", tls, ucs_status_string(s));
@@ -477,6 +497,8 @@ int link_status(const struct link *l, json_t *out)
                              "bytes_sent", (json_int_t)p->bytes_sent, "bytes_recv",
                              (json_int_t)p->bytes_recv, "bytes_put", (json_int_t)p->bytes_put));
         json_t *last = json_array_get(peers, json_array_size(peers) - 1);
+        json_object_set_new(last, "lanes", json_string(p->tl_all));
+        json_object_set_new(last, "direct_mem", json_boolean(p->direct_mem));
         json_object_set_new(last, "suspect", json_boolean(link_peer_suspect(p)));
         json_object_set_new(last, "silent_ms", json_integer((json_int_t)link_peer_silent_ms(p)));
     }
@@ -485,6 +507,7 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "id", json_string(l->self_id));
     json_object_set_new(o, "transports_setting", json_string(l->tls_desc));
     json_object_set_new(o, "transports", link_transports_json(l));
+    json_object_set_new(o, "cma_memory_invalidate", json_boolean(l->cma_invalidate));
     json_object_set_new(o, "memory_types", mt);
     json_object_set_new(o, "listen_host", l->cfg.listen_host ? json_string(l->cfg.listen_host)
                                                              : json_null());

@@ -145,6 +145,12 @@ int link_peer_same_host(const struct link_peer *p);
 /* 1 when puts to this peer are fast (see the path rule above). Asked again while 0: the lanes
  * settle only when UCX's client-server wireup finishes, a few ms after READY. */
 int link_peer_put_fast(struct link_peer *p);
+/* 1 when the peer's process can read or write our memory by itself, without a call of ours in
+ * between: a fast put lane (shared memory, RDMA) or a zero-copy lane of one host (cma, knem,
+ * xpmem; cma carries rendezvous with CMA_MEMORY_INVALIDATE, the receiver reading the sender's
+ * buffer with process_vm_readv). A peer that froze while it could do so may still do it when it
+ * runs again, whatever we closed: what it may touch is held (docs/UCX.md trap 12). */
+int link_peer_direct_mem(struct link_peer *p);
 /* Keepalive (link_alive.c). UCX 1.13's own keepalive (UCX_KEEPALIVE_INTERVAL, 20 s) only asks
  * the transport whether the connection is up: a SIGSTOPped peer's kernel still answers tcp, and
  * shared memory checks that the process exists, so a frozen peer stays "connected" for ever and a

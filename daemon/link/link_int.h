@@ -64,6 +64,8 @@ struct link_peer {
     int put_fast;
     int lane_checks;             /* re-detections after READY (tick) */
     char lanes[160];             /* transports of the put lanes, for status */
+    char tl_all[160];            /* transports of every lane (am, rendezvous, put), for status */
+    int direct_mem;              /* a lane reaches the other process's memory (link_peer_direct_mem) */
     /* keepalive (link_alive.c) */
     uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
     uint64_t alive_sent_ms;      /* last PING sent */
@@ -122,6 +124,7 @@ struct link {
     char host[LINK_HOST_MAX];
     char self_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
     char tls_desc[64];
+    int cma_invalidate;          /* CMA_MEMORY_INVALIDATE=y was set (link_ucx_init) */
     struct link_proc_id proc;    /* ours, mac unset */
     /* peers */
     struct link_peer *peers;

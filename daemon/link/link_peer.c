@@ -67,6 +67,12 @@ int link_peer_put_fast(struct link_peer *p)
     return p->put_fast;
 }
 
+int link_peer_direct_mem(struct link_peer *p)
+{
+    link_peer_put_fast(p); /* the lanes, looked at again while they may still change */
+    return p->direct_mem;
+}
+
 size_t link_peer_arena_bytes(const struct link_peer *p)
 {
     return p->arena_len;
@@ -348,14 +354,18 @@ int link_connect(struct link *l, const char *hostport, struct link_peer **ret)
     return 0;
 }
 
-/* Which transports carry the endpoint's puts, from ucp_ep_print_info:
+/* Which transports carry the endpoint's lanes and its puts, from ucp_ep_print_info:
  *   "lane[1]:  3:sysv/memory.0 md[2] -> md[2]/sysv/sysdev[255] am am_bw#0 keepalive"
  *   "put[1]: 0..<short>..4294967296..<bcopy>..(inf)"   (lane 1 does puts)
- * Measured with UCX 1.13: the lanes settle on shared memory only after the client-server wireup. */
+ * Measured with UCX 1.13: the lanes settle on shared memory only after the client-server wireup,
+ * and cma joins an error-handling endpoint's am lanes (rendezvous) only with
+ * CMA_MEMORY_INVALIDATE=y (docs/UCX.md trap 12). */
 void link_peer_detect_lanes(struct link_peer *p)
 {
     static const char *const fast[] = {"posix", "sysv", "xpmem", "knem", "rc_verbs", "rc_mlx5",
                                        "dc_mlx5", "cuda_ipc"};
+    /* the peer's process reads or writes our memory itself (no call of ours in between) */
+    static const char *const direct[] = {"cma", "knem", "xpmem"};
     enum { MAX_LANES = 16 };
     char names[MAX_LANES][32] = {{0}};
     char *buf = NULL;
@@ -365,8 +375,8 @@ void link_peer_detect_lanes(struct link_peer *p)
         return;
     ucp_ep_print_info(p->ep, f);
     fclose(f);
-    char lanes[sizeof(p->lanes)] = "";
-    int put_fast = 0;
+    char lanes[sizeof(p->lanes)] = "", all[sizeof(p->tl_all)] = "";
+    int put_fast = 0, direct_mem = 0;
     for (char *save, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         unsigned idx;
         char tl[32];
@@ -374,6 +384,16 @@ void link_peer_detect_lanes(struct link_peer *p)
         if ((at = strstr(line, "lane[")) && sscanf(at, "lane[%u]: %*u:%31[^/]", &idx, tl) == 2 &&
             idx < MAX_LANES) {
             memcpy(names[idx], tl, sizeof(tl));
+            char probe[40];
+            snprintf(probe, sizeof probe, ",%s,", tl);
+            char have[sizeof(all) + 2];
+            snprintf(have, sizeof have, ",%s,", all);
+            size_t used = strlen(all);
+            if (!strstr(have, probe))
+                snprintf(all + used, sizeof(all) - used, "%s%s", used ? "," : "", tl);
+            for (size_t i = 0; i < sizeof(direct) / sizeof(direct[0]); i++)
+                if (!strcmp(tl, direct[i]))
+                    direct_mem = 1;
         } else if ((at = strstr(line, "put[")) && sscanf(at, "put[%u]:", &idx) == 1 &&
                    idx < MAX_LANES && names[idx][0]) {
             size_t used = strlen(lanes);
@@ -385,5 +405,7 @@ void link_peer_detect_lanes(struct link_peer *p)
     }
     free(buf);
     memcpy(p->lanes, lanes, sizeof(lanes));
+    memcpy(p->tl_all, all, sizeof(all));
     p->put_fast = put_fast;
+    p->direct_mem = direct_mem || put_fast;
 }

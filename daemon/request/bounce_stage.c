@@ -23,6 +23,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "move_exec.h"
 
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
@@ -33,10 +34,63 @@ static void unhold(struct stage *st)
     st->held = NULL;
 }
 
+/* A chunk whose active message failed after it went out: the peer may still read its buffer
+ * (cma rendezvous: process_vm_readv by the receiver, docs/UCX.md trap 12). Its staging slot
+ * stays quarantined under the peer's key and a heap buffer is handed to the hold, until the
+ * peer cannot read them (arena_hold.h); a backstop of deadlines.transfer while the peer still
+ * looks up, ctx_hold_peer_down sets the real time. */
+static void stage_hold(struct stage *st)
+{
+    struct engine *e = st->e;
+    uint64_t now = engine_now(e), off;
+    uint64_t end = now + (uint64_t)e->d->cfg.deadlines_transfer_ms;
+    if (st->resv_open) {
+        arena_resv_close(engine_stage_arena(e, &off), &st->resv, true);
+        st->resv_open = false;
+    }
+    void *buf = st->own_buf ? st->buf : NULL;
+    if (!st->have_slot && !buf)
+        return;
+    if (hold_add(e->shold, st->hold_key, buf, st->g.length, end, now) < 0) {
+        /* a slot stays quarantined; a buffer is left allocated: never freed under a reader */
+        log_error("engine: out of memory holding a failed chunk's buffer (%llu bytes) of a "
+                  "lost peer: it stays unused until the daemon exits",
+                  (unsigned long long)st->g.length);
+    }
+    st->own_buf = false;
+    e->c.staging_held++;
+    engine_kick_tick(e);
+}
+
+bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
+{
+    uint64_t key = share_key(p);
+    bool in_flight = false;
+    for (const struct stage *st = e->stages; st && !in_flight; st = st->next)
+        in_flight = st->sent_am && st->hold_key == key;
+    if (!e->shold || (!in_flight && !hold_has(e->shold, key)))
+        return false;
+    /* frozen (or cut off) on this host with a lane that reads our memory by itself: a read it
+     * was about to make happens when it runs again, whatever we closed */
+    bool frozen = err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
+                  link_peer_direct_mem(p->lp);
+    hold_set(e->shold, key, frozen ? HOLD_UNTIL_TOLD : engine_now(e) + ENGINE_RECLAIM_MS, true);
+    engine_kick_tick(e);
+    return frozen;
+}
+
+void ctx_hold_peer_back(struct engine *e, uint64_t key)
+{
+    if (e->shold)
+        hold_set(e->shold, key, engine_now(e), false);
+}
+
 static void stage_finish(struct stage *st, int status)
 {
     struct engine *e = st->e;
     unhold(st);
+    if (status < 0 && st->sent_am)
+        stage_hold(st);
     if (st->resv_open) {
         uint64_t off;
         arena_resv_close(engine_stage_arena(e, &off), &st->resv, false);
@@ -150,9 +204,12 @@ static void stage_move(struct stage *st)
     } else {
         e->c.chunks_am++;
         e->c.bytes_am += g->length;
+        st->sent_am = true;
         rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, g->length, chunk_sent, st);
-        if (rc < 0)
+        if (rc < 0) { /* never went out */
+            st->sent_am = false;
             stage_finish(st, rc);
+        }
     }
 }
 
@@ -222,6 +279,18 @@ static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g)
     return g->offset <= n && g->length <= n - g->offset ? base + g->offset : NULL;
 }
 
+/* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
+ * takes a heap buffer instead of waiting, so a frozen peer's holds never stall the others (a
+ * GPU gather needs the page-locked slots: it waits). */
+static bool held_full(const struct engine *e, const struct arena *sa, const struct tx *tx)
+{
+    if (egpu_tx_on_gpu(tx))
+        return false;
+    struct arena_stats st;
+    arena_get_stats(sa, &st);
+    return st.slots_free == 0 && st.slots_quarantined > 0 && e->shold;
+}
+
 void ctx_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
@@ -256,6 +325,7 @@ void ctx_pump(struct tx *tx)
         st->e = e;
         st->tx = tx;
         st->g = g;
+        st->hold_key = share_key(tx->peer);
         st->next = e->stages;
         e->stages = st;
         tx->sent += g.length;
@@ -277,8 +347,8 @@ void ctx_pump(struct tx *tx)
         }
         uint64_t soff;
         struct arena *sa = engine_stage_arena(e, &soff);
-        if (g.length <= arena_slot_bytes(sa)) {
-            arena_resv_init(&st->resv, tx->flow, 0, g.length);
+        if (g.length <= arena_slot_bytes(sa) && !held_full(e, sa, tx)) {
+            arena_resv_init(&st->resv, tx->flow, st->hold_key, g.length);
             st->resv.data = st;
             st->resv_open = true;
             if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
@@ -294,7 +364,8 @@ void ctx_pump(struct tx *tx)
             stage_finish(st, -ENOSPC);
             return;
         }
-        /* a landing chunk larger than our slots, or our wait queue is full: a heap buffer */
+        /* a landing chunk larger than our slots, our wait queue is full, or every free slot
+         * is held for a failed peer: a heap buffer */
         e->c.staging_fallbacks++;
         st->buf = malloc(g.length);
         st->own_buf = true;

@@ -355,6 +355,12 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         *ret = e;
         return rc;
     }
+    uint64_t soff;
+    if ((rc = hold_new(engine_stage_arena(e, &soff), &e->shold)) < 0) {
+        snprintf(err, errlen, "staging holds: %s", strerror(-rc));
+        *ret = e;
+        return rc;
+    }
     egpu_arena_init(e);
     log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated%s): %u landing and %u "
              "staging slots of %llu",
@@ -406,6 +412,7 @@ struct engine *engine_free(struct engine *e)
     quar_free_all(e);
     gone_free(e);
     e->arena = arena_free(e->arena);
+    e->shold = hold_free(e->shold); /* before its arena */
     e->stage_arena = arena_free(e->stage_arena);
     engine_ix_free(&e->ix);
     dheap_free(&e->rx_due);
@@ -465,8 +472,11 @@ json_t *engine_arena_json(struct daemon *d)
                          "no arena: cluster.secret_file is unset (single-node use)");
     json_t *o = arena_stats_json(e->arena); /* the landing slots */
     share_json(e, o);
-    if (e->stage_arena)
-        json_object_set_new(o, "staging", arena_stats_json(e->stage_arena));
+    json_t *so = e->stage_arena ? arena_stats_json(e->stage_arena) : NULL;
+    if (so && e->shold) /* what failed peers may still read (arena_hold.h) */
+        json_object_set_new(so, "held", hold_stats_json(e->shold));
+    if (so)
+        json_object_set_new(o, "staging", so);
     json_object_set_new(o, "enabled", json_true());
     egpu_arena_json(e, o); /* placement, pinned_for_gpu, why */
     return o;
@@ -511,6 +521,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(chunks_landed);
     C(bytes_landed);
     C(staging_fallbacks);
+    C(staging_held);
     C(bound_violations);
     C(stale_epochs);
     C(tables_served);

@@ -53,11 +53,21 @@ struct stage {
     struct link_peer *held;  /* to_peer: the peer held (its mapping) until the gather ended */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
+    uint64_t hold_key;   /* its peer's share key: what a failed send exposed is held under it */
+    bool sent_am;        /* its buffer went out as an active-message payload (cma may read it) */
     struct wire_grant g; /* the landing slot it fills */
     uint8_t hdr[ENGINE_ENV_BYTES + 64];
     size_t hdr_len;
     struct stage *next;
 };
+
+/* bounce_stage.c: peer p was lost with err. Chunks to it still in flight, or already held,
+ * are held until it cannot read them (arena_hold.h): ENGINE_RECLAIM_MS from now, or, when it was
+ * lost for silence while it could read our memory itself (a frozen peer on this host), until
+ * ctx_hold_peer_back. Returns true in that last case (its process is then watched). */
+bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err);
+/* The daemon of key was heard again or its process exited: its holds end at the next tick. */
+void ctx_hold_peer_back(struct engine *e, uint64_t key);
 
 /* The flow failed (NACK to the generation daemon when nack): its stages let go of it. */
 void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)

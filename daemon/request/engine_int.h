@@ -10,6 +10,7 @@
 #include <uv.h>
 
 #include "arena.h"
+#include "arena_hold.h"
 #include "copy.h"
 #include "dheap.h"
 #include "gpu_retire.h"
@@ -55,7 +56,7 @@ struct engine_counters {
     uint64_t remote_recvs, remote_done, remote_failed;
     uint64_t flows, flows_done, flows_failed;
     uint64_t chunks_put, chunks_am, bytes_put, bytes_am, chunks_landed, bytes_landed;
-    uint64_t staging_fallbacks, bound_violations, stale_epochs;
+    uint64_t staging_fallbacks, staging_held, bound_violations, stale_epochs;
     uint64_t tables_served, tables_fetched, table_nacks, table_retries, layouts_forwarded,
         forwards_refused;
     uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
@@ -83,6 +84,7 @@ struct engine {
     struct arena *arena;       /* owned; landing slots over [0, stage_off); NULL without link */
     struct arena *stage_arena; /* owned; staging slots over [stage_off, len); NULL: shared */
     uint64_t stage_off;
+    struct arena_hold *shold;  /* owned: staging memory failed peers may still read (arena_hold.h) */
     uint8_t *arena_base;
     size_t arena_len;
     char self_addr[WIRE_ADDR_MAX]; /* listen.address:port as peers reach us; "" without */

@@ -103,6 +103,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     bool hold = alive_hold(p, err); /* frozen with shared-memory puts: held until it is back */
     if (hold)
         quar_peer_frozen(e, p, share_key(p));
+    hold |= ctx_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */
     if (p->up) /* or until its process exits (engine_lost.c) */
         lost_add(e, p, lp, err, hold, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */

@@ -24,6 +24,7 @@
 
 #include "bounce_host.h"
 #include "daemon.h"
+#include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
 #include "engine_peer.h"
@@ -185,6 +186,7 @@ void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key)
 
 void quar_peer_back(struct engine *e, uint64_t key)
 {
+    ctx_hold_peer_back(e, key); /* and the staging it could read */
     for (struct qflow *q = e->qflows; q; q = q->next)
         if (q->hold_key == key) {
             q->hold_key = 0; /* reclaimed by the next tick, after any GPU scatter */
@@ -195,6 +197,8 @@ void quar_peer_back(struct engine *e, uint64_t key)
 
 void quar_tick(struct engine *e, uint64_t now)
 {
+    if (e->shold) /* staging slots come back to their waiters */
+        hold_tick(e->shold, now);
     for (struct qflow **pp = &e->qflows; *pp;) {
         struct qflow *q = *pp;
         if (q->at_ms && !q->hold_key && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
@@ -217,7 +221,7 @@ bool quar_timed(const struct engine *e)
     for (const struct qflow *q = e->qflows; q; q = q->next)
         if (q->at_ms && !q->hold_key)
             return true;
-    return false;
+    return e->shold && hold_timed(e->shold);
 }
 
 void quar_pools_stop(struct engine *e)

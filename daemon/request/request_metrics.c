@@ -124,6 +124,7 @@ const struct prom_doc peers_metrics[] = {
     {"chunks_landed", C, NULL, "Chunks landed and scattered.", "chunks"},
     {"bytes_landed", C, NULL, "Bytes landed and scattered.", "bytes"},
     {"staging_fallbacks", C, NULL, "Transfers that fell back to staging.", "requests"},
+    {"staging_held", C, NULL, "Failed chunks whose staging memory was held for a peer that may still read it.", "chunks"},
     {"bound_violations", C, NULL, "Chunks refused by a bounds check.", "chunks"},
     {"stale_epochs", C, NULL, "Messages refused for a stale epoch.", "messages"},
     {"tables_served", C, NULL, "Instance tables served to other daemons.", "tables"},
@@ -205,6 +206,20 @@ const size_t peers_metrics_len = N(peers_metrics);
 const struct prom_doc arena_metrics[] = {
     ARENA_ROWS("", "Landing"),
     ARENA_ROWS("staging.", "Staging"),
+    /* staging memory failed peers may still read (arena_hold.h) */
+    {"staging.held.peers", G, NULL, "Staging arena: peers whose failed chunks are held now.", "peers"},
+    {"staging.held.slots", G, NULL, "Staging arena: slots held for failed peers now.", "slots"},
+    {"staging.held.buffers", G, NULL, "Staging arena: heap buffers held for failed peers now.",
+     "buffers"},
+    {"staging.held.bytes", G, NULL, "Staging arena: bytes held for failed peers now.", "bytes"},
+    {"staging.held.peers_until_told", G, NULL,
+     "Staging arena: frozen peers whose holds wait until heard again or their exit.", "peers"},
+    {"staging.held.holds_total", C, NULL, "Staging arena: slots and buffers held.", "holds"},
+    {"staging.held.reclaimed_total", C, NULL, "Staging arena: held slots and buffers given back.",
+     "holds"},
+    {"staging.held.reclaimed_bytes_total", C, NULL, "Staging arena: held bytes given back.",
+     "bytes"},
+    {"staging.held.longest_ms", G, NULL, "Staging arena: the longest hold that ended.", "ms"},
     {"enabled", G, NULL, "1 when the daemon has an arena (cluster mode).", NULL},
     {"pinned_for_gpu", G, NULL, "1 when the arena is page-locked for CUDA.", NULL},
 };

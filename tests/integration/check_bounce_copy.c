@@ -71,14 +71,7 @@ static int run_pair(const struct two *t, const char *tag, int n)
 /* The integer at a dotted path ("peers.paths.x") of a control command's result, or -1. */
 static long long ctl_at(const struct ru_daemon *d, const char *cmd, const char *path)
 {
-    json_t *r = ru_ctl(d, cmd), *v = r;
-    char buf[128];
-    tu_fmt(buf, sizeof buf, "%s", path);
-    for (char *save, *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
-        v = json_object_get(v, k);
-    long long x = json_is_integer(v) ? json_integer_value(v) : -1;
-    json_decref(r);
-    return x;
+    return ru_ctl_int(d, cmd, path);
 }
 
 static long long copy_int(const struct ru_daemon *d, const char *key)

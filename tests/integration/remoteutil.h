@@ -54,6 +54,9 @@ uint64_t ru_now_ms(void);
 /* Address daemons started next listen on (default "127.0.0.1"; a namespace's own address for
  * a daemon started inside a network namespace). */
 extern const char *ru_listen_host;
+/* Network namespace (a name under /run/netns) daemons started next run in, through `ip netns
+ * exec` (which also gives them that namespace's /sys); NULL (default): ours. */
+extern const char *ru_netns;
 
 void ru_sleep_ms(unsigned ms);
 
@@ -84,7 +87,7 @@ void ru_dump_log(const struct ru_daemon *d, const char *what);
 /* One control command; returns the "result" object (new reference) or NULL. */
 json_t *ru_ctl(const struct ru_daemon *d, const char *cmd);
 
-/* An integer at "a.b" inside a control result, or -1. */
+/* The integer at a dotted path ("staging.held.slots") inside a control result, or -1. */
 long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key);
 
 /* stats.peers.<key> of daemon d, or -1. */

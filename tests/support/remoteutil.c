@@ -38,6 +38,7 @@ void ru_secret(const char *dir, const char *name, unsigned seed, char *path, siz
 }
 
 const char *ru_listen_host = "127.0.0.1";
+const char *ru_netns;
 
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
@@ -82,7 +83,10 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
             }
             setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
             tr_child_env(&d->ready);
-            execl(bin, bin, "--config", d->cfg, (char *)NULL);
+            if (ru_netns) /* ip execs the daemon: the pid stays the daemon's */
+                execlp("ip", "ip", "netns", "exec", ru_netns, bin, "--config", d->cfg, (char *)NULL);
+            else
+                execl(bin, bin, "--config", d->cfg, (char *)NULL);
             _exit(127);
         }
         int up = tr_wait_ready(&d->ready, d->pid, 30000, NULL);
@@ -191,8 +195,11 @@ json_t *ru_ctl(const struct ru_daemon *d, const char *cmd)
 
 long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key)
 {
-    json_t *r = ru_ctl(d, cmd);
-    json_t *v = r ? json_object_get(r, key) : NULL;
+    json_t *r = ru_ctl(d, cmd), *v = r;
+    char buf[128];
+    tu_fmt(buf, sizeof buf, "%s", key);
+    for (char *save, *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
+        v = json_object_get(v, k);
     long long x = json_is_integer(v) ? json_integer_value(v) : -1;
     json_decref(r);
     return x;
