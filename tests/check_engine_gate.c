@@ -48,7 +48,7 @@ static wire_path_t decide(struct fixture *f, uint32_t blocks, uint64_t state_byt
     f->pl.state_bytes = state_bytes;
     f->pl.kv_bytes = kv_bytes;
     f->pl.total_bytes = state_bytes + kv_bytes;
-    return frag_choose(&f->e, &f->x, &f->pl);
+    return frag_choose(&f->e, &f->x, &f->pl, NULL);
 }
 
 START_TEST(gate_state_payload_is_gated_by_bytes_not_blocks)

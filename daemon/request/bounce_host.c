@@ -36,8 +36,7 @@ static void unlink_op(struct engine *e, struct bh_op *op)
 void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
                        int status, const char *who)
 {
-    if (--rx->gpu_busy == 0 && rx->x)
-        rx->x->eng_gpu = false;
+    rx->gpu_busy--;
     if (rx->state == RX_MOVING && serial == rx->gpu_serial && widx < rx->n_w) {
         struct rxw *w = &rx->w[widx];
         uint32_t i = 0;
@@ -53,13 +52,7 @@ void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const stru
             gen_landed(w, i);
         }
     }
-    if (rx->state == RX_ENDED && rx->gpu_busy == 0 && rx->x && rx->held != KVF_OK) {
-        struct xfer *x = rx->x;
-        rx->x = NULL;
-        x->eng = NULL;
-        x->eng_gpu = false;
-        transfers_end(rx->t, x, rx->held, 0, rx->held_msg);
-    }
+    gen_writes_ended(rx); /* a failure held while scatters ran reaches the worker now */
 }
 
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user)
@@ -124,8 +117,8 @@ int bh_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *
                                 .dst = dst, .buf = slot, .lo = g->ext_off,
                                 .hi = g->ext_off + g->length};
     int rc = submit(e, op, &part, msg, len);
-    if (rc == MOVE_STARTED && rx->gpu_busy++ == 0 && rx->x)
-        rx->x->eng_gpu = true; /* transfers.c holds a failure until the scatters ended */
+    if (rc == MOVE_STARTED) /* the request holds a failure until the scatters ended */
+        rx->gpu_busy++;
     return rc;
 }
 

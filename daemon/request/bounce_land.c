@@ -116,10 +116,9 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
      * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];
-    rc = rx->gpu ? egpu_scatter(rx, w->idx, &g, msg, sizeof msg)
-                 : bh_scatter(rx, w->idx, &g, msg, sizeof msg);
+    rc = rx->bx->scatter(rx, w->idx, &g, msg, sizeof msg); /* bounce_exec.h */
     if (rc < 0)
         land_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);
-    else if (rc == MOVE_DONE && !rx->gpu)
+    else if (rc == MOVE_DONE)
         gen_landed(w, i); /* inline (no copy threads); else gen_scatter_ended follows */
 }

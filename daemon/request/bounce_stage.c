@@ -145,17 +145,8 @@ static void stage_run(struct stage *st)
         stage_finish(st, -ECANCELED);
         return;
     }
-    if (egpu_tx_on_gpu(tx)) {
-        char msg[WIRE_TEXT_MAX];
-        int rc = egpu_gather(st, msg, sizeof msg);
-        if (rc < 0) {
-            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
-            stage_finish(st, rc);
-        }
-        return; /* ctx_stage_gathered goes on */
-    }
     char msg[WIRE_TEXT_MAX];
-    int rc = bh_gather(st, msg, sizeof msg); /* on the copy threads */
+    int rc = tx->bx->gather(st, msg, sizeof msg); /* bounce_exec.h: copy threads, kernels */
     if (rc < 0) {
         ctx_tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
         stage_finish(st, rc);
@@ -234,7 +225,7 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
-        if (!egpu_tx_on_gpu(tx) && bput_choose(tx, &g)) { /* no staging slot, no gather */
+        if (!tx->bx->staging_only && bput_choose(tx, &g)) { /* no staging slot, no gather */
             st->direct = true;
             stage_move(st);
             continue;
@@ -249,7 +240,7 @@ void ctx_pump(struct tx *tx)
                 continue; /* ctx_stage_granted runs now or when a slot frees */
             st->resv_open = false;
         }
-        if (egpu_tx_on_gpu(tx)) { /* a GPU gather writes into the page-locked staging slots only */
+        if (tx->bx->staging_only) { /* e.g. a GPU gather: page-locked staging slots only */
             ctx_tx_fail(tx, KVF_E_NO_ROUTE, true,
                     "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
                     "page-locked arena (slots of %llu bytes, or the wait queue is full): give "

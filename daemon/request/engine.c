@@ -433,21 +433,10 @@ int engine_is_self(const struct engine *e, const char *addr)
     return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
 }
 
-void engine_xfer_hold(struct engine *e, struct xfer *x, kvf_error_t err, const char *msg)
+void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err)
 {
-    if (e && x->eng && x->side == XFER_RECV) /* held while its scatters run (engine_gpu.c) */
-        gen_rx_fail(x->eng, err != KVF_OK ? err : KVF_E_CANCELLED, msg);
-}
-
-void engine_xfer_end(struct engine *e, struct xfer *x, kvf_error_t err)
-{
-    if (!e || !x->eng)
-        return;
-    if (x->side == XFER_RECV)
-        gen_xfer_end(e, x->eng, err);
-    else
-        ctx_xfer_end(e, x, err);
-    x->eng = NULL;
+    if (e)
+        ctx_xfer_end(e, s, err);
 }
 
 /* ---- status ---- */

@@ -66,8 +66,9 @@
  * again.
  *
  * Ownership: struct daemon owns the engine (d->engine); the engine owns its link, arena, peers,
- * tables and request states. Requests' struct xfer are transfers.c's; the engine keeps a pointer
- * until engine_xfer_end. Loop thread only. */
+ * tables and the context side's flows. A remote RECV's engine part (struct rx) is owned by its
+ * request (x->rx) and freed with it; the part points back at the request until it ended. Loop
+ * thread only. */
 #ifndef KVF_ENGINE_H
 #define KVF_ENGINE_H
 
@@ -82,6 +83,7 @@ struct engine;
 struct transfers;
 struct xfer;
 struct reg_rank;
+struct rx;
 
 #define ENGINE_TABLE_TTL_MS 10000u
 #define ENGINE_RECLAIM_MS 200u
@@ -95,18 +97,24 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen);
 void engine_stop(struct engine *e);
 struct engine *engine_free(struct engine *e);
 
-/* Hooks from transfers.c. engine_recv takes a RECV whose context instance is homed elsewhere;
- * engine_send tells of a new SEND (it may meet a waiting RECV_REQ); engine_xfer_end: a request
- * the engine follows (x->eng) ended; the engine lets go of it. */
+/* Hooks from transfers.c. engine_recv takes a RECV whose context instance is homed elsewhere
+ * and gives it its engine part (r->rx, owned by r); engine_send tells of a new SEND (it may
+ * meet a waiting RECV_REQ); engine_send_end: SEND s ended, the flows still reading it fail. */
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home);
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s);
-void engine_xfer_end(struct engine *e, struct xfer *x, kvf_error_t err);
+void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err);
 /* Whether a flow of the engine still reads SEND s (engine_nack.c): its end waits. */
 bool engine_send_reading(const struct engine *e, const struct xfer *s);
-/* A RECV the engine follows failed (err) while its GPU scatters run (x->eng_gpu): transfers.c
- * holds the worker's event; the engine stops the request and ends x (transfers_end) once its
- * kernels ended. x->eng stays set until then. */
-void engine_xfer_hold(struct engine *e, struct xfer *x, kvf_error_t err, const char *msg);
+/* A RECV's engine part (struct rx, engine_gen.h), owned by its request. writing: kernels, copy
+ * threads or fragment puts may still write into the rank's pools (a failure is then held,
+ * transfers_hold). stop: the request failed while writing: its flows stop, and the request
+ * ends (transfers_writes_ended) once the writes ended. end: the request ended; the part lets
+ * go of it. idle: ended and nothing writes any more: free may run (transfers_reap). */
+bool engine_recv_writing(const struct rx *rx);
+void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg);
+void engine_recv_end(struct rx *rx, kvf_error_t err);
+bool engine_recv_idle(const struct rx *rx);
+void engine_recv_free(struct rx *rx);
 /* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
 int engine_is_self(const struct engine *e, const char *addr);
 

@@ -26,6 +26,7 @@
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_tab.h"
+#include "path.h"
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
@@ -156,6 +157,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     }
     if (!tx_set_state(tx, TX_MOVING)) /* owns the plan from here (ctx_sweep frees it) */
         return;
+    tx->bx = bexec_of(s->rank); /* the executor for the pools the plan is checked against */
     for (uint32_t w = 0; w < tx->plan.n_writers && !tx->pw; w++)
         if (tx->plan.writers[w].ctx_rank == q->writer)
             tx->pw = &tx->plan.writers[w];
@@ -180,19 +182,12 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
     char gmsg[WIRE_TEXT_MAX];
-    kvf_error_t gcode = s->rank->gpu ? egpu_tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
-    if (gcode != KVF_OK) { /* GPU pools: gathered by kernels into the page-locked slots */
+    kvf_error_t gcode = tx->bx->tx_plan ? tx->bx->tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* e.g. GPU pools: gathered by kernels into the page-locked slots */
         ctx_tx_fail(tx, gcode, true, "%s", gmsg);
         return;
     }
-    if (q->path == WIRE_PATH_FRAGMENT) {
-        char msg[WIRE_TEXT_MAX];
-        int frc = frag_start(tx, &s->rank->mem, msg, sizeof msg);
-        if (frc < 0)
-            ctx_tx_fail(tx, frc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
-        return;
-    }
-    ctx_pump(tx);
+    path_of_wire(q->path)->serve(tx); /* its row: path_bounce.c, path_frag.c */
 }
 
 void ctx_frag_done(struct tx *tx)
@@ -264,7 +259,6 @@ static void meet(struct tx *tx, struct xfer *s)
 {
     struct engine *e = tx->e;
     tx->send = s;
-    s->eng = e; /* marker: engine_xfer_end tells us when it ends */
     const char *home = s->rank->home;
     if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))
         snprintf(tx->home, sizeof tx->home, "%s", home);

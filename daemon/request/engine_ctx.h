@@ -3,6 +3,7 @@
 #ifndef KVF_ENGINE_CTX_H
 #define KVF_ENGINE_CTX_H
 
+#include "bounce_exec.h"
 #include "engine_int.h"
 #include "engine_state.h"
 
@@ -13,7 +14,7 @@ struct tx {
     uint64_t flow;
     struct wire_msg rr; /* the decoded RECV_REQ (owned) */
     struct layout gen;  /* decoded from rr */
-    struct xfer *send;  /* borrowed until engine_xfer_end; NULL before the meeting */
+    struct xfer *send;  /* borrowed until engine_send_end; NULL before the meeting */
     enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
@@ -25,6 +26,7 @@ struct tx {
     struct wire_grant q[ENGINE_MAX_CREDITS];
     uint64_t deadline_ms;
     struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
+    const struct bounce_exec *bx; /* the executor of its bounce chunks, once planned */
     struct tx *next;
 };
 

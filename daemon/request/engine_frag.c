@@ -92,8 +92,12 @@ void frag_free_all(struct engine *e)
 }
 
 /* The path of a planned request (same for every writer). */
-wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl)
+wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl,
+                        const char **why)
 {
+    const char *dummy;
+    if (!why)
+        why = &dummy;
     const struct kvf_config *cfg = &e->d->cfg;
     bool state = pl->state_bytes > 0;
     bool below;
@@ -111,11 +115,14 @@ wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct pla
             e->c.path_bounce_gate_bytes++;
         else
             e->c.path_bounce_gate_blocks++;
+        *why = state ? "state payload at or above gates.min_bytes"
+                     : "blocks at or above gates.min_blocks";
         return WIRE_PATH_BOUNCE;
     }
     struct fragreg *f = reg_find(e, x->rank);
     if (!f || f->n != x->rank->layout.n_pools) {
         e->c.path_bounce_no_rkeys++;
+        *why = "below the gate, but the pools are not registered with UCX";
         if (!e->warned_frag) {
             e->warned_frag = true;
             log_warn("engine: %s rank %u: fragment path wanted (payload below the gate) but its "
@@ -128,6 +135,7 @@ wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct pla
         e->c.path_fragment_state++;
     else
         e->c.path_fragment_kv++;
+    *why = state ? "state payload below gates.min_bytes" : "blocks below gates.min_blocks";
     return WIRE_PATH_FRAGMENT;
 }
 

@@ -27,7 +27,10 @@ struct fragjob {
 };
 
 void frag_rank_registered(struct engine *e, struct reg_rank *rk);
-wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl);
+/* The gates' verdict for a request of x under pl (counted by reason; *why, when not NULL, says
+ * it). Part of the rule of path_choose (path.h). */
+wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl,
+                        const char **why);
 int frag_fill_rkeys(struct engine *e, const struct xfer *x, struct wire_recv_req *q);
 int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len);
 /* The flow ended first: its job finishes alone, then counts down d (the drain ack) if any. */

@@ -8,7 +8,8 @@
  * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
  * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
  * GPU pools: a kernel scatters each chunk (engine_gpu.c), its slot held until it ended; a failure
- * meanwhile reaches the worker only then (held in rx, or by transfers.c: engine_xfer_hold). */
+ * meanwhile reaches the worker only then (held by the request: transfers_hold). The request
+ * owns its rx (x->rx): freed with it (engine_recv_free, from transfers_reap). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,8 +72,7 @@ bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
 /* Whether w's landing reservation is open: a remote bounce writer from its start to release. */
 static bool holds_resv(const struct rxw *w)
 {
-    return !w->local && w->rx->path != WIRE_PATH_FRAGMENT && w->state != RXW_IDLE &&
-           w->state != RXW_CLOSED;
+    return w->path && w->path->landing && w->state != RXW_IDLE && w->state != RXW_CLOSED;
 }
 
 /* Closes the writers' reservations (quarantining slots a chunk may still be coming to) and,
@@ -121,17 +121,13 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && (rx->gpu_busy > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (engine_gpu.c, engine_quar.c), never under them */
-        rx->held = code;
-        snprintf(rx->held_msg, sizeof rx->held_msg, "%s", msg);
+         * failure when they ended (gen_writes_ended), never under them */
+        transfers_hold(x, code, msg);
         return;
     }
     rx->x = NULL;
-    if (x) {
-        x->eng = NULL;
-        x->eng_gpu = false; /* nothing writes into its pools any more: not held */
+    if (x)
         transfers_end(rx->t, x, code, 0, msg);
-    }
 }
 
 static void rx_done(struct rx *rx)
@@ -143,10 +139,8 @@ static void rx_done(struct rx *rx)
     release(rx, KVF_OK, "");
     struct xfer *x = rx->x;
     rx->x = NULL;
-    if (x) {
-        x->eng = NULL;
+    if (x)
         transfers_end(rx->t, x, KVF_OK, rx->plan.total_bytes, "");
-    }
 }
 
 static void check_done(struct rx *rx);
@@ -219,14 +213,18 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             return;
         }
     }
+    rx->bx = bexec_of(x->rank); /* the executor for the pools the plan was checked against */
     rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
     if (!rx->w) {
         rx_fail(rx, KVF_E_INTERNAL, "out of memory");
         return;
     }
     rx->n_w = rx->plan.n_writers;
-    rx->path = !rx->n_w || egpu_bounce_only(e, x, tab, &rx->plan) ? WIRE_PATH_BOUNCE
-                                                                  : frag_choose(e, x, &rx->plan);
+    rx->path = path_choose(e, x, tab, &rx->plan, &rx->path_why);
+    log_debug("engine: rx req %llu: path %s (%s)", (unsigned long long)rx->req_id, rx->path->name,
+              rx->path_why);
+    for (uint32_t i = 0; i < rx->n_w; i++)
+        rx->w[i].path = rx->path;
     if (!rx_set_state(rx, RX_CONNECT))
         return;
     for (uint32_t i = 0; i < rx->n_w; i++) {
@@ -239,7 +237,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         w->extent = pw->bytes;
         w->flow = ++e->next_flow;
         if (engine_is_self(e, tab->addrs[pw->ctx_rank])) { /* a writer of ours: no UCX */
-            w->local = true;
+            w->path = path_of(PATH_LOCAL);
             if (!rx->ctx_layouts) {
                 rx->ctx_layouts = malloc(tab->n * sizeof *rx->ctx_layouts);
                 if (!rx->ctx_layouts) {
@@ -265,8 +263,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     char gmsg[WIRE_TEXT_MAX];
-    kvf_error_t gcode = x->rank->gpu ? egpu_rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
-    if (gcode != KVF_OK) { /* GPU pools: one program per writer, scattered by kernels */
+    kvf_error_t gcode = rx->bx->rx_start ? rx->bx->rx_start(rx, gmsg, sizeof gmsg) : KVF_OK;
+    if (gcode != KVF_OK) { /* e.g. GPU pools: one program per writer, scattered by kernels */
         rx_fail(rx, gcode, "%s", gmsg);
         return;
     }
@@ -277,9 +275,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         return;
     }
     for (uint32_t i = 0; i < rx->n_w && rx->state == RX_MOVING; i++)
-        if (rx->w[i].local)
-            local_start(&rx->w[i]);
-        else if (rx->w[i].peer->up)
+        if (!rx->w[i].peer || rx->w[i].peer->up) /* a local writer has no peer */
             start_writer(&rx->w[i]);
 }
 
@@ -296,31 +292,11 @@ void gen_ask(struct rxw *w)
                 "landing credits for writer rank %u refused: %s", w->ctx_rank, strerror(-rc));
 }
 
-static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
-
 static void start_writer(struct rxw *w)
 {
-    struct engine *e = w->rx->e;
     if (w->state != RXW_IDLE || w->rx->state != RX_MOVING)
         return;
-    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* no landing slots: the writer puts into the pools */
-        int rc = send_recv_req(w, NULL, 0);
-        if (rc == 0)
-            quar_frag_moving(w); /* from now a failure is held until the puts drained */
-        else
-            rx_fail(w->rx, KVF_E_PEER_LOST,
-                    "could not send RECV_REQ to context rank %u's "
-                    "daemon: %s",
-                    w->ctx_rank, strerror(-rc));
-        return;
-    }
-    arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
-    arena_resv_set_owner(&w->resv, share_key(w->peer)); /* arena.peer_share */
-    w->resv.data = w;
-    if (!gen_rxw_set_state(w, RXW_CREDIT))
-        return;
-    engine_kick_tick(e);
-    gen_ask(w);
+    w->path->start(w); /* its row: path_local.c, path_bounce.c, path_frag.c */
 }
 
 /* Starts the request over with a fresh table: the writers' flows end (their slots quarantined
@@ -423,8 +399,10 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
         transfers_end(t, x, KVF_E_INTERNAL, 0, "out of memory");
         return;
     }
-    x->eng = rx;
+    x->rx = rx;
     rx->next = e->rxs;
+    if (e->rxs)
+        e->rxs->prev = rx;
     e->rxs = rx;
     e->c.remote_recvs++;
     engine_kick_tick(e);
@@ -439,7 +417,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
 
 /* ---- credits ---- */
 
-static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
+int gen_send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
 {
     struct rx *rx = w->rx;
     struct xfer *x = rx->x;
@@ -458,12 +436,12 @@ static int send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n)
         q->ids[i] = p;
         p += x->items.counts[i];
     }
-    q->path = rx->path;
+    q->path = w->path->wire;
     q->extent_bytes = w->extent;
     q->n_grants = n;
     if (n)
         memcpy(q->grants, g, n * sizeof *g);
-    if (rx->path == WIRE_PATH_FRAGMENT && frag_fill_rkeys(rx->e, x, q) < 0)
+    if (w->path->fill_req && w->path->fill_req(w, q) < 0)
         return -ENOENT;
     /* The layout once per (peer, registration); later RECV_REQs name it (engine_laycache.h). */
     q->layout_id = x->rank->worker_id;
@@ -499,7 +477,7 @@ void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
     }
     int rc;
     if (w->state == RXW_CREDIT) {
-        rc = send_recv_req(w, wg, n);
+        rc = gen_send_recv_req(w, wg, n);
         if (rc == 0 && !gen_rxw_set_state(w, RXW_MOVING))
             return;
     } else {
@@ -548,14 +526,8 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
                 (unsigned long long)w->extent);
         return;
     }
-    if (w->rx->path == WIRE_PATH_FRAGMENT) { /* its puts were flushed before WRITER_DONE */
-        w->scattered = w->extent;
-        if (w->rx->x)
-            w->rx->x->bytes_done += w->extent;
-        p->bytes_recv += w->extent;
-        e->c.bytes_landed += w->extent;
-        check_done(w->rx);
-    }
+    if (w->path->writer_done) /* e.g. fragment: its puts were flushed before WRITER_DONE */
+        w->path->writer_done(w, p);
 }
 
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)
@@ -585,9 +557,8 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     rx_fail(rx, m->u.nack.code, "context rank %u's daemon: %s", w->ctx_rank, m->u.nack.message);
 }
 
-void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err)
+void engine_recv_end(struct rx *rx, kvf_error_t err)
 {
-    (void)e;
     if (rx->state != RX_ENDED) {
         kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
         rx_set_state(rx, RX_ENDED);
@@ -647,28 +618,4 @@ void gen_fail_all(struct engine *e, kvf_error_t code, const char *why)
 {
     for (struct rx *rx = e->rxs; rx; rx = rx->next)
         rx_fail(rx, code, "%s", why);
-}
-
-void gen_sweep(struct engine *e)
-{
-    for (struct rx **pp = &e->rxs; *pp;) {
-        struct rx *rx = *pp;
-        if (rx->state != RX_ENDED || rx->x || rx->gpu_busy || rx->frag_wait) { /* held */
-            pp = &rx->next;
-            continue;
-        }
-        *pp = rx->next;
-        egpu_rx_gone(rx);
-        for (uint32_t i = 0; i < rx->n_w; i++)
-            if (rx->w[i].peer)
-                rx->w[i].peer->users--;
-        if (rx->planned)
-            plan_done(&rx->plan);
-        ix_w_del(e, rx);
-        ix_rx_del(e, rx);
-        free(rx->w);
-        free(rx->gen_json);
-        free(rx->ctx_layouts);
-        free(rx);
-    }
 }

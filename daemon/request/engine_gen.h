@@ -3,8 +3,10 @@
 #ifndef KVF_ENGINE_GEN_H
 #define KVF_ENGINE_GEN_H
 
+#include "bounce_exec.h"
 #include "engine_int.h"
 #include "engine_state.h"
+#include "path.h"
 
 /* Generation side: one writer of one RECV. */
 struct rxw {
@@ -15,7 +17,8 @@ struct rxw {
     struct epeer *peer;
     struct arena_resv resv;
     enum rxw_state state; /* engine_state.h; rxw_set_state (engine_gen.c) */
-    bool local; /* the writer rank is registered here: pool to pool (engine_local.c) */
+    const struct path_row *path; /* its path (path.h): the request's, or local for a writer
+                                    registered here (pool to pool, engine_local.c) */
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
@@ -24,7 +27,8 @@ struct rxw {
 struct rx {
     struct engine *e;
     struct transfers *t;        /* borrowed */
-    struct xfer *x;             /* borrowed until engine_xfer_end; NULL after */
+    struct xfer *x;             /* its request, the owner, until it ended (engine_recv_end);
+                                   NULL after: rx then lives only until idle */
     char *gen_json;             /* owned: the generation rank's layout, for RECV_REQ */
     struct layout *ctx_layouts; /* owned copy of the table when a writer is local, n_ctx */
     uint32_t n_ctx;
@@ -36,22 +40,22 @@ struct rx {
     uint64_t epoch;
     struct plan plan;
     bool planned, retried;
-    wire_path_t path; /* bounce or fragment, for every writer */
+    const struct path_row *path; /* its remote writers' path, chosen once (path_choose) */
+    const char *path_why;        /* the rule's reason for it (static) */
+    const struct bounce_exec *bx; /* the executor of its bounce chunks (bounce_exec.h) */
     uint32_t n_w;
     struct rxw *w; /* owned, n_w */
     uint64_t phase_deadline_ms, deadline_ms;
     uint64_t started_ms;
-    /* GPU pools (engine_gpu.c): one job per writer, scatters in flight, a failure held until
-     * they ended (the worker must not reuse blocks under a running kernel) */
+    /* GPU pools (engine_gpu.c): one job per writer, scatters in flight (the request holds a
+     * failure until they ended: the worker must not reuse blocks under a running kernel) */
     struct egpu_job **gpu;         /* owned references, n_w; NULL: host pools */
     uint32_t gpu_busy, gpu_serial; /* serial: bumped by a replan (older scatters are stale) */
-    kvf_error_t held;
-    char held_msg[WIRE_TEXT_MAX];
     uint32_t frag_wait; /* failed fragment flows whose puts may still land (engine_quar.c):
-                           the failure is held in held until they drained */
+                           the request holds its failure until they drained */
     uint64_t t0_ns;     /* RECV taken (uv_hrtime) */
     uint64_t moving_ns; /* first chunk landed: the last request's wall time starts here */
-    struct rx *next;
+    struct rx *prev, *next; /* e->rxs */
 };
 
 void gen_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *home);
@@ -66,12 +70,21 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
                   const void *data, size_t len);
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
-void gen_xfer_end(struct engine *e, struct rx *rx, kvf_error_t err);
 void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void gen_sweep(struct engine *e);
 void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
 void gen_check_done(struct rx *rx);
+/* Whether w is a writer registered at this daemon (the local path). */
+static inline bool rxw_local(const struct rxw *w)
+{
+    return w->path == path_rows[PATH_LOCAL];
+}
+/* Sends w's RECV_REQ with n grants (none on the fragment path). 0 or -errno. */
+int gen_send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
+/* Nothing writes into rx's pools any more (its scatters and fragment flows ended): an ended
+ * rx's request hears of its held failure now (transfers_writes_ended). */
+void gen_writes_ended(struct rx *rx);
 /* The moving writer of flow from peer p, or NULL. */
 struct rxw *gen_find_w(struct engine *e, struct epeer *p, uint64_t flow);
 /* Asks for w's next landing credits (up to arena.window held). */

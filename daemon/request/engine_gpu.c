@@ -251,7 +251,7 @@ kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len)
         return KVF_E_INTERNAL;
     }
     for (uint32_t i = 0; i < rx->n_w; i++) {
-        if (rx->w[i].local)
+        if (rxw_local(&rx->w[i]))
             continue; /* a writer of this daemon: engine_local.c (host pools only) */
         int rc = job_new(rx->e, rx->x->rank, &rx->plan.writers[i], (unsigned)(rx->req_id + i),
                          &rx->gpu[i], msg, len);
@@ -382,8 +382,7 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
                                                               op, msg, len));
     if (rc < 0)
         return rc;
-    if (rx->gpu_busy++ == 0 && rx->x)
-        rx->x->eng_gpu = true; /* transfers.c holds a failure until the scatters ended */
+    rx->gpu_busy++; /* the request holds a failure until the scatters ended */
     return 0;
 }
 

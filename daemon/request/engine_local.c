@@ -126,7 +126,7 @@ void local_send_arrived(struct engine *e, struct xfer *s)
     for (struct rx *rx; s && (rx = ix_rx_next(e, inst, id, &pos));)
         for (uint32_t i = 0; s && i < rx->n_w && rx->state == RX_MOVING; i++) {
             struct rxw *w = &rx->w[i];
-            if (w->local && w->state == RXW_IDLE && layout_rank(&rank->layout) == w->ctx_rank &&
+            if (rxw_local(w) && w->state == RXW_IDLE && layout_rank(&rank->layout) == w->ctx_rank &&
                 live(s)) {
                 run(w, s);
                 s = transfers_find_send(&e->d->workers->xt, rank, id);

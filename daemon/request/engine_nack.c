@@ -56,7 +56,7 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
         const struct rxw *w = &rx->w[i];
         if (w->state == RXW_DONE || w->state == RXW_CLOSED) /* served, or released before */
             continue;
-        if (w->local)
+        if (rxw_local(w))
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
         else if (w->peer && w->peer->up)

@@ -70,22 +70,12 @@ static void pools_drained(struct rx *rx)
 {
     if (rx->frag_wait == 0 || --rx->frag_wait > 0)
         return;
-    struct xfer *x = rx->x;
-    if (!x)
-        return; /* its worker was told already (gone, or the daemon stopping) */
-    x->eng_gpu = false; /* no longer held by transfers.c */
-    if (rx->state != RX_ENDED || rx->gpu_busy > 0)
-        return;
-    rx->x = NULL;
-    x->eng = NULL;
-    transfers_end(rx->t, x, rx->held != KVF_OK ? rx->held : KVF_E_INTERNAL, 0, rx->held_msg);
+    gen_writes_ended(rx); /* unless its worker was told already (gone, the daemon stopping) */
 }
 
 void quar_frag_moving(struct rxw *w)
 {
-    gen_rxw_set_state(w, RXW_MOVING);
-    if (w->rx->x) /* the worker's request: its failure is held (quar_hold_pools) */
-        w->rx->x->eng_gpu = true;
+    gen_rxw_set_state(w, RXW_MOVING); /* from now a failure is held (engine_recv_writing) */
 }
 
 /* Pins the requesting rank's pools for a held fragment flow: a worker that disconnects now has
@@ -115,7 +105,7 @@ void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
 {
     struct rx *rx = w->rx;
     /* a replan's old flows write the same blocks of the same request: not held */
-    if (code == KVF_OK || rx->path != WIRE_PATH_FRAGMENT || w->local ||
+    if (code == KVF_OK || !w->path || !w->path->writing ||
         (w->state != RXW_MOVING && w->state != RXW_NACKED) || rx->state != RX_ENDED)
         return;
     uint64_t flow = w->flow;

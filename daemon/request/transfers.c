@@ -93,14 +93,11 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
 {
     if (terminal(x))
         return;
-    if ((x->gpu_job || x->cpu_job || x->eng_gpu) && err != KVF_OK && x->conn && !x->conn->closing &&
-        !t->w->stopped) {
-        if (x->held_err == KVF_OK) { /* told when the GPU copy ends (copy_done) */
-            x->held_err = err;
-            snprintf(x->held_msg, sizeof x->held_msg, "%s", msg);
-        }
-        if (x->eng_gpu && x->eng) /* the engine stops it and ends it when its kernels ended */
-            engine_xfer_hold(t->w->d->engine, x, err, msg);
+    bool writing = x->gpu_job || x->cpu_job || (x->rx && engine_recv_writing(x->rx));
+    if (writing && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
+        transfers_hold(x, err, msg); /* told when the writes ended (copy_done, writes_ended) */
+        if (x->rx) /* the engine stops its flows and ends x once nothing writes any more */
+            engine_recv_stop(x->rx, err, msg);
         return;
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
@@ -132,8 +129,10 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
                 (unsigned long long)x->id, (unsigned long long)x->req_id,
                 kvf_error_to_string(err), msg);
-    if (x->eng)
-        engine_xfer_end(t->w->d->engine, x, err);
+    if (x->rx) /* its engine part lets go (freed with x, by transfers_reap) */
+        engine_recv_end(x->rx, err);
+    else if (x->side == XFER_SEND) /* the flows still reading it fail */
+        engine_send_end(t->w->d->engine, x, err);
     if (x->side == XFER_RECV && err != KVF_OK && !x->peer[0] && q) /* every SEND loses it */
         settle_sends(t, q, XFER_NACK_ALL, xfer_fails_local(q, x, err, msg));
 }
@@ -150,6 +149,17 @@ static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const cha
     finish(t, x, PROTO_EV_FAILED, err, 0, msg);
 }
 
+static void free_xfer(struct xfer *x)
+{
+    if (x->rx)
+        engine_recv_free(x->rx);
+    free(x->items.ids);
+    free(x);
+}
+
+/* Ended requests leave the list; a remote RECV waits on t->draining for its engine part, which
+ * the engine may still be using up the stack (transfers_end is its hook): transfers_reap frees
+ * it from the engine's sweep or the tick, once idle. */
 static void sweep(struct transfers *t)
 {
     while (t->dead) {
@@ -164,12 +174,46 @@ static void sweep(struct transfers *t)
         if (x->gpu_job)
             xfer_gpu_detach(x->gpu_job);
         copyeng_cancel(x->cpu_job); /* its pins keep the pools mapped until it stops */
-        free(x->items.ids);
-        free(x);
         t->n--;
+        if (x->rx) {
+            x->dead_next = t->draining;
+            t->draining = x;
+        } else {
+            free_xfer(x);
+        }
     }
     if (t->n == 0 && !t->reqs.idle_head)
         uv_timer_stop(&t->tick);
+}
+
+void transfers_reap(struct transfers *t)
+{
+    for (struct xfer **pp = &t->draining; *pp;) {
+        struct xfer *x = *pp;
+        if (!engine_recv_idle(x->rx)) {
+            pp = &x->dead_next;
+            continue;
+        }
+        *pp = x->dead_next;
+        free_xfer(x);
+    }
+}
+
+void transfers_hold(struct xfer *x, kvf_error_t code, const char *msg)
+{
+    if (x->held.code != KVF_OK)
+        return;
+    x->held.code = code;
+    snprintf(x->held.msg, sizeof x->held.msg, "%s", msg);
+}
+
+void transfers_writes_ended(struct transfers *t, struct xfer *x)
+{
+    if (terminal(x))
+        return;
+    if (x->held.code == KVF_OK)
+        transfers_hold(x, KVF_E_INTERNAL, "writes into its pools ended without a failure held");
+    transfers_end(t, x, x->held.code, 0, x->held.msg);
 }
 
 /* ---- the meeting of SEND and RECV ---- */
@@ -246,7 +290,7 @@ static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64
 /* Runs the RECV if its context instance is complete and every writer has SENT. */
 static void try_run(struct transfers *t, struct xfer *r)
 {
-    if (terminal(r) || r->state != XFER_WAITING || r->eng)
+    if (terminal(r) || r->state != XFER_WAITING || r->rx)
         return;
     struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
     if (in && in->role != ROLE_CONTEXT) {
@@ -290,9 +334,9 @@ out:
 static void copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uint64_t bytes,
                       const char *msg)
 {
-    if (e == KVF_OK && r->held_err != KVF_OK) { /* failed while its GPU copy ran */
-        e = r->held_err;
-        msg = r->held_msg;
+    if (e == KVF_OK && r->held.code != KVF_OK) { /* failed while its copy ran */
+        e = r->held.code;
+        msg = r->held.msg;
     }
     if (e != KVF_OK) {
         finish(t, r, PROTO_EV_FAILED, e, 0, msg);
@@ -543,14 +587,14 @@ static void tick_cb(uv_timer_t *h)
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
     for (struct xfer *x = t->list; x; x = x->next) {
-        if (!terminal(x) && x->side == XFER_RECV && !x->eng && now >= x->lookup_deadline_ms &&
+        if (!terminal(x) && x->side == XFER_RECV && !x->rx && now >= x->lookup_deadline_ms &&
             !registry_find(&t->w->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
                  "this daemon within deadlines.lookup", x->ctx_instance);
             continue;
         }
         /* a RECV the engine follows has one clock, the engine's (gen_tick) */
-        if (terminal(x) || now < x->deadline_ms || (x->side == XFER_RECV && x->eng))
+        if (terminal(x) || now < x->deadline_ms || x->rx)
             continue;
         if (x->side == XFER_RECV)
             fail(t, x, KVF_E_TIMEOUT, "request %llu: context instance %s did not SEND from every "
@@ -568,6 +612,7 @@ static void tick_cb(uv_timer_t *h)
     }
     reqtab_expire(&t->reqs, now);
     sweep(t);
+    transfers_reap(t); /* no engine frame is up the stack here */
 }
 
 int transfers_init(struct transfers *t, struct workers *w)
@@ -627,70 +672,4 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
     s->remote_served++;
     serve(t, s, s->req && s->gen == s->req->gen ? s->req->done : 0);
     sweep(t);
-}
-
-json_t *transfers_json(const struct transfers *t, uint64_t now)
-{
-    json_t *a = json_array();
-    uint64_t now_ns = uv_hrtime();
-    for (const struct xfer *x = t->list; x; x = x->next) {
-        if (terminal(x))
-            continue;
-        uint64_t done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
-        json_t *o = json_pack(
-            "{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:I,s:I,s:I,s:i,s:i}", "id", (json_int_t)x->id,
-            "req_id", (json_int_t)x->req_id, "side", x->side == XFER_SEND ? "send" : "recv", "instance",
-            x->rank->layout.instance, "ctx_instance", x->ctx_instance, "rank",
-            (int)layout_rank(&x->rank->layout), "state", xfer_state_to_string(x->state), "bytes",
-            (json_int_t)x->bytes, "age_ms", (json_int_t)(now - x->created_ms), "deadline_in_ms",
-            (json_int_t)(x->deadline_ms > now ? x->deadline_ms - now : 0), "readers",
-            (int)x->n_readers, "served", (int)x->served);
-        if (o) { /* progress: kvferryctl transfers (--watch) */
-            json_object_set_new(o, "phase", json_string(xfer_phase_name(x)));
-            json_object_set_new(o, "peer", json_string(x->peer[0] ? x->peer : "local"));
-            json_object_set_new(o, "bytes_done", json_integer((json_int_t)done));
-            json_object_set_new(o, "bytes_planned", json_integer((json_int_t)x->bytes_planned));
-            json_object_set_new(o, "generation", json_integer((json_int_t)x->gen));
-            json_object_set_new(o, "rate_bps", json_real(xfer_rate(done, x->moving_ns, now_ns)));
-        }
-        json_array_append_new(a, o);
-    }
-    return a;
-}
-
-json_t *transfers_finished_json(const struct transfers *t, uint64_t now)
-{
-    json_t *a = json_array();
-    if (a)
-        xfer_recent_json(&t->recent, a, now, t->w->d->cfg.transfers_keep_finished_ms);
-    return a;
-}
-
-json_t *transfers_stats_json(const struct transfers *t)
-{
-    json_t *f = json_object();
-    for (int e = 1; e < KVF_E__COUNT; e++)
-        json_object_set_new(f, kvf_error_to_string((kvf_error_t)e), json_integer((json_int_t)t->counters.failed[e]));
-    double s = t->counters.local_copy_ns / 1e9, sm = t->counters.local_memcpy_ns / 1e9;
-    json_t *o = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:o,s:i}", "sends",
-                          (json_int_t)t->counters.sends, "recvs", (json_int_t)t->counters.recvs,
-                          "done", (json_int_t)t->counters.done, "sent",
-                          (json_int_t)t->counters.sent, "bytes_local",
-                          (json_int_t)t->counters.bytes_local, "bytes_remote",
-                          (json_int_t)t->counters.bytes_remote, "local_copy_s", s, "local_copy_gbps",
-                     s > 0 ? t->counters.bytes_local / s / 1e9 : 0.0, "local_memcpy_gbps",
-                     sm > 0 ? t->counters.bytes_local / sm / 1e9 : 0.0, "failed", f, "in_flight",
-                     (int)t->n);
-    if (o) {
-        xfer_phases_json(&t->phases, o);
-        json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
-        json_object_set_new(o, "bytes_local_gpu",
-                            json_integer((json_int_t)t->counters.bytes_local_gpu));
-        json_object_set_new(o, "local_gpu_phase_s",
-                            json_pack("{s:f,s:f,s:f}", "programs",
-                                      t->counters.local_gpu_bind_ns / 1e9, "launch",
-                                      t->counters.local_gpu_launch_ns / 1e9, "run",
-                                      t->counters.local_gpu_run_ns / 1e9));
-    }
-    return o;
 }

@@ -46,6 +46,7 @@ struct wconn;
 struct reg_rank;
 struct xgpu_job;
 struct copyeng_job;
+struct rx;
 
 typedef enum {
     XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
@@ -64,6 +65,15 @@ typedef enum {
     XFER_SEND = 'S', /* a context rank's SEND */
     XFER_RECV = 'R', /* a generation rank's RECV */
 } xfer_side_t;
+
+/* A failure (cancel, deadline, lost writer, an engine error) that came while a RECV's pools
+ * were still being written: by its local copy (gpu_job, cpu_job) or by the engine's part
+ * (engine_recv_writing: scatter kernels, copy threads, fragment puts). The worker hears of it
+ * once the writes ended, so it never reuses blocks under them. The first failure is kept. */
+struct xfer_held {
+    kvf_error_t code; /* KVF_OK: none held */
+    char msg[PROTO_MSG_MAX + 1];
+};
 
 struct xfer {
     uint64_t id;                /* daemon-wide, for logs */
@@ -90,19 +100,15 @@ struct xfer {
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
     char peer[256];             /* recv: the context home daemon of a remote request, else "" */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
-    void *eng;                  /* the transfer engine's state (engine.h) for a remote request,
-                                 * NULL on the local path; told by engine_xfer_end at the end */
+    struct rx *rx;              /* recv between daemons: the engine's part of it (engine_gen.h),
+                                 * owned: made by engine_recv, freed with x by the sweep (a
+                                 * part whose pools are still written keeps x, ended, on
+                                 * t->draining until engine_recv_idle); NULL on the local path */
     struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
                                    the request ends first */
     struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
                                    cancelled when the request ends first */
-    kvf_error_t held_err;       /* recv: a failure (cancel, deadline, lost writer) that came
-                                   while its GPU or host copy ran; reported when the copy has ended, so
-                                   the worker never reuses blocks under a running kernel */
-    char held_msg[PROTO_MSG_MAX + 1];
-    bool eng_gpu;               /* recv: the engine's GPU scatters into its pools are running:
-                                   a failure is held as for gpu_job; the engine is told
-                                   (engine_xfer_hold) and ends the request when they ended */
+    struct xfer_held held;      /* recv: the failure held while its pools are written */
     struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
     uint64_t gen;               /* the SEND generation it met (0: none yet) */
     uint32_t rank_idx;          /* send: the context rank's index in its instance */
@@ -124,6 +130,8 @@ struct transfers {
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
     struct xfer *list;          /* owned: every request not yet freed */
     struct xfer *dead;          /* of those, the ended ones (freed by sweep) */
+    struct xfer *draining;      /* ended, off the list, whose engine part still writes into
+                                   their pools: freed by transfers_reap once it is idle */
     struct reqtab reqs;         /* (context instance, id) -> its requests, readers' tally and
                                    failed readers, per SEND generation */
     struct hmap by_conn;        /* (connection, id) -> its request not ended */
@@ -158,6 +166,12 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
+/* Holds a failure of RECV x while its pools are written (the first one held is kept). */
+void transfers_hold(struct xfer *x, kvf_error_t code, const char *msg);
+/* The writes into RECV x's pools ended: the failure held, if any, ends x now. */
+void transfers_writes_ended(struct transfers *t, struct xfer *x);
+/* Frees the ended requests on t->draining whose engine part went idle (engine_recv_idle). */
+void transfers_reap(struct transfers *t);
 /* A reader of (inst, req_id) failed and will not come (writer: the context rank it read, or
  * XFER_NACK_ALL): the SENDs it would have read learn it (xfer_nack.h), now or when they come.
  * From the engine (READER_NACK, a local writer, a lost generation daemon). No sweep: callable while

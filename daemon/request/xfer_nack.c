@@ -119,7 +119,7 @@ static bool read_now(const struct xfer *s, const struct engine *e)
         if (r->side == XFER_RECV && r->state == XFER_COPYING && !r->peer[0])
             return true;
     }
-    return s->eng && engine_send_reading(e, s);
+    return engine_send_reading(e, s);
 }
 
 bool xfer_no_reader_can_come(struct xfer *s, const struct engine *e, kvf_error_t *code,

@@ -1,0 +1,40 @@
+/* path.c: the table of paths and the one rule that picks a request's (path.h). */
+#include "path.h"
+
+#include "engine_frag.h"
+#include "engine_gen.h"
+#include "engine_gpu.h"
+
+extern const struct path_row path_local_row;  /* path_local.c */
+extern const struct path_row path_bounce_row; /* path_bounce.c */
+extern const struct path_row path_frag_row;   /* path_frag.c */
+
+const struct path_row *const path_rows[PATH__COUNT] = {
+    [PATH_LOCAL] = &path_local_row,
+    [PATH_BOUNCE] = &path_bounce_row,
+    [PATH_FRAGMENT] = &path_frag_row,
+};
+
+const struct path_row *path_of(path_kind_t k)
+{
+    return (unsigned)k < PATH__COUNT ? path_rows[k] : path_rows[PATH_BOUNCE];
+}
+
+const struct path_row *path_of_wire(wire_path_t w)
+{
+    return w == WIRE_PATH_FRAGMENT ? path_rows[PATH_FRAGMENT] : path_rows[PATH_BOUNCE];
+}
+
+const struct path_row *path_choose(struct engine *e, const struct xfer *x, const struct itable *tab,
+                                   const struct plan *pl, const char **why)
+{
+    if (pl->n_writers == 0) {
+        *why = "nothing to move";
+        return path_rows[PATH_BOUNCE];
+    }
+    if (egpu_bounce_only(e, x, tab, pl)) { /* counted: path_bounce_gpu_pools */
+        *why = "GPU pools on either side: UCX here reaches host memory only";
+        return path_rows[PATH_BOUNCE];
+    }
+    return path_of_wire(frag_choose(e, x, pl, why)); /* the gates, counted by reason */
+}
