@@ -113,13 +113,13 @@ static void run_piece(const struct piece *p)
         copy_scatter(jp->ops, jp->n_ops, jp->buf + (p->lo - jp->lo), p->lo, p->hi, &jp->dst);
         break;
     case COPYENG_PREFAULT:
-        prefault_range(jp->ops, jp->n_ops, &jp->dst, p->lo, p->hi, jp->write);
+        prefault_range(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->write);
         break;
     }
 }
 
-static bool has_src(copyeng_kind_t k) { return k == COPYENG_DIRECT || k == COPYENG_GATHER; }
-static bool has_dst(copyeng_kind_t k) { return k != COPYENG_GATHER; }
+static bool has_src(copyeng_kind_t k) { return k != COPYENG_SCATTER; }
+static bool has_dst(copyeng_kind_t k) { return k == COPYENG_DIRECT || k == COPYENG_SCATTER; }
 static bool has_buf(copyeng_kind_t k) { return k == COPYENG_GATHER || k == COPYENG_SCATTER; }
 
 static struct piece *take(struct nodeq *q)

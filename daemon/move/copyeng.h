@@ -53,8 +53,9 @@ typedef enum {
     COPYENG_DIRECT = 0, /* src pools -> dst pools */
     COPYENG_GATHER,     /* src pools -> buf (extent bytes [lo, hi)) */
     COPYENG_SCATTER,    /* buf (extent bytes [lo, hi)) -> dst pools */
-    COPYENG_PREFAULT,   /* the resident pages under dst's runs mapped in (prefault.h); in the
-                         * background: a thread takes such a piece only when no copy waits */
+    COPYENG_PREFAULT,   /* the resident pages under src's runs mapped in (prefault.h; src: the
+                         * pools to map, writable when .write); in the background: a thread
+                         * takes such a piece only when no copy waits */
 } copyeng_kind_t;
 
 /* One program to run. ops ascend by ext_off and tile the program's extent (plan.h); the
@@ -64,7 +65,7 @@ struct copyeng_part {
     copyeng_kind_t kind;
     const struct copy_op *ops; /* copied at submit */
     uint32_t n_ops;
-    const struct copy_mem *src; /* copied at submit; direct, gather */
+    const struct copy_mem *src; /* copied at submit; direct, gather, prefault */
     const struct copy_mem *dst; /* copied at submit; direct, scatter */
     uint8_t *buf;               /* borrowed: gather, scatter */
     uint64_t lo, hi;

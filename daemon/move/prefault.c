@@ -52,26 +52,24 @@ static uint64_t populate_resident(uint8_t *a, uint8_t *b, bool write, uint64_t p
     return done;
 }
 
+struct walk {
+    bool write;
+    uint64_t page, done;
+};
+
+static int on_run(void *arg, uint32_t pool, const uint8_t *src, uint64_t ext_pos, uint64_t len)
+{
+    (void)pool, (void)ext_pos;
+    struct walk *w = arg;
+    w->done += populate_resident((uint8_t *)src, (uint8_t *)src + len, w->write, w->page);
+    return 0;
+}
+
 uint64_t prefault_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem,
                         uint64_t lo, uint64_t hi, bool write)
 {
     long ps = sysconf(_SC_PAGESIZE);
-    uint64_t page = ps > 0 ? (uint64_t)ps : 4096, done = 0;
-    for (uint32_t i = 0; i < n_ops && lo < hi; i++) {
-        const struct copy_op *o = &ops[i];
-        uint64_t end = o->ext_off + o->len * o->count;
-        if (end <= lo)
-            continue;
-        uint8_t *base = mem->base[o->dst_pool] + o->dst_off;
-        uint64_t rel = lo - o->ext_off, k = rel / o->len, within = rel % o->len;
-        for (; k < o->count && lo < hi; k++, within = 0) {
-            uint64_t n = o->len - within;
-            if (n > hi - lo)
-                n = hi - lo;
-            uint8_t *run = base + k * (uint64_t)o->dst_stride + within;
-            done += populate_resident(run, run + n, write, page);
-            lo += n;
-        }
-    }
-    return done;
+    struct walk w = {.write = write, .page = ps > 0 ? (uint64_t)ps : 4096};
+    copy_src_runs(ops, n_ops, mem, lo, hi, on_run, &w);
+    return w.done;
 }

@@ -14,9 +14,9 @@
 
 #include "copy.h"
 
-/* The destination runs of extent bytes [lo, hi) of ops (their dst_pool/dst_off/dst_stride) in
- * mem: populated writable (write: MADV_POPULATE_WRITE) or readable. Returns the bytes of
- * resident pages it populated. */
+/* The runs of extent bytes [lo, hi) of ops in mem (their src_pool/src_off/src_stride, the
+ * pools to map in): populated writable (write: MADV_POPULATE_WRITE) or readable. Returns the
+ * bytes of resident pages it populated. */
 uint64_t prefault_range(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem,
                         uint64_t lo, uint64_t hi, bool write);
 

@@ -37,12 +37,12 @@ void wprefault_start(struct wconn *c)
     for (uint32_t i = 0; i < m->n && i < LAYOUT_MAX_POOLS; i++) {
         if (!m->base[i] || !m->size[i])
             continue; /* GPU pools, empty pools */
-        ops[n++] = (struct copy_op){.dst_pool = i, .len = m->size[i], .count = 1, .ext_off = ext};
+        ops[n++] = (struct copy_op){.src_pool = i, .len = m->size[i], .count = 1, .ext_off = ext};
         ext += m->size[i];
     }
     if (n == 0)
         return;
-    struct copyeng_part part = {.kind = COPYENG_PREFAULT, .ops = ops, .n_ops = n, .dst = m,
+    struct copyeng_part part = {.kind = COPYENG_PREFAULT, .ops = ops, .n_ops = n, .src = m,
                                 .write = c->rank->layout.role == ROLE_GENERATION};
     if (copyeng_submit(c->w->d->copy, &part, 1, on_prefaulted, c, &c->prefault) == 0)
         c->w->counters.prefaults++;
