@@ -408,6 +408,8 @@ struct engine *engine_free(struct engine *e)
     e->arena = arena_free(e->arena);
     e->stage_arena = arena_free(e->stage_arena);
     engine_ix_free(&e->ix);
+    dheap_free(&e->rx_due);
+    dheap_free(&e->tx_due);
     free(e);
     return NULL;
 }

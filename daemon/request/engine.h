@@ -26,6 +26,10 @@
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.
+ *   engine_recv.c  a RECV's engine part as a member of its request: writing, idle, free.
+ *   path*.c        the paths as rows (path.h): local, bounce, fragment, and the rule that
+ *                  picks one per request; bounce_exec.c: the bounce copies' executors (host,
+ *                  GPU) as rows (bounce_exec.h). The drivers call through both.
  *
  * Envelope. Every engine message is a link message whose type is the wire type and whose link
  * header starts with a u64 little-endian "flow": the generation daemon's id of one (request,

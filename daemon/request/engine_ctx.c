@@ -12,6 +12,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +182,10 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
+    if (dheap_update(&e->tx_due, &tx->due, tx->deadline_ms) < 0) {
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory queueing its deadline");
+        return;
+    }
     char gmsg[WIRE_TEXT_MAX];
     kvf_error_t gcode = tx->bx->tx_plan ? tx->bx->tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
     if (gcode != KVF_OK) { /* e.g. GPU pools: gathered by kernels into the page-locked slots */
@@ -329,11 +334,13 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     for (uint32_t i = 0; i < q->n_grants; i++)
         tx->q[tx->q_len++] = q->grants[i];
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_send_wait_ms;
+    dheap_node_init(&tx->due);
+    bool queued = dheap_update(&e->tx_due, &tx->due, tx->deadline_ms) == 0;
     tx->next = e->txs;
     e->txs = tx;
     e->c.flows++;
     engine_kick_tick(e);
-    if (ix_tx_add(e, tx) < 0) {
+    if (!queued || ix_tx_add(e, tx) < 0) {
         ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
         return;
     }
@@ -414,8 +421,9 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
 
 void ctx_tick(struct engine *e, uint64_t now)
 {
-    for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        if (tx_ended(tx) || now < tx->deadline_ms)
+    for (struct dheap_node *nd; (nd = dheap_pop_due(&e->tx_due, now));) {
+        struct tx *tx = (struct tx *)((char *)nd - offsetof(struct tx, due));
+        if (tx_ended(tx))
             continue;
         if (!tx->send)
             ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
@@ -446,6 +454,7 @@ void ctx_sweep(struct engine *e)
             continue;
         }
         *pp = tx->next;
+        dheap_remove(&e->tx_due, &tx->due);
         ix_tx_del(e, tx);
         if (tx->peer)
             tx->peer->users--;

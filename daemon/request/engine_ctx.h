@@ -25,6 +25,7 @@ struct tx {
     uint32_t q_head, q_len;   /* granted landing slots not yet filled (ring) */
     struct wire_grant q[ENGINE_MAX_CREDITS];
     uint64_t deadline_ms;
+    struct dheap_node due; /* deadline_ms in e->tx_due */
     struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
     const struct bounce_exec *bx; /* the executor of its bounce chunks, once planned */
     struct tx *next;

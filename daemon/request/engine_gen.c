@@ -12,6 +12,7 @@
  * owns its rx (x->rx): freed with it (engine_recv_free, from transfers_reap). */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -381,6 +382,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
         return;
     }
     uint64_t now = engine_now(e);
+    dheap_node_init(&rx->due);
     rx->e = e;
     rx->t = t;
     rx->x = x;
@@ -394,7 +396,8 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
      * deadline of a RECV the engine follows to gen_tick). */
     rx->deadline_ms = x->deadline_ms + cfg->deadlines_transfer_ms;
     x->deadline_ms = rx->deadline_ms;
-    if (ix_rx_add(e, rx) < 0) {
+    if (dheap_update(&e->rx_due, &rx->due, rx->deadline_ms) < 0 || ix_rx_add(e, rx) < 0) {
+        dheap_remove(&e->rx_due, &rx->due);
         free(rx);
         transfers_end(t, x, KVF_E_INTERNAL, 0, "out of memory");
         return;
@@ -600,8 +603,9 @@ void gen_peer_down(struct engine *e, struct epeer *p, int err)
 
 void gen_tick(struct engine *e, uint64_t now)
 {
-    for (struct rx *rx = e->rxs; rx; rx = rx->next) {
-        if (rx->state == RX_ENDED || now < rx->deadline_ms)
+    for (struct dheap_node *nd; (nd = dheap_pop_due(&e->rx_due, now));) {
+        struct rx *rx = (struct rx *)((char *)nd - offsetof(struct rx, due));
+        if (rx->state == RX_ENDED)
             continue;
         uint64_t got = 0, want = 0;
         for (uint32_t i = 0; i < rx->n_w; i++)

@@ -46,6 +46,7 @@ struct rx {
     uint32_t n_w;
     struct rxw *w; /* owned, n_w */
     uint64_t phase_deadline_ms, deadline_ms;
+    struct dheap_node due; /* deadline_ms in e->rx_due */
     uint64_t started_ms;
     /* GPU pools (engine_gpu.c): one job per writer, scatters in flight (the request holds a
      * failure until they ended: the worker must not reuse blocks under a running kernel) */

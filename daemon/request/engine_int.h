@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "copy.h"
+#include "dheap.h"
 #include "gpu_retire.h"
 #include "engine.h"
 #include "engine_ix.h"
@@ -90,6 +91,7 @@ struct engine {
     struct itable *tables;
     struct rx *rxs;
     struct tx *txs;
+    struct dheap rx_due, tx_due; /* rxs and txs by deadline: the tick pops what expired */
     struct stage *stages;       /* in flight */
     struct fwd_out *fwds;       /* registrations still to forward */
     struct fwd_inst *fwd_insts; /* as a home: forwarded layouts */

@@ -53,6 +53,7 @@ void gen_sweep(struct engine *e)
 void engine_recv_free(struct rx *rx)
 {
     struct engine *e = rx->e;
+    dheap_remove(&e->rx_due, &rx->due);
     if (rx->prev)
         rx->prev->next = rx->next;
     else

@@ -9,7 +9,7 @@ extern const struct path_row path_local_row;  /* path_local.c */
 extern const struct path_row path_bounce_row; /* path_bounce.c */
 extern const struct path_row path_frag_row;   /* path_frag.c */
 
-const struct path_row *const path_rows[PATH__COUNT] = {
+const struct path_row *path_rows[PATH__COUNT] = {
     [PATH_LOCAL] = &path_local_row,
     [PATH_BOUNCE] = &path_bounce_row,
     [PATH_FRAGMENT] = &path_frag_row,

@@ -52,7 +52,9 @@ struct path_row {
     void (*serve)(struct tx *tx);
 };
 
-extern const struct path_row *const path_rows[PATH__COUNT];
+/* The rows by kind. Writable so that a test can put its own row in place of one (the driver
+ * test's fake mover, tests/check_request_driver.c); the daemon never changes it. */
+extern const struct path_row *path_rows[PATH__COUNT];
 
 const struct path_row *path_of(path_kind_t k);
 /* The row a RECV_REQ names, or NULL for a path no row takes from the wire. */

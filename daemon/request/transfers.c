@@ -5,6 +5,7 @@
  * by (connection, id) in by_conn. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,7 @@ static uint64_t conn_key(const struct wconn *c, uint64_t req_id)
  * new request) and waits on t->dead for sweep. */
 static void forget(struct transfers *t, struct xfer *x)
 {
+    dheap_remove(&t->due, &x->due);
     reqtab_unbind(&t->reqs, x, now_ms(t), keep_ms(t));
     hmap_del(&t->by_conn, conn_key(x->conn, x->req_id), x);
     x->dead_next = t->dead;
@@ -214,6 +216,15 @@ void transfers_writes_ended(struct transfers *t, struct xfer *x)
     if (x->held.code == KVF_OK)
         transfers_hold(x, KVF_E_INTERNAL, "writes into its pools ended without a failure held");
     transfers_end(t, x, x->held.code, 0, x->held.msg);
+}
+
+/* x's next deadline is at; false: no memory to queue it, x failed (its event sent; no sweep). */
+static bool queue_due(struct transfers *t, struct xfer *x, uint64_t at)
+{
+    if (dheap_update(&t->due, &x->due, at) == 0)
+        return true;
+    finish(t, x, PROTO_EV_FAILED, KVF_E_INTERNAL, 0, "out of memory queueing its deadline");
+    return false;
 }
 
 /* ---- the meeting of SEND and RECV ---- */
@@ -432,6 +443,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
             }
             if (x) {
                 x->id = ++t->next_id;
+                dheap_node_init(&x->due);
                 x->side = side;
                 x->req_id = req_id;
                 x->conn = c;
@@ -503,7 +515,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
     s->n_readers = m->n_readers;
     s->rank_idx = layout_rank(&c->rank->layout);
     s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
-    if (!meet(t, s)) {
+    if (!queue_due(t, s, s->deadline_ms) || !meet(t, s)) {
         sweep(t);
         return;
     }
@@ -530,6 +542,11 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
     r->tokens = m->tokens;
     r->deadline_ms = r->created_ms + (m->deadline_ms ? m->deadline_ms : cfg->deadlines_send_wait_ms);
     r->lookup_deadline_ms = r->created_ms + cfg->deadlines_lookup_ms;
+    if (!queue_due(t, r, r->lookup_deadline_ms < r->deadline_ms ? r->lookup_deadline_ms
+                                                                  : r->deadline_ms)) {
+        sweep(t);
+        return;
+    }
     struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
     bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
                                              !engine_is_self(t->w->d->engine, m->ctx_home)));
@@ -582,20 +599,26 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c)
     sweep(t);
 }
 
+/* The tick touches only the requests whose next deadline passed (t->due). */
 static void tick_cb(uv_timer_t *h)
 {
     struct transfers *t = h->data;
     uint64_t now = now_ms(t);
-    for (struct xfer *x = t->list; x; x = x->next) {
-        if (!terminal(x) && x->side == XFER_RECV && !x->rx && now >= x->lookup_deadline_ms &&
+    for (struct dheap_node *nd; (nd = dheap_pop_due(&t->due, now));) {
+        struct xfer *x = (struct xfer *)((char *)nd - offsetof(struct xfer, due));
+        /* a RECV the engine follows has one clock, the engine's (gen_tick) */
+        if (terminal(x) || x->rx)
+            continue;
+        if (x->side == XFER_RECV && now >= x->lookup_deadline_ms &&
             !registry_find(&t->w->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
                  "this daemon within deadlines.lookup", x->ctx_instance);
             continue;
         }
-        /* a RECV the engine follows has one clock, the engine's (gen_tick) */
-        if (terminal(x) || now < x->deadline_ms || x->rx)
+        if (now < x->deadline_ms) { /* the lookup's passed: its own is next */
+            queue_due(t, x, x->deadline_ms);
             continue;
+        }
         if (x->side == XFER_RECV)
             fail(t, x, KVF_E_TIMEOUT, "request %llu: context instance %s did not SEND from every "
                  "writer within %llu ms (deadlines.send_wait or the RECV's deadline)",
@@ -621,6 +644,7 @@ int transfers_init(struct transfers *t, struct workers *w)
     t->w = w;
     reqtab_init(&t->reqs);
     hmap_init(&t->by_conn);
+    dheap_init(&t->due);
     int rc = uv_timer_init(&w->d->loop, &t->tick);
     if (rc)
         return rc;
@@ -642,6 +666,7 @@ void transfers_stop(struct transfers *t)
     sweep(t);
     reqtab_free(&t->reqs);
     hmap_free(&t->by_conn);
+    dheap_free(&t->due);
     xfer_phases_free(&t->phases);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);

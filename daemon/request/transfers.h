@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "dheap.h"
 #include "gpu_retire.h"
 #include "kvferry.h"
 #include "proto.h"
@@ -94,6 +95,8 @@ struct xfer {
     uint64_t bytes;
     xfer_state_t state;
     uint64_t created_ms, deadline_ms;
+    struct dheap_node due;      /* its next deadline in t->due (the lookup's, then its own);
+                                   not queued once the engine follows it (its clock) or ended */
     uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t validated_ns;                             /* recv: its plan accepted */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
@@ -135,6 +138,7 @@ struct transfers {
     struct reqtab reqs;         /* (context instance, id) -> its requests, readers' tally and
                                    failed readers, per SEND generation */
     struct hmap by_conn;        /* (connection, id) -> its request not ended */
+    struct dheap due;           /* requests by their next deadline: the tick pops what expired */
     uint64_t fails_dropped;     /* failed readers not held (xfer_nack.h limits) */
     uint32_t n;
     uint64_t next_id;
