@@ -5,7 +5,11 @@
  * (one cudaMemcpyAsync per run) for contrast. The copy programs are the planner's (plan_build on
  * the kimi-k3 preset, 128 random blocks of 512 and a random slot on each side): TP1 -> TP1 (one
  * writer: 69 KDA slots of 6,586,368 B + 24 MLA layers x 128 blocks x 73,728 B = 649.4 MiB), and
- * writer 0 of a TP4 -> TP2 fan-in (head-range runs). Prints a table; --out PATH writes JSON.
+ * writer 0 of a TP4 -> TP2 fan-in (head-range runs). Also the direct kernel after 20 ms of GPU
+ * idle (what a daemon's lone request meets), and a new program per request: host time with and
+ * without an upload wait, and new-async + direct wall time against the kernel alone; and how
+ * fast a host thread learns the kernel ended (host function vs a blocking-sync event).
+ * Prints a table; --out PATH writes JSON.
  * Times: median of cudaEvent-timed repetitions. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +24,9 @@ int main(void)
 #else
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvf_kernels.h"
 #include "plan.h"
@@ -207,6 +213,31 @@ static double time_it(work_fn fn, void *ctx, cudaStream_t st, double *wall)
     return t[REPS / 2];
 }
 
+/* Median device time (ms) of fn over REPS runs, each after idle_ms with the GPU idle: what one
+ * request meets in a daemon between requests (clocks may have dropped), vs time_it's hot runs. */
+static double time_idle(work_fn fn, void *ctx, cudaStream_t st, int idle_ms)
+{
+    cudaEvent_t a, b;
+    TRY(cudaEventCreate(&a));
+    TRY(cudaEventCreate(&b));
+    double t[REPS];
+    for (int i = 0; i < REPS; i++) {
+        struct timespec nap = {0, idle_ms * 1000000L};
+        nanosleep(&nap, NULL);
+        TRY(cudaEventRecord(a, st));
+        fn(ctx, st);
+        TRY(cudaEventRecord(b, st));
+        TRY(cudaEventSynchronize(b));
+        float ms;
+        TRY(cudaEventElapsedTime(&ms, a, b));
+        t[i] = ms;
+    }
+    qsort(t, REPS, sizeof(double), cmp_d);
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    return t[REPS / 2];
+}
+
 struct ctx {
     struct kvk_program *p;
     struct kvk_mem *src, *dst;
@@ -278,6 +309,108 @@ static void add(const char *name, double ms, double bytes_counted, double ceilin
     r->ceiling_gbs = ceiling;
     r->goal = goal;
     r->wall_ms = wall;
+}
+
+/* How a host thread learns that the direct kernel ended, wall time from the launch: the
+ * stream's host function (kvk_notify_on_complete, the daemon's path) writing a pipe the main
+ * thread reads, and a thread blocked in cudaEventSynchronize (blocking-sync event) writing it.
+ * Against "direct pool->pool same GPU"'s wall time (cudaEventSynchronize, spinning). */
+struct waiter {
+    int fd;
+    cudaEvent_t ev;
+};
+
+static void notify_pipe(void *arg)
+{
+    char b = 1;
+    if (write(*(int *)arg, &b, 1) != 1)
+        abort();
+}
+
+static void *event_waiter(void *arg)
+{
+    struct waiter *w = arg;
+    TRY(cudaEventSynchronize(w->ev));
+    notify_pipe(&w->fd);
+    return NULL;
+}
+
+static void completion_paths(struct ctx *c, cudaStream_t st)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        abort();
+    struct waiter w = {.fd = fds[1]};
+    TRY(cudaEventCreateWithFlags(&w.ev, cudaEventBlockingSync | cudaEventDisableTiming));
+    double host_fn[REPS], blocking[REPS];
+    for (int i = 0; i < REPS + 2; i++) {
+        char b;
+        TRY(cudaStreamSynchronize(st));
+        double t0 = now_ms();
+        KTRY(kvk_direct(c->p, c->src, c->dst, st));
+        KTRY(kvk_notify_on_complete(st, notify_pipe, &fds[1]));
+        if (read(fds[0], &b, 1) != 1)
+            abort();
+        double t1 = now_ms();
+        TRY(cudaStreamSynchronize(st));
+        pthread_t th;
+        double t2 = now_ms();
+        KTRY(kvk_direct(c->p, c->src, c->dst, st));
+        TRY(cudaEventRecord(w.ev, st));
+        if (pthread_create(&th, NULL, event_waiter, &w) != 0 || read(fds[0], &b, 1) != 1)
+            abort();
+        double t3 = now_ms();
+        pthread_join(th, NULL);
+        if (i >= 2) {
+            host_fn[i - 2] = t1 - t0;
+            blocking[i - 2] = t3 - t2;
+        }
+    }
+    qsort(host_fn, REPS, sizeof(double), cmp_d);
+    qsort(blocking, REPS, sizeof(double), cmp_d);
+    add("direct + host function (wall ms)", host_fn[REPS / 2], 0, 0, 0, host_fn[REPS / 2]);
+    add("direct + blocking event (wall ms)", blocking[REPS / 2], 0, 0, 0, blocking[REPS / 2]);
+    cudaEventDestroy(w.ev);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* A new program per request, as a daemon whose requests all have new block ids makes them:
+ * host time of kvk_program_new (the upload waited for) and of kvk_program_new_async (nothing
+ * waited for), and the wall time of new_async + direct until the copy ended, vs the direct
+ * kernel alone (the same-node path's floor on one GPU). Rows: ms = host or wall time. */
+static void program_per_request(struct ctx *c, cudaStream_t st, double direct_ms)
+{
+    double h_sync[REPS], h_async[REPS], wall[REPS];
+    for (int i = 0; i < REPS + 2; i++) {
+        struct kvk_program *p = NULL;
+        double t0 = now_ms();
+        KTRY(kvk_program_new(c->ops, c->n_ops, 0, &p));
+        double t1 = now_ms();
+        kvk_program_free(p);
+        TRY(cudaStreamSynchronize(st));
+        double t2 = now_ms();
+        KTRY(kvk_program_new_async(c->ops, c->n_ops, 0, st, &p));
+        double t3 = now_ms();
+        KTRY(kvk_direct(p, c->src, c->dst, st));
+        TRY(cudaStreamSynchronize(st));
+        double t4 = now_ms();
+        if (!kvk_program_staged(p))
+            printf("bench_gpu: an async upload found no staging room and waited\n");
+        kvk_program_free(p);
+        if (i >= 2) { /* two warm-ups */
+            h_sync[i - 2] = t1 - t0;
+            h_async[i - 2] = t3 - t2;
+            wall[i - 2] = t4 - t2;
+        }
+    }
+    qsort(h_sync, REPS, sizeof(double), cmp_d);
+    qsort(h_async, REPS, sizeof(double), cmp_d);
+    qsort(wall, REPS, sizeof(double), cmp_d);
+    add("program new, host waits (host ms)", h_sync[REPS / 2], 0, 0, 0, h_sync[REPS / 2]);
+    add("program new async (host ms)", h_async[REPS / 2], 0, 0, 0, h_async[REPS / 2]);
+    add("new async + direct (wall ms)", wall[REPS / 2], 2.0 * c->bytes,
+        2.0 * c->bytes / (direct_ms * 1e6), 0.67, wall[REPS / 2]);
 }
 
 static void measure(const char *name, work_fn fn, void *ctx, cudaStream_t st, double counted,
@@ -490,6 +623,11 @@ int main(int argc, char **argv)
     }
     c.p = p;
     measure("direct pool->pool same GPU", do_direct, &c, st, 2.0 * bytes, d2d, 0.85);
+    double direct_ms = rows[n_rows - 1].ms;
+    add("direct same GPU, after 20 ms idle", time_idle(do_direct, &c, st, 20), 2.0 * bytes, d2d,
+        0.85, 0);
+    program_per_request(&c, st, direct_ms);
+    completion_paths(&c, st);
     measure("per-fragment cudaMemcpyAsync", do_fragments, &c, st, 2.0 * bytes, d2d, 0);
 
     scattered_blocks(st, d2d);

@@ -3,9 +3,9 @@
  * [lo, hi) -> pools) and direct (pools -> pools, also to or from a peer GPU's memory). The GPU
  * twin of lib/copy.h, with the same meaning of every op.
  *
- * A program is uploaded once (kvk_program_new): its runs are split into tasks of at most
- * KVK_TASK_BYTES, kept in device memory of the program's device, with a host index of task
- * extent offsets so a sub-range [lo, hi) finds its tasks by binary search. One launch copies a
+ * A program is uploaded once (kvk_program_new; kvk_program_new_async with no host wait): its
+ * runs are split into tasks of at most KVK_TASK_BYTES, kept in device memory of the program's
+ * device, with a host index of task extent offsets so a sub-range [lo, hi) finds its tasks by binary search. One launch copies a
  * whole chunk (many runs), on a stream the caller owns. 16-byte accesses where source, dest and
  * length allow, narrower accesses and a byte tail where not.
  *
@@ -59,7 +59,18 @@ struct kvk_mem {
  * On return the upload has completed: a launch on any stream of the device sees the program. */
 int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
                     struct kvk_program **ret);
-/* Frees device and host tables; accepts NULL; returns NULL. */
+/* The same with no host wait (issue 12: programs uploaded without a synchronous step): the
+ * tables go from page-locked staging to stream-ordered device memory on `stream` (NULL: the
+ * legacy stream), ordered before any launch on that stream; a launch on another stream waits
+ * for the upload on the GPU (an event), so any stream may use the program at once. When the
+ * staging is exhausted the upload waits for its copy instead (kvk_program_staged says 0). */
+int kvk_program_new_async(const struct copy_op *ops, uint32_t n_ops, int device,
+                          struct CUstream_st *stream, struct kvk_program **ret);
+/* 1 when p's upload read the page-locked staging (no host wait), 0 when it waited. */
+int kvk_program_staged(const struct kvk_program *p);
+/* Frees device tables (stream-ordered: cudaFreeAsync waits for nothing) and host tables;
+ * only after every launch with p ended (and its upload's stream still exists). Accepts NULL;
+ * returns NULL. */
 struct kvk_program *kvk_program_free(struct kvk_program *p);
 
 uint64_t kvk_program_bytes(const struct kvk_program *p); /* extent length */
@@ -86,7 +97,9 @@ typedef void (*kvk_done_cb)(void *arg);
 int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg);
 
 /* Loads every copy kernel onto `device` now (an occupancy query of each), so the first request
- * does not pay CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2).
+ * does not pay CUDA's lazy module loading (CUDA_MODULE_LOADING=LAZY, the default since 12.2),
+ * allocates the process's upload staging (32 MiB page-locked, once) and primes the device's
+ * stream-ordered memory pool (the program tables' home).
  * 0 or -errno. The current device is restored. */
 int kvk_warm(int device);
 

@@ -9,9 +9,10 @@
  * Two kernel families find a task's addresses: "op" reads a 16-byte task and then its op (two
  * dependent loads); "fat" reads a self-contained 64-byte task, prefetched into shared memory
  * with cp.async one task ahead, so a block never waits on a descriptor between tasks.
- * On sm_90 the kernels are launched with programmatic dependent launch: they read their
- * (immutable) first descriptor, then wait for the previous kernel in the stream
- * (griddepcontrol.wait) before touching any data, so back-to-back chunk launches overlap. */
+ * On sm_90 the kernels are launched with programmatic dependent launch: a grid may start while
+ * the previous kernel of the stream ends, and waits for it (griddepcontrol.wait) before reading
+ * anything, descriptors included: the previous kernel may be the one that wrote the program's
+ * task table (kvk_upload.cu), so back-to-back chunk launches overlap only their start-up. */
 #include <string.h>
 
 #include "kvk_cuda.h"
@@ -155,9 +156,9 @@ template <int MODE, int U>
 __global__ void __launch_bounds__(KVK_THREADS, U == 8 ? 1 : 2) kvk_op_kernel(const __grid_constant__ kvk_args a)
 {
     uint32_t t = blockIdx.x;
+    grid_dependency_sync(); /* before any descriptor: the tables may be written just before */
     kvk_task task = a.tasks[a.first + t];
     kvk_op op = a.ops[task.op];
-    grid_dependency_sync();
     for (;;) {
         uint32_t nt = t + gridDim.x; /* issue the next task's load before copying this one */
         kvk_task next = task;
@@ -212,8 +213,8 @@ __global__ void __launch_bounds__(KVK_THREADS, U == 8 ? 1 : 2) kvk_fat_kernel(co
     const kvk_ftask *tasks = a.ftasks + a.first;
     uint32_t t = blockIdx.x;
     int cur = 0;
+    grid_dependency_sync(); /* before any descriptor: the tables may be written just before */
     ftask_prefetch(&buf[0], &tasks[t]);
-    grid_dependency_sync();
     for (;;) {
         asm volatile("cp.async.wait_all;" ::: "memory");
         __syncthreads(); /* buf[cur] is in; every thread is done with buf[cur ^ 1] */
@@ -301,6 +302,10 @@ int kvk_warm(int device)
             p.unroll = u ? 8 : 4;
             rc = kvk_blocks_per_sm(&p, &b);
         }
+    if (rc == 0)
+        rc = kvk_stage_init(); /* the upload staging, before the first request */
+    if (rc == 0)
+        rc = kvk_upload_warm(device);
     kvk_device_leave(prev);
     return rc;
 }

@@ -24,10 +24,30 @@ struct kvk_program {
     int pdl;                  /* launch with programmatic dependent launch (env KVK_PDL=0: off) */
     int fat;                  /* kernel reads self-contained tasks (KVK_FAT), else task + op */
     int unroll;               /* 16-byte loads in flight per thread: 4 or 8 (KVK_UNROLL) */
-    struct kvk_op *d_ops;     /* owned, device memory of `device` */
-    struct kvk_task *d_tasks; /* owned, device memory of `device` */
-    struct kvk_ftask *d_ftasks; /* owned, device memory of `device`; fat kernel only */
+    /* The device tables, one stream-ordered allocation (cudaMallocAsync on up_stream) of
+     * `device`: the fat kernel reads d_ftasks only, the op kernel d_ops and d_tasks. */
+    void *d_mem;              /* owned */
+    struct kvk_op *d_ops;     /* inside d_mem, or NULL */
+    struct kvk_task *d_tasks; /* inside d_mem, or NULL */
+    struct kvk_ftask *d_ftasks; /* inside d_mem, or NULL */
+    cudaStream_t up_stream;   /* borrowed: the upload's stream (NULL: the legacy stream) */
+    cudaEvent_t ready;        /* owned: recorded after the upload; other streams wait for it */
+    int uploaded;             /* the host saw `ready` complete: no stream needs to wait */
+    int staged;               /* the upload read page-locked staging (else it waited for it) */
 };
+
+/* Uploads p's tables (p->t built, p->device current) on stream with no host wait: page-locked
+ * staging (kvk_upload.cu), cudaMallocAsync, cudaMemcpyAsync, event. 0 or -errno. */
+int kvk_upload(struct kvk_program *p, cudaStream_t stream);
+/* Releases p's device tables (stream-ordered) and event (p->device current). */
+void kvk_upload_free(struct kvk_program *p);
+/* SM count and resident blocks per SM of p's kernel family on p's device, cached per process. */
+int kvk_launch_shape(struct kvk_program *p);
+/* Allocates the process's page-locked staging (kvk_warm calls it): 0 or -errno. */
+int kvk_stage_init(void);
+/* Loads the expand kernel and primes `device`'s stream-ordered pool (device current), so the
+ * first program pays neither (kvk_warm calls it). 0 or -errno. */
+int kvk_upload_warm(int device);
 
 /* Kernel arguments, passed by value (about 300 bytes). */
 struct kvk_args {

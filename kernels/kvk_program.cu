@@ -1,6 +1,7 @@
-/* kvk_program.cu: upload of copy programs to the GPU, the CUDA error conversion, the public
- * gather/scatter/direct entry points (argument and bounds checks, then one launch), and the
- * completion notification for event loops. The kernel itself is in kvk_copy.cu. */
+/* kvk_program.cu: copy programs (tasks built here, tables uploaded by kvk_upload.cu), the CUDA
+ * error conversion, the public gather/scatter/direct entry points (argument and bounds checks,
+ * then one launch), and the completion notification for event loops. The kernel itself is in
+ * kvk_copy.cu. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,48 +53,6 @@ int kvk_device_count(void)
     return n;
 }
 
-#define KVK_TRY_RC(expr)                                                                       \
-    do {                                                                                       \
-        int rc_ = (expr);                                                                      \
-        if (rc_ < 0)                                                                           \
-            return rc_;                                                                        \
-    } while (0)
-
-static int upload(struct kvk_program *p)
-{
-    size_t ob = (size_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op);
-    size_t tb = (size_t)(p->t.n_tasks ? p->t.n_tasks : 1) * sizeof(struct kvk_task);
-    KVK_TRY(cudaMalloc((void **)&p->d_ops, ob));
-    KVK_TRY(cudaMalloc((void **)&p->d_tasks, tb));
-    KVK_TRY(cudaMemcpy(p->d_ops, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op),
-                       cudaMemcpyHostToDevice));
-    KVK_TRY(cudaMemcpy(p->d_tasks, p->t.tasks, (size_t)p->t.n_tasks * sizeof(struct kvk_task),
-                       cudaMemcpyHostToDevice));
-    if (p->fat) {
-        struct kvk_ftask *f = NULL;
-        KVK_TRY_RC(kvk_tasks_fat(&p->t, &f));
-        size_t fb = (size_t)(p->t.n_tasks ? p->t.n_tasks : 1) * sizeof(*f);
-        cudaError_t e = cudaMalloc((void **)&p->d_ftasks, fb);
-        if (e == cudaSuccess)
-            e = cudaMemcpy(p->d_ftasks, f, (size_t)p->t.n_tasks * sizeof(*f),
-                           cudaMemcpyHostToDevice);
-        free(f);
-        if (e != cudaSuccess)
-            return kvk_cuda_fail("cudaMalloc/cudaMemcpy(fat task table)", e);
-    }
-    /* A pageable cudaMemcpy may return before its DMA ends, and launches on the callers'
-     * non-blocking streams are not ordered after the legacy stream: wait here, so a program is
-     * complete on return and any stream may launch it (the daemon's cache shares programs). */
-    KVK_TRY(cudaStreamSynchronize(cudaStreamLegacy));
-    KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
-    KVK_TRY_RC(kvk_blocks_per_sm(p, &p->blocks_per_sm));
-    int major = 0;
-    KVK_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device));
-    const char *env = getenv("KVK_PDL");
-    p->pdl = major >= 9 && !(env && strcmp(env, "0") == 0);
-    return 0;
-}
-
 /* Tuning knobs for benchmarks (kvf_kernels.h): unset or unparsable means the default. */
 static uint32_t env_u32(const char *name, uint32_t dflt)
 {
@@ -105,8 +64,8 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
     return (*end || x > UINT32_MAX) ? dflt : (uint32_t)x;
 }
 
-int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
-                    struct kvk_program **ret)
+static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
+                       cudaStream_t stream, struct kvk_program **ret)
 {
     if (!ret)
         return kvk_fail(-EINVAL, "kvk_program_new: NULL ret");
@@ -126,8 +85,8 @@ int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
         free(p);
         return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
     }
-    int rc = kvk_tasks_build(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
-                             env_u32("KVK_PIECE_ALIGN", 0), &p->t);
+    int rc = kvk_tasks_index(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
+                             env_u32("KVK_PIECE_ALIGN", 0), &p->t); /* the GPU expands tasks */
     if (rc < 0) {
         free(p);
         return rc;
@@ -138,7 +97,9 @@ int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
         kvk_program_free(p);
         return rc;
     }
-    rc = upload(p);
+    rc = kvk_launch_shape(p);
+    if (rc == 0)
+        rc = kvk_upload(p, stream);
     kvk_device_leave(prev);
     if (rc < 0) {
         kvk_program_free(p);
@@ -148,16 +109,42 @@ int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
     return 0;
 }
 
+int kvk_program_new(const struct copy_op *ops, uint32_t n_ops, int device,
+                    struct kvk_program **ret)
+{
+    struct kvk_program *p = NULL;
+    int rc = program_new(ops, n_ops, device, cudaStreamLegacy, &p);
+    if (rc < 0)
+        return rc;
+    cudaError_t e = cudaEventSynchronize(p->ready); /* complete on return, for every stream */
+    if (e != cudaSuccess) {
+        kvk_program_free(p);
+        return kvk_cuda_fail("cudaEventSynchronize(copy program upload)", e);
+    }
+    p->uploaded = 1;
+    *ret = p;
+    return 0;
+}
+
+int kvk_program_new_async(const struct copy_op *ops, uint32_t n_ops, int device,
+                          struct CUstream_st *stream, struct kvk_program **ret)
+{
+    return program_new(ops, n_ops, device, stream ? stream : cudaStreamLegacy, ret);
+}
+
+int kvk_program_staged(const struct kvk_program *p)
+{
+    return p && p->staged;
+}
+
 struct kvk_program *kvk_program_free(struct kvk_program *p)
 {
     if (!p)
         return NULL;
-    if (p->d_ops || p->d_tasks || p->d_ftasks) {
+    if (p->d_mem || p->ready) {
         int prev;
         if (kvk_device_enter(p->device, &prev) == 0) {
-            cudaFree(p->d_ops);
-            cudaFree(p->d_tasks);
-            cudaFree(p->d_ftasks);
+            kvk_upload_free(p);
             kvk_device_leave(prev);
         }
     }
@@ -210,6 +197,13 @@ static int run(const struct kvk_program *p, kvk_mode_t mode, const struct kvk_me
     int prev;
     if ((rc = kvk_device_enter(p->device, &prev)) < 0)
         return rc;
+    if (!p->uploaded && stream != p->up_stream) { /* another stream: after the upload */
+        cudaError_t e = cudaStreamWaitEvent(stream, p->ready, 0);
+        if (e != cudaSuccess) {
+            kvk_device_leave(prev);
+            return kvk_cuda_fail("cudaStreamWaitEvent(copy program upload)", e);
+        }
+    }
     rc = kvk_launch(p, &a, stream);
     kvk_device_leave(prev);
     return rc;

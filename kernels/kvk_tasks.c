@@ -99,12 +99,15 @@ static uint64_t op_tasks(const struct copy_op *o, uint64_t tb, uint64_t pa, uint
     return (o->count + g - 1) / g;
 }
 
-static void fill_op(struct kvk_op *k, const struct copy_op *o)
+static void fill_op(struct kvk_op *k, const struct copy_op *o, uint64_t piece, uint64_t group)
 {
     k->src_off = o->src_off;
     k->dst_off = o->dst_off;
     k->ext_off = o->ext_off;
     k->len = o->len;
+    k->count = o->count;
+    k->piece = (uint32_t)piece; /* <= task size */
+    k->group = (uint32_t)group; /* <= task size / len */
     k->src_stride = o->src_stride;
     k->dst_stride = o->dst_stride;
     k->src_pool = o->src_pool;
@@ -118,16 +121,7 @@ static void fill_op(struct kvk_op *k, const struct copy_op *o)
     k->pad_ = 0;
 }
 
-static void add_task(struct kvk_tasks *t, uint32_t k, uint32_t op, const struct copy_op *o,
-                     uint64_t pos, uint64_t n)
-{
-    t->tasks[k].pos = pos;
-    t->tasks[k].op = op;
-    t->tasks[k].bytes = (uint32_t)n;
-    t->ext[k] = o->ext_off + pos;
-}
-
-int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
+int kvk_tasks_index(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
                     uint32_t piece_align, struct kvk_tasks *ret)
 {
     struct kvk_tasks t;
@@ -145,79 +139,70 @@ int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_byt
     t.task_bytes = task_bytes;
     if (n_ops > 0 && !ops)
         return kvk_fail(-EINVAL, "NULL ops with n_ops %u", n_ops);
+    t.ops = calloc(n_ops ? n_ops : 1, sizeof(*t.ops));
+    t.op_first = calloc((size_t)n_ops + 1, sizeof(*t.op_first));
+    if (!t.ops || !t.op_first) {
+        kvk_tasks_done(&t);
+        return kvk_fail(-ENOMEM, "op table of %u ops: out of memory", n_ops);
+    }
     uint64_t at = 0, n_tasks = 0;
     for (uint32_t i = 0; i < n_ops; i++) {
         int rc = check_op(&ops[i], i, at, &t);
-        if (rc < 0)
+        if (rc < 0) {
+            kvk_tasks_done(&t);
             return rc;
+        }
         at += ops[i].len * ops[i].count;
         uint64_t piece, group;
         uint64_t n = op_tasks(&ops[i], task_bytes, piece_align, &piece, &group);
-        if (n > KVK_MAX_TASKS || n_tasks + n > KVK_MAX_TASKS)
+        if (n > KVK_MAX_TASKS || n_tasks + n > KVK_MAX_TASKS) {
+            kvk_tasks_done(&t);
             return kvk_fail(-E2BIG, "program splits into more than %u tasks", KVK_MAX_TASKS);
+        }
+        fill_op(&t.ops[i], &ops[i], piece, group);
+        t.op_first[i] = (uint32_t)n_tasks;
         n_tasks += n;
     }
+    t.op_first[n_ops] = (uint32_t)n_tasks;
     t.bytes = at;
     t.n_ops = n_ops;
     t.n_tasks = (uint32_t)n_tasks;
-    t.ops = calloc(n_ops ? n_ops : 1, sizeof(*t.ops));
-    t.tasks = calloc(n_tasks ? n_tasks : 1, sizeof(*t.tasks));
-    t.ext = calloc(n_tasks + 1, sizeof(*t.ext));
-    if (!t.ops || !t.tasks || !t.ext) {
-        kvk_tasks_done(&t);
-        return kvk_fail(-ENOMEM, "task table of %llu tasks: out of memory",
-                        (unsigned long long)n_tasks);
-    }
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < n_ops; i++) {
-        const struct copy_op *o = &ops[i];
-        fill_op(&t.ops[i], o);
-        uint64_t piece, group;
-        if (op_tasks(o, task_bytes, piece_align, &piece, &group) == 0)
-            continue;
-        uint64_t total = o->len * o->count;
-        if (piece) { /* long runs: each cut into pieces, no task crosses a run boundary */
-            for (uint64_t r = 0; r < o->count; r++)
-                for (uint64_t j = 0; j < o->len; j += piece) {
-                    uint64_t n = o->len - j < piece ? o->len - j : piece;
-                    add_task(&t, k++, i, o, r * o->len + j, n);
-                }
-        } else { /* short runs: `group` whole runs per task */
-            uint64_t step = group * o->len;
-            for (uint64_t pos = 0; pos < total; pos += step)
-                add_task(&t, k++, i, o, pos, total - pos < step ? total - pos : step);
-        }
-    }
-    t.ext[k] = t.bytes;
     *ret = t;
     return 0;
 }
 
-int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret)
+int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
+                    uint32_t piece_align, struct kvk_tasks *ret)
 {
-    struct kvk_ftask *f = calloc(t->n_tasks ? t->n_tasks : 1, sizeof(*f));
-    if (!f)
-        return kvk_fail(-ENOMEM, "fat task table of %u tasks: out of memory", t->n_tasks);
-    for (uint32_t i = 0; i < t->n_tasks; i++) {
-        const struct kvk_task *x = &t->tasks[i];
-        const struct kvk_op *o = &t->ops[x->op];
-        uint64_t k0 = x->pos / o->len, j0 = x->pos - k0 * o->len;
-        int single = j0 + x->bytes <= o->len;
-        f[i].src_pos = o->src_pool == PLAN_POOL_UNKNOWN
-                           ? 0 : o->src_off + (uint64_t)((int64_t)k0 * o->src_stride) + j0;
-        f[i].dst_pos = o->dst_off + (uint64_t)((int64_t)k0 * o->dst_stride) + j0;
-        f[i].ext_pos = o->ext_off + x->pos;
-        f[i].src_stride = o->src_stride;
-        f[i].dst_stride = o->dst_stride;
-        f[i].len = single ? 0 : (uint32_t)o->len; /* several runs only when len < task size */
-        f[i].j0 = single ? 0 : (uint32_t)j0;
-        f[i].bytes = x->bytes;
-        f[i].src_pool = (uint16_t)(o->src_pool == PLAN_POOL_UNKNOWN ? 0xffff : o->src_pool);
-        f[i].dst_pool = (uint16_t)o->dst_pool;
-        f[i].align = o->align;
+    struct kvk_tasks t;
+    int rc = kvk_tasks_index(ops, n_ops, task_bytes, piece_align, &t);
+    if (rc < 0)
+        return rc;
+    t.tasks = calloc(t.n_tasks ? t.n_tasks : 1, sizeof(*t.tasks));
+    t.ext = calloc((size_t)t.n_tasks + 1, sizeof(*t.ext));
+    if (!t.tasks || !t.ext) {
+        kvk_tasks_done(&t);
+        return kvk_fail(-ENOMEM, "task table of %u tasks: out of memory", t.n_tasks);
     }
-    *ret = f;
+    for (uint32_t i = 0; i < n_ops; i++) {
+        const struct kvk_op *o = &t.ops[i];
+        for (uint32_t k = t.op_first[i]; k < t.op_first[i + 1]; k++) {
+            uint64_t pos;
+            uint32_t bytes;
+            kvk_op_task(o, k - t.op_first[i], &pos, &bytes);
+            t.tasks[k] = (struct kvk_task){.pos = pos, .op = i, .bytes = bytes};
+            t.ext[k] = o->ext_off + pos;
+        }
+    }
+    t.ext[t.n_tasks] = t.bytes;
+    *ret = t;
     return 0;
+}
+
+void kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask *f)
+{
+    for (uint32_t i = 0; i < t->n_tasks; i++)
+        kvk_ftask_of(&t->ops[t->tasks[i].op], t->tasks[i].pos, t->tasks[i].bytes, &f[i]);
 }
 
 void kvk_tasks_done(struct kvk_tasks *t)
@@ -225,33 +210,45 @@ void kvk_tasks_done(struct kvk_tasks *t)
     if (!t)
         return;
     free(t->ops);
+    free(t->op_first);
     free(t->tasks);
     free(t->ext);
     memset(t, 0, sizeof(*t));
 }
 
-void kvk_tasks_range(const struct kvk_tasks *t, uint64_t lo, uint64_t hi, uint32_t *first,
-                     uint32_t *n)
+/* The task holding extent byte x < bytes: the last op starting at or before x has bytes (an
+ * empty op starts where the next one does), then the split's arithmetic inside it. */
+static uint32_t task_at(const struct kvk_tasks *t, uint64_t x)
 {
-    /* first: last task starting at or before lo; end: first task starting at or after hi */
-    uint32_t a = 0, b = t->n_tasks;
+    uint32_t a = 0, b = t->n_ops;
     while (b - a > 1) {
         uint32_t m = a + (b - a) / 2;
-        if (t->ext[m] <= lo)
+        if (t->ops[m].ext_off <= x)
             a = m;
         else
             b = m;
     }
-    uint32_t e0 = a, e1 = t->n_tasks;
-    while (e0 < e1) {
-        uint32_t m = e0 + (e1 - e0) / 2;
-        if (t->ext[m] < hi)
-            e0 = m + 1;
-        else
-            e1 = m;
+    const struct kvk_op *o = &t->ops[a];
+    uint64_t rel = x - o->ext_off, k;
+    if (o->piece) {
+        uint64_t per_run = (o->len + o->piece - 1) / o->piece, r = rel / o->len;
+        k = r * per_run + (rel - r * o->len) / o->piece;
+    } else {
+        k = rel / ((uint64_t)o->group * o->len);
     }
-    *first = a;
-    *n = e0 > a ? e0 - a : 0;
+    return t->op_first[a] + (uint32_t)k;
+}
+
+void kvk_tasks_range(const struct kvk_tasks *t, uint64_t lo, uint64_t hi, uint32_t *first,
+                     uint32_t *n)
+{
+    if (lo >= hi || hi > t->bytes) {
+        *first = 0;
+        *n = 0;
+        return;
+    }
+    *first = task_at(t, lo);
+    *n = task_at(t, hi - 1) + 1 - *first;
 }
 
 int kvk_tasks_check_mem(const struct kvk_tasks *t, const struct kvk_mem *mem, char side)

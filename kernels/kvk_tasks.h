@@ -21,13 +21,22 @@ extern "C" {
 #define KVK_TASK_MAX (1024u * 1024u)
 #define KVK_PIECE_ALIGN 4096u /* measured: 16-byte-aligned pieces cost 6% on H200 */
 
+#ifdef __CUDACC__
+#define KVK_HD __host__ __device__
+#else
+#define KVK_HD
+#endif
+
 /* One op as the kernel reads it: copy_op plus the alignment every offset, stride and length of
- * the op share (a power of two <= 16). */
+ * the op share (a power of two <= 16) and how it splits into tasks: runs of len >= task/2 cut
+ * into pieces of `piece` bytes (each run ceil(len / piece) tasks), shorter runs grouped `group`
+ * whole runs to a task (piece 0). */
 struct kvk_op {
-    uint64_t src_off, dst_off, ext_off, len;
+    uint64_t src_off, dst_off, ext_off, len, count;
     int64_t src_stride, dst_stride;
     uint32_t src_pool, dst_pool;
     uint32_t align;
+    uint32_t piece, group;
     uint32_t pad_;
 };
 
@@ -58,8 +67,11 @@ struct kvk_tasks {
     uint32_t task_bytes;                   /* most bytes of one task */
     uint32_t n_ops, n_tasks;
     struct kvk_op *ops;                    /* owned, n_ops */
-    struct kvk_task *tasks;                /* owned, n_tasks, ascending extent offset */
-    uint64_t *ext;                         /* owned, n_tasks + 1: task extent starts, then bytes */
+    uint32_t *op_first;                    /* owned, n_ops + 1: op i's tasks [op_first[i], [i+1]) */
+    struct kvk_task *tasks;                /* owned, n_tasks, ascending extent offset; NULL after
+                                            * kvk_tasks_index (the GPU expands them) */
+    uint64_t *ext;                         /* owned, n_tasks + 1: task extent starts, then bytes;
+                                            * NULL after kvk_tasks_index */
     uint64_t need_src[LAYOUT_MAX_POOLS];   /* bytes each source pool must have */
     uint64_t need_dst[LAYOUT_MAX_POOLS];
     int src_unknown;                       /* some op has src_pool == PLAN_POOL_UNKNOWN */
@@ -72,12 +84,58 @@ struct kvk_tasks {
  * which op and why. */
 int kvk_tasks_build(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
                     uint32_t piece_align, struct kvk_tasks *ret);
+/* The same without the per-task arrays (tasks, ext NULL): O(n_ops), what a launch needs when
+ * the GPU expands the tasks from the ops (kvk_op_task). Same errors. */
+int kvk_tasks_index(const struct copy_op *ops, uint32_t n_ops, uint32_t task_bytes,
+                    uint32_t piece_align, struct kvk_tasks *ret);
+
+/* Task k (0-based inside op o): its position in o's run sequence and its bytes. The one
+ * definition of the split, for the host (kvk_tasks_build) and the GPU (the expand kernel). */
+static inline KVK_HD void kvk_op_task(const struct kvk_op *o, uint64_t k, uint64_t *pos,
+                                      uint32_t *bytes)
+{
+    uint64_t n;
+    if (o->piece) {
+        uint64_t per_run = (o->len + o->piece - 1) / o->piece, r = k / per_run;
+        uint64_t j = (k - r * per_run) * o->piece;
+        *pos = r * o->len + j;
+        n = o->len - j < o->piece ? o->len - j : o->piece;
+    } else {
+        uint64_t step = (uint64_t)o->group * o->len, total = o->len * o->count;
+        *pos = k * step;
+        n = total - *pos < step ? total - *pos : step;
+    }
+    *bytes = (uint32_t)n;
+}
+
+/* The self-contained form of the task at pos (bytes long) of op o. */
+static inline KVK_HD void kvk_ftask_of(const struct kvk_op *o, uint64_t pos, uint32_t bytes,
+                                       struct kvk_ftask *f)
+{
+    uint64_t k0 = pos / o->len, j0 = pos - k0 * o->len;
+    int single = j0 + bytes <= o->len;
+    f->src_pos = o->src_pool == PLAN_POOL_UNKNOWN
+                     ? 0 : o->src_off + (uint64_t)((int64_t)k0 * o->src_stride) + j0;
+    f->dst_pos = o->dst_off + (uint64_t)((int64_t)k0 * o->dst_stride) + j0;
+    f->ext_pos = o->ext_off + pos;
+    f->src_stride = o->src_stride;
+    f->dst_stride = o->dst_stride;
+    f->len = single ? 0 : (uint32_t)o->len; /* several runs only when len < task size */
+    f->j0 = single ? 0 : (uint32_t)j0;
+    f->bytes = bytes;
+    f->src_pool = (uint16_t)(o->src_pool == PLAN_POOL_UNKNOWN ? 0xffff : o->src_pool);
+    f->dst_pool = (uint16_t)o->dst_pool;
+    f->align = o->align;
+    f->pad_ = 0;
+}
 void kvk_tasks_done(struct kvk_tasks *t);
 
-/* The self-contained form of t's tasks (malloc'd, t->n_tasks entries) in *ret. 0 or -ENOMEM. */
-int kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask **ret);
+/* Writes the self-contained form of t's tasks into out (t->n_tasks entries; the caller's
+ * memory, e.g. a page-locked staging buffer the upload reads). */
+void kvk_tasks_fat(const struct kvk_tasks *t, struct kvk_ftask *out);
 
-/* Tasks intersecting extent bytes [lo, hi): [*first, *first + *n). lo < hi <= bytes. */
+/* Tasks intersecting extent bytes [lo, hi): [*first, *first + *n). lo < hi <= bytes. Needs
+ * only the ops and op_first (works after kvk_tasks_index). */
 void kvk_tasks_range(const struct kvk_tasks *t, uint64_t lo, uint64_t hi, uint32_t *first,
                      uint32_t *n);
 

@@ -19,8 +19,9 @@ static uv_loop_t loop;
 static struct gpu *g;
 static int made, freed, fail_make;
 
-static int make(const struct copy_op *ops, uint32_t n_ops, int device, void **ret, char *msg,
-                size_t len)
+/* arg non-NULL: the program is made, but its upload waited on the host (make returns 1) */
+static int make(const struct copy_op *ops, uint32_t n_ops, int device, void *arg, void **ret,
+                char *msg, size_t len)
 {
     (void)ops, (void)n_ops, (void)device;
     if (fail_make) {
@@ -31,7 +32,7 @@ static int make(const struct copy_op *ops, uint32_t n_ops, int device, void **re
     ck_assert_ptr_nonnull(p);
     *p = ++made;
     *ret = p;
-    return 0;
+    return arg ? 1 : 0;
 }
 
 static void free_obj(void *p)
@@ -65,7 +66,8 @@ static struct gpu_prog *get(uint64_t k, int device)
     struct copy_op op = op_of(k);
     struct gpu_prog *p = NULL;
     char msg[128];
-    ck_assert_int_eq(gpu_prog_get(g, &op, 1, device, make, free_obj, &p, msg, sizeof msg), 0);
+    ck_assert_int_eq(gpu_prog_get(g, &op, 1, device, make, NULL, free_obj, &p, msg, sizeof msg),
+                     0);
     ck_assert_ptr_nonnull(p);
     ck_assert_mem_eq(gpu_prog_ops(p), &op, sizeof op);
     return p;
@@ -155,7 +157,8 @@ START_TEST(a_failed_make_caches_nothing_and_says_why)
     struct gpu_prog *p = NULL;
     char msg[128] = "";
     fail_make = 1;
-    ck_assert_int_eq(gpu_prog_get(g, &op, 1, 0, make, free_obj, &p, msg, sizeof msg), -ENOMEM);
+    ck_assert_int_eq(gpu_prog_get(g, &op, 1, 0, make, NULL, free_obj, &p, msg, sizeof msg),
+                     -ENOMEM);
     ck_assert_ptr_null(p);
     ck_assert_str_eq(msg, "no room on the device");
     ck_assert_uint_eq(stats().count, 0);
@@ -163,6 +166,27 @@ START_TEST(a_failed_make_caches_nothing_and_says_why)
     gpu_prog_put(g, get(7, 0));
     ck_assert_uint_eq(stats().count, 1);
     ck_assert_ptr_null(gpu_prog_put(g, NULL));
+}
+END_TEST
+
+START_TEST(an_upload_that_waited_is_counted_and_still_cached)
+{
+    struct copy_op op = op_of(9);
+    struct gpu_prog *p = NULL;
+    char msg[128];
+    int waited = 1;
+    ck_assert_int_eq(gpu_prog_get(g, &op, 1, 0, make, &waited, free_obj, &p, msg, sizeof msg),
+                     0);
+    ck_assert_ptr_nonnull(p);
+    gpu_prog_put(g, get(1, 0)); /* made with no wait */
+    struct gpu_progcache_stats s = stats();
+    ck_assert_uint_eq(s.misses, 2);
+    ck_assert_uint_eq(s.waited, 1);
+    ck_assert_uint_eq(s.count, 2);
+    gpu_prog_put(g, p);
+    ck_assert_ptr_eq(p = get(9, 0), p); /* a hit: the waited-for program serves again */
+    ck_assert_uint_eq(stats().hits, 1);
+    gpu_prog_put(g, p);
 }
 END_TEST
 
@@ -175,6 +199,7 @@ static Suite *suite(void)
     tcase_add_test(tc, crossing_the_limit_evicts_the_least_recently_used);
     tcase_add_test(tc, held_entries_stay_and_a_program_past_a_full_held_cache_is_uncached);
     tcase_add_test(tc, a_failed_make_caches_nothing_and_says_why);
+    tcase_add_test(tc, an_upload_that_waited_is_counted_and_still_cached);
     suite_add_tcase(s, tc);
     return s;
 }

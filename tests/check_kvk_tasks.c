@@ -1,5 +1,6 @@
 /* check_kvk_tasks.c: the host side of the CUDA copy kernels, on the CPU: program validation,
- * splitting into bounded tasks that tile the extent exactly once, and sub-range lookup. */
+ * splitting into bounded tasks that tile the extent exactly once, sub-range lookup, and the
+ * index a program keeps (no per-task arrays) against the full build. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -69,6 +70,64 @@ START_TEST(tasks_tile_the_extent_once_and_stay_bounded)
             ck_assert_uint_le(t.ops[i].align, 16);
         }
         kvk_tasks_done(&t);
+    }
+}
+END_TEST
+
+/* Empty ops (len or count 0) between, before and after the others: no tasks of their own. */
+static uint32_t with_empty_ops(struct copy_op *ops, uint32_t n, uint32_t max, uint64_t seed)
+{
+    uint64_t s = seed;
+    for (uint32_t k = 0; k < 3 && n < max; k++) {
+        uint32_t at = k == 0 ? 0 : k == 1 ? n : (uint32_t)(rnd(&s) % (n + 1));
+        memmove(&ops[at + 1], &ops[at], (n - at) * sizeof(ops[0]));
+        uint64_t ext = at < n ? ops[at + 1].ext_off : ops[at - 1].ext_off +
+                                                         ops[at - 1].len * ops[at - 1].count;
+        ops[at] = (struct copy_op){.len = k == 2 ? 0 : 64, .count = k == 2 ? 5 : 0,
+                                   .ext_off = ext, .src_stride = 64, .dst_stride = 64};
+        n++;
+    }
+    return n;
+}
+
+/* kvk_tasks_index (what a program keeps: no per-task arrays) splits and bounds exactly like the
+ * full build, and its range lookup, the one the GPU path uses, gives the same tasks, empty ops
+ * anywhere. The GPU expands the tasks from op_first by kvk_op_task, checked against the build. */
+START_TEST(the_index_alone_splits_and_finds_ranges_like_the_full_build)
+{
+    static struct copy_op ops[40];
+    uint64_t s = 11;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        uint32_t n = with_empty_ops(ops, random_ops(ops, 32, seed * 17), 40, seed);
+        uint32_t tb = seed % 3 ? 0 : 16384;
+        struct kvk_tasks full, idx;
+        ck_assert_int_eq(kvk_tasks_build(ops, n, tb, 0, &full), 0);
+        ck_assert_int_eq(kvk_tasks_index(ops, n, tb, 0, &idx), 0);
+        ck_assert_ptr_null(idx.tasks);
+        ck_assert_ptr_null(idx.ext);
+        ck_assert_uint_eq(idx.n_tasks, full.n_tasks);
+        ck_assert_uint_eq(idx.bytes, full.bytes);
+        ck_assert_mem_eq(idx.op_first, full.op_first, ((size_t)n + 1) * sizeof(uint32_t));
+        ck_assert_mem_eq(idx.need_src, full.need_src, sizeof(idx.need_src));
+        ck_assert_mem_eq(idx.need_dst, full.need_dst, sizeof(idx.need_dst));
+        for (uint32_t k = 0; k < full.n_tasks; k++) { /* the expand kernel's formula */
+            uint32_t i = full.tasks[k].op, bytes;
+            uint64_t pos;
+            ck_assert(idx.op_first[i] <= k && k < idx.op_first[i + 1]);
+            kvk_op_task(&idx.ops[i], k - idx.op_first[i], &pos, &bytes);
+            ck_assert_uint_eq(pos, full.tasks[k].pos);
+            ck_assert_uint_eq(bytes, full.tasks[k].bytes);
+        }
+        for (int i = 0; i < 60; i++) {
+            uint64_t a = rnd(&s) % idx.bytes, b = rnd(&s) % idx.bytes;
+            uint64_t lo = a < b ? a : b, hi = (a < b ? b : a) + 1;
+            uint32_t first, cnt;
+            kvk_tasks_range(&idx, lo, hi, &first, &cnt);
+            ck_assert(full.ext[first] <= lo && full.ext[first + 1] > lo);
+            ck_assert(full.ext[first + cnt - 1] < hi && full.ext[first + cnt] >= hi);
+        }
+        kvk_tasks_done(&full);
+        kvk_tasks_done(&idx);
     }
 }
 END_TEST
@@ -208,7 +267,9 @@ START_TEST(fat_tasks_locate_every_byte_like_their_ops)
         struct kvk_tasks t;
         struct kvk_ftask *f;
         ck_assert_int_eq(kvk_tasks_build(ops, n, tb, pa, &t), 0);
-        ck_assert_int_eq(kvk_tasks_fat(&t, &f), 0);
+        f = calloc(t.n_tasks ? t.n_tasks : 1, sizeof(*f));
+        ck_assert_ptr_nonnull(f);
+        kvk_tasks_fat(&t, f);
         for (uint32_t i = 0; i < t.n_tasks; i++) {
             const struct copy_op *o = &ops[t.tasks[i].op];
             ck_assert_uint_eq(f[i].ext_pos, t.ext[i]);
@@ -252,6 +313,7 @@ static Suite *kvk_tasks_suite(void)
     TCase *tc = tcase_create("split");
     tcase_add_test(tc, tasks_tile_the_extent_once_and_stay_bounded);
     tcase_add_test(tc, range_lookup_returns_exactly_the_intersecting_tasks);
+    tcase_add_test(tc, the_index_alone_splits_and_finds_ranges_like_the_full_build);
     tcase_add_test(tc, alignment_is_the_widest_every_offset_allows);
     tcase_add_test(tc, fat_tasks_locate_every_byte_like_their_ops);
     suite_add_tcase(s, tc);

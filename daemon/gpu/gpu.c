@@ -281,9 +281,9 @@ int gpu_status(const struct gpu *g, json_t *ret)
     struct gpu_progcache_stats ps;
     gpu_progcache_stats(g, &ps);
     bad |= set(ret, "programs",
-               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "cached", (json_int_t)ps.count,
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cached", (json_int_t)ps.count,
                          "max", (json_int_t)ps.max, "hits", (json_int_t)ps.hits, "misses",
                          (json_int_t)ps.misses, "evicted", (json_int_t)ps.evicted, "uncached",
-                         (json_int_t)ps.uncached));
+                         (json_int_t)ps.uncached, "uploads_waited", (json_int_t)ps.waited));
     return bad ? -ENOMEM : 0;
 }

@@ -97,7 +97,7 @@ struct gpu {
     /* copy programs (gpu_progcache.c); loop thread only */
     struct gpu_prog *prog_head, *prog_tail; /* cached, most recently used first */
     uint32_t n_progs, max_progs;
-    uint64_t prog_hits, prog_misses, prog_evicted, prog_uncached;
+    uint64_t prog_hits, prog_misses, prog_evicted, prog_uncached, prog_waited;
     struct gpu_retire_list prog_retired; /* programs out of the cache, freed when idle */
 };
 

@@ -1,7 +1,8 @@
 /* gpu_retire.h: deferred freeing of what finished GPU work owned (copy programs, references to
- * mapped pools), the one list every GPU user of the daemon retires into. Freeing a program is a
- * cudaFree, which waits for the whole device, and the loop must not wait for another request's
- * kernel: a retired item is freed only while the struct gpu has no completion outstanding
+ * mapped pools), the one list every GPU user of the daemon retires into. Closing a mapping
+ * (cudaIpcCloseMemHandle, cuMemUnmap) or a cudaFree can wait for the whole device (program
+ * tables leave with cudaFreeAsync, which does not), and the loop must not wait for another
+ * request's kernel: a retired item is freed only while the struct gpu has no completion outstanding
  * (gpu_notify_outstanding), or, under a load that never lets the GPUs idle, when GPU_RETIRE_MAX
  * items wait (then one wait frees them all). The last completion of a burst frees what waited
  * (its owner retires from the completion); an owner that also retires outside completions calls

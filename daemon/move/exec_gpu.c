@@ -1,9 +1,10 @@
 /* exec_gpu.c: the GPU executor (exec_gpu.h, move_exec.h): copy programs run by the CUDA copy
  * kernels (kernels/kvf_kernels.h) on a daemon stream, completion through gpu_notify (a host
  * function, then uv_async to the loop). The program comes from the daemon's cache, keyed by
- * (device, ops): a request shaped like an earlier one uploads nothing. When the completion
- * cannot be queued (the device failed), the stream is waited for here, so no done runs and
- * nothing is freed under a kernel. */
+ * (device, ops): a request repeating an earlier one's ops uploads nothing; a new one is
+ * uploaded on the binding's stream, ordered before its kernels, with no host wait. When the
+ * completion cannot be queued (the device failed), the stream is waited for here, so no done
+ * runs and nothing is freed under a kernel. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,17 +16,18 @@
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-static int make_prog(const struct copy_op *ops, uint32_t n_ops, int device, void **ret,
-                     char *msg, size_t len)
+/* Uploaded in order on the binding's stream (arg), with no host wait. */
+static int make_prog(const struct copy_op *ops, uint32_t n_ops, int device, void *arg,
+                     void **ret, char *msg, size_t len)
 {
     struct kvk_program *p = NULL;
-    int rc = kvk_program_new(ops, n_ops, device, &p);
+    int rc = kvk_program_new_async(ops, n_ops, device, arg, &p);
     if (rc < 0) {
         snprintf(msg, len, "uploading a copy program to GPU %d: %s", device, kvk_last_error());
         return rc;
     }
     *ret = p;
-    return 0;
+    return kvk_program_staged(p) ? 0 : 1;
 }
 
 static void free_prog(void *p)
@@ -48,7 +50,8 @@ int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, 
                   const struct copy_mem *dst, char *msg, size_t len)
 {
     memset(x, 0, sizeof *x);
-    int rc = gpu_prog_get(g, ops, n_ops, device, make_prog, free_prog, &x->prog, msg, len);
+    int rc = gpu_prog_get(g, ops, n_ops, device, make_prog, stream, free_prog, &x->prog, msg,
+                          len);
     if (rc < 0)
         return rc;
     /* the ops: the cache's copy, held as long as the binding (the caller's plan may go) */
@@ -120,7 +123,11 @@ static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, 
     const struct exec_gpu *x = bound(p, msg, len);
     if (!x)
         return -EINVAL;
+    struct gpu_timer *t = (struct gpu_timer *)&x->direct_time; /* x is the caller's binding */
+    gpu_timer_done(t);
+    gpu_timer_start(t, x->stream); /* a timer that failed reads 0 */
     int rc = kvk_direct(gpu_prog_obj(x->prog), &x->src, &x->dst, x->stream);
+    gpu_timer_stop(t, x->stream);
     return rc < 0 ? failed(x, "copy", rc, msg, len) : started(x, done, user, msg, len);
 }
 
@@ -168,7 +175,13 @@ void exec_gpu_unbind(struct exec_gpu *x)
 {
     if (x->prog)
         x->prog = gpu_prog_put(x->g, x->prog);
+    gpu_timer_done(&x->direct_time);
     x->tag = 0;
+}
+
+uint64_t exec_gpu_direct_ns(const struct exec_gpu *x)
+{
+    return gpu_timer_ns(&x->direct_time);
 }
 
 /* Bounds of each side's pools as the plan addresses them: the host row's check, which reads

@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "kvf_kernels.h"
+#include "gpu_timer.h"
 #include "move_exec.h"
 
 struct gpu;
@@ -29,6 +30,7 @@ struct exec_gpu {
     int device;                 /* where the program, the stream and the launches are */
     struct CUstream_st *stream; /* the daemon's */
     struct kvk_mem src, dst;    /* pools as the device reaches them (n = 0: that side unused) */
+    struct gpu_timer direct_time; /* the direct kernel's own GPU time (set by direct) */
 };
 
 /* The program of ops on device (cached or uploaded now), launched on stream; src / dst: the
@@ -40,5 +42,8 @@ int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, 
                   const struct copy_mem *dst, char *msg, size_t len);
 /* Drops the program reference; every launch through x must have completed. Idempotent. */
 void exec_gpu_unbind(struct exec_gpu *x);
+/* GPU nanoseconds of x's direct kernel once it completed (between two events around the
+ * kernel alone: no upload, no completion host function), else 0. */
+uint64_t exec_gpu_direct_ns(const struct exec_gpu *x);
 
 #endif

@@ -3,14 +3,15 @@
  *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
  *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the
  *    `arena` status says where the arena is and why.
- *  - Context side: a flow whose writer rank has GPU pools uploads the writer's copy program once
- *    (kvk_program_new, on the pools' GPU); chunk k is gathered by kvk_gather straight into its
- *    staging slot's device alias on a daemon stream of that GPU; the completion comes back on the
- *    loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does after
- *    copy_gather (put + flush + CHUNK, or the CHUNK active message).
- *  - Generation side: a request whose generation rank has GPU pools uploads one program per
- *    writer; a landed chunk is scattered by kvk_scatter from its landing slot's device alias and
- *    gen_landed then returns the credit as the CPU path does.
+ *  - Context side: a flow whose writer rank has GPU pools binds the writer's copy program once
+ *    (the daemon's cache, or kvk_program_new_async on the flow's stream: no host wait);
+ *    chunk k is gathered by kvk_gather straight into its staging slot's device alias on a
+ *    daemon stream of that GPU; the completion comes back on the loop (gpu_notify) and
+ *    ctx_stage_gathered goes on exactly as the CPU path does after copy_gather (put + flush +
+ *    CHUNK, or the CHUNK active message).
+ *  - Generation side: a request whose generation rank has GPU pools binds one program per
+ *    writer (the same way); a landed chunk is scattered by kvk_scatter from its landing
+ *    slot's device alias and gen_landed then returns the credit as the CPU path does.
  * Either side may be host pools while the other is GPU pools: each daemon copies its own side.
  * Lifetimes. A job (one program + one reference to the rank's GPU mappings) is held by its owner
  * (the flow, or the request for one writer) and by every kernel in flight; the last drop retires

@@ -48,7 +48,8 @@ const struct prom_doc workers_metrics[] = {
      "bytes"},
     {"transfers.local_gpu_phase_s", C, "phase",
      "Local GPU copies by phase: programs (bound: cached or uploaded), launch (kernels queued), "
-     "run (until every completion is back on the loop).",
+     "run (until every completion is back on the loop), kernels (of run: the kernels' own GPU "
+     "time).",
      "seconds"},
     {"transfers.local_copy_s", C, NULL, "Time spent planning, checking and copying local RECVs.",
      "seconds"},

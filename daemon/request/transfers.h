@@ -126,6 +126,7 @@ struct transfers_counters {
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
     uint64_t local_memcpy_ns;   /* of which copy_direct, or GPU copy (upload to completion) */
     uint64_t local_gpu_bind_ns, local_gpu_launch_ns, local_gpu_run_ns; /* xfer_gpu.c phases */
+    uint64_t local_gpu_kernel_ns; /* of run: the kernels' GPU time (timing events) */
 };
 
 struct transfers {

@@ -64,10 +64,11 @@ json_t *transfers_stats_json(const struct transfers *t)
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));
         json_object_set_new(o, "local_gpu_phase_s",
-                            json_pack("{s:f,s:f,s:f}", "programs",
+                            json_pack("{s:f,s:f,s:f,s:f}", "programs",
                                       t->counters.local_gpu_bind_ns / 1e9, "launch",
                                       t->counters.local_gpu_launch_ns / 1e9, "run",
-                                      t->counters.local_gpu_run_ns / 1e9));
+                                      t->counters.local_gpu_run_ns / 1e9, "kernels",
+                                      t->counters.local_gpu_kernel_ns / 1e9));
     }
     return o;
 }

@@ -5,7 +5,8 @@
  * on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two ranks
  * on one GPU. Each writer's completion comes back on the loop through gpu_notify; the last one
  * ends the request; the loop never waits for the GPU. The phases (programs bound, kernels
- * queued, completions back) are summed in the transfers counters (local_gpu_*_ns).
+ * queued, completions back, and of that the kernels' own GPU time) are summed in the transfers
+ * counters (local_gpu_*_ns).
  * Host <-> GPU mixes (one side memfd pools, the other GPU pools) are refused when the RECV is
  * planned, with KVF_E_NO_ROUTE and what to change: the local path copies host to host (CPU) or
  * GPU to GPU (kernels); a pinned mapping of memfd pools is not done.
@@ -167,6 +168,8 @@ static void on_done(void *arg, int status)
         c->local_gpu_bind_ns += j->t_bound - j->t0;
         c->local_gpu_launch_ns += j->t_launched - j->t_bound;
         c->local_gpu_run_ns += now - j->t_launched;
+        for (uint32_t w = 0; w < j->n; w++) /* of run: the kernels on the GPU */
+            c->local_gpu_kernel_ns += exec_gpu_direct_ns(&j->xs[w]);
         if (e == KVF_OK) {
             c->local_gpu++;
             c->bytes_local_gpu += j->bytes;

@@ -371,6 +371,9 @@ int main(void)
     tcase_add_loop_test(tc, gpu_remote_parity_through_two_daemons, 0,
                         (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, gpu_remote_request_larger_than_the_arena_is_chunked);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("timing"); /* scripts/bench-gpu-remote runs it alone (CK_RUN_CASE) */
+    tcase_set_timeout(tc, 280);
     tcase_add_test(tc, gpu_remote_kimi_k3_8k_request_tp1_wall_time);
     suite_add_tcase(s, tc);
     return tu_run(s);

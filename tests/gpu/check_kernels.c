@@ -2,7 +2,8 @@
  * (lib/copy.h), bitwise: random copy programs (1..15-byte tails, odd offsets, negative strides,
  * split long runs, many short runs), gather of random sub-ranges into a misaligned buffer,
  * scatter, direct, chunked round trips, a Kimi-shaped program, argument and bounds errors, and
- * completion reporting into a libuv loop. Destinations are poisoned (0xA5) first and compared
+ * completion reporting into a libuv loop; programs uploaded with and without a host wait, and
+ * launched at once on the upload's stream and on others. Destinations are poisoned (0xA5) first and compared
  * whole, so bytes written outside the program fail too. Exits 77 (skipped) without a GPU. */
 #include <check.h>
 #include <errno.h>
@@ -84,10 +85,18 @@ static void side_expect(const struct side *s, const char *what)
     }
 }
 
+/* Every other program is uploaded with no host wait on a stream of its own, so the launches on
+ * other streams (the legacy stream, the tests' own) must wait for its upload on the GPU. */
+static cudaStream_t up_stream;
+
 static struct kvk_program *prog_new(const struct gt_prog *g)
 {
+    static unsigned k;
     struct kvk_program *p = NULL;
-    int rc = kvk_program_new(g->ops, g->n_ops, 0, &p);
+    if (!up_stream)
+        CK_CUDA(cudaStreamCreateWithFlags(&up_stream, cudaStreamNonBlocking));
+    int rc = k++ % 2 ? kvk_program_new_async(g->ops, g->n_ops, 0, up_stream, &p)
+                     : kvk_program_new(g->ops, g->n_ops, 0, &p);
     ck_assert_msg(rc == 0, "kvk_program_new: %d %s", rc, kvk_last_error());
     ck_assert_uint_eq(kvk_program_bytes(p), g->bytes);
     return p;
@@ -208,6 +217,47 @@ START_TEST(direct_pool_to_pool_matches_reference)
         kvk_program_free(p);
         gt_prog_done(&g);
     }
+}
+END_TEST
+
+/* Programs uploaded with no host wait, each launched at once while earlier kernels still run:
+ * on the upload's stream (stream order) and on a second stream (an event wait), the staging
+ * reused as copies end. Every destination equals its program's CPU copy. */
+START_TEST(async_uploads_launched_at_once_copy_every_byte)
+{
+    enum { N = 24 };
+    cudaStream_t st[2];
+    for (int i = 0; i < 2; i++)
+        CK_CUDA(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
+    static struct gt_prog g[N];
+    static struct side src[N], dst[N];
+    struct kvk_program *p[N];
+    for (int i = 0; i < N; i++) {
+        gt_prog_random(&g[i], 7919 * (uint64_t)(i + 1), 1 + (uint32_t)(i * 13 % 70), i & 1);
+        side_init(&src[i], g[i].n_src, g[i].src_size, 1, 31 * (uint64_t)i);
+        side_init(&dst[i], g[i].n_dst, g[i].dst_size, 0, 0);
+    }
+    for (int i = 0; i < N; i++) { /* no host wait anywhere in this loop */
+        int rc = kvk_program_new_async(g[i].ops, g[i].n_ops, 0, st[0], &p[i]);
+        ck_assert_msg(rc == 0, "kvk_program_new_async: %s", kvk_last_error());
+        ck_assert_int_eq(kvk_program_staged(p[i]), 1);
+        struct kvk_mem ms, md;
+        side_mem(&src[i], &ms);
+        side_mem(&dst[i], &md);
+        rc = kvk_direct(p[i], &ms, &md, st[i % 3 == 2 ? 1 : 0]);
+        ck_assert_msg(rc == 0, "kvk_direct: %s", kvk_last_error());
+    }
+    CK_CUDA(cudaDeviceSynchronize());
+    for (int i = 0; i < N; i++) {
+        gt_ref(g[i].ops, g[i].n_ops, 'd', src[i].host, dst[i].host, NULL, 0, 0);
+        side_expect(&dst[i], "direct after an async upload");
+        kvk_program_free(p[i]);
+        side_done(&src[i]);
+        side_done(&dst[i]);
+        gt_prog_done(&g[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        CK_CUDA(cudaStreamDestroy(st[i]));
 }
 END_TEST
 
@@ -465,6 +515,7 @@ static Suite *kernels_suite(void)
     tcase_add_test(tc, direct_pool_to_pool_matches_reference);
     tcase_add_test(tc, chunked_gather_then_scatter_round_trips_every_byte);
     tcase_add_test(tc, small_tasks_and_odd_block_sizes_copy_the_same_bytes);
+    tcase_add_test(tc, async_uploads_launched_at_once_copy_every_byte);
     suite_add_tcase(s, tc);
     tc = tcase_create("geometry");
     tcase_set_timeout(tc, 120);

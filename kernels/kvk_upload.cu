@@ -1,0 +1,357 @@
+/* kvk_upload.cu: a copy program's device tables uploaded in stream order, with no host wait
+ * (issue 12: "programs uploaded without a synchronous step"). The host sends only the ops and
+ * their first task indices (O(ops), written into page-locked staging, one cudaMemcpyAsync into
+ * one cudaMallocAsync allocation on the caller's stream); a small kernel on the same stream
+ * expands them into the task table the copy kernel reads, by the host's own split formulas
+ * (kvk_op_task, kvk_ftask_of); an event marks the end: launches on that stream follow by
+ * stream order, launches on any other stream wait for the event on the GPU (kvk_launch).
+ * Staging: one page-locked buffer per process (KVK_STAGE_BYTES, allocated by kvk_warm or at the
+ * first upload), cut first-fit; a piece goes back once its copy's event completed (checked,
+ * never waited for, at the next upload). When staging is exhausted the upload copies from a
+ * temporary page-locked buffer and waits for it: correct, counted by the caller
+ * (kvk_program_staged). Device tables leave with cudaFreeAsync, so freeing waits for nothing.
+ * The stream-ordered pool keeps up to KVK_POOL_KEEP bytes cached, so steady uploads reuse
+ * memory instead of mapping it. Threads: any (one mutex over the staging). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvk_cuda.h"
+
+#define KVK_STAGE_BYTES (32ull << 20) /* a kimi-k3 8k program's fat table is about 0.8 MiB */
+#define KVK_STAGE_PIECES 128          /* free extents and pieces awaiting their copy */
+#define KVK_STAGE_ALIGN 256ull
+#define KVK_POOL_KEEP (256ull << 20)  /* stream-ordered pool's release threshold */
+#define KVK_SHAPE_MAX 64              /* cached (device, family, unroll, threads) launch shapes */
+#define KVK_MAX_DEVICES 64
+#define KVK_WARM_BYTES (8ull << 20)  /* pool memory primed at kvk_warm (a kimi-k3 program: 1 MiB) */
+
+struct extent {
+    uint64_t off, len;
+};
+struct pending {
+    struct extent x;
+    cudaEvent_t done;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    uint8_t *base; /* owned for the process's life (page-locked host memory, portable) */
+    int failed;    /* cudaHostAlloc failed once: every upload uses the waiting path */
+    uint32_t n_free, n_pend;
+    struct extent free_[KVK_STAGE_PIECES]; /* ascending offset, coalesced */
+    struct pending pend[KVK_STAGE_PIECES];
+    uint32_t pool_set[(KVK_MAX_DEVICES + 31) / 32];
+} S = {PTHREAD_MUTEX_INITIALIZER};
+
+/* Caller holds S.mu. Returns x to the free list, merged with its neighbours. */
+static void free_put(struct extent x)
+{
+    uint32_t i = 0;
+    while (i < S.n_free && S.free_[i].off < x.off)
+        i++;
+    if (i > 0 && S.free_[i - 1].off + S.free_[i - 1].len == x.off) {
+        S.free_[i - 1].len += x.len;
+        if (i < S.n_free && x.off + x.len == S.free_[i].off) {
+            S.free_[i - 1].len += S.free_[i].len;
+            memmove(&S.free_[i], &S.free_[i + 1], (S.n_free - i - 1) * sizeof(S.free_[0]));
+            S.n_free--;
+        }
+        return;
+    }
+    if (i < S.n_free && x.off + x.len == S.free_[i].off) {
+        S.free_[i].off = x.off;
+        S.free_[i].len += x.len;
+        return;
+    }
+    if (S.n_free == KVK_STAGE_PIECES)
+        return; /* cannot happen (extents <= pieces out + 1); losing room is safe */
+    memmove(&S.free_[i + 1], &S.free_[i], (S.n_free - i) * sizeof(S.free_[0]));
+    S.free_[i] = x;
+    S.n_free++;
+}
+
+/* Caller holds S.mu. Pieces whose copy ended go back (cudaEventQuery: never waits). */
+static void reap(void)
+{
+    for (uint32_t i = 0; i < S.n_pend;) {
+        if (cudaEventQuery(S.pend[i].done) != cudaSuccess) { /* not yet (or a failed device) */
+            i++;
+            continue;
+        }
+        cudaEventDestroy(S.pend[i].done);
+        free_put(S.pend[i].x);
+        S.pend[i] = S.pend[--S.n_pend];
+    }
+    (void)cudaGetLastError(); /* cudaErrorNotReady is not an error of the caller's */
+}
+
+static int stage_init_locked(void)
+{
+    if (S.base || S.failed)
+        return S.base ? 0 : -ENOMEM;
+    cudaError_t e = cudaHostAlloc((void **)&S.base, KVK_STAGE_BYTES, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        S.base = NULL;
+        S.failed = 1;
+        return kvk_cuda_fail("cudaHostAlloc(program staging)", e);
+    }
+    S.free_[0] = (struct extent){0, KVK_STAGE_BYTES};
+    S.n_free = 1;
+    return 0;
+}
+
+int kvk_stage_init(void)
+{
+    pthread_mutex_lock(&S.mu);
+    int rc = stage_init_locked();
+    pthread_mutex_unlock(&S.mu);
+    return rc;
+}
+
+/* A piece of len bytes of staging, or NULL when there is no room (or no staging). */
+static uint8_t *stage_get(uint64_t len, struct extent *ret)
+{
+    len = (len + KVK_STAGE_ALIGN - 1) & ~(KVK_STAGE_ALIGN - 1);
+    uint8_t *out = NULL;
+    pthread_mutex_lock(&S.mu);
+    if (stage_init_locked() == 0)
+        reap();
+    if (S.base && S.n_pend < KVK_STAGE_PIECES) {
+        for (uint32_t i = 0; i < S.n_free; i++)
+            if (S.free_[i].len >= len) {
+                *ret = (struct extent){S.free_[i].off, len};
+                out = S.base + S.free_[i].off;
+                S.free_[i].off += len;
+                S.free_[i].len -= len;
+                if (S.free_[i].len == 0) {
+                    memmove(&S.free_[i], &S.free_[i + 1], (S.n_free - i - 1) * sizeof(S.free_[0]));
+                    S.n_free--;
+                }
+                break;
+            }
+    }
+    pthread_mutex_unlock(&S.mu);
+    return out;
+}
+
+/* x goes back once `done` completed (NULL: nothing was queued); takes the event. */
+static void stage_put_after(struct extent x, cudaEvent_t done)
+{
+    pthread_mutex_lock(&S.mu);
+    if (!done) {
+        free_put(x);
+    } else if (S.n_pend < KVK_STAGE_PIECES) {
+        S.pend[S.n_pend++] = (struct pending){x, done};
+    } else { /* stage_get keeps a slot: unreachable, but never reuse a piece being read */
+        cudaEventSynchronize(done);
+        cudaEventDestroy(done);
+        free_put(x);
+    }
+    pthread_mutex_unlock(&S.mu);
+}
+
+/* Once per device: the stream-ordered pool keeps freed tables instead of unmapping them at
+ * every synchronization, so steady uploads allocate from cached memory. */
+static void pool_keep(int device)
+{
+    if (device < 0 || device >= KVK_MAX_DEVICES)
+        return;
+    uint32_t bit = 1u << (device % 32);
+    pthread_mutex_lock(&S.mu);
+    int set = (S.pool_set[device / 32] & bit) != 0;
+    S.pool_set[device / 32] |= bit;
+    pthread_mutex_unlock(&S.mu);
+    if (set)
+        return;
+    cudaMemPool_t pool;
+    uint64_t keep = KVK_POOL_KEEP;
+    if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess)
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    (void)cudaGetLastError(); /* an older driver without the attribute: the default stays */
+}
+
+static uint64_t up(uint64_t v)
+{
+    return (v + KVK_STAGE_ALIGN - 1) & ~(KVK_STAGE_ALIGN - 1);
+}
+
+/* One thread per task: finds its op in op_first (binary search) and writes the task in the
+ * form the program's kernel family reads, by the host's own formulas (kvk_op_task). */
+__global__ void kvk_expand_kernel(const struct kvk_op *ops, const uint32_t *op_first,
+                                  uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
+                                  struct kvk_task *tasks)
+{
+    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n_tasks)
+        return;
+    uint32_t a = 0, b = n_ops; /* the last op whose first task is <= k has k (empty ops skip) */
+    while (b - a > 1) {
+        uint32_t m = a + (b - a) / 2;
+        if (op_first[m] <= k)
+            a = m;
+        else
+            b = m;
+    }
+    const struct kvk_op o = ops[a];
+    uint64_t pos;
+    uint32_t bytes;
+    kvk_op_task(&o, k - op_first[a], &pos, &bytes);
+    if (ftasks)
+        kvk_ftask_of(&o, pos, bytes, &ftasks[k]);
+    else
+        tasks[k] = kvk_task{pos, a, bytes};
+}
+
+/* The staged tables: the ops, then op_first (what the expand kernel reads). */
+static void fill(const struct kvk_program *p, uint8_t *buf, uint64_t ops_bytes)
+{
+    memcpy(buf, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op));
+    memcpy(buf + ops_bytes, p->t.op_first, ((size_t)p->t.n_ops + 1) * sizeof(uint32_t));
+}
+
+/* Device layout (one allocation): ops | op_first | tasks (fat: kvk_ftask, op: kvk_task). Only
+ * ops and op_first cross PCIe; the GPU writes the tasks. */
+int kvk_upload(struct kvk_program *p, cudaStream_t stream)
+{
+    uint64_t ops_bytes = up((uint64_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op));
+    uint64_t first_bytes = up(((uint64_t)p->t.n_ops + 1) * sizeof(uint32_t));
+    uint64_t staged = ops_bytes + first_bytes;
+    uint64_t task_bytes = (uint64_t)(p->t.n_tasks ? p->t.n_tasks : 1) *
+                          (p->fat ? sizeof(struct kvk_ftask) : sizeof(struct kvk_task));
+    p->up_stream = stream;
+    KVK_TRY(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
+    pool_keep(p->device);
+    KVK_TRY(cudaMallocAsync(&p->d_mem, staged + task_bytes, stream));
+    uint8_t *d = (uint8_t *)p->d_mem;
+    p->d_ops = (struct kvk_op *)d;
+    const uint32_t *d_first = (const uint32_t *)(d + ops_bytes);
+    if (p->fat)
+        p->d_ftasks = (struct kvk_ftask *)(d + staged);
+    else
+        p->d_tasks = (struct kvk_task *)(d + staged);
+    struct extent x;
+    uint8_t *buf = stage_get(staged, &x);
+    p->staged = buf != NULL;
+    uint8_t *tmp = NULL;
+    cudaEvent_t done = NULL;
+    cudaError_t e = cudaSuccess;
+    if (!buf) /* no room: a temporary page-locked buffer, waited for below */
+        e = cudaMallocHost((void **)&tmp, staged);
+    else
+        e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
+    const char *what = buf ? "cudaEventCreate(staging)" : "cudaMallocHost(program, unstaged)";
+    if (e == cudaSuccess) {
+        uint8_t *src = buf ? buf : tmp;
+        fill(p, src, ops_bytes);
+        what = "cudaMemcpyAsync(copy program)";
+        e = cudaMemcpyAsync(d, src, staged, cudaMemcpyHostToDevice, stream);
+        if (e == cudaSuccess && done)
+            e = cudaEventRecord(done, stream); /* the staging piece is free after the copy */
+        if (e == cudaSuccess && p->t.n_tasks > 0) {
+            what = "the task expansion kernel";
+            kvk_expand_kernel<<<(p->t.n_tasks + 255) / 256, 256, 0, stream>>>(
+                p->d_ops, d_first, p->t.n_ops, p->t.n_tasks, p->d_ftasks, p->d_tasks);
+            e = cudaGetLastError();
+        }
+        if (e == cudaSuccess) {
+            what = "cudaEventRecord(copy program)";
+            e = cudaEventRecord(p->ready, stream);
+        }
+        if (e == cudaSuccess && tmp) {
+            what = "cudaEventSynchronize(copy program, unstaged)";
+            e = cudaEventSynchronize(p->ready);
+            p->uploaded = e == cudaSuccess;
+        }
+        if (e != cudaSuccess) /* whatever was queued ends before the staging is reused */
+            cudaStreamSynchronize(stream);
+    }
+    if (buf)
+        stage_put_after(x, e == cudaSuccess ? done : NULL);
+    if (done && e != cudaSuccess)
+        cudaEventDestroy(done);
+    if (tmp)
+        cudaFreeHost(tmp);
+    return e == cudaSuccess ? 0 : kvk_cuda_fail(what, e);
+}
+
+int kvk_upload_warm(int device)
+{
+    pool_keep(device);
+    cudaFuncAttributes fa; /* loads the expand kernel now (lazy module loading) */
+    KVK_TRY(cudaFuncGetAttributes(&fa, (const void *)kvk_expand_kernel));
+    void *d = NULL; /* the stream-ordered pool holds memory before the first program needs it */
+    KVK_TRY(cudaMallocAsync(&d, KVK_WARM_BYTES, cudaStreamLegacy));
+    KVK_TRY(cudaFreeAsync(d, cudaStreamLegacy));
+    KVK_TRY(cudaStreamSynchronize(cudaStreamLegacy));
+    return 0;
+}
+
+void kvk_upload_free(struct kvk_program *p)
+{
+    if (p->d_mem) /* stream-ordered: after the program's last launch, which has ended */
+        cudaFreeAsync(p->d_mem, p->up_stream);
+    if (p->ready)
+        cudaEventDestroy(p->ready);
+    (void)cudaGetLastError();
+    p->d_mem = NULL;
+    p->ready = NULL;
+}
+
+/* ---- launch shapes ---- */
+
+struct shape {
+    int device, fat, unroll, threads, no_pdl;
+    int sm_count, blocks_per_sm, pdl;
+};
+static struct {
+    pthread_mutex_t mu;
+    uint32_t n;
+    struct shape s[KVK_SHAPE_MAX];
+} L = {PTHREAD_MUTEX_INITIALIZER};
+
+static int no_pdl_env(void)
+{
+    const char *env = getenv("KVK_PDL");
+    return env && strcmp(env, "0") == 0;
+}
+
+static int shape_of(struct kvk_program *p)
+{
+    KVK_TRY(cudaDeviceGetAttribute(&p->sm_count, cudaDevAttrMultiProcessorCount, p->device));
+    int rc = kvk_blocks_per_sm(p, &p->blocks_per_sm);
+    if (rc < 0)
+        return rc;
+    int major = 0;
+    KVK_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, p->device));
+    p->pdl = major >= 9 && !no_pdl_env();
+    return 0;
+}
+
+int kvk_launch_shape(struct kvk_program *p)
+{
+    int no_pdl = no_pdl_env();
+    pthread_mutex_lock(&L.mu);
+    for (uint32_t i = 0; i < L.n; i++) {
+        const struct shape *s = &L.s[i];
+        if (s->device == p->device && s->fat == p->fat && s->unroll == p->unroll &&
+            s->threads == p->threads && s->no_pdl == no_pdl) {
+            p->sm_count = s->sm_count;
+            p->blocks_per_sm = s->blocks_per_sm;
+            p->pdl = s->pdl;
+            pthread_mutex_unlock(&L.mu);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&L.mu);
+    int rc = shape_of(p);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&L.mu);
+    if (L.n < KVK_SHAPE_MAX) /* past it (tuning runs only): asked again each time */
+        L.s[L.n++] = (struct shape){p->device, p->fat, p->unroll, p->threads, no_pdl, p->sm_count,
+                                    p->blocks_per_sm, p->pdl};
+    pthread_mutex_unlock(&L.mu);
+    return 0;
+}
