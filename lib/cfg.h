@@ -73,6 +73,7 @@ struct kvf_config {
 
     /* copy.*: the host copy engine (daemon/copyeng.h) */
     int64_t copy_threads;          /* 0: one per online CPU */
+    int64_t copy_prefault;         /* enum: off, register (map worker pools in at REGISTER) */
 
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;

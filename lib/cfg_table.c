@@ -33,6 +33,7 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const placements[] = {"auto", "host", "device", NULL};
 static const char *const prefaults[] = {"off", "thread", NULL};
 static const char *const shm_writes[] = {"copy", "put", NULL};
+static const char *const pool_prefaults[] = {"off", "register", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
@@ -102,6 +103,10 @@ const struct cfg_key cfg_table[] = {
     ROW("copy.threads", CFG_INT, copy_threads, "0", 0, 256, false,
         "Copy threads that run the same-daemon path's host copies off the loop; 0: one per "
         "online CPU."),
+    {"copy.prefault", CFG_ENUM, OFF(copy_prefault), "register", 0, 0, pool_prefaults, false,
+     "register: after REGISTER, map in the pages of the worker's host pools that it holds in "
+     "memory, on the copy threads behind any copy, so copies take no page fault per 4KiB page "
+     "(allocates none of the worker's memory); off: on first copy."},
 
     ROW("listen.address", CFG_STRING, listen_address, "\"127.0.0.1\"", 0, 255, false,
         "Address the inter-daemon (UCX) listener binds."),

@@ -3,7 +3,8 @@
  * RECV -> DONE on the generation side, SEND -> SENT on the context side, measured by the rank
  * itself (CLOCK_MONOTONIC around its own libkvferry calls), and for each such request its id and
  * its issue and completion times from the workload's start ("req", "issue_s", "done_s"), so a
- * benchmark can leave out a warm-up window. The file is PREFIX.r<rank>.json, so the processes
+ * benchmark can leave out a warm-up window ("t0_s": the workload's start on CLOCK_MONOTONIC, so
+ * ranks of one host line up). The file is PREFIX.r<rank>.json, so the processes
  * of --all-ranks write one file each. With --cpu-pids it also samples the user+sys CPU ticks of
  * those processes (the daemons) at the start and after each window ("cpu_ticks"), so CPU per
  * request can leave out the warm-up window too. The sim owns the arrays. */
@@ -99,6 +100,7 @@ int sim_stats_write(const struct sim_stats *st)
                             "issue_s", iss, "done_s", done);
     if (!doc)
         return -ENOMEM;
+    json_object_set_new(doc, "t0_s", json_real(st->t0));
     if (st->o->n_cpu_pids) {
         json_t *pids = json_array(), *rows = json_array(), *after = json_array();
         for (uint32_t i = 0; i < st->o->n_cpu_pids; i++)

@@ -12,6 +12,7 @@
 #include "copyeng.h"
 #include "hostnuma.h"
 #include "mempin.h"
+#include "prefault.h"
 
 struct piece {
     struct copyeng_job *job;
@@ -27,6 +28,7 @@ struct jpart {
     struct copy_mem src, dst;
     uint8_t *buf;        /* borrowed */
     uint64_t lo;         /* buf[0] is extent byte lo */
+    bool write;          /* prefault */
 };
 
 struct copyeng_job {
@@ -69,6 +71,7 @@ struct copyeng {
     pthread_cond_t cv;
     struct nodeq *q;        /* owned, `nodes` queues */
     uint32_t nodes;
+    struct nodeq bg;        /* under mu: prefault pieces, taken when the queues are empty */
     struct thr *thr;        /* owned */
     uint32_t threads, started;
     bool stopping;                 /* under mu */
@@ -110,25 +113,41 @@ static void run_piece(const struct piece *p)
     case COPYENG_SCATTER:
         copy_scatter(jp->ops, jp->n_ops, jp->buf + (p->lo - jp->lo), p->lo, p->hi, &jp->dst);
         break;
+    case COPYENG_PREFAULT:
+        prefault_range(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->write);
+        break;
     }
 }
 
-/* Under mu: the next piece for a thread of `node`, its own queue first. */
-static struct piece *pop(struct copyeng *e, uint32_t node)
+static bool has_src(copyeng_kind_t k) { return k != COPYENG_SCATTER; }
+static bool has_dst(copyeng_kind_t k) { return k == COPYENG_DIRECT || k == COPYENG_SCATTER; }
+static bool has_buf(copyeng_kind_t k) { return k == COPYENG_GATHER || k == COPYENG_SCATTER; }
+
+static struct piece *take(struct nodeq *q)
 {
-    for (uint32_t k = 0; k < e->nodes; k++) {
-        struct nodeq *q = &e->q[(node + k) % e->nodes];
-        struct piece *p = q->head;
-        if (!p)
-            continue;
+    struct piece *p = q->head;
+    if (p) {
         q->head = p->next;
         if (!q->head)
             q->tail = NULL;
+    }
+    return p;
+}
+
+/* Under mu: the next piece for a thread of `node`, its own queue first, the background last. */
+static struct piece *pop(struct copyeng *e, uint32_t node)
+{
+    for (uint32_t k = 0; k < e->nodes; k++) {
+        struct piece *p = take(&e->q[(node + k) % e->nodes]);
+        if (!p)
+            continue;
         e->queued--;
         e->stolen += k > 0;
         return p;
     }
-    return NULL;
+    struct piece *p = take(&e->bg);
+    e->queued -= p != NULL;
+    return p;
 }
 
 static void *thread_main(void *arg)
@@ -364,10 +383,10 @@ static uint32_t node_for(struct copyeng *e, const struct jpart *jp)
 static int check_part(const struct copyeng_part *p)
 {
     uint64_t ext = extent_of(p), hi = p->hi ? p->hi : ext;
-    if ((unsigned)p->kind > COPYENG_SCATTER || (p->n_ops && !p->ops) || p->lo > hi || hi > ext)
+    if ((unsigned)p->kind > COPYENG_PREFAULT || (p->n_ops && !p->ops) || p->lo > hi || hi > ext)
         return -EINVAL;
-    if ((p->kind != COPYENG_SCATTER && !p->src) || (p->kind != COPYENG_GATHER && !p->dst) ||
-        (p->kind != COPYENG_DIRECT && !p->buf && hi > p->lo))
+    if ((has_src(p->kind) && !p->src) || (has_dst(p->kind) && !p->dst) ||
+        (has_buf(p->kind) && !p->buf && hi > p->lo))
         return -EINVAL;
     return 0;
 }
@@ -403,16 +422,17 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
         jp->n_ops = p->n_ops;
         jp->buf = p->buf;
         jp->lo = p->lo;
+        jp->write = p->write;
         if (p->n_ops && !(jp->ops = malloc(p->n_ops * sizeof *jp->ops)))
             goto err_free;
         if (p->n_ops)
             memcpy(jp->ops, p->ops, p->n_ops * sizeof *jp->ops);
-        if (p->kind != COPYENG_SCATTER)
+        if (has_src(p->kind))
             jp->src = *p->src;
-        if (p->kind != COPYENG_GATHER)
+        if (has_dst(p->kind))
             jp->dst = *p->dst;
-        if ((p->kind != COPYENG_SCATTER && pin_mem(j, &jp->src) < 0) ||
-            (p->kind != COPYENG_GATHER && pin_mem(j, &jp->dst) < 0))
+        if ((has_src(p->kind) && pin_mem(j, &jp->src) < 0) ||
+            (has_dst(p->kind) && pin_mem(j, &jp->dst) < 0))
             goto err_free;
         uint64_t hi = p->hi ? p->hi : extent_of(p), ps = piece_bytes(e, hi - p->lo);
         for (uint64_t lo = p->lo; lo < hi; lo += ps) {
@@ -445,7 +465,8 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
         uv_async_send(&e->async);
     } else {
         for (uint32_t i = 0; i < j->n_pieces; i++) {
-            struct nodeq *q = &e->q[node_for(e, &j->parts[j->pieces[i].part])];
+            const struct jpart *jp = &j->parts[j->pieces[i].part];
+            struct nodeq *q = jp->kind == COPYENG_PREFAULT ? &e->bg : &e->q[node_for(e, jp)];
             if (q->tail)
                 q->tail->next = &j->pieces[i];
             else

@@ -12,7 +12,9 @@
  *
  * Splitting. A part of more than COPYENG_PIECE_MIN bytes is cut into pieces of extent bytes
  * [lo, hi) (one per thread, at most COPYENG_PIECE_MAX each), so one large program uses every
- * thread and a cancel waits at most one piece per thread.
+ * thread and a cancel waits at most one piece per thread. Prefault pieces wait in a background
+ * queue that threads take from only when every copy queue is empty, so a pool being prefaulted
+ * at REGISTER never delays another rank's copies.
  *
  * NUMA. Where /sys/devices/system/node lists more than one node with CPUs, threads are
  * spread round-robin over the nodes and bound to their node's CPUs; a part is queued on the
@@ -51,6 +53,9 @@ typedef enum {
     COPYENG_DIRECT = 0, /* src pools -> dst pools */
     COPYENG_GATHER,     /* src pools -> buf (extent bytes [lo, hi)) */
     COPYENG_SCATTER,    /* buf (extent bytes [lo, hi)) -> dst pools */
+    COPYENG_PREFAULT,   /* the resident pages under src's runs mapped in (prefault.h; src: the
+                         * pools to map, writable when .write); in the background: a thread
+                         * takes such a piece only when no copy waits */
 } copyeng_kind_t;
 
 /* One program to run. ops ascend by ext_off and tile the program's extent (plan.h); the
@@ -60,10 +65,11 @@ struct copyeng_part {
     copyeng_kind_t kind;
     const struct copy_op *ops; /* copied at submit */
     uint32_t n_ops;
-    const struct copy_mem *src; /* copied at submit; direct, gather */
+    const struct copy_mem *src; /* copied at submit; direct, gather, prefault */
     const struct copy_mem *dst; /* copied at submit; direct, scatter */
     uint8_t *buf;               /* borrowed: gather, scatter */
     uint64_t lo, hi;
+    bool write;                 /* prefault: populate writable (a destination), else readable */
 };
 
 /* What a finished job reports. */

@@ -90,6 +90,7 @@ void wconn_close(struct wconn *c, const char *why)
     log_info("worker %llu (pid %d%s%s): closed: %s", (unsigned long long)c->id, (int)c->peer.pid,
              c->rank ? ", " : "", c->rank ? c->rank->layout.instance : "", why);
     transfers_conn_gone(&c->w->xt, c);
+    wprefault_cancel(c); /* before its rank (the job's pins keep the pools mapped till it ends) */
     if (c->rank) {
         engine_rank_removed(c->w->d->engine, c->rank);
         registry_remove(&c->w->reg, c->rank);
@@ -167,8 +168,8 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
             continue; /* an empty pool (a stage without layers of its group): nothing to map */
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
         /* mapped once (DESIGN §3), not populated: MAP_POPULATE here stalled the loop ~1 s per
-         * 2.7 GiB (bench_register_stall); pages of the worker's resident cache fault in cheaply
-         * on first copy, and the daemon's own arena is prefaulted at start instead */
+         * 2.7 GiB (bench_register_stall); the pages the worker holds are mapped in after
+         * REGISTER on the copy threads instead (worker_prefault.c) */
         void *b = mmap(NULL, p->bytes, prot, MAP_SHARED, fd, 0);
         if (b == MAP_FAILED) {
             snprintf(msg, len, "pool %u: mmap of %llu bytes: %s", i, (unsigned long long)p->bytes,
@@ -282,6 +283,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
              (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),
              layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank, l.pp_size);
     registered(c, KVF_OK, "registered");
+    wprefault_start(c);
     transfers_registered(&c->w->xt, l.instance);
 out:
     fdpass_close_all(fds, nfds); /* mapped or refused: the daemon keeps no fds */

@@ -219,6 +219,7 @@ int workers_stats(struct daemon *d, json_t *ret)
                         json_integer((json_int_t)k->frame_memory_refused));
     json_object_set_new(ret, "event_queue_full", json_integer((json_int_t)k->event_queue_full));
     json_object_set_new(ret, "frame_memory_bytes", json_integer((json_int_t)w->frame_bytes));
+    wprefault_stats(w, ret);
     json_object_set_new(ret, "transfers", transfers_stats_json(&w->xt));
     return 0;
 }

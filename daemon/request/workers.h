@@ -22,6 +22,7 @@
 #include "worker_outq.h"
 
 struct daemon;
+struct copyeng_job;
 
 #define WCONN_HELLO_FRAME_MAX 4096 /* frame size limit until HELLO */
 
@@ -34,6 +35,9 @@ struct workers_counters {
     uint64_t hello_timeouts, frame_timeouts, read_timeouts;
     uint64_t frame_memory_refused; /* frames that would have passed workers.frame_memory */
     uint64_t event_queue_full;     /* disconnected at workers.event_queue */
+    /* pools mapped in at REGISTER (worker_prefault.c): jobs started, ended, cancelled by a
+     * worker gone first; pool bytes of those ended and their REGISTER-to-end time, summed */
+    uint64_t prefaults, prefaults_done, prefaults_cancelled, prefault_bytes, prefault_ns;
 };
 
 struct wconn {
@@ -48,6 +52,8 @@ struct wconn {
     bool closing;               /* close requested: no more frames in or out */
     bool broken;                /* a write failed: close at the next reap */
     struct reg_rank *rank;      /* borrowed from the registry; NULL until registered */
+    struct copyeng_job *prefault; /* the rank's pools being mapped in; NULL: none (owned by
+                                   * the copy engine: cancelled at close, worker_prefault.c) */
     int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
     uint32_t n_fds_ahead;
     uint64_t id;
@@ -112,6 +118,13 @@ bool wlimits_frame_room(struct wconn *c);
 void wlimits_frame_after(struct wconn *c);
 /* At close: gives back the memory counted for c. */
 void wlimits_conn_gone(struct wconn *c);
+
+/* worker_prefault.c: after REGISTER, the rank's host pools mapped in on the copy threads, in
+ * the background (copy.prefault); cancelled when the connection closes first. */
+void wprefault_start(struct wconn *c);
+void wprefault_cancel(struct wconn *c);
+/* prefaults, prefaults_done, prefaults_cancelled, prefaulting, prefault_bytes, _seconds. */
+void wprefault_stats(const struct workers *w, json_t *ret);
 
 /* worker_send.c: frames out, through the connection's queue. */
 /* Sends (or queues) one encoded frame; takes ownership of buf. */

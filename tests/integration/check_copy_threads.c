@@ -1,7 +1,8 @@
 /* check_copy_threads.c: the same-daemon path on the copy threads (daemon/copyeng.h) with real
- * kvferry-sim workers: copies run off the loop and land bitwise right; a context or a
- * generation worker killed (SIGKILL) while its copies run leaves the daemon up, serving
- * others, with no copy, pin or deferred unmap left behind. */
+ * kvferry-sim workers: copies run off the loop, split over the threads, and land bitwise
+ * right; a context or a generation worker killed (SIGKILL) while its split copies run, or while
+ * the daemon still maps its pools in after REGISTER (worker_prefault.c), leaves the daemon up,
+ * serving others, with no copy, prefault, pin or deferred unmap left behind. */
 #include <check.h>
 
 #include "wtest.h"
@@ -17,12 +18,22 @@ static const char *cfg(int threads)
 #define SPEC "kimi-linear-48b" /* small enough for TSan builds (shadow memory) */
 #define TOKENS "512" /* 48 MB a request: ms of copy each, all on the copy threads */
 
-static long long copy_int(struct wenv *e, const char *key)
+static long long section_int(struct wenv *e, const char *cmd, const char *sec, const char *key)
 {
-    json_t *s = wt_ctl(e, "status");
-    long long v = json_integer_value(json_object_get(json_object_get(s, "copy"), key));
+    json_t *s = wt_ctl(e, cmd);
+    long long v = json_integer_value(json_object_get(json_object_get(s, sec), key));
     json_decref(s);
     return v;
+}
+
+static long long copy_int(struct wenv *e, const char *key)
+{
+    return section_int(e, "status", "copy", key);
+}
+
+static long long prefault_int(struct wenv *e, const char *key)
+{
+    return section_int(e, "stats", "workers", key);
 }
 
 /* Waits until every copy, pin and deferred unmap is gone and no request or worker is left. */
@@ -31,10 +42,12 @@ static void assert_all_released(struct wenv *e)
     int64_t until = wt_now_ms() + tu_ms(15000);
     while (wt_now_ms() < until &&
            (copy_int(e, "running_jobs") || copy_int(e, "pinned_mappings") ||
+            prefault_int(e, "prefaulting") ||
             copy_int(e, "deferred_unmaps") || wt_ctl_count(e, "transfers", "transfers") ||
             wt_ctl_count(e, "workers", "workers")))
         usleep(20000);
     ck_assert_int_eq(copy_int(e, "running_jobs"), 0);
+    ck_assert_int_eq(prefault_int(e, "prefaulting"), 0);
     ck_assert_int_eq(copy_int(e, "pinned_mappings"), 0);
     ck_assert_int_eq(copy_int(e, "deferred_unmaps"), 0);
     ck_assert_uint_eq(wt_ctl_count(e, "transfers", "transfers"), 0);
@@ -65,6 +78,7 @@ static void kill_mid_copy(struct wenv *e, pid_t victim, pid_t other, const char 
     while (wt_now_ms() < until && copy_int(e, "running_jobs") == 0)
         usleep(1000);
     ck_assert_msg(copy_int(e, "running_jobs") > 0, "no copy ever ran on the copy threads");
+    ck_assert_int_gt(copy_int(e, "pieces_total"), copy_int(e, "jobs_total")); /* split */
     kill(victim, SIGKILL);
     wt_wait(victim, 5000);
     long long deferred = copy_int(e, "deferred_unmaps"), cancelled = copy_int(e, "cancelled_total");
@@ -113,6 +127,51 @@ START_TEST(copy_threads_worker_killed_mid_copy_leaves_the_daemon_serving)
 }
 END_TEST
 
+/* A worker killed while the daemon still maps its pools in (one copy thread). The daemon is
+ * stopped (SIGSTOP) the moment REGISTER has started the prefault, the worker killed, the daemon
+ * resumed: its loop sees the close while the prefault still runs (a few attempts, in case a
+ * very fast machine ended it first). The prefault is cancelled, the pools unmapped once its
+ * running piece ended, and the daemon goes on serving, bitwise right. */
+START_TEST(copy_threads_worker_killed_mid_prefault_leaves_the_daemon_serving)
+{
+    struct wenv e;
+    wt_start(&e, CFG1);
+    for (int attempt = 0; attempt < 5 && prefault_int(&e, "prefaults_cancelled") == 0; attempt++) {
+        long long started = prefault_int(&e, "prefaults");
+        char log[32];
+        snprintf(log, sizeof log, "late%d.log", attempt);
+        pid_t p = wt_sim(&e, log, "--role", "context", "--instance", "late", "--spec", SPEC,
+                         "--rank", "0", "--requests", "1", "--prompt-tokens", TOKENS, (char *)NULL);
+        int64_t until = wt_now_ms() + 60000;
+        long long now = started;
+        while (wt_now_ms() < until && (now = prefault_int(&e, "prefaults")) == started)
+            usleep(500);
+        kill(e.daemon, SIGSTOP);
+        ck_assert_int_gt(now, started); /* registered: its prefault was submitted */
+        kill(p, SIGKILL);
+        wt_wait(p, 5000);
+        kill(e.daemon, SIGCONT);
+        while (wt_now_ms() < until && wt_ctl_count(&e, "workers", "workers"))
+            usleep(1000);
+        fprintf(stderr, "attempt %d: worker killed; prefaults cancelled %lld, done %lld\n",
+                attempt, prefault_int(&e, "prefaults_cancelled"),
+                prefault_int(&e, "prefaults_done"));
+    }
+    ck_assert_int_ge(prefault_int(&e, "prefaults_cancelled"), 1);
+    ck_assert_int_eq(kill(e.daemon, 0), 0);
+    assert_all_released(&e);
+    pid_t c, g;
+    pair(&e, "after", 2, &c, &g); /* served, bitwise right, prefaulted meanwhile */
+    int rg = wt_wait(g, 120000), rc = wt_wait(c, 120000);
+    char *l = wt_log(&e, "after-gen.log");
+    ck_assert_msg(rg == 0 && rc == 0 && strstr(l, "parity OK"), "gen %d ctx %d:\n%s", rg, rc, l);
+    free(l);
+    assert_all_released(&e);
+    ck_assert_int_ge(prefault_int(&e, "prefaults"), 3); /* the pair's too (ended or cancelled) */
+    wt_stop(&e);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("copy_threads");
@@ -120,6 +179,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, copy_threads_move_requests_off_the_loop_bitwise_right);
     tcase_add_test(tc, copy_threads_worker_killed_mid_copy_leaves_the_daemon_serving);
+    tcase_add_test(tc, copy_threads_worker_killed_mid_prefault_leaves_the_daemon_serving);
     suite_add_tcase(s, tc);
     return s;
 }
