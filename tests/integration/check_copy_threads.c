@@ -135,7 +135,7 @@ END_TEST
 START_TEST(copy_threads_worker_killed_mid_prefault_leaves_the_daemon_serving)
 {
     struct wenv e;
-    wt_start(&e, CFG1);
+    wt_start(&e, cfg(1));
     for (int attempt = 0; attempt < 5 && prefault_int(&e, "prefaults_cancelled") == 0; attempt++) {
         long long started = prefault_int(&e, "prefaults");
         char log[32];
