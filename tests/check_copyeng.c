@@ -512,6 +512,20 @@ static long touch_faults(uint8_t *p, uint64_t n, bool write)
     return minflt() - f0;
 }
 
+/* The faults touching [0, filled) costs on a mapping the kernel populated itself (MAP_POPULATE):
+ * none in a plain build; under a sanitizer, the faults of its shadow memory, which the prefault
+ * cannot and need not remove (TSan: about two per page touched). */
+static long shadow_faults(int fd, uint64_t filled, bool writable, bool write)
+{
+    /* only the filled part: populating the holes would allocate them */
+    uint8_t *q = mmap(NULL, filled, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                      MAP_SHARED | MAP_POPULATE, fd, 0);
+    ck_assert_ptr_ne(q, MAP_FAILED);
+    long f = touch_faults(q, filled, write);
+    munmap(q, filled);
+    return f;
+}
+
 static void prefault_done(struct copyeng_job *j, const struct copyeng_done *d, void *user)
 {
     (void)j;
@@ -552,8 +566,11 @@ START_TEST(prefault_maps_the_pages_held_and_leaves_holes_and_bytes_alone)
         struct copy_mem m = {.n = 1, .base = {p}, .size = {len}};
         ck_assert_int_eq(prefault(&loop, e, &m, write), 0);
         long f = touch_faults(p, filled, write && has_populate);
-        ck_assert_msg(f <= (long)pages / 64, "%s prefault: %ld faults touching %llu pages after it",
-                      write ? "write" : "read", f, (unsigned long long)pages);
+        long base = shadow_faults(fd, filled, write, write && has_populate);
+        ck_assert_msg(f - base <= (long)pages / 64,
+                      "%s prefault: %ld faults touching %llu pages after it (%ld on a mapping "
+                      "the kernel populated)", write ? "write" : "read", f,
+                      (unsigned long long)pages, base);
         unsigned char vec[(64 - 48) * MIB / PAGE];
         ck_assert_int_eq(mincore(p + filled, len - filled, vec), 0);
         for (size_t i = 0; i < sizeof vec; i++)
