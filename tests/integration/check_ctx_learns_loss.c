@@ -172,16 +172,23 @@ static int sends_fail_fast(struct pair *p, uint64_t base, const bool *moving, ui
     return failed;
 }
 
+/* The pair started, and N_REQ requests from base0 on (later ids: tries) caught moving. */
+static uint64_t pair_moving(struct pair *p, uint64_t base0, bool *moving)
+{
+    pair_start(p);
+    uint64_t base = base0;
+    while (!start_moving(p, base, moving)) {
+        base += N_REQ;
+        ck_assert_msg(base < base0 + 10 * N_REQ, "never caught a transfer in flight");
+    }
+    return base;
+}
+
 START_TEST(a_killed_generation_daemon_ends_the_context_sends_within_a_second)
 {
     struct pair p;
-    pair_start(&p);
-    uint64_t base = 100;
     bool moving[N_REQ];
-    while (!start_moving(&p, base, moving)) {
-        base += N_REQ;
-        ck_assert_msg(base < 100 + 10 * N_REQ, "never caught a transfer in flight");
-    }
+    uint64_t base = pair_moving(&p, 100, moving);
     uint64_t t0 = ru_now_ms();
     ru_daemon_kill9(&p.t.b);
     int n = sends_fail_fast(&p, base, moving, t0, "kill -9 G");
@@ -197,13 +204,8 @@ END_TEST
 START_TEST(a_context_daemon_frozen_past_its_loss_ends_its_sends_within_a_second_of_sigcont)
 {
     struct pair p;
-    pair_start(&p);
-    uint64_t base = 200;
     bool moving[N_REQ];
-    while (!start_moving(&p, base, moving)) {
-        base += N_REQ;
-        ck_assert_msg(base < 200 + 10 * N_REQ, "never caught a transfer in flight");
-    }
+    uint64_t base = pair_moving(&p, 200, moving);
     ck_assert_int_eq(kill(p.t.a.pid, SIGSTOP), 0);
     int lost = 0;
     for (int i = 0; i < N_REQ; i++) { /* G declares A lost: its RECVs end */
