@@ -21,6 +21,7 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gpu.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "engine_share.h"
@@ -115,6 +116,7 @@ static void stage_finish(struct stage *st, int status)
     if (status < 0) {
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "moving a chunk to the generation daemon failed: %s",
                 strerror(-status));
+        nack_put_failed(tx, status);
         return;
     }
     tx->completed += len;

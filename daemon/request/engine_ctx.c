@@ -67,7 +67,9 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
         tx->rr.u.recv_req.ctx_instance, "engine: flow %llu (request %llu of %s, writer %u): %s: %s",
         (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
         tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
-    if (nack && tx->peer && tx->peer->up)
+    bool told = nack && tx->peer && tx->peer->up;
+    tx->nacked = told && code != KVF_E_BAD_REQUEST; /* a refused one is no reader */
+    if (told)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
                          code, msg);
     uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
@@ -416,7 +418,10 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
     for (struct tx *tx = e->txs; tx; tx = tx->next) {
         if (tx->peer != p)
             continue;
-        struct xfer *reading = tx_ended(tx) ? NULL : tx->send; /* its reader will not come */
+        /* its reader will not come; one failed and NACKed here is not answered by a lost
+         * daemon (a READER_NACK that overtook the loss counts it twice: rare, and the SEND
+         * ends FAILED either way) */
+        struct xfer *reading = !tx_ended(tx) || tx->nacked ? tx->send : NULL;
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
         nack_flow_lost(tx, reading, err);
         tx->peer = NULL;

@@ -16,6 +16,8 @@ struct tx {
     struct layout gen;  /* decoded from rr */
     struct xfer *send;  /* borrowed until engine_send_end; NULL before the meeting */
     enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
+    bool nacked;                /* failed here and told its generation daemon: that daemon
+                                   counts the reader unless it is lost first (ctx_peer_down) */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;

@@ -114,16 +114,26 @@ void nack_flow_ended(struct tx *tx)
         transfers_reread(&tx->e->d->workers->xt, tx->send);
 }
 
-void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
+static void reader_lost(struct tx *tx, struct xfer *s, const char *how, int err)
 {
     struct engine *e = tx->e;
-    if (!s)
+    if (!s || !e->d->workers)
         return; /* the flow was not reading */
     char why[WIRE_TEXT_MAX];
-    snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: its daemon was lost (%s)",
-             tx->gen.instance, layout_rank(&tx->gen), strerror(-err));
+    snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: %s (%s)", tx->gen.instance,
+             layout_rank(&tx->gen), how, strerror(-err));
     transfers_reader_failed(&e->d->workers->xt, s->ctx_instance, s->req_id,
                             layout_rank(&s->rank->layout), KVF_E_PEER_LOST, why);
+}
+
+void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
+{
+    reader_lost(tx, s, "its daemon was lost", err);
+}
+
+void nack_put_failed(struct tx *tx, int err)
+{
+    reader_lost(tx, tx->send, "a put to its daemon failed", err);
 }
 
 const char *nack_why_ended(kvf_error_t code)
