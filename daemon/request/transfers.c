@@ -24,25 +24,7 @@
 static void tick_cb(uv_timer_t *h);
 static void settle_sends(struct transfers *t, struct req *q, uint32_t writer, int added);
 
-static const char *const state_names[XFER__COUNT] = {"waiting", "copying", "done", "failed"};
-
-const char *xfer_state_to_string(xfer_state_t s)
-{
-    return (unsigned)s < XFER__COUNT ? state_names[s] : "unknown";
-}
-
-/* allowed[from][to] */
-static const bool allowed[XFER__COUNT][XFER__COUNT] = {
-    [XFER_WAITING] = {[XFER_COPYING] = true, [XFER_DONE] = true, [XFER_FAILED] = true},
-    [XFER_COPYING] = {[XFER_DONE] = true, [XFER_FAILED] = true},
-};
-
 static bool terminal(const struct xfer *x) { return x->state == XFER_DONE || x->state == XFER_FAILED; }
-
-bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to)
-{
-    return (unsigned)from < XFER__COUNT && (unsigned)to < XFER__COUNT && allowed[from][to];
-}
 
 /* An illegal edge is an invariant failure (require.h): fatal in debug and tests; in release it
  * is logged and ignored (the request keeps its state and ends through its own deadline). */
