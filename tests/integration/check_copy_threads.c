@@ -36,16 +36,31 @@ static long long prefault_int(struct wenv *e, const char *key)
     return section_int(e, "stats", "workers", key);
 }
 
+static bool all_released(struct wenv *e, void *arg)
+{
+    (void)arg;
+    return !copy_int(e, "running_jobs") && !copy_int(e, "pinned_mappings") &&
+           !prefault_int(e, "prefaulting") && !copy_int(e, "deferred_unmaps") &&
+           !wt_ctl_count(e, "transfers", "transfers") && !wt_ctl_count(e, "workers", "workers");
+}
+
+static bool no_workers(struct wenv *e, void *arg)
+{
+    (void)arg;
+    return wt_ctl_count(e, "workers", "workers") == 0;
+}
+
+/* stats.workers.prefaults has moved past *(long long *)arg (left there: its new value) */
+static bool prefault_started(struct wenv *e, void *arg)
+{
+    long long *v = arg, before = *v;
+    return (*v = prefault_int(e, "prefaults")) != before;
+}
+
 /* Waits until every copy, pin and deferred unmap is gone and no request or worker is left. */
 static void assert_all_released(struct wenv *e)
 {
-    int64_t until = wt_now_ms() + tu_ms(15000);
-    while (wt_now_ms() < until &&
-           (copy_int(e, "running_jobs") || copy_int(e, "pinned_mappings") ||
-            prefault_int(e, "prefaulting") ||
-            copy_int(e, "deferred_unmaps") || wt_ctl_count(e, "transfers", "transfers") ||
-            wt_ctl_count(e, "workers", "workers")))
-        usleep(20000);
+    wt_until(e, 15000, all_released, NULL);
     ck_assert_int_eq(copy_int(e, "running_jobs"), 0);
     ck_assert_int_eq(prefault_int(e, "prefaulting"), 0);
     ck_assert_int_eq(copy_int(e, "pinned_mappings"), 0);
@@ -142,17 +157,14 @@ START_TEST(copy_threads_worker_killed_mid_prefault_leaves_the_daemon_serving)
         snprintf(log, sizeof log, "late%d.log", attempt);
         pid_t p = wt_sim(&e, log, "--role", "context", "--instance", "late", "--spec", SPEC,
                          "--rank", "0", "--requests", "1", "--prompt-tokens", TOKENS, (char *)NULL);
-        int64_t until = wt_now_ms() + 60000;
         long long now = started;
-        while (wt_now_ms() < until && (now = prefault_int(&e, "prefaults")) == started)
-            usleep(500);
+        wt_until(&e, 60000, prefault_started, &now);
         kill(e.daemon, SIGSTOP);
         ck_assert_int_gt(now, started); /* registered: its prefault was submitted */
         kill(p, SIGKILL);
         wt_wait(p, 5000);
         kill(e.daemon, SIGCONT);
-        while (wt_now_ms() < until && wt_ctl_count(&e, "workers", "workers"))
-            usleep(1000);
+        wt_until(&e, 60000, no_workers, NULL);
         fprintf(stderr, "attempt %d: worker killed; prefaults cancelled %lld, done %lld\n",
                 attempt, prefault_int(&e, "prefaults_cancelled"),
                 prefault_int(&e, "prefaults_done"));

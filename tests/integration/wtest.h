@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -62,6 +63,10 @@ long long wt_xfer_stat(struct wenv *e, const char *key);
  * f2 is not NULL, whose field f2 reads v2 (tj_lists). */
 int wt_listed(struct wenv *e, const char *cmd, const char *key, const char *f1, const char *v1,
               const char *f2, const char *v2);
+
+/* Asks done(e, arg) every 10 ms until it holds or timeout_ms (scaled by tu_ms) pass; returns
+ * whether it held. The one polling loop of the tests that wait on a daemon's control answers. */
+bool wt_until(struct wenv *e, int timeout_ms, bool (*done)(struct wenv *e, void *arg), void *arg);
 
 /* Waits (asking every 10 ms) until wt_listed holds; fails the test after timeout_ms. */
 void wt_until_listed(struct wenv *e, int timeout_ms, const char *cmd, const char *key,

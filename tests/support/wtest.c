@@ -184,14 +184,30 @@ int wt_listed(struct wenv *e, const char *cmd, const char *key, const char *f1, 
     return seen;
 }
 
+bool wt_until(struct wenv *e, int timeout_ms, bool (*done)(struct wenv *e, void *arg), void *arg)
+{
+    int64_t end = wt_now_ms() + tu_ms((unsigned)timeout_ms);
+    bool held;
+    while (!(held = done(e, arg)) && wt_now_ms() < end)
+        usleep(10000);
+    return held;
+}
+
+struct listed_q {
+    const char *cmd, *key, *f1, *v1, *f2, *v2;
+};
+
+static bool listed(struct wenv *e, void *arg)
+{
+    const struct listed_q *q = arg;
+    return wt_listed(e, q->cmd, q->key, q->f1, q->v1, q->f2, q->v2);
+}
+
 void wt_until_listed(struct wenv *e, int timeout_ms, const char *cmd, const char *key,
                      const char *f1, const char *v1, const char *f2, const char *v2)
 {
-    int64_t end = wt_now_ms() + tu_ms((unsigned)timeout_ms);
-    while (!wt_listed(e, cmd, key, f1, v1, f2, v2)) {
-        ck_assert_msg(wt_now_ms() < end, "`%s` listed no %s with %s=%s%s%s%s%s within %d ms", cmd,
-                      key, f1, v1, f2 ? " " : "", f2 ? f2 : "", f2 ? "=" : "", f2 ? v2 : "",
-                      timeout_ms);
-        usleep(10000);
-    }
+    struct listed_q q = {cmd, key, f1, v1, f2, v2};
+    ck_assert_msg(wt_until(e, timeout_ms, listed, &q),
+                  "`%s` listed no %s with %s=%s%s%s%s%s within %d ms", cmd, key, f1, v1,
+                  f2 ? " " : "", f2 ? f2 : "", f2 ? "=" : "", f2 ? v2 : "", timeout_ms);
 }
