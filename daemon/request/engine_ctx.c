@@ -400,17 +400,30 @@ void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struc
         quar_ack_unknown(p, flow, m);
 }
 
-void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err)
+static void send_gone(struct engine *e, struct tx *tx, struct xfer *s, kvf_error_t err)
 {
-    for (struct tx *tx = e->txs; tx; tx = tx->next) {
-        if (tx->send != s)
-            continue;
-        frag_send_gone(e, tx, s);
-        tx->send = NULL;
-        ctx_tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
+    frag_send_gone(e, tx, s);
+    tx->send = NULL;
+    ctx_tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",
                 kvf_error_to_string(err));
+}
+
+/* Every SEND ends here: its flows come from the request index, not a walk of every flow in
+ * flight. They are gathered first (failing one may change the index); a request with more
+ * readers than the array falls back to the walk. */
+void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err)
+{
+    struct tx *mine[64];
+    uint32_t n = ix_send_flows(e, s, mine, 64);
+    if (n <= 64) {
+        for (uint32_t i = 0; i < n; i++)
+            send_gone(e, mine[i], s, err);
+        return;
     }
+    for (struct tx *tx = e->txs; tx; tx = tx->next)
+        if (tx->send == s)
+            send_gone(e, tx, s, err);
 }
 
 void ctx_peer_down(struct engine *e, struct epeer *p, int err)

@@ -51,6 +51,15 @@ uint32_t ix_send_readers(const struct engine *e, const struct xfer *s)
     return n;
 }
 
+uint32_t ix_send_flows(const struct engine *e, const struct xfer *s, struct tx **out, uint32_t max)
+{
+    uint32_t pos = 0, n = 0;
+    for (struct tx *t; (t = hmap_next(&e->ix.tx_key, key_of(s->ctx_instance, s->req_id), &pos));)
+        if (t->send == s && n++ < max)
+            out[n - 1] = t;
+    return n;
+}
+
 struct tx *ix_tx_find(struct engine *e, const struct epeer *p, uint64_t flow)
 {
     uint32_t pos = 0;

@@ -38,6 +38,9 @@ struct tx *ix_tx_find(struct engine *e, const struct epeer *p, uint64_t flow);
 /* The flows not ended that read SEND s (tx->send == s): counted over its request's flows
  * only, so a burst of failed readers does not walk every flow in flight. */
 uint32_t ix_send_readers(const struct engine *e, const struct xfer *s);
+/* Every flow that reads SEND s (tx->send == s), ended or not, from its request's flows: up to
+ * max of them into out; returns how many there are (more than max: out holds the first max). */
+uint32_t ix_send_flows(const struct engine *e, const struct xfer *s, struct tx **out, uint32_t max);
 /* A flow waiting for the SEND of (instance, id) from context rank `writer`, taken off the
  * waiting index; NULL when none is left. */
 struct tx *ix_tx_take_waiting(struct engine *e, const char *instance, uint64_t id, uint32_t writer);
