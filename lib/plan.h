@@ -77,6 +77,12 @@ struct plan_error {
  * -ENOMEM with *err filled. Coverage of every generation byte exactly once is verified. */
 int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err);
 void plan_done(struct plan *p);
+/* Who writes, without the copy program: writers[c] (n_ctx entries) is 1 for each context rank
+ * that is a writer of plan_build's plan for the same input, else 0. Checks what plan_build
+ * checks before emitting (compatibility, the generation's ids, aliasing); context ids are not
+ * needed and not looked at. 0, or -EINVAL / -ENOMEM with *err as plan_build fills it. For a
+ * caller that must know whose SENDs to wait for before the context ids are all there. */
+int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err);
 
 /* The one accounting (DESIGN §4 rule 3): a request's bytes on one rank, summing every pool view of
  * every group, given the item count per group index. */

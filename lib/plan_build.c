@@ -515,7 +515,9 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
     return 0;
 }
 
-int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)
+/* What every plan is checked for before a run is emitted: compatibility, the request's ids,
+ * declared aliasing. 0, or -EINVAL / -ENOMEM with *err. */
+static int check_input(const struct plan_input *in, struct plan_error *err)
 {
     compat_reason_t reason;
     char msg[sizeof(err->message)];
@@ -531,6 +533,49 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
         return set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
     if (rc)
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
+    return 0;
+}
+
+/* The writer set is plan_build's, from the same walk (tensor_writers) without emitting a run:
+ * a writer of any (group with items, layer, view, tensor) sends at least one row (inner > 0,
+ * every generation block has a row with a prompt token), so it has bytes in the plan. The
+ * context's ids never change who writes (they are only checked), so they are left out. */
+int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err)
+{
+    if (!in)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
+    struct plan_input gin = *in;
+    gin.ctx_ids = NULL;
+    int rc = check_input(&gin, err);
+    if (rc)
+        return rc;
+    struct bctx b = {&gin, err, NULL, 0};
+    struct wsrc ws[LAYOUT_MAX_TP];
+    memset(writers, 0, in->n_ctx);
+    const struct layout *gen = in->gen;
+    for (uint32_t g = 0; g < gen->n_groups; g++) {
+        const struct layout_group *gg = &gen->groups[g];
+        for (uint32_t l = 0; in->gen_ids.n[g] && l < gg->n_layers; l++)
+            for (uint32_t v = 0; v < gg->n_views; v++)
+                for (uint32_t t = 0; t < gg->views[v].n_tensors; t++) {
+                    uint32_t nw;
+                    rc = tensor_writers(&b, gg, in->gen_ids.n[g], gg->layers[l],
+                                        &gg->views[v].tensors[t], ws, &nw);
+                    if (rc)
+                        return rc;
+                    for (uint32_t i = 0; i < nw; i++)
+                        writers[ws[i].c] = 1;
+                }
+    }
+    return 0;
+}
+
+int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)
+{
+    char msg[sizeof(err->message)];
+    int rc = check_input(in, err);
+    if (rc)
+        return rc;
     struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
     if (!b.vecs)

@@ -32,12 +32,25 @@ struct plan_ids *plan_ctx_ids_new(const struct layout *ctx, uint32_t n_ctx)
     return ids;
 }
 
+static kvf_error_t typed(int rc, const struct plan_error *perr, char *msg, size_t msglen)
+{
+    if (rc == 0)
+        return KVF_OK;
+    snprintf(msg, msglen, "%s", perr->message[0] ? perr->message : "planning failed");
+    return perr->code != KVF_OK ? perr->code : KVF_E_INTERNAL;
+}
+
 kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *msg, size_t msglen)
 {
     struct plan_error perr;
     memset(&perr, 0, sizeof perr);
-    if (plan_build(in, ret, &perr) == 0)
-        return KVF_OK;
-    snprintf(msg, msglen, "%s", perr.message[0] ? perr.message : "planning failed");
-    return perr.code != KVF_OK ? perr.code : KVF_E_INTERNAL;
+    return typed(plan_build(in, ret, &perr), &perr, msg, msglen);
+}
+
+kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,
+                                 size_t msglen)
+{
+    struct plan_error perr;
+    memset(&perr, 0, sizeof perr);
+    return typed(plan_writers(in, writers, &perr), &perr, msg, msglen);
 }

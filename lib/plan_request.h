@@ -24,5 +24,9 @@ struct plan_ids *plan_ctx_ids_new(const struct layout *ctx, uint32_t n_ctx);
 /* plan_build, its failure as a typed error: KVF_OK and *ret (free with plan_done), or
  * PEER_INCOMPATIBLE / BAD_REQUEST / INTERNAL with the reason in msg. */
 kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *msg, size_t msglen);
+/* plan_writers (who writes, no copy program; writers: n_ctx entries), its failure typed as
+ * plan_request's. */
+kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,
+                                 size_t msglen);
 
 #endif

@@ -2,7 +2,8 @@
  * Llama with replicated KV heads), TP, PP (even and uneven), attention-DP, arrangements, view
  * splits, NHD/HND, block sizes (equal or one twice the other), block lists and prefix caching
  * on each side; every
- * generation rank is planned and checked independently of the planner's own coverage check:
+ * generation rank is planned, its writer set from plan_writers compared with the plan's
+ * (writersutil.h), and the plan checked independently of the planner's own coverage check:
  * the sum of extents equals plan_bytes, each writer's ops tile [0, bytes) in order, and a byte
  * map of the generation pools shows every destination byte of the request written exactly once
  * and nothing else written. Tiny geometries also run the full bitwise parity (parity.h). */
@@ -13,6 +14,7 @@
 
 #include "parity.h"
 #include "testutil.h"
+#include "writersutil.h"
 
 #define N_CASES 240
 
@@ -95,6 +97,9 @@ static void check_structure(const struct geo *g, const struct par_side *c, const
     struct plan_error pe;
     ck_assert_msg(plan_build(&in, &p, &pe) == 0, "%s -> %s gen %u: %s (%s)", g->ctx, g->gen, gr,
                   pe.message, compat_reason_to_string(pe.reason));
+    char what[400];
+    snprintf(what, sizeof what, "%s -> %s gen %u", g->ctx, g->gen, gr);
+    wu_assert_writers(&in, &p, what);
     const struct layout *l = &gs->ranks[gr];
     struct request_bytes rb;
     plan_bytes(l, gs->ids[gr].n, &rb);

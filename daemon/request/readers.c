@@ -13,21 +13,18 @@ uint32_t readers_local(const struct layout *gen)
     return gen->attention_dp ? gen->pp_size : gen->tp_size * gen->pp_size;
 }
 
-/* Does generation TP rank r (the reader's layout with tp_rank r) need bytes from `writer`? */
+/* Does generation TP rank r (the reader's layout with tp_rank r) need bytes from `writer`? Who
+ * writes is all it asks: plan_writers, no copy program. */
 static int reads(const struct plan_input *in, struct layout *g, uint32_t r, uint32_t writer)
 {
     g->tp_rank = r;
     struct plan_input pin = *in;
     pin.gen = g;
-    struct plan p;
+    uint8_t *set = calloc(in->n_ctx, 1);
     char msg[sizeof(((struct plan_error *)0)->message)];
-    if (plan_request(&pin, &p, msg, sizeof msg) != KVF_OK)
-        return -1;
-    int hit = 0;
-    for (uint32_t w = 0; w < p.n_writers; w++)
-        if (p.writers[w].ctx_rank == writer && p.writers[w].bytes > 0)
-            hit = 1;
-    plan_done(&p);
+    int hit = !set || plan_request_writers(&pin, set, msg, sizeof msg) != KVF_OK ? -1
+                                                                                 : set[writer];
+    free(set);
     return hit;
 }
 

@@ -5,8 +5,8 @@
  *  - same daemon: every generation rank RECVs every request (its instance's ranks: tp_size *
  *    pp_size; under attention-DP only the request's DP rank: pp_size);
  *  - between daemons: the generation ranks whose plan lists this context rank as a writer. In
- *    the reader's PP stage they are found by planning each TP peer of the reader (same stage,
- *    same ids). Other stages are learnt from their own RECV_REQs (readers_tally): the count is
+ *    the reader's PP stage they are found by asking who writes for each TP peer of the reader (same stage,
+ *    same ids; plan_writers, no copy program). Other stages are learnt from their own RECV_REQs (readers_tally): the count is
  *    complete once the stages seen hold every layer the context rank holds (PP stages hold
  *    disjoint layers, so no other stage reads it); until then it is unknown (0), and a count
  *    never completed (a plan failing) leaves the SEND to its deadline.

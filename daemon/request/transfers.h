@@ -206,8 +206,8 @@ json_t *transfers_stats_json(const struct transfers *t);
 #define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
-/* Plans a RECV without the context ids: its writers (ctx ranks) into writers[] (n_ctx slots,
- * 1 = writer). Returns KVF_OK or the plan's typed error with message. */
+/* A RECV's writers (ctx ranks) into writers[] (n_ctx slots, 1 = writer), from plan_writers: no
+ * copy program is built (xfer_local_run plans once). KVF_OK or the typed error with message. */
 kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
 
 /* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the

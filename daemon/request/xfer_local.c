@@ -1,5 +1,6 @@
 /* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
- * planned against the context instance's table with plan_build and executed pool to pool,
+ * planned once, when every writer (plan_writers: no copy program) has SENT, against the context
+ * instance's table with plan_build and executed pool to pool,
  * after copy_check has bounded every op inside the mapped pools: on the copy threads
  * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
  * the loop), or with copy_direct on the loop below XFER_LOCAL_INLINE_MAX bytes. When either
@@ -21,8 +22,8 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
                             size_t msglen)
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
-    struct plan_ids *ctx_ids = sends ? plan_ctx_ids_new(in->table, in->n_ranks) : NULL;
-    if (sends && !ctx_ids) {
+    struct plan_ids *ctx_ids = plan_ctx_ids_new(in->table, in->n_ranks);
+    if (!ctx_ids) {
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
@@ -30,7 +31,7 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
                              .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
                              .tokens = r->tokens};
     plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
-    for (uint32_t c = 0; sends && c < in->n_ranks; c++)
+    for (uint32_t c = 0; c < in->n_ranks; c++)
         if (sends[c])
             plan_ids_of(sends[c]->items.n_groups, sends[c]->items.counts, sends[c]->items.ids,
                         &ctx_ids[c]);
@@ -42,15 +43,10 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
 kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size_t msglen)
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
-    struct plan p;
-    kvf_error_t e = plan_for(r, NULL, &p, msg, msglen);
-    if (e != KVF_OK)
-        return e;
-    memset(writers, 0, in->n_ranks);
-    for (uint32_t w = 0; w < p.n_writers; w++)
-        writers[p.writers[w].ctx_rank] = 1;
-    plan_done(&p);
-    return KVF_OK;
+    struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
+                             .ctx_dp_rank = r->ctx_dp_rank, .tokens = r->tokens};
+    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
+    return plan_request_writers(&pin, writers, msg, msglen);
 }
 
 /* The copy threads ended a RECV's copy (a cancelled job never gets here: the RECV is gone). */
