@@ -9,7 +9,7 @@
  * (tiny, kimi-k3 1k and 8k, kimi-linear-48b 8k, llama-3-70b TP2 -> TP1 8k): the median time of
  * plan_build as each path runs it and of its parts alone (compat_check, the alias and coverage
  * checks, copy_check of every writer's ops, plan_writers), with the parts' shares of the plan.
- * `--requests-only` skips the large plans. Exit 1 if anything is refused. */
+ * `--requests-only [NAME]` skips the large plans (and the rows not naming NAME). Exit 1 if anything is refused. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -302,7 +302,9 @@ int main(int argc, char **argv)
         {"llama-3-70b TP2->TP1 8k", "llama-3-70b:tpb=16,tp=2,blocks=1024",
          "llama-3-70b:tpb=16,tp=1,blocks=1024", 8192},
     };
+    const char *only = argc > 2 ? argv[2] : ""; /* --requests-only NAME: the rows naming it */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        rc |= measure_request(cases[i].name, cases[i].ctx, cases[i].gen, cases[i].tokens);
+        if (strstr(cases[i].name, only))
+            rc |= measure_request(cases[i].name, cases[i].ctx, cases[i].gen, cases[i].tokens);
     return rc;
 }

@@ -5,6 +5,7 @@
 #ifndef KVF_PLAN_H
 #define KVF_PLAN_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "compat.h"
@@ -65,6 +66,9 @@ struct plan_input {
      * ceil(tokens/gt) generation blocks) and rows past the last token are not written. Without
      * it, blocks map from the end of the context's and must end on a generation block. */
     uint64_t tokens;
+    /* The caller has seen compat_check(gen, ctx, n_ctx) pass for these very layouts (a verdict
+     * it keeps per registration: daemon/request/xfer_writers.h); it is not run again. */
+    bool compat_known;
 };
 
 struct plan_error {
@@ -83,6 +87,10 @@ void plan_done(struct plan *p);
  * needed and not looked at. 0, or -EINVAL / -ENOMEM with *err as plan_build fills it. For a
  * caller that must know whose SENDs to wait for before the context ids are all there. */
 int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err);
+/* What plan_build and plan_writers check before they walk the layouts (compatibility unless
+ * compat_known, the request's ids and token count, declared aliasing): 0, or -EINVAL / -ENOMEM
+ * with *err as plan_build fills it. For a caller that knows the writers already. */
+int plan_check_request(const struct plan_input *in, struct plan_error *err);
 
 /* The one accounting (DESIGN §4 rule 3): a request's bytes on one rank, summing every pool view of
  * every group, given the item count per group index. */

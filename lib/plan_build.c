@@ -515,15 +515,13 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
     return 0;
 }
 
-/* What every plan is checked for before a run is emitted: compatibility, the request's ids,
- * declared aliasing. 0, or -EINVAL / -ENOMEM with *err. */
-static int check_input(const struct plan_input *in, struct plan_error *err)
+int plan_check_request(const struct plan_input *in, struct plan_error *err)
 {
     compat_reason_t reason;
     char msg[sizeof(err->message)];
     if (!in || !in->gen || !in->ctx || in->n_ctx == 0)
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
-    if (compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
+    if (!in->compat_known && compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
         return set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
     int rc = check_request(in, err);
     if (rc)
@@ -546,7 +544,7 @@ int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_erro
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
     struct plan_input gin = *in;
     gin.ctx_ids = NULL;
-    int rc = check_input(&gin, err);
+    int rc = plan_check_request(&gin, err);
     if (rc)
         return rc;
     struct bctx b = {&gin, err, NULL, 0};
@@ -573,7 +571,7 @@ int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_erro
 int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)
 {
     char msg[sizeof(err->message)];
-    int rc = check_input(in, err);
+    int rc = plan_check_request(in, err);
     if (rc)
         return rc;
     struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};

@@ -54,3 +54,10 @@ kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, 
     memset(&perr, 0, sizeof perr);
     return typed(plan_writers(in, writers, &perr), &perr, msg, msglen);
 }
+
+kvf_error_t plan_request_check(const struct plan_input *in, char *msg, size_t msglen)
+{
+    struct plan_error perr;
+    memset(&perr, 0, sizeof perr);
+    return typed(plan_check_request(in, &perr), &perr, msg, msglen);
+}

@@ -28,5 +28,7 @@ kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *ms
  * plan_request's. */
 kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,
                                  size_t msglen);
+/* plan_check_request, its failure typed as plan_request's. */
+kvf_error_t plan_request_check(const struct plan_input *in, char *msg, size_t msglen);
 
 #endif

@@ -304,7 +304,8 @@ static void try_run(struct transfers *t, struct xfer *r)
     char msg[PROTO_MSG_MAX + 1];
     uint8_t *writers = calloc(in->n_ranks, 1);
     struct xfer **sends = calloc(in->n_ranks, sizeof *sends);
-    kvf_error_t e = writers && sends ? xfer_local_writers(r, writers, msg, sizeof msg) : KVF_E_INTERNAL;
+    kvf_error_t e = writers && sends ? xfer_writers(&t->wcache, r, in, writers, msg, sizeof msg)
+                                     : KVF_E_INTERNAL;
     if (e != KVF_OK) {
         if (!writers || !sends)
             snprintf(msg, sizeof msg, "out of memory");
@@ -657,6 +658,7 @@ void transfers_stop(struct transfers *t)
     hmap_free(&t->by_conn);
     dheap_free(&t->due);
     xfer_phases_free(&t->phases);
+    xfer_wcache_done(&t->wcache);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);
 }

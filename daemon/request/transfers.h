@@ -41,6 +41,7 @@
 #include "xfer_nack.h"
 #include "xfer_phases.h"
 #include "xfer_recent.h"
+#include "xfer_writers.h"
 
 struct workers;
 struct wconn;
@@ -147,6 +148,7 @@ struct transfers {
     struct xfer_phases phases;  /* completed RECVs' phase histograms */
     struct xfer_recent recent;  /* finished requests, shown a while by `transfers` */
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
+    struct xfer_wcache wcache;  /* same-daemon RECVs' writers per registrations (xfer_writers.h) */
 };
 
 int transfers_init(struct transfers *t, struct workers *w);
@@ -206,9 +208,6 @@ json_t *transfers_stats_json(const struct transfers *t);
 #define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
-/* A RECV's writers (ctx ranks) into writers[] (n_ctx slots, 1 = writer), from plan_writers: no
- * copy program is built (xfer_local_run plans once). KVF_OK or the typed error with message. */
-kvf_error_t xfer_local_writers(struct xfer *recv, uint8_t *writers, char *msg, size_t msglen);
 
 /* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the
  * readers' tally, SENT to writers whose readers are all served. */

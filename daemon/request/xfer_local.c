@@ -1,5 +1,5 @@
 /* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
- * planned once, when every writer (plan_writers: no copy program) has SENT, against the context
+ * planned once, when every writer (xfer_writers.h: no copy program) has SENT, against the context
  * instance's table with plan_build and executed pool to pool,
  * after copy_check has bounded every op inside the mapped pools: on the copy threads
  * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
@@ -29,7 +29,9 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
     }
     struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
                              .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
-                             .tokens = r->tokens};
+                             .tokens = r->tokens,
+                             .compat_known = xfer_wcache_compat_known(&r->conn->w->xt.wcache,
+                                                                      r, in)};
     plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
     for (uint32_t c = 0; c < in->n_ranks; c++)
         if (sends[c])
@@ -38,15 +40,6 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
     kvf_error_t e = plan_request(&pin, ret, msg, msglen);
     free(ctx_ids);
     return e;
-}
-
-kvf_error_t xfer_local_writers(struct xfer *r, uint8_t *writers, char *msg, size_t msglen)
-{
-    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
-    struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
-                             .ctx_dp_rank = r->ctx_dp_rank, .tokens = r->tokens};
-    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
-    return plan_request_writers(&pin, writers, msg, msglen);
 }
 
 /* The copy threads ended a RECV's copy (a cancelled job never gets here: the RECV is gone). */
