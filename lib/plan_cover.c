@@ -212,6 +212,7 @@ static uint64_t mark_units(uint64_t *bits, uint64_t u, uint64_t n)
 struct bitcover {
     const struct ivec *want;
     uint64_t g, *first, *bits, marked;
+    unsigned shift;                  /* log2(g): units by shifts, not divisions */
     size_t hint;
 };
 
@@ -223,7 +224,8 @@ static int mark_run(struct bitcover *c, uint64_t pool, uint64_t off, uint64_t le
     ptrdiff_t r = want->n ? region_of(want, &c->hint, pool, off) : -1;
     uint64_t room = r < 0 ? 0 : want->v[r].len - (off - want->v[r].off);
     if (r >= 0) {
-        uint64_t n = (len < room ? len : room) / c->g, u = c->first[r] + (off - want->v[r].off) / c->g;
+        uint64_t n = (len < room ? len : room) >> c->shift;
+        uint64_t u = c->first[r] + ((off - want->v[r].off) >> c->shift);
         uint64_t dup = mark_units(c->bits, u, n);
         if (dup != UINT64_MAX) {
             snprintf(msg, msglen, "destination pool %" PRIu64 " offset %" PRIu64
@@ -259,7 +261,8 @@ static int cover_bitmap(const struct plan *p, const struct ivec *want, uint64_t 
     if (g == 0 || want_bytes / g > COVER_UNITS_MAX)
         return 1;
     struct bitcover c = {want, g, malloc((want->n ? want->n : 1) * sizeof(uint64_t)),
-                         calloc(want_bytes / g / 64 + 1, sizeof(uint64_t)), 0, 0};
+                         calloc(want_bytes / g / 64 + 1, sizeof(uint64_t)), 0,
+                         (unsigned)__builtin_ctzll(g), 0};
     int rc = -ENOMEM;
     if (!c.first || !c.bits)
         goto out;
