@@ -23,14 +23,12 @@
 #define STRETCH 4096u /* a page: the unit the prefetcher and the TLB work in */
 #define STEP 256u     /* bytes taken from one stretch before going to the next */
 
-/* n bytes from s to d, loaded first into registers, then stored: the loop body of a kernel. */
+/* n bytes from s to d, one vector at a time: the loop body of a kernel. */
 #define COPY_VECS(vec_t, load, store, d, s, n)                                                \
     do {                                                                                      \
-        vec_t v_[(n) / sizeof(vec_t)];                                                        \
-        for (unsigned q_ = 0; q_ < (n) / sizeof(vec_t); q_++)                                 \
-            v_[q_] = load((const void *)((s) + q_ * sizeof(vec_t)));                          \
-        for (unsigned q_ = 0; q_ < (n) / sizeof(vec_t); q_++)                                 \
-            store((void *)((d) + q_ * sizeof(vec_t)), v_[q_]);                                \
+        _Pragma("GCC unroll 16") for (unsigned q_ = 0; q_ < (n) / sizeof(vec_t); q_++)        \
+            store((void *)((d) + q_ * sizeof(vec_t)),                                         \
+                  load((const void *)((s) + q_ * sizeof(vec_t))));                            \
     } while (0)
 
 /* A kernel: the head up to a 64-byte destination boundary and the tail under 64 bytes through
@@ -46,7 +44,7 @@
         for (; n >= (ways) * STRETCH;                                                         \
              d += (ways) * STRETCH, s += (ways) * STRETCH, n -= (ways) * STRETCH)             \
             for (unsigned o = 0; o < STRETCH; o += STEP)                                      \
-                for (unsigned w = 0; w < (ways); w++)                                         \
+                _Pragma("GCC unroll 4") for (unsigned w = 0; w < (ways); w++)                 \
                     COPY_VECS(vec_t, load, store, d + w * STRETCH + o, s + w * STRETCH + o,   \
                               STEP);                                                          \
         for (; n >= 64; d += 64, s += 64, n -= 64)                                            \
