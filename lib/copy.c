@@ -1,59 +1,43 @@
 /* copy.c: the CPU copy executor (copy.h). Runs a writer's copy program: gather (source pools ->
  * extent bytes), scatter (extent bytes -> destination pools), direct (pool -> pool). Any byte
  * sub-range [lo, hi) of the extent can be gathered or scattered: the first op is found by
- * binary search (ops ascend by ext_off and tile the extent), then runs go through memcpy.
+ * binary search (ops ascend by ext_off and tile the extent), then runs go through memcpy, or
+ * through the streaming kernel of copy_stream.c in large programs.
  * copy_check is the bounds gate for programs from outside; the executors trust their input.
- * Thread-safe: no shared state. */
+ * Thread-safe: the only shared state is copy_stream.c's choice of kernel. */
 #include <errno.h>
 #include <stdbool.h>
 #include <string.h>
 
 #include "copy.h"
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
+#include "copy_stream.h"
 
 /* Streaming (non-temporal) stores pay off when the bytes copied will not be read again soon
- * and far exceed the caches: glibc's memcpy switches to them for large sizes, and many
- * medium runs (one block of one layer, tens of KiB) would otherwise pay read-for-ownership on
- * every destination line. Used for runs of at least NT_MIN_RUN in copies of at least
- * NT_MIN_TOTAL bytes. */
+ * and far exceed the caches: many medium runs (one block of one layer, tens of KiB) would
+ * otherwise pay read-for-ownership on every destination line. Used for runs of at least
+ * NT_MIN_RUN in programs of at least NT_MIN_TOTAL bytes: decided by the whole program, never
+ * by the piece a thread copies, so a program cut into chunks streams as it does whole. */
 #define NT_MIN_RUN (4u << 10)
 #define NT_MIN_TOTAL (8u << 20)
 
 static void copy_run(uint8_t *d, const uint8_t *s, uint64_t n, bool nt)
 {
-#ifdef __SSE2__
-    if (nt) {
-        uint64_t head = (16 - ((uintptr_t)d & 15)) & 15;
-        memcpy(d, s, head);
-        d += head, s += head, n -= head;
-        for (; n >= 64; n -= 64, d += 64, s += 64) {
-            __m128i a = _mm_loadu_si128((const __m128i *)s);
-            __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-            __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-            __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-            _mm_stream_si128((__m128i *)d, a);
-            _mm_stream_si128((__m128i *)(d + 16), b);
-            _mm_stream_si128((__m128i *)(d + 32), c);
-            _mm_stream_si128((__m128i *)(d + 48), e);
-        }
-    }
-#else
-    (void)nt;
-#endif
-    memcpy(d, s, n);
+    if (nt)
+        copy_stream_run(d, s, n);
+    else
+        memcpy(d, s, n);
 }
 
 static void copy_fence(bool nt)
 {
-#ifdef __SSE2__
     if (nt)
-        _mm_sfence(); /* streaming stores visible before we return */
-#else
-    (void)nt;
-#endif
+        copy_stream_fence(); /* streaming stores visible before we return */
+}
+
+/* Bytes of the whole program (ops tile the extent in order). */
+static uint64_t program_bytes(const struct copy_op *ops, uint32_t n_ops)
+{
+    return n_ops ? ops[n_ops - 1].ext_off + ops[n_ops - 1].len * ops[n_ops - 1].count : 0;
 }
 
 int copy_check(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *mem, char side)
@@ -112,7 +96,7 @@ static void copy_range(const struct copy_op *ops, uint32_t n_ops, const struct c
                        uint64_t lo, uint64_t hi, uint8_t *buf, int to_ext)
 {
     uint64_t pos = lo;
-    bool big = hi - lo >= NT_MIN_TOTAL, used_nt = false;
+    bool big = program_bytes(ops, n_ops) >= NT_MIN_TOTAL, used_nt = false;
     for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
         const struct copy_op *o = &ops[i];
         uint32_t pool = to_ext ? o->src_pool : o->dst_pool;
@@ -154,10 +138,7 @@ void copy_scatter(const struct copy_op *ops, uint32_t n_ops, const uint8_t *in, 
 void copy_direct(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                  const struct copy_mem *dst)
 {
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < n_ops; i++)
-        total += ops[i].len * ops[i].count;
-    bool nt_all = total >= NT_MIN_TOTAL, used_nt = false;
+    bool nt_all = program_bytes(ops, n_ops) >= NT_MIN_TOTAL, used_nt = false;
     for (uint32_t i = 0; i < n_ops; i++) {
         const struct copy_op *o = &ops[i];
         const uint8_t *s = src->base[o->src_pool] + o->src_off;
@@ -175,8 +156,7 @@ void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct c
 {
     if (lo >= hi || n_ops == 0)
         return;
-    const struct copy_op *last = &ops[n_ops - 1];
-    bool nt_all = last->ext_off + last->len * last->count >= NT_MIN_TOTAL, used_nt = false;
+    bool nt_all = program_bytes(ops, n_ops) >= NT_MIN_TOTAL, used_nt = false;
     uint64_t pos = lo;
     for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
         const struct copy_op *o = &ops[i];

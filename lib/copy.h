@@ -1,7 +1,8 @@
 /* copy.h: the CPU copy executor: runs a plan writer's copy program between in-memory pools and
  * extent bytes. The twin of the CUDA kernels (kernels/kvf_kernels.h) and their reference.
  * Gather and scatter take any byte sub-range [lo, hi) of the extent, so chunks cut anywhere.
- * Large runs go through memcpy. Thread-safe (no shared state). */
+ * Runs go through memcpy, or in programs of 8 MiB and more the runs of 4 KiB and more through
+ * the streaming kernel of copy_stream.h. Thread-safe. */
 #ifndef KVF_COPY_H
 #define KVF_COPY_H
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "copy.h"
+#include "copy_stream.h"
 #include "plan_internal.h"
 #include "testutil.h"
 
@@ -238,12 +239,29 @@ START_TEST(plan_compression_merges_runs_without_changing_bytes)
 }
 END_TEST
 
-/* Copies of at least 8 MiB take the streaming-store path: unaligned destinations, odd run
- * lengths, sub-ranges cutting runs; the bytes must equal plain memcpy's. */
+static void check_large_program(uint64_t seed);
+
+/* Copies of at least 8 MiB take the streaming-store path, with each kernel this CPU runs:
+ * unaligned destinations, odd run lengths, sub-ranges and pieces (under 8 MiB each, as the copy
+ * threads cut them) starting mid-run, the last op; the bytes must equal plain memcpy's. */
 START_TEST(copy_large_streaming_path_equals_memcpy)
 {
+    const char *was = copy_stream_kernel(), *kern;
+    bool supported;
+    for (uint32_t ki = 0; (kern = copy_stream_kernel_at(ki, &supported)); ki++) {
+        if (!supported)
+            continue;
+        ck_assert_int_eq(copy_stream_kernel_set(kern), 0);
+        check_large_program(42 + ki);
+    }
+    ck_assert_int_eq(copy_stream_kernel_set(was), 0);
+}
+END_TEST
+
+static void check_large_program(uint64_t seed)
+{
     const uint64_t pool = 24u << 20;
-    uint64_t s = 42;
+    uint64_t s = seed;
     struct copy_mem src = {1, {malloc(pool)}, {pool}}, dst = {1, {calloc(1, pool)}, {pool}},
                     ref = {1, {calloc(1, pool)}, {pool}};
     ck_assert_ptr_nonnull(src.base[0]);
@@ -293,13 +311,21 @@ START_TEST(copy_large_streaming_path_equals_memcpy)
     for (uint64_t lo = 0, step = 1 + rnd(&s) % (3u << 20); lo < ext; lo += step)
         copy_direct_range(ops, n, &src, lo, lo + step < ext ? lo + step : ext, &dst);
     ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
+    memset(got, 0, ext); /* gather and scatter in pieces: each streams (the program is large) */
+    memset(dst.base[0], 0, pool);
+    for (uint64_t lo = 0, step = 1 + rnd(&s) % (3u << 20); lo < ext; lo += step) {
+        uint64_t hi = lo + step < ext ? lo + step : ext;
+        copy_gather(ops, n, &src, lo, hi, got + lo);
+        copy_scatter(ops, n, want + lo, lo, hi, &dst);
+    }
+    ck_assert(memcmp(got, want, ext) == 0);
+    ck_assert(memcmp(dst.base[0], ref.base[0], pool) == 0);
     free(want);
     free(got);
     free(src.base[0]);
     free(dst.base[0]);
     free(ref.base[0]);
 }
-END_TEST
 
 START_TEST(copy_direct_range_in_pieces_equals_direct_copy)
 {
