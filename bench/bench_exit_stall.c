@@ -5,71 +5,29 @@
  * reference, as after a worker's real exit) and waits; once the daemon has mapped the pages in
  * (`copy.prefault: register`, stats.workers.prefaults_done) the worker exits while a thread
  * sends `help` on the control socket back to back. Prints, per round, the longest control round
- * trip from the exit until the pool's memory is back (/proc/meminfo Shmem), against the median
- * round trip of the idle loop measured before (the ceiling) and against the worst round trip of
- * one second of the same probes without an exit just before it (the noise floor of a loaded
- * machine), and how long the memory took to come back.
+ * trip from the exit until the daemon has released the rank (`status`: no rank left and, where
+ * the daemon has an unmapper, nothing pending on it), against the median round trip of the idle
+ * loop measured before (the ceiling) and against the worst round trip of one second of the same
+ * probes without an exit just before it (the noise floor of a loaded machine), and how long the
+ * release took.
  * Usage: bench_exit_stall [GiB, default 4] [rounds, default 3]   (needs that much free memory) */
-#include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "kvferry.h"
-#include "layout.h"
-#include "preset.h"
+#include "bench_stall.h"
 
-static double now_ms(void)
+/* <cmd>.<sec>.<key> (cmd: "stats" or "status") as a number, or -1 (absent: a daemon without it). */
+static double stat_of(const char *path, const char *cmd, const char *sec, const char *key)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int ctl_open(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* One `help` round trip on a fresh connection (what a client pays), in ms; -1 on failure. */
-static double ctl_rtt(const char *path)
-{
-    double t0 = now_ms();
-    int fd = ctl_open(path);
-    char b[256];
-    int ok = fd >= 0 && write(fd, "{\"id\":1,\"cmd\":\"help\"}\n", 23) == 23 &&
-             read(fd, b, sizeof b) > 0;
-    if (fd >= 0)
-        close(fd);
-    return ok ? now_ms() - t0 : -1;
-}
-
-/* stats.<sec>.<key> as a number, or -1 (absent: a daemon without it). */
-static double stat_of(const char *path, const char *sec, const char *key)
-{
-    int fd = ctl_open(path);
+    int fd = stall_ctl_open(path);
     if (fd < 0)
         return -1;
     static char b[1 << 20];
     size_t n = 0;
-    ssize_t r = write(fd, "{\"id\":1,\"cmd\":\"stats\"}\n", 24);
+    char line[64];
+    int len = snprintf(line, sizeof line, "{\"id\":1,\"cmd\":\"%s\"}\n", cmd);
+    ssize_t r = write(fd, line, (size_t)len);
     while (r > 0 && n < sizeof b - 1 && !memchr(b, '\n', n))
         if ((r = read(fd, b + n, sizeof b - 1 - n)) > 0)
             n += (size_t)r;
@@ -80,25 +38,6 @@ static double stat_of(const char *path, const char *sec, const char *key)
     double x = json_is_number(v) ? json_number_value(v) : -1;
     json_decref(o);
     return x;
-}
-
-static long long shmem_kib(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[128];
-    long long v = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "Shmem: %lld kB", &v) == 1)
-            break;
-    if (f)
-        fclose(f);
-    return v;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Closes every fd of this process on a memfd named `name` (the library keeps dups of the pools'
@@ -119,19 +58,8 @@ static void close_memfds(const char *name)
 static void worker(const char *wsock, const struct layout *l, const char *json, int ready, int go)
 {
     struct kvf_pool pools[LAYOUT_MAX_POOLS];
-    for (uint32_t i = 0; i < l->n_pools; i++) {
-        int fd = memfd_create("kvf-exit-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-        if (fd < 0 || ftruncate(fd, (off_t)l->pools[i].bytes) < 0)
-            _exit(2);
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
-        uint8_t *m = mmap(NULL, l->pools[i].bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (m == MAP_FAILED)
-            _exit(2);
-        memset(m, 1, l->pools[i].bytes); /* the worker's KV cache exists */
-        munmap(m, l->pools[i].bytes);
-        pools[i] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
-                                     .bytes = l->pools[i].bytes, .fd = fd};
-    }
+    if (!stall_fill_pools(l, "kvf-exit-bench", pools))
+        _exit(2);
     struct kvf_client *c;
     struct kvf_options o = {.connect_timeout_ms = 120000, .no_reconnect = 1};
     char err[512];
@@ -157,7 +85,7 @@ static void *pinger_main(void *arg)
 {
     struct pinger *p = arg;
     while (!atomic_load(&p->stop)) {
-        double ms = ctl_rtt(p->csock);
+        double ms = stall_ctl_rtt(p->csock);
         if (ms >= 0) {
             p->worst = ms > p->worst ? ms : p->worst;
             p->probes++;
@@ -170,53 +98,18 @@ int main(int argc, char **argv)
 {
     double gib = argc > 1 ? atof(argv[1]) : 4.0;
     int rounds = argc > 2 ? atoi(argv[2]) : 3;
-    const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
-    char dir[] = "/tmp/kvf-bench-XXXXXX", cfg[96], wsock[96], csock[96], bin[256];
-    if (!mkdtemp(dir))
-        return 1;
-    snprintf(cfg, sizeof cfg, "%s/kvferry.yaml", dir);
-    snprintf(wsock, sizeof wsock, "%s/run/worker.sock", dir);
-    snprintf(csock, sizeof csock, "%s/run/control.sock", dir);
-    snprintf(bin, sizeof bin, "%s", getenv("KVFERRYD") ? getenv("KVFERRYD") : "");
-    if (!bin[0])
-        snprintf(bin, sizeof bin, "%s/kvferryd", build);
-    FILE *f = fopen(cfg, "w");
-    fprintf(f, "sockets:\n  dir: %s/run\nworkers:\n  max_blocks: 16777216\n", dir);
-    fclose(f);
-
-    /* a generation rank of "tiny" with enough blocks for the size asked */
-    struct preset_spec ps;
+    struct stall_env e;
     struct layout l;
-    char err[256], spec[64];
-    uint64_t per512 = 0, total = 0;
-    if (preset_parse("tiny:blocks=512", &ps, err, sizeof err) ||
-        preset_build(&ps, "big", ROLE_GENERATION, -1, &l, err, sizeof err))
-        return fprintf(stderr, "%s\n", err), 1;
-    for (uint32_t i = 0; i < l.n_pools; i++)
-        per512 += l.pools[i].bytes;
-    snprintf(spec, sizeof spec, "tiny:blocks=%llu",
-             (unsigned long long)(gib * (double)(1ull << 30) / (double)per512 * 512));
-    if (preset_parse(spec, &ps, err, sizeof err) ||
-        preset_build(&ps, "big", ROLE_GENERATION, -1, &l, err, sizeof err))
-        return fprintf(stderr, "%s: %s\n", spec, err), 1;
+    uint64_t total = 0;
+    if (stall_layout(gib, &l) < 0)
+        return 1;
     for (uint32_t i = 0; i < l.n_pools; i++)
         total += l.pools[i].bytes;
     char *json = layout_to_json(&l);
-
-    pid_t d = fork();
-    if (d == 0) {
-        int fd = open("/dev/null", O_WRONLY);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(bin, bin, "--config", cfg, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 500 && ctl_rtt(csock) < 0; i++)
-        usleep(10000);
-    double idle[200];
-    for (int i = 0; i < 200; i++)
-        idle[i] = ctl_rtt(csock);
-    qsort(idle, 200, sizeof idle[0], cmp_d);
+    if (stall_start(&e) < 0)
+        return fprintf(stderr, "kvferryd %s did not start\n", e.bin), 1;
+    const char *wsock = e.wsock, *csock = e.csock, *bin = e.bin;
+    double idle = stall_idle_median(csock);
     int rc = 0;
     for (int round = 0; round < rounds && rc == 0; round++) {
         int ready[2], go[2];
@@ -236,10 +129,10 @@ int main(int argc, char **argv)
             rc = 1;
             break;
         }
-        double t_reg = now_ms();
-        while (stat_of(csock, "workers", "prefaults_done") < round + 1 && now_ms() - t_reg < 120000)
+        double t_reg = stall_now_ms();
+        while (stat_of(csock, "stats", "workers", "prefaults_done") < round + 1 &&
+               stall_now_ms() - t_reg < 120000)
             usleep(10000); /* the daemon maps the pages in, as in production */
-        long long shmem0 = shmem_kib(), want = shmem0 - (long long)(total * 9 / 10 / 1024);
         struct pinger q = {.csock = csock}, p = {.csock = csock};
         pthread_t t;
         pthread_create(&t, NULL, pinger_main, &q); /* the same probes, no exit: the noise floor */
@@ -248,42 +141,39 @@ int main(int argc, char **argv)
         pthread_join(t, NULL);
         pthread_create(&t, NULL, pinger_main, &p);
         usleep(20000); /* the pinger runs before the exit */
-        double t0 = now_ms();
+        double t0 = stall_now_ms();
         close(go[1]); /* the worker exits */
         waitpid(w, NULL, 0);
-        while (shmem_kib() > want && now_ms() - t0 < 60000)
+        /* released: the rank is gone and, where the daemon has an unmapper, it is idle (without
+         * one the unmap ran inside the close, before the loop answers again) */
+        while ((stat_of(csock, "status", "workers", "ranks") != 0 ||
+                stat_of(csock, "status", "copy", "unmaps_pending") > 0) &&
+               stall_now_ms() - t0 < 60000)
             usleep(1000);
-        double mem_ms = now_ms() - t0;
+        double mem_ms = stall_now_ms() - t0;
         int probes = p.probes;
         while (p.probes < probes + 20) /* and a little after */
             usleep(1000);
         atomic_store(&p.stop, true);
         pthread_join(t, NULL);
         close(ready[0]);
-        for (double t1 = now_ms(); stat_of(csock, "copy", "unmaps_pending") > 0 &&
-                                   now_ms() - t1 < 60000;)
-            usleep(1000); /* where the daemon has an unmapper: its stats are complete */
-        double step = stat_of(csock, "copy", "unmap_step_max_seconds"),
-               whole = stat_of(csock, "copy", "unmap_max_seconds");
+        double step = stat_of(csock, "stats", "copy", "unmap_step_max_seconds"),
+               whole = stat_of(csock, "stats", "copy", "unmap_max_seconds");
         printf("{\"bench\":\"exit_stall\",\"daemon\":\"%s\",\"round\":%d,\"pool_bytes\":%llu,"
-               "\"pools\":%u,\"memory_back_ms\":%.1f,\"control_rtt_idle_median_ms\":%.3f,"
+               "\"pools\":%u,\"released_ms\":%.1f,\"control_rtt_idle_median_ms\":%.3f,"
                "\"control_rtt_worst_ms\":%.1f,\"probes\":%d,\"stall_over_idle\":%.0f,"
                "\"no_exit_1s_worst_ms\":%.1f,\"no_exit_probes\":%d,\"unmap_max_ms\":%.1f,"
                "\"unmap_step_max_ms\":%.1f}\n",
-               bin, round, (unsigned long long)total, l.n_pools, mem_ms, idle[100], p.worst,
-               p.probes, p.worst / (idle[100] > 0 ? idle[100] : 1e-3), q.worst, q.probes,
+               bin, round, (unsigned long long)total, l.n_pools, mem_ms, idle, p.worst,
+               p.probes, p.worst / (idle > 0 ? idle : 1e-3), q.worst, q.probes,
                whole < 0 ? -1 : whole * 1e3, step < 0 ? -1 : step * 1e3);
         fflush(stdout);
         if (mem_ms >= 60000) {
-            fprintf(stderr, "round %d: the pool's memory did not come back\n", round);
+            fprintf(stderr, "round %d: the rank was not released\n", round);
             rc = 1;
         }
     }
-    kill(d, SIGTERM);
-    waitpid(d, NULL, 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    (void)!system(cmd);
+    stall_stop(&e);
     free(json);
     return rc;
 }
