@@ -51,7 +51,7 @@ struct registry {
 };
 
 void registry_init(struct registry *r, struct unmapper *um);
-/* Frees every instance and rank (unmapping). */
+/* Frees every instance and rank (their mappings to the unmapper). */
 void registry_done(struct registry *r);
 
 /* Adds a rank. mem: takes ownership of the mappings on success; caller keeps them on error.
@@ -60,7 +60,7 @@ void registry_done(struct registry *r);
 int registry_add(struct registry *r, const struct layout *l, const struct copy_mem *mem,
                  struct wconn *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
                  size_t errlen);
-/* Removes and frees a rank (unmapping its pools); frees its instance when it was the last. */
+/* Removes and frees a rank (its pools to the unmapper); frees its instance when it was the last. */
 void registry_remove(struct registry *r, struct reg_rank *rank);
 
 struct reg_instance *registry_find(struct registry *r, const char *id);
