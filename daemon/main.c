@@ -12,6 +12,7 @@
 
 #include "control.h"
 #include "copyeng.h"
+#include "unmapper.h"
 #include "gpu.h"
 #include "workers.h"
 #include "daemon.h"
@@ -169,6 +170,10 @@ int main(int argc, char **argv)
     }
     /* threads start before the sockets: once the control socket is up, the worker socket
      * follows with nothing slow between them (clients wait for the control socket) */
+    if ((r = unmapper_new(&d.unmapper)) < 0) {
+        log_error("unmapper thread: %s", strerror(-r));
+        goto err_control;
+    }
     struct copyeng_params cp = {.loop = &d.loop, .threads = (uint32_t)d.cfg.copy_threads};
     if ((r = copyeng_new(&cp, &d.copy)) < 0) {
         log_error("copy threads: %s", strerror(-r));
@@ -236,5 +241,7 @@ err_done:
         log_error("teardown: event loop still busy: %s", uv_strerror(r));
         rc = 1;
     }
+    d.unmapper = unmapper_free(d.unmapper); /* last: every owner of a pool mapping let it go;
+                                             * unmaps what is still queued, joins */
     return rc;
 }

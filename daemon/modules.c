@@ -6,6 +6,7 @@
 #include "control_metrics.h"
 #include "copyeng.h"
 #include "mempin.h"
+#include "unmapper.h"
 #include "move_metrics.h"
 #include "engine.h"
 #include "daemon.h"
@@ -18,7 +19,7 @@ static int gpu_module_status(struct daemon *d, json_t *ret)
     return d->gpu ? gpu_status(d->gpu, ret) : 0;
 }
 
-/* The copy threads and the pool mappings pinned by their jobs. */
+/* The copy threads, the pool mappings pinned by their jobs, and the unmaps of those let go. */
 static int copy_module_status(struct daemon *d, json_t *ret)
 {
     json_t *o = d->copy ? copyeng_stats_json(d->copy) : NULL;
@@ -31,6 +32,15 @@ static int copy_module_status(struct daemon *d, json_t *ret)
     json_decref(o);
     json_object_set_new(ret, "pinned_mappings", json_integer(pinned));
     json_object_set_new(ret, "deferred_unmaps", json_integer(deferred));
+    struct unmapper_stats u;
+    unmapper_get_stats(d->unmapper, &u);
+    json_object_set_new(ret, "unmaps_pending", json_integer(u.pending));
+    json_object_set_new(ret, "unmaps_pending_bytes", json_integer((json_int_t)u.pending_bytes));
+    json_object_set_new(ret, "unmaps_total", json_integer((json_int_t)u.unmaps));
+    json_object_set_new(ret, "unmapped_bytes_total", json_integer((json_int_t)u.bytes));
+    json_object_set_new(ret, "unmap_seconds_total", json_real(u.busy_ns / 1e9));
+    json_object_set_new(ret, "unmap_max_seconds", json_real(u.max_ns / 1e9));
+    json_object_set_new(ret, "unmap_step_max_seconds", json_real(u.max_step_ns / 1e9));
     return 0;
 }
 

@@ -257,8 +257,8 @@ START_TEST(copyeng_pins_defer_an_unmap_until_the_copy_ended)
     mempin_counts(&pinned, &deferred);
     ck_assert_uint_eq(pinned, 4);
     for (int i = 0; i < 2; i++) { /* as registry_unmap does */
-        ck_assert_int_eq(mempin_unmap(a.src.base[i], a.pool), 1);
-        ck_assert_int_eq(mempin_unmap(a.dst.base[i], a.pool), 1);
+        ck_assert_int_eq(mempin_unmap(a.src.base[i], a.pool, NULL), 1);
+        ck_assert_int_eq(mempin_unmap(a.dst.base[i], a.pool, NULL), 1);
     }
     mempin_counts(&pinned, &deferred);
     ck_assert_uint_eq(deferred, 4);
@@ -272,7 +272,7 @@ START_TEST(copyeng_pins_defer_an_unmap_until_the_copy_ended)
     errno = 0;
     ck_assert_int_eq(mincore(a.src.base[0], 4096, vec), -1); /* unmapped at the job's end */
     ck_assert_int_eq(errno, ENOMEM);
-    ck_assert_int_eq(mempin_unmap(map(4096), 4096), 0); /* unpinned: at once */
+    ck_assert_int_eq(mempin_unmap(map(4096), 4096, NULL), 0); /* unpinned: at once */
     teardown(&loop, e);
 }
 END_TEST
@@ -606,7 +606,7 @@ START_TEST(prefault_cancelled_while_it_runs_calls_nothing_and_unmaps_after_its_p
     struct copyeng_stats st;
     copyeng_get_stats(e, &st);
     ck_assert_uint_ge(st.pieces, 64); /* 4 MiB pieces: a cancel waits for one of them */
-    ck_assert_int_eq(mempin_unmap(p, len), 1); /* deferred: the job pins it */
+    ck_assert_int_eq(mempin_unmap(p, len, NULL), 1); /* deferred: the job pins it */
     copyeng_cancel(j);
     /* the job's last piece wakes the loop (the engine's async), which frees the job and so
      * unpins and unmaps; Check's timeout bounds a job that never ends */

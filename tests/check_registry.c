@@ -29,7 +29,7 @@ static struct copy_mem page(void)
 START_TEST(registry_instance_is_complete_when_every_rank_registered)
 {
     struct registry r;
-    registry_init(&r);
+    registry_init(&r, NULL);
     struct layout l[4];
     build("tiny:tp=2,pp=2", "ctx", ROLE_CONTEXT, l, 4);
     struct reg_rank *rk[4];
@@ -64,7 +64,7 @@ END_TEST
 START_TEST(registry_refuses_a_taken_slot_and_inconsistent_ranks)
 {
     struct registry r;
-    registry_init(&r);
+    registry_init(&r, NULL);
     struct layout a[2], b[4], g[2];
     build("tiny:tp=2", "x", ROLE_CONTEXT, a, 2);
     build("tiny:tp=4", "x", ROLE_CONTEXT, b, 4);
@@ -84,7 +84,7 @@ START_TEST(registry_refuses_a_taken_slot_and_inconsistent_ranks)
     strcpy(fp.fingerprint, "another-model");
     ck_assert_int_eq(registry_add(&r, &fp, &m2, NULL, 0, &rk, err, sizeof err), -EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "fingerprint"));
-    registry_unmap(&m2); /* refused: the caller kept it */
+    registry_unmap(NULL, &m2); /* refused: the caller kept it */
     ck_assert_ptr_null(m2.base[0]);
     ck_assert_uint_eq(r.n_ranks, 1);
     json_t *j = registry_instances_json(&r);

@@ -108,7 +108,7 @@ static void setup(void)
     ck_assert_int_eq(cfg_defaults(&d.cfg), 0);
     ck_assert_int_eq(uv_loop_init(&d.loop), 0);
     w.d = &d;
-    registry_init(&w.reg);
+    registry_init(&w.reg, NULL);
     ck_assert_int_eq(transfers_init(&w.xt, &w), 0);
     d.workers = &w;
     e = calloc(1, sizeof *e);

@@ -22,6 +22,7 @@ struct control;
 struct workers;
 struct engine;
 struct gpu;
+struct unmapper;
 
 typedef enum { DAEMON_STARTING, DAEMON_RUNNING, DAEMON_DRAINING, DAEMON_STOPPED } daemon_state_t;
 
@@ -63,6 +64,7 @@ struct daemon {
     struct engine *engine;          /* inter-daemon transfers: link, arena, peers (engine.h) */
     struct gpu *gpu;                /* CUDA plumbing (gpu.h); CPU mode without a GPU */
     struct copyeng *copy;           /* host copy threads (copyeng.h) */
+    struct unmapper *unmapper;      /* pool unmaps off the loop (unmapper.h); freed last */
 };
 
 /* Inits the loop, timers and the signal handlers (started: a signal during the start is handled

@@ -5,9 +5,9 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #include "mempin.h"
+#include "unmapper.h"
 
 #define BUCKETS 4096u
 
@@ -15,7 +15,8 @@ struct pin {
     void *base;
     uint64_t len;
     uint32_t refs;
-    bool unmap; /* the owner let go: munmap at the last unref */
+    bool unmap; /* the owner let go: handed to `um` at the last unref */
+    struct unmapper *um; /* borrowed: the owner's unmapper */
     struct pin *next;
 };
 
@@ -57,19 +58,20 @@ void mempin_unref(void *base)
 {
     pthread_mutex_lock(&lock);
     struct pin **pp = slot_of(base), *p = *pp;
-    if (p && --p->refs == 0) {
-        if (p->unmap) {
-            munmap(p->base, p->len);
-            n_deferred--;
-        }
-        *pp = p->next;
-        free(p);
-        n_pins--;
+    if (!p || --p->refs > 0) {
+        pthread_mutex_unlock(&lock);
+        return;
     }
+    *pp = p->next;
+    n_pins--;
+    n_deferred -= p->unmap;
     pthread_mutex_unlock(&lock);
+    if (p->unmap) /* unpinned and unowned: the unmapper's now */
+        unmapper_unmap(p->um, p->base, p->len);
+    free(p);
 }
 
-int mempin_unmap(void *base, uint64_t len)
+int mempin_unmap(void *base, uint64_t len, struct unmapper *um)
 {
     pthread_mutex_lock(&lock);
     struct pin *p = *slot_of(base);
@@ -77,10 +79,11 @@ int mempin_unmap(void *base, uint64_t len)
         n_deferred += !p->unmap;
         p->unmap = true;
         p->len = len;
-    } else {
-        munmap(base, len);
+        p->um = um;
     }
     pthread_mutex_unlock(&lock);
+    if (!p)
+        unmapper_unmap(um, base, len);
     return p ? 1 : 0;
 }
 

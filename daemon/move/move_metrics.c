@@ -19,5 +19,16 @@ const struct prom_doc copy_metrics[] = {
     {"pinned_mappings", G, NULL, "Pool mappings pinned by copy jobs in flight now.", "mappings"},
     {"deferred_unmaps", G, NULL, "Pool unmaps deferred until their copy jobs end, now.",
      "mappings"},
+    {"unmaps_pending", G, NULL, "Pool mappings handed to the unmapper thread, not unmapped yet.",
+     "mappings"},
+    {"unmaps_pending_bytes", G, NULL, "Bytes of the pool mappings waiting to be unmapped.",
+     "bytes"},
+    {"unmaps_total", C, NULL, "Pool mappings unmapped by the unmapper thread.", "mappings"},
+    {"unmapped_bytes_total", C, NULL, "Bytes of the pool mappings unmapped.", "bytes"},
+    {"unmap_seconds_total", C, NULL, "Time the unmapper thread spent unmapping (page tables "
+     "and, for a memory's last mapping, freeing its pages).", "seconds"},
+    {"unmap_max_seconds", G, NULL, "The longest unmap of one pool mapping.", "seconds"},
+    {"unmap_step_max_seconds", G, NULL, "The longest unmap step but a mapping's last (how long "
+     "an mmap elsewhere in the daemon could wait on it).", "seconds"},
 };
 const size_t copy_metrics_len = sizeof(copy_metrics) / sizeof(copy_metrics[0]);

@@ -1,5 +1,5 @@
-/* move_metrics.h: the copy module's stats keys (copyeng_stats_json and the pin counts that
- * modules.c adds) declared as metrics (modules.h). */
+/* move_metrics.h: the copy module's stats keys (copyeng_stats_json, and the pin counts and unmapper
+ * stats that modules.c adds) declared as metrics (modules.h). */
 #ifndef KVF_MOVE_METRICS_H
 #define KVF_MOVE_METRICS_H
 

@@ -8,28 +8,29 @@
 #include "registry.h"
 #include "registry_gpu.h"
 
-void registry_init(struct registry *r)
+void registry_init(struct registry *r, struct unmapper *um)
 {
     memset(r, 0, sizeof *r);
     r->next_worker_id = 1;
+    r->um = um;
 }
 
-void registry_unmap(struct copy_mem *mem)
+void registry_unmap(struct unmapper *um, struct copy_mem *mem)
 {
     for (uint32_t i = 0; i < mem->n && i < LAYOUT_MAX_POOLS; i++) {
         if (mem->base[i]) /* later, if a copy still runs on it */
-            mempin_unmap(mem->base[i], mem->size[i]);
+            mempin_unmap(mem->base[i], mem->size[i], um);
         mem->base[i] = NULL;
         mem->size[i] = 0;
     }
     mem->n = 0;
 }
 
-static void instance_free(struct reg_instance *in)
+static void instance_free(struct unmapper *um, struct reg_instance *in)
 {
     for (uint32_t i = 0; i < in->n_ranks; i++) {
         if (in->ranks[i]) {
-            registry_unmap(&in->ranks[i]->mem);
+            registry_unmap(um, &in->ranks[i]->mem);
             reg_gpu_unref(in->ranks[i]->gpu);
             free(in->ranks[i]);
         }
@@ -44,7 +45,7 @@ void registry_done(struct registry *r)
     while (r->instances) {
         struct reg_instance *in = r->instances;
         r->instances = in->next;
-        instance_free(in);
+        instance_free(r->um, in);
     }
     r->n_ranks = 0;
 }
@@ -124,7 +125,7 @@ int registry_add(struct registry *r, const struct layout *l, const struct copy_m
     struct reg_rank *rk = calloc(1, sizeof *rk);
     if (!rk) {
         if (fresh)
-            instance_free(in);
+            instance_free(r->um, in);
         return -ENOMEM;
     }
     rk->layout = *l;
@@ -155,7 +156,7 @@ void registry_remove(struct registry *r, struct reg_rank *rank)
     in->ranks[idx] = NULL;
     in->n_registered--;
     in->epoch++;
-    registry_unmap(&rank->mem);
+    registry_unmap(r->um, &rank->mem);
     rank->gpu = reg_gpu_unref(rank->gpu); /* closed now, or when its last copy completes */
     free(rank);
     r->n_ranks--;
@@ -165,7 +166,7 @@ void registry_remove(struct registry *r, struct reg_rank *rank)
                 *pp = in->next;
                 break;
             }
-        instance_free(in);
+        instance_free(r->um, in);
     }
 }
 

@@ -2,8 +2,9 @@
  * A rank is one worker connection's registration: its layout, its mapped host pools and the
  * connection it came on. An instance groups the ranks of one instance id; when every rank of
  * an instance has registered here, this daemon is its home and holds its complete table.
- * The registry owns ranks (and their mappings) and instances; connections are borrowed.
- * Loop thread only. */
+ * The registry owns ranks (and their mappings) and instances; connections are borrowed. A
+ * rank's mappings go, at its removal, to the daemon's unmapper (unmapper.h, via mempin_unmap:
+ * after the copies pinning them): never unmapped on the loop. Loop thread only. */
 #ifndef KVF_REGISTRY_H
 #define KVF_REGISTRY_H
 
@@ -15,12 +16,13 @@
 #include "layout.h"
 
 struct wconn;
+struct unmapper;
 struct reg_instance;
 struct reg_gpu;
 
 struct reg_rank {
     struct layout layout;
-    struct copy_mem mem;          /* owned mappings (munmap on removal); host pools only */
+    struct copy_mem mem;          /* owned mappings (to the unmapper on removal); host pools */
     struct reg_gpu *gpu;          /* one owned reference to its GPU pools; NULL: host rank */
     struct wconn *conn;           /* borrowed: the connection that registered it */
     struct reg_instance *inst;    /* borrowed: owned by the registry */
@@ -45,10 +47,11 @@ struct registry {
     struct reg_instance *instances; /* owned list */
     uint64_t next_worker_id;
     uint32_t n_ranks;
+    struct unmapper *um;          /* borrowed: must outlive the registry; NULL: munmap here */
 };
 
-void registry_init(struct registry *r);
-/* Frees every instance and rank (unmapping). */
+void registry_init(struct registry *r, struct unmapper *um);
+/* Frees every instance and rank (their mappings to the unmapper). */
 void registry_done(struct registry *r);
 
 /* Adds a rank. mem: takes ownership of the mappings on success; caller keeps them on error.
@@ -57,7 +60,7 @@ void registry_done(struct registry *r);
 int registry_add(struct registry *r, const struct layout *l, const struct copy_mem *mem,
                  struct wconn *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
                  size_t errlen);
-/* Removes and frees a rank (unmapping its pools); frees its instance when it was the last. */
+/* Removes and frees a rank (its pools to the unmapper); frees its instance when it was the last. */
 void registry_remove(struct registry *r, struct reg_rank *rank);
 
 struct reg_instance *registry_find(struct registry *r, const char *id);
@@ -66,8 +69,9 @@ static inline bool registry_complete(const struct reg_instance *in)
     return in && in->n_registered == in->n_ranks;
 }
 
-/* Unmaps a set of pool mappings (also used by the connection layer on refusal). */
-void registry_unmap(struct copy_mem *mem);
+/* Lets a set of pool mappings go (also used by the connection layer on refusal): each to um
+ * once nothing pins it (mempin_unmap); mem is emptied. */
+void registry_unmap(struct unmapper *um, struct copy_mem *mem);
 
 /* `workers` control command rows and the status section. */
 json_t *registry_instances_json(const struct registry *r);

@@ -175,7 +175,7 @@ static void job_end(struct fragjob *j)
             break;
         }
     if (j->own_mem)
-        registry_unmap(&j->mem);
+        registry_unmap(e->d->unmapper, &j->mem);
     quar_stage_done(e, j->dack); /* no put of the failed flow is in flight any more */
     free(j);
 }
@@ -287,7 +287,7 @@ void frag_jobs_free(struct engine *e)
         struct fragjob *j = e->frags;
         e->frags = j->next;
         if (j->own_mem)
-            registry_unmap(&j->mem);
+            registry_unmap(e->d->unmapper, &j->mem);
         free(j);
     }
 }

@@ -255,20 +255,20 @@ static void on_register(struct wconn *c, struct proto_register *g)
             goto out;
         }
     if (map_pools(&l, g, fds, &mem, err, sizeof err)) {
-        registry_unmap(&mem);
+        registry_unmap(c->w->reg.um, &mem);
         registered(c, KVF_E_BAD_REQUEST, "%s", err);
         goto out;
     }
     struct reg_gpu *rg = NULL;
     if (reg_gpu_wanted(&l) && reg_gpu_open(c->w->d->gpu, &l, g, &rg, err, sizeof err)) {
-        registry_unmap(&mem);
+        registry_unmap(c->w->reg.um, &mem);
         registered(c, KVF_E_BAD_REQUEST, "%s", err);
         goto out;
     }
     struct reg_rank *rk;
     int rc = registry_add(&c->w->reg, &l, &mem, c, uv_now(&c->w->d->loop), &rk, err, sizeof err);
     if (rc) {
-        registry_unmap(&mem);
+        registry_unmap(c->w->reg.um, &mem);
         reg_gpu_unref(rg);
         registered(c, rc == -ENOMEM ? KVF_E_INTERNAL : KVF_E_BAD_REQUEST, "%s", err);
         goto out;

@@ -44,7 +44,7 @@ int workers_new(struct daemon *d, struct workers **ret)
     proto_limits_init(&w->lim, d->cfg.workers_max_frame, (uint64_t)d->cfg.workers_max_blocks);
     if (getrandom(&w->epoch, sizeof w->epoch, 0) != sizeof w->epoch)
         w->epoch = (uint64_t)getpid() << 32 ^ uv_hrtime();
-    registry_init(&w->reg);
+    registry_init(&w->reg, d->unmapper);
     int rc = uv_timer_init(&d->loop, &w->reap);
     if (rc == 0)
         rc = uv_timer_init(&d->loop, &w->sweep);

@@ -41,6 +41,7 @@ static bool all_released(struct wenv *e, void *arg)
     (void)arg;
     return !copy_int(e, "running_jobs") && !copy_int(e, "pinned_mappings") &&
            !prefault_int(e, "prefaulting") && !copy_int(e, "deferred_unmaps") &&
+           !copy_int(e, "unmaps_pending") &&
            !wt_ctl_count(e, "transfers", "transfers") && !wt_ctl_count(e, "workers", "workers");
 }
 
@@ -57,7 +58,8 @@ static bool prefault_started(struct wenv *e, void *arg)
     return (*v = prefault_int(e, "prefaults")) != before;
 }
 
-/* Waits until every copy, pin and deferred unmap is gone and no request or worker is left. */
+/* Waits until every copy, pin, deferred and pending unmap is gone and no request or worker is
+ * left. */
 static void assert_all_released(struct wenv *e)
 {
     wt_until(e, 15000, all_released, NULL);
@@ -65,6 +67,7 @@ static void assert_all_released(struct wenv *e)
     ck_assert_int_eq(prefault_int(e, "prefaulting"), 0);
     ck_assert_int_eq(copy_int(e, "pinned_mappings"), 0);
     ck_assert_int_eq(copy_int(e, "deferred_unmaps"), 0);
+    ck_assert_int_eq(copy_int(e, "unmaps_pending"), 0); /* every mapping let go is unmapped */
     ck_assert_uint_eq(wt_ctl_count(e, "transfers", "transfers"), 0);
     ck_assert_uint_eq(wt_ctl_count(e, "workers", "workers"), 0);
 }

@@ -199,6 +199,13 @@ static const struct fam families[] = {
     {"kvferry_copy_running_jobs", GA},
     {"kvferry_copy_stolen_total", CT},
     {"kvferry_copy_threads", GA},
+    {"kvferry_copy_unmaps_pending", GA},
+    {"kvferry_copy_unmaps_pending_bytes", GA},
+    {"kvferry_copy_unmaps_total", CT},
+    {"kvferry_copy_unmapped_bytes_total", CT},
+    {"kvferry_copy_unmap_seconds_total", CT},
+    {"kvferry_copy_unmap_max_seconds", GA},
+    {"kvferry_copy_unmap_step_max_seconds", GA},
 };
 
 static char *scrape(const struct ru_daemon *d)
