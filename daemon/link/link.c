@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <ucs/memory/memory_type.h>
 
 #define LINK_ROUNDS 8
@@ -280,9 +281,14 @@ static int link_ucx_init(struct link *l)
     /* trap 16: UCX 1.13.1's tcp aborts the process (tcp_ep.c:939) when a put's ACK is parsed
      * after a failed send marked the endpoint disconnected in the same receive batch: a peer
      * that drops us while we are frozen, or dies, can kill us. Without tcp put zcopy the
-     * rendezvous over tcp moves the data as active messages and no put ever waits for an ACK
-     * (proven in docs/UCX.md). An explicit UCX_TCP_PUT_ENABLE wins (the A/B benchmark). */
-    if (!getenv("UCX_TCP_PUT_ENABLE") && ucp_config_modify(uc, "PUT_ENABLE", "n") == UCS_OK)
+     * rendezvous over tcp moves the data as active messages and no rendezvous put waits for an
+     * ACK (proven in docs/UCX.md). transport.tcp_put: true trades that for speed; an explicit
+     * UCX_TCP_PUT_ENABLE wins (the A/B benchmark). */
+    const char *put_env = getenv("UCX_TCP_PUT_ENABLE");
+    if (put_env) /* what UCX reads as yes */
+        l->tcp_put_off = !(strchr("yY1", put_env[0]) && put_env[0]) &&
+                         strcasecmp(put_env, "on") && strcasecmp(put_env, "true");
+    else if (!l->cfg.tcp_put && ucp_config_modify(uc, "PUT_ENABLE", "n") == UCS_OK)
         l->tcp_put_off = 1;
     snprintf(l->tls_desc, sizeof(l->tls_desc), "%s", tls ? tls : "all");
     if (tls && (s = ucp_config_modify(uc, "TLS", tls)) != UCS_OK) {

@@ -5,8 +5,9 @@
  * past UCX's rendezvous threshold:
  *  - by default: status says tcp_put false, the endpoint's rendezvous lanes (ucp_ep_print_info's
  *    rma_bw) hold no tcp lane, the chunks go as active messages, every byte lands right;
- *  - with UCX_TCP_PUT_ENABLE=y in the daemons' environment (the A/B setting of bench-remote):
- *    tcp is a rendezvous lane again, which shows the first check can tell the two apart.
+ *  - with transport.tcp_put: true, or UCX_TCP_PUT_ENABLE=y in the daemons' environment (the A/B
+ *    setting of bench-remote), tcp is a rendezvous lane again (which shows the first check can
+ *    tell the two apart), and status says so.
  * The crash itself is a race (0 in 45 frozen rounds of scripts/ucx-stop-loop here before the
  * fix): `make ucx-stop-loop` runs that loop. */
 #include <check.h>
@@ -16,6 +17,7 @@
 #define SPEC "tiny:blocks=128,slots=8"
 #define BLOCKS 64 /* about 2.4 MB of KV and state: one chunk above the rendezvous threshold */
 #define CFG "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n"
+#define CFG_PUT CFG "transport:\n  tcp_put: true\n"
 
 /* The context daemon's view of its one ready peer: its lanes and rendezvous lanes. */
 static void peer_lanes(const struct ru_daemon *d, char *lanes, char *rndv, size_t len, int *put)
@@ -42,10 +44,10 @@ static void peer_lanes(const struct ru_daemon *d, char *lanes, char *rndv, size_
 
 /* Moves one request over tcp and returns the context daemon's chunks sent as active messages;
  * fills its view of the peer. */
-static long long move_over_tcp(char *lanes, char *rndv, size_t len, int *put)
+static long long move_over_tcp(const char *cfg, char *lanes, char *rndv, size_t len, int *put)
 {
     struct two t;
-    two_start(&t, CFG, CFG, "tcp");
+    two_start(&t, cfg, cfg, "tcp");
     uint64_t rng = 77;
     struct ru_inst ctx, gen;
     ru_inst_init(&ctx, SPEC, "ctx", ROLE_CONTEXT, BLOCKS, &rng, 0x5a);
@@ -66,9 +68,10 @@ static long long move_over_tcp(char *lanes, char *rndv, size_t len, int *put)
     ru_assert_parity(&gen.r[0], 0, 0x77, "over tcp");
     peer_lanes(&t.a, lanes, rndv, len, put);
     long long am = ru_peers_stat(&t.a, "chunks_am");
-    fprintf(stderr, "UCX_TCP_PUT_ENABLE=%s: tcp_put %d, lanes \"%s\", rendezvous lanes \"%s\", "
-            "%lld chunks as active messages\n", getenv("UCX_TCP_PUT_ENABLE") ?: "(unset)", *put,
-            lanes, rndv, am);
+    fprintf(stderr, "%s, UCX_TCP_PUT_ENABLE=%s: tcp_put %d, lanes \"%s\", rendezvous lanes "
+            "\"%s\", %lld chunks as active messages\n",
+            strstr(cfg, "tcp_put") ? "tcp_put: true" : "default",
+            getenv("UCX_TCP_PUT_ENABLE") ?: "(unset)", *put, lanes, rndv, am);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     two_stop(&t, 1);
@@ -80,7 +83,7 @@ START_TEST(tcp_put_is_off_and_tcp_is_no_rendezvous_lane)
     char lanes[160], rndv[160];
     int put = -1;
     unsetenv("UCX_TCP_PUT_ENABLE");
-    long long am = move_over_tcp(lanes, rndv, sizeof lanes, &put);
+    long long am = move_over_tcp(CFG, lanes, rndv, sizeof lanes, &put);
     ck_assert_int_eq(put, 0);
     ck_assert_str_eq(lanes, "tcp");
     ck_assert_msg(!strstr(rndv, "tcp"), "tcp is a rendezvous lane: \"%s\"", rndv);
@@ -88,16 +91,30 @@ START_TEST(tcp_put_is_off_and_tcp_is_no_rendezvous_lane)
 }
 END_TEST
 
-START_TEST(tcp_put_enabled_from_the_environment_makes_tcp_a_rendezvous_lane)
+static void tcp_put_on(const char *cfg, const char *env)
 {
     char lanes[160], rndv[160];
     int put = -1;
-    setenv("UCX_TCP_PUT_ENABLE", "y", 1); /* the daemons inherit it */
-    move_over_tcp(lanes, rndv, sizeof lanes, &put);
+    if (env)
+        setenv("UCX_TCP_PUT_ENABLE", env, 1); /* the daemons inherit it */
+    else
+        unsetenv("UCX_TCP_PUT_ENABLE");
+    move_over_tcp(cfg, lanes, rndv, sizeof lanes, &put);
     unsetenv("UCX_TCP_PUT_ENABLE");
     ck_assert_int_eq(put, 1);
     ck_assert_str_eq(lanes, "tcp");
     ck_assert_msg(strstr(rndv, "tcp"), "tcp is no rendezvous lane: \"%s\"", rndv); /* a lane per device */
+}
+
+START_TEST(tcp_put_true_in_the_config_makes_tcp_a_rendezvous_lane)
+{
+    tcp_put_on(CFG_PUT, NULL);
+}
+END_TEST
+
+START_TEST(tcp_put_enabled_from_the_environment_makes_tcp_a_rendezvous_lane)
+{
+    tcp_put_on(CFG, "y");
 }
 END_TEST
 
@@ -107,6 +124,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("trap16");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, tcp_put_is_off_and_tcp_is_no_rendezvous_lane);
+    tcase_add_test(tc, tcp_put_true_in_the_config_makes_tcp_a_rendezvous_lane);
     tcase_add_test(tc, tcp_put_enabled_from_the_environment_makes_tcp_a_rendezvous_lane);
     suite_add_tcase(s, tc);
     return s;
