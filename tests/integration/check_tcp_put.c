@@ -8,7 +8,7 @@
  *  - with transport.tcp_put: true, or UCX_TCP_PUT_ENABLE=y in the daemons' environment (the A/B
  *    setting of bench-remote), tcp is a rendezvous lane again (which shows the first check can
  *    tell the two apart), and status says so.
- * The crash itself is a race (0 in 45 frozen rounds of scripts/ucx-stop-loop here before the
+ * The crash itself is a race (0 in 48 frozen rounds of scripts/ucx-stop-loop here before the
  * fix): `make ucx-stop-loop` runs that loop. */
 #include <check.h>
 
