@@ -103,7 +103,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -258,6 +258,11 @@ soak: all
 # root, network namespaces). FM_OUT=file.md keeps the table. Not in `check`.
 fault-matrix: all
 	BUILD=$(BUILD) scripts/fault-matrix
+
+# The context daemon frozen mid bulk traffic over tcp and resumed after its peer dropped it, in a
+# loop (docs/UCX.md trap 16; root, network namespaces; about 10 s a round, US_ROUNDS=20)
+ucx-stop-loop: all
+	BUILD=$(BUILD) scripts/ucx-stop-loop
 
 # Installs as a Debian package would lay it out: the library in the multiarch libdir with a
 # pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its

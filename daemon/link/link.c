@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <ucs/memory/memory_type.h>
 
 #define LINK_ROUNDS 8
@@ -277,6 +278,18 @@ static int link_ucx_init(struct link *l)
     if (!getenv("UCX_CMA_MEMORY_INVALIDATE") && tls_may_have_cma(tls ? tls : getenv("UCX_TLS")) &&
         ucp_config_modify(uc, "MEMORY_INVALIDATE", "y") == UCS_OK)
         l->cma_invalidate = 1;
+    /* trap 16: UCX 1.13.1's tcp aborts the process (tcp_ep.c:939) when a put's ACK is parsed
+     * after a failed send marked the endpoint disconnected in the same receive batch: a peer
+     * that drops us while we are frozen, or dies, can kill us. Without tcp put zcopy the
+     * rendezvous over tcp moves the data as active messages and no rendezvous put waits for an
+     * ACK (proven in docs/UCX.md). transport.tcp_put: true trades that for speed; an explicit
+     * UCX_TCP_PUT_ENABLE wins (the A/B benchmark). */
+    const char *put_env = getenv("UCX_TCP_PUT_ENABLE");
+    if (put_env) /* what UCX reads as yes */
+        l->tcp_put_off = !(strchr("yY1", put_env[0]) && put_env[0]) &&
+                         strcasecmp(put_env, "on") && strcasecmp(put_env, "true");
+    else if (!l->cfg.tcp_put && ucp_config_modify(uc, "PUT_ENABLE", "n") == UCS_OK)
+        l->tcp_put_off = 1;
     snprintf(l->tls_desc, sizeof(l->tls_desc), "%s", tls ? tls : "all");
     if (tls && (s = ucp_config_modify(uc, "TLS", tls)) != UCS_OK) {
         log_error("link: transports \"%s\": %s", tls, ucs_status_string(s));
@@ -498,6 +511,7 @@ int link_status(const struct link *l, json_t *out)
                              (json_int_t)p->bytes_recv, "bytes_put", (json_int_t)p->bytes_put));
         json_t *last = json_array_get(peers, json_array_size(peers) - 1);
         json_object_set_new(last, "lanes", json_string(p->tl_all));
+        json_object_set_new(last, "rndv_lanes", json_string(p->rma_bw));
         json_object_set_new(last, "direct_mem", json_boolean(p->direct_mem));
         json_object_set_new(last, "suspect", json_boolean(link_peer_suspect(p)));
         json_object_set_new(last, "silent_ms", json_integer((json_int_t)link_peer_silent_ms(p)));
@@ -508,6 +522,7 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "transports_setting", json_string(l->tls_desc));
     json_object_set_new(o, "transports", link_transports_json(l));
     json_object_set_new(o, "cma_memory_invalidate", json_boolean(l->cma_invalidate));
+    json_object_set_new(o, "tcp_put", json_boolean(!l->tcp_put_off));
     json_object_set_new(o, "memory_types", mt);
     json_object_set_new(o, "listen_host", l->cfg.listen_host ? json_string(l->cfg.listen_host)
                                                              : json_null());

@@ -77,6 +77,7 @@ struct link_config {
     const char *secret_path;      /* borrowed; file of mode 0600 (no group/other bits) */
     const char *tls;              /* borrowed; NULL: UCX picks. Troubleshooting override of UCX_TLS */
     int no_shm;                   /* 1: exclude sysv/posix (different network namespaces) */
+    int tcp_put;                  /* 1: leave UCX's tcp put zcopy on (docs/UCX.md trap 16) */
     size_t arena_bytes;           /* UCX-allocated arena; 0: none */
     bool arena_prefault;          /* fault it in on a low-priority thread after start */
     size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */

@@ -65,6 +65,7 @@ struct link_peer {
     int lane_checks;             /* re-detections after READY (tick) */
     char lanes[160];             /* transports of the put lanes, for status */
     char tl_all[160];            /* transports of every lane (am, rendezvous, put), for status */
+    char rma_bw[160];            /* transports of the rendezvous (rma_bw) lanes: no tcp (trap 16) */
     int direct_mem;              /* a lane reaches the other process's memory (link_peer_direct_mem) */
     /* keepalive (link_alive.c) */
     uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
@@ -125,6 +126,7 @@ struct link {
     char self_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
     char tls_desc[64];
     int cma_invalidate;          /* CMA_MEMORY_INVALIDATE=y was set (link_ucx_init) */
+    int tcp_put_off;             /* TCP_PUT_ENABLE=n was set (link_ucx_init, trap 16) */
     struct link_proc_id proc;    /* ours, mac unset */
     /* peers */
     struct link_peer *peers;

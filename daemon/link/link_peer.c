@@ -375,7 +375,7 @@ void link_peer_detect_lanes(struct link_peer *p)
         return;
     ucp_ep_print_info(p->ep, f);
     fclose(f);
-    char lanes[sizeof(p->lanes)] = "", all[sizeof(p->tl_all)] = "";
+    char lanes[sizeof(p->lanes)] = "", all[sizeof(p->tl_all)] = "", bw[sizeof(p->rma_bw)] = "";
     int put_fast = 0, direct_mem = 0;
     for (char *save, *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         unsigned idx;
@@ -391,6 +391,10 @@ void link_peer_detect_lanes(struct link_peer *p)
             size_t used = strlen(all);
             if (!strstr(have, probe))
                 snprintf(all + used, sizeof(all) - used, "%s%s", used ? "," : "", tl);
+            if (strstr(at, " rma_bw#")) { /* a rendezvous lane: a tcp one would put (trap 16) */
+                size_t bused = strlen(bw);
+                snprintf(bw + bused, sizeof(bw) - bused, "%s%s", bused ? "," : "", tl);
+            }
             for (size_t i = 0; i < sizeof(direct) / sizeof(direct[0]); i++)
                 if (!strcmp(tl, direct[i]))
                     direct_mem = 1;
@@ -406,6 +410,7 @@ void link_peer_detect_lanes(struct link_peer *p)
     free(buf);
     memcpy(p->lanes, lanes, sizeof(lanes));
     memcpy(p->tl_all, all, sizeof(all));
+    memcpy(p->rma_bw, bw, sizeof(bw));
     p->put_fast = put_fast;
     p->direct_mem = direct_mem || put_fast;
 }

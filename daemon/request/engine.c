@@ -296,6 +296,7 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .listen_port = (uint16_t)cfg->listen_port,
         .secret_path = cfg->cluster_secret_file,
         .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
+        .tcp_put = cfg->transport_tcp_put == 1, /* "true" */
         .arena_bytes = cfg->arena_size,
         .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
