@@ -18,6 +18,8 @@ struct tx {
     enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
     bool nacked;                /* failed here and told its generation daemon: that daemon
                                    counts the reader unless it is lost first (ctx_peer_down) */
+    bool not_reader;            /* refused as no reader of its SEND (nack_beyond_readers): the
+                                   NACK says so and nobody counts it */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;

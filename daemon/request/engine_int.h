@@ -136,7 +136,8 @@ static inline struct arena *engine_stage_arena(const struct engine *e, uint64_t 
 uint32_t engine_window(const struct engine *e);
 /* Encodes m and sends it to p with the flow envelope. 0 or -errno. */
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
+/* not_reader: the context side refused the flow as no reader of the SEND (wire.h's NACK). */
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, const char *msg);
+                     kvf_error_t code, bool not_reader, const char *msg);
 
 #endif
