@@ -128,6 +128,7 @@ static const struct fam families[] = {
     {"kvferry_peers_slots_reclaimed_total", CT},
     {"kvferry_peers_staging_fallbacks_total", CT},
     {"kvferry_peers_staging_held_total", CT},
+    {"kvferry_peers_msgs_held_total", CT},
     {"kvferry_peers_stale_epochs_total", CT},
     {"kvferry_peers_table_nacks_total", CT},
     {"kvferry_peers_table_retries_total", CT},
