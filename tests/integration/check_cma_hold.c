@@ -360,9 +360,11 @@ static void message_to_stopped_a(bool frozen)
         ck_assert_int_ge(staging_at(&t.g, "held.buffers"), 1);
         ck_assert_int_eq(staging_at(&t.g, "held.peers_until_told"), 1);
         ck_assert_int_ge(ru_peers_stat(&t.g, "msgs_held") - held0, 1);
-        fprintf(stderr, "frozen A: G holds %lld message buffer(s), %lld bytes, %llu ms after "
-                "the RECV_REQ went out\n", staging_at(&t.g, "held.buffers"),
-                staging_at(&t.g, "held.bytes"), (unsigned long long)(ru_now_ms() - t0));
+        fprintf(stderr,
+                "frozen A: G holds %lld message buffer(s), %lld bytes, %llu ms after "
+                "the RECV_REQ went out\n",
+                staging_at(&t.g, "held.buffers"), staging_at(&t.g, "held.bytes"),
+                (unsigned long long)(ru_now_ms() - t0));
         t0 = ru_now_ms();
     }
     ru_daemon_kill9(&t.a);

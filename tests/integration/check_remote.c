@@ -61,14 +61,15 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     if (!extra) /* gates at 0: every payload takes the bounce path */
         extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
     bool frag = strstr(extra, "gates") == NULL; /* default gates: small payloads go fragment */
-    two_start(&t, extra, extra, tls);
-    uint64_t rng = 0x9e3779b97f4a7c15ull ^ n_ctx;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_ctx, &rng, 0x5a);
-    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_gen, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    int ok = move_one(&t, &ctx, &gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra,
+                                            .extra_b = extra,
+                                            .tls = tls,
+                                            .spec = ctx_spec,
+                                            .gen_spec = gen_spec,
+                                            .blocks = n_ctx,
+                                            .gen_blocks = n_gen,
+                                            .rng = 0x9e3779b97f4a7c15ull ^ n_ctx});
+    int ok = move_one(&t, &t.ctx, &t.gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
     json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
     ck_assert_ptr_nonnull(sa);
     ck_assert_ptr_nonnull(sb);
@@ -90,7 +91,7 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         json_integer_value(json_object_get(paths, "fragment_kv_below_min_blocks"));
     json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes")) +
                           json_integer_value(json_object_get(paths, "bounce_kv_at_min_blocks"));
-    ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
+    ck_assert_int_eq(frag ? p_frag : p_bounce, t.gen.n); /* one decision per request, by reason */
     ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
     free(da);
     free(db);
@@ -109,8 +110,6 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         else
             ck_assert_int_gt(put, 0); /* shared memory: put into the peer's arena + flush */
     }
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, ok);
     ck_assert_msg(ok, "%s -> %s did not complete", ctx_spec, gen_spec);
 }

@@ -163,8 +163,8 @@ static void refused_reader_ends_the_send(struct pair *p, uint64_t req, uint32_t 
         ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, n_readers), 0);
     }
     int k = ru_wait_event(bad, req, &ev, 10000);
-    ck_assert_msg(k == KVF_EV_FAILED && ev.error == KVF_E_BAD_REQUEST, "the refused reader: %d %s: %s",
-                  k, kvf_error_to_string(ev.error), ev.message);
+    ck_assert_msg(k == KVF_EV_FAILED && ev.error == KVF_E_BAD_REQUEST,
+                  "the refused reader: %d %s: %s", k, kvf_error_to_string(ev.error), ev.message);
     ck_assert_msg(strstr(ev.message, "generation asks for 8 blocks"), "%s", ev.message);
     if (n_readers > 1) {
         ck_assert_int_eq(ru_wait_event(good, req, &ev, 20000), KVF_EV_DONE);

@@ -154,8 +154,7 @@ START_TEST(remote_context_refuses_a_layout_it_does_not_hold)
     ck_assert_int_eq(g.nacks, 4);
     ck_assert_uint_eq(g.nack_flow, 4);
     ck_assert_int_eq(g.nack_code, KVF_E_BAD_REQUEST);
-    ck_assert_msg(strstr(g.nack_msg, "flow 4 came again while it was in flight"), "%s",
-                  g.nack_msg);
+    ck_assert_msg(strstr(g.nack_msg, "flow 4 came again while it was in flight"), "%s", g.nack_msg);
     ck_assert_int_eq(ru_peers_stat(&a, "flows_failed"), failed0 + 1);
     pump(&g, 5, 200);
     ck_assert_int_eq(g.nacks, 4);
