@@ -43,10 +43,8 @@ START_TEST(host_pools_through_two_daemons_never_take_the_gpu_path)
     struct two t;
     const char *extra = "arena:\n  size: 16MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n"
                         "  min_blocks: 0\n";
-    two_start_insts(&t, &(struct two_insts){.extra_a = extra,
-                                            .extra_b = extra,
-                                            .spec = "tiny:blocks=64,slots=4",
-                                            .blocks = 6,
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra,
+                                            .spec = "tiny:blocks=64,slots=4", .blocks = 6,
                                             .rng = 77});
     pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 99);
     ck_assert_int_eq(

@@ -29,12 +29,8 @@ static long long deferred_unmaps(const struct ru_daemon *d)
 START_TEST(frag_failure_mid_transfer_reports_after_the_puts_ended)
 {
     struct two t;
-    two_start_insts(&t, &(struct two_insts){.extra_a = ALL_FRAGMENT,
-                                            .extra_b = ALL_FRAGMENT,
-                                            .tls = "tcp",
-                                            .spec = SPEC,
-                                            .blocks = 4000,
-                                            .rng = 51});
+    two_start_insts(&t, &(struct two_insts){.extra_a = ALL_FRAGMENT, .extra_b = ALL_FRAGMENT,
+                                            .tls = "tcp", .spec = SPEC, .blocks = 4000, .rng = 51});
     int caught = 0;
     for (uint64_t req = 70; req < 80 && !caught; req++) {
         struct ru_rank *c = &t.ctx.r[0], *g = &t.gen.r[0];

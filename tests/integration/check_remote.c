@@ -61,12 +61,8 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     if (!extra) /* gates at 0: every payload takes the bounce path */
         extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
     bool frag = strstr(extra, "gates") == NULL; /* default gates: small payloads go fragment */
-    two_start_insts(&t, &(struct two_insts){.extra_a = extra,
-                                            .extra_b = extra,
-                                            .tls = tls,
-                                            .spec = ctx_spec,
-                                            .gen_spec = gen_spec,
-                                            .blocks = n_ctx,
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra, .tls = tls,
+                                            .spec = ctx_spec, .gen_spec = gen_spec, .blocks = n_ctx,
                                             .gen_blocks = n_gen,
                                             .rng = 0x9e3779b97f4a7c15ull ^ n_ctx});
     int ok = move_one(&t, &t.ctx, &t.gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);

@@ -93,8 +93,8 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     /* lookup (300ms) ends before the request's own deadline (800ms): an unknown instance is
      * UNKNOWN_INSTANCE, asked for until then */
     const char *cfg = BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n";
-    two_start_insts(&t, &(struct two_insts){
-                            .extra_a = cfg, .extra_b = cfg, .spec = TINY, .blocks = 4, .rng = 15});
+    two_start_insts(&t, &(struct two_insts){.extra_a = cfg, .extra_b = cfg, .spec = TINY,
+                                            .blocks = 4, .rng = 15});
     struct kvf_event ev;
     struct kvf_recv_args a;
     ru_recv_args(&t.gen.r[0], 1, "nosuch", t.a.addr, &a);
@@ -154,9 +154,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     struct two t;
     two_start_insts(&t, &(struct two_insts){.extra_a = BOUNCE,
                                             .extra_b = BOUNCE "daemon:\n  drain_timeout: 500ms\n",
-                                            .spec = TINY,
-                                            .blocks = 4,
-                                            .rng = 17});
+                                            .spec = TINY, .blocks = 4, .rng = 17});
     struct kvf_recv_args a;
     ru_recv_args(&t.gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
     ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);

@@ -18,10 +18,8 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
 {
     enum { N = 12, NB = 8 };
     struct two t;
-    two_start_insts(&t, &(struct two_insts){.extra_a = SMALL_ARENA,
-                                            .extra_b = SMALL_ARENA,
-                                            .spec = "tiny:tp=2,blocks=128,slots=16",
-                                            .blocks = NB,
+    two_start_insts(&t, &(struct two_insts){.extra_a = SMALL_ARENA, .extra_b = SMALL_ARENA,
+                                            .spec = "tiny:tp=2,blocks=128,slots=16", .blocks = NB,
                                             .rng = 16});
     for (uint32_t i = 0; i < t.ctx.n; i++)
         pattern_fill(&t.ctx.r[i].l, &t.ctx.r[i].mem, &t.ctx.r[i].pids, 0, 9);
@@ -102,9 +100,7 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     two_start_insts(&t, &(struct two_insts){.extra_a = BOUNCE "peers:\n  max_inflight: 2\n"
                                                               "daemon:\n  drain_timeout: 300ms\n",
                                             .extra_b = BOUNCE "daemon:\n  drain_timeout: 300ms\n",
-                                            .spec = TINY,
-                                            .blocks = 2,
-                                            .rng = 21});
+                                            .spec = TINY, .blocks = 2, .rng = 21});
     struct kvf_recv_args a;
     for (uint64_t req = 1; req <= 4; req++) { /* no SENDs: every flow waits at the context */
         ru_recv_args(&t.gen.r[0], req, "ctx", t.a.addr, &a);
@@ -224,10 +220,8 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
     const char *cfg = "arena:\n  size: 4MiB\n  chunk: 64KiB\ngates:\n  min_bytes: 0\n"
                       "daemon:\n  drain_timeout: 1s\n";
     struct two t;
-    two_start_insts(&t, &(struct two_insts){.extra_a = cfg,
-                                            .extra_b = cfg,
-                                            .spec = "tiny:tp=2,blocks=128,slots=32",
-                                            .blocks = NB,
+    two_start_insts(&t, &(struct two_insts){.extra_a = cfg, .extra_b = cfg,
+                                            .spec = "tiny:tp=2,blocks=128,slots=32", .blocks = NB,
                                             .rng = 0x5eed});
     for (uint32_t i = 0; i < t.ctx.n; i++)
         pattern_fill(&t.ctx.r[i].l, &t.ctx.r[i].mem, &t.ctx.r[i].pids, 0, 77);

@@ -49,13 +49,9 @@ static void tokens_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
                         uint32_t n_gen, uint64_t tokens)
 {
     struct two t;
-    two_start_insts(&t, &(struct two_insts){.extra_a = GATES,
-                                            .extra_b = GATES,
-                                            .spec = ctx_spec,
-                                            .gen_spec = gen_spec,
-                                            .blocks = n_ctx,
-                                            .gen_blocks = n_gen,
-                                            .rng = 0x70c5 ^ tokens});
+    two_start_insts(&t, &(struct two_insts){.extra_a = GATES, .extra_b = GATES, .spec = ctx_spec,
+                                            .gen_spec = gen_spec, .blocks = n_ctx,
+                                            .gen_blocks = n_gen, .rng = 0x70c5 ^ tokens});
     char msg[600] = "";
     int k = move_tokens(&t, &t.ctx, &t.gen, 51, tokens, 0x515 + tokens, msg, sizeof msg);
     two_stop(&t, k == KVF_EV_DONE);
@@ -84,13 +80,10 @@ END_TEST
 START_TEST(remote_odd_count_without_the_token_count_is_refused_naming_it)
 {
     struct two t;
-    two_start_insts(&t, &(struct two_insts){.extra_a = GATES,
-                                            .extra_b = GATES,
+    two_start_insts(&t, &(struct two_insts){.extra_a = GATES, .extra_b = GATES,
                                             .spec = "tiny:tpb=16,blocks=16",
-                                            .gen_spec = "tiny:tpb=32,blocks=16",
-                                            .blocks = 5,
-                                            .gen_blocks = 2,
-                                            .rng = 0x9});
+                                            .gen_spec = "tiny:tpb=32,blocks=16", .blocks = 5,
+                                            .gen_blocks = 2, .rng = 0x9});
     char msg[600] = "";
     int k = move_tokens(&t, &t.ctx, &t.gen, 52, 0, 0x52, msg, sizeof msg);
     two_stop(&t, 1);
