@@ -321,23 +321,19 @@ END_TEST
 static void throughput_case(const char *tls, const char *extra)
 {
     struct two t;
-    two_start(&t, extra, extra, tls);
-    uint64_t rng = 99;
-    struct ru_inst ctx, gen;
     const char *spec = "kimi-linear-48b:blocks=64,slots=1";
-    ru_inst_init(&ctx, spec, "ctx", ROLE_CONTEXT, 64, &rng, 0x5a);
-    ru_inst_init(&gen, spec, "gen", ROLE_GENERATION, 64, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra, .tls = tls,
+                                            .spec = spec, .blocks = 64, .rng = 99});
     double best = 0;
     uint64_t bytes = 0;
     int ok = 1;
     for (int round = 0; round < 3 && ok; round++) {
-        pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 31 + (uint64_t)round);
+        pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 31 + (uint64_t)round);
         uint64_t req = 500 + (uint64_t)round;
-        ck_assert_int_eq(
-            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
-        struct ru_rank *r = &gen.r[0];
+        ck_assert_int_eq(kvf_send(t.ctx.r[0].c, req, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts,
+                                  t.ctx.r[0].ids, 1),
+                         0);
+        struct ru_rank *r = &t.gen.r[0];
         struct kvf_recv_args a = {.req_id = req,
                                   .ctx_instance = "ctx",
                                   .ctx_dp_rank = -1,
@@ -356,10 +352,10 @@ static void throughput_case(const char *tls, const char *extra)
         if (ok && (double)bytes / s > best)
             best = (double)bytes / s;
         struct kvf_event ev2;
-        ru_wait_event(&ctx.r[0], req, &ev2, 5000);
+        ru_wait_event(&t.ctx.r[0], req, &ev2, 5000);
     }
     if (ok)
-        ru_assert_parity(&gen.r[0], 0, 33, "throughput");
+        ru_assert_parity(&t.gen.r[0], 0, 33, "throughput");
     /* memcpy of the same amount, in this run */
     uint8_t *m1 = malloc(bytes), *m2 = malloc(bytes);
     ck_assert_ptr_nonnull(m1);
@@ -383,8 +379,6 @@ static void throughput_case(const char *tls, const char *extra)
             "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
             tls ? tls : "UCX_TLS=" RU_TLS_SAME_HOST, (double)bytes / 1048576.0, best / 1e9,
             mbest / 1e9);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, ok);
     ck_assert(ok);
 }

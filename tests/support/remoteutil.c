@@ -525,9 +525,10 @@ void two_start_insts(struct two *t, const struct two_insts *w)
     two_start2(t, w->extra_a, w->extra_b, w->tls, w->secret_b);
     t->rng = w->rng;
     ru_inst_init(&t->ctx, w->spec, "ctx", ROLE_CONTEXT, w->blocks, &t->rng, 0x5a);
-    ru_inst_init(&t->gen, w->gen_spec ? w->gen_spec : w->spec, "gen", ROLE_GENERATION,
-                 w->gen_blocks ? w->gen_blocks : w->blocks, &t->rng, RU_POISON);
+    ru_inst_init(&t->gen, w->gen_spec ? w->gen_spec : w->spec, w->gen_id ? w->gen_id : "gen",
+                 ROLE_GENERATION, w->gen_blocks ? w->gen_blocks : w->blocks, &t->rng, RU_POISON);
     ru_inst_register(&t->ctx, &t->a);
-    ru_inst_register(&t->gen, &t->b);
+    if (w->gen_at != TWO_GEN_UNREGISTERED)
+        ru_inst_register(&t->gen, w->gen_at == TWO_GEN_AT_A ? &t->a : &t->b);
     t->insts = true;
 }
