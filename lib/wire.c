@@ -350,6 +350,8 @@ static void put_body(struct wr *w, const struct wire_msg *m)
         wr_u32(w, m->u.nack.writer);
         wr_u32(w, (uint32_t)m->u.nack.code);
         wr_str(w, m->u.nack.message);
+        if (m->u.nack.not_reader) /* absent when false: the encoding stays canonical */
+            wr_u8(w, 1);
         break;
     case WIRE_CANCEL:
         wr_u64(w, m->u.cancel.req_id);
@@ -434,6 +436,12 @@ static void get_body(struct rd *r, struct wire_msg *m)
         m->u.nack.writer = rd_u32(r);
         m->u.nack.code = (kvf_error_t)rd_u32(r);
         rd_str(r, m->u.nack.message, WIRE_TEXT_MAX);
+        m->u.nack.not_reader = false;
+        if (!r->err && r->len > r->pos) { /* optional trailing flag: present means set */
+            m->u.nack.not_reader = true;
+            if (rd_u8(r) != 1 && !r->err)
+                r->err = -EBADMSG;
+        }
         break;
     case WIRE_CANCEL:
         m->u.cancel.req_id = rd_u64(r);

@@ -41,7 +41,10 @@
  *                   length u64 (> 0): "extent bytes [ext_off, +length) are in slot" (after the
  *                   flush of the put), or the AM header when the bytes ride an AM rendezvous
  *   WRITER_DONE     req_id u64, writer u32, bytes u64 (the writer's whole extent)
- *   NACK            req_id u64, writer u32, code u32 (kvf_error_t, not OK), message str
+ *   NACK            req_id u64, writer u32, code u32 (kvf_error_t, not OK), message str,
+ *                   then optionally not_reader u8 = 1 (the context side refused the flow as
+ *                   no reader of the SEND, e.g. a RECV beyond its readers: the generation side
+ *                   counts no failed reader for it; absent otherwise)
  *   CANCEL          req_id u64, writer u32
  *   READER_NACK     generation -> context daemon: req_id u64, ctx_instance str, writer u32
  *                   (< WIRE_MAX_RANKS, or WIRE_ALL_WRITERS), code u32 (kvf_error_t, not OK),
@@ -187,6 +190,7 @@ struct wire_nack {
     uint32_t writer;
     kvf_error_t code;
     char message[WIRE_TEXT_MAX];
+    bool not_reader; /* the refused flow is no reader of the SEND: not counted against it */
 };
 
 struct wire_cancel {

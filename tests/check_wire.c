@@ -170,6 +170,34 @@ START_TEST(wire_recv_req_tokens_are_optional_and_bounded)
 }
 END_TEST
 
+/* NACK's optional trailing not_reader: absent when false (the old bytes), else one byte 1 that
+ * round-trips; any other byte there is refused. */
+START_TEST(wire_nack_not_reader_is_optional_and_only_one)
+{
+    struct wire_msg m = sample(WIRE_NACK), d;
+    void *old;
+    size_t old_len;
+    ck_assert_int_eq(wire_encode(&m, &old, &old_len), 0);
+    ck_assert_int_eq(wire_decode(old, old_len, &d), 0);
+    ck_assert(!d.u.nack.not_reader);
+    m.u.nack.not_reader = true;
+    uint8_t *rb;
+    size_t rl;
+    wire_msg_done(&d);
+    d = roundtrip(&m, &rb, &rl);
+    ck_assert_uint_eq(rl, old_len + 1);
+    ck_assert(d.u.nack.not_reader);
+    ck_assert_str_eq(d.u.nack.message, m.u.nack.message);
+    wire_msg_done(&d);
+    for (unsigned v = 0; v < 256; v += v ? 1 : 2) { /* 0, 2..255: any byte but 1 there */
+        rb[rl - 1] = (uint8_t)v;
+        ck_assert_int_eq(wire_decode(rb, rl, &d), -EBADMSG);
+    }
+    free(rb);
+    free(old);
+}
+END_TEST
+
 START_TEST(wire_every_message_roundtrips_byte_for_byte)
 {
     for (int t = 1; t < WIRE__TYPE_END; t++) {
@@ -653,6 +681,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, wire_decoded_fields_equal_the_sent_ones);
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
     tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
+    tcase_add_test(tc, wire_nack_not_reader_is_optional_and_only_one);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, wire_every_truncation_and_trailing_byte_is_refused);

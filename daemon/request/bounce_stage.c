@@ -69,6 +69,7 @@ bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
     bool in_flight = false;
     for (const struct stage *st = e->stages; st && !in_flight; st = st->next)
         in_flight = st->sent_am && st->hold_key == key;
+    in_flight = in_flight || engine_msgs_in_flight(e, key); /* control messages: the same */
     if (!e->shold || (!in_flight && !hold_has(e->shold, key)))
         return false;
     /* frozen (or cut off) on this host with a lane that reads our memory by itself: a read it

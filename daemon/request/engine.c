@@ -67,47 +67,6 @@ void engine_kick_tick(struct engine *e)
         uv_timer_start(&e->tick, tick_cb, ENGINE_TICK_MS, ENGINE_TICK_MS);
 }
 
-/* ---- sending ---- */
-
-static void free_cb(void *arg, int status)
-{
-    (void)status;
-    free(arg);
-}
-
-int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m)
-{
-    if (!p || !p->lp || !p->up)
-        return -ENOTCONN;
-    void *buf;
-    size_t len;
-    int rc = wire_encode(m, &buf, &len);
-    if (rc < 0) {
-        log_error("engine: encoding %s: %s", wire_type_to_string(m->type), strerror(-rc));
-        return rc;
-    }
-    uint8_t env[ENGINE_ENV_BYTES];
-    uint64_t le = htole64(flow);
-    memcpy(env, &le, sizeof env);
-    rc = link_send(p->lp, (uint16_t)m->type, env, sizeof env, buf, len, free_cb, buf);
-    if (rc < 0)
-        free(buf);
-    return rc;
-}
-
-int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, const char *msg)
-{
-    struct wire_msg m = {.type = WIRE_NACK};
-    m.u.nack.req_id = req_id;
-    m.u.nack.writer = writer;
-    m.u.nack.code = code;
-    snprintf(m.u.nack.message, sizeof m.u.nack.message, "%s", msg);
-    if (p)
-        p->e->c.nacks_sent++;
-    return engine_send_msg(p, flow, &m);
-}
-
 /* ---- link callbacks ---- */
 
 static void on_peer_up(void *arg, struct link_peer *lp)
@@ -523,6 +482,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_landed);
     C(staging_fallbacks);
     C(staging_held);
+    C(msgs_held);
     C(bound_violations);
     C(stale_epochs);
     C(tables_served);

@@ -68,10 +68,10 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
         (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
         tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
     bool told = nack && tx->peer && tx->peer->up;
-    tx->nacked = told && code != KVF_E_BAD_REQUEST; /* a refused one is no reader */
+    tx->nacked = told && !tx->not_reader; /* one beyond the SEND's readers is no reader */
     if (told)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
-                         code, msg);
+                         code, tx->not_reader, msg);
     uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
@@ -298,6 +298,7 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     struct reg_instance *in =
         e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
+    struct tx *dup = NULL;
     for (struct tx *t = e->txs; t; t = t->next)
         n += t->peer == p && !tx_ended(t);
     if (e->draining || e->stopping) {
@@ -310,9 +311,10 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         snprintf(msg, sizeof msg,
                  "%u requests in flight from this peer: peers.max_inflight is %lld", n,
                  (long long)e->d->cfg.peers_max_inflight);
-    } else if (find_tx(e, p, flow)) {
+    } else if ((dup = find_tx(e, p, flow))) {
         code = KVF_E_BAD_REQUEST;
-        snprintf(msg, sizeof msg, "flow %llu is already in flight", (unsigned long long)flow);
+        snprintf(msg, sizeof msg, "flow %llu came again while it was in flight: both refused",
+                 (unsigned long long)flow);
     }
     struct tx *tx = code == KVF_OK ? calloc(1, sizeof *tx) : NULL;
     if (code == KVF_OK && !tx) {
@@ -325,10 +327,16 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         code = KVF_E_BAD_REQUEST;
         snprintf(msg, sizeof msg, "generation layout: %s", lerr);
     }
-    if (code != KVF_OK) {
+    if (dup && code != KVF_OK) {
+        /* the generation side ends the flow it holds under that id at this NACK: so does this
+         * side (its chunks drained, its reader counted there), else it could still be served */
+        ctx_tx_fail(dup, code, true, "%s", msg);
+    } else if (code != KVF_OK) {
         struct dack *d;
-        engine_send_nack(p, flow, q->req_id, q->writer, code, msg);
+        engine_send_nack(p, flow, q->req_id, q->writer, code, false, msg);
         quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
+    }
+    if (code != KVF_OK) {
         free(tx);
         wire_msg_done(m);
         return;

@@ -18,6 +18,8 @@ struct tx {
     enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
     bool nacked;                /* failed here and told its generation daemon: that daemon
                                    counts the reader unless it is lost first (ctx_peer_down) */
+    bool not_reader;            /* refused as no reader of its SEND (nack_beyond_readers): the
+                                   NACK says so and nobody counts it */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;
@@ -63,10 +65,10 @@ struct stage {
     struct stage *next;
 };
 
-/* bounce_stage.c: peer p was lost with err. Chunks to it still in flight, or already held,
- * are held until it cannot read them (arena_hold.h): ENGINE_RECLAIM_MS from now, or, when it was
- * lost for silence while it could read our memory itself (a frozen peer on this host), until
- * ctx_hold_peer_back. Returns true in that last case (its process is then watched). */
+/* bounce_stage.c: peer p was lost with err. Chunks or control messages (engine_send.c) to it
+ * still in flight, or already held, are held until it cannot read them (arena_hold.h):
+ * ENGINE_RECLAIM_MS from now, or, when it was lost for silence while it could read our memory
+ * itself (a frozen peer on this host), until ctx_hold_peer_back. Returns true in that last case (its process is then watched). */
 bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err);
 /* The daemon of key was heard again or its process exited: its holds end at the next tick. */
 void ctx_hold_peer_back(struct engine *e, uint64_t key);

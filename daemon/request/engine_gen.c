@@ -88,7 +88,7 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
         bool sent = w->state == RXW_MOVING || w->state == RXW_DONE;
         bool in_flight = (sent || w->state == RXW_NACKED) && w->n_out > 0;
         if (code != KVF_OK && sent && w->peer && w->peer->up)
-            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, msg);
+            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, false, msg);
         if (holds_resv(w)) {
             /* chunks may still come: quarantined until the writer's daemon acks the drain */
             arena_resv_close(e->arena, &w->resv, in_flight);
@@ -552,6 +552,7 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     /* the writer's side ended it: no NACK back (it acks the drain) */
     if ((w->state == RXW_MOVING || w->state == RXW_DONE) && !gen_rxw_set_state(w, RXW_NACKED))
         return;
+    w->not_reader = m->u.nack.not_reader;
     if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
         strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
         rx_replan(rx); /* once: the instance re-registered since our table was fetched */

@@ -22,6 +22,7 @@ struct rxw {
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
+    bool not_reader; /* nacked as no reader of the writer's SEND (wire.h): not counted there */
 };
 
 struct rx {

@@ -48,6 +48,7 @@ struct bput_reg; /* bounce_put.h */
 struct qflow; /* engine_quar.h */
 struct dack;
 struct gone_ranks; /* engine_gone.h */
+struct msg_out;    /* engine_send.c */
 
 /* Tagged owner of an arena reservation. */
 enum resv_kind { RESV_LANDING = 1, RESV_STAGING = 2 };
@@ -56,7 +57,7 @@ struct engine_counters {
     uint64_t remote_recvs, remote_done, remote_failed;
     uint64_t flows, flows_done, flows_failed;
     uint64_t chunks_put, chunks_am, bytes_put, bytes_am, chunks_landed, bytes_landed;
-    uint64_t staging_fallbacks, staging_held, bound_violations, stale_epochs;
+    uint64_t staging_fallbacks, staging_held, msgs_held, bound_violations, stale_epochs;
     uint64_t tables_served, tables_fetched, table_nacks, table_retries, layouts_forwarded,
         forwards_refused;
     uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
@@ -97,6 +98,7 @@ struct engine {
     struct tx *txs;
     struct dheap rx_due, tx_due; /* rxs and txs by deadline: the tick pops what expired */
     struct stage *stages;       /* in flight */
+    struct msg_out *msgs;       /* control messages in flight (engine_send.c) */
     struct fwd_out *fwds;       /* registrations still to forward */
     struct fwd_inst *fwd_insts; /* as a home: forwarded layouts */
     uint64_t forwards_seen;
@@ -134,9 +136,14 @@ static inline struct arena *engine_stage_arena(const struct engine *e, uint64_t 
 }
 /* arena.window: chunks in flight per writer flow, at most ENGINE_MAX_CREDITS. */
 uint32_t engine_window(const struct engine *e);
-/* Encodes m and sends it to p with the flow envelope. 0 or -errno. */
+/* engine_send.c. Encodes m and sends it to p with the flow envelope. 0 or -errno. A send that
+ * fails after it went out keeps its bytes for as long as the peer may still read them (cma
+ * rendezvous: arena_hold.h under the peer's share key), as a failed chunk's are. */
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
+/* Whether a control message to the peer of share key `key` is in flight. */
+bool engine_msgs_in_flight(const struct engine *e, uint64_t key);
+/* not_reader: the context side refused the flow as no reader of the SEND (wire.h's NACK). */
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, const char *msg);
+                     kvf_error_t code, bool not_reader, const char *msg);
 
 #endif

@@ -68,8 +68,8 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
         const struct rxw *w = &rx->w[i];
         if (w->state == RXW_DONE || w->state == RXW_CLOSED) /* served, or released before */
             continue;
-        if (w->state == RXW_NACKED && code == KVF_E_BAD_REQUEST)
-            continue; /* its daemon refused the flow as no reader of its (nack_beyond_readers) */
+        if (w->state == RXW_NACKED && w->not_reader)
+            continue; /* its daemon refused the flow as no reader of its SEND (its NACK said so) */
         if (rxw_local(w))
             transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
@@ -150,6 +150,7 @@ bool nack_beyond_readers(struct tx *tx, struct xfer *s)
     if (!need || s->served + reading < need)
         return false;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    tx->not_reader = true; /* its NACK says so: the generation side does not count it */
     ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
                 "request %llu of context instance %s already has its %u reader(s) of context "
                 "rank %u (%u served, %u reading%s): a RECV beyond them is refused (a request id "

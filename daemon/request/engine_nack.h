@@ -13,7 +13,8 @@ void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, con
 /* Context side: flow tx is about to meet SEND s. When s's readers are all served or being
  * read already (n_readers, or the count the daemon derived), tx is refused BAD_REQUEST, the
  * request id, instance and count named (as the same-daemon path refuses such a RECV): true,
- * tx ended. The generation side does not count that refusal against s (nack_readers). */
+ * tx ended. Its NACK says not_reader, so the generation side does not count that refusal
+ * against s (nack_readers); every other refusal of a flow is counted there. */
 bool nack_beyond_readers(struct tx *tx, struct xfer *s);
 /* Context side: flow tx failed; the SEND it read (if any) is settled again, since a reader's
  * failure may have come (READER_NACK) while this flow still read its blocks. */

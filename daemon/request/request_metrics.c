@@ -132,6 +132,7 @@ const struct prom_doc peers_metrics[] = {
     {"bytes_landed", C, NULL, "Bytes landed and scattered.", "bytes"},
     {"staging_fallbacks", C, NULL, "Transfers that fell back to staging.", "requests"},
     {"staging_held", C, NULL, "Failed chunks whose staging memory was held for a peer that may still read it.", "chunks"},
+    {"msgs_held", C, NULL, "Failed control messages whose bytes were held for a peer that may still read them.", "messages"},
     {"bound_violations", C, NULL, "Chunks refused by a bounds check.", "chunks"},
     {"stale_epochs", C, NULL, "Messages refused for a stale epoch.", "messages"},
     {"tables_served", C, NULL, "Instance tables served to other daemons.", "tables"},

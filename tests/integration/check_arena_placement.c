@@ -43,28 +43,24 @@ START_TEST(host_pools_through_two_daemons_never_take_the_gpu_path)
     struct two t;
     const char *extra = "arena:\n  size: 16MiB\n  chunk: 1MiB\ngates:\n  min_bytes: 0\n"
                         "  min_blocks: 0\n";
-    two_start(&t, extra, extra, NULL);
-    uint64_t rng = 77;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny:blocks=64,slots=4", "ctx", ROLE_CONTEXT, 6, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny:blocks=64,slots=4", "gen", ROLE_GENERATION, 6, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 99);
-    ck_assert_int_eq(kvf_send(ctx.r[0].c, 5, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
-                     0);
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra,
+                                            .spec = "tiny:blocks=64,slots=4", .blocks = 6,
+                                            .rng = 77});
+    pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 99);
+    ck_assert_int_eq(
+        kvf_send(t.ctx.r[0].c, 5, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts, t.ctx.r[0].ids, 1), 0);
     struct kvf_recv_args ra = {.req_id = 5,
                                .ctx_instance = "ctx",
                                .ctx_dp_rank = -1,
                                .ctx_home = t.a.addr,
-                               .n_groups = gen.r[0].l.n_groups,
-                               .counts = gen.r[0].counts,
-                               .ids = gen.r[0].ids};
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &ra), 0);
+                               .n_groups = t.gen.r[0].l.n_groups,
+                               .counts = t.gen.r[0].counts,
+                               .ids = t.gen.r[0].ids};
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &ra), 0);
     struct kvf_event ev;
-    int k = ru_wait_event(&gen.r[0], 5, &ev, 30000);
+    int k = ru_wait_event(&t.gen.r[0], 5, &ev, 30000);
     ck_assert_msg(k == KVF_EV_DONE, "event %d: %s", k, ev.message);
-    ru_assert_parity(&gen.r[0], 0, 99, "host pools");
+    ru_assert_parity(&t.gen.r[0], 0, 99, "host pools");
     json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
     json_t *pa = json_object_get(sa, "peers"), *pb = json_object_get(sb, "peers");
     ck_assert_int_gt(json_integer_value(json_object_get(pb, "bytes_landed")), 0);
@@ -80,8 +76,6 @@ START_TEST(host_pools_through_two_daemons_never_take_the_gpu_path)
                      json_integer_value(json_object_get(pb, "bytes_landed")));
     json_decref(sa);
     json_decref(sb);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

@@ -10,6 +10,9 @@
  *    (A watches its process) gives them back, and H moves again from the staging slots.
  *  - G killed (SIGKILL) with chunks in flight, not frozen: the slots are held a bounded time
  *    after the loss (ENGINE_RECLAIM_MS), then reclaimed; H keeps moving.
+ *  - Control messages alike (engine_send.c): A frozen with G's RECV_REQ in flight to it (above
+ *    the rendezvous threshold: A would read it from G with process_vm_readv), G holds the
+ *    message's bytes once it lost A until A's process exits; A killed instead, a bounded time.
  * Skipped, with the reason printed, where network namespaces cannot be made. */
 #include <check.h>
 
@@ -121,12 +124,17 @@ static void cma_stop(struct cma *t)
     ck_assert_int_eq(rh, 0);
 }
 
-/* A's staging arena: arena.staging.<key>, its holds: arena.staging.held.<key> (-1: none). */
-static long long staging(const struct cma *t, const char *key)
+/* d's staging arena: arena.staging.<key>, its holds: arena.staging.held.<key> (-1: none). */
+static long long staging_at(const struct ru_daemon *d, const char *key)
 {
     char k[64];
     tu_fmt(k, sizeof k, "staging.%s", key);
-    return ru_ctl_int(&t->a, "arena", k);
+    return ru_ctl_int(d, "arena", k);
+}
+
+static long long staging(const struct cma *t, const char *key)
+{
+    return staging_at(&t->a, key);
 }
 
 /* The object in o (depth first) that has key (borrowed from o), or NULL. */
@@ -144,16 +152,22 @@ static json_t *holder_of(json_t *o, const char *key)
     return f;
 }
 
-/* Waits until A's staging `key` equals want; fails after WAIT_MS. */
-static void wait_staging(const struct cma *t, const char *key, long long want, const char *what)
+/* Waits until d's staging `key` equals want; fails after WAIT_MS. */
+static void wait_staging_at(const struct ru_daemon *d, const char *key, long long want,
+                            const char *what)
 {
     uint64_t until = ru_now_ms() + WAIT_MS;
-    while (staging(t, key) != want && ru_now_ms() < until)
+    while (staging_at(d, key) != want && ru_now_ms() < until)
         ru_sleep_ms(10);
-    if (staging(t, key) != want)
-        ru_dump_log(&t->a, "context daemon A");
-    ck_assert_msg(staging(t, key) == want, "%s: A's staging %s is %lld, want %lld", what, key,
-                  staging(t, key), want);
+    if (staging_at(d, key) != want)
+        ru_dump_log(d, what);
+    ck_assert_msg(staging_at(d, key) == want, "%s: staging %s is %lld, want %lld", what, key,
+                  staging_at(d, key), want);
+}
+
+static void wait_staging(const struct cma *t, const char *key, long long want, const char *what)
+{
+    wait_staging_at(&t->a, key, want, what);
 }
 
 /* One request from A's rank through generation daemon d (rank r), checked bitwise. */
@@ -314,6 +328,73 @@ START_TEST(a_peer_killed_mid_transfer_has_its_staging_held_a_bounded_time)
 }
 END_TEST
 
+/* A frozen, then G's rank gx (registered now: its RECV_REQ carries its layout, about 2 KB, above
+ * the 1 KiB rendezvous threshold the daemons run with here) RECVs from A: the RECV_REQ waits in
+ * flight for a reader that does not run. frozen: G loses A for silence and holds the message's
+ * bytes until A's process exits; else A is killed at once and G holds them ENGINE_RECLAIM_MS. */
+static void message_to_stopped_a(bool frozen)
+{
+    setenv("UCX_RNDV_THRESH", "1024", 1); /* the daemons inherit it */
+    struct cma t;
+    if (!cma_start(&t))
+        return;
+    uint64_t rng = 77;
+    struct ru_inst gx;
+    ru_inst_init(&gx, SPEC, "gx", ROLE_GENERATION, BLOCKS, &rng, RU_POISON);
+    ru_inst_register(&gx, &t.g);
+    move(&t, &t.g, &t.gg, 1); /* G's link to A up, the table cached */
+    long long held0 = ru_peers_stat(&t.g, "msgs_held"), sent0 = ru_peers_stat(&t.g, "layouts_sent");
+    long long rec0 = staging_at(&t.g, "held.reclaimed_total");
+    ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
+    struct kvf_recv_args a;
+    ru_recv_args(&gx.r[0], 2, "ca", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gx.r[0].c, &a), 0);
+    ru_wait_peers_stat(&t.g, "layouts_sent", sent0 + 1, WAIT_MS); /* the RECV_REQ went out */
+    uint64_t t0 = ru_now_ms();
+    if (frozen) {
+        wait_staging_at(&t.g, "held.peers_until_told", 1, "G, A lost while frozen");
+        /* the send fails when the endpoint closed, just after the loss: it joins that hold */
+        for (uint64_t until = ru_now_ms() + WAIT_MS;
+             staging_at(&t.g, "held.buffers") < 1 && ru_now_ms() < until;)
+            ru_sleep_ms(10);
+        ck_assert_int_ge(staging_at(&t.g, "held.buffers"), 1);
+        ck_assert_int_eq(staging_at(&t.g, "held.peers_until_told"), 1);
+        ck_assert_int_ge(ru_peers_stat(&t.g, "msgs_held") - held0, 1);
+        fprintf(stderr,
+                "frozen A: G holds %lld message buffer(s), %lld bytes, %llu ms after "
+                "the RECV_REQ went out\n",
+                staging_at(&t.g, "held.buffers"), staging_at(&t.g, "held.bytes"),
+                (unsigned long long)(ru_now_ms() - t0));
+        t0 = ru_now_ms();
+    }
+    ru_daemon_kill9(&t.a);
+    wait_staging_at(&t.g, "held.buffers", 0, frozen ? "G, A killed while held" : "G, A killed");
+    ck_assert_int_ge(ru_peers_stat(&t.g, "msgs_held") - held0, 1);
+    ck_assert_int_ge(staging_at(&t.g, "held.reclaimed_total") - rec0, 1);
+    ck_assert_int_eq(staging_at(&t.g, "held.peers_until_told"), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&gx.r[0], 2, &ev, WAIT_MS), KVF_EV_FAILED);
+    fprintf(stderr, "%s A: G's held message freed %llu ms after A's SIGKILL; the RECV: %s: %s\n",
+            frozen ? "frozen" : "stopped, then killed", (unsigned long long)(ru_now_ms() - t0),
+            kvf_error_to_string(ev.error), ev.message);
+    if (!frozen)
+        ck_assert_int_ge(staging_at(&t.g, "held.longest_ms"), 100); /* ENGINE_RECLAIM_MS: 200 */
+    ru_inst_free(&gx);
+    cma_stop(&t);
+}
+
+START_TEST(a_frozen_peers_control_message_is_held_until_its_process_exits)
+{
+    message_to_stopped_a(true);
+}
+END_TEST
+
+START_TEST(a_killed_peers_control_message_is_held_a_bounded_time)
+{
+    message_to_stopped_a(false);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cma_hold");
@@ -322,6 +403,8 @@ int main(void)
     tcase_add_test(tc, a_transfer_across_namespaces_moves_bitwise_over_cma_rendezvous);
     tcase_add_test(tc, a_frozen_peers_staging_is_held_until_its_process_exits_while_others_move);
     tcase_add_test(tc, a_peer_killed_mid_transfer_has_its_staging_held_a_bounded_time);
+    tcase_add_test(tc, a_frozen_peers_control_message_is_held_until_its_process_exits);
+    tcase_add_test(tc, a_killed_peers_control_message_is_held_a_bounded_time);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -29,16 +29,11 @@ static long long deferred_unmaps(const struct ru_daemon *d)
 START_TEST(frag_failure_mid_transfer_reports_after_the_puts_ended)
 {
     struct two t;
-    two_start(&t, ALL_FRAGMENT, ALL_FRAGMENT, "tcp");
-    uint64_t rng = 51;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, SPEC, "ctx", ROLE_CONTEXT, 4000, &rng, 0x5a);
-    ru_inst_init(&gen, SPEC, "gen", ROLE_GENERATION, 4000, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = ALL_FRAGMENT, .extra_b = ALL_FRAGMENT,
+                                            .tls = "tcp", .spec = SPEC, .blocks = 4000, .rng = 51});
     int caught = 0;
     for (uint64_t req = 70; req < 80 && !caught; req++) {
-        struct ru_rank *c = &ctx.r[0], *g = &gen.r[0];
+        struct ru_rank *c = &t.ctx.r[0], *g = &t.gen.r[0];
         ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1), 0);
         struct kvf_recv_args a = {.req_id = req,
                                   .ctx_instance = "ctx",
@@ -72,8 +67,6 @@ START_TEST(frag_failure_mid_transfer_reports_after_the_puts_ended)
     }
     ck_assert_msg(caught, "no request was caught with its puts in flight");
     ck_assert_int_eq(ru_peers_stat(&t.b, "frag_holds") >= 1, 1);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

@@ -128,6 +128,7 @@ static const struct fam families[] = {
     {"kvferry_peers_slots_reclaimed_total", CT},
     {"kvferry_peers_staging_fallbacks_total", CT},
     {"kvferry_peers_staging_held_total", CT},
+    {"kvferry_peers_msgs_held_total", CT},
     {"kvferry_peers_stale_epochs_total", CT},
     {"kvferry_peers_table_nacks_total", CT},
     {"kvferry_peers_table_retries_total", CT},
@@ -278,27 +279,23 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     struct two t;
     const char *extra =
         "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
-    two_start(&t, extra, extra, NULL);
-    uint64_t rng = 0x77;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, 1, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, 1, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 0x42);
-    ck_assert_int_eq(kvf_send(ctx.r[0].c, 7, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
-                     0);
+    two_start_insts(
+        &t, &(struct two_insts){
+                .extra_a = extra, .extra_b = extra, .spec = "tiny", .blocks = 1, .rng = 0x77});
+    pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 0x42);
+    ck_assert_int_eq(
+        kvf_send(t.ctx.r[0].c, 7, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts, t.ctx.r[0].ids, 1), 0);
     struct kvf_recv_args a = {.req_id = 7,
-                              .ctx_instance = ctx.r[0].l.instance,
+                              .ctx_instance = t.ctx.r[0].l.instance,
                               .ctx_dp_rank = -1,
                               .ctx_home = t.a.addr,
-                              .n_groups = gen.r[0].l.n_groups,
-                              .counts = gen.r[0].counts,
-                              .ids = gen.r[0].ids};
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+                              .n_groups = t.gen.r[0].l.n_groups,
+                              .counts = t.gen.r[0].counts,
+                              .ids = t.gen.r[0].ids};
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
     struct kvf_event ev;
-    int ok = ru_wait_event(&gen.r[0], 7, &ev, 40000) == KVF_EV_DONE;
-    ok = ok && ru_wait_event(&ctx.r[0], 7, &ev, 20000) == KVF_EV_SENT;
+    int ok = ru_wait_event(&t.gen.r[0], 7, &ev, 40000) == KVF_EV_DONE;
+    ok = ok && ru_wait_event(&t.ctx.r[0], 7, &ev, 20000) == KVF_EV_SENT;
     ck_assert_msg(ok, "request 7 did not complete: %s", ev.message);
 
     size_t nf = sizeof families / sizeof families[0];
@@ -334,7 +331,7 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     ck_assert_double_eq(sample(tb, series), bytes);
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
-           gen.r[0].l.instance);
+           t.gen.r[0].l.instance);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
     /* the context side's share, by the generation daemon's link id (as `peers` names it) */
     json_t *pa = ru_ctl(&t.a, "peers");
@@ -355,8 +352,6 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     promtool(tb);
     free(ta);
     free(tb);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, ok);
 }
 END_TEST

@@ -130,24 +130,18 @@ static void send_then_refused(struct ru_inst *ctx, struct ru_inst *bad, uint64_t
 START_TEST(nack_dead_reader_on_the_same_daemon_ends_the_send)
 {
     struct two t;
-    two_start(&t, LONG_DEADLINES, NULL, NULL);
-    uint64_t rng = 31;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
+    two_start_insts(&t, &(struct two_insts){.extra_a = LONG_DEADLINES, .spec = TINY, .blocks = 8,
+                                            .rng = 31, .gen_at = TWO_GEN_UNREGISTERED});
     for (uint32_t n_readers = 0; n_readers <= 1; n_readers++) { /* 0: counted by the daemon */
         uint64_t req = 10 + n_readers;
-        pid_t pid = reader_process(&gen, &t.a, req, NULL);
+        pid_t pid = reader_process(&t.gen, &t.a, req, NULL);
         until_listed(&t.a, "recv", 1, 5000);
         kill_reader(pid);
         until_listed(&t.a, "recv", 0, 5000); /* the daemon saw the reader go */
-        send_fails_fast(&ctx, req, n_readers, KVF_E_PEER_LOST,
+        send_fails_fast(&t.ctx, req, n_readers, KVF_E_PEER_LOST,
                         n_readers ? "same daemon, dead reader" : "same daemon, dead reader, n_readers 0");
     }
     ck_assert_uint_eq(listed(&t.a, "send"), 0);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -155,24 +149,18 @@ END_TEST
 START_TEST(nack_refused_reader_on_the_same_daemon_ends_the_send)
 {
     struct two t;
-    two_start(&t, LONG_DEADLINES, NULL, NULL);
-    uint64_t rng = 32;
-    struct ru_inst ctx, bad;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&bad, TINY_BAD, "bad", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&bad, &t.a);
-    send_then_refused(&ctx, &bad, 20, 1, NULL, &t.a, NULL, "same daemon, refused reader");
-    send_then_refused(&ctx, &bad, 21, 0, NULL, &t.a, NULL, "same daemon, refused reader, n_readers 0");
+    two_start_insts(&t, &(struct two_insts){.extra_a = LONG_DEADLINES, .spec = TINY,
+                                            .gen_spec = TINY_BAD, .gen_id = "bad", .blocks = 8,
+                                            .rng = 32, .gen_at = TWO_GEN_AT_A});
+    send_then_refused(&t.ctx, &t.gen, 20, 1, NULL, &t.a, NULL, "same daemon, refused reader");
+    send_then_refused(&t.ctx, &t.gen, 21, 0, NULL, &t.a, NULL, "same daemon, refused reader, n_readers 0");
     /* the RECV first: the SEND that comes later finds the refusal */
     struct kvf_recv_args a;
     struct kvf_event ev;
-    recv_args(&bad.r[0], 22, NULL, &a);
-    ck_assert_int_eq(kvf_recv(bad.r[0].c, &a), 0);
-    ck_assert_int_eq(ru_wait_event(&bad.r[0], 22, &ev, 10000), KVF_EV_FAILED);
-    send_fails_fast(&ctx, 22, 1, KVF_E_PEER_INCOMPATIBLE, "same daemon, refused before the SEND");
-    ru_inst_free(&ctx);
-    ru_inst_free(&bad);
+    recv_args(&t.gen.r[0], 22, NULL, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&t.gen.r[0], 22, &ev, 10000), KVF_EV_FAILED);
+    send_fails_fast(&t.ctx, 22, 1, KVF_E_PEER_INCOMPATIBLE, "same daemon, refused before the SEND");
     two_stop(&t, 1);
 }
 END_TEST
@@ -180,21 +168,16 @@ END_TEST
 START_TEST(nack_dead_reader_between_daemons_ends_the_send)
 {
     struct two t;
-    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
-    uint64_t rng = 33;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    pid_t pid = reader_process(&gen, &t.b, 40, t.a.addr);
+    two_start_insts(&t, &(struct two_insts){.extra_a = LONG_DEADLINES, .extra_b = LONG_DEADLINES,
+                                            .spec = TINY, .blocks = 8, .rng = 33,
+                                            .gen_at = TWO_GEN_UNREGISTERED});
+    pid_t pid = reader_process(&t.gen, &t.b, 40, t.a.addr);
     /* its RECV_REQ waits at the context daemon for the SEND */
     ru_wait_peers_stat(&t.a, "flows", 1, 5000);
     kill_reader(pid);
     ru_wait_peers_stat(&t.a, "reader_nacks_recv", 1, 5000);
-    send_fails_fast(&ctx, 40, 1, KVF_E_PEER_LOST, "two daemons, dead reader");
+    send_fails_fast(&t.ctx, 40, 1, KVF_E_PEER_LOST, "two daemons, dead reader");
     ck_assert_uint_eq(listed(&t.a, "send"), 0);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -202,19 +185,13 @@ END_TEST
 START_TEST(nack_refused_reader_between_daemons_ends_the_send)
 {
     struct two t;
-    two_start(&t, LONG_DEADLINES, LONG_DEADLINES, NULL);
-    uint64_t rng = 34;
-    struct ru_inst ctx, bad;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&bad, TINY_BAD, "bad", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&bad, &t.b);
-    send_then_refused(&ctx, &bad, 50, 1, t.a.addr, &t.a, &t.b, "two daemons, refused reader");
+    two_start_insts(&t, &(struct two_insts){.extra_a = LONG_DEADLINES, .extra_b = LONG_DEADLINES,
+                                            .spec = TINY, .gen_spec = TINY_BAD, .gen_id = "bad",
+                                            .blocks = 8, .rng = 34});
+    send_then_refused(&t.ctx, &t.gen, 50, 1, t.a.addr, &t.a, &t.b, "two daemons, refused reader");
     /* the verdict is cached at the generation daemon: the next refusal still tells the SEND */
-    send_then_refused(&ctx, &bad, 51, 0, t.a.addr, &t.a, &t.b,
+    send_then_refused(&t.ctx, &t.gen, 51, 0, t.a.addr, &t.a, &t.b,
                       "two daemons, refused reader (cached verdict), n_readers 0");
-    ru_inst_free(&ctx);
-    ru_inst_free(&bad);
     two_stop(&t, 1);
 }
 END_TEST

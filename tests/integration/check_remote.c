@@ -61,14 +61,11 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     if (!extra) /* gates at 0: every payload takes the bounce path */
         extra = "arena:\n  size: 32MiB\n  chunk: 4MiB\ngates:\n  min_bytes: 0\n  min_blocks: 0\n";
     bool frag = strstr(extra, "gates") == NULL; /* default gates: small payloads go fragment */
-    two_start(&t, extra, extra, tls);
-    uint64_t rng = 0x9e3779b97f4a7c15ull ^ n_ctx;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_ctx, &rng, 0x5a);
-    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_gen, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    int ok = move_one(&t, &ctx, &gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra, .tls = tls,
+                                            .spec = ctx_spec, .gen_spec = gen_spec, .blocks = n_ctx,
+                                            .gen_blocks = n_gen,
+                                            .rng = 0x9e3779b97f4a7c15ull ^ n_ctx});
+    int ok = move_one(&t, &t.ctx, &t.gen, 42, n_ctx, n_gen, dp, 0x1234 + n_ctx);
     json_t *sa = ru_ctl(&t.a, "stats"), *sb = ru_ctl(&t.b, "stats");
     ck_assert_ptr_nonnull(sa);
     ck_assert_ptr_nonnull(sb);
@@ -90,7 +87,7 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         json_integer_value(json_object_get(paths, "fragment_kv_below_min_blocks"));
     json_int_t p_bounce = json_integer_value(json_object_get(paths, "bounce_state_at_min_bytes")) +
                           json_integer_value(json_object_get(paths, "bounce_kv_at_min_blocks"));
-    ck_assert_int_eq(frag ? p_frag : p_bounce, gen.n); /* one decision per request, by reason */
+    ck_assert_int_eq(frag ? p_frag : p_bounce, t.gen.n); /* one decision per request, by reason */
     ck_assert_int_eq(frag ? p_bounce : p_frag, 0);
     free(da);
     free(db);
@@ -109,8 +106,6 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         else
             ck_assert_int_gt(put, 0); /* shared memory: put into the peer's arena + flush */
     }
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, ok);
     ck_assert_msg(ok, "%s -> %s did not complete", ctx_spec, gen_spec);
 }
@@ -326,23 +321,19 @@ END_TEST
 static void throughput_case(const char *tls, const char *extra)
 {
     struct two t;
-    two_start(&t, extra, extra, tls);
-    uint64_t rng = 99;
-    struct ru_inst ctx, gen;
     const char *spec = "kimi-linear-48b:blocks=64,slots=1";
-    ru_inst_init(&ctx, spec, "ctx", ROLE_CONTEXT, 64, &rng, 0x5a);
-    ru_inst_init(&gen, spec, "gen", ROLE_GENERATION, 64, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra, .tls = tls,
+                                            .spec = spec, .blocks = 64, .rng = 99});
     double best = 0;
     uint64_t bytes = 0;
     int ok = 1;
     for (int round = 0; round < 3 && ok; round++) {
-        pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 31 + (uint64_t)round);
+        pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 31 + (uint64_t)round);
         uint64_t req = 500 + (uint64_t)round;
-        ck_assert_int_eq(
-            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
-        struct ru_rank *r = &gen.r[0];
+        ck_assert_int_eq(kvf_send(t.ctx.r[0].c, req, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts,
+                                  t.ctx.r[0].ids, 1),
+                         0);
+        struct ru_rank *r = &t.gen.r[0];
         struct kvf_recv_args a = {.req_id = req,
                                   .ctx_instance = "ctx",
                                   .ctx_dp_rank = -1,
@@ -361,10 +352,10 @@ static void throughput_case(const char *tls, const char *extra)
         if (ok && (double)bytes / s > best)
             best = (double)bytes / s;
         struct kvf_event ev2;
-        ru_wait_event(&ctx.r[0], req, &ev2, 5000);
+        ru_wait_event(&t.ctx.r[0], req, &ev2, 5000);
     }
     if (ok)
-        ru_assert_parity(&gen.r[0], 0, 33, "throughput");
+        ru_assert_parity(&t.gen.r[0], 0, 33, "throughput");
     /* memcpy of the same amount, in this run */
     uint8_t *m1 = malloc(bytes), *m2 = malloc(bytes);
     ck_assert_ptr_nonnull(m1);
@@ -388,8 +379,6 @@ static void throughput_case(const char *tls, const char *extra)
             "throughput %s: %.1f MiB request, RECV->DONE best %.2f GB/s; memcpy %.2f GB/s\n",
             tls ? tls : "UCX_TLS=" RU_TLS_SAME_HOST, (double)bytes / 1048576.0, best / 1e9,
             mbest / 1e9);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, ok);
     ck_assert(ok);
 }

@@ -13,18 +13,13 @@
 START_TEST(remote_peer_with_the_wrong_secret_is_refused)
 {
     struct two t;
-    two_start2(&t, NULL, NULL, NULL, "wrong");
-    uint64_t rng = 12;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t,
+                    &(struct two_insts){.secret_b = "wrong", .spec = TINY, .blocks = 4, .rng = 12});
     struct kvf_recv_args a;
-    ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ru_recv_args(&t.gen.r[0], 3, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
     struct kvf_event ev;
-    int k = ru_wait_event(&gen.r[0], 3, &ev, 10000);
+    int k = ru_wait_event(&t.gen.r[0], 3, &ev, 10000);
     ck_assert_int_eq(k, KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_PEER_UNREACHABLE, "%s: %s", kvf_error_to_string(ev.error),
                   ev.message);
@@ -32,8 +27,6 @@ START_TEST(remote_peer_with_the_wrong_secret_is_refused)
     ck_assert_ptr_nonnull(p);
     ck_assert_int_eq(json_array_size(json_object_get(p, "peers")), 0); /* never admitted */
     json_decref(p);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -210,29 +203,26 @@ END_TEST
 START_TEST(remote_stale_table_epoch_is_refetched_and_replanned)
 {
     struct two t;
-    two_start(&t, BOUNCE, BOUNCE, NULL);
-    uint64_t rng = 18;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(
+        &t, &(struct two_insts){
+                .extra_a = BOUNCE, .extra_b = BOUNCE, .spec = TINY, .blocks = 4, .rng = 18});
     struct kvf_event ev;
     struct kvf_recv_args a;
     for (uint64_t req = 1; req <= 3; req++) {
         if (req == 2) { /* the context rank re-registers: its instance's epoch moves on */
-            ctx.r[0].c = kvf_close(ctx.r[0].c);
-            ru_rank_register(&ctx, 0, &t.a, NULL);
+            t.ctx.r[0].c = kvf_close(t.ctx.r[0].c);
+            ru_rank_register(&t.ctx, 0, &t.a, NULL);
         }
-        pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 40 + req);
-        ck_assert_int_eq(
-            kvf_send(ctx.r[0].c, req, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1), 0);
-        ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
-        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-        int k = ru_wait_event(&gen.r[0], req, &ev, 10000);
+        pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 40 + req);
+        ck_assert_int_eq(kvf_send(t.ctx.r[0].c, req, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts,
+                                  t.ctx.r[0].ids, 1),
+                         0);
+        ru_recv_args(&t.gen.r[0], req, "ctx", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
+        int k = ru_wait_event(&t.gen.r[0], req, &ev, 10000);
         ck_assert_msg(k == KVF_EV_DONE, "request %llu: %s: %s", (unsigned long long)req,
                       kvf_error_to_string(ev.error), ev.message);
-        ru_assert_parity(&gen.r[0], 0, 40 + req, "after refetch");
+        ru_assert_parity(&t.gen.r[0], 0, 40 + req, "after refetch");
     }
     /* request 2 planned with the cached table, was refused as stale and replanned once */
     json_t *st = ru_ctl(&t.b, "stats");
@@ -241,8 +231,6 @@ START_TEST(remote_stale_table_epoch_is_refetched_and_replanned)
     ck_assert_int_eq(json_integer_value(json_object_get(pe, "replans")), 1);
     ck_assert_int_eq(json_integer_value(json_object_get(pe, "stale_epochs")), 1);
     json_decref(st);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

@@ -3,8 +3,11 @@
  * RECV one request whose context rank on daemon A SENDs it for one reader (named, or counted by
  * the daemon). Exactly one is served, every byte checked; the other ends BAD_REQUEST naming the
  * id, the instance and the count, and A's log says the same; the SEND ends SENT, not FAILED (the
- * refused reader is not counted against it). Also: a failed reader that cannot be counted (its
- * request's SEND already ended) shows in `stats` as transfers.fails_dropped and in A's log. */
+ * refused reader is not counted against it). A reader A refuses for any other reason (here:
+ * it asks for more blocks than the SEND holds, BAD_REQUEST from A's plan) is counted: the SEND
+ * ends FAILED at once, naming that reader, not at send_wait. Also: a failed reader that cannot
+ * be counted (its request's SEND already ended) shows in `stats` as transfers.fails_dropped
+ * and in A's log. */
 #include <check.h>
 
 #include "remoteutil.h"
@@ -134,6 +137,72 @@ START_TEST(a_recv_beyond_a_remote_sends_readers_is_refused)
 }
 END_TEST
 
+/* g1 asks for 8 blocks, the SEND holds 4: A refuses it BAD_REQUEST, and that reader is counted
+ * failed. n_readers 1 (the RECV before the SEND, then after it): the SEND fails at once; n_readers
+ * 2 with g2 served bitwise: the SEND fails once both readers ended. Before the fix the SEND
+ * waited for deadlines.send_wait (60 s here). */
+static void refused_reader_ends_the_send(struct pair *p, uint64_t req, uint32_t n_readers,
+                                         bool recv_first)
+{
+    struct ru_rank *c = &p->ctx.r[0], *bad = &p->g1.r[0], *good = &p->g2.r[0];
+    struct kvf_recv_args a;
+    struct kvf_event ev;
+    long long flows0 = ru_peers_stat(&p->t.a, "flows");
+    pattern_fill(&c->l, &c->mem, &c->pids, 0, req);
+    if (!recv_first)
+        ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, n_readers), 0);
+    ru_recv_args(bad, req, "ctx", p->t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(bad->c, &a), 0);
+    if (n_readers > 1) {
+        poison(good);
+        ru_recv_args(good, req, "ctx", p->t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(good->c, &a), 0);
+    }
+    if (recv_first) {
+        ru_wait_peers_stat(&p->t.a, "flows", flows0 + n_readers, 10000);
+        ck_assert_int_eq(kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, n_readers), 0);
+    }
+    int k = ru_wait_event(bad, req, &ev, 10000);
+    ck_assert_msg(k == KVF_EV_FAILED && ev.error == KVF_E_BAD_REQUEST,
+                  "the refused reader: %d %s: %s", k, kvf_error_to_string(ev.error), ev.message);
+    ck_assert_msg(strstr(ev.message, "generation asks for 8 blocks"), "%s", ev.message);
+    if (n_readers > 1) {
+        ck_assert_int_eq(ru_wait_event(good, req, &ev, 20000), KVF_EV_DONE);
+        ru_assert_parity(good, 0, req, "the reader served beside a refused one");
+    }
+    uint64_t t0 = ru_now_ms();
+    k = ru_wait_event(c, req, &ev, 10000);
+    ck_assert_msg(k == KVF_EV_FAILED && ev.error == KVF_E_BAD_REQUEST, "the SEND ended %d %s: %s",
+                  k, kvf_error_to_string(ev.error), ev.message);
+    char want[96];
+    tu_fmt(want, sizeof want, "%u of %u served, 1 failed; reader g1 rank 0 at ", n_readers - 1,
+           n_readers);
+    ck_assert_msg(strstr(ev.message, want), "the SEND's end does not say \"%s\": %s", want,
+                  ev.message);
+    fprintf(stderr, "n_readers %u, %s first: the SEND ended %llu ms after the refusal: %s: %s\n",
+            n_readers, recv_first ? "RECV" : "SEND", (unsigned long long)(ru_now_ms() - t0),
+            kvf_error_to_string(ev.error), ev.message);
+}
+
+START_TEST(a_reader_the_context_daemon_refuses_is_counted_and_ends_the_send)
+{
+    struct pair p;
+    uint64_t rng = 43;
+    two_start(&p.t, LONG_DEADLINES, LONG_DEADLINES, NULL);
+    ru_inst_init(&p.ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
+    ru_inst_init(&p.g1, TINY, "g1", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&p.g2, TINY, "g2", ROLE_GENERATION, 4, &rng, RU_POISON);
+    ru_inst_register(&p.ctx, &p.t.a);
+    ru_inst_register(&p.g1, &p.t.b);
+    ru_inst_register(&p.g2, &p.t.b);
+    refused_reader_ends_the_send(&p, 90, 1, true);
+    refused_reader_ends_the_send(&p, 91, 1, false);
+    refused_reader_ends_the_send(&p, 92, 2, true);
+    ck_assert_int_eq(transfers_stat(&p.t.a, "fails_dropped"), 0);
+    pair_stop(&p);
+}
+END_TEST
+
 START_TEST(a_failed_reader_that_cannot_be_counted_shows_in_fails_dropped)
 {
     struct pair p;
@@ -188,6 +257,7 @@ int main(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, a_recv_beyond_a_remote_sends_readers_is_refused);
     tcase_add_test(tc, a_failed_reader_that_cannot_be_counted_shows_in_fails_dropped);
+    tcase_add_test(tc, a_reader_the_context_daemon_refuses_is_counted_and_ends_the_send);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

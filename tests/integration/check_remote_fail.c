@@ -19,17 +19,13 @@ static long long arena_in_use(const struct ru_daemon *d)
 START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena)
 {
     struct two t;
-    two_start(&t, SMALL_ARENA "deadlines:\n  send_wait: 30s\n", SMALL_ARENA, NULL);
-    uint64_t rng = 11;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = SMALL_ARENA "deadlines:\n  send_wait: 30s\n",
+                                            .extra_b = SMALL_ARENA, .spec = TINY, .blocks = 8,
+                                            .rng = 11});
     /* the context rank never SENDs: the RECV_REQ waits there while credits are granted here */
     struct kvf_recv_args a;
-    ru_recv_args(&gen.r[0], 7, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ru_recv_args(&t.gen.r[0], 7, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
     uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
@@ -37,7 +33,7 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     uint64_t t0 = ru_now_ms();
     ru_daemon_kill9(&t.a);
     struct kvf_event ev;
-    int k = ru_wait_event(&gen.r[0], 7, &ev, 5000);
+    int k = ru_wait_event(&t.gen.r[0], 7, &ev, 5000);
     uint64_t took = ru_now_ms() - t0;
     ck_assert_int_eq(k, KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_PEER_LOST, "%s: %s", kvf_error_to_string(ev.error), ev.message);
@@ -59,23 +55,23 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     char extra[128];
     snprintf(extra, sizeof extra, "%s", SMALL_ARENA);
     ck_assert_int_eq(ru_daemon_start(&a2, t.top, "a", 1, t.secret, extra), 0);
-    ru_inst_free(&ctx);
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_register(&ctx, &a2);
-    pattern_fill(&ctx.r[0].l, &ctx.r[0].mem, &ctx.r[0].pids, 0, 77);
-    ck_assert_int_eq(kvf_send(ctx.r[0].c, 8, ctx.r[0].l.n_groups, ctx.r[0].counts, ctx.r[0].ids, 1),
-                     0);
-    ru_recv_args(&gen.r[0], 8, "ctx", a2.addr, &a);
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    k = ru_wait_event(&gen.r[0], 8, &ev, 20000);
+    ru_inst_free(&t.ctx);
+    ru_inst_init(&t.ctx, TINY, "ctx", ROLE_CONTEXT, 8, &t.rng, 0x5a);
+    ru_inst_register(&t.ctx, &a2);
+    pattern_fill(&t.ctx.r[0].l, &t.ctx.r[0].mem, &t.ctx.r[0].pids, 0, 77);
+    ck_assert_int_eq(
+        kvf_send(t.ctx.r[0].c, 8, t.ctx.r[0].l.n_groups, t.ctx.r[0].counts, t.ctx.r[0].ids, 1), 0);
+    ru_recv_args(&t.gen.r[0], 8, "ctx", a2.addr, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
+    k = ru_wait_event(&t.gen.r[0], 8, &ev, 20000);
     if (k != KVF_EV_DONE) {
         ru_dump_log(&a2, "context daemon (restarted)");
         ru_dump_log(&t.b, "generation daemon");
     }
     ck_assert_msg(k == KVF_EV_DONE, "after reconnect: %d %s: %s", k, kvf_error_to_string(ev.error),
                   ev.message);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
+    ru_inst_free(&t.ctx);
+    ru_inst_free(&t.gen);
     ck_assert_int_eq(ru_daemon_stop(&a2), 0);
     t.a = a2;
     t.a.pid = 0;
@@ -92,26 +88,20 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     struct two t;
     /* lookup (300ms) ends before the request's own deadline (800ms): an unknown instance is
      * UNKNOWN_INSTANCE, asked for until then */
-    two_start(&t, BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n",
-              BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n",
-              NULL);
-    uint64_t rng = 15;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    const char *cfg = BOUNCE "deadlines:\n  send_wait: 400ms\n  transfer: 400ms\n  lookup: 300ms\n";
+    two_start_insts(&t, &(struct two_insts){.extra_a = cfg, .extra_b = cfg, .spec = TINY,
+                                            .blocks = 4, .rng = 15});
     struct kvf_event ev;
     struct kvf_recv_args a;
-    ru_recv_args(&gen.r[0], 1, "nosuch", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    ck_assert_int_eq(ru_wait_event(&gen.r[0], 1, &ev, 5000), KVF_EV_FAILED);
+    ru_recv_args(&t.gen.r[0], 1, "nosuch", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&t.gen.r[0], 1, &ev, 5000), KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE, "%s: %s", kvf_error_to_string(ev.error),
                   ev.message);
     uint64_t t0 = ru_now_ms();
-    ru_recv_args(&gen.r[0], 2, "ctx", t.a.addr, &a); /* no SEND ever */
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
-    ck_assert_int_eq(ru_wait_event(&gen.r[0], 2, &ev, 5000), KVF_EV_FAILED);
+    ru_recv_args(&t.gen.r[0], 2, "ctx", t.a.addr, &a); /* no SEND ever */
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&t.gen.r[0], 2, &ev, 5000), KVF_EV_FAILED);
     uint64_t took = ru_now_ms() - t0;
     ck_assert_msg(ev.error == KVF_E_TIMEOUT, "%s: %s", kvf_error_to_string(ev.error), ev.message);
     /* the context daemon waits deadlines.send_wait for the SEND, then NACKs TIMEOUT */
@@ -129,13 +119,13 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
     long long r1 = ru_ctl_int(&t.b, "arena", "reclaimed_total");
     ck_assert_int_gt(r1, 0);
     /* the generation rank cancels a waiting request: same story, started from this side */
-    ru_recv_args(&gen.r[0], 3, "ctx", t.a.addr, &a);
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ru_recv_args(&t.gen.r[0], 3, "ctx", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
     until = ru_now_ms() + tu_ms(2000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(5);
-    ck_assert_int_eq(kvf_cancel(gen.r[0].c, 3), 0);
-    ck_assert_int_eq(ru_wait_event(&gen.r[0], 3, &ev, 3000), KVF_EV_FAILED);
+    ck_assert_int_eq(kvf_cancel(t.gen.r[0].c, 3), 0);
+    ck_assert_int_eq(ru_wait_event(&t.gen.r[0], 3, &ev, 3000), KVF_EV_FAILED);
     ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
     until = ru_now_ms() + tu_ms(2000);
     while ((arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&
@@ -150,8 +140,6 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
                          json_object_get(json_array_get(json_object_get(pe, "peers"), 0), "state")),
                      "ready");
     json_decref(pe);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -160,16 +148,12 @@ END_TEST
 START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
 {
     struct two t;
-    two_start(&t, BOUNCE, BOUNCE "daemon:\n  drain_timeout: 500ms\n", NULL);
-    uint64_t rng = 17;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 4, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 4, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = BOUNCE,
+                                            .extra_b = BOUNCE "daemon:\n  drain_timeout: 500ms\n",
+                                            .spec = TINY, .blocks = 4, .rng = 17});
     struct kvf_recv_args a;
-    ru_recv_args(&gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
-    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ru_recv_args(&t.gen.r[0], 5, "ctx", t.a.addr, &a); /* no SEND: it waits */
+    ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
     uint64_t until = ru_now_ms() + tu_ms(5000);
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
@@ -177,7 +161,7 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     ck_assert_int_eq(ru_daemon_stop(&t.b), 0);
     ck_assert_uint_lt(ru_now_ms() - t0, 3000);
     struct kvf_event ev;
-    ck_assert_int_eq(ru_wait_event(&gen.r[0], 5, &ev, 3000), KVF_EV_FAILED);
+    ck_assert_int_eq(ru_wait_event(&t.gen.r[0], 5, &ev, 3000), KVF_EV_FAILED);
     /* the context daemon heard of it: its flow ended (NACK or peer loss) */
     until = ru_now_ms() + tu_ms(3000);
     while (ru_now_ms() < until) {
@@ -194,8 +178,6 @@ START_TEST(remote_drain_fails_waiting_requests_within_the_drain_timeout)
     ck_assert_int_eq(
         json_integer_value(json_object_get(json_object_get(st, "peers"), "flows_failed")), 1);
     json_decref(st);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

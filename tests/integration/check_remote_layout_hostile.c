@@ -3,7 +3,9 @@
  * daemon with the real link layer and wire codec: a RECV_REQ naming a layout the context daemon
  * does not hold, or one whose layout does not decode, is NACKed BAD_REQUEST with the reason
  * (counted as layouts_missed), never planned against whatever the slot held; a sent layout is
- * kept and a later reference to it is taken; the daemon keeps serving. */
+ * kept and a later reference to it is taken; the daemon keeps serving. A RECV_REQ reusing the
+ * flow id of one in flight fails that flow too (the generation side ends the flow it holds under
+ * the id at the NACK, so the context side must not serve it on). */
 #include <check.h>
 #include <endian.h>
 #include <uv.h>
@@ -17,6 +19,7 @@ struct gpeer {
     struct link *link;
     struct link_peer *peer;
     int up, nacks;
+    uint64_t nack_flow;
     kvf_error_t nack_code;
     char nack_msg[WIRE_TEXT_MAX];
 };
@@ -38,12 +41,15 @@ static void on_msg(void *arg, struct link_peer *p, uint16_t type, const void *hd
                    const void *data, size_t len)
 {
     struct gpeer *g = arg;
-    (void)p, (void)type, (void)hdr, (void)hdr_len;
+    (void)p, (void)type;
     struct wire_msg m;
     if (wire_decode(data, len, &m) != 0)
         return;
     if (m.type == WIRE_NACK) {
         g->nacks++;
+        uint64_t le = 0;
+        memcpy(&le, hdr, hdr_len < sizeof le ? hdr_len : sizeof le);
+        g->nack_flow = le64toh(le);
         g->nack_code = m.u.nack.code;
         snprintf(g->nack_msg, sizeof g->nack_msg, "%s", m.u.nack.message);
     }
@@ -141,6 +147,17 @@ START_TEST(remote_context_refuses_a_layout_it_does_not_hold)
     ck_assert_int_eq(g.nacks, 3);
     ck_assert_int_eq(ru_peers_stat(&a, "layouts_decoded"), 1);
     ck_assert_int_eq(ru_peers_stat(&a, "layouts_missed"), 2);
+    /* flow 4 again while it waits: both refused, once, flow 5 untouched */
+    long long failed0 = ru_peers_stat(&a, "flows_failed");
+    send_req(&g, &gen.r[0], 4, 7, NULL);
+    pump(&g, 4, 10000);
+    ck_assert_int_eq(g.nacks, 4);
+    ck_assert_uint_eq(g.nack_flow, 4);
+    ck_assert_int_eq(g.nack_code, KVF_E_BAD_REQUEST);
+    ck_assert_msg(strstr(g.nack_msg, "flow 4 came again while it was in flight"), "%s", g.nack_msg);
+    ck_assert_int_eq(ru_peers_stat(&a, "flows_failed"), failed0 + 1);
+    pump(&g, 5, 200);
+    ck_assert_int_eq(g.nacks, 4);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     g.link = link_free(g.link);

@@ -18,28 +18,23 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
 {
     enum { N = 12, NB = 8 };
     struct two t;
-    two_start(&t, SMALL_ARENA, SMALL_ARENA, NULL);
-    uint64_t rng = 16;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny:tp=2,blocks=128,slots=16", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny:tp=2,blocks=128,slots=16", "gen", ROLE_GENERATION, NB, &rng,
-                 RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    for (uint32_t i = 0; i < ctx.n; i++)
-        pattern_fill(&ctx.r[i].l, &ctx.r[i].mem, &ctx.r[i].pids, 0, 9);
+    two_start_insts(&t, &(struct two_insts){.extra_a = SMALL_ARENA, .extra_b = SMALL_ARENA,
+                                            .spec = "tiny:tp=2,blocks=128,slots=16", .blocks = NB,
+                                            .rng = 16});
+    for (uint32_t i = 0; i < t.ctx.n; i++)
+        pattern_fill(&t.ctx.r[i].l, &t.ctx.r[i].mem, &t.ctx.r[i].pids, 0, 9);
     /* request q lands in blocks [q*NB, (q+1)*NB) and slot q of each generation rank */
     uint32_t ids[2][N][LAYOUT_MAX_GROUPS * (NB + 1)];
     struct plan_ids pids[2][N];
     uint32_t readers[8] = {0};
-    ru_readers(&ctx, &gen, -1, readers);
+    ru_readers(&t.ctx, &t.gen, -1, readers);
     for (uint32_t q = 0; q < N; q++) {
-        for (uint32_t i = 0; i < ctx.n; i++)
-            ck_assert_int_eq(kvf_send(ctx.r[i].c, 1000 + q, ctx.r[i].l.n_groups, ctx.r[i].counts,
-                                      ctx.r[i].ids, readers[i]),
+        for (uint32_t i = 0; i < t.ctx.n; i++)
+            ck_assert_int_eq(kvf_send(t.ctx.r[i].c, 1000 + q, t.ctx.r[i].l.n_groups,
+                                      t.ctx.r[i].counts, t.ctx.r[i].ids, readers[i]),
                              0);
-        for (uint32_t g = 0; g < gen.n; g++) {
-            struct ru_rank *r = &gen.r[g];
+        for (uint32_t g = 0; g < t.gen.n; g++) {
+            struct ru_rank *r = &t.gen.r[g];
             uint32_t *p = ids[g][q];
             memset(&pids[g][q], 0, sizeof pids[g][q]);
             for (uint32_t gr = 0; gr < r->l.n_groups; gr++) {
@@ -63,9 +58,9 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
     int done[2] = {0, 0}, failed = 0;
     uint64_t until = ru_now_ms() + tu_ms(60000);
     while ((done[0] < N || done[1] < N) && !failed && ru_now_ms() < until) {
-        for (uint32_t g = 0; g < gen.n; g++) {
+        for (uint32_t g = 0; g < t.gen.n; g++) {
             struct kvf_event ev;
-            while (kvf_poll(gen.r[g].c, &ev, 5) == 1) {
+            while (kvf_poll(t.gen.r[g].c, &ev, 5) == 1) {
                 if (ev.kind == KVF_EV_DONE)
                     done[g]++;
                 else if (ev.kind == KVF_EV_FAILED) {
@@ -83,19 +78,17 @@ START_TEST(remote_many_requests_in_flight_through_a_small_arena)
     ck_assert_int_eq(failed, 0);
     ck_assert_int_eq(done[0], N);
     ck_assert_int_eq(done[1], N);
-    for (uint32_t g = 0; g < gen.n; g++)
+    for (uint32_t g = 0; g < t.gen.n; g++)
         for (uint32_t q = 0; q < N; q++) {
             uint32_t bp;
             uint64_t bo;
             char where[256];
-            ck_assert_msg(pattern_verify(&gen.r[g].l, &gen.r[g].mem, &pids[g][q], 0, 9, &bp, &bo,
-                                         where, sizeof where) == 0,
+            ck_assert_msg(pattern_verify(&t.gen.r[g].l, &t.gen.r[g].mem, &pids[g][q], 0, 9, &bp,
+                                         &bo, where, sizeof where) == 0,
                           "rank %u request %u: %s", g, q, where);
         }
     ck_assert_int_eq(arena_in_use(&t.b), 0);
     ck_assert_int_eq(arena_in_use(&t.a), 0);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -104,18 +97,14 @@ END_TEST
 START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
 {
     struct two t;
-    two_start(&t, BOUNCE "peers:\n  max_inflight: 2\ndaemon:\n  drain_timeout: 300ms\n",
-              BOUNCE "daemon:\n  drain_timeout: 300ms\n", NULL);
-    uint64_t rng = 21;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 2, &rng, 0x5a);
-    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 2, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = BOUNCE "peers:\n  max_inflight: 2\n"
+                                                              "daemon:\n  drain_timeout: 300ms\n",
+                                            .extra_b = BOUNCE "daemon:\n  drain_timeout: 300ms\n",
+                                            .spec = TINY, .blocks = 2, .rng = 21});
     struct kvf_recv_args a;
     for (uint64_t req = 1; req <= 4; req++) { /* no SENDs: every flow waits at the context */
-        ru_recv_args(&gen.r[0], req, "ctx", t.a.addr, &a);
-        ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+        ru_recv_args(&t.gen.r[0], req, "ctx", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(t.gen.r[0].c, &a), 0);
         /* in order: the context daemon took it (a flow) or refused it (a NACK) */
         uint64_t end = ru_now_ms() + tu_ms(10000);
         while (ru_peers_stat(&t.a, "flows") + ru_peers_stat(&t.a, "nacks_sent") < (long long)req) {
@@ -128,15 +117,13 @@ START_TEST(remote_peers_max_inflight_is_enforced_per_peer)
     struct kvf_event ev;
     uint64_t until = ru_now_ms() + tu_ms(3000);
     while (refused < 2 && ru_now_ms() < until)
-        if (kvf_poll(gen.r[0].c, &ev, 20) == 1 && ev.kind == KVF_EV_FAILED) {
+        if (kvf_poll(t.gen.r[0].c, &ev, 20) == 1 && ev.kind == KVF_EV_FAILED) {
             ck_assert_msg(ev.req_id >= 3, "request %llu refused", (unsigned long long)ev.req_id);
             ck_assert_int_eq(ev.error, KVF_E_NO_ROUTE);
             ck_assert_ptr_nonnull(strstr(ev.message, "peers.max_inflight"));
             refused++;
         }
     ck_assert_int_eq(refused, 2);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST
@@ -233,34 +220,29 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
     const char *cfg = "arena:\n  size: 4MiB\n  chunk: 64KiB\ngates:\n  min_bytes: 0\n"
                       "daemon:\n  drain_timeout: 1s\n";
     struct two t;
-    two_start(&t, cfg, cfg, NULL);
-    uint64_t rng = 0x5eed;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny:tp=2,blocks=128,slots=32", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny:tp=2,blocks=128,slots=32", "gen", ROLE_GENERATION, NB, &rng,
-                 RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    for (uint32_t i = 0; i < ctx.n; i++)
-        pattern_fill(&ctx.r[i].l, &ctx.r[i].mem, &ctx.r[i].pids, 0, 77);
+    two_start_insts(&t, &(struct two_insts){.extra_a = cfg, .extra_b = cfg,
+                                            .spec = "tiny:tp=2,blocks=128,slots=32", .blocks = NB,
+                                            .rng = 0x5eed});
+    for (uint32_t i = 0; i < t.ctx.n; i++)
+        pattern_fill(&t.ctx.r[i].l, &t.ctx.r[i].mem, &t.ctx.r[i].pids, 0, 77);
     uint32_t readers[8] = {0};
-    ru_readers(&ctx, &gen, -1, readers);
+    ru_readers(&t.ctx, &t.gen, -1, readers);
     static uint32_t ids[2][N][LAYOUT_MAX_GROUPS * (NB + 1)];
     struct plan_ids pids[2][N];
     int ended[2][N], kind[2][N];
     memset(ended, 0, sizeof ended);
     for (uint32_t q = 0; q < N; q++) {
-        int recv_first = (int)(ru_rand(&rng) & 1);
+        int recv_first = (int)(ru_rand(&t.rng) & 1);
         for (int step = 0; step < 2; step++) {
             if ((step == 0) != recv_first) {
-                for (uint32_t i = 0; i < ctx.n; i++)
-                    ck_assert_int_eq(kvf_send(ctx.r[i].c, 100 + q, ctx.r[i].l.n_groups,
-                                              ctx.r[i].counts, ctx.r[i].ids, readers[i]),
+                for (uint32_t i = 0; i < t.ctx.n; i++)
+                    ck_assert_int_eq(kvf_send(t.ctx.r[i].c, 100 + q, t.ctx.r[i].l.n_groups,
+                                              t.ctx.r[i].counts, t.ctx.r[i].ids, readers[i]),
                                      0);
                 continue;
             }
-            for (uint32_t g = 0; g < gen.n; g++) {
-                struct ru_rank *r = &gen.r[g];
+            for (uint32_t g = 0; g < t.gen.n; g++) {
+                struct ru_rank *r = &t.gen.r[g];
                 uint32_t *p = ids[g][q];
                 memset(&pids[g][q], 0, sizeof pids[g][q]);
                 for (uint32_t gr = 0; gr < r->l.n_groups; gr++) {
@@ -277,16 +259,16 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
             }
         }
         if (q % 3 == 0) {
-            ru_sleep_ms((unsigned)(ru_rand(&rng) % 4));
-            kvf_cancel(gen.r[0].c, 100 + q); /* may be too late: then it completes */
+            ru_sleep_ms((unsigned)(ru_rand(&t.rng) % 4));
+            kvf_cancel(t.gen.r[0].c, 100 + q); /* may be too late: then it completes */
         }
     }
     int open = 2 * N;
     uint64_t until = ru_now_ms() + tu_ms(60000);
     while (open > 0 && ru_now_ms() < until)
-        for (uint32_t g = 0; g < gen.n; g++) {
+        for (uint32_t g = 0; g < t.gen.n; g++) {
             struct kvf_event ev;
-            while (kvf_poll(gen.r[g].c, &ev, 2) == 1) {
+            while (kvf_poll(t.gen.r[g].c, &ev, 2) == 1) {
                 if (ev.kind != KVF_EV_DONE && ev.kind != KVF_EV_FAILED)
                     continue;
                 uint32_t q = (uint32_t)(ev.req_id - 100);
@@ -304,17 +286,17 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
     ck_assert_int_eq(open, 0);
     int cancelled = 0;
     for (uint32_t q = 0; q < N; q++)
-        for (uint32_t g = 0; g < gen.n; g++) {
+        for (uint32_t g = 0; g < t.gen.n; g++) {
             if (kind[g][q] != KVF_EV_DONE) {
                 cancelled++;
-                kvf_cancel(ctx.r[g].c, 100 + q); /* its reader will never come */
+                kvf_cancel(t.ctx.r[g].c, 100 + q); /* its reader will never come */
                 continue;
             }
             uint32_t bp;
             uint64_t bo;
             char where[256];
-            ck_assert_msg(pattern_verify(&gen.r[g].l, &gen.r[g].mem, &pids[g][q], 0, 77, &bp, &bo,
-                                         where, sizeof where) == 0,
+            ck_assert_msg(pattern_verify(&t.gen.r[g].l, &t.gen.r[g].mem, &pids[g][q], 0, 77, &bp,
+                                         &bo, where, sizeof where) == 0,
                           "rank %u request %u: %s", g, q, where);
         }
     fprintf(stderr, "random cancels: %d of %d requests cancelled in flight\n", cancelled, N);
@@ -332,8 +314,6 @@ START_TEST(remote_random_cancels_leave_no_slot_behind)
         ck_assert_msg(ru_now_ms() < until, "%lld slots still busy", busy);
         ru_sleep_ms(20);
     }
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

@@ -22,22 +22,17 @@ static long long arena_int(const struct ru_daemon *d, const char *key)
 START_TEST(remote_256_tiny_requests_in_flight_fit_12_landing_slots)
 {
     struct two t;
-    two_start(&t, ARENA12, ARENA12, NULL);
+    two_start_insts(&t, &(struct two_insts){.extra_a = ARENA12, .extra_b = ARENA12, .spec = SPEC,
+                                            .blocks = NB, .rng = 21});
     ck_assert_int_eq(arena_int(&t.b, "slots_total"), 12);
-    uint64_t rng = 21;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, SPEC, "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
-    ru_inst_init(&gen, SPEC, "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
-    ck_assert_uint_eq(gen.n, 1);
-    for (uint32_t i = 0; i < ctx.n; i++)
-        pattern_fill(&ctx.r[i].l, &ctx.r[i].mem, &ctx.r[i].pids, 0, 9);
+    ck_assert_uint_eq(t.gen.n, 1);
+    for (uint32_t i = 0; i < t.ctx.n; i++)
+        pattern_fill(&t.ctx.r[i].l, &t.ctx.r[i].mem, &t.ctx.r[i].pids, 0, 9);
     /* request q lands in block q and state slot q; every RECV first, no SEND yet: each holds
      * its landing credits while its RECV_REQ waits at the context daemon */
     static uint32_t ids[N][LAYOUT_MAX_GROUPS * (NB + 1)];
     static struct plan_ids pids[N];
-    struct ru_rank *g = &gen.r[0];
+    struct ru_rank *g = &t.gen.r[0];
     for (uint32_t q = 0; q < N; q++) {
         uint32_t *p = ids[q];
         memset(&pids[q], 0, sizeof pids[q]);
@@ -72,11 +67,12 @@ START_TEST(remote_256_tiny_requests_in_flight_fit_12_landing_slots)
     ck_assert_int_ge(split, 1);
     ck_assert_int_ge(free_, 1); /* small grants crowd few slots: large requests still fit */
     uint32_t readers[8] = {0};
-    ru_readers(&ctx, &gen, -1, readers);
+    ru_readers(&t.ctx, &t.gen, -1, readers);
     for (uint32_t q = 0; q < N; q++)
-        for (uint32_t i = 0; i < ctx.n; i++) /* every request from the same filled blocks */
-            ck_assert_int_eq(kvf_send(ctx.r[i].c, 5000 + q, ctx.r[i].l.n_groups, ctx.r[i].counts,
-                                      ctx.r[i].ids, readers[i]), 0);
+        for (uint32_t i = 0; i < t.ctx.n; i++) /* every request from the same filled blocks */
+            ck_assert_int_eq(kvf_send(t.ctx.r[i].c, 5000 + q, t.ctx.r[i].l.n_groups,
+                                      t.ctx.r[i].counts, t.ctx.r[i].ids, readers[i]),
+                             0);
     int done = 0, failed = 0;
     until = ru_now_ms() + 60000;
     while (done + failed < N && ru_now_ms() < until) {
@@ -111,8 +107,6 @@ START_TEST(remote_256_tiny_requests_in_flight_fit_12_landing_slots)
     ck_assert_int_eq(arena_int(&t.b, "slots_free"), 12);
     ck_assert_int_eq(arena_int(&t.a, "slots_in_use"), 0);
     ck_assert_int_ge(arena_int(&t.b, "small_grants_total"), N);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
     two_stop(&t, 1);
 }
 END_TEST

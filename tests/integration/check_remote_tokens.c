@@ -49,17 +49,11 @@ static void tokens_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
                         uint32_t n_gen, uint64_t tokens)
 {
     struct two t;
-    two_start(&t, GATES, GATES, NULL);
-    uint64_t rng = 0x70c5 ^ tokens;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, ctx_spec, "ctx", ROLE_CONTEXT, n_ctx, &rng, 0x5a);
-    ru_inst_init(&gen, gen_spec, "gen", ROLE_GENERATION, n_gen, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = GATES, .extra_b = GATES, .spec = ctx_spec,
+                                            .gen_spec = gen_spec, .blocks = n_ctx,
+                                            .gen_blocks = n_gen, .rng = 0x70c5 ^ tokens});
     char msg[600] = "";
-    int k = move_tokens(&t, &ctx, &gen, 51, tokens, 0x515 + tokens, msg, sizeof msg);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
+    int k = move_tokens(&t, &t.ctx, &t.gen, 51, tokens, 0x515 + tokens, msg, sizeof msg);
     two_stop(&t, k == KVF_EV_DONE);
     ck_assert_msg(k == KVF_EV_DONE, "%s -> %s, %u -> %u blocks, %llu tokens: %s", ctx_spec,
                   gen_spec, n_ctx, n_gen, (unsigned long long)tokens, msg);
@@ -86,17 +80,12 @@ END_TEST
 START_TEST(remote_odd_count_without_the_token_count_is_refused_naming_it)
 {
     struct two t;
-    two_start(&t, GATES, GATES, NULL);
-    uint64_t rng = 0x9;
-    struct ru_inst ctx, gen;
-    ru_inst_init(&ctx, "tiny:tpb=16,blocks=16", "ctx", ROLE_CONTEXT, 5, &rng, 0x5a);
-    ru_inst_init(&gen, "tiny:tpb=32,blocks=16", "gen", ROLE_GENERATION, 2, &rng, RU_POISON);
-    ru_inst_register(&ctx, &t.a);
-    ru_inst_register(&gen, &t.b);
+    two_start_insts(&t, &(struct two_insts){.extra_a = GATES, .extra_b = GATES,
+                                            .spec = "tiny:tpb=16,blocks=16",
+                                            .gen_spec = "tiny:tpb=32,blocks=16", .blocks = 5,
+                                            .gen_blocks = 2, .rng = 0x9});
     char msg[600] = "";
-    int k = move_tokens(&t, &ctx, &gen, 52, 0, 0x52, msg, sizeof msg);
-    ru_inst_free(&ctx);
-    ru_inst_free(&gen);
+    int k = move_tokens(&t, &t.ctx, &t.gen, 52, 0, 0x52, msg, sizeof msg);
     two_stop(&t, 1);
     ck_assert_int_eq(k, KVF_EV_FAILED);
     ck_assert_msg(strstr(msg, "BAD_REQUEST") && strstr(msg, "token count"), "%s", msg);

@@ -179,6 +179,10 @@ void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint
 struct two {
     char top[64], secret[128];
     struct ru_daemon a, b; /* a: context (home), b: generation */
+    /* two_start_insts: its instances (freed by two_stop) and the ids' rng after them */
+    struct ru_inst ctx, gen;
+    bool insts;
+    uint64_t rng;
 };
 
 /* Two daemons: a (context home, listening) and b (generation, outbound only). secret_b: NULL
@@ -186,8 +190,27 @@ struct two {
 void two_start2(struct two *t, const char *extra_a, const char *extra_b, const char *tls,
                 const char *secret_b);
 
+/* Frees two_start_insts' instances, stops both daemons (their logs printed unless ok) and
+ * removes the directory. */
 void two_stop(struct two *t, int ok);
 
 void two_start(struct two *t, const char *extra_a, const char *extra_b, const char *tls);
+
+/* The setup most two-daemon cases share: two daemons (two_start2 of the extras, tls and
+ * secret_b), t->ctx, an instance "ctx" of spec registered at a, and t->gen, an instance gen_id
+ * (NULL: "gen") of gen_spec (NULL: spec) registered at b (or as gen_at says), with blocks
+ * (gen_blocks) per request (ru_inst_init, ids from rng: ctx first; t->rng goes on from there).
+ * two_stop frees them first. */
+enum two_gen_at { TWO_GEN_AT_B, TWO_GEN_AT_A, TWO_GEN_UNREGISTERED /* the case registers it */ };
+
+struct two_insts {
+    const char *extra_a, *extra_b, *tls, *secret_b;
+    const char *spec, *gen_spec, *gen_id;
+    uint32_t blocks, gen_blocks; /* gen_blocks 0: blocks */
+    uint64_t rng;
+    enum two_gen_at gen_at;
+};
+
+void two_start_insts(struct two *t, const struct two_insts *w);
 
 #endif

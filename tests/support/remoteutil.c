@@ -497,6 +497,11 @@ void two_start2(struct two *t, const char *extra_a, const char *extra_b, const c
 
 void two_stop(struct two *t, int ok)
 {
+    if (t->insts) {
+        ru_inst_free(&t->ctx);
+        ru_inst_free(&t->gen);
+        t->insts = false;
+    }
     if (!ok) {
         ru_dump_log(&t->a, "context daemon");
         ru_dump_log(&t->b, "generation daemon");
@@ -513,4 +518,17 @@ void two_stop(struct two *t, int ok)
 void two_start(struct two *t, const char *extra_a, const char *extra_b, const char *tls)
 {
     two_start2(t, extra_a, extra_b, tls, NULL);
+}
+
+void two_start_insts(struct two *t, const struct two_insts *w)
+{
+    two_start2(t, w->extra_a, w->extra_b, w->tls, w->secret_b);
+    t->rng = w->rng;
+    ru_inst_init(&t->ctx, w->spec, "ctx", ROLE_CONTEXT, w->blocks, &t->rng, 0x5a);
+    ru_inst_init(&t->gen, w->gen_spec ? w->gen_spec : w->spec, w->gen_id ? w->gen_id : "gen",
+                 ROLE_GENERATION, w->gen_blocks ? w->gen_blocks : w->blocks, &t->rng, RU_POISON);
+    ru_inst_register(&t->ctx, &t->a);
+    if (w->gen_at != TWO_GEN_UNREGISTERED)
+        ru_inst_register(&t->gen, w->gen_at == TWO_GEN_AT_A ? &t->a : &t->b);
+    t->insts = true;
 }
