@@ -389,6 +389,50 @@ START_TEST(link_rndv_64mib_lands_in_the_receivers_buffer_bitwise)
 }
 END_TEST
 
+/* A rendezvous payload is fetched after the messages sent behind it have arrived: the link
+ * must still deliver them in the order they were sent (the server answers each in delivery
+ * order, so its answers come back in that order). */
+START_TEST(link_messages_behind_a_rendezvous_are_delivered_after_it)
+{
+    struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
+    uint16_t port;
+    int sfd;
+    pid_t pid = lt_server_start(&sc, 30000, &port, &sfd);
+    struct lt t;
+    ck_assert_int_eq(lt_open(&t, &cc), 0);
+    lt_connect(&t, port);
+    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    size_t len = 4u << 20;
+    void *buf = malloc(len);
+    lt_fill(buf, len, 77);
+    struct lt_check c = {.off = 77};
+    enum { ROUNDS = 4, BEHIND = 3 };
+    for (int r = 0; r < ROUNDS; r++) {
+        ck_assert_int_eq(link_send(t.peer, LT_BIG, &c, sizeof(c), buf, len, lt_send_done, &t), 0);
+        for (int i = 0; i < BEHIND; i++) {
+            uint32_t h = (uint32_t)i;
+            ck_assert_int_eq(link_send(t.peer, LT_PING, &h, sizeof(h), NULL, 0, lt_send_done, &t),
+                             0);
+        }
+    }
+    ck_assert(lt_run_until(&t, &t.msgs, ROUNDS * (1 + BEHIND), 20000));
+    for (int r = 0; r < ROUNDS; r++) {
+        int at = r * (1 + BEHIND);
+        ck_assert_msg(t.order[at] == LT_RESULT, "round %d: answer %d is type %u, not the "
+                      "rendezvous's result: a message overtook it", r, at, t.order[at]);
+        for (int i = 1; i <= BEHIND; i++)
+            ck_assert_int_eq(t.order[at + i], LT_PONG);
+    }
+    ck_assert_int_eq(t.results_ok, ROUNDS);
+    quit_server(&t);
+    struct link_stats ss;
+    ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    ck_assert_uint_eq(ss.dropped, 0);
+    free(buf);
+    ck_assert_int_eq(lt_close(&t), 0);
+}
+END_TEST
+
 START_TEST(link_put_and_flush_land_in_the_peers_arena_bitwise)
 {
     struct link_config sc = cfg_server(secret_a), cc = cfg_client(secret_a);
@@ -612,6 +656,7 @@ static Suite *link_suite(void)
     tcase_set_timeout(tc, 40);
     tcase_add_test(tc, link_small_messages_echo_with_header_and_payload);
     tcase_add_test(tc, link_rndv_64mib_lands_in_the_receivers_buffer_bitwise);
+    tcase_add_test(tc, link_messages_behind_a_rendezvous_are_delivered_after_it);
     suite_add_tcase(s, tc);
     tc = tcase_create("limits");
     tcase_add_checked_fixture(tc, setup, teardown);

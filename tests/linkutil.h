@@ -41,6 +41,8 @@ struct lt {
     int msgs, results_ok, results_bad, quit;
     int sends_done, sends_failed;
     uint16_t last_type;
+    uint16_t order[64]; /* the types of the first messages received, in order */
+    int n_order;
     uint8_t last_hdr[LINK_HDR_MAX];
     size_t last_hdr_len, last_len;
     uint8_t last_data[LINK_RKEY_MAX];

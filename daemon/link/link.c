@@ -32,6 +32,7 @@ struct link_pending {
     void *desc;
     size_t len, hdr_len;
     uint8_t hdr[LINK_HDR_MAX];
+    struct link_ordered *ord; /* PEND_RNDV: its place in the peer's order */
     link_done_cb cb; /* PEND_DONE */
     void *arg;
 };
@@ -82,14 +83,18 @@ void link_defer_conn(struct link *l, ucp_conn_request_h req)
 }
 
 void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                     size_t hdr_len, void *desc, size_t len)
+                     size_t hdr_len, void *desc, size_t len, struct link_ordered *o)
 {
-    struct link_pending *w = calloc(1, sizeof(*w));
+    struct link_pending *w = o ? calloc(1, sizeof(*w)) : NULL;
     if (!w) {
         ucp_am_data_release(l->worker, desc);
-        l->st.dropped++;
+        if (o)
+            link_order_landed(p, o, NULL, 0); /* counted dropped there */
+        else
+            l->st.dropped++;
         return;
     }
+    w->ord = o;
     w->kind = PEND_RNDV;
     w->peer = p;
     p->refs++;
@@ -130,9 +135,10 @@ static void link_run_pending(struct link *l)
         } else {
             if (l->freeing || w->peer->state != LINK_PEER_READY) {
                 ucp_am_data_release(l->worker, w->desc);
-                l->st.dropped++;
+                link_order_landed(w->peer, w->ord, NULL, 0); /* counted dropped there */
             } else {
-                link_msg_start_rndv(l, w->peer, w->type, w->hdr, w->hdr_len, w->desc, w->len);
+                link_msg_start_rndv(l, w->peer, w->type, w->hdr, w->hdr_len, w->desc, w->len,
+                                    w->ord);
             }
             link_peer_unref(w->peer);
         }

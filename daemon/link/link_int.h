@@ -34,6 +34,7 @@ struct link_proc_id {
 
 struct link_pending; /* deferred work run after a progress round (link.c) */
 struct link_early;   /* a user message that arrived just before READY (link_msg.c) */
+struct link_ordered; /* a message waiting behind a rendezvous of its peer (link_order.c) */
 
 struct link_peer {
     struct link *link;           /* borrowed: owns us */
@@ -88,6 +89,12 @@ struct link_peer {
     struct link_early *early_head, *early_tail;
     unsigned early_count;
     size_t early_bytes;
+    /* Messages in the order the peer sent them while one of its rendezvous is in flight
+     * (link_order.c): the head waits for its payload, the rest for the head. */
+    struct link_ordered *ord_head, *ord_tail;
+    unsigned ord_count;
+    size_t ord_bytes;
+    int ord_flushing;
 };
 
 struct link {
@@ -150,7 +157,7 @@ void link_kick(struct link *l);                 /* progress soon, from the loop 
 int link_defer_done(struct link *l, link_done_cb cb, void *arg);
 void link_defer_conn(struct link *l, ucp_conn_request_h req);
 void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                     size_t hdr_len, void *desc, size_t len);
+                     size_t hdr_len, void *desc, size_t len, struct link_ordered *o);
 int link_err_from_ucs(ucs_status_t s);
 
 /* link_peer.c */
@@ -175,8 +182,18 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
                             size_t length, const ucp_am_recv_param_t *param);
 void link_msg_replay_early(struct link_peer *p); /* at READY */
 void link_msg_drop_early(struct link_peer *p);   /* at free */
+void link_deliver(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
+                  size_t hdr_len, const void *data, size_t len);
+/* link_order.c: delivery in the peer's send order (see there) */
+struct link_ordered *link_order_rndv(struct link_peer *p, uint16_t type, const void *hdr,
+                                     size_t hdr_len, size_t len); /* NULL: out of memory */
+/* The rendezvous of o landed in buf (NULL: failed or dropped); owned: the link made buf. */
+void link_order_landed(struct link_peer *p, struct link_ordered *o, void *buf, int owned);
+void link_order_eager(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                      const void *data, size_t len);
+void link_order_free(struct link_peer *p); /* at free */
 void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                         size_t hdr_len, void *desc, size_t len);
+                         size_t hdr_len, void *desc, size_t len, struct link_ordered *o);
 /* Sends an AM with a link-built header (copied) and borrowed data; cb may be NULL. */
 int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
                  const void *data, size_t len, link_done_cb cb, void *arg);

@@ -4,7 +4,8 @@
  * Eager payloads are delivered from inside the AM callback (valid only there, trap 6). A
  * rendezvous payload is announced by a descriptor: the callback returns UCS_INPROGRESS and the
  * link, after the progress round, asks on_rndv for a buffer and receives straight into it with
- * ucp_am_recv_data_nbx. Sends keep the header in the request (the link copies it) and borrow the
+ * ucp_am_recv_data_nbx; every message is delivered in the peer's send order (link_order.c: what
+ * came behind a rendezvous waits for it). Sends keep the header in the request (the link copies it) and borrow the
  * payload until completion; a send that completes at once (NULL) reports from the loop (trap 7).
  * Limits enforced on input: header length, payload length (cfg.max_payload). */
 #include "link_int.h"
@@ -46,6 +47,7 @@ struct send_req {
 struct recv_req {
     struct link *link;
     struct link_peer *peer; /* reference held */
+    struct link_ordered *ord; /* its place in the peer's order (link_order.c) */
     uint16_t type;
     size_t hdr_len, len;
     void *buf;
@@ -123,8 +125,8 @@ int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_le
     return rc;
 }
 
-static void deliver(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                    size_t hdr_len, const void *data, size_t len)
+void link_deliver(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
+                  size_t hdr_len, const void *data, size_t len)
 {
     p->msgs_recv++;
     p->bytes_recv += len;
@@ -173,9 +175,10 @@ void link_msg_replay_early(struct link_peer *p)
     while ((e = p->early_head) && p->state == LINK_PEER_READY) {
         p->early_head = e->next;
         if (e->desc)
-            link_defer_rndv(p->link, p, e->type, e->hdr, e->hdr_len, e->desc, e->len);
+            link_defer_rndv(p->link, p, e->type, e->hdr, e->hdr_len, e->desc, e->len,
+                            link_order_rndv(p, e->type, e->hdr, e->hdr_len, e->len));
         else
-            deliver(p->link, p, e->type, e->hdr, e->hdr_len, e->data, e->len);
+            link_order_eager(p, e->type, e->hdr, e->hdr_len, e->data, e->len);
         free(e);
     }
     if (!p->early_head) {
@@ -224,11 +227,13 @@ ucs_status_t link_msg_am_cb(void *arg, const void *header, size_t header_length,
     const uint8_t *uh = (const uint8_t *)header + sizeof(w);
     if (p->state != LINK_PEER_READY)
         return link_msg_early(l, p, le16toh(w.type), uh, hdr_len, data, length, rndv);
+    uint16_t type = le16toh(w.type);
     if (rndv) {
-        link_defer_rndv(l, p, le16toh(w.type), uh, hdr_len, data, length);
+        link_defer_rndv(l, p, type, uh, hdr_len, data, length,
+                        link_order_rndv(p, type, uh, hdr_len, length));
         return UCS_INPROGRESS;
     }
-    deliver(l, p, le16toh(w.type), uh, hdr_len, data, length);
+    link_order_eager(p, type, uh, hdr_len, data, length);
     return UCS_OK;
 }
 
@@ -236,12 +241,11 @@ static void recv_done(void *request, ucs_status_t status, size_t length, void *u
 {
     struct recv_req *r = user_data;
     r->link->inflight--;
-    if (status == UCS_OK && length == r->len && r->peer->state == LINK_PEER_READY)
-        deliver(r->link, r->peer, r->type, r->hdr, r->hdr_len, r->buf, r->len);
-    else
-        r->link->st.dropped++;
-    if (r->buf_owned)
+    int ok = status == UCS_OK && length == r->len && r->peer->state == LINK_PEER_READY;
+    if (!ok && r->buf_owned)
         free(r->buf);
+    /* delivered in the peer's order: now, with what waited behind it, or after what is ahead */
+    link_order_landed(r->peer, r->ord, ok ? r->buf : NULL, r->buf_owned);
     link_peer_unref(r->peer);
     free(r);
     if (request)
@@ -249,7 +253,7 @@ static void recv_done(void *request, ucs_status_t status, size_t length, void *u
 }
 
 void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                         size_t hdr_len, void *desc, size_t len)
+                         size_t hdr_len, void *desc, size_t len, struct link_ordered *o)
 {
     struct recv_req *r = calloc(1, sizeof(*r));
     int rc = r ? -ENOBUFS : -ENOMEM;
@@ -262,12 +266,13 @@ void link_msg_start_rndv(struct link *l, struct link_peer *p, uint16_t type, con
     }
     if (rc < 0) {
         ucp_am_data_release(l->worker, desc);
-        l->st.dropped++;
         if (r && r->buf_owned)
             free(r->buf);
         free(r);
+        link_order_landed(p, o, NULL, 0); /* counted dropped there */
         return;
     }
+    r->ord = o;
     r->link = l;
     r->peer = p;
     p->refs++;

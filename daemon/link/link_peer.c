@@ -154,6 +154,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
     if (!p)
         return NULL;
     link_msg_drop_early(p);
+    link_order_free(p);
     link_proc_close(p);
     if (p->arena_rkey)
         ucp_rkey_destroy(p->arena_rkey);

@@ -168,6 +168,8 @@ static void lt_on_msg(void *arg, struct link_peer *p, uint16_t type, const void 
     lt_wake(t);
     t->msgs++;
     t->last_type = type;
+    if (t->n_order < (int)(sizeof(t->order) / sizeof(t->order[0])))
+        t->order[t->n_order++] = type;
     t->last_hdr_len = hdr_len;
     memcpy(t->last_hdr, hdr, hdr_len);
     t->last_len = len;
