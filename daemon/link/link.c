@@ -363,6 +363,8 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     l->efd = -1;
     if (!l->cfg.max_payload)
         l->cfg.max_payload = (size_t)1 << 30;
+    if (!l->cfg.max_behind)
+        l->cfg.max_behind = LINK_MAX_BEHIND;
     if (!l->cfg.max_peers)
         l->cfg.max_peers = 256;
     if (!l->cfg.handshake_timeout_ms)

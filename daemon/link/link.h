@@ -81,6 +81,8 @@ struct link_config {
     size_t arena_bytes;           /* UCX-allocated arena; 0: none */
     bool arena_prefault;          /* fault it in on a low-priority thread after start */
     size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */
+    unsigned max_behind;          /* messages of one peer waiting behind its rendezvous in flight
+                                   * (link_order.c); beyond: dropped, counted; 0: 4096 */
     unsigned max_peers;           /* endpoints at once; 0: 256 */
     unsigned handshake_timeout_ms; /* 0: 5000 */
     uint16_t proto_version;       /* 0: LINK_PROTO_VERSION (others for upgrade tests) */

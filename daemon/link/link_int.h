@@ -185,6 +185,8 @@ void link_msg_drop_early(struct link_peer *p);   /* at free */
 void link_deliver(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
                   size_t hdr_len, const void *data, size_t len);
 /* link_order.c: delivery in the peer's send order (see there) */
+#define LINK_MAX_BEHIND 4096             /* cfg.max_behind's default */
+#define LINK_MAX_BEHIND_BYTES (64u << 20) /* eager bytes copied behind one peer's rendezvous */
 struct link_ordered *link_order_rndv(struct link_peer *p, uint16_t type, const void *hdr,
                                      size_t hdr_len, size_t len); /* NULL: out of memory */
 /* The rendezvous of o landed in buf (NULL: failed or dropped); owned: the link made buf. */

@@ -8,16 +8,14 @@
  * of a peer is in flight the messages behind it wait here, eager payloads copied (they are
  * valid only inside the AM callback), and leave in order once it landed or failed. With
  * nothing in flight a message is delivered at once, uncopied. Bounded per peer: beyond
- * ORDER_MAX_MSGS / ORDER_MAX_BYTES waiting, an eager message is dropped and counted. */
+ * cfg.max_behind messages or LINK_MAX_BEHIND_BYTES waiting, an eager message is dropped and
+ * counted (st.dropped). */
 #include "link_int.h"
 
 #include "log.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-#define ORDER_MAX_MSGS 4096
-#define ORDER_MAX_BYTES (64u << 20)
 
 enum { ORD_WAITING, ORD_READY, ORD_DROPPED };
 
@@ -104,7 +102,7 @@ void link_order_eager(struct link_peer *p, uint16_t type, const void *hdr, size_
         return;
     }
     struct link_ordered *o = NULL;
-    if (p->ord_count < ORDER_MAX_MSGS && p->ord_bytes + len <= ORDER_MAX_BYTES)
+    if (p->ord_count < p->link->cfg.max_behind && p->ord_bytes + len <= LINK_MAX_BEHIND_BYTES)
         o = calloc(1, sizeof(*o) + len);
     if (!o) {
         p->link->st.dropped++;
