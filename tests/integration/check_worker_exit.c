@@ -155,6 +155,11 @@ static struct big big_spawn(struct wenv *e)
     return b;
 }
 
+static bool prefaulted_past(struct wenv *e, void *arg)
+{
+    return stat_int(e, "workers", "prefaults_done") > *(long long *)arg;
+}
+
 /* Waits until b registered and the daemon mapped its pages in. */
 static void big_ready(struct wenv *e, const struct big *b)
 {
@@ -163,10 +168,8 @@ static void big_ready(struct wenv *e, const struct big *b)
     ck_assert_int_eq(poll(&p, 1, (int)tu_ms(60000)), 1);
     ck_assert_int_eq(read(b->ready, &x, 1), 1);
     ck_assert_msg(x == 'R', "the big worker did not register");
-    int64_t until = wt_now_ms() + tu_ms(60000);
-    while (stat_int(e, "workers", "prefaults_done") == b->prefaulted && wt_now_ms() < until)
-        usleep(10000);
-    ck_assert_int_gt(stat_int(e, "workers", "prefaults_done"), b->prefaulted);
+    long long before = b->prefaulted;
+    ck_assert(wt_until(e, 60000, prefaulted_past, &before));
 }
 
 static struct big big_start(struct wenv *e)
