@@ -83,11 +83,6 @@ struct link_ordered *link_order_rndv(struct link_peer *p, uint16_t type, const v
 
 void link_order_landed(struct link_peer *p, struct link_ordered *o, void *buf, int owned)
 {
-    if (!o) {
-        if (owned)
-            free(buf);
-        return;
-    }
     o->state = buf ? ORD_READY : ORD_DROPPED;
     o->data = buf;
     o->data_owned = owned;
