@@ -2,7 +2,9 @@
  * every granted landing slot, in extent order and up to arena.window at once, one of:
  * - over shared memory (the peer's arena mapped here, arena.shm_write copy): a gather by the
  *   copy threads (bounce_host.c) straight into the landing slot, then CHUNK: one copy, off the
- *   loop, and no put (docs/UCX.md "Copies into the peer's arena");
+ *   loop, and no put (docs/UCX.md "Copies into the peer's arena"); where only cma reaches the
+ *   peer's process (another network namespace, arena.cma_write copy) the same gather writes
+ *   the slot with process_vm_writev (docs/UCX.md "Copies into the peer's arena over cma");
  * - a put of each source run straight from the rank's pools (bounce_put.c);
  * - a staging slot of this arena (a heap buffer when the landing chunk is larger than our
  *   slots), gathered on the copy threads or by a GPU kernel (engine_gpu.c); then put + flush +
@@ -282,6 +284,22 @@ static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g)
     return g->offset <= n && g->length <= n - g->offset ? base + g->offset : NULL;
 }
 
+/* The landing slot of g at its address in the peer daemon's process, when the copy threads are
+ * to write it there with process_vm_writev (host pools, the peer reachable over cma but its
+ * arena not mapped here, arena.cma_write copy; copy threads: the inline gather cannot write
+ * another process); *pid its pid. Else NULL. Bounded by the peer's arena as peer_slot is. */
+static uint8_t *peer_cma_slot(struct tx *tx, const struct wire_grant *g, uint32_t *pid)
+{
+    struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
+    uint64_t base;
+    if (!lp || tx->bx->staging_only || !tx->e->d->copy ||
+        tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY || link_peer_arena_cma(lp, pid, &base) < 0)
+        return NULL;
+    uint64_t n = link_peer_arena_bytes(lp);
+    return g->offset <= n && g->length <= n - g->offset ? (uint8_t *)(uintptr_t)(base + g->offset)
+                                                        : NULL;
+}
+
 /* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
  * takes a heap buffer instead of waiting, so a frozen peer's holds never stall the others (a
  * GPU gather needs the page-locked slots: it waits). */
@@ -333,11 +351,18 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
+        uint32_t pid = 0;
         uint8_t *dst = peer_slot(tx, &g);
+        if (!dst)
+            dst = peer_cma_slot(tx, &g, &pid);
         if (dst) { /* one copy, on the copy threads: no staging slot, no put */
-            e->c.chunk_copied_to_peer++;
+            if (pid)
+                e->c.chunk_cma_to_peer++;
+            else
+                e->c.chunk_copied_to_peer++;
             st->to_peer = true;
             st->buf = dst;
+            st->buf_pid = pid;
             st->held = tx->peer->lp;
             link_peer_hold(st->held);
             stage_run(st);

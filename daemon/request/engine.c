@@ -535,6 +535,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
                                   /* context side per chunk: copied into the peer's slot,
                                    * put from the pools, or gathered */
                                   "chunk_copied_to_peer", (json_int_t)c->chunk_copied_to_peer,
+                                  "chunk_cma_to_peer", (json_int_t)c->chunk_cma_to_peer,
                                   "chunk_put_from_pools", (json_int_t)c->chunk_put_from_pools,
                                   "chunk_gather_small_runs", (json_int_t)c->chunk_gather_small_runs,
                                   "chunk_gather_am", (json_int_t)c->chunk_gather_am,

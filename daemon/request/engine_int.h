@@ -73,6 +73,7 @@ struct engine_counters {
     uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
     uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
     uint64_t chunk_copied_to_peer; /* gathered by the copy threads into the peer's mapped slot */
+    uint64_t chunk_cma_to_peer;    /* ... into the peer's slot in its process (process_vm_writev) */
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
