@@ -240,6 +240,12 @@ static void stage_run(struct stage *st)
 void ctx_stage_gathered(struct stage *st, int status)
 {
     unhold(st); /* nothing writes the peer's slot any more */
+    if (status < 0 && st->buf_pid && status != -ECANCELED) {
+        /* the peer's process refused the write (exited: -ESRCH, its arena gone: -EFAULT): the
+         * generation daemon is lost, as a failed put says (PEER_LOST, its readers counted) */
+        stage_finish(st, status);
+        return;
+    }
     if (status < 0) {
         struct tx *tx = st->tx;
         if (tx && !tx_ended(tx))
