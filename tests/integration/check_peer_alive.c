@@ -294,8 +294,9 @@ static void silent_a(struct three *t, uint64_t t0, const char *what, bool held)
         while (ru_now_ms() < until)
             move_b(t, req_b++);
         long long q = ru_ctl_int(&t->g, "arena", "quarantined_slots");
-        fprintf(stderr, "%s: %lld slot(s) stay quarantined while A is frozen (it could be inside "
-                "a shared-memory put); B moved %llu requests in all\n", what, q,
+        fprintf(stderr, "%s: %lld slot(s) stay quarantined while A is silent (it could still "
+                "write them: a shared-memory put, a cma write); B moved %llu requests in all\n",
+                what, q,
                 (unsigned long long)(req_b - 1000));
         ck_assert_int_gt(q, 0);
         ck_assert_int_eq(ru_ctl_int(&t->g, "arena", "reclaimed_total") - reclaimed0, 0);
