@@ -119,13 +119,35 @@ static uint8_t *map_buf(void)
     return b;
 }
 
+/* The program, the child's buffer, the bytes a local gather gives (want) and a read-back. */
+struct fix {
+    struct prog p;
+    uint8_t *want, *got;
+};
+
+static void fix_make(struct fix *f)
+{
+    prog_make(&f->p);
+    child_buf = map_buf();
+    f->want = calloc(1, EXT_MAX);
+    f->got = malloc(EXT_MAX);
+    copy_gather(f->p.ops, f->p.n, &f->p.src, 0, f->p.bytes, f->want);
+}
+
+static void fix_free(struct fix *f)
+{
+    free(f->want);
+    free(f->got);
+    munmap(child_buf, EXT_MAX);
+    prog_free(&f->p);
+}
+
 START_TEST(a_remote_gather_writes_exactly_the_gathered_bytes_into_the_other_process)
 {
-    struct prog p;
-    prog_make(&p);
-    child_buf = map_buf();
-    uint8_t *want = calloc(1, EXT_MAX), *got = malloc(EXT_MAX);
-    copy_gather(p.ops, p.n, &p.src, 0, p.bytes, want);
+    static struct fix f;
+    fix_make(&f);
+    struct prog p = f.p;
+    uint8_t *want = f.want, *got = f.got;
     struct child c = child_start();
     uint64_t cut = p.bytes / 3 + 5; /* two sub-ranges, cut inside a run */
     uint64_t rb = (uint64_t)(uintptr_t)child_buf;
@@ -144,10 +166,7 @@ START_TEST(a_remote_gather_writes_exactly_the_gathered_bytes_into_the_other_proc
     ck_assert_int_eq(copy_gather_remote(p.ops, p.n, &p.src, 0, p.bytes, (uint32_t)d.pid, 4096),
                      -EFAULT);
     child_collect(&d, got);
-    free(want);
-    free(got);
-    munmap(child_buf, EXT_MAX);
-    prog_free(&p);
+    fix_free(&f);
 }
 END_TEST
 
@@ -165,11 +184,10 @@ static void on_done(struct copyeng_job *j, const struct copyeng_done *d, void *u
 
 START_TEST(the_copy_engine_runs_remote_gathers_on_its_threads_and_reports_their_errors)
 {
-    struct prog p;
-    prog_make(&p);
-    child_buf = map_buf();
-    uint8_t *want = calloc(1, EXT_MAX), *got = malloc(EXT_MAX);
-    copy_gather(p.ops, p.n, &p.src, 0, p.bytes, want);
+    static struct fix f;
+    fix_make(&f);
+    struct prog p = f.p;
+    uint8_t *want = f.want, *got = f.got;
     uv_loop_t loop;
     ck_assert_int_eq(uv_loop_init(&loop), 0);
     struct copyeng_params cp = {.loop = &loop, .threads = 3};
@@ -208,10 +226,7 @@ START_TEST(the_copy_engine_runs_remote_gathers_on_its_threads_and_reports_their_
     uint32_t pinned, deferred;
     mempin_counts(&pinned, &deferred);
     ck_assert_uint_eq(pinned, 0);
-    free(want);
-    free(got);
-    munmap(child_buf, EXT_MAX);
-    prog_free(&p);
+    fix_free(&f);
 }
 END_TEST
 

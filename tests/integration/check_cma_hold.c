@@ -428,13 +428,22 @@ static long long cma_chunks(const struct ru_daemon *d)
     return ru_ctl_int(d, "stats", "peers.paths.chunk_cma_to_peer");
 }
 
-START_TEST(chunks_across_namespaces_are_written_by_the_copy_threads_over_cma)
+/* A, G, H with arena.cma_write copy, H's link warm (its lanes settled: cma among them). */
+static bool write_start(struct cma *t)
 {
     arena_extra = "";
+    bool up = cma_start(t);
+    arena_extra = CFG_AM;
+    if (up)
+        move(t, &t->h, &t->gh, 1);
+    return up;
+}
+
+START_TEST(chunks_across_namespaces_are_written_by_the_copy_threads_over_cma)
+{
     struct cma t;
-    if (!cma_start(&t))
+    if (!write_start(&t))
         return;
-    move(&t, &t.h, &t.gh, 1); /* the link's lanes settle (cma joins them) */
     long long am0 = ru_peers_stat(&t.a, "chunks_am"), w0 = cma_chunks(&t.a);
     long long fb0 = ru_peers_stat(&t.a, "staging_fallbacks");
     long long sg0 = ru_ctl_int(&t.a, "stats", "peers.paths.chunk_gather_am");
@@ -449,7 +458,6 @@ START_TEST(chunks_across_namespaces_are_written_by_the_copy_threads_over_cma)
     ck_assert_int_eq(staging(&t, "slots_in_use"), 0);
     ck_assert(writes_over_cma(&t.a));
     cma_stop(&t);
-    arena_extra = CFG_AM;
 }
 END_TEST
 
@@ -468,11 +476,9 @@ static bool a_lost_held_at(const struct ru_daemon *h)
 
 START_TEST(a_writer_frozen_with_granted_slots_keeps_them_held_until_its_process_exits)
 {
-    arena_extra = "";
     struct cma t;
-    if (!cma_start(&t))
+    if (!write_start(&t))
         return;
-    move(&t, &t.h, &t.gh, 1);
     ck_assert(writes_over_cma(&t.a));
     long long flows0 = ru_peers_stat(&t.a, "flows");
     long long rec0 = ru_ctl_int(&t.h, "arena", "reclaimed_total");
@@ -506,17 +512,14 @@ START_TEST(a_writer_frozen_with_granted_slots_keeps_them_held_until_its_process_
             "reclaimed %llu ms after A's SIGKILL\n", q, (unsigned long long)lost_ms,
             (unsigned long long)(ru_now_ms() - t1));
     cma_stop(&t);
-    arena_extra = CFG_AM;
 }
 END_TEST
 
 START_TEST(a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_serving)
 {
-    arena_extra = "";
     struct cma t;
-    if (!cma_start(&t))
+    if (!write_start(&t))
         return;
-    move(&t, &t.h, &t.gh, 1);
     move(&t, &t.g, &t.gg, 2);
     long long flows0 = ru_peers_stat(&t.a, "flows"), w0 = cma_chunks(&t.a);
     struct ru_rank *c = &t.ca.r[0], *gr = &t.gh.r[0];
@@ -546,7 +549,6 @@ START_TEST(a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_s
     ck_assert_int_eq(ru_ctl_int(&t.a, "status", "copy.pinned_mappings"), 0);
     ck_assert_int_eq(staging(&t, "held.slots"), 0);
     cma_stop(&t);
-    arena_extra = CFG_AM;
 }
 END_TEST
 
