@@ -57,6 +57,7 @@ struct stage {
                               * at that address in process buf_pid (written over cma) */
     uint32_t buf_pid;        /* to_peer over cma: the peer daemon's pid; 0: mapped here */
     struct link_peer *held;  /* to_peer: the peer held (its mapping) until the gather ended */
+    struct egpu_ppin *ppin;  /* to_peer by a GPU kernel: the page-locked mapping it writes */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     uint64_t hold_key;   /* its peer's share key: what a failed send exposed is held under it */
