@@ -212,8 +212,9 @@ int link_flush(struct link_peer *p, link_done_cb cb, void *arg);
 int link_peer_arena_map(struct link_peer *p, uint8_t **base_ret);
 /* Where the peer's arena is not mapped here but its process is reachable over cma (another
  * network namespace of this host: cma among the endpoint's lanes, the peer's pid known in our
- * pid namespace of this boot, link_proc.c, and a 1-byte process_vm_readv of its arena allowed,
- * tried once): 0, *pid_ret and *base_ret, the arena's byte 0 in that process, which a copy
+ * pid namespace of this boot, link_proc.c, that pid running our own binary, and a 1-byte
+ * process_vm_readv of its arena allowed; tried once): 0, *pid_ret and *base_ret, the arena's
+ * byte 0 in that process, which a copy
  * thread may write with process_vm_writev (copy_remote.h) while the peer is held; -ENOTSUP
  * (not reachable so, or not decided yet while the lanes settle) or -ENOTCONN. As for the
  * mapping, the bytes count as landed for the peer once a message sent after the writes ended

@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 /* Whether transport tl carries one of the endpoint's lanes (the comma list of link_peer.c). */
@@ -30,16 +32,24 @@ int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_r
         link_peer_put_fast(p); /* the lanes, looked at again while they may still change */
         if (p->put_fast || !p->remote_pid || !has_lane(p->tl_all, "cma"))
             return -ENOTSUP; /* not decided: cma may join once the wireup settles */
-        /* ptrace's access check, the same for reads and writes (PTRACE_MODE_ATTACH) */
-        char b;
-        struct iovec l = {.iov_base = &b, .iov_len = 1};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)p->arena_addr, .iov_len = 1};
-        ssize_t n = process_vm_readv((pid_t)p->remote_pid, &l, 1, &r, 1, 0);
-        int err = n == 1 ? 0 : errno;
+        /* the pid names a kvferryd (the binary we run), and ptrace's access check, the same for
+         * reads and writes (PTRACE_MODE_ATTACH), lets us at its arena */
+        char b, exe[48];
+        snprintf(exe, sizeof exe, "/proc/%u/exe", p->remote_pid);
+        struct stat ours, theirs;
+        ssize_t n = -1;
+        const char *why = "its pid does not run this kvferryd binary";
+        if (stat("/proc/self/exe", &ours) == 0 && stat(exe, &theirs) == 0 &&
+            ours.st_dev == theirs.st_dev && ours.st_ino == theirs.st_ino) {
+            struct iovec l = {.iov_base = &b, .iov_len = 1};
+            struct iovec r = {.iov_base = (void *)(uintptr_t)p->arena_addr, .iov_len = 1};
+            n = process_vm_readv((pid_t)p->remote_pid, &l, 1, &r, 1, 0);
+            why = n == 1 ? "" : strerror(errno);
+        }
         p->cma_write = n == 1 ? 1 : -1;
         log_info("link peer %llu (%s): its arena (pid %u) is %swritten by the copy threads over "
                  "cma%s%s", (unsigned long long)p->serial, p->remote_id, p->remote_pid,
-                 n == 1 ? "" : "not ", n == 1 ? "" : ": ", n == 1 ? "" : strerror(err));
+                 n == 1 ? "" : "not ", n == 1 ? "" : ": ", why);
     }
     if (p->cma_write < 0)
         return -ENOTSUP;
