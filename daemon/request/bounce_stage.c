@@ -312,7 +312,8 @@ static uint8_t *peer_cma_slot(struct tx *tx, const struct wire_grant *g, uint32_
     struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
     uint64_t base;
     if (!lp || tx->bx->staging_only || !tx->e->d->copy ||
-        tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY || link_peer_arena_cma(lp, pid, &base) < 0)
+        tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY ||
+        link_peer_arena_cma(lp, pid, &base) < 0)
         return NULL;
     uint64_t n = link_peer_arena_bytes(lp);
     return g->offset <= n && g->length <= n - g->offset ? (uint8_t *)(uintptr_t)(base + g->offset)
@@ -349,10 +350,13 @@ void ctx_pump(struct tx *tx)
                     (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
             return;
         }
-        if (tx->sent == 0) {
-            bool put = link_peer_put_fast(tx->peer->lp);
-            if (put)
+        if (tx->sent == 0) { /* the flow's path: its chunks are counted by reason below */
+            uint32_t pid;
+            uint64_t base;
+            if (link_peer_put_fast(tx->peer->lp))
                 e->c.path_bounce_shm_put++;
+            else if (link_peer_arena_cma(tx->peer->lp, &pid, &base) == 0)
+                e->c.path_bounce_cma++;
             else
                 e->c.path_bounce_am++;
         }

@@ -63,6 +63,7 @@ struct engine_counters {
         forwards_refused;
     uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
     uint64_t path_bounce_shm_put, path_bounce_am;
+    uint64_t path_bounce_cma; /* flows to a peer whose arena the copy threads write over cma */
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */

@@ -457,6 +457,9 @@ START_TEST(chunks_across_namespaces_are_written_by_the_copy_threads_over_cma)
     ck_assert_int_eq(ru_peers_stat(&t.a, "staging_fallbacks") - fb0, 0);
     ck_assert_int_eq(staging(&t, "slots_in_use"), 0);
     ck_assert(writes_over_cma(&t.a));
+    ck_assert_int_ge(ru_ctl_int(&t.a, "stats", "peers.paths.flow_bounce_cma_write"), 2);
+    /* every reason is listed (the last key of the paths object included) */
+    ck_assert_int_eq(ru_ctl_int(&t.a, "stats", "peers.paths.chunk_gather_no_registration"), 0);
     cma_stop(&t);
 }
 END_TEST
