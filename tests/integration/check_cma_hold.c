@@ -22,6 +22,8 @@
  *    then they are reclaimed.
  *  - H killed while A writes into it: A's flow fails PEER_LOST, A keeps serving G, nothing of
  *    it is left (no copy, slot, request, held peer).
+ *  - H killed after its RECV_REQ reached A but before the SEND came: the SEND fails PEER_LOST
+ *    at once, not at deadlines.send_wait.
  * Skipped, with the reason printed, where network namespaces cannot be made. */
 #include <check.h>
 
@@ -555,6 +557,34 @@ START_TEST(a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_s
 }
 END_TEST
 
+/* H's RECV_REQ reached A, then H dies before the rank's SEND comes: A counts that reader lost
+ * (nack_wait_lost), so the SEND fails at once instead of at deadlines.send_wait (60 s here). */
+START_TEST(a_reader_lost_before_its_send_came_fails_the_send_at_once)
+{
+    struct cma t;
+    if (!write_start(&t))
+        return;
+    long long flows0 = ru_peers_stat(&t.a, "flows"), lost0 = ru_peers_stat(&t.a, "peers_lost");
+    struct ru_rank *c = &t.ca.r[0], *gr = &t.gh.r[0];
+    struct kvf_recv_args a;
+    ru_recv_args(gr, 10, "ca", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
+    ru_wait_peers_stat(&t.a, "flows", flows0 + 1, WAIT_MS);
+    ru_daemon_kill9(&t.h);
+    ru_wait_peers_stat(&t.a, "peers_lost", lost0 + 1, WAIT_MS);
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(kvf_send(c->c, 10, c->l.n_groups, c->counts, c->ids, 1), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(c, 10, &ev, WAIT_MS);
+    fprintf(stderr, "reader lost before the SEND: the SEND ended %d after %llu ms: %s: %s\n", k,
+            (unsigned long long)(ru_now_ms() - t0), kvf_error_to_string(ev.error), ev.message);
+    ck_assert_int_eq(k, KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
+    move(&t, &t.g, &t.gg, 11); /* A keeps serving G */
+    cma_stop(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cma_hold");
@@ -568,6 +598,7 @@ int main(void)
     tcase_add_test(tc, chunks_across_namespaces_are_written_by_the_copy_threads_over_cma);
     tcase_add_test(tc, a_writer_frozen_with_granted_slots_keeps_them_held_until_its_process_exits);
     tcase_add_test(tc, a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_serving);
+    tcase_add_test(tc, a_reader_lost_before_its_send_came_fails_the_send_at_once);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
