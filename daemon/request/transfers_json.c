@@ -62,6 +62,13 @@ json_t *transfers_stats_json(const struct transfers *t)
         xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
         json_object_set_new(o, "fails_dropped", json_integer((json_int_t)t->fails_dropped));
+        const struct plan_tcache *tc = &t->tcache; /* same-daemon plan templates */
+        json_object_set_new(o, "plan_templates",
+                            json_pack("{s:I,s:I,s:I,s:I,s:i,s:I}", "hits", (json_int_t)tc->hits,
+                                      "misses", (json_int_t)tc->misses, "evicted",
+                                      (json_int_t)tc->evicted, "not_kept",
+                                      (json_int_t)tc->not_kept, "entries", (int)tc->n, "bytes",
+                                      (json_int_t)tc->bytes));
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));
         json_object_set_new(o, "local_gpu_phase_s",
