@@ -96,12 +96,8 @@ START_TEST(plan_random_geometries_cover_every_byte_once)
     for (int n = 0; n < N_CASES / 3; n++) {
         struct geo g;
         random_geo(&g, &rng);
-        char err[256];
         struct par_side c, gs;
-        ck_assert_msg(par_side_init(&c, g.ctx, ROLE_CONTEXT, g.n_ctx, &rng, err, sizeof(err)) == 0,
-                      "%s: %s", g.ctx, err);
-        ck_assert_msg(par_side_init(&gs, g.gen, ROLE_GENERATION, g.n_gen, &rng, err,
-                                    sizeof(err)) == 0, "%s: %s", g.gen, err);
+        geo_sides(&g, &c, &gs, &rng);
         for (uint32_t gr = 0; gr < gs.n; gr++)
             check_structure(&g, &c, &gs, gr);
         par_side_free(&c);

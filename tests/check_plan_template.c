@@ -228,12 +228,8 @@ START_TEST(template_plans_move_what_plan_build_moves)
     for (int n = 0; n < 40; n++) {
         struct geo g;
         random_geo(&g, &rng);
-        char err[256];
         struct par_side c, gs;
-        ck_assert_msg(par_side_init(&c, g.ctx, ROLE_CONTEXT, g.n_ctx, &rng, err, sizeof(err)) == 0,
-                      "%s: %s", g.ctx, err);
-        ck_assert_msg(par_side_init(&gs, g.gen, ROLE_GENERATION, g.n_gen, &rng, err,
-                                    sizeof(err)) == 0, "%s: %s", g.gen, err);
+        geo_sides(&g, &c, &gs, &rng);
         uint64_t tokens = 0;
         if (c.ranks[0].tokens_per_block != gs.ranks[0].tokens_per_block && g.n_ctx && n % 2) {
             uint64_t ct = c.ranks[0].tokens_per_block;

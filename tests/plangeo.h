@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "parity.h"
+
 struct geo {
     char ctx[160], gen[160];
     uint32_t n_ctx, n_gen;
@@ -17,5 +19,7 @@ struct geo {
 
 /* One geometry from the seeded generator (parity.h par_rand). */
 void random_geo(struct geo *g, uint64_t *rng);
+/* Both sides of g with their requests (par_side_init); fails the running test if refused. */
+void geo_sides(const struct geo *g, struct par_side *c, struct par_side *gs, uint64_t *rng);
 
 #endif

@@ -10,18 +10,6 @@
 
 #define SPEC "kimi-linear-48b"
 
-static long long tmpl_stat(struct wenv *e, const char *key)
-{
-    json_t *r = wt_ctl(e, "stats");
-    json_t *v = json_object_get(
-        json_object_get(json_object_get(json_object_get(r, "workers"), "transfers"),
-                        "plan_templates"),
-        key);
-    long long n = json_is_integer(v) ? (long long)json_integer_value(v) : -1;
-    json_decref(r);
-    return n;
-}
-
 /* A context and a generation sim of n requests of `tokens`, every request's parity checked. */
 static void run_pair(struct wenv *e, const char *tag, const char *n, const char *tokens)
 {
@@ -51,16 +39,16 @@ START_TEST(same_shape_requests_with_new_ids_hit_the_template_bitwise_right)
 {
     struct wenv e;
     wt_start(&e, NULL);
-    ck_assert_int_eq(tmpl_stat(&e, "misses"), 0);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_misses"), 0);
     run_pair(&e, "a", "3", "512"); /* three requests, three id sets, one shape */
-    ck_assert_int_eq(tmpl_stat(&e, "misses"), 1);
-    ck_assert_int_eq(tmpl_stat(&e, "hits"), 2);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_misses"), 1);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_hits"), 2);
     wt_until(&e, 15000, no_workers, NULL); /* the pair left: its template is dropped */
-    ck_assert_int_eq(tmpl_stat(&e, "entries"), 0);
-    ck_assert_int_eq(tmpl_stat(&e, "bytes"), 0);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_templates"), 0);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_bytes"), 0);
     run_pair(&e, "b", "2", "300"); /* new registrations and another shape */
-    ck_assert_int_eq(tmpl_stat(&e, "misses"), 2);
-    ck_assert_int_eq(tmpl_stat(&e, "hits"), 3);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_misses"), 2);
+    ck_assert_int_eq(wt_xfer_stat(&e, "plan_template_hits"), 3);
     wt_stop(&e);
 }
 END_TEST

@@ -68,3 +68,12 @@ void random_geo(struct geo *g, uint64_t *rng)
     g->gqa = pick >= 1 && pick < 6;
 }
 
+
+void geo_sides(const struct geo *g, struct par_side *c, struct par_side *gs, uint64_t *rng)
+{
+    char err[256];
+    ck_assert_msg(par_side_init(c, g->ctx, ROLE_CONTEXT, g->n_ctx, rng, err, sizeof(err)) == 0,
+                  "%s: %s", g->ctx, err);
+    ck_assert_msg(par_side_init(gs, g->gen, ROLE_GENERATION, g->n_gen, rng, err,
+                                sizeof(err)) == 0, "%s: %s", g->gen, err);
+}
