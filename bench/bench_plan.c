@@ -12,7 +12,8 @@
  * Then templates (plan_tcache.h): per path, plan_build against a template hit (instantiate:
  * the request checks and the ids substituted), alternating two id sets of the same shape
  * (scattered and consecutive), the ratio of the two, and the template's ops and bytes.
- * `--requests-only [NAME]` skips the large plans (and the rows not naming NAME). Exit 1 if anything is refused. */
+ * `--requests-only [NAME]` skips the large plans (and the rows not naming NAME). Exit 1 if
+ * anything is refused. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -44,6 +44,9 @@
  *   destinations are the same as the context daemon's.
  * Layouts are assumed to have passed layout_validate (the decoder runs it); compat_check
  * still bounds every array index. A plan is capped at PLAN_MAX_RUNS copy runs.
+ * A template's build (plan_build_tagged, plan_template.h) tags every run with the generation
+ * and context items it lies in and merges runs only within one item: the same bytes, in ops
+ * whose shape no id value changes. The request's checks are plan_check.c's.
  * Pure; thread-safe. */
 #include <errno.h>
 #include <inttypes.h>
@@ -52,6 +55,8 @@
 #include <string.h>
 
 #include "plan_internal.h"
+
+#define set_err plan_set_err /* plan_internal.h: the one way to refuse */
 
 /* One writer of one (generation group, layer, view, tensor). */
 struct wsrc {
@@ -123,12 +128,12 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
     uint32_t cgi;
     const struct layout_group *cg = compat_find_group(cl, gg->name, &cgi);
     if (!cg)
-        return plan_set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "groups.%.*s missing on context rank %"
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "groups.%.*s missing on context rank %"
                        PRIu32, LAYOUT_SHORT_MAX, gg->name, c);
     const struct layout_view *cv = NULL;
     const struct layout_tensor *ct = ctx_tensor(cg, tname, &cv);
     if (!ct)
-        return plan_set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing on context rank %"
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing on context rank %"
                        PRIu32, LAYOUT_SHORT_MAX, tname, c);
     uint32_t clo = 0, chi = ct->global_heads;
     if (!full)
@@ -140,7 +145,7 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
     while (li < cg->n_layers && cg->layers[li] != layer)
         li++;
     if (li == cg->n_layers)
-        return plan_set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " missing on context "
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " missing on context "
                        "rank %" PRIu32, layer, c);
     const uint32_t *cids = NULL;
     const struct plan_ids *ids = b->in->ctx_ids ? &b->in->ctx_ids[c] : NULL;
@@ -152,12 +157,12 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
          * context daemon), a rank known by count only cannot be told from an unknown one */
         uint64_t nc = (tok + ctb - 1) / ctb, first = ((tok + gtb - 1) / gtb - n_gen) * gtb;
         if (ids->ids[cgi] && ids->n[cgi] > nc)
-            return plan_set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %"
                            PRIu64 " tokens, more than the request's %" PRIu64 " tokens fill",
                            LAYOUT_SHORT_MAX, gg->name, c, ids->n[cgi], ctb, tok);
         if (ids->ids[cgi] && (nc - ids->n[cgi]) * ctb > first)
-            return plan_set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
                            " tokens from token %" PRIu64 ", context rank %" PRIu32 " holds the "
                            "last %" PRIu32 " of %" PRIu64 " blocks of %" PRIu64 " (from token %"
@@ -166,12 +171,12 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
                            (nc - ids->n[cgi]) * ctb);
     } else if (ids && gg->kind == GROUP_PAGED) {
         if ((uint64_t)ids->n[cgi] * ctb < (uint64_t)n_gen * gtb)
-            return plan_set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: generation asks for %" PRIu32 " blocks of %" PRIu64
                            " tokens, context rank %" PRIu32 " holds %" PRIu32 " of %" PRIu64,
                            LAYOUT_SHORT_MAX, gg->name, n_gen, gtb, c, ids->n[cgi], ctb);
         if (((uint64_t)ids->n[cgi] * ctb) % gtb)
-            return plan_set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: context rank %" PRIu32 " holds %" PRIu32 " blocks of %"
                            PRIu64 " tokens, which do not end on a generation block of %" PRIu64
                            " tokens; the RECV must give the request's token count (tokens) to "
@@ -198,13 +203,13 @@ static int tensor_writers(struct bctx *b, const struct layout_group *gg, uint32_
                 stage = p;
     }
     if (stage == pp)
-        return plan_set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " in no context stage",
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "layer %" PRIu32 " in no context stage",
                        layer);
     const struct layout_view *cv0;
     const struct layout_group *cg0 = compat_find_group(&ctx[stage * tp], gg->name, NULL);
     const struct layout_tensor *ct0 = ctx_tensor(cg0, gt->name, &cv0);
     if (!ct0)
-        return plan_set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing in stage %" PRIu32,
+        return set_err(b->err, KVF_E_INTERNAL, COMPAT_OK, "tensor %.*s missing in stage %" PRIu32,
                        LAYOUT_SHORT_MAX, gt->name, stage);
     uint32_t glo, ghi;
     head_range(gen, gt, &glo, &ghi);
@@ -381,7 +386,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
     }
     b->runs += per_item * n_gen;
     if (b->runs > PLAN_MAX_RUNS)
-        return plan_set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
+        return set_err(b->err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: the plan needs more than %llu copy runs",
                        LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
@@ -440,7 +445,7 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
 int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err)
 {
     if (!in)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
     struct plan_input gin = *in;
     gin.ctx_ids = NULL;
     int rc = plan_check_request(&gin, err);
@@ -525,7 +530,7 @@ int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, s
     if (rc == -ENOMEM)
         goto nomem;
     if (rc) {
-        plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "plan coverage: %s", msg);
+        set_err(err, KVF_E_INTERNAL, COMPAT_OK, "plan coverage: %s", msg);
         goto fail;
     }
     free(b.vecs);
@@ -534,7 +539,7 @@ int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, s
         *tags_ret = tags;
     return 0;
 nomem:
-    plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning");
+    set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning");
     rc = -ENOMEM;
 fail:
     for (uint32_t c = 0; b.vecs && c < in->n_ctx; c++)

@@ -13,6 +13,8 @@
 
 #include "plan_internal.h"
 
+#define set_err plan_set_err /* plan_internal.h: the one way to refuse */
+
 int plan_set_err(struct plan_error *err, kvf_error_t code, compat_reason_t reason,
                  const char *fmt, ...)
 {
@@ -39,25 +41,25 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
 {
     const char *what = g->kind == GROUP_STATE ? "slot" : "block";
     if (n > PLAN_MAX_IDS)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32 " %s ids, limit %u",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n, what, PLAN_MAX_IDS);
     if (!ids && !need_ids)
         return 0; /* context ids unknown here: only the count matters */
     if (g->kind == GROUP_STATE && n != 1)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32
                        " slot ids, a state group takes exactly one",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n);
     if (!ids && n > 0)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
                        LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
     if (!ids)
         return 0;
     for (uint32_t k = 0; k < n; k++)
         if (ids[k] >= g->n_items)
-            return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: %s rank %" PRIu32 " %s id %" PRIu32 " at %" PRIu32
                            " is out of range (%" PRIu32 " %ss)",
                            LAYOUT_SHORT_MAX, g->name, side, rank, what, ids[k], k, g->n_items, what);
@@ -72,7 +74,7 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
         if (s[k] == s[k - 1]) {
             uint32_t dup = s[k];
             free(s);
-            return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: %s rank %" PRIu32 " lists %s id %" PRIu32 " twice",
                            LAYOUT_SHORT_MAX, g->name, side, rank, what, dup);
         }
@@ -98,12 +100,12 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
         }
     uint64_t gtb = gen->tokens_per_block, tok = in->tokens;
     if (tok > PLAN_MAX_TOKENS)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                        "the request declares %" PRIu64 " tokens, limit %llu", tok,
                        (unsigned long long)PLAN_MAX_TOKENS);
     for (uint32_t g = 0; tok && in->ctx[0].tokens_per_block != gtb && g < gen->n_groups; g++)
         if (gen->groups[g].kind == GROUP_PAGED && in->gen_ids.n[g] > (tok + gtb - 1) / gtb)
-            return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
                            "groups.%.*s: generation rank %" PRIu32 " sends %" PRIu32
                            " blocks of %" PRIu64 " tokens, more than the request's %" PRIu64
                            " tokens fill",
@@ -111,7 +113,7 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
                            in->gen_ids.n[g], gtb, tok);
     if (in->ctx[0].attention_dp &&
         (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
                        "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
                        "request, got %" PRId32,
                        in->ctx[0].tp_size, in->ctx_dp_rank);
@@ -123,16 +125,16 @@ int plan_check_request(const struct plan_input *in, struct plan_error *err)
     compat_reason_t reason;
     char msg[sizeof(err->message)];
     if (!in || !in->gen || !in->ctx || in->n_ctx == 0)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
     if (!in->compat_known && compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
-        return plan_set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
+        return set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
     int rc = check_request(in, err);
     if (rc)
         return rc;
     rc = plan_alias_check(in->gen, &in->gen_ids, msg, sizeof(msg));
     if (rc == -ENOMEM)
-        return plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
+        return set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
     if (rc)
-        return plan_set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
     return 0;
 }
