@@ -16,7 +16,8 @@
 #include "plan_template.h"
 
 #define PLAN_TCACHE_MAX_ENTRIES 4096
-#define PLAN_TCACHE_MAX_WHO 1025 /* a generation rank and up to 1024 context ranks */
+/* a generation rank and every rank of the largest context instance a layout can declare */
+#define PLAN_TCACHE_MAX_WHO (1 + LAYOUT_MAX_TP * LAYOUT_MAX_PP)
 
 struct plan_tcache_entry {
     uint64_t hash, last_use;
