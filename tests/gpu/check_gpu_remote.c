@@ -174,6 +174,21 @@ static int sends_waiting(const struct ru_daemon *d)
     return n;
 }
 
+/* Whether daemon d is the complete home of instance "ctx" (every rank registered). */
+static bool ctx_complete(const struct ru_daemon *d)
+{
+    json_t *r = ru_ctl(d, "workers");
+    json_t *a = json_object_get(r, "instances"), *row;
+    size_t i;
+    bool done = false;
+    json_array_foreach(a, i, row)
+        done |= json_string_value(json_object_get(row, "id")) &&
+                strcmp(json_string_value(json_object_get(row, "id")), "ctx") == 0 &&
+                json_is_true(json_object_get(row, "home"));
+    json_decref(r);
+    return done;
+}
+
 /* Waits up to ms for daemon d's open GPU mappings to reach 0; returns the count. */
 static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
 {
@@ -228,11 +243,16 @@ static void run_case(const struct gcase *c)
                     c->ctx, "--rank", rk, "--requests", c->requests, "--prompt-tokens", c->prompt,
                     "--readers", rb, "--devices", "0", (char *)NULL);
     }
-    if (c->wait_sends && !fail[0]) { /* the context side is ready: the wall time is the move's */
+    /* the generation side starts once every context rank registered (its home refuses a
+     * request for an instance not yet complete: UNKNOWN_INSTANCE), and for the timing case once
+     * every context SEND waits, so the wall time is the move's */
+    if (!fail[0]) {
         uint64_t end = ru_now_ms() + 90000;
-        while (sends_waiting(&t.a) < (int)n_ctx && ru_now_ms() < end)
+        while (!(c->wait_sends ? sends_waiting(&t.a) == (int)n_ctx : ctx_complete(&t.a)) &&
+               ru_now_ms() < end)
             ru_sleep_ms(20);
-        EXPECT(sends_waiting(&t.a) == (int)n_ctx, "the context ranks did not SEND within 90 s");
+        EXPECT(c->wait_sends ? sends_waiting(&t.a) == (int)n_ctx : ctx_complete(&t.a),
+               "the context ranks did not %s within 90 s", c->wait_sends ? "SEND" : "register");
     }
     pid_t gp = 0;
     tu_fmt(glog, sizeof glog, "%s/gen.log", t.top);
@@ -279,7 +299,7 @@ static void run_case(const struct gcase *c)
                "%lld landed", jint(pa, "chunk_gpu_to_peer", NULL), jint(pa, "chunks_put", NULL),
                chunks);
     else
-        EXPECT(jint(pa, "chunk_gpu_to_peer", NULL) == chunks && jint(pa, "chunks_put", NULL) == 0 &&
+        EXPECT(jint(pa, "chunk_gpu_to_peer", NULL) == chunks &&
                    jint(pa, "peer_arenas_pinned", NULL) == 1 &&
                    jint(pa, "peer_arena_pin_failures", NULL) == 0,
                "into B's slots: %lld of %lld chunks by kernels, %lld puts, B's arena pinned %lld "

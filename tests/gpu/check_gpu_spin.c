@@ -5,7 +5,8 @@
  * gpu_free + valgrind-free teardown); a kernel longer than the budget still completes (through
  * its host function); budget 0 never spins; gpu_free with completions due delivers them. The
  * round trip of one completion with and without the spin is printed, not asserted (timing).
- * One GPU is enough. Without CUDA or a GPU: "SKIP: why", exit 77. */
+ * One GPU is enough. The first case holds CUDA's host-function thread behind a gate that only
+ * the first completion's callback opens, so only the loop's poll can deliver it. Without CUDA or a GPU: "SKIP: why", exit 77. */
 #include <check.h>
 #include <stdio.h>
 
@@ -72,28 +73,62 @@ static void on_done(void *p, int status)
     a->r->off_thread += !pthread_equal(pthread_self(), a->r->loop_thread);
 }
 
+/* CUDA's host-function thread is held here until the first completion's callback ran on the
+ * loop: so the loop's poll is what fires the completions queued meanwhile (a spin that never
+ * fires leaves the gate shut and the test fails at its timeout). */
+static pthread_mutex_t gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cv = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+
+static void CUDART_CB gate(void *unused)
+{
+    (void)unused;
+    pthread_mutex_lock(&gate_mu);
+    while (!gate_open)
+        pthread_cond_wait(&gate_cv, &gate_mu);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static void gate_release(void)
+{
+    pthread_mutex_lock(&gate_mu);
+    gate_open = true;
+    pthread_cond_broadcast(&gate_cv);
+    pthread_mutex_unlock(&gate_mu);
+}
+
+static void on_done_open(void *p, int status)
+{
+    on_done(p, status);
+    gate_release();
+}
+
 START_TEST(spun_completions_arrive_once_in_stream_order_on_the_loop)
 {
-    enum { PER = 40, BUF = 8 << 20 };
+    enum { PER = 40, BUF = 8 << 20, WORK = GPU_STREAMS_PER_DEVICE - 1 };
     static struct arg args[GPU_STREAMS_PER_DEVICE][PER];
     struct rec r = {.loop_thread = pthread_self()};
     char err[512];
     void *buf[GPU_STREAMS_PER_DEVICE];
     setup(100000); /* 100 ms: every completion here is young enough */
-    for (int s = 0; s < GPU_STREAMS_PER_DEVICE; s++) {
+    gate_open = false;
+    /* the last stream holds CUDA's host-function thread; the others carry the work */
+    CK_CUDA(cudaLaunchHostFunc((cudaStream_t)gpu_stream(g, 0, WORK), gate, NULL));
+    for (int s = 0; s < WORK; s++) {
         CK_CUDA(cudaMalloc(&buf[s], BUF));
         r.last[s] = -1;
     }
     for (int k = 0; k < PER; k++)
-        for (int s = 0; s < GPU_STREAMS_PER_DEVICE; s++) {
+        for (int s = 0; s < WORK; s++) {
             CK_CUDA(cudaMemsetAsync(buf[s], k, BUF, (cudaStream_t)gpu_stream(g, 0, (unsigned)s)));
             args[s][k] = (struct arg){&r, s, k};
-            ck_assert_int_eq(gpu_notify(g, 0, gpu_stream(g, 0, (unsigned)s), on_done,
-                                        &args[s][k], err, sizeof err),
+            ck_assert_int_eq(gpu_notify(g, 0, gpu_stream(g, 0, (unsigned)s),
+                                        k == 0 && s == 0 ? on_done_open : on_done, &args[s][k],
+                                        err, sizeof err),
                              0);
         }
     ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    int total = PER * GPU_STREAMS_PER_DEVICE;
+    int total = PER * WORK;
     ck_assert_int_eq(r.calls, total);
     ck_assert_int_eq(r.bad, 0);
     ck_assert_int_eq(r.out_of_order, 0);
@@ -104,7 +139,7 @@ START_TEST(spun_completions_arrive_once_in_stream_order_on_the_loop)
            completions("spin_polls"));
     ck_assert_int_gt(spun, 0);
     ck_assert_int_le(spun, total);
-    for (int s = 0; s < GPU_STREAMS_PER_DEVICE; s++)
+    for (int s = 0; s < WORK; s++)
         CK_CUDA(cudaFree(buf[s]));
     teardown();
 }
