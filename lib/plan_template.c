@@ -129,8 +129,46 @@ static int own_ops(struct plan_template *t, const struct plan *first, uint32_t w
     return 0;
 }
 
-/* The ids of in substituted into t's ops (no checks: the caller made them). */
-static int substitute(const struct plan_template *t, const struct plan_input *in,
+/* Folds op o into *l when it continues it exactly, as plan_compress.c would have merged the
+ * runs of consecutive or evenly spaced ids: contiguous on both sides (one longer run), or one
+ * more repetition of l's len at l's strides. The extent is packed in op order, so it always
+ * continues. An unknown source never blocks a merge (its offsets stay 0). True: folded. */
+static bool fold(struct copy_op *l, const struct copy_op *o)
+{
+    bool unk = o->src_pool == PLAN_POOL_UNKNOWN;
+    if (l->src_pool != o->src_pool || l->dst_pool != o->dst_pool)
+        return false;
+    if (l->count == 1 && o->count == 1 && (unk || o->src_off == l->src_off + l->len) &&
+        o->dst_off == l->dst_off + l->len) {
+        l->len += o->len;
+        return true;
+    }
+    if (o->len != l->len)
+        return false;
+    int64_t ss = unk ? 0 : (int64_t)(o->src_off - l->src_off);
+    int64_t ds = (int64_t)(o->dst_off - l->dst_off);
+    if (l->count == 1) { /* the second repetition fixes the strides */
+        if (o->count > 1 && (ds != o->dst_stride || (!unk && ss != o->src_stride)))
+            return false;
+        l->src_stride = ss;
+        l->dst_stride = ds;
+        l->count += o->count;
+        return true;
+    }
+    if (o->count > 1 && (o->dst_stride != l->dst_stride || (!unk && o->src_stride != l->src_stride)))
+        return false;
+    if ((unk || o->src_off == l->src_off + l->count * (uint64_t)l->src_stride) &&
+        o->dst_off == l->dst_off + l->count * (uint64_t)l->dst_stride) {
+        l->count += o->count;
+        return true;
+    }
+    return false;
+}
+
+/* The ids of in substituted into t's ops (no checks: the caller made them); with merge, the
+ * ops that then continue each other folded (fold), so the program has plan_build's size, not
+ * one op per block. */
+static int substitute(const struct plan_template *t, const struct plan_input *in, bool merge,
                       struct plan *ret)
 {
     struct plan p = t->plan;
@@ -146,6 +184,7 @@ static int substitute(const struct plan_template *t, const struct plan_input *in
         }
         p.writers[w] = *tw;
         p.writers[w].ops = ops;
+        p.writers[w].n_ops = 0; /* grows as the ops are substituted and folded */
         const struct plan_tag *tags = t->tags[w];
         const struct plan_treg *cr = t->ctx_regs[tw->ctx_rank];
         const struct plan_ids *cids = in->ctx_ids ? &in->ctx_ids[tw->ctx_rank] : NULL;
@@ -157,7 +196,8 @@ static int substitute(const struct plan_template *t, const struct plan_input *in
                 r = &cr[tags[i].src_reg];
                 o.src_off += (uint64_t)cids->ids[r->group][tags[i].src_k] * r->istride;
             }
-            ops[i] = o;
+            if (!merge || !p.writers[w].n_ops || !fold(&ops[p.writers[w].n_ops - 1], &o))
+                ops[p.writers[w].n_ops++] = o;
         }
     }
     *ret = p;
@@ -214,7 +254,7 @@ int plan_template_build(const struct plan_input *in, struct plan_template *ret, 
     }
     /* the substitution gives back this very plan, op for op */
     struct plan chk;
-    if (substitute(&t, in, &chk))
+    if (substitute(&t, in, false, &chk))
         goto nomem;
     bool same = true;
     for (uint32_t w = 0; w < p.n_writers; w++)
@@ -226,9 +266,14 @@ int plan_template_build(const struct plan_input *in, struct plan_template *ret, 
                           "plan template: substituting the ids does not give the plan back");
         goto fail;
     }
+    /* the first request's plan as every hit's: its ops folded */
+    struct plan folded;
+    if (substitute(&t, in, true, &folded))
+        goto nomem;
+    plan_done(&p);
     free(ctx_at);
     *ret = t;
-    *first = p;
+    *first = folded;
     return 0;
 nomem:
     rc = nomem(err);
@@ -263,7 +308,7 @@ int plan_template_instantiate(const struct plan_template *t, const struct plan_i
     int rc = plan_check_request(&pin, err);
     if (rc)
         return rc;
-    return substitute(t, in, ret) ? nomem(err) : 0;
+    return substitute(t, in, true, ret) ? nomem(err) : 0;
 }
 
 int plan_template_fits(const struct plan_template *t, uint32_t w, const struct copy_mem *mem,
