@@ -194,6 +194,7 @@ int main(int argc, char **argv)
         log_error("gpu: %s", strerror(-r));
         goto err_control;
     }
+    gpu_set_completion_spin(d.gpu, (uint64_t)d.cfg.gpu_completion_spin_us);
     if (!gpu_cpu_mode(d.gpu) && gpu_device_count(d.gpu) > 1) { /* gpu_new logged CPU mode */
         /* the same-node path copies GPU to GPU: peer access on before any pool is mapped */
         char perr[GPU_REASON_MAX + 64] = "";

@@ -75,6 +75,9 @@ struct kvf_config {
     int64_t copy_threads;          /* 0: one per online CPU */
     int64_t copy_prefault;         /* enum: off, register (map worker pools in at REGISTER) */
 
+    /* gpu.*: the GPU module (daemon/gpu/gpu.h) */
+    int64_t gpu_completion_spin_us; /* loop polls completion events this long; 0: off */
+
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;
     int64_t listen_port;           /* 0: no listener (single-node) */

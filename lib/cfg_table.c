@@ -160,6 +160,10 @@ const struct cfg_key cfg_table[] = {
      "thread: fault the arena's pages in after start on a low-priority thread, so copies on the "
      "loop never take first-touch faults (commits arena.size of memory at once); off: on use."},
 
+    ROW("gpu.completion_spin_us", CFG_INT, gpu_completion_spin_us, "2000", 0, 100000, false,
+        "GPU completions: for this long after a kernel is queued the loop polls its event "
+        "instead of sleeping until CUDA's host function wakes it (about 0.1-0.2 ms later on an "
+        "H200 host); the loop thread spins meanwhile. 0: host functions only."),
     ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
         "Payloads with recurrent state bounce through the arena at or above this size."),
     ROW("gates.min_blocks", CFG_INT, gates_min_blocks, "64", 0, 16 * MIB, true,

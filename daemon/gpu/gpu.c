@@ -150,12 +150,14 @@ struct gpu *gpu_free(struct gpu *g)
     destroy_streams(g);
     /* a loop-wide close walk that ran first owns the handles now: leak g rather than abort */
     if (uv_is_closing((uv_handle_t *)&g->done_async) ||
-        uv_is_closing((uv_handle_t *)&g->watch_timer)) {
+        uv_is_closing((uv_handle_t *)&g->watch_timer) ||
+        uv_is_closing((uv_handle_t *)&g->spin_idle)) {
         log_warn("gpu: handles closed by someone else before gpu_free; not freeing");
         return NULL;
     }
     uv_close((uv_handle_t *)&g->done_async, gpu_handle_closed);
     uv_close((uv_handle_t *)&g->watch_timer, gpu_handle_closed);
+    uv_close((uv_handle_t *)&g->spin_idle, gpu_handle_closed);
     return NULL;
 }
 
@@ -273,11 +275,12 @@ int gpu_status(const struct gpu *g, json_t *ret)
                       (json_int_t)g->mapped_bytes, "opened_total", (json_int_t)g->mappings_opened,
                       "close_errors", (json_int_t)g->mapping_close_errors));
     bad |= set(ret, "completions",
-               json_pack("{s:I, s:I, s:I, s:I, s:I}", "in_flight", (json_int_t)g->outstanding,
-                         "ok", (json_int_t)g->completions_ok, "failed",
-                         (json_int_t)g->completions_failed, "wake_ns_total",
-                         (json_int_t)g->wake_ns_total, "wake_ns_max",
-                         (json_int_t)g->wake_ns_max));
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "in_flight",
+                         (json_int_t)g->outstanding, "ok", (json_int_t)g->completions_ok,
+                         "failed", (json_int_t)g->completions_failed, "wake_ns_total",
+                         (json_int_t)g->wake_ns_total, "wake_ns_max", (json_int_t)g->wake_ns_max,
+                         "spin_us", (json_int_t)(g->spin_ns / 1000), "spin_fired",
+                         (json_int_t)g->spin_fired, "spin_polls", (json_int_t)g->spin_polls));
     struct gpu_progcache_stats ps;
     gpu_progcache_stats(g, &ps);
     bad |= set(ret, "programs",

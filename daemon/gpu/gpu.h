@@ -39,8 +39,11 @@
 #define GPU_MAX_PINNED 64                  /* page-locked host ranges */
 #define GPU_REASON_MAX 256
 #define GPU_WATCH_MS 100 /* error check period while completions are outstanding */
+#define GPU_EV_POOL 64    /* completion events kept for reuse */
+#define GPU_SPIN_US_MAX 100000
 
 struct CUstream_st;
+struct CUevent_st;
 struct gpu;
 struct gpu_mapping;
 
@@ -147,6 +150,10 @@ typedef void (*gpu_done_cb)(void *arg, int status);
 int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_cb cb, void *arg,
                char *err, size_t errlen);
 size_t gpu_notify_outstanding(const struct gpu *g);
+/* How long (microseconds from gpu_notify, up to GPU_SPIN_US_MAX) the loop polls a completion's
+ * event instead of waiting for CUDA's host function and the loop's wake-up (gpu_spin.c): the
+ * loop does not sleep while such a completion is due. 0: host functions only. */
+void gpu_set_completion_spin(struct gpu *g, uint64_t us);
 
 /* Page-locks host memory [ptr, ptr + bytes) for every device (cudaHostRegister portable|mapped)
  * and writes the device-side alias of ptr to *dev_ret. 0, or -ENODEV in CPU mode (host memory

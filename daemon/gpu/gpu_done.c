@@ -1,9 +1,11 @@
 /* gpu_done.c: completions of stream work delivered to the libuv loop (gpu.h, gpu_notify).
  * A host function queued with cudaLaunchHostFunc moves its node from `pending` to `done` under
  * the mutex and calls uv_async_send; nothing else happens on CUDA's thread. The loop drains `done`
- * and runs the callbacks. CUDA never runs host functions behind an error, so while completions
- * are outstanding a timer asks each of their streams (cudaStreamQuery) and fails the nodes of a
- * stream that reports an error. */
+ * and runs the callbacks. With the completion spin on (gpu_spin.c) the loop may see the node's
+ * event complete first and fire it itself; the host function still runs later, and the node is
+ * freed only after it did (host_ran; until then it waits in `spun`). CUDA never runs host
+ * functions behind an error, so while completions are outstanding a timer asks each of their
+ * streams (cudaStreamQuery) and fails the nodes of a stream that reports an error. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,8 +61,46 @@ static void outstanding_dec(struct gpu *g)
     }
 }
 
+bool gpu_done_fire(struct gpu *g, struct gpu_done_node *n, int status, uint64_t now)
+{
+    pthread_mutex_lock(&g->done_mu);
+    bool first = !n->fired;
+    if (first)
+        n->fired_ns = now;
+    fire_locked(g, n, status);
+    pthread_mutex_unlock(&g->done_mu);
+    return first;
+}
+
+static void node_free(struct gpu *g, struct gpu_done_node *n)
+{
+    gpu_spin_put_event(g, n);
+    free(n);
+}
+
+/* Loop thread: frees the spun nodes whose host function has run since. */
+static void reap_spun(struct gpu *g)
+{
+    struct gpu_done_node gone;
+    list_init(&gone);
+    pthread_mutex_lock(&g->done_mu);
+    for (struct gpu_done_node *n = g->spun.next, *next; n != &g->spun; n = next) {
+        next = n->next;
+        if (n->host_ran) {
+            list_unlink(n);
+            list_append(&gone, n);
+        }
+    }
+    pthread_mutex_unlock(&g->done_mu);
+    while (!list_empty(&gone)) {
+        struct gpu_done_node *n = gone.next;
+        list_unlink(n);
+        node_free(g, n);
+    }
+}
+
 /* Loop thread: runs the callbacks of every fired node, in firing order. */
-static void deliver(struct gpu *g)
+void gpu_done_deliver(struct gpu *g)
 {
     struct gpu_done_node batch;
     list_init(&batch);
@@ -88,20 +128,21 @@ static void deliver(struct gpu *g)
         }
         outstanding_dec(g);
         n->cb(n->arg, n->status);
-        if (n->watch_failed) {
-            pthread_mutex_lock(&g->done_mu);
-            list_append(&g->zombies, n);
-            pthread_mutex_unlock(&g->done_mu);
-        } else {
-            free(n);
-        }
+        pthread_mutex_lock(&g->done_mu);
+        bool keep = n->watch_failed || !n->host_ran;
+        if (keep) /* CUDA may still run its host function: never freed under it */
+            list_append(n->watch_failed ? &g->zombies : &g->spun, n);
+        pthread_mutex_unlock(&g->done_mu);
+        if (!keep)
+            node_free(g, n);
     }
+    reap_spun(g);
     gpu_retire_idle(&g->prog_retired, g); /* programs out of the cache, once the GPUs idle */
 }
 
 static void on_async(uv_async_t *a)
 {
-    deliver(a->data);
+    gpu_done_deliver(a->data);
 }
 
 #ifdef KVF_HAVE_CUDA
@@ -116,6 +157,7 @@ static void CUDART_CB host_fn(void *arg)
     if (!n->fired)
         n->fired_ns = now;
     fire_locked(g, n, 0);
+    n->host_ran = true; /* the last touch of n here: the loop may free it from now on */
     pthread_mutex_unlock(&g->done_mu);
     uv_async_send(&g->done_async);
 }
@@ -163,7 +205,7 @@ static void on_watch(uv_timer_t *t)
         gpu_device_fail(g, devs[k], err);
     }
     if (failed)
-        deliver(g);
+        gpu_done_deliver(g);
 }
 
 int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_cb cb, void *arg,
@@ -193,6 +235,7 @@ int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_c
     n->device = device;
     n->cb = cb;
     n->arg = arg;
+    gpu_spin_record(g, n); /* before the host function: it completes no later */
     pthread_mutex_lock(&g->done_mu);
     list_append(&g->pending, n);
     pthread_mutex_unlock(&g->done_mu);
@@ -200,13 +243,14 @@ int gpu_notify(struct gpu *g, int device, struct CUstream_st *stream, gpu_done_c
         pthread_mutex_lock(&g->done_mu);
         list_unlink(n);
         pthread_mutex_unlock(&g->done_mu);
-        free(n);
+        node_free(g, n);
         return rc;
     }
     if (g->outstanding++ == 0) {
         uv_ref((uv_handle_t *)&g->done_async);
         uv_timer_start(&g->watch_timer, on_watch, GPU_WATCH_MS, GPU_WATCH_MS);
     }
+    gpu_spin_arm(g);
     return 0;
 }
 
@@ -261,6 +305,7 @@ int gpu_done_init(struct gpu *g)
     list_init(&g->pending);
     list_init(&g->done);
     list_init(&g->zombies);
+    list_init(&g->spun);
     if ((rc = pthread_mutex_init(&g->done_mu, NULL)) != 0)
         return -rc;
     if ((rc = uv_async_init(g->loop, &g->done_async, on_async)) < 0) {
@@ -278,7 +323,7 @@ int gpu_done_init(struct gpu *g)
     g->watch_timer.data = g;
     g->handles_open = 2;
     uv_unref((uv_handle_t *)&g->watch_timer);
-    return 0;
+    return gpu_spin_init(g); /* a third handle, closed by gpu_free as the others */
 }
 
 void gpu_done_stop(struct gpu *g)
@@ -290,13 +335,17 @@ void gpu_done_stop(struct gpu *g)
     while (!list_empty(&g->pending))
         fire_locked(g, g->pending.next, -ECANCELED);
     pthread_mutex_unlock(&g->done_mu);
-    deliver(g);
+    gpu_done_deliver(g);
     /* every stream is synchronized: no host function can run any more */
-    while (!list_empty(&g->zombies)) {
-        struct gpu_done_node *n = g->zombies.next;
-        list_unlink(n);
-        free(n);
+    for (int l = 0; l < 2; l++) {
+        struct gpu_done_node *s = l ? &g->spun : &g->zombies;
+        while (!list_empty(s)) {
+            struct gpu_done_node *n = s->next;
+            list_unlink(n);
+            node_free(g, n);
+        }
     }
+    gpu_spin_stop(g);
 }
 
 size_t gpu_notify_outstanding(const struct gpu *g)

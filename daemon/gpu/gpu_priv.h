@@ -54,6 +54,9 @@ struct gpu_done_node {
     bool synced;       /* gpu_free waited for its stream */
     bool watch_failed; /* failed by the watch: kept (a zombie) until gpu_free, in
                           case CUDA runs its host function after all */
+    bool host_ran;     /* CUDA ran its host function (under done_mu): it may be freed */
+    struct CUevent_st *ev; /* recorded after the work: the loop's spin polls it (gpu_spin.c) */
+    uint64_t queued_ns;    /* uv_hrtime at gpu_notify: the spin's budget runs from here */
 };
 
 struct gpu {
@@ -90,6 +93,13 @@ struct gpu {
     struct gpu_done_node pending; /* sentinel: outstanding, not fired */
     struct gpu_done_node done;    /* sentinel: fired, awaiting the loop */
     struct gpu_done_node zombies; /* sentinel: delivered after a watch failure, not yet freed */
+    struct gpu_done_node spun;    /* sentinel: delivered by the spin, host function still due */
+    /* gpu_spin.c: the loop polls the events of fresh completions (loop thread only) */
+    uv_idle_t spin_idle;
+    uint64_t spin_ns; /* budget per completion from gpu_notify; 0: off (host functions only) */
+    uint64_t spin_fired, spin_polls;
+    struct CUevent_st *ev_pool[GPU_EV_POOL];
+    int n_ev_pool;
     size_t outstanding;           /* loop thread only */
     uint64_t completions_ok, completions_failed;
     uint64_t wake_ns_total, wake_ns_max; /* host function -> callback on the loop */
@@ -100,6 +110,18 @@ struct gpu {
     uint64_t prog_hits, prog_misses, prog_evicted, prog_uncached, prog_waited;
     struct gpu_retire_list prog_retired; /* programs out of the cache, freed when idle */
 };
+
+/* gpu_spin.c (loop thread): an event recorded on stream for node n (NULL: none, no spin), the
+ * spin armed for it, a node's event back to the pool, the idle handle's start and teardown. */
+void gpu_spin_record(struct gpu *g, struct gpu_done_node *n);
+void gpu_spin_arm(struct gpu *g);
+void gpu_spin_put_event(struct gpu *g, struct gpu_done_node *n);
+int gpu_spin_init(struct gpu *g);
+void gpu_spin_stop(struct gpu *g);
+/* gpu_done.c: node n completed (status), seen on the loop (false: it had fired already); then
+ * the fired nodes' callbacks. */
+bool gpu_done_fire(struct gpu *g, struct gpu_done_node *n, int status, uint64_t now);
+void gpu_done_deliver(struct gpu *g);
 
 /* gpu_peer.c: fills peer_can/peer_rank for discovered devices. 0 or -errno (err set). */
 int gpu_peer_discover(struct gpu *g, char *err, size_t errlen);

@@ -27,8 +27,9 @@ typedef enum { BEXEC_HOST = 0, BEXEC_GPU, BEXEC__COUNT } bexec_kind_t;
 
 struct bounce_exec {
     const char *name;
-    /* Its gathers write only into the arena's page-locked staging slots: no put straight from
-     * the pools and no heap buffer for a chunk larger than a slot. */
+    /* Its gathers write only page-locked memory: the arena's staging slots, or a peer's landing
+     * slot whose mapping is page-locked here (egpu_peer.h); no put straight from the pools and
+     * no heap buffer for a chunk larger than a slot. */
     bool staging_only;
     /* The writers' programs of a planned request (generation side) or flow (context side),
      * KVF_OK or the error with msg. NULL: nothing to prepare. */

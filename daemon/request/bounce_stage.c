@@ -1,8 +1,9 @@
 /* bounce_stage.c: the context side's chunks of the bounce path (docs/DESIGN.md §5, §7): for
  * every granted landing slot, in extent order and up to arena.window at once, one of:
  * - over shared memory (the peer's arena mapped here, arena.shm_write copy): a gather by the
- *   copy threads (bounce_host.c) straight into the landing slot, then CHUNK: one copy, off the
- *   loop, and no put (docs/UCX.md "Copies into the peer's arena");
+ *   copy threads (bounce_host.c), or by a GPU kernel through the mapping page-locked here
+ *   (egpu_peer.h), straight into the landing slot, then CHUNK: one copy, off the loop, and no
+ *   put (docs/UCX.md "Copies into the peer's arena");
  * - a put of each source run straight from the rank's pools (bounce_put.c);
  * - a staging slot of this arena (a heap buffer when the landing chunk is larger than our
  *   slots), gathered on the copy threads or by a GPU kernel (engine_gpu.c); then put + flush +
@@ -19,6 +20,7 @@
 #include "bounce_host.h"
 #include "bounce_put.h"
 #include "daemon.h"
+#include "egpu_peer.h"
 #include "engine_ctx.h"
 #include "engine_gpu.h"
 #include "engine_nack.h"
@@ -30,6 +32,9 @@
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
 static void unhold(struct stage *st)
 {
+    if (st->ppin)
+        egpu_peer_unuse(st->e, st->ppin);
+    st->ppin = NULL;
     if (st->held)
         link_peer_release(st->held);
     st->held = NULL;
@@ -268,18 +273,25 @@ void ctx_stage_timeout(struct stage *st)
     stage_finish(st, -ETIMEDOUT);
 }
 
-/* The landing slot of g in the peer's arena mapped here, when the copy threads are to write it
- * themselves (host pools, shared-memory lanes, arena.shm_write copy); else NULL. The grant comes
- * from the peer: a slot outside its arena is never written here (its put fails -ERANGE). */
-static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g)
+/* The landing slot of g in the peer's arena mapped here, when this side is to write it itself
+ * (shared-memory lanes, arena.shm_write copy): the copy threads for host pools; for GPU pools
+ * (staging_only: kernels write page-locked memory only) a kernel, with the mapping page-locked
+ * here (*pin, one use). Else NULL. The grant comes from the peer: a slot outside its arena is
+ * never written here (its put fails -ERANGE). */
+static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g, struct egpu_ppin **pin)
 {
     struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
     uint8_t *base;
-    if (!lp || tx->bx->staging_only || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
+    *pin = NULL;
+    if (!lp || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
         link_peer_arena_map(lp, &base) < 0)
         return NULL;
     uint64_t n = link_peer_arena_bytes(lp);
-    return g->offset <= n && g->length <= n - g->offset ? base + g->offset : NULL;
+    if (g->offset > n || g->length > n - g->offset)
+        return NULL;
+    if (tx->bx->staging_only && !(*pin = egpu_peer_use(tx->e, lp, base, n)))
+        return NULL;
+    return base + g->offset;
 }
 
 /* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
@@ -333,10 +345,13 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
-        uint8_t *dst = peer_slot(tx, &g);
-        if (dst) { /* one copy, on the copy threads: no staging slot, no put */
+        struct egpu_ppin *pin;
+        uint8_t *dst = peer_slot(tx, &g, &pin);
+        if (dst) { /* one copy, on the copy threads or a kernel: no staging slot, no put */
             e->c.chunk_copied_to_peer++;
+            e->c.chunk_gpu_to_peer += pin != NULL;
             st->to_peer = true;
+            st->ppin = pin;
             st->buf = dst;
             st->held = tx->peer->lp;
             link_peer_hold(st->held);

@@ -510,6 +510,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_host_gathered);
     C(bytes_host_scattered);
     C(direct_puts);
+    C(chunk_gpu_to_peer);
+    C(peer_arenas_pinned);
+    C(peer_arenas_unpinned);
+    C(peer_arena_pin_failures);
     C(reader_nacks_sent);
     C(reader_nacks_recv);
     C(reader_nacks_queued);

@@ -55,6 +55,7 @@ struct stage {
     struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
     bool to_peer;            /* buf is the landing slot in the peer's arena, mapped here */
     struct link_peer *held;  /* to_peer: the peer held (its mapping) until the gather ended */
+    struct egpu_ppin *ppin;  /* to_peer by a GPU kernel: the page-locked mapping it writes */
     int err;             /* of the put, reported after the flush */
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     uint64_t hold_key;   /* its peer's share key: what a failed send exposed is held under it */

@@ -1,14 +1,15 @@
 /* engine_gpu.c: the bounce path for ranks with pools on GPUs (docs/DESIGN.md §3, §5; issue 6):
- * GPU pools -> host-pinned arena -> UCX -> arena -> GPU pools.
+ * GPU pools -> the peer's pinned landing slot, or our pinned staging slot -> UCX -> arena -> GPU pools.
  *  - At start, with a GPU, the engine's UCX-allocated arena is page-locked for CUDA
  *    (gpu_host_register: cudaHostRegister portable|mapped) and its device alias kept; the
  *    `arena` status says where the arena is and why.
  *  - Context side: a flow whose writer rank has GPU pools binds the writer's copy program once
  *    (the daemon's cache, or kvk_program_new_async on the flow's stream: no host wait);
- *    chunk k is gathered by kvk_gather straight into its staging slot's device alias on a
- *    daemon stream of that GPU; the completion comes back on the loop (gpu_notify) and
- *    ctx_stage_gathered goes on exactly as the CPU path does after copy_gather (put + flush +
- *    CHUNK, or the CHUNK active message).
+ *    chunk k is gathered by kvk_gather on a daemon stream of that GPU straight into the peer's
+ *    landing slot through its arena mapped and page-locked here (egpu_peer.h: shared memory,
+ *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
+ *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
+ *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message).
  *  - Generation side: a request whose generation rank has GPU pools binds one program per
  *    writer (the same way); a landed chunk is scattered by kvk_scatter from its landing
  *    slot's device alias and gen_landed then returns the credit as the CPU path does.
@@ -32,6 +33,7 @@
 
 #include "bounce_host.h"
 #include "daemon.h"
+#include "egpu_peer.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
@@ -345,8 +347,8 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
 {
     struct engine *e = st->e;
     struct egpu_job *j = st->tx->gpu;
-    if (!j || st->own_buf || !e->arena_dev) {
-        snprintf(msg, len, "GPU gather without a program or a page-locked staging slot");
+    if (!j || st->own_buf || !e->arena_dev || (st->to_peer && !st->ppin)) {
+        snprintf(msg, len, "GPU gather without a program or a page-locked slot to write");
         return -EINVAL;
     }
     struct egpu_op *op = calloc(1, sizeof *op);
@@ -355,7 +357,9 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         return -ENOMEM;
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
-    uint8_t *out = (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
+    /* the peer's landing slot through its page-locked mapping, or our staging slot */
+    uint8_t *out = st->ppin ? egpu_peer_dev(st->ppin, st->buf)
+                            : (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
     return launched(op, move_exec_of(MOVE_EXEC_GPU)->gather(&j->x.mp, st->g.ext_off,
                                                            st->g.ext_off + st->g.length, out,
                                                            on_done, op, msg, len));
@@ -427,6 +431,7 @@ void egpu_free(struct engine *e)
     for (struct rx *rx = e->rxs; rx; rx = rx->next)
         egpu_rx_gone(rx);
     gpu_retire_flush(&e->gpu_retired);
+    egpu_peer_free_all(e); /* every kernel was waited for: nothing writes the peers' arenas */
     if (e->arena_dev) {
         char err[GPU_REASON_MAX + 64];
         if (gpu_host_unregister(e->gpu, e->arena_base, err, sizeof err) < 0)

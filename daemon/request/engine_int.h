@@ -45,6 +45,7 @@ struct fragreg; /* engine_frag.h */
 struct fragjob;
 struct bh_op;    /* bounce_host.h */
 struct bput_reg; /* bounce_put.h */
+struct egpu_ppin; /* egpu_peer.h */
 struct qflow; /* engine_quar.h */
 struct dack;
 struct gone_ranks; /* engine_gone.h */
@@ -72,7 +73,9 @@ struct engine_counters {
     uint64_t host_gathers, host_scatters, bytes_host_gathered, bytes_host_scattered, direct_puts;
     uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
     uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
-    uint64_t chunk_copied_to_peer; /* gathered by the copy threads into the peer's mapped slot */
+    uint64_t chunk_copied_to_peer; /* gathered into the peer's mapped slot (threads or kernels) */
+    uint64_t chunk_gpu_to_peer;    /* of those, by a GPU kernel (egpu_peer.h) */
+    uint64_t peer_arenas_pinned, peer_arenas_unpinned, peer_arena_pin_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
@@ -118,6 +121,7 @@ struct engine {
     void *arena_dev;                    /* device alias of arena_base (page-locked); NULL: not */
     char arena_why[768];                /* placement and why, for status */
     struct egpu_op *gpu_ops;            /* kernels in flight */
+    struct egpu_ppin *peer_pins;        /* peers' arenas page-locked here (egpu_peer.h) */
     struct gpu_retire_list gpu_retired; /* jobs freed when the GPUs are idle */
     struct engine_ix ix;                /* per-request lookups by hash (engine_ix.h) */
     struct bh_op *host_ops; /* bounce copies on the copy threads (bounce_host.c) */

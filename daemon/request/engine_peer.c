@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "egpu_peer.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_lost.h"
@@ -107,6 +108,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     if (p->up) /* or until its process exits (engine_lost.c) */
         lost_add(e, p, lp, err, hold, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
+    egpu_peer_down(e, lp); /* its arena unpinned here once no kernel writes it */
     engine_kick_tick(e);
     link_peer_set_data(lp, NULL);
     for (struct epeer **pp = &e->peers; *pp; pp = &(*pp)->next)

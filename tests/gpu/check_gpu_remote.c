@@ -2,14 +2,18 @@
  * daemons on one host (127.0.0.1, shared secret, UCX shared memory between them), real
  * kvferry-sim processes whose pools are cudaMalloc allocations registered by CUDA IPC handle:
  * the context instance on GPU 0 under daemon A (its home), the generation instance on GPU 1
- * under daemon B. Each chunk goes GPU pools -> gather kernel -> A's page-locked arena -> UCX put
- * -> B's page-locked arena -> scatter kernel -> GPU pools; the generation ranks read every byte
- * back from their GPU and check it against the global pattern ("parity OK").
+ * under daemon B. Each chunk goes GPU pools -> gather kernel -> B's page-locked landing slot,
+ * through B's arena mapped in A over shared memory and page-locked there (arena.shm_write copy,
+ * the default) -> scatter kernel -> GPU pools; with arena.shm_write put (the staged cases) the
+ * gather writes A's page-locked staging slot and a UCX put moves it. The generation ranks read
+ * every byte back from their GPU and check it against the global pattern ("parity OK").
  * Cases: tiny TP1->TP1, kimi-linear-48b TP2->TP2 and TP4->TP2 (fan-in with state), kimi-k3
  * TP1->TP1 one 8k-token request (wall time and GB/s printed), and a request larger than the
- * arena (chunked through few slots). Each case also checks that both arenas are page-locked,
- * that every byte went through the kernels on both sides (gathered = scattered = landed), that
- * GPU pools took the bounce path by that reason, and that slots and GPU mappings come back.
+ * arena (chunked through few slots); the TP2, fan-in and larger-than-the-arena cases once more
+ * staged. Each case also checks that both arenas are page-locked, that every byte went through
+ * the kernels on both sides (gathered = scattered = landed), that every chunk took the path the
+ * case asked for (into B's slots by kernels with B's arena pinned in A once, or staging + put),
+ * that GPU pools took the bounce path by that reason, and that slots and GPU mappings come back.
  * Without CUDA or without a GPU: "SKIP: why", exit 77; with one GPU both sides use GPU 0 (said
  * so). The test process never initialises CUDA (its probe runs in a child): Check forks. */
 #include <check.h>
@@ -38,7 +42,18 @@ struct gcase {
     const char *name, *ctx, *gen, *prompt, *requests;
     const char *arena; /* YAML arena section, or NULL for the defaults (512 MiB, 32 MiB) */
     int wait_sends;    /* start the generation side once every context SEND waits (timing) */
+    int staged;        /* arena.shm_write put: staging slot + put (else into the peer's slot) */
 };
+
+#define STAGED_ARENA "arena:\n  shm_write: put\n"
+
+/* The timing case's path, for scripts/bench-gpu-remote's A/B: KVF_GPU_REMOTE_SHM_WRITE=put
+ * stages through A's arena, anything else writes B's landing slots from the kernels. */
+static int timing_staged(void)
+{
+    const char *v = getenv("KVF_GPU_REMOTE_SHM_WRITE");
+    return v && strcmp(v, "put") == 0;
+}
 
 /* The last n bytes of a file (malloc'd), for failure messages. */
 static char *tail_file(const char *path, size_t n)
@@ -159,6 +174,21 @@ static int sends_waiting(const struct ru_daemon *d)
     return n;
 }
 
+/* Whether daemon d is the complete home of instance "ctx" (every rank registered). */
+static bool ctx_complete(const struct ru_daemon *d)
+{
+    json_t *r = ru_ctl(d, "workers");
+    json_t *a = json_object_get(r, "instances"), *row;
+    size_t i;
+    bool done = false;
+    json_array_foreach(a, i, row)
+        done |= json_string_value(json_object_get(row, "id")) &&
+                strcmp(json_string_value(json_object_get(row, "id")), "ctx") == 0 &&
+                json_is_true(json_object_get(row, "home"));
+    json_decref(r);
+    return done;
+}
+
 /* Waits up to ms for daemon d's open GPU mappings to reach 0; returns the count. */
 static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
 {
@@ -189,7 +219,8 @@ static void run_case(const struct gcase *c)
     readers_of(c->ctx, c->gen, readers, &n_ctx);
     for (uint32_t r = 0; r < n_ctx; r++)
         ck_assert_uint_gt(readers[r], 0);
-    snprintf(extra, sizeof extra, "%s%s", GR_DEADLINES, c->arena ? c->arena : "");
+    snprintf(extra, sizeof extra, "%s%s", GR_DEADLINES,
+             c->arena ? c->arena : c->staged ? STAGED_ARENA : "");
     struct two t;
     two_start(&t, extra, extra, NULL);
     for (int side = 0; side < 2; side++) { /* both arenas page-locked, and status says why */
@@ -212,11 +243,16 @@ static void run_case(const struct gcase *c)
                     c->ctx, "--rank", rk, "--requests", c->requests, "--prompt-tokens", c->prompt,
                     "--readers", rb, "--devices", "0", (char *)NULL);
     }
-    if (c->wait_sends && !fail[0]) { /* the context side is ready: the wall time is the move's */
+    /* the generation side starts once every context rank registered (its home refuses a
+     * request for an instance not yet complete: UNKNOWN_INSTANCE), and for the timing case once
+     * every context SEND waits, so the wall time is the move's */
+    if (!fail[0]) {
         uint64_t end = ru_now_ms() + 90000;
-        while (sends_waiting(&t.a) < (int)n_ctx && ru_now_ms() < end)
+        while (!(c->wait_sends ? sends_waiting(&t.a) == (int)n_ctx : ctx_complete(&t.a)) &&
+               ru_now_ms() < end)
             ru_sleep_ms(20);
-        EXPECT(sends_waiting(&t.a) == (int)n_ctx, "the context ranks did not SEND within 90 s");
+        EXPECT(c->wait_sends ? sends_waiting(&t.a) == (int)n_ctx : ctx_complete(&t.a),
+               "the context ranks did not %s within 90 s", c->wait_sends ? "SEND" : "register");
     }
     pid_t gp = 0;
     tu_fmt(glog, sizeof glog, "%s/gen.log", t.top);
@@ -250,10 +286,26 @@ static void run_case(const struct gcase *c)
     long long bytes = jint(pb, "last_remote_bytes", NULL);
     fprintf(stderr,
             "%s: gathered %lld B in %lld kernels (A), scattered %lld B in %lld kernels (B), "
-            "%lld chunks landed, puts %lld, active messages %lld\n",
+            "%lld chunks landed, written into B's slots by kernels %lld, puts %lld, active "
+            "messages %lld; B's arena page-locked in A %lld time(s)\n",
             c->name, gathered, jint(pa, "gpu_gathers", NULL), scattered,
-            jint(pb, "gpu_scatters", NULL), chunks, jint(pa, "chunks_put", NULL),
-            jint(pa, "chunks_am", NULL));
+            jint(pb, "gpu_scatters", NULL), chunks, jint(pa, "chunk_gpu_to_peer", NULL),
+            jint(pa, "chunks_put", NULL), jint(pa, "chunks_am", NULL),
+            jint(pa, "peer_arenas_pinned", NULL));
+    /* the path the case asked for took every chunk */
+    if (c->staged)
+        EXPECT(jint(pa, "chunk_gpu_to_peer", NULL) == 0 && jint(pa, "chunks_put", NULL) == chunks,
+               "staged (arena.shm_write put): %lld chunks into B's slots by kernels, %lld puts, "
+               "%lld landed", jint(pa, "chunk_gpu_to_peer", NULL), jint(pa, "chunks_put", NULL),
+               chunks);
+    else
+        EXPECT(jint(pa, "chunk_gpu_to_peer", NULL) == chunks &&
+                   jint(pa, "peer_arenas_pinned", NULL) == 1 &&
+                   jint(pa, "peer_arena_pin_failures", NULL) == 0,
+               "into B's slots: %lld of %lld chunks by kernels, %lld puts, B's arena pinned %lld "
+               "time(s), %lld pin failures", jint(pa, "chunk_gpu_to_peer", NULL), chunks,
+               jint(pa, "chunks_put", NULL), jint(pa, "peer_arenas_pinned", NULL),
+               jint(pa, "peer_arena_pin_failures", NULL));
     /* every byte through the kernels on both sides, nothing failed, GPU pools forced bounce */
     EXPECT(gathered > 0 && gathered == scattered && scattered == landed,
            "bytes gathered %lld, scattered %lld, landed %lld", gathered, scattered, landed);
@@ -271,10 +323,12 @@ static void run_case(const struct gcase *c)
     if (c->arena) /* larger than the arena: slots were reused (12 landing slots there) */
         EXPECT(chunks > 12, "%lld chunks through 12 landing slots", chunks);
     if (!fail[0] && c->wait_sends && wall_us > 0)
-        printf("%s through two kvferryd (GPU 0 -> pinned arena -> UCX -> pinned arena -> GPU %s): "
+        printf("%s through two kvferryd (GPU 0 -> %s -> GPU %s): "
                "%lld bytes (%.1f MiB), wall %.3f ms (RECV to DONE), %.2f GB/s\n",
-               c->name, gen_dev, bytes, bytes / 1048576.0, wall_us / 1e3,
-               bytes / (wall_us * 1e3));
+               c->name,
+               c->staged ? "A's pinned staging -> UCX put -> B's pinned arena"
+                         : "B's pinned landing slot (mapped in A)",
+               gen_dev, bytes, bytes / 1048576.0, wall_us / 1e3, bytes / (wall_us * 1e3));
     json_decref(sa);
     json_decref(sb);
     if (!fail[0]) { /* slots and mappings come back */
@@ -294,9 +348,11 @@ static void run_case(const struct gcase *c)
 }
 
 static const struct gcase cases[] = {
-    {"tiny_tp1_to_tp1", "tiny", "tiny", "300", "2", NULL, 0},
-    {"k48_tp2_to_tp2", K48 ":tp=2," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0},
-    {"k48_tp4_to_tp2_fanin", K48 ":tp=4," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0},
+    {"tiny_tp1_to_tp1", "tiny", "tiny", "300", "2", NULL, 0, 0},
+    {"k48_tp2_to_tp2", K48 ":tp=2," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0, 0},
+    {"k48_tp4_to_tp2_fanin", K48 ":tp=4," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0, 0},
+    {"k48_tp2_to_tp2_staged", K48 ":tp=2," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0, 1},
+    {"k48_tp4_to_tp2_fanin_staged", K48 ":tp=4," K48S, K48 ":tp=2," K48S, "300", "2", NULL, 0, 1},
 };
 
 START_TEST(gpu_remote_parity_through_two_daemons)
@@ -307,8 +363,8 @@ END_TEST
 
 START_TEST(gpu_remote_kimi_k3_8k_request_tp1_wall_time)
 {
-    static const struct gcase k8 = {"kimi-k3 8k tokens TP1", K3 ":blocks=128,slots=1",
-                                    K3 ":blocks=128,slots=1", "8192", "1", NULL, 1};
+    struct gcase k8 = {"kimi-k3 8k tokens TP1", K3 ":blocks=128,slots=1",
+                       K3 ":blocks=128,slots=1", "8192", "1", NULL, 1, timing_staged()};
     run_case(&k8); /* about 649 MiB through 512 MiB arenas of 32 MiB chunks */
 }
 END_TEST
@@ -318,8 +374,11 @@ START_TEST(gpu_remote_request_larger_than_the_arena_is_chunked)
     /* kimi-linear-48b TP1, about 42 MiB + KV, through 16 MiB arenas of 1 MiB chunks (12 landing
      * slots, 4 staging): every slot is reused many times */
     static const struct gcase big = {"k48_tp1_larger_than_arena", K48 ":" K48S, K48 ":" K48S,
-                                     "300", "2", "arena:\n  size: 16MiB\n  chunk: 1MiB\n", 0};
-    run_case(&big);
+                                     "300", "2", "arena:\n  size: 16MiB\n  chunk: 1MiB\n", 0, 0};
+    static const struct gcase big_staged = {
+        "k48_tp1_larger_than_arena_staged", K48 ":" K48S, K48 ":" K48S, "300", "2",
+        "arena:\n  size: 16MiB\n  chunk: 1MiB\n  shm_write: put\n", 0, 1};
+    run_case(_i ? &big_staged : &big);
 }
 END_TEST
 
@@ -370,7 +429,7 @@ int main(void)
     tcase_set_timeout(tc, 280);
     tcase_add_loop_test(tc, gpu_remote_parity_through_two_daemons, 0,
                         (int)(sizeof cases / sizeof cases[0]));
-    tcase_add_test(tc, gpu_remote_request_larger_than_the_arena_is_chunked);
+    tcase_add_loop_test(tc, gpu_remote_request_larger_than_the_arena_is_chunked, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("timing"); /* scripts/bench-gpu-remote runs it alone (CK_RUN_CASE) */
     tcase_set_timeout(tc, 280);
