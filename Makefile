@@ -205,13 +205,14 @@ TSAN_ENV := TSAN_OPTIONS="halt_on_error=1 exitcode=66 $(TSAN_OPTIONS)" UCX_MEM_M
 	  CK_TIMEOUT_MULTIPLIER=4 KVF_TEST_SLOW=4
 tsan:
 	$(TSAN_ENV) $(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 check
-# The suites whose code runs on more than one thread: the copy engine and its threads (unit and
+# The suites whose code runs on more than one thread: the copy engine and its threads (unit, its
+# remote gathers into another process, and
 # two workers killed mid-copy), the move executor, the GPU completion thread (CPU mode here),
 # the unmapper thread (unit, and a worker with a large pool exiting while others are served),
 # the bounce path (staging, landing, scatters on the copy threads), the fragment path's held
 # puts, two daemons' data paths and their failures, hostile peers and workers killed mid-request.
 # The rest (planner, config, protocol codecs, ctl) is single-threaded: `make tsan` covers it.
-TSAN_SUITES := tests/check_copyeng tests/check_move_exec tests/check_gpu_cpu_mode \
+TSAN_SUITES := tests/check_copyeng tests/check_copy_remote tests/check_move_exec tests/check_gpu_cpu_mode \
 	tests/check_unmapper tests/integration/check_worker_exit \
 	tests/integration/check_copy_threads tests/integration/check_bounce_copy \
 	tests/integration/check_remote tests/integration/check_remote_hostile \

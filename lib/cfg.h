@@ -31,6 +31,8 @@ typedef enum {
 
 /* arena.shm_write's values, in the order of its names in cfg_table.c. */
 typedef enum { CFG_SHM_WRITE_COPY = 0, CFG_SHM_WRITE_PUT = 1 } cfg_shm_write_t;
+/* arena.cma_write's values, in the order of its names in cfg_table.c. */
+typedef enum { CFG_CMA_WRITE_COPY = 0, CFG_CMA_WRITE_AM = 1 } cfg_cma_write_t;
 
 struct kvf_config {
     /* sockets.*: "" means derived: <dir>/control.sock, <dir>/worker.sock, where dir is
@@ -95,6 +97,7 @@ struct kvf_config {
     int64_t arena_window;          /* chunks in flight per writer flow (both sides) */
     uint64_t arena_direct_run;     /* bounce: mean run bytes at which a chunk skips the gather */
     int64_t arena_shm_write;       /* enum: copy (copy threads write the peer's slot), put */
+    int64_t arena_cma_write;       /* enum: copy (copy threads write the peer's slot over cma), am */
     int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */

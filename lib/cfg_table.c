@@ -33,6 +33,7 @@ static const char *const log_levels[] = {"error", "warn", "info", "debug", NULL}
 static const char *const placements[] = {"auto", "host", "device", NULL};
 static const char *const prefaults[] = {"off", "thread", NULL};
 static const char *const shm_writes[] = {"copy", "put", NULL};
+static const char *const cma_writes[] = {"copy", "am", NULL};
 static const char *const false_true[] = {"false", "true", NULL}; /* an enum: no padding (check_cfg) */
 static const char *const pool_prefaults[] = {"off", "register", NULL};
 
@@ -150,6 +151,12 @@ const struct cfg_key cfg_table[] = {
      "Bounce path over shared memory (the peer's arena mapped here): copy: the copy threads "
      "write each chunk straight into its landing slot, off the loop; put: UCX puts on the loop "
      "(a memcpy in the loop thread), from the pools or a staging slot as arena.direct_run says."},
+    {"arena.cma_write", CFG_ENUM, OFF(arena_cma_write), "copy", 0, 0, cma_writes, true,
+     "Bounce path where the peer daemon's process is reachable over cma but its arena is not "
+     "mapped here (another network namespace of this host): copy: the copy threads write each "
+     "chunk straight into its landing slot with process_vm_writev, off both loops; am: the "
+     "chunk is gathered into a staging slot and sent as an active-message rendezvous, which "
+     "the receiver's loop reads."},
     ROW("arena.peer_share", CFG_INT, arena_peer_share, "75", 1, 100, false,
         "Percent of the landing slots' bytes that one peer daemon may hold at once (granted, "
         "filled or quarantined), so that a frozen or lost peer never holds them all."),

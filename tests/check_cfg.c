@@ -65,6 +65,7 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "arena.window",
                                        "arena.direct_run",
                                        "arena.shm_write",
+                                       "arena.cma_write",
                                        "peers.max_inflight",
                                        "metrics.max_label_values",
                                        "transfers.keep_finished"};

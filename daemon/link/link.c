@@ -521,6 +521,7 @@ int link_status(const struct link *l, json_t *out)
         json_object_set_new(last, "lanes", json_string(p->tl_all));
         json_object_set_new(last, "rndv_lanes", json_string(p->rma_bw));
         json_object_set_new(last, "direct_mem", json_boolean(p->direct_mem));
+        json_object_set_new(last, "cma_write", json_boolean(p->cma_write > 0));
         json_object_set_new(last, "suspect", json_boolean(link_peer_suspect(p)));
         json_object_set_new(last, "silent_ms", json_integer((json_int_t)link_peer_silent_ms(p)));
     }

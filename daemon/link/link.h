@@ -210,6 +210,18 @@ int link_flush(struct link_peer *p, link_done_cb cb, void *arg);
  * writing here does the same work off the loop. The bytes count as landed for the peer once a
  * message sent after the writes ended (on the loop) reaches it: no flush is needed. */
 int link_peer_arena_map(struct link_peer *p, uint8_t **base_ret);
+/* Where the peer's arena is not mapped here but its process is reachable over cma (another
+ * network namespace of this host: cma among the endpoint's lanes, the peer's pid known in our
+ * pid namespace of this boot, link_proc.c, that pid running our own binary, and a 1-byte
+ * process_vm_readv of its arena allowed; tried once): 0, *pid_ret and *base_ret, the arena's
+ * byte 0 in that process, which a copy
+ * thread may write with process_vm_writev (copy_remote.h) while the peer is held; -ENOTSUP
+ * (not reachable so, or not decided yet while the lanes settle) or -ENOTCONN. As for the
+ * mapping, the bytes count as landed for the peer once a message sent after the writes ended
+ * reaches it. The pid is the one the handshake proved: a process that took it after the
+ * peer's exit would be the one written, so copies stop when the peer is lost (its endpoint
+ * fails about 10 ms after its death, long before a pid comes round again). */
+int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_ret);
 /* Keeps p's memory, its arena's mapping included, until link_peer_release, also past
  * on_peer_down (a failed peer's mapping stays valid, its endpoint closed). Loop thread; every hold
  * is released before link_free. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "copy_remote.h"
 #include "copyeng.h"
 #include "hostnuma.h"
 #include "mempin.h"
@@ -27,6 +28,7 @@ struct jpart {
     uint32_t n_ops;
     struct copy_mem src, dst;
     uint8_t *buf;        /* borrowed */
+    uint32_t buf_pid;    /* gather: buf is in that process (copy_remote.h); 0: ours */
     uint64_t lo;         /* buf[0] is extent byte lo */
     bool write;          /* prefault */
 };
@@ -46,6 +48,7 @@ struct copyeng_job {
     atomic_bool cancelled; /* the owner let go: skip, no callback */
     atomic_bool halted;    /* the owner stopped it: skip, callback with -ECANCELED */
     atomic_bool skipped;   /* a piece was skipped at engine free: -ECANCELED */
+    atomic_int err;        /* the first remote gather's error, 0: none */
     atomic_uint_fast64_t busy_ns;
     struct copyeng_job *next_done;       /* under mu */
     struct copyeng_job *r_prev, *r_next; /* running list, loop only */
@@ -100,7 +103,8 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void run_piece(const struct piece *p)
+/* 0, or a remote gather's -errno. */
+static int run_piece(const struct piece *p)
 {
     const struct jpart *jp = &p->job->parts[p->part];
     switch (jp->kind) {
@@ -108,6 +112,9 @@ static void run_piece(const struct piece *p)
         copy_direct_range(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, &jp->dst);
         break;
     case COPYENG_GATHER:
+        if (jp->buf_pid)
+            return copy_gather_remote(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->buf_pid,
+                                      (uint64_t)(uintptr_t)jp->buf + (p->lo - jp->lo));
         copy_gather(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->buf + (p->lo - jp->lo));
         break;
     case COPYENG_SCATTER:
@@ -117,6 +124,7 @@ static void run_piece(const struct piece *p)
         prefault_range(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->write);
         break;
     }
+    return 0;
 }
 
 static bool has_src(copyeng_kind_t k) { return k != COPYENG_SCATTER; }
@@ -174,7 +182,9 @@ static void *thread_main(void *arg)
             atomic_store(&j->skipped, true);
         else if (!atomic_load(&j->cancelled)) {
             uint64_t t0 = now_ns();
-            run_piece(p);
+            int rc = run_piece(p), none = 0;
+            if (rc < 0)
+                atomic_compare_exchange_strong(&j->err, &none, rc);
             busy = now_ns() - t0;
             atomic_fetch_add(&j->busy_ns, busy);
         }
@@ -230,7 +240,8 @@ static void drain_done(struct copyeng *e)
         list = j->next_done;
         running_unlink(e, j);
         if (!atomic_load(&j->cancelled) && j->cb) {
-            struct copyeng_done d = {.status = atomic_load(&j->skipped) ? -ECANCELED : 0,
+            int err = atomic_load(&j->err);
+            struct copyeng_done d = {.status = err ? err : atomic_load(&j->skipped) ? -ECANCELED : 0,
                                      .bytes = j->bytes,
                                      .busy_ns = (uint64_t)atomic_load(&j->busy_ns),
                                      .wall_ns = now_ns() - j->t_submit};
@@ -370,7 +381,8 @@ static uint32_t node_for(struct copyeng *e, const struct jpart *jp)
         return 0;
     if (e->q[0].sys_id >= 0 && jp->n_ops) {
         const struct copy_op *o = &jp->ops[0];
-        const void *d = jp->kind == COPYENG_GATHER ? (const void *)jp->buf
+        const void *d = jp->kind == COPYENG_GATHER && jp->buf_pid ? jp->src.base[o->src_pool]
+                        : jp->kind == COPYENG_GATHER ? (const void *)jp->buf
                                                   : jp->dst.base[o->dst_pool] + o->dst_off;
         int id = hostnuma_node_of(d);
         for (uint32_t i = 0; id >= 0 && i < e->nodes; i++)
@@ -421,6 +433,7 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
         jp->kind = p->kind;
         jp->n_ops = p->n_ops;
         jp->buf = p->buf;
+        jp->buf_pid = p->kind == COPYENG_GATHER ? p->buf_pid : 0;
         jp->lo = p->lo;
         jp->write = p->write;
         if (p->n_ops && !(jp->ops = malloc(p->n_ops * sizeof *jp->ops)))
@@ -445,6 +458,7 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
     atomic_init(&j->cancelled, false);
     atomic_init(&j->halted, false);
     atomic_init(&j->skipped, false);
+    atomic_init(&j->err, 0);
     atomic_init(&j->busy_ns, 0);
     j->cb = cb;
     j->user = user;

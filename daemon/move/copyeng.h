@@ -30,7 +30,9 @@
  * ended when it was cancelled.
  *
  * Errors. A submit fails (-EINVAL bad part, -ENOMEM) with nothing queued and nothing pinned.
- * A job's callback status is 0, or -ECANCELED when the engine is freed under it. */
+ * A job's callback status is 0, -ECANCELED when the engine is freed under it (or it was
+ * halted), or the first error of a gather into another process (buf_pid: -ESRCH, -EPERM,
+ * -EFAULT; the job's other pieces still run). */
 #ifndef KVF_COPYENG_H
 #define KVF_COPYENG_H
 
@@ -68,13 +70,16 @@ struct copyeng_part {
     const struct copy_mem *src; /* copied at submit; direct, gather, prefault */
     const struct copy_mem *dst; /* copied at submit; direct, scatter */
     uint8_t *buf;               /* borrowed: gather, scatter */
+    uint32_t buf_pid;           /* gather: buf is an address in process buf_pid, written with
+                                 * process_vm_writev (copy_remote.h); 0: in ours */
     uint64_t lo, hi;
     bool write;                 /* prefault: populate writable (a destination), else readable */
 };
 
 /* What a finished job reports. */
 struct copyeng_done {
-    int status;       /* 0, or -ECANCELED (the engine was freed: some pieces did not run) */
+    int status;       /* 0, -ECANCELED (the engine was freed: some pieces did not run), or a
+                       * remote gather's error */
     uint64_t bytes;   /* extent bytes of all parts */
     uint64_t busy_ns; /* the copy threads' time on its pieces, summed */
     uint64_t wall_ns; /* submit to this callback */

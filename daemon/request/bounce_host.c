@@ -141,7 +141,8 @@ int bh_gather(struct stage *st, char *msg, size_t len)
     }
     *op = (struct bh_op){.e = e, .flow = tx->flow, .st = st};
     struct copyeng_part part = {.kind = COPYENG_GATHER, .ops = tx->pw->ops, .n_ops = tx->pw->n_ops,
-                                .src = src, .buf = st->buf, .lo = st->g.ext_off,
+                                .src = src, .buf = st->buf, .buf_pid = st->buf_pid,
+                                .lo = st->g.ext_off,
                                 .hi = st->g.ext_off + st->g.length};
     return submit(e, op, &part, msg, len);
 }

@@ -3,7 +3,10 @@
  * - over shared memory (the peer's arena mapped here, arena.shm_write copy): a gather by the
  *   copy threads (bounce_host.c), or by a GPU kernel through the mapping page-locked here
  *   (egpu_peer.h), straight into the landing slot, then CHUNK: one copy, off the loop, and no
- *   put (docs/UCX.md "Copies into the peer's arena");
+ *   put (docs/UCX.md "Copies into the peer's arena"); where only cma reaches the peer's
+ *   process (another network namespace, arena.cma_write copy, host pools) the copy threads'
+ *   gather writes the slot with process_vm_writev (docs/UCX.md "Copies into the peer's arena
+ *   over cma");
  * - a put of each source run straight from the rank's pools (bounce_put.c);
  * - a staging slot of this arena (a heap buffer when the landing chunk is larger than our
  *   slots), gathered on the copy threads or by a GPU kernel (engine_gpu.c); then put + flush +
@@ -243,6 +246,12 @@ static void stage_run(struct stage *st)
 void ctx_stage_gathered(struct stage *st, int status)
 {
     unhold(st); /* nothing writes the peer's slot any more */
+    if (status < 0 && st->buf_pid && status != -ECANCELED) {
+        /* the peer's process refused the write (exited: -ESRCH, its arena gone: -EFAULT): the
+         * generation daemon is lost, as a failed put says (PEER_LOST, its readers counted) */
+        stage_finish(st, status);
+        return;
+    }
     if (status < 0) {
         struct tx *tx = st->tx;
         if (tx && !tx_ended(tx))
@@ -294,6 +303,23 @@ static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g, struct egpu
     return base + g->offset;
 }
 
+/* The landing slot of g at its address in the peer daemon's process, when the copy threads are
+ * to write it there with process_vm_writev (host pools, the peer reachable over cma but its
+ * arena not mapped here, arena.cma_write copy; copy threads: the inline gather cannot write
+ * another process); *pid its pid. Else NULL. Bounded by the peer's arena as peer_slot is. */
+static uint8_t *peer_cma_slot(struct tx *tx, const struct wire_grant *g, uint32_t *pid)
+{
+    struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
+    uint64_t base;
+    if (!lp || tx->bx->staging_only || !tx->e->d->copy ||
+        tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY ||
+        link_peer_arena_cma(lp, pid, &base) < 0)
+        return NULL;
+    uint64_t n = link_peer_arena_bytes(lp);
+    return g->offset <= n && g->length <= n - g->offset ? (uint8_t *)(uintptr_t)(base + g->offset)
+                                                        : NULL;
+}
+
 /* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
  * takes a heap buffer instead of waiting, so a frozen peer's holds never stall the others (a
  * GPU gather needs the page-locked slots: it waits). */
@@ -324,10 +350,13 @@ void ctx_pump(struct tx *tx)
                     (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
             return;
         }
-        if (tx->sent == 0) {
-            bool put = link_peer_put_fast(tx->peer->lp);
-            if (put)
+        if (tx->sent == 0) { /* the flow's path: its chunks are counted by reason below */
+            uint32_t pid;
+            uint64_t base;
+            if (link_peer_put_fast(tx->peer->lp))
                 e->c.path_bounce_shm_put++;
+            else if (link_peer_arena_cma(tx->peer->lp, &pid, &base) == 0)
+                e->c.path_bounce_cma++;
             else
                 e->c.path_bounce_am++;
         }
@@ -346,13 +375,20 @@ void ctx_pump(struct tx *tx)
         tx->sent += g.length;
         tx->n_ops++;
         struct egpu_ppin *pin;
+        uint32_t pid = 0;
         uint8_t *dst = peer_slot(tx, &g, &pin);
+        if (!dst)
+            dst = peer_cma_slot(tx, &g, &pid);
         if (dst) { /* one copy, on the copy threads or a kernel: no staging slot, no put */
-            e->c.chunk_copied_to_peer++;
+            if (pid)
+                e->c.chunk_cma_to_peer++;
+            else
+                e->c.chunk_copied_to_peer++;
             e->c.chunk_gpu_to_peer += pin != NULL;
             st->to_peer = true;
             st->ppin = pin;
             st->buf = dst;
+            st->buf_pid = pid;
             st->held = tx->peer->lp;
             link_peer_hold(st->held);
             stage_run(st);

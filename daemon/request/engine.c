@@ -525,7 +525,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
 #undef C
     /* path decisions by reason: generation side per request, context side per flow */
     json_object_set_new(ret, "paths",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
                                   "fragment_state_below_min_bytes",
                                   (json_int_t)c->path_fragment_state,
                                   "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
@@ -535,10 +535,12 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
                                   "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
                                   "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
                                   "flow_bounce_am", (json_int_t)c->path_bounce_am,
+                                  "flow_bounce_cma_write", (json_int_t)c->path_bounce_cma,
                                   "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools,
                                   /* context side per chunk: copied into the peer's slot,
                                    * put from the pools, or gathered */
                                   "chunk_copied_to_peer", (json_int_t)c->chunk_copied_to_peer,
+                                  "chunk_cma_to_peer", (json_int_t)c->chunk_cma_to_peer,
                                   "chunk_put_from_pools", (json_int_t)c->chunk_put_from_pools,
                                   "chunk_gather_small_runs", (json_int_t)c->chunk_gather_small_runs,
                                   "chunk_gather_am", (json_int_t)c->chunk_gather_am,

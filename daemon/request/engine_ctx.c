@@ -443,8 +443,12 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
          * daemon (a READER_NACK that overtook the loss counts it twice: rare, and the SEND
          * ends FAILED either way) */
         struct xfer *reading = !tx_ended(tx) || tx->nacked ? tx->send : NULL;
+        bool waiting = !tx_ended(tx) && !tx->send; /* its SEND had not come */
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
-        nack_flow_lost(tx, reading, err);
+        if (waiting)
+            nack_wait_lost(tx, err);
+        else
+            nack_flow_lost(tx, reading, err);
         tx->peer = NULL;
         p->users--;
     }

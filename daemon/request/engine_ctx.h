@@ -53,7 +53,9 @@ struct stage {
     bool own_buf;
     bool direct;             /* put straight from the rank's pools (bounce_put.h): no buf */
     struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
-    bool to_peer;            /* buf is the landing slot in the peer's arena, mapped here */
+    bool to_peer;            /* buf is the landing slot in the peer's arena: mapped here, or
+                              * at that address in process buf_pid (written over cma) */
+    uint32_t buf_pid;        /* to_peer over cma: the peer daemon's pid; 0: mapped here */
     struct link_peer *held;  /* to_peer: the peer held (its mapping) until the gather ended */
     struct egpu_ppin *ppin;  /* to_peer by a GPU kernel: the page-locked mapping it writes */
     int err;             /* of the put, reported after the flush */

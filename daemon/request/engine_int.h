@@ -63,6 +63,7 @@ struct engine_counters {
         forwards_refused;
     uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
     uint64_t path_bounce_shm_put, path_bounce_am;
+    uint64_t path_bounce_cma; /* flows to a peer whose arena the copy threads write over cma */
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */
@@ -75,6 +76,7 @@ struct engine_counters {
     uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
     uint64_t chunk_copied_to_peer; /* gathered into the peer's mapped slot (threads or kernels) */
     uint64_t chunk_gpu_to_peer;    /* of those, by a GPU kernel (egpu_peer.h) */
+    uint64_t chunk_cma_to_peer;    /* by the copy threads into its slot in its process (cma) */
     uint64_t peer_arenas_pinned, peer_arenas_unpinned, peer_arena_pin_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */

@@ -131,6 +131,19 @@ void nack_flow_lost(struct tx *tx, struct xfer *s, int err)
     reader_lost(tx, s, "its daemon was lost", err);
 }
 
+void nack_wait_lost(struct tx *tx, int err)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (!e->d->workers)
+        return;
+    char why[WIRE_TEXT_MAX];
+    snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: its daemon was lost before the SEND "
+             "came (%s)", tx->gen.instance, layout_rank(&tx->gen), strerror(-err));
+    transfers_reader_failed(&e->d->workers->xt, q->ctx_instance, q->req_id, q->writer,
+                            KVF_E_PEER_LOST, why);
+}
+
 void nack_put_failed(struct tx *tx, int err)
 {
     reader_lost(tx, tx->send, "a put to its daemon failed", err);

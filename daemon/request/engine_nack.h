@@ -26,6 +26,10 @@ const char *nack_why_ended(kvf_error_t code);
 /* Context side: flow tx, reading SEND s (NULL: none), failed because its generation daemon was
  * lost. */
 void nack_flow_lost(struct tx *tx, struct xfer *s, int err);
+/* Context side: flow tx, whose RECV_REQ came but whose SEND had not (it met none), failed because
+ * its generation daemon was lost: that reader will not come either, so the SEND it waited for
+ * learns it now (or when it comes), by the RECV_REQ's instance, id and writer. */
+void nack_wait_lost(struct tx *tx, int err);
 /* Context side: flow tx failed (ended already, its generation daemon not told) because a put
  * to that daemon failed: the link under it broke, so that daemon cannot NACK its reader either
  * (engine_pnack.c); counted here, as nack_flow_lost does at the peer's loss, which skips it. */

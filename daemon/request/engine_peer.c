@@ -101,7 +101,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
     ctx_peer_down(e, p, err);
     gen_sweep(e);
     ctx_sweep(e);
-    bool hold = alive_hold(p, err); /* frozen with shared-memory puts: held until it is back */
+    bool hold = alive_hold(p, err); /* frozen, lanes into our memory: held until it is back */
     if (hold)
         quar_peer_frozen(e, p, share_key(p));
     hold |= ctx_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */

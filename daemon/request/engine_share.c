@@ -31,7 +31,7 @@ uint64_t share_key(const struct epeer *p)
 bool alive_hold(const struct epeer *p, int err)
 {
     return err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
-           link_peer_put_fast(p->lp);
+           link_peer_direct_mem(p->lp);
 }
 
 /* why: NULL for a peer known now, else what its slots wait for. */

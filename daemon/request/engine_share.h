@@ -11,9 +11,11 @@
 /* The share key of a peer daemon: a hash of its daemon id, so the inbound and outbound link
  * peers of one daemon, and its flows before and after a reconnect, count as one. Never 0. */
 uint64_t share_key(const struct epeer *p);
-/* The peer was lost for silence (keepalive, -ETIMEDOUT) over lanes that put straight into our
- * memory (shared memory on this host): its quarantined slots wait until it is back
- * (quar_peer_frozen). A peer lost by a transport error (killed, reset) cannot write any more. */
+/* The peer was lost for silence (keepalive, -ETIMEDOUT) over lanes that reach straight into our
+ * memory (shared memory puts, or cma on this host: its copy threads may write our landing
+ * slots with process_vm_writev, arena.cma_write): its quarantined slots wait until it is back
+ * (quar_peer_frozen), since a frozen or cut-off peer may still write them. A peer lost by a
+ * transport error (killed, reset) cannot write any more. */
 bool alive_hold(const struct epeer *p, int err);
 /* Why a writer of owner `owner` found no landing slot: what is free, in use and quarantined,
  * what this peer holds of its share, and who holds the most, by daemon id. */

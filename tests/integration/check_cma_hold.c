@@ -13,6 +13,17 @@
  *  - Control messages alike (engine_send.c): A frozen with G's RECV_REQ in flight to it (above
  *    the rendezvous threshold: A would read it from G with process_vm_readv), G holds the
  *    message's bytes once it lost A until A's process exits; A killed instead, a bounded time.
+ * The cases above run with arena.cma_write am (chunks as rendezvous the receiver reads); with
+ * the default, copy (docs/UCX.md "Copies into the peer's arena over cma"):
+ *  - A's copy threads write H's landing slots with process_vm_writev: requests move bitwise,
+ *    no chunk goes as an active message, no staging slot is taken, A shows cma_write.
+ *  - A frozen with slots of H granted to its flow (it may write them when it runs again): H,
+ *    once it lost A, keeps them quarantined past ENGINE_RECLAIM_MS until A's process exits;
+ *    then they are reclaimed.
+ *  - H killed while A writes into it: A's flow fails PEER_LOST, A keeps serving G, nothing of
+ *    it is left (no copy, slot, request, held peer).
+ *  - H killed after its RECV_REQ reached A but before the SEND came: the SEND fails PEER_LOST
+ *    at once, not at deadlines.send_wait.
  * Skipped, with the reason printed, where network namespaces cannot be made. */
 #include <check.h>
 
@@ -21,13 +32,16 @@
 #define SPEC "tiny:blocks=128,slots=16"
 #define BLOCKS 128 /* every block: about 4.8 MB, 5 chunks of 1 MiB */
 #define STAGING 4  /* a quarter of the 16 slots of a 16 MiB arena */
+#define CFG_AM "  cma_write: am\n" /* the rendezvous the staging holds are about */
 #define CFG                                                                                        \
-    "arena:\n  size: 16MiB\n  chunk: 1MiB\n"                                                       \
+    "arena:\n  size: 16MiB\n  chunk: 1MiB\n%s"                                                     \
     "gates:\n  min_bytes: 0\n  min_blocks: 0\n"                                                    \
     "deadlines:\n  send_wait: 60s\n  transfer: 60s\n"                                              \
     "peers:\n  keepalive_interval: 200ms\n  keepalive_misses: 5\n"
 #define TLS "^sysv,posix"
 #define WAIT_MS 15000 /* a loaded 2-core machine */
+
+static const char *arena_extra = CFG_AM; /* "": the default, cma_write copy */
 
 struct cma {
     char top[64], secret[128], pair[32], ns_a[48], ns_b[48], addr_a[32];
@@ -81,7 +95,9 @@ static void start_in(struct ru_daemon *d, struct cma *t, const char *name, int l
 {
     ru_netns = ns;
     ru_listen_host = host;
-    int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, CFG, TLS);
+    char cfg[512];
+    tu_fmt(cfg, sizeof cfg, CFG, arena_extra);
+    int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, cfg, TLS);
     ru_netns = NULL;
     ru_listen_host = "127.0.0.1";
     ck_assert_int_eq(rc, 0);
@@ -395,6 +411,180 @@ START_TEST(a_killed_peers_control_message_is_held_a_bounded_time)
 }
 END_TEST
 
+/* ---- arena.cma_write copy (the default) ---- */
+
+/* Whether a link peer of d's status says its arena is written over cma. */
+static bool writes_over_cma(const struct ru_daemon *d)
+{
+    json_t *st = ru_ctl(d, "status"), *link = holder_of(st, "cma_memory_invalidate"), *p;
+    size_t i;
+    bool any = false;
+    json_array_foreach(json_object_get(link, "peers"), i, p)
+        any |= json_is_true(json_object_get(p, "cma_write"));
+    json_decref(st);
+    return any;
+}
+
+static long long cma_chunks(const struct ru_daemon *d)
+{
+    return ru_ctl_int(d, "stats", "peers.paths.chunk_cma_to_peer");
+}
+
+/* A, G, H with arena.cma_write copy, H's link warm (its lanes settled: cma among them). */
+static bool write_start(struct cma *t)
+{
+    arena_extra = "";
+    bool up = cma_start(t);
+    arena_extra = CFG_AM;
+    if (up)
+        move(t, &t->h, &t->gh, 1);
+    return up;
+}
+
+START_TEST(chunks_across_namespaces_are_written_by_the_copy_threads_over_cma)
+{
+    struct cma t;
+    if (!write_start(&t))
+        return;
+    long long am0 = ru_peers_stat(&t.a, "chunks_am"), w0 = cma_chunks(&t.a);
+    long long fb0 = ru_peers_stat(&t.a, "staging_fallbacks");
+    long long sg0 = ru_ctl_int(&t.a, "stats", "peers.paths.chunk_gather_am");
+    move(&t, &t.h, &t.gh, 2);
+    move(&t, &t.h, &t.gh, 3);
+    fprintf(stderr, "cma writes: %lld chunks, %lld as active messages\n", cma_chunks(&t.a) - w0,
+            ru_peers_stat(&t.a, "chunks_am") - am0);
+    ck_assert_int_ge(cma_chunks(&t.a) - w0, 10); /* 5 chunks each */
+    ck_assert_int_eq(ru_peers_stat(&t.a, "chunks_am") - am0, 0);
+    ck_assert_int_eq(ru_ctl_int(&t.a, "stats", "peers.paths.chunk_gather_am") - sg0, 0);
+    ck_assert_int_eq(ru_peers_stat(&t.a, "staging_fallbacks") - fb0, 0);
+    ck_assert_int_eq(staging(&t, "slots_in_use"), 0);
+    ck_assert(writes_over_cma(&t.a));
+    ck_assert_int_ge(ru_ctl_int(&t.a, "stats", "peers.paths.flow_bounce_cma_write"), 2);
+    /* every reason is listed (the last key of the paths object included) */
+    ck_assert_int_eq(ru_ctl_int(&t.a, "stats", "peers.paths.chunk_gather_no_registration"), 0);
+    cma_stop(&t);
+}
+END_TEST
+
+/* H's row for A in its `peers` lost list: whether it holds slots and watches A's process. */
+static bool a_lost_held_at(const struct ru_daemon *h)
+{
+    json_t *pr = ru_ctl(h, "peers"), *row;
+    size_t i;
+    bool held = false;
+    json_array_foreach(json_object_get(pr, "lost"), i, row)
+        held |= json_is_true(json_object_get(row, "held")) &&
+                json_is_true(json_object_get(row, "watching_exit"));
+    json_decref(pr);
+    return held;
+}
+
+START_TEST(a_writer_frozen_with_granted_slots_keeps_them_held_until_its_process_exits)
+{
+    struct cma t;
+    if (!write_start(&t))
+        return;
+    ck_assert(writes_over_cma(&t.a));
+    long long flows0 = ru_peers_stat(&t.a, "flows");
+    long long rec0 = ru_ctl_int(&t.h, "arena", "reclaimed_total");
+    struct ru_rank *gr = &t.gh.r[0];
+    struct kvf_recv_args a;
+    ru_recv_args(gr, 10, "ca", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
+    ru_wait_peers_stat(&t.a, "flows", flows0 + 1, WAIT_MS); /* A holds H's grants */
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(gr, 10, &ev, WAIT_MS), KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
+    for (uint64_t until = ru_now_ms() + WAIT_MS; !a_lost_held_at(&t.h) && ru_now_ms() < until;)
+        ru_sleep_ms(10);
+    ck_assert_msg(a_lost_held_at(&t.h), "H does not hold A's slots while A is frozen");
+    long long q = ru_ctl_int(&t.h, "arena", "quarantined_slots");
+    uint64_t lost_ms = ru_now_ms() - t0;
+    ru_sleep_ms(400); /* past ENGINE_RECLAIM_MS (200): still held, A could write them */
+    ck_assert_int_gt(q, 0);
+    ck_assert_int_eq(ru_ctl_int(&t.h, "arena", "quarantined_slots"), q);
+    ck_assert_int_eq(ru_ctl_int(&t.h, "arena", "reclaimed_total"), rec0);
+    uint64_t t1 = ru_now_ms();
+    ru_daemon_kill9(&t.a);
+    for (uint64_t until = ru_now_ms() + WAIT_MS;
+         ru_ctl_int(&t.h, "arena", "quarantined_slots") != 0 && ru_now_ms() < until;)
+        ru_sleep_ms(10);
+    ck_assert_int_eq(ru_ctl_int(&t.h, "arena", "quarantined_slots"), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.h, "arena", "reclaimed_total") - rec0, q);
+    fprintf(stderr, "frozen writer A: H held %lld slot(s) from %llu ms after the freeze; "
+            "reclaimed %llu ms after A's SIGKILL\n", q, (unsigned long long)lost_ms,
+            (unsigned long long)(ru_now_ms() - t1));
+    cma_stop(&t);
+}
+END_TEST
+
+START_TEST(a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_serving)
+{
+    struct cma t;
+    if (!write_start(&t))
+        return;
+    move(&t, &t.g, &t.gg, 2);
+    long long flows0 = ru_peers_stat(&t.a, "flows"), w0 = cma_chunks(&t.a);
+    struct ru_rank *c = &t.ca.r[0], *gr = &t.gh.r[0];
+    struct kvf_recv_args a;
+    ru_recv_args(gr, 10, "ca", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
+    ru_wait_peers_stat(&t.a, "flows", flows0 + 1, WAIT_MS);
+    /* A frozen while H dies: when A runs again its SEND meets a flow whose receiver is gone,
+     * and its copy threads write a process that exited (-ESRCH) unless the loss came first */
+    ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
+    ck_assert_int_eq(kvf_send(c->c, 10, c->l.n_groups, c->counts, c->ids, 1), 0);
+    ru_daemon_kill9(&t.h);
+    ck_assert_int_eq(kill(t.a.pid, SIGCONT), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(c, 10, &ev, WAIT_MS);
+    fprintf(stderr, "H killed: A's SEND %s (%s: %s), %lld chunk write(s) tried\n",
+            k == KVF_EV_FAILED ? "FAILED" : "ended", kvf_error_to_string(ev.error), ev.message,
+            cma_chunks(&t.a) - w0);
+    ck_assert_int_eq(k, KVF_EV_FAILED);
+    move(&t, &t.g, &t.gg, 11); /* A keeps serving G */
+    uint64_t until = ru_now_ms() + WAIT_MS;
+    while ((staging(&t, "slots_in_use") != 0 ||
+            ru_ctl_int(&t.a, "status", "copy.running_jobs") != 0) && ru_now_ms() < until)
+        ru_sleep_ms(10);
+    ck_assert_int_eq(staging(&t, "slots_in_use"), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.a, "status", "copy.running_jobs"), 0);
+    ck_assert_int_eq(ru_ctl_int(&t.a, "status", "copy.pinned_mappings"), 0);
+    ck_assert_int_eq(staging(&t, "held.slots"), 0);
+    cma_stop(&t);
+}
+END_TEST
+
+/* H's RECV_REQ reached A, then H dies before the rank's SEND comes: A counts that reader lost
+ * (nack_wait_lost), so the SEND fails at once instead of at deadlines.send_wait (60 s here). */
+START_TEST(a_reader_lost_before_its_send_came_fails_the_send_at_once)
+{
+    struct cma t;
+    if (!write_start(&t))
+        return;
+    long long flows0 = ru_peers_stat(&t.a, "flows"), lost0 = ru_peers_stat(&t.a, "peers_lost");
+    struct ru_rank *c = &t.ca.r[0], *gr = &t.gh.r[0];
+    struct kvf_recv_args a;
+    ru_recv_args(gr, 10, "ca", t.a.addr, &a);
+    ck_assert_int_eq(kvf_recv(gr->c, &a), 0);
+    ru_wait_peers_stat(&t.a, "flows", flows0 + 1, WAIT_MS);
+    ru_daemon_kill9(&t.h);
+    ru_wait_peers_stat(&t.a, "peers_lost", lost0 + 1, WAIT_MS);
+    uint64_t t0 = ru_now_ms();
+    ck_assert_int_eq(kvf_send(c->c, 10, c->l.n_groups, c->counts, c->ids, 1), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(c, 10, &ev, WAIT_MS);
+    fprintf(stderr, "reader lost before the SEND: the SEND ended %d after %llu ms: %s: %s\n", k,
+            (unsigned long long)(ru_now_ms() - t0), kvf_error_to_string(ev.error), ev.message);
+    ck_assert_int_eq(k, KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
+    move(&t, &t.g, &t.gg, 11); /* A keeps serving G */
+    cma_stop(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cma_hold");
@@ -405,6 +595,10 @@ int main(void)
     tcase_add_test(tc, a_peer_killed_mid_transfer_has_its_staging_held_a_bounded_time);
     tcase_add_test(tc, a_frozen_peers_control_message_is_held_until_its_process_exits);
     tcase_add_test(tc, a_killed_peers_control_message_is_held_a_bounded_time);
+    tcase_add_test(tc, chunks_across_namespaces_are_written_by_the_copy_threads_over_cma);
+    tcase_add_test(tc, a_writer_frozen_with_granted_slots_keeps_them_held_until_its_process_exits);
+    tcase_add_test(tc, a_receiver_killed_while_the_copy_threads_write_it_leaves_the_writer_serving);
+    tcase_add_test(tc, a_reader_lost_before_its_send_came_fails_the_send_at_once);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }
