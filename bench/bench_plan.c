@@ -9,7 +9,11 @@
  * (tiny, kimi-k3 1k and 8k, kimi-linear-48b 8k, llama-3-70b TP2 -> TP1 8k): the median time of
  * plan_build as each path runs it and of its parts alone (compat_check, the alias and coverage
  * checks, copy_check of every writer's ops, plan_writers), with the parts' shares of the plan.
- * `--requests-only [NAME]` skips the large plans (and the rows not naming NAME). Exit 1 if anything is refused. */
+ * Then templates (plan_tcache.h): per path, plan_build against a template hit (instantiate:
+ * the request checks and the ids substituted), alternating two id sets of the same shape
+ * (scattered and consecutive), the ratio of the two, and the template's ops and bytes.
+ * `--requests-only [NAME]` skips the large plans (and the rows not naming NAME). Exit 1 if
+ * anything is refused. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 #include "copy.h"
 #include "plan_internal.h"
 #include "plan_request.h"
+#include "plan_tcache.h"
 #include "preset.h"
 
 #define REPS 3
@@ -135,6 +140,9 @@ struct req_case {
     struct plan p;                 /* the full plan, for the checks timed alone */
     struct copy_mem gmem, cmem;    /* fake bases: copy_check reads only sizes */
     uint32_t writer;
+    struct plan_ids gen_b, *cids_b, *one_b; /* a second id set of the same shape */
+    struct plan_tcache tc;
+    unsigned flip;
 };
 
 static int t_compat(void *a)
@@ -159,6 +167,27 @@ static int t_plan(struct req_case *c, const struct plan_ids *ids)
 static int t_local(void *a) { return t_plan(a, ((struct req_case *)a)->cids); }
 static int t_gen(void *a) { return t_plan(a, NULL); }
 static int t_ctx(void *a) { return t_plan(a, ((struct req_case *)a)->one); }
+
+/* A template hit: the request's plan from the cache, the two id sets taking turns. */
+static int t_hit(struct req_case *c, int path)
+{
+    bool b = c->flip++ & 1, hit;
+    struct plan_input in = c->in;
+    if (b)
+        in.gen_ids = c->gen_b;
+    in.ctx_ids = path == 0 ? (b ? c->cids_b : c->cids) : path == 2 ? (b ? c->one_b : c->one) : NULL;
+    uint64_t who = 1 + (uint64_t)path;
+    struct plan p;
+    struct plan_error pe;
+    struct plan_tcache_entry *e;
+    if (plan_tcache_plan(&c->tc, &who, 1, &in, &p, &e, &hit, &pe))
+        return fprintf(stderr, "plan_tcache_plan: %s\n", pe.message), -1;
+    plan_done(&p);
+    return hit || c->flip == 1 ? 0 : -1;
+}
+static int t_hit_local(void *a) { return t_hit(a, 0); }
+static int t_hit_gen(void *a) { return t_hit(a, 1); }
+static int t_hit_ctx(void *a) { return t_hit(a, 2); }
 
 static int t_writers(void *a)
 {
@@ -204,8 +233,9 @@ static void fake_mem(const struct layout *l, struct copy_mem *m)
 }
 
 /* Ids of `need` items per paged group, scattered over the group's items as an allocator
- * leaves them; slot 0 of state groups. */
-static uint32_t *scatter_ids(const struct layout *l, uint64_t tokens, struct plan_ids *ret)
+ * leaves them (or consecutive from 0); slot 0 of state groups (or the last slot). */
+static uint32_t *scatter_ids_as(const struct layout *l, uint64_t tokens, bool consecutive,
+                                struct plan_ids *ret)
 {
     uint32_t n[LAYOUT_MAX_GROUPS], total = 0;
     plan_items_for_tokens(l, tokens, n);
@@ -217,6 +247,8 @@ static uint32_t *scatter_ids(const struct layout *l, uint64_t tokens, struct pla
         uint32_t cap = l->groups[g].n_items;
         for (uint32_t k = 0; k < n[g]; k++) /* 7919 is prime: distinct while n <= cap */
             p[k] = n[g] > cap ? 0 : (uint32_t)(((uint64_t)k * 7919u) % cap);
+        for (uint32_t k = 0; consecutive && n[g] <= cap && k < n[g]; k++)
+            p[k] = l->groups[g].kind == GROUP_STATE ? cap - 1 : k;
         ret->n[g] = n[g];
         ret->ids[g] = p;
         p += n[g];
@@ -224,9 +256,57 @@ static uint32_t *scatter_ids(const struct layout *l, uint64_t tokens, struct pla
     return ids;
 }
 
-static int measure_request(const char *name, const char *cspec, const char *gspec,
-                           uint64_t tokens)
+static uint32_t *scatter_ids(const struct layout *l, uint64_t tokens, struct plan_ids *ret)
 {
+    return scatter_ids_as(l, tokens, false, ret);
+}
+
+/* Template rows of case c: plan_build and a hit per path, their ratio, the template's size. */
+static int measure_templates(const char *name, struct req_case *c, uint64_t tokens, double *t)
+{
+    uint32_t nc = c->in.n_ctx;
+    c->cids_b = calloc(nc, sizeof *c->cids_b);
+    c->one_b = plan_ctx_ids_new(c->ctx, nc);
+    uint32_t **cid = calloc(nc, sizeof *cid);
+    uint32_t *gid = scatter_ids_as(&c->gen[0], tokens, true, &c->gen_b);
+    for (uint32_t r = 0; c->cids_b && cid && r < nc; r++)
+        cid[r] = scatter_ids_as(&c->ctx[r], tokens, true, &c->cids_b[r]);
+    if (!c->cids_b || !c->one_b || !cid || !gid || plan_tcache_init(&c->tc, 8, 1ull << 30))
+        return fprintf(stderr, "%s: out of memory\n", name), 1;
+    c->one_b[c->writer] = c->cids_b[c->writer];
+    double h[3];
+    int (*fn[3])(void *) = {t_hit_local, t_hit_gen, t_hit_ctx};
+    for (int i = 0; i < 3; i++) {
+        c->flip = 0;
+        h[i] = median_of(fn[i], c);
+    }
+    int rc = h[0] < 0 || h[1] < 0 || h[2] < 0;
+    uint64_t ops = 0;
+    size_t bytes = 0;
+    for (uint32_t i = 0; i < c->tc.n; i++) {
+        bytes += c->tc.e[i].t.bytes;
+        for (uint32_t w = 0; c->tc.e[i].who[0] == 1 && w < c->tc.e[i].t.plan.n_writers; w++)
+            ops += c->tc.e[i].t.plan.writers[w].n_ops;
+    }
+    if (!rc)
+        printf("%-28s %7" PRIu64 " ops %7.2f MiB | %9.1f %9.1f %5.3f | %9.1f %9.1f %5.3f | "
+               "%9.1f %9.1f %5.3f\n",
+               name, ops, (double)bytes / (1 << 20), t[0] * 1e6, h[0] * 1e6, h[0] / t[0],
+               t[1] * 1e6, h[1] * 1e6, h[1] / t[1], t[2] * 1e6, h[2] * 1e6, h[2] / t[2]);
+    plan_tcache_done(&c->tc);
+    for (uint32_t r = 0; cid && r < nc; r++)
+        free(cid[r]);
+    free(cid);
+    free(gid);
+    free(c->cids_b);
+    free(c->one_b);
+    return rc;
+}
+
+static int measure_request(const char *name, const char *cspec, const char *gspec,
+                           uint64_t tokens, bool templates)
+{
+    int rc = 0;
     struct req_case c = {0};
     uint32_t nc, ng;
     if (build(cspec, ROLE_CONTEXT, &c.ctx, &nc) || build(gspec, ROLE_GENERATION, &c.gen, &ng))
@@ -252,6 +332,11 @@ static int measure_request(const char *name, const char *cspec, const char *gspe
     uint64_t ops = 0;
     for (uint32_t w = 0; w < c.p.n_writers; w++)
         ops += c.p.writers[w].n_ops;
+    if (templates) {
+        double tb[] = {median_of(t_local, &c), median_of(t_gen, &c), median_of(t_ctx, &c)};
+        rc = tb[0] < 0 || tb[1] < 0 || tb[2] < 0 || measure_templates(name, &c, tokens, tb);
+        goto out;
+    }
     double t[] = {median_of(t_local, &c), median_of(t_gen, &c), median_of(t_ctx, &c),
                   median_of(t_compat, &c), median_of(t_alias, &c), median_of(t_cover, &c),
                   median_of(t_copycheck, &c), median_of(t_writers, &c)};
@@ -264,6 +349,7 @@ static int measure_request(const char *name, const char *cspec, const char *gspe
            t[2] * 1e6, t[3] * 1e6, t[4] * 1e6, t[5] * 1e6, t[6] * 1e6, t[7] * 1e6, t[3] / t[0],
            t[5] / t[0],
            t[6] / t[0]);
+out:
     plan_done(&c.p);
     for (uint32_t r = 0; cid && r < nc; r++)
         free(cid[r]);
@@ -273,7 +359,7 @@ static int measure_request(const char *name, const char *cspec, const char *gspe
     free(c.one);
     free(c.ctx);
     free(c.gen);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -305,6 +391,17 @@ int main(int argc, char **argv)
     const char *only = argc > 2 ? argv[2] : ""; /* --requests-only NAME: the rows naming it */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (strstr(cases[i].name, only))
-            rc |= measure_request(cases[i].name, cases[i].ctx, cases[i].gen, cases[i].tokens);
+            rc |= measure_request(cases[i].name, cases[i].ctx, cases[i].gen, cases[i].tokens,
+                                  false);
+    printf("\nper request, median (us), same run: plan_build against a template hit "
+           "(plan_tcache_plan: the request's checks and its ids substituted; two id sets of one "
+           "shape take turns), per path, and hit/build; the same-daemon template's ops and all "
+           "three templates' bytes\n");
+    printf("%-28s %11s %11s | %9s %9s %5s | %9s %9s %5s | %9s %9s %5s\n", "request", "tmpl ops",
+           "bytes", "local", "hit", "ratio", "gen", "hit", "ratio", "ctx", "hit", "ratio");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (strstr(cases[i].name, only))
+            rc |= measure_request(cases[i].name, cases[i].ctx, cases[i].gen, cases[i].tokens,
+                                  true);
     return rc;
 }

@@ -44,83 +44,19 @@
  *   destinations are the same as the context daemon's.
  * Layouts are assumed to have passed layout_validate (the decoder runs it); compat_check
  * still bounds every array index. A plan is capped at PLAN_MAX_RUNS copy runs.
+ * A template's build (plan_build_tagged, plan_template.h) tags every run with the generation
+ * and context items it lies in and merges runs only within one item: the same bytes, in ops
+ * whose shape no id value changes. The request's checks are plan_check.c's.
  * Pure; thread-safe. */
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "plan_internal.h"
 
-__attribute__((format(printf, 4, 5))) static int set_err(struct plan_error *err, kvf_error_t code,
-                                                         compat_reason_t reason, const char *fmt,
-                                                         ...)
-{
-    if (err) {
-        err->code = code;
-        err->reason = reason;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-    }
-    return -EINVAL;
-}
-
-static int u32_cmp(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* Limits on one side's item ids of one group. need_ids: ids must be present when n > 0. */
-static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
-                     const struct layout_group *g, uint32_t n, const uint32_t *ids, bool need_ids)
-{
-    const char *what = g->kind == GROUP_STATE ? "slot" : "block";
-    if (n > PLAN_MAX_IDS)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32 " %s ids, limit %u",
-                       LAYOUT_SHORT_MAX, g->name, side, rank, n, what, PLAN_MAX_IDS);
-    if (!ids && !need_ids)
-        return 0; /* context ids unknown here: only the count matters */
-    if (g->kind == GROUP_STATE && n != 1)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: %s rank %" PRIu32 " sends %" PRIu32
-                       " slot ids, a state group takes exactly one",
-                       LAYOUT_SHORT_MAX, g->name, side, rank, n);
-    if (!ids && n > 0)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "groups.%.*s: %s rank %" PRIu32 " gives %" PRIu32 " %s ids but no array",
-                       LAYOUT_SHORT_MAX, g->name, side, rank, n, what);
-    if (!ids)
-        return 0;
-    for (uint32_t k = 0; k < n; k++)
-        if (ids[k] >= g->n_items)
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: %s rank %" PRIu32 " %s id %" PRIu32 " at %" PRIu32
-                           " is out of range (%" PRIu32 " %ss)",
-                           LAYOUT_SHORT_MAX, g->name, side, rank, what, ids[k], k, g->n_items, what);
-    if (n < 2)
-        return 0;
-    uint32_t *s = malloc((size_t)n * sizeof(*s));
-    if (!s)
-        return -ENOMEM;
-    memcpy(s, ids, (size_t)n * sizeof(*s));
-    qsort(s, n, sizeof(*s), u32_cmp);
-    for (uint32_t k = 1; k < n; k++)
-        if (s[k] == s[k - 1]) {
-            uint32_t dup = s[k];
-            free(s);
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: %s rank %" PRIu32 " lists %s id %" PRIu32 " twice",
-                           LAYOUT_SHORT_MAX, g->name, side, rank, what, dup);
-        }
-    free(s);
-    return 0;
-}
+#define set_err plan_set_err /* plan_internal.h: the one way to refuse */
 
 /* One writer of one (generation group, layer, view, tensor). */
 struct wsrc {
@@ -132,6 +68,7 @@ struct wsrc {
     const uint32_t *cids;            /* the context rank's ids of the group (all), or NULL */
     uint32_t n_cids;                 /* how many */
     uint32_t h0, h1, clo;            /* global heads [h0, h1); context rank's first head */
+    uint32_t cgi;                    /* the group's index in the context layout */
 };
 
 /* Most copy runs one plan may emit before compression: bounds planning time and memory against
@@ -144,7 +81,24 @@ struct bctx {
     struct plan_error *err;
     struct plan_opvec *vecs;         /* one per context rank */
     uint64_t runs;                   /* emitted so far */
+    const struct plan_tix *tix;      /* a template's build: runs are tagged; else NULL */
+    uint32_t dst_k, dst_reg;         /* the generation item and region being emitted */
 };
+
+/* Tags the next run of writer w (a template's build only): the generation item being
+ * emitted, and context item kc of w's region (unresolved sources: none). */
+static void tag(struct bctx *b, const struct wsrc *w, uint32_t kc)
+{
+    if (!b->tix)
+        return;
+    uint32_t src = PLAN_TREG_NONE;
+    if (w->cids) {
+        const struct layout_group *cg = &w->cl->groups[w->cgi];
+        src = b->tix->ctx_at[w->c * LAYOUT_MAX_GROUPS + w->cgi] +
+              (uint32_t)(w->cv - cg->views) * cg->n_layers + w->li;
+    }
+    b->vecs[w->c].cur = (struct plan_tag){b->dst_k, b->dst_reg, w->cids ? kc : 0, src};
+}
 
 static const struct layout_tensor *ctx_tensor(const struct layout_group *g, const char *name,
                                               const struct layout_view **view)
@@ -231,7 +185,7 @@ static int make_writer(struct bctx *b, const struct layout_group *gg, uint32_t n
     }
     if (ids && ids->ids[cgi])
         cids = ids->ids[cgi];
-    *w = (struct wsrc){c, cl, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo};
+    *w = (struct wsrc){c, cl, cv, ct, li, cids, ids ? ids->n[cgi] : 0, h0, h1, clo, cgi};
     return 0;
 }
 
@@ -331,15 +285,17 @@ static void ctx_row(const struct bctx *b, bool paged, const struct wsrc *w, uint
 }
 
 /* Source of generation row (k, o), global head h, of writer w: unresolved without ids. */
-static void src_row(const struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
+static void src_row(struct bctx *b, bool paged, const struct wsrc *w, uint32_t n_gen,
                     uint32_t k, uint32_t o, uint32_t h, uint32_t *sp, uint64_t *so)
 {
     uint32_t kc, oc;
     *sp = PLAN_POOL_UNKNOWN;
     *so = 0;
+    tag(b, w, 0);
     if (!w->cids)
         return;
     ctx_row(b, paged, w, n_gen, k, o, &kc, &oc);
+    tag(b, w, kc);
     struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
     *sp = cat.pool;
     *so = cat.off + layout_row_off(w->ct, oc, h - w->clo);
@@ -435,6 +391,10 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                        LAYOUT_SHORT_MAX, gg->name, (unsigned long long)PLAN_MAX_RUNS);
     for (uint32_t k = 0; k < n_gen; k++) {
         struct layout_loc gat = layout_region_at(gen, gv, l, gids[k]);
+        if (b->tix) {
+            b->dst_k = k;
+            b->dst_reg = b->tix->gen_at[g] + v * gg->n_layers + l;
+        }
         for (uint32_t t = 0; t < gv->n_tensors; t++) {
             const struct layout_tensor *gt = &gv->tensors[t];
             if (rows[t] && !(nw[t] == 1 && ws[t][0].h1 - ws[t][0].h0 == gt->heads &&
@@ -459,8 +419,9 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
                     const struct layout_tensor *ct = w->ct;
                     uint32_t sp = PLAN_POOL_UNKNOWN;
                     uint64_t so = 0;
+                    uint32_t kc = paged ? w->n_cids - n_gen + k : 0;
+                    tag(b, w, kc);
                     if (w->cids) {
-                        uint32_t kc = paged ? w->n_cids - n_gen + k : 0;
                         struct layout_loc cat = layout_region_at(w->cl, w->cv, w->li, w->cids[kc]);
                         sp = cat.pool;
                         so = cat.off + ct->offset +
@@ -477,63 +438,6 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
     return 0;
 }
 
-static int check_request(const struct plan_input *in, struct plan_error *err)
-{
-    const struct layout *gen = in->gen;
-    for (uint32_t g = 0; g < gen->n_groups; g++) {
-        int rc = check_ids(err, "generation", layout_rank(gen), &gen->groups[g], in->gen_ids.n[g],
-                           in->gen_ids.ids[g], true);
-        if (rc)
-            return rc;
-    }
-    for (uint32_t c = 0; in->ctx_ids && c < in->n_ctx; c++)
-        for (uint32_t g = 0; g < in->ctx[c].n_groups; g++) {
-            int rc = check_ids(err, "context", c, &in->ctx[c].groups[g], in->ctx_ids[c].n[g],
-                               in->ctx_ids[c].ids[g], false);
-            if (rc)
-                return rc;
-        }
-    uint64_t gtb = gen->tokens_per_block, tok = in->tokens;
-    if (tok > PLAN_MAX_TOKENS)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                       "the request declares %" PRIu64 " tokens, limit %llu", tok,
-                       (unsigned long long)PLAN_MAX_TOKENS);
-    for (uint32_t g = 0; tok && in->ctx[0].tokens_per_block != gtb && g < gen->n_groups; g++)
-        if (gen->groups[g].kind == GROUP_PAGED && in->gen_ids.n[g] > (tok + gtb - 1) / gtb)
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: generation rank %" PRIu32 " sends %" PRIu32
-                           " blocks of %" PRIu64 " tokens, more than the request's %" PRIu64
-                           " tokens fill",
-                           LAYOUT_SHORT_MAX, gen->groups[g].name, layout_rank(gen),
-                           in->gen_ids.n[g], gtb, tok);
-    if (in->ctx[0].attention_dp &&
-        (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
-                       "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
-                       "request, got %" PRId32,
-                       in->ctx[0].tp_size, in->ctx_dp_rank);
-    return 0;
-}
-
-int plan_check_request(const struct plan_input *in, struct plan_error *err)
-{
-    compat_reason_t reason;
-    char msg[sizeof(err->message)];
-    if (!in || !in->gen || !in->ctx || in->n_ctx == 0)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
-    if (!in->compat_known && compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
-        return set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
-    int rc = check_request(in, err);
-    if (rc)
-        return rc;
-    rc = plan_alias_check(in->gen, &in->gen_ids, msg, sizeof(msg));
-    if (rc == -ENOMEM)
-        return set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"), -ENOMEM;
-    if (rc)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "%s", msg);
-    return 0;
-}
-
 /* The writer set is plan_build's, from the same walk (tensor_writers) without emitting a run:
  * a writer of any (group with items, layer, view, tensor) sends at least one row (inner > 0,
  * every generation block has a row with a prompt token), so it has bytes in the plan. The
@@ -547,7 +451,7 @@ int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_erro
     int rc = plan_check_request(&gin, err);
     if (rc)
         return rc;
-    struct bctx b = {&gin, err, NULL, 0};
+    struct bctx b = {&gin, err, NULL, 0, NULL, 0, 0};
     struct wsrc ws[LAYOUT_MAX_TP];
     memset(writers, 0, in->n_ctx);
     const struct layout *gen = in->gen;
@@ -570,14 +474,23 @@ int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_erro
 
 int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)
 {
+    return plan_build_tagged(in, NULL, ret, NULL, err);
+}
+
+int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
+                      struct plan_tag ***tags_ret, struct plan_error *err)
+{
     char msg[sizeof(err->message)];
     int rc = plan_check_request(in, err);
     if (rc)
         return rc;
-    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0};
+    struct bctx b = {in, err, calloc(in->n_ctx, sizeof(struct plan_opvec)), 0, tix, 0, 0};
     struct plan p = {.gen_rank = layout_rank(in->gen)};
+    struct plan_tag **tags = NULL;
     if (!b.vecs)
         goto nomem;
+    for (uint32_t c = 0; tix && c < in->n_ctx; c++)
+        b.vecs[c].tagged = true;
     const struct layout *gen = in->gen;
     for (uint32_t g = 0; g < gen->n_groups; g++)
         for (uint32_t l = 0; l < gen->groups[g].n_layers; l++)
@@ -596,10 +509,14 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     p.writers = calloc(p.n_writers ? p.n_writers : 1, sizeof(*p.writers));
     if (!p.writers)
         goto nomem;
+    if (tix && !(tags = calloc(p.n_writers ? p.n_writers : 1, sizeof(*tags))))
+        goto nomem;
     for (uint32_t c = 0, w = 0; c < in->n_ctx; c++) {
         struct plan_opvec *v = &b.vecs[c];
         if (v->bytes == 0)
             continue;
+        if (tags)
+            tags[w] = v->tags;
         p.writers[w++] = (struct plan_writer){c, v->bytes, v->state_bytes, v->kv_bytes, v->n, v->ops};
         p.total_bytes += v->bytes;
         p.state_bytes += v->state_bytes;
@@ -618,6 +535,8 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
     }
     free(b.vecs);
     *ret = p;
+    if (tags_ret)
+        *tags_ret = tags;
     return 0;
 nomem:
     set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning");
@@ -626,6 +545,9 @@ fail:
     for (uint32_t c = 0; b.vecs && c < in->n_ctx; c++)
         plan_opvec_done(&b.vecs[c]);
     free(b.vecs);
+    for (uint32_t w = 0; tags && w < p.n_writers; w++)
+        free(tags[w]);
+    free(tags);
     plan_done(&p);
     return rc < 0 ? rc : -EINVAL;
 }

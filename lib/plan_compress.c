@@ -6,9 +6,11 @@
  *     that op's constant strides, raises its count (the second run of an op fixes the strides).
  * The extent side is always packed, so it always continues. An unknown source (the generation
  * daemon does not know the context's block ids) never blocks a merge; its offsets stay 0.
- * Strides may be negative (block ids in descending order). Pure. */
+ * Strides may be negative (block ids in descending order). A tagged program (a template's)
+ * applies both rules only between runs of one tag. Pure. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan_internal.h"
 
@@ -21,15 +23,34 @@ static int grow(struct plan_opvec *v)
     if (!ops)
         return -ENOMEM;
     v->ops = ops;
+    if (v->tagged) {
+        struct plan_tag *tags = realloc(v->tags, (size_t)cap * sizeof(*tags));
+        if (!tags)
+            return -ENOMEM;
+        v->tags = tags;
+    }
     v->cap = cap;
     return 0;
 }
 
+static bool same_tag(const struct plan_tag *a, const struct plan_tag *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* Appends op r with tag (when tagged); room is there. */
+static void push(struct plan_opvec *v, const struct copy_op *r, const struct plan_tag *tag)
+{
+    if (v->tagged)
+        v->tags[v->n] = *tag;
+    v->ops[v->n++] = *r;
+}
+
 /* Appends the finished run r as an op, or folds it into the last op as one more repetition. */
-static int flush(struct plan_opvec *v, const struct copy_op *r)
+static int flush(struct plan_opvec *v, const struct copy_op *r, const struct plan_tag *tag)
 {
     bool unk = r->src_pool == PLAN_POOL_UNKNOWN;
-    if (v->n) {
+    if (v->n && (!v->tagged || same_tag(&v->tags[v->n - 1], tag))) {
         struct copy_op *o = &v->ops[v->n - 1];
         if (o->src_pool == r->src_pool && o->dst_pool == r->dst_pool && o->len == r->len) {
             if (o->count == 1) {
@@ -47,7 +68,7 @@ static int flush(struct plan_opvec *v, const struct copy_op *r)
     }
     if (v->n == v->cap && grow(v))
         return -ENOMEM;
-    v->ops[v->n++] = *r;
+    push(v, r, tag);
     return 0;
 }
 
@@ -61,11 +82,13 @@ int plan_opvec_add(struct plan_opvec *v, uint32_t src_pool, uint64_t src_off, ui
         src_off = 0;
     struct copy_op *p = &v->pend;
     if (v->has_pend && p->src_pool == src_pool && p->dst_pool == dst_pool &&
-        (unk || src_off == p->src_off + p->len) && dst_off == p->dst_off + p->len) {
+        (unk || src_off == p->src_off + p->len) && dst_off == p->dst_off + p->len &&
+        (!v->tagged || same_tag(&v->pend_tag, &v->cur))) {
         p->len += len; /* continues the pending run on all three sides */
     } else {
-        if (v->has_pend && flush(v, p))
+        if (v->has_pend && flush(v, p, &v->pend_tag))
             return -ENOMEM;
+        v->pend_tag = v->cur;
         *p = (struct copy_op){
             .src_pool = src_pool,
             .dst_pool = dst_pool,
@@ -94,11 +117,13 @@ int plan_opvec_add_rows(struct plan_opvec *v, uint32_t src_pool, uint64_t src_of
         return plan_opvec_add(v, src_pool, src_off, dst_pool, dst_off, len * count, state);
     if (len == 0 || count == 0)
         return 0;
-    if (v->has_pend && flush(v, &v->pend))
+    if (v->has_pend && flush(v, &v->pend, &v->pend_tag))
         return -ENOMEM;
     v->has_pend = false;
     if (v->n == v->cap && grow(v))
         return -ENOMEM;
+    if (v->tagged)
+        v->tags[v->n] = v->cur;
     v->ops[v->n++] = (struct copy_op){
         .src_pool = src_pool,
         .dst_pool = dst_pool,
@@ -120,7 +145,7 @@ int plan_opvec_add_rows(struct plan_opvec *v, uint32_t src_pool, uint64_t src_of
 
 int plan_opvec_finish(struct plan_opvec *v)
 {
-    if (v->has_pend && flush(v, &v->pend))
+    if (v->has_pend && flush(v, &v->pend, &v->pend_tag))
         return -ENOMEM;
     v->has_pend = false;
     return 0;
@@ -131,5 +156,6 @@ void plan_opvec_done(struct plan_opvec *v)
     if (!v)
         return;
     free(v->ops);
+    free(v->tags);
     *v = (struct plan_opvec){0};
 }

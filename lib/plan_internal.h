@@ -22,14 +22,33 @@ const char *compat_rank_desc(const struct layout *l, const char *side, char *buf
 int compat_cover_rules(const struct layout *gen, const struct layout *ctx, uint32_t n_ctx,
                        compat_reason_t *reason, char *msg, size_t msglen);
 
+/* Fills *err (when not NULL) and returns -EINVAL: plan_build's one way to refuse. */
+__attribute__((format(printf, 4, 5))) int plan_set_err(struct plan_error *err, kvf_error_t code,
+                                                       compat_reason_t reason, const char *fmt,
+                                                       ...);
+
+/* Where a run of a template's plan lies (plan_template.h): generation item dst_k of the
+ * region (group, view, layer) numbered dst_reg, and context item src_k of the source region
+ * src_reg of the writer's rank (PLAN_TREG_NONE: source unresolved). A run's offsets are then
+ * that region's base + id * item stride + a part that no id changes. */
+#define PLAN_TREG_NONE 0xffffffffu
+struct plan_tag {
+    uint32_t dst_k, dst_reg, src_k, src_reg;
+};
+
 /* A growing copy program of one writer (plan_compress.c). Runs are appended in canonical order;
- * the extent is packed, so each run's ext_off is the current length. */
+ * the extent is packed, so each run's ext_off is the current length. Tagged (a template's
+ * build): every run carries `cur`, the tag its caller set, and runs merge only within one tag,
+ * so no op spans two items and the program's shape never depends on the ids' values. */
 struct plan_opvec {
     struct copy_op *ops; /* owned */
     uint32_t n, cap;
     uint64_t bytes, state_bytes, kv_bytes;
     struct copy_op pend;  /* the run being extended; not yet in ops */
     bool has_pend;
+    bool tagged;
+    struct plan_tag *tags; /* owned; tags[i] of ops[i] when tagged */
+    struct plan_tag cur, pend_tag;
 };
 
 /* Appends one run of len bytes: src (src_pool may be PLAN_POOL_UNKNOWN, then src_off is ignored)
@@ -64,5 +83,19 @@ int plan_cover_check_sorted(const struct plan *p, const struct layout *gen,
  * views are examined). 0, -EINVAL (msg names both items) or -ENOMEM. ids validated. */
 int plan_alias_check(const struct layout *gen, const struct plan_ids *ids, char *msg,
                      size_t msglen);
+
+/* Numbering of regions for tags: generation region (group g, view v, local layer l) is
+ * gen_at[g] + v * n_layers(g) + l; the context rank c's (group cg, view v, layer l) is
+ * ctx_at[c * LAYOUT_MAX_GROUPS + cg] + v * n_layers(cg) + l (plan_template.c fills them). */
+struct plan_tix {
+    uint32_t gen_at[LAYOUT_MAX_GROUPS];
+    const uint32_t *ctx_at; /* borrowed; n_ctx * LAYOUT_MAX_GROUPS */
+};
+
+/* plan_build with tags (tix not NULL): the same plan for in's ids, checked the same way
+ * (coverage included), its ops merged only within a tag; tags_ret[w] (owned, n_ops of writer
+ * w) says where each op lies. tix NULL: plan_build itself (tags_ret untouched). */
+int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
+                      struct plan_tag ***tags_ret, struct plan_error *err);
 
 #endif

@@ -47,6 +47,18 @@ kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *ms
     return typed(plan_build(in, ret, &perr), &perr, msg, msglen);
 }
 
+kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                                const struct plan_input *in, struct plan *ret,
+                                struct plan_tcache_entry **entry_ret, char *msg, size_t msglen)
+{
+    struct plan_error perr;
+    bool hit;
+    memset(&perr, 0, sizeof perr);
+    *entry_ret = NULL;
+    return typed(plan_tcache_plan(c, who, n_who, in, ret, entry_ret, &hit, &perr), &perr, msg,
+                 msglen);
+}
+
 kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,
                                  size_t msglen)
 {

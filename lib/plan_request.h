@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "plan.h"
+#include "plan_tcache.h"
 
 /* The ids of a request as a rank sent them (counts[g] ids for group g, group after group) as
  * plan_ids borrowing ids; a group without ids gets NULL. */
@@ -24,6 +25,11 @@ struct plan_ids *plan_ctx_ids_new(const struct layout *ctx, uint32_t n_ctx);
 /* plan_build, its failure as a typed error: KVF_OK and *ret (free with plan_done), or
  * PEER_INCOMPATIBLE / BAD_REQUEST / INTERNAL with the reason in msg. */
 kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *msg, size_t msglen);
+/* plan_tcache_plan (the plan from the template of (who, shape), or built and kept), its
+ * failure typed as plan_request's; *entry_ret as plan_tcache_plan gives it. */
+kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                                const struct plan_input *in, struct plan *ret,
+                                struct plan_tcache_entry **entry_ret, char *msg, size_t msglen);
 /* plan_writers (who writes, no copy program; writers: n_ctx entries), its failure typed as
  * plan_request's. */
 kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,

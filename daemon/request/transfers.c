@@ -578,6 +578,8 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c)
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x) && x->conn == c)
             fail(t, x, KVF_E_PEER_LOST, "worker gone"); /* no event: c is closing */
+    if (c->rank) /* its templates are never hit again (worker ids are not reused): free them */
+        plan_tcache_forget(&t->tcache, c->rank->worker_id);
     if (c->rank && c->rank->layout.role == ROLE_CONTEXT) {
         const struct layout *l = &c->rank->layout;
         for (struct xfer *x = t->list; x; x = x->next)
@@ -635,8 +637,8 @@ int transfers_init(struct transfers *t, struct workers *w)
     reqtab_init(&t->reqs);
     hmap_init(&t->by_conn);
     dheap_init(&t->due);
-    int rc = uv_timer_init(&w->d->loop, &t->tick);
-    if (rc)
+    int rc = plan_tcache_init(&t->tcache, XFER_TCACHE_ENTRIES, XFER_TCACHE_BYTES);
+    if (rc || (rc = uv_timer_init(&w->d->loop, &t->tick)))
         return rc;
     t->tick.data = t;
     return 0;
@@ -659,6 +661,7 @@ void transfers_stop(struct transfers *t)
     dheap_free(&t->due);
     xfer_phases_free(&t->phases);
     xfer_wcache_done(&t->wcache);
+    plan_tcache_done(&t->tcache);
     if (!uv_is_closing((uv_handle_t *)&t->tick))
         uv_close((uv_handle_t *)&t->tick, NULL);
 }

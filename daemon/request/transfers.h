@@ -34,6 +34,7 @@
 #include "dheap.h"
 #include "gpu_retire.h"
 #include "kvferry.h"
+#include "plan_tcache.h"
 #include "proto.h"
 #include "hmap.h"
 #include "readers.h"
@@ -149,7 +150,13 @@ struct transfers {
     struct xfer_recent recent;  /* finished requests, shown a while by `transfers` */
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
     struct xfer_wcache wcache;  /* same-daemon RECVs' writers per registrations (xfer_writers.h) */
+    struct plan_tcache tcache;  /* same-daemon RECVs' plan templates (xfer_local.c) */
 };
+
+/* The same-daemon path's plan templates (lib/plan_tcache.h): a kimi-k3 8k template is under
+ * 1 MiB, a llama-3-70b TP2 -> TP1 8k one 19 MiB (bench_plan). */
+#define XFER_TCACHE_ENTRIES 64
+#define XFER_TCACHE_BYTES (64u << 20)
 
 int transfers_init(struct transfers *t, struct workers *w);
 /* Fails every request in flight, each with an event to its worker. */

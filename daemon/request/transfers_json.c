@@ -62,6 +62,13 @@ json_t *transfers_stats_json(const struct transfers *t)
         xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
         json_object_set_new(o, "fails_dropped", json_integer((json_int_t)t->fails_dropped));
+        const struct plan_tcache *tc = &t->tcache; /* same-daemon plan templates */
+        json_object_set_new(o, "plan_template_hits", json_integer((json_int_t)tc->hits));
+        json_object_set_new(o, "plan_template_misses", json_integer((json_int_t)tc->misses));
+        json_object_set_new(o, "plan_template_evicted", json_integer((json_int_t)tc->evicted));
+        json_object_set_new(o, "plan_template_not_kept", json_integer((json_int_t)tc->not_kept));
+        json_object_set_new(o, "plan_templates", json_integer((json_int_t)tc->n));
+        json_object_set_new(o, "plan_template_bytes", json_integer((json_int_t)tc->bytes));
         json_object_set_new(o, "bytes_local_gpu",
                             json_integer((json_int_t)t->counters.bytes_local_gpu));
         json_object_set_new(o, "local_gpu_phase_s",

@@ -1,7 +1,9 @@
 /* xfer_local.c: the `local` path (docs/DESIGN.md §5): both ranks registered here, so a RECV is
  * planned once, when every writer (xfer_writers.h: no copy program) has SENT, against the context
- * instance's table with plan_build and executed pool to pool,
- * after copy_check has bounded every op inside the mapped pools: on the copy threads
+ * instance's table, from the plan template of its registrations and shape (plan_tcache.h: the
+ * request's checks and its ids substituted; built with plan_build's checks on a miss) and
+ * executed pool to pool, after copy_check has bounded every op inside the mapped pools (once
+ * per template, with plan_template_fits proving it for every id): on the copy threads
  * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
  * the loop), or with copy_direct on the loop below XFER_LOCAL_INLINE_MAX bytes. When either
  * side has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
@@ -18,12 +20,15 @@
 #include "transfers.h"
 #include "workers.h"
 
-static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *ret, char *msg,
-                            size_t msglen)
+static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *ret,
+                            struct plan_tcache_entry **entry, char *msg, size_t msglen)
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
     struct plan_ids *ctx_ids = plan_ctx_ids_new(in->table, in->n_ranks);
-    if (!ctx_ids) {
+    uint64_t *who = malloc((1 + (size_t)in->n_ranks) * sizeof *who); /* the registrations */
+    if (!ctx_ids || !who) {
+        free(ctx_ids);
+        free(who);
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
@@ -33,11 +38,16 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
                              .compat_known = xfer_wcache_compat_known(&r->conn->w->xt.wcache,
                                                                       r, in)};
     plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
-    for (uint32_t c = 0; c < in->n_ranks; c++)
+    who[0] = r->rank->worker_id;
+    for (uint32_t c = 0; c < in->n_ranks; c++) {
+        who[1 + c] = in->ranks[c]->worker_id;
         if (sends[c])
             plan_ids_of(sends[c]->items.n_groups, sends[c]->items.counts, sends[c]->items.ids,
                         &ctx_ids[c]);
-    kvf_error_t e = plan_request(&pin, ret, msg, msglen);
+    }
+    kvf_error_t e = plan_request_cached(&r->conn->w->xt.tcache, who, 1 + in->n_ranks, &pin, ret,
+                                        entry, msg, msglen);
+    free(who);
     free(ctx_ids);
     return e;
 }
@@ -85,7 +95,8 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
     struct plan p;
-    kvf_error_t e = plan_for(r, sends, &p, msg, msglen);
+    struct plan_tcache_entry *tmpl;
+    kvf_error_t e = plan_for(r, sends, &p, &tmpl, msg, msglen);
     if (e != KVF_OK)
         return e;
     if (xfer_gpu_wanted(r->rank, in)) {
@@ -103,12 +114,20 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
             return KVF_E_INTERNAL;
         }
         const struct copy_mem *src = &in->ranks[pw->ctx_rank]->mem;
+        if (tmpl && tmpl->fits)
+            continue; /* proved for every id of this template's registrations */
         if (copy_check(pw->ops, pw->n_ops, src, 's') || copy_check(pw->ops, pw->n_ops, dst, 'd')) {
             snprintf(msg, msglen, "plan of writer rank %u leaves the mapped pools", pw->ctx_rank);
             plan_done(&p);
             return KVF_E_BOUND_VIOLATION;
         }
     }
+    bool fits = tmpl != NULL; /* what no id changes passed copy_check; the rest for any id: */
+    for (uint32_t w = 0; fits && !tmpl->fits && w < p.n_writers; w++)
+        fits = !plan_template_fits(&tmpl->t, w, &in->ranks[p.writers[w].ctx_rank]->mem, 's') &&
+               !plan_template_fits(&tmpl->t, w, dst, 'd');
+    if (fits)
+        tmpl->fits = true;
     for (uint32_t w = 0; w < p.n_writers; w++)
         sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
     *bytes = p.total_bytes;
