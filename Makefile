@@ -103,7 +103,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -133,7 +133,11 @@ $(LIBSO): $(CLIENT_OBJS) lib/libkvferry.map
 $(BUILD)/kvferryd: $(DAEMON_OBJS) $(CORE)
 	$(CC) -o $@ $(DAEMON_OBJS) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
-# tools/<name>.c plus its helpers tools/<name>_*.c
+# tools/<name>.c plus its helpers tools/<name>_*.c. The helpers' objects are kept: as
+# intermediates of the rule below make would delete them, and the next make (check after all)
+# would rebuild them and relink the tools.
+TOOL_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*_*.c))
+.SECONDARY: $(TOOL_OBJS)
 .SECONDEXPANSION:
 $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(CORE)
 	@mkdir -p $(dir $@)
@@ -214,27 +218,40 @@ TSAN_SUITES := tests/check_copyeng tests/check_copy_remote tests/check_move_exec
 	tests/integration/check_remote tests/integration/check_remote_hostile \
 	tests/integration/check_frag_quar tests/integration/check_workers_faults \
 	tests/integration/check_remote_fail
+# Built for them: the suites, the daemon, the tools and the library they run, 180 compiles and
+# links (`all` is 291: the other 100 test binaries and the benches; 382 s serially at load 7).
+TSAN_NEEDS = $(BUILD)/kvferryd $(TOOLS) $(LIBSO) $(addprefix $(BUILD)/,$(TSAN_SUITES))
 tsan-integ:
-	$(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 all
+	$(MAKE) BUILD=build-tsan SAN=thread CUDA=0 OPT=-O1 tsan-integ-build
 	$(TSAN_ENV) KVF_FATAL_INVARIANTS=1 BUILD=build-tsan scripts/run-tests $(addprefix build-tsan/,$(TSAN_SUITES))
+tsan-integ-build: $(TSAN_NEEDS)
 
 # libFuzzer targets: tests/fuzz/fuzz_<name>.c, built with clang against the lib sources.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZERS   := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
 FUZZ_TIME ?= 20
 # tests/support/promcheck.c: the Prometheus validator fuzz_prom_json checks lib/prom.c against.
-$(BUILD)/fuzz/%: tests/fuzz/%.c $(wildcard lib/*.c lib/*.h) tests/support/promcheck.c tests/promcheck.h
+# The lib sources are compiled once for every target (instrumented, fuzzer-no-link: libFuzzer's
+# main comes only with a target's link).
+FUZZ_CC   := clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Itests \
+	  $(PKG_CFLAGS)
+FUZZ_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(wildcard lib/*.c) tests/support/promcheck.c)
+.SECONDARY: $(FUZZ_OBJS)
+$(BUILD)/fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	clang -std=gnu11 -g -O1 -D_GNU_SOURCE -DKVF_VERSION=\"$(VERSION)\" -Ilib -Ikernels -Itests \
-	  -fsanitize=fuzzer,address,undefined $(PKG_CFLAGS) -o $@ $< $(wildcard lib/*.c) \
-	  tests/support/promcheck.c $(LIB_LIBS)
+	$(FUZZ_CC) -fsanitize=fuzzer-no-link,address,undefined -MMD -MP -c $< -o $@
+$(BUILD)/fuzz/%: tests/fuzz/%.c $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_OBJS) $(LIB_LIBS)
 fuzz: $(FUZZERS)
-fuzz-short: $(FUZZERS)
-	@for f in $(FUZZERS); do n=$$(basename $$f); mkdir -p $(BUILD)/fuzz/corpus-$$n; \
-	  seeds=tests/fuzz/corpus/$$n; [ -d $$seeds ] || seeds=; \
+# One run per target (make -j runs them side by side; each is one process on one core).
+fuzz-short: $(addprefix fuzz-run-,$(notdir $(FUZZERS)))
+	@echo "fuzz: all targets clean"
+fuzz-run-%: $(BUILD)/fuzz/%
+	@n=$*; mkdir -p $(BUILD)/fuzz/corpus-$$n; seeds=tests/fuzz/corpus/$$n; [ -d $$seeds ] || seeds=; \
 	  echo "fuzz: $$n for $(FUZZ_TIME)s"; \
-	  $$f -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$n $$seeds >$(BUILD)/fuzz/$$n.log 2>&1 \
-	    || { tail -40 $(BUILD)/fuzz/$$n.log; exit 1; }; done; echo "fuzz: all targets clean"
+	  $< -max_total_time=$(FUZZ_TIME) -print_final_stats=0 $(BUILD)/fuzz/corpus-$$n $$seeds >$(BUILD)/fuzz/$$n.log 2>&1 \
+	    || { tail -40 $(BUILD)/fuzz/$$n.log; exit 1; }
 
 bench-copy: all
 	$(BUILD)/bench/bench_copy

@@ -48,9 +48,12 @@ START_TEST(frag_failure_mid_transfer_reports_after_the_puts_ended)
         long long n;
         while ((n = frag_jobs(&t.a)) < 1 && ru_now_ms() < until)
             ;
-        ck_assert_int_eq(kvf_cancel(g->c, req), 0);
+        /* -ENOENT: the request ended (its DONE is queued) before the cancel went out */
+        int crc = kvf_cancel(g->c, req);
+        ck_assert_msg(crc == 0 || crc == -ENOENT, "kvf_cancel: %d", crc);
         struct kvf_event ev;
         int k = ru_wait_event(g, req, &ev, 20000);
+        ck_assert_msg(crc == 0 || k == KVF_EV_DONE, "not in flight at the cancel, then %d", k);
         long long left = frag_jobs(&t.a); /* asked after the worker heard the end */
         struct kvf_event cev;
         ru_wait_event(c, req, &cev, 20000); /* the SEND ends too (served or failed) */
