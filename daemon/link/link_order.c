@@ -29,8 +29,15 @@ struct link_ordered {
     uint8_t hdr[LINK_HDR_MAX];
 };
 
-static void append(struct link_peer *p, struct link_ordered *o)
+/* Fills o's message fields and queues it last. */
+static void append(struct link_peer *p, struct link_ordered *o, int state, uint16_t type,
+                   const void *hdr, size_t hdr_len, size_t len)
 {
+    o->state = state;
+    o->type = type;
+    o->hdr_len = hdr_len;
+    o->len = len;
+    memcpy(o->hdr, hdr, hdr_len);
     if (p->ord_tail)
         p->ord_tail->next = o;
     else
@@ -72,12 +79,7 @@ struct link_ordered *link_order_rndv(struct link_peer *p, uint16_t type, const v
     struct link_ordered *o = calloc(1, sizeof(*o));
     if (!o)
         return NULL;
-    o->state = ORD_WAITING;
-    o->type = type;
-    o->hdr_len = hdr_len;
-    o->len = len;
-    memcpy(o->hdr, hdr, hdr_len);
-    append(p, o);
+    append(p, o, ORD_WAITING, type, hdr, hdr_len, len);
     return o;
 }
 
@@ -105,16 +107,11 @@ void link_order_eager(struct link_peer *p, uint16_t type, const void *hdr, size_
                  (unsigned long long)p->serial, type, p->ord_count);
         return;
     }
-    o->state = ORD_READY;
-    o->type = type;
-    o->hdr_len = hdr_len;
-    o->len = len;
-    memcpy(o->hdr, hdr, hdr_len);
     o->data = o + 1;
     if (len)
         memcpy(o->data, data, len);
     p->ord_bytes += len;
-    append(p, o);
+    append(p, o, ORD_READY, type, hdr, hdr_len, len);
 }
 
 void link_order_free(struct link_peer *p)

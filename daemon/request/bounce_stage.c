@@ -165,6 +165,13 @@ static void put_done(void *arg, int status)
         st->err = status; /* the flush that follows reports it */
 }
 
+/* Whether grant g lies inside the peer's arena (the grant is the peer's word: never trusted). */
+static bool in_peer_arena(struct link_peer *lp, const struct wire_grant *g)
+{
+    uint64_t n = link_peer_arena_bytes(lp);
+    return g->offset <= n && g->length <= n - g->offset;
+}
+
 /* Moves a gathered chunk into its landing slot. st may be freed when this returns. */
 static void stage_move(struct stage *st)
 {
@@ -192,15 +199,15 @@ static void stage_move(struct stage *st)
     }
     st->hdr_len = ENGINE_ENV_BYTES + n;
     struct link_peer *lp = tx->peer->lp;
-    bool put = link_peer_put_fast(lp) && g->offset + g->length <= link_peer_arena_bytes(lp);
     int rc;
+    /* the lanes are looked at (link_peer_put_fast) only for a chunk that may be put */
     if (st->to_peer) { /* the bytes are in the slot: a message sent after the copy ended */
         e->c.chunks_put++;
         e->c.bytes_put += g->length;
         rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
         if (rc < 0)
             stage_finish(st, rc);
-    } else if (put || st->direct) {
+    } else if (st->direct || (link_peer_put_fast(lp) && in_peer_arena(lp, g))) {
         e->c.chunks_put++;
         e->c.bytes_put += g->length;
         if (st->direct) { /* one put per source run; a failed one is reported after the flush */
@@ -295,10 +302,10 @@ static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g, struct egpu
     if (!lp || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
         link_peer_arena_map(lp, &base) < 0)
         return NULL;
-    uint64_t n = link_peer_arena_bytes(lp);
-    if (g->offset > n || g->length > n - g->offset)
+    if (!in_peer_arena(lp, g))
         return NULL;
-    if (tx->bx->staging_only && !(*pin = egpu_peer_use(tx->e, lp, base, n)))
+    if (tx->bx->staging_only &&
+        !(*pin = egpu_peer_use(tx->e, lp, base, link_peer_arena_bytes(lp))))
         return NULL;
     return base + g->offset;
 }
@@ -315,9 +322,7 @@ static uint8_t *peer_cma_slot(struct tx *tx, const struct wire_grant *g, uint32_
         tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY ||
         link_peer_arena_cma(lp, pid, &base) < 0)
         return NULL;
-    uint64_t n = link_peer_arena_bytes(lp);
-    return g->offset <= n && g->length <= n - g->offset ? (uint8_t *)(uintptr_t)(base + g->offset)
-                                                        : NULL;
+    return in_peer_arena(lp, g) ? (uint8_t *)(uintptr_t)(base + g->offset) : NULL;
 }
 
 /* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
