@@ -77,6 +77,27 @@ uint64_t kvk_program_bytes(const struct kvk_program *p); /* extent length */
 uint32_t kvk_program_tasks(const struct kvk_program *p); /* tasks after splitting */
 int kvk_program_device(const struct kvk_program *p);
 
+/* Programs kept per plan template (docs/PLANNING.md "Templates", host tables kvk_subst.h):
+ * the template's ops at item 0 (one per block, ext tiling as for kvk_program_new) with each
+ * op's id slots and item strides, and each slot's limit (ids are below it). Uploaded once on
+ * stream (no host wait, as kvk_program_new_async); the pools a launch is given must hold what
+ * the largest ids reach (checked at each launch). 0 or -errno (kvk_last_error()). */
+struct kvk_subst;
+struct kvk_tprogram;
+int kvk_tprogram_new(const struct copy_op *ops, const struct kvk_subst *subst, uint32_t n_ops,
+                     const uint32_t *limit, uint32_t n_slots, int device,
+                     struct CUstream_st *stream, struct kvk_tprogram **ret);
+/* Only after every program made from it (kvk_program_of_ids) was freed. NULL-safe; NULL. */
+struct kvk_tprogram *kvk_tprogram_free(struct kvk_tprogram *tp);
+uint32_t kvk_tprogram_slots(const struct kvk_tprogram *tp);
+uint32_t kvk_tprogram_tasks(const struct kvk_tprogram *tp);
+/* One request's program from template tp: its n_ids ids (tp's slot order; each below its
+ * slot's limit, else -ERANGE) uploaded on stream through the page-locked staging, and its task
+ * table written by the GPU, in stream order (no host wait). Used like any program (gather,
+ * scatter, direct on any stream; kvk_program_free), while tp lives. */
+int kvk_program_of_ids(const struct kvk_tprogram *tp, const uint32_t *ids, uint32_t n_ids,
+                       struct CUstream_st *stream, struct kvk_program **ret);
+
 /* Extent bytes [lo, hi) from the source pools into out (out[0] is extent byte lo).
  * lo <= hi <= bytes. Asynchronous on stream (launched with the program's device current). */
 int kvk_gather(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo, uint64_t hi,

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kvf_kernels.h"
+#include "kvk_subst.h"
 #include "kvk_tasks.h"
 
 #define KVK_THREADS 512       /* most threads per block (and the default) */
@@ -34,7 +35,36 @@ struct kvk_program {
     cudaEvent_t ready;        /* owned: recorded after the upload; other streams wait for it */
     int uploaded;             /* the host saw `ready` complete: no stream needs to wait */
     int staged;               /* the upload read page-locked staging (else it waited for it) */
+    int borrowed;             /* t's arrays are a template program's (kvk_tmpl.cu): not freed */
 };
+
+/* A program kept per plan template (kvk_tmpl.cu): host tables, launch shape and device tables
+ * (in shape.d_mem: ops | op_first | subst), uploaded once on shape.up_stream. */
+struct kvk_tprogram {
+    struct kvk_tmpl h;            /* owned */
+    struct kvk_program shape;     /* device, launch shape, d_mem, d_ops, up_stream, ready */
+    const uint32_t *d_first;      /* inside shape.d_mem */
+    const struct kvk_subst *d_subst;
+};
+
+/* The environment's tuning of a new program on device (kvf_kernels.h): threads, family,
+ * unroll into p, the split's task size and piece alignment into the rest. 0 or -EINVAL. */
+int kvk_program_config(struct kvk_program *p, int device, uint32_t *task_bytes,
+                       uint32_t *piece_align);
+/* Copies n host buffers, each at a 256-byte aligned offset (kvk_stage_off), into device memory
+ * d on stream through the page-locked staging (no host wait), or, with no room there, through
+ * a temporary buffer it waits for (*staged 0). 0 or -errno. */
+int kvk_stage_copy(void *d, const void *const *parts, const uint64_t *lens, int n,
+                   cudaStream_t stream, int *staged);
+uint64_t kvk_stage_off(uint64_t v); /* v rounded up to the staging alignment */
+/* Launches the expand kernel on stream (device current): tasks [0, n_tasks) of ops (with the
+ * request's ids when subst: a template's program) into ftasks (fat) or tasks, and with ops_out
+ * the substituted ops. 0 or -errno. */
+int kvk_expand(const struct kvk_op *ops, const uint32_t *op_first, const struct kvk_subst *subst,
+               const uint32_t *ids, uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
+               struct kvk_task *tasks, struct kvk_op *ops_out, cudaStream_t stream);
+/* Once per device: the stream-ordered pool keeps freed memory cached (kvk_upload.cu). */
+void kvk_pool_keep(int device);
 
 /* Uploads p's tables (p->t built, p->device current) on stream with no host wait: page-locked
  * staging (kvk_upload.cu), cudaMallocAsync, cudaMemcpyAsync, event. 0 or -errno. */

@@ -64,6 +64,23 @@ static uint32_t env_u32(const char *name, uint32_t dflt)
     return (*end || x > UINT32_MAX) ? dflt : (uint32_t)x;
 }
 
+int kvk_program_config(struct kvk_program *p, int device, uint32_t *task_bytes,
+                       uint32_t *piece_align)
+{
+    p->device = device;
+    p->threads = (int)env_u32("KVK_THREADS", KVK_THREADS);
+    if (p->threads < 64 || p->threads > KVK_THREADS || p->threads % 32)
+        return kvk_fail(-EINVAL, "KVK_THREADS=%d: not a multiple of 32 in [64, %d]", p->threads,
+                        KVK_THREADS);
+    p->fat = env_u32("KVK_FAT", KVK_DEFAULT_FAT) != 0;
+    p->unroll = (int)env_u32("KVK_UNROLL", KVK_DEFAULT_UNROLL);
+    if (p->unroll != 4 && p->unroll != 8)
+        return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
+    *task_bytes = env_u32("KVK_TASK_BYTES", 0);
+    *piece_align = env_u32("KVK_PIECE_ALIGN", 0);
+    return 0;
+}
+
 static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
                        cudaStream_t stream, struct kvk_program **ret)
 {
@@ -72,21 +89,10 @@ static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
     struct kvk_program *p = (struct kvk_program *)calloc(1, sizeof(*p));
     if (!p)
         return kvk_fail(-ENOMEM, "kvk_program_new: out of memory");
-    p->device = device;
-    p->threads = (int)env_u32("KVK_THREADS", KVK_THREADS);
-    if (p->threads < 64 || p->threads > KVK_THREADS || p->threads % 32) {
-        free(p);
-        return kvk_fail(-EINVAL, "KVK_THREADS=%d: not a multiple of 32 in [64, %d]", p->threads,
-                        KVK_THREADS);
-    }
-    p->fat = env_u32("KVK_FAT", KVK_DEFAULT_FAT) != 0;
-    p->unroll = (int)env_u32("KVK_UNROLL", KVK_DEFAULT_UNROLL);
-    if (p->unroll != 4 && p->unroll != 8) {
-        free(p);
-        return kvk_fail(-EINVAL, "KVK_UNROLL=%d: 4 or 8", p->unroll);
-    }
-    int rc = kvk_tasks_index(ops, n_ops, env_u32("KVK_TASK_BYTES", 0),
-                             env_u32("KVK_PIECE_ALIGN", 0), &p->t); /* the GPU expands tasks */
+    uint32_t tb, pa;
+    int rc = kvk_program_config(p, device, &tb, &pa);
+    if (rc == 0)
+        rc = kvk_tasks_index(ops, n_ops, tb, pa, &p->t); /* the GPU expands the tasks */
     if (rc < 0) {
         free(p);
         return rc;
@@ -148,7 +154,8 @@ struct kvk_program *kvk_program_free(struct kvk_program *p)
             kvk_device_leave(prev);
         }
     }
-    kvk_tasks_done(&p->t);
+    if (!p->borrowed)
+        kvk_tasks_done(&p->t);
     free(p);
     return NULL;
 }

@@ -108,6 +108,22 @@ static inline KVK_HD void kvk_op_task(const struct kvk_op *o, uint64_t k, uint64
     *bytes = (uint32_t)n;
 }
 
+/* The op holding task k: the last op whose first task is <= k (an empty op shares the next
+ * op's first task, so it is never found). op_first as in struct kvk_tasks; k < its last. */
+static inline KVK_HD uint32_t kvk_op_of_task(const uint32_t *op_first, uint32_t n_ops,
+                                             uint32_t k)
+{
+    uint32_t a = 0, b = n_ops;
+    while (b - a > 1) {
+        uint32_t m = a + (b - a) / 2;
+        if (op_first[m] <= k)
+            a = m;
+        else
+            b = m;
+    }
+    return a;
+}
+
 /* The self-contained form of the task at pos (bytes long) of op o. */
 static inline KVK_HD void kvk_ftask_of(const struct kvk_op *o, uint64_t pos, uint32_t bytes,
                                        struct kvk_ftask *f)

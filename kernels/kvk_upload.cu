@@ -5,8 +5,9 @@
  * expands them into the task table the copy kernel reads, by the host's own split formulas
  * (kvk_op_task, kvk_ftask_of); an event marks the end: launches on that stream follow by
  * stream order, launches on any other stream wait for the event on the GPU (kvk_launch).
- * Staging: one page-locked buffer per process (KVK_STAGE_BYTES, allocated by kvk_warm or at the
- * first upload), cut first-fit; a piece goes back once its copy's event completed (checked,
+ * Staging (kvk_stage_copy, also what a template program's request uploads, kvk_tmpl.cu): one
+ * page-locked buffer per process (KVK_STAGE_BYTES, allocated by kvk_warm or at the first
+ * upload), cut first-fit; a piece goes back once its copy's event completed (checked,
  * never waited for, at the next upload). When staging is exhausted the upload copies from a
  * temporary page-locked buffer and waits for it: correct, counted by the caller
  * (kvk_program_staged). Device tables leave with cudaFreeAsync, so freeing waits for nothing.
@@ -154,7 +155,7 @@ static void stage_put_after(struct extent x, cudaEvent_t done)
 
 /* Once per device: the stream-ordered pool keeps freed tables instead of unmapping them at
  * every synchronization, so steady uploads allocate from cached memory. */
-static void pool_keep(int device)
+void kvk_pool_keep(int device)
 {
     if (device < 0 || device >= KVK_MAX_DEVICES)
         return;
@@ -172,97 +173,35 @@ static void pool_keep(int device)
     (void)cudaGetLastError(); /* an older driver without the attribute: the default stays */
 }
 
-static uint64_t up(uint64_t v)
+uint64_t kvk_stage_off(uint64_t v)
 {
     return (v + KVK_STAGE_ALIGN - 1) & ~(KVK_STAGE_ALIGN - 1);
 }
 
-/* One thread per task: finds its op in op_first (binary search) and writes the task in the
- * form the program's kernel family reads, by the host's own formulas (kvk_op_task). */
-__global__ void kvk_expand_kernel(const struct kvk_op *ops, const uint32_t *op_first,
-                                  uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
-                                  struct kvk_task *tasks)
+int kvk_stage_copy(void *d, const void *const *parts, const uint64_t *lens, int n,
+                   cudaStream_t stream, int *staged)
 {
-    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_tasks)
-        return;
-    uint32_t a = 0, b = n_ops; /* the last op whose first task is <= k has k (empty ops skip) */
-    while (b - a > 1) {
-        uint32_t m = a + (b - a) / 2;
-        if (op_first[m] <= k)
-            a = m;
-        else
-            b = m;
-    }
-    const struct kvk_op o = ops[a];
-    uint64_t pos;
-    uint32_t bytes;
-    kvk_op_task(&o, k - op_first[a], &pos, &bytes);
-    if (ftasks)
-        kvk_ftask_of(&o, pos, bytes, &ftasks[k]);
-    else
-        tasks[k] = kvk_task{pos, a, bytes};
-}
-
-/* The staged tables: the ops, then op_first (what the expand kernel reads). */
-static void fill(const struct kvk_program *p, uint8_t *buf, uint64_t ops_bytes)
-{
-    memcpy(buf, p->t.ops, (size_t)p->t.n_ops * sizeof(struct kvk_op));
-    memcpy(buf + ops_bytes, p->t.op_first, ((size_t)p->t.n_ops + 1) * sizeof(uint32_t));
-}
-
-/* Device layout (one allocation): ops | op_first | tasks (fat: kvk_ftask, op: kvk_task). Only
- * ops and op_first cross PCIe; the GPU writes the tasks. */
-int kvk_upload(struct kvk_program *p, cudaStream_t stream)
-{
-    uint64_t ops_bytes = up((uint64_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op));
-    uint64_t first_bytes = up(((uint64_t)p->t.n_ops + 1) * sizeof(uint32_t));
-    uint64_t staged = ops_bytes + first_bytes;
-    uint64_t task_bytes = (uint64_t)(p->t.n_tasks ? p->t.n_tasks : 1) *
-                          (p->fat ? sizeof(struct kvk_ftask) : sizeof(struct kvk_task));
-    p->up_stream = stream;
-    KVK_TRY(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
-    pool_keep(p->device);
-    KVK_TRY(cudaMallocAsync(&p->d_mem, staged + task_bytes, stream));
-    uint8_t *d = (uint8_t *)p->d_mem;
-    p->d_ops = (struct kvk_op *)d;
-    const uint32_t *d_first = (const uint32_t *)(d + ops_bytes);
-    if (p->fat)
-        p->d_ftasks = (struct kvk_ftask *)(d + staged);
-    else
-        p->d_tasks = (struct kvk_task *)(d + staged);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += kvk_stage_off(lens[i]);
     struct extent x;
-    uint8_t *buf = stage_get(staged, &x);
-    p->staged = buf != NULL;
-    uint8_t *tmp = NULL;
+    uint8_t *buf = stage_get(total ? total : 1, &x), *tmp = NULL;
     cudaEvent_t done = NULL;
-    cudaError_t e = cudaSuccess;
-    if (!buf) /* no room: a temporary page-locked buffer, waited for below */
-        e = cudaMallocHost((void **)&tmp, staged);
-    else
-        e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming);
-    const char *what = buf ? "cudaEventCreate(staging)" : "cudaMallocHost(program, unstaged)";
+    cudaError_t e = buf ? cudaEventCreateWithFlags(&done, cudaEventDisableTiming)
+                        : cudaMallocHost((void **)&tmp, total ? total : 1);
+    const char *what = buf ? "cudaEventCreate(staging)" : "cudaMallocHost(upload, unstaged)";
     if (e == cudaSuccess) {
         uint8_t *src = buf ? buf : tmp;
-        fill(p, src, ops_bytes);
-        what = "cudaMemcpyAsync(copy program)";
-        e = cudaMemcpyAsync(d, src, staged, cudaMemcpyHostToDevice, stream);
-        if (e == cudaSuccess && done)
-            e = cudaEventRecord(done, stream); /* the staging piece is free after the copy */
-        if (e == cudaSuccess && p->t.n_tasks > 0) {
-            what = "the task expansion kernel";
-            kvk_expand_kernel<<<(p->t.n_tasks + 255) / 256, 256, 0, stream>>>(
-                p->d_ops, d_first, p->t.n_ops, p->t.n_tasks, p->d_ftasks, p->d_tasks);
-            e = cudaGetLastError();
+        uint64_t at = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(src + at, parts[i], lens[i]);
+            at += kvk_stage_off(lens[i]);
         }
+        what = "cudaMemcpyAsync(upload)";
+        e = cudaMemcpyAsync(d, src, total, cudaMemcpyHostToDevice, stream);
         if (e == cudaSuccess) {
-            what = "cudaEventRecord(copy program)";
-            e = cudaEventRecord(p->ready, stream);
-        }
-        if (e == cudaSuccess && tmp) {
-            what = "cudaEventSynchronize(copy program, unstaged)";
-            e = cudaEventSynchronize(p->ready);
-            p->uploaded = e == cudaSuccess;
+            what = buf ? "cudaEventRecord(staging)" : "cudaStreamSynchronize(upload, unstaged)";
+            e = buf ? cudaEventRecord(done, stream) : cudaStreamSynchronize(stream);
         }
         if (e != cudaSuccess) /* whatever was queued ends before the staging is reused */
             cudaStreamSynchronize(stream);
@@ -273,12 +212,84 @@ int kvk_upload(struct kvk_program *p, cudaStream_t stream)
         cudaEventDestroy(done);
     if (tmp)
         cudaFreeHost(tmp);
+    *staged = buf != NULL;
     return e == cudaSuccess ? 0 : kvk_cuda_fail(what, e);
+}
+
+/* One thread per task (and, with ops_out, one per op): finds its op in op_first (binary search)
+ * and writes the task in the form the program's kernel family reads, by the host's own formulas
+ * (kvk_op_task); with subst, the op first gets the request's ids (kvk_subst_op: a template's
+ * program, kvk_tmpl.cu), and ops_out takes the substituted ops (the op family reads them). */
+__global__ void kvk_expand_kernel(const struct kvk_op *ops, const uint32_t *op_first,
+                                  const struct kvk_subst *subst, const uint32_t *ids,
+                                  uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
+                                  struct kvk_task *tasks, struct kvk_op *ops_out)
+{
+    uint32_t k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ops_out && k < n_ops)
+        kvk_subst_op(&ops[k], &subst[k], ids, &ops_out[k]);
+    if (k >= n_tasks)
+        return;
+    uint32_t a = kvk_op_of_task(op_first, n_ops, k);
+    struct kvk_op o = ops[a];
+    if (subst)
+        kvk_subst_op(&ops[a], &subst[a], ids, &o);
+    uint64_t pos;
+    uint32_t bytes;
+    kvk_op_task(&o, k - op_first[a], &pos, &bytes);
+    if (ftasks)
+        kvk_ftask_of(&o, pos, bytes, &ftasks[k]);
+    else
+        tasks[k] = kvk_task{pos, a, bytes};
+}
+
+int kvk_expand(const struct kvk_op *ops, const uint32_t *op_first, const struct kvk_subst *subst,
+               const uint32_t *ids, uint32_t n_ops, uint32_t n_tasks, struct kvk_ftask *ftasks,
+               struct kvk_task *tasks, struct kvk_op *ops_out, cudaStream_t stream)
+{
+    uint32_t threads = ops_out && n_ops > n_tasks ? n_ops : n_tasks;
+    if (threads == 0)
+        return 0;
+    kvk_expand_kernel<<<(threads + 255) / 256, 256, 0, stream>>>(ops, op_first, subst, ids, n_ops,
+                                                                 n_tasks, ftasks, tasks, ops_out);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? 0 : kvk_cuda_fail("the task expansion kernel", e);
+}
+
+/* Device layout (one allocation): ops | op_first | tasks (fat: kvk_ftask, op: kvk_task). Only
+ * ops and op_first cross PCIe (kvk_stage_copy); the GPU writes the tasks. */
+int kvk_upload(struct kvk_program *p, cudaStream_t stream)
+{
+    uint64_t lens[2] = {(uint64_t)(p->t.n_ops ? p->t.n_ops : 1) * sizeof(struct kvk_op),
+                        ((uint64_t)p->t.n_ops + 1) * sizeof(uint32_t)};
+    const void *parts[2] = {p->t.ops, p->t.op_first}; /* t.ops holds >= 1 op */
+    uint64_t ops_bytes = kvk_stage_off(lens[0]), staged = ops_bytes + kvk_stage_off(lens[1]);
+    uint64_t task_bytes = (uint64_t)(p->t.n_tasks ? p->t.n_tasks : 1) *
+                          (p->fat ? sizeof(struct kvk_ftask) : sizeof(struct kvk_task));
+    p->up_stream = stream;
+    KVK_TRY(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
+    kvk_pool_keep(p->device);
+    KVK_TRY(cudaMallocAsync(&p->d_mem, staged + task_bytes, stream));
+    uint8_t *d = (uint8_t *)p->d_mem;
+    p->d_ops = (struct kvk_op *)d;
+    const uint32_t *d_first = (const uint32_t *)(d + ops_bytes);
+    if (p->fat)
+        p->d_ftasks = (struct kvk_ftask *)(d + staged);
+    else
+        p->d_tasks = (struct kvk_task *)(d + staged);
+    int rc = kvk_stage_copy(d, parts, lens, 2, stream, &p->staged);
+    if (rc < 0)
+        return rc;
+    if ((rc = kvk_expand(p->d_ops, d_first, NULL, NULL, p->t.n_ops, p->t.n_tasks, p->d_ftasks,
+                         p->d_tasks, NULL, stream)) < 0)
+        return rc;
+    KVK_TRY(cudaEventRecord(p->ready, stream));
+    return 0;
 }
 
 int kvk_upload_warm(int device)
 {
-    pool_keep(device);
+    kvk_pool_keep(device);
     cudaFuncAttributes fa; /* loads the expand kernel now (lazy module loading) */
     KVK_TRY(cudaFuncGetAttributes(&fa, (const void *)kvk_expand_kernel));
     void *d = NULL; /* the stream-ordered pool holds memory before the first program needs it */

@@ -337,6 +337,8 @@ void plan_template_done(struct plan_template *t)
 {
     if (!t)
         return;
+    if (t->user_free)
+        t->user_free(t->user);
     for (uint32_t w = 0; t->tags && w < t->plan.n_writers; w++)
         free(t->tags[w]);
     free(t->tags);

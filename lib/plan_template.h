@@ -40,6 +40,10 @@ struct plan_template {
     uint64_t *shape;             /* plan_template_shape of its first request; owned */
     uint32_t n_shape;
     size_t bytes;                /* memory held, for a cache's bound */
+    /* The caller's attachment (the daemon: this template's GPU programs, one per writer and
+     * device), freed by user_free(user) when the template is done (evicted, forgotten). */
+    void *user;
+    void (*user_free)(void *user);
 };
 
 /* The shape of in's request (see above) as words: 0 or -ENOMEM; *ret owned (free()). */
@@ -65,6 +69,28 @@ int plan_template_instantiate(const struct plan_template *t, const struct plan_i
  * for every instantiation. 0 or -ERANGE. */
 int plan_template_fits(const struct plan_template *t, uint32_t w, const struct copy_mem *mem,
                        char side);
+
+/* Where each op of writer w takes its ids, for a program that adds them itself (a GPU program
+ * per template, kernels/kvk_subst.h): op i's offsets on a side are its template offset plus
+ * ids[slot] * istride. Slots number the request's ids: the generation's groups in order, then
+ * the writer's context rank's groups in order (counts: gen->n, ctx->n, those of a request of
+ * t's shape). A side without an id term has slot PLAN_TSLOT_NONE (a source never has one:
+ * unresolved). limit: the region's item count, the bound every id of that slot is below. */
+#define PLAN_TSLOT_NONE 0xffffffffu
+struct plan_tslot {
+    uint64_t src_istride, dst_istride;
+    uint32_t src_slot, dst_slot;
+    uint32_t src_limit, dst_limit;
+};
+/* Fills ret[0..n_ops of writer w) and *n_slots. 0, or -EINVAL (w out of range, no context ids
+ * in the template: its sources are unresolved). */
+int plan_template_slots(const struct plan_template *t, uint32_t w, const struct plan_ids *gen,
+                        const struct plan_ids *ctx, struct plan_tslot *ret, uint32_t *n_slots);
+/* The request's ids in slot order into out[0..cap): returns the slot count (nothing is written
+ * past cap). gen / ctx: the request's ids (ctx: the writer's context rank's; a group whose ids
+ * are unknown gives zeros, which no slot of a template's op reads). */
+uint32_t plan_tslot_ids(const struct plan_ids *gen, const struct plan_ids *ctx, uint32_t *out,
+                        uint32_t cap);
 
 void plan_template_done(struct plan_template *t);
 

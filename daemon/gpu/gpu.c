@@ -7,6 +7,7 @@
 
 #include "gpu_priv.h"
 #include "gpu_progcache.h"
+#include "gpu_tprog.h"
 #include "log.h"
 
 #ifdef KVF_HAVE_CUDA
@@ -107,6 +108,8 @@ int gpu_new(uv_loop_t *loop, struct gpu **ret)
     g->loop = loop;
     g->max_mappings = GPU_MAX_MAPPINGS;
     g->max_progs = GPU_PROGCACHE_MAX;
+    const char *tp = getenv("KVF_GPU_TEMPLATE_PROGRAMS"); /* "0": benchmarks' A/B only */
+    g->tprog_off = tp && strcmp(tp, "0") == 0;
     if ((rc = gpu_done_init(g)) < 0) {
         if (g->handles_open == 0)
             free(g);
@@ -144,6 +147,7 @@ struct gpu *gpu_free(struct gpu *g)
         return NULL;
     g->freeing = true;
     gpu_done_stop(g);
+    gpu_tprog_detach_all(g); /* templates' programs into the retire list, flushed next */
     gpu_progcache_flush(g); /* the streams ended: no launch can use a program any more */
     gpu_ipc_close_all(g);
     gpu_pin_release_all(g);
@@ -284,9 +288,17 @@ int gpu_status(const struct gpu *g, json_t *ret)
     struct gpu_progcache_stats ps;
     gpu_progcache_stats(g, &ps);
     bad |= set(ret, "programs",
-               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cached", (json_int_t)ps.count,
-                         "max", (json_int_t)ps.max, "hits", (json_int_t)ps.hits, "misses",
-                         (json_int_t)ps.misses, "evicted", (json_int_t)ps.evicted, "uncached",
-                         (json_int_t)ps.uncached, "uploads_waited", (json_int_t)ps.waited));
+               json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "cached",
+                         (json_int_t)ps.count, "max", (json_int_t)ps.max, "hits",
+                         (json_int_t)ps.hits, "misses", (json_int_t)ps.misses, "evicted",
+                         (json_int_t)ps.evicted, "uncached", (json_int_t)ps.uncached,
+                         "uploads_waited", (json_int_t)ps.waited, "lookup_ns_total",
+                         (json_int_t)ps.lookup_ns, "make_ns_total", (json_int_t)ps.make_ns,
+                         "evict_ns_total", (json_int_t)ps.evict_ns));
+    bad |= set(ret, "template_programs",
+               json_pack("{s:I, s:I, s:I, s:I, s:I}", "live", (json_int_t)ps.tmpl_live, "made",
+                         (json_int_t)ps.tmpl_made, "refused", (json_int_t)ps.tmpl_refused,
+                         "requests_template", (json_int_t)ps.req_template, "requests_ops",
+                         (json_int_t)ps.req_ops));
     return bad ? -ENOMEM : 0;
 }

@@ -59,6 +59,8 @@ struct gpu_done_node {
     uint64_t queued_ns;    /* uv_hrtime at gpu_notify: the spin's budget runs from here */
 };
 
+struct gpu_tprogs;
+
 struct gpu {
     uv_loop_t *loop; /* borrowed: must outlive us */
     bool cpu_mode;
@@ -108,7 +110,13 @@ struct gpu {
     struct gpu_prog *prog_head, *prog_tail; /* cached, most recently used first */
     uint32_t n_progs, max_progs;
     uint64_t prog_hits, prog_misses, prog_evicted, prog_uncached, prog_waited;
+    uint64_t prog_lookup_ns, prog_make_ns, prog_evict_ns; /* gpu_progcache_stats */
     struct gpu_retire_list prog_retired; /* programs out of the cache, freed when idle */
+    /* programs per plan template (gpu_tprog.c); loop thread only */
+    struct gpu_tprogs *tprog_sets; /* every template's set, detached at gpu_free */
+    uint32_t n_tprogs;
+    uint64_t tprog_made, tprog_refused, req_template, req_ops;
+    bool tprog_off; /* env KVF_GPU_TEMPLATE_PROGRAMS=0: every request uploads its own program */
 };
 
 /* gpu_spin.c (loop thread): an event recorded on stream for node n (NULL: none, no spin), the

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "gpu_priv.h"
 #include "gpu_progcache.h"
@@ -105,6 +106,7 @@ int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int d
                  gpu_prog_make_fn make, void *make_arg, gpu_prog_free_fn free_fn,
                  struct gpu_prog **ret, char *msg, size_t len)
 {
+    uint64_t t0 = uv_hrtime(); /* the miss's time split: lookup (hash, scan, copy), make, evict */
     uint64_t h = ops_hash(ops, n_ops, device);
     size_t bytes = (size_t)n_ops * sizeof *ops;
     for (struct gpu_prog *p = g->prog_head; p; p = p->next)
@@ -116,6 +118,7 @@ int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int d
             }
             p->refs++;
             g->prog_hits++;
+            g->prog_lookup_ns += uv_hrtime() - t0;
             *ret = p;
             return 0;
         }
@@ -125,7 +128,10 @@ int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int d
         snprintf(msg, len, "out of memory");
         return -ENOMEM;
     }
+    uint64_t t1 = uv_hrtime();
     int rc = make(ops, n_ops, device, make_arg, &p->obj, msg, len);
+    uint64_t t2 = uv_hrtime();
+    g->prog_make_ns += t2 - t1;
     if (rc < 0) {
         free(p->ops);
         free(p);
@@ -140,13 +146,35 @@ int gpu_prog_get(struct gpu *g, const struct copy_op *ops, uint32_t n_ops, int d
     p->free_fn = free_fn;
     p->refs = 1;
     g->prog_misses++;
+    uint64_t t3 = uv_hrtime();
+    g->prog_lookup_ns += (t1 - t0) + (t3 - t2);
     evict_to(g, g->max_progs);
+    g->prog_evict_ns += uv_hrtime() - t3;
     if (g->n_progs < g->max_progs)
         push_front(g, p);
     else
         g->prog_uncached++; /* every entry is held (or the limit is 0): freed after its use */
     *ret = p;
     return 0;
+}
+
+struct gpu_prog *gpu_prog_wrap(struct gpu *g, void *obj, int device, gpu_prog_free_fn free_fn)
+{
+    (void)g;
+    struct gpu_prog *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->obj = obj;
+    p->device = device;
+    p->free_fn = free_fn;
+    p->refs = 1;
+    return p;
+}
+
+struct gpu_prog *gpu_prog_ref(struct gpu_prog *p)
+{
+    p->refs++;
+    return p;
 }
 
 void *gpu_prog_obj(const struct gpu_prog *p)
@@ -187,7 +215,13 @@ void gpu_progcache_stats(const struct gpu *g, struct gpu_progcache_stats *ret)
                                         .hits = g->prog_hits, .misses = g->prog_misses,
                                         .evicted = g->prog_evicted,
                                         .uncached = g->prog_uncached,
-                                        .waited = g->prog_waited};
+                                        .waited = g->prog_waited,
+                                        .tmpl_live = g->n_tprogs, .tmpl_made = g->tprog_made,
+                                        .tmpl_refused = g->tprog_refused,
+                                        .req_template = g->req_template, .req_ops = g->req_ops,
+                                        .lookup_ns = g->prog_lookup_ns,
+                                        .make_ns = g->prog_make_ns,
+                                        .evict_ns = g->prog_evict_ns};
 }
 
 void gpu_progcache_flush(struct gpu *g)

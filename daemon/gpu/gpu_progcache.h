@@ -47,6 +47,13 @@ const struct copy_op *gpu_prog_ops(const struct gpu_prog *p);
 /* Drops the caller's reference once its launches with the program ended. NULL-safe; NULL. */
 struct gpu_prog *gpu_prog_put(struct gpu *g, struct gpu_prog *p);
 
+/* A program made elsewhere (a template's, gpu_tprog.h) under the same reference counting and
+ * retirement, never cached: one reference for the caller; free_fn(obj) once the last one went
+ * (through the retire list). NULL when out of memory (obj is then the caller's still). */
+struct gpu_prog *gpu_prog_wrap(struct gpu *g, void *obj, int device, gpu_prog_free_fn free_fn);
+/* One more reference to p (held: refs > 0). Returns p. */
+struct gpu_prog *gpu_prog_ref(struct gpu_prog *p);
+
 /* Lowers or restores the limit (0..GPU_PROGCACHE_MAX; 0: nothing is cached); evicts past it.
  * 0 or -EINVAL. */
 int gpu_progcache_set_max(struct gpu *g, uint32_t max);
@@ -55,6 +62,14 @@ struct gpu_progcache_stats {
     uint32_t count, max;                   /* entries cached, the limit */
     uint64_t hits, misses, evicted, uncached; /* uncached: handed out past a full, held cache */
     uint64_t waited;                       /* misses whose upload waited on the host */
+    /* programs per plan template (gpu_tprog.h) */
+    uint32_t tmpl_live;                    /* held by templates now */
+    uint64_t tmpl_made, tmpl_refused;      /* made; refused (the request took the ops path) */
+    uint64_t req_template, req_ops;        /* requests whose every program came from a template;
+                                            * requests with one or more per-request programs */
+    /* where gpu_prog_get's time goes (ns, summed): hash, scan and the key's copy; make (the
+     * task index and upload); eviction (with the frees it triggers while the GPUs are idle) */
+    uint64_t lookup_ns, make_ns, evict_ns;
 };
 void gpu_progcache_stats(const struct gpu *g, struct gpu_progcache_stats *ret);
 

@@ -7,11 +7,13 @@
  * runs and nothing is freed under a kernel. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "exec_gpu.h"
 #include "gpu.h"
 #include "gpu_progcache.h"
+#include "kvk_subst.h"
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -45,6 +47,18 @@ static void to_kvk(const struct copy_mem *m, struct kvk_mem *ret)
     }
 }
 
+/* The rest of a binding once its program is there. */
+static void bound_to(struct exec_gpu *x, struct gpu *g, int device, struct CUstream_st *stream,
+                     const struct copy_mem *src, const struct copy_mem *dst)
+{
+    x->tag = EXEC_GPU_TAG;
+    x->g = g;
+    x->device = device;
+    x->stream = stream;
+    to_kvk(src, &x->src);
+    to_kvk(dst, &x->dst);
+}
+
 int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
                   int device, struct CUstream_st *stream, const struct copy_mem *src,
                   const struct copy_mem *dst, char *msg, size_t len)
@@ -57,13 +71,65 @@ int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, 
     /* the ops: the cache's copy, held as long as the binding (the caller's plan may go) */
     x->mp = (struct move_prog){.ops = gpu_prog_ops(x->prog), .n_ops = n_ops, .src = src,
                                .dst = dst};
-    x->tag = EXEC_GPU_TAG;
-    x->g = g;
-    x->device = device;
-    x->stream = stream;
-    to_kvk(src, &x->src);
-    to_kvk(dst, &x->dst);
+    bound_to(x, g, device, stream, src, dst);
     return 0;
+}
+
+int exec_gpu_tmpl_make(void *arg, void **ret, char *msg, size_t len)
+{
+    const struct exec_gpu_tsrc *a = arg;
+    const struct plan_writer *pw = &a->t->plan.writers[a->w];
+    if (plan_template_fits(a->t, a->w, a->src, 's') || plan_template_fits(a->t, a->w, a->dst, 'd')) {
+        snprintf(msg, len, "the pools do not hold every id's region of the layouts");
+        return -ERANGE;
+    }
+    uint32_t n_slots = 0, *limit = NULL;
+    struct plan_tslot *ts = malloc((pw->n_ops ? pw->n_ops : 1) * sizeof *ts);
+    struct kvk_subst *sub = NULL;
+    struct kvk_tprogram *tp = NULL;
+    int rc = ts ? plan_template_slots(a->t, a->w, a->gen, a->ctx, ts, &n_slots) : -ENOMEM;
+    if (rc == -EINVAL)
+        snprintf(msg, len, "the template's sources are not resolved");
+    else if (rc == 0 && (rc = kvk_subst_tables(ts, pw->n_ops, n_slots, &sub, &limit)) == 0 &&
+             (rc = kvk_tprogram_new(pw->ops, sub, pw->n_ops, limit, n_slots, a->device,
+                                    a->stream, &tp)) < 0)
+        snprintf(msg, len, "uploading a template program to GPU %d: %s", a->device,
+                 kvk_last_error());
+    if (rc == -ENOMEM && !tp)
+        snprintf(msg, len, "out of memory");
+    free(ts);
+    free(sub);
+    free(limit);
+    *ret = tp;
+    return rc < 0 ? rc : 0;
+}
+
+void exec_gpu_tmpl_free(void *obj)
+{
+    kvk_tprogram_free(obj);
+}
+
+int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
+                      const uint32_t *ids, uint32_t n_ids, int device, struct CUstream_st *stream,
+                      const struct copy_mem *src, const struct copy_mem *dst, char *msg,
+                      size_t len)
+{
+    memset(x, 0, sizeof *x);
+    int rc = kvk_program_of_ids(gpu_prog_obj(tprog), ids, n_ids, stream, &x->inst);
+    if (rc < 0) {
+        snprintf(msg, len, "a template program's ids to GPU %d: %s", device, kvk_last_error());
+        return rc;
+    }
+    x->prog = gpu_prog_ref(tprog); /* outlives x->inst, which borrows its tables */
+    x->mp = (struct move_prog){.src = src, .dst = dst}; /* no host ops: checked at launch */
+    bound_to(x, g, device, stream, src, dst);
+    return 0;
+}
+
+/* The program a launch runs: the request's own from a template, or the uploaded one. */
+static const struct kvk_program *prog_of(const struct exec_gpu *x)
+{
+    return x->inst ? x->inst : gpu_prog_obj(x->prog);
 }
 
 /* The kernel is queued: its completion comes to the loop, or the stream is waited for here. */
@@ -103,7 +169,7 @@ static int gpu_gather(const struct move_prog *p, uint64_t lo, uint64_t hi, uint8
     const struct exec_gpu *x = bound(p, msg, len);
     if (!x)
         return -EINVAL;
-    int rc = kvk_gather(gpu_prog_obj(x->prog), &x->src, lo, hi, out, x->stream);
+    int rc = kvk_gather(prog_of(x), &x->src, lo, hi, out, x->stream);
     return rc < 0 ? failed(x, "gather", rc, msg, len) : started(x, done, user, msg, len);
 }
 
@@ -113,7 +179,7 @@ static int gpu_scatter(const struct move_prog *p, const uint8_t *in, uint64_t lo
     const struct exec_gpu *x = bound(p, msg, len);
     if (!x)
         return -EINVAL;
-    int rc = kvk_scatter(gpu_prog_obj(x->prog), in, lo, hi, &x->dst, x->stream);
+    int rc = kvk_scatter(prog_of(x), in, lo, hi, &x->dst, x->stream);
     return rc < 0 ? failed(x, "scatter", rc, msg, len) : started(x, done, user, msg, len);
 }
 
@@ -126,7 +192,7 @@ static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, 
     struct gpu_timer *t = (struct gpu_timer *)&x->direct_time; /* x is the caller's binding */
     gpu_timer_done(t);
     gpu_timer_start(t, x->stream); /* a timer that failed reads 0 */
-    int rc = kvk_direct(gpu_prog_obj(x->prog), &x->src, &x->dst, x->stream);
+    int rc = kvk_direct(prog_of(x), &x->src, &x->dst, x->stream);
     gpu_timer_stop(t, x->stream);
     return rc < 0 ? failed(x, "copy", rc, msg, len) : started(x, done, user, msg, len);
 }
@@ -140,6 +206,30 @@ int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, 
                   const struct copy_mem *dst, char *msg, size_t len)
 {
     (void)g, (void)ops, (void)n_ops, (void)device, (void)stream, (void)src, (void)dst;
+    memset(x, 0, sizeof *x);
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+int exec_gpu_tmpl_make(void *arg, void **ret, char *msg, size_t len)
+{
+    (void)arg, (void)ret;
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
+
+void exec_gpu_tmpl_free(void *obj)
+{
+    (void)obj;
+}
+
+int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
+                      const uint32_t *ids, uint32_t n_ids, int device, struct CUstream_st *stream,
+                      const struct copy_mem *src, const struct copy_mem *dst, char *msg,
+                      size_t len)
+{
+    (void)g, (void)tprog, (void)ids, (void)n_ids, (void)device, (void)stream, (void)src,
+        (void)dst;
     memset(x, 0, sizeof *x);
     snprintf(msg, len, NO_CUDA);
     return -ENOTSUP;
@@ -173,6 +263,9 @@ static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, 
 
 void exec_gpu_unbind(struct exec_gpu *x)
 {
+#ifdef KVF_HAVE_CUDA
+    x->inst = kvk_program_free(x->inst); /* before the template's reference: it borrows it */
+#endif
     if (x->prog)
         x->prog = gpu_prog_put(x->g, x->prog);
     gpu_timer_done(&x->direct_time);

@@ -15,6 +15,7 @@
 #include "kvf_kernels.h"
 #include "gpu_timer.h"
 #include "move_exec.h"
+#include "plan_template.h"
 
 struct gpu;
 struct gpu_prog;
@@ -26,7 +27,9 @@ struct exec_gpu {
     struct move_prog mp;        /* first: what the row is called with (src, dst borrowed) */
     uint32_t tag;               /* EXEC_GPU_TAG while bound */
     struct gpu *g;              /* borrowed: the daemon's */
-    struct gpu_prog *prog;      /* one reference: the uploaded program */
+    struct gpu_prog *prog;      /* one reference: the uploaded program (or the template's) */
+    struct kvk_program *inst;   /* owned: the request's program from a template's (its ids),
+                                 * or NULL (prog is the program) */
     int device;                 /* where the program, the stream and the launches are */
     struct CUstream_st *stream; /* the daemon's */
     struct kvk_mem src, dst;    /* pools as the device reaches them (n = 0: that side unused) */
@@ -40,6 +43,29 @@ struct exec_gpu {
 int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
                   int device, struct CUstream_st *stream, const struct copy_mem *src,
                   const struct copy_mem *dst, char *msg, size_t len);
+/* Makes writer w's program of template t (gpu_tprog.h's make; arg: a struct exec_gpu_tsrc):
+ * its ops at item 0 and id slots (plan_template_slots), refused unless plan_template_fits
+ * holds for both sides' pools as the device maps them (every id in range stays inside them).
+ * free: exec_gpu_tmpl_free. 0, or -errno with msg (-ENOTSUP without CUDA). */
+struct exec_gpu_tsrc {
+    const struct plan_template *t;
+    uint32_t w;
+    const struct plan_ids *gen, *ctx; /* a request of t's shape: the slot counts */
+    const struct copy_mem *src, *dst; /* the pools as `device` reaches them */
+    int device;
+    struct CUstream_st *stream;       /* the upload's */
+};
+int exec_gpu_tmpl_make(void *arg, void **ret, char *msg, size_t len);
+void exec_gpu_tmpl_free(void *obj);
+/* Binds a request to template program tprog (borrowed; the binding takes a reference): its
+ * n_ids ids (plan_tslot_ids order) uploaded on stream, the task table written on the GPU,
+ * nothing built on the host. src / dst as for exec_gpu_bind. Its mp has no ops (the row's
+ * check reads none): the pools are checked at each launch against the largest ids' reach. 0, or -errno with msg (-ERANGE:
+ * an id past its region). */
+int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
+                      const uint32_t *ids, uint32_t n_ids, int device, struct CUstream_st *stream,
+                      const struct copy_mem *src, const struct copy_mem *dst, char *msg,
+                      size_t len);
 /* Drops the program reference; every launch through x must have completed. Idempotent. */
 void exec_gpu_unbind(struct exec_gpu *x);
 /* GPU nanoseconds of x's direct kernel once it completed (between two events around the

@@ -229,9 +229,11 @@ void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, 
 struct plan;
 struct reg_instance;
 bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx);
+/* tmpl: the plan template p came from (plan_tcache_plan's entry), or NULL: with one, each
+ * writer runs its template's GPU program with the request's ids (daemon/gpu/gpu_tprog.h). */
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
-                           struct reg_instance *ctx, struct xfer **sends, char *msg,
-                           size_t msglen);
+                           struct reg_instance *ctx, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen);
 /* The request ended before its copy: the job finishes on its own (programs freed, mapping
  * references dropped at completion) without touching the request. */
 void xfer_gpu_detach(struct xgpu_job *j);

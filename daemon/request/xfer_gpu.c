@@ -24,7 +24,9 @@
 #include "exec_gpu.h"
 #include "gpu.h"
 #include "gpu_retire.h"
+#include "gpu_tprog.h"
 #include "plan.h"
+#include "plan_request.h"
 #include "registry.h"
 #include "registry_gpu.h"
 #include "transfers.h"
@@ -185,13 +187,48 @@ static kvf_error_t code_of(int rc)
            : rc == -ENOTSUP || rc == -ENODEV ? KVF_E_NO_ROUTE : KVF_E_INTERNAL;
 }
 
-/* Binds every writer's program (cached, or uploaded now) over the pools as the launch device
- * maps them: a mapping opened on the context's own GPU faults when a kernel of another GPU
- * touches it. Nothing is launched yet. KVF_OK or the error with its message. */
+/* Writer w from its template's program on the job's device (made on the template's first
+ * request there): only the request's ids are uploaded. 0 bound, 1 when the template does not
+ * serve this writer (the caller binds a program of the request's ops), or -errno with msg. */
+static int bind_tmpl(struct xgpu_job *j, struct exec_gpu *x, struct plan_tcache_entry *tmpl,
+                     uint32_t w, const struct xfer *r, struct xfer *const *sends,
+                     struct CUstream_st *stream, const struct copy_mem *sm,
+                     const struct copy_mem *dm, char *msg, size_t len)
+{
+    if (w >= tmpl->t.plan.n_writers || !sends || !sends[tmpl->t.plan.writers[w].ctx_rank])
+        return 1;
+    const struct xfer *s = sends[tmpl->t.plan.writers[w].ctx_rank];
+    struct plan_ids gen, ctx;
+    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &gen);
+    plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ctx);
+    struct exec_gpu_tsrc src = {&tmpl->t, w, &gen, &ctx, sm, dm, j->device, stream};
+    struct gpu_prog *tp;
+    int rc = gpu_tprog_get(j->g, &tmpl->t, w, j->device, exec_gpu_tmpl_make, &src,
+                           exec_gpu_tmpl_free, &tp, msg, len);
+    if (rc != 0)
+        return rc;
+    uint32_t buf[512], *ids = buf, n = plan_tslot_ids(&gen, &ctx, buf, 512);
+    if (n > 512 && (!(ids = malloc(n * sizeof *ids)) || plan_tslot_ids(&gen, &ctx, ids, n) != n)) {
+        free(ids);
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    rc = exec_gpu_bind_ids(x, j->g, tp, ids, n, j->device, stream, sm, dm, msg, len);
+    if (ids != buf)
+        free(ids);
+    return rc;
+}
+
+/* Binds every writer's program (its template's with the request's ids; else cached, or
+ * uploaded now) over the pools as the launch device maps them: a mapping opened on the
+ * context's own GPU faults when a kernel of another GPU touches it. Nothing is launched yet.
+ * KVF_OK or the error with its message. */
 static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct plan *p,
                             struct reg_instance *in, struct xfer **sends,
-                            struct CUstream_st *stream, char *msg, size_t msglen)
+                            struct plan_tcache_entry *tmpl, struct CUstream_st *stream,
+                            char *msg, size_t msglen)
 {
+    bool all_tmpl = true;
     const struct copy_mem *dm = NULL, *sm = NULL;
     char why[200];
     if (reg_gpu_mem_on(r->rank->gpu, j->device, &dm, why, sizeof why) < 0) {
@@ -211,19 +248,25 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
                      pw->ctx_rank, src->gpu->device, j->device, why);
             return KVF_E_NO_ROUTE;
         }
-        int rc = exec_gpu_bind(&j->xs[w], j->g, pw->ops, pw->n_ops, j->device, stream, sm, dm,
+        int rc = tmpl ? bind_tmpl(j, &j->xs[w], tmpl, w, r, sends, stream, sm, dm, why,
+                                  sizeof why) : 1;
+        if (rc > 0) {
+            all_tmpl = false;
+            rc = exec_gpu_bind(&j->xs[w], j->g, pw->ops, pw->n_ops, j->device, stream, sm, dm,
                                why, sizeof why);
+        }
         if (rc < 0) {
             snprintf(msg, msglen, "writer rank %u: %s", pw->ctx_rank, why);
             return code_of(rc);
         }
     }
+    gpu_tprog_count(j->g, all_tmpl);
     return KVF_OK;
 }
 
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
-                           struct reg_instance *in, struct xfer **sends, char *msg,
-                           size_t msglen)
+                           struct reg_instance *in, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
 {
     struct gpu *g = t->w->d->gpu;
     int dev = -1;
@@ -248,7 +291,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->dst = reg_gpu_ref(r->rank->gpu);
     j->t0 = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
-    if ((e = bind_all(j, r, p, in, sends, stream, msg, msglen)) != KVF_OK) {
+    if ((e = bind_all(j, r, p, in, sends, tmpl, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */
         return e;
     }

@@ -100,7 +100,7 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
     if (e != KVF_OK)
         return e;
     if (xfer_gpu_wanted(r->rank, in)) {
-        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen);
+        e = xfer_gpu_start(t, r, &p, in, sends, tmpl, msg, msglen);
         *bytes = p.total_bytes;
         plan_done(&p);
         return e;
