@@ -3,7 +3,9 @@
  * [lo, hi) -> pools) and direct (pools -> pools, also to or from a peer GPU's memory). The GPU
  * twin of lib/copy.h, with the same meaning of every op.
  *
- * A program is uploaded once (kvk_program_new; kvk_program_new_async with no host wait): its
+ * A program is uploaded once (kvk_program_new; kvk_program_new_async with no host wait; or
+ * made per request from a plan template's program with only the request's ids uploaded,
+ * kvk_program_of_ids, kvk_tmpl.cu): its
  * runs are split into tasks of at most KVK_TASK_BYTES, kept in device memory of the program's
  * device, with a host index of task extent offsets so a sub-range [lo, hi) finds its tasks by binary search. One launch copies a
  * whole chunk (many runs), on a stream the caller owns. 16-byte accesses where source, dest and

@@ -4,7 +4,7 @@
  * (kernels/kvf_kernels.h); its ops are a function of the two layouts and the request's block
  * ids, so the key is (device, the ops byte for byte): a request repeating an earlier one's ops
  * launches at once with no task build. A miss (every request of an engine that hands out new
- * block ids) is made by make, which uploads in stream order with no host wait
+ * block ids, where no plan template serves it: gpu_tprog.h) is made by make, which uploads in stream order with no host wait
  * (kvk_program_new_async), so a miss costs the task build on the loop and nothing else.
  * Bounded: at most max entries (GPU_PROGCACHE_MAX, lowered by gpu_progcache_set_max); past it
  * the least recently used entry nobody holds is evicted. Entries held by launches still in

@@ -1,7 +1,8 @@
 /* xfer_gpu.c: the `local` path with GPU pools (docs/DESIGN.md §5, see transfers.h): one
  * peer-copy program per writer, launched through the GPU executor (daemon/move/exec_gpu.h:
- * kvk_direct on a daemon stream of the destination's device, the program taken from the
- * daemon's program cache or uploaded once), so a context rank on GPU 0 and a generation rank
+ * kvk_direct on a daemon stream of the destination's device; the program is the plan
+ * template's, daemon/gpu/gpu_tprog.h, with only the request's ids uploaded, when the plan came
+ * from a kept template, else taken from the daemon's program cache or uploaded once), so a context rank on GPU 0 and a generation rank
  * on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two ranks
  * on one GPU. Each writer's completion comes back on the loop through gpu_notify; the last one
  * ends the request; the loop never waits for the GPU. The phases (programs bound, kernels
