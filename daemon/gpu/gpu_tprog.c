@@ -65,7 +65,7 @@ static void set_free(void *user)
 static struct gpu_tprogs *set_of(struct gpu *g, struct plan_template *t)
 {
     if (t->user)
-        return t->user_free == set_free ? t->user : NULL; /* someone else's attachment */
+        return t->user;
     struct gpu_tprogs *s = calloc(1, sizeof *s);
     if (!s)
         return NULL;
@@ -108,10 +108,14 @@ int gpu_tprog_get(struct gpu *g, struct plan_template *t, uint32_t w, int device
 {
     if (g->tprog_off)
         return 1;
+    if (t->user && t->user_free != set_free)
+        return 1; /* attached by someone else: not ours to extend */
     struct gpu_tprogs *s = set_of(g, t);
-    struct tdev *d = s && w < s->n_writers ? dev_of(s, device) : NULL;
+    if (s && w >= s->n_writers)
+        return 1;
+    struct tdev *d = s ? dev_of(s, device) : NULL;
     if (!d)
-        return s && w >= s->n_writers ? 1 : -ENOMEM;
+        return -ENOMEM;
     if (d->state[w] == SLOT_REFUSED)
         return 1;
     if (d->state[w] == SLOT_MADE) {
