@@ -14,6 +14,7 @@
 #include "copyeng.h"
 #include "unmapper.h"
 #include "gpu.h"
+#include "gpu_tprog.h"
 #include "workers.h"
 #include "daemon.h"
 #include "engine.h"
@@ -195,6 +196,7 @@ int main(int argc, char **argv)
         goto err_control;
     }
     gpu_set_completion_spin(d.gpu, (uint64_t)d.cfg.gpu_completion_spin_us);
+    gpu_tprog_enable(d.gpu, d.cfg.gpu_template_programs != 0);
     if (!gpu_cpu_mode(d.gpu) && gpu_device_count(d.gpu) > 1) { /* gpu_new logged CPU mode */
         /* the same-node path copies GPU to GPU: peer access on before any pool is mapped */
         char perr[GPU_REASON_MAX + 64] = "";

@@ -96,8 +96,9 @@ uint32_t kvk_tprogram_tasks(const struct kvk_tprogram *tp);
 /* One request's program from template tp: its n_ids ids (tp's slot order; each below its
  * slot's limit, else -ERANGE) uploaded on stream through the page-locked staging, and its task
  * table written by the GPU, in stream order (no host wait). Used like any program (gather,
- * scatter, direct on any stream; kvk_program_free), while tp lives. */
-int kvk_program_of_ids(const struct kvk_tprogram *tp, const uint32_t *ids, uint32_t n_ids,
+ * scatter, direct on any stream; kvk_program_free, after its launches ended: its device tables
+ * then serve tp's next request), while tp lives. Threads: any. */
+int kvk_program_of_ids(struct kvk_tprogram *tp, const uint32_t *ids, uint32_t n_ids,
                        struct CUstream_st *stream, struct kvk_program **ret);
 
 /* Extent bytes [lo, hi) from the source pools into out (out[0] is extent byte lo).
@@ -125,6 +126,23 @@ int kvk_notify_on_complete(struct CUstream_st *stream, kvk_done_cb fn, void *arg
  * stream-ordered memory pool (the program tables' home).
  * 0 or -errno. The current device is restored. */
 int kvk_warm(int device);
+
+/* Host time of program uploads by step (kvk_program_new*, kvk_tprogram_new and
+ * kvk_program_of_ids), ns summed over the process's life and every thread, for profiles (the
+ * daemon's status): host work (task index, id checks), device switches, event creation, device
+ * allocation, the staging's piece, filling it, the copy's enqueue, the expand kernel's launch,
+ * event records, waits on another stream's event. Returns the uploads counted. */
+enum {
+    KVK_STEP_HOST, KVK_STEP_DEVICE, KVK_STEP_EVENT_CREATE, KVK_STEP_ALLOC, KVK_STEP_STAGE_GET,
+    KVK_STEP_FILL, KVK_STEP_COPY_ASYNC, KVK_STEP_EXPAND, KVK_STEP_EVENT_RECORD,
+    KVK_STEP_STREAM_WAIT, KVK_UPLOAD_STEPS
+};
+uint64_t kvk_upload_steps(uint64_t ns[KVK_UPLOAD_STEPS]);
+const char *kvk_upload_step_name(int i); /* "alloc", ... */
+/* Internal: a monotonic clock, and `kvk_step(step, t0)` adds now - t0 to step, returns now. */
+uint64_t kvk_step_now(void);
+uint64_t kvk_step(int step, uint64_t t0);
+void kvk_step_upload_done(void);
 
 /* The last failure of this thread: "cudaMalloc(task table): out of memory
  * (cudaErrorMemoryAllocation)". Never NULL. */

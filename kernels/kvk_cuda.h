@@ -5,6 +5,7 @@
 #define KVF_KVK_CUDA_H
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "kvf_kernels.h"
 #include "kvk_subst.h"
@@ -36,7 +37,10 @@ struct kvk_program {
     int uploaded;             /* the host saw `ready` complete: no stream needs to wait */
     int staged;               /* the upload read page-locked staging (else it waited for it) */
     int borrowed;             /* t's arrays are a template program's (kvk_tmpl.cu): not freed */
+    struct kvk_tprogram *from; /* a request's program: d_mem and ready go back to from's spares */
 };
+
+#define KVK_TMPL_SPARE 8 /* a template's request tables (device memory + event) kept for reuse */
 
 /* A program kept per plan template (kvk_tmpl.cu): host tables, launch shape and device tables
  * (in shape.d_mem: ops | op_first | subst), uploaded once on shape.up_stream. */
@@ -45,7 +49,17 @@ struct kvk_tprogram {
     struct kvk_program shape;     /* device, launch shape, d_mem, d_ops, up_stream, ready */
     const uint32_t *d_first;      /* inside shape.d_mem */
     const struct kvk_subst *d_subst;
+    pthread_mutex_t mu;           /* over spare */
+    uint32_t n_spare;
+    struct {
+        void *d_mem;
+        cudaEvent_t ready;
+    } spare[KVK_TMPL_SPARE];      /* tables of requests whose programs were freed (their
+                                   * launches ended: reused on any stream, no allocation) */
 };
+
+/* A request's program from tp is done: its tables become a spare (or are freed). */
+void kvk_tmpl_release(struct kvk_program *p);
 
 /* The environment's tuning of a new program on device (kvf_kernels.h): threads, family,
  * unroll into p, the split's task size and piece alignment into the rest. 0 or -EINVAL. */
@@ -53,9 +67,10 @@ int kvk_program_config(struct kvk_program *p, int device, uint32_t *task_bytes,
                        uint32_t *piece_align);
 /* Copies n host buffers, each at a 256-byte aligned offset (kvk_stage_off), into device memory
  * d on stream through the page-locked staging (no host wait), or, with no room there, through
- * a temporary buffer it waits for (*staged 0). 0 or -errno. */
+ * a temporary buffer it waits for (*staged 0). device: the current one (its staging events are
+ * kept for reuse). 0 or -errno. */
 int kvk_stage_copy(void *d, const void *const *parts, const uint64_t *lens, int n,
-                   cudaStream_t stream, int *staged);
+                   int device, cudaStream_t stream, int *staged);
 uint64_t kvk_stage_off(uint64_t v); /* v rounded up to the staging alignment */
 /* Launches the expand kernel on stream (device current): tasks [0, n_tasks) of ops (with the
  * request's ids when subst: a template's program) into ftasks (fat) or tasks, and with ops_out

@@ -86,6 +86,7 @@ static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
 {
     if (!ret)
         return kvk_fail(-EINVAL, "kvk_program_new: NULL ret");
+    uint64_t t = kvk_step_now();
     struct kvk_program *p = (struct kvk_program *)calloc(1, sizeof(*p));
     if (!p)
         return kvk_fail(-ENOMEM, "kvk_program_new: out of memory");
@@ -97,16 +98,22 @@ static int program_new(const struct copy_op *ops, uint32_t n_ops, int device,
         free(p);
         return rc;
     }
+    t = kvk_step(KVK_STEP_HOST, t);
     int prev;
     rc = kvk_device_enter(device, &prev);
     if (rc < 0) {
         kvk_program_free(p);
         return rc;
     }
+    t = kvk_step(KVK_STEP_DEVICE, t);
     rc = kvk_launch_shape(p);
+    kvk_step(KVK_STEP_HOST, t);
     if (rc == 0)
         rc = kvk_upload(p, stream);
+    t = kvk_step_now();
     kvk_device_leave(prev);
+    kvk_step(KVK_STEP_DEVICE, t);
+    kvk_step_upload_done();
     if (rc < 0) {
         kvk_program_free(p);
         return rc;
@@ -147,6 +154,8 @@ struct kvk_program *kvk_program_free(struct kvk_program *p)
 {
     if (!p)
         return NULL;
+    if (p->from)
+        kvk_tmpl_release(p); /* takes d_mem and ready when it keeps them */
     if (p->d_mem || p->ready) {
         int prev;
         if (kvk_device_enter(p->device, &prev) == 0) {

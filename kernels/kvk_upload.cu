@@ -34,7 +34,9 @@ struct extent {
 struct pending {
     struct extent x;
     cudaEvent_t done;
+    int device; /* the event's */
 };
+#define KVK_SPARE_EVENTS 32 /* staging events kept per device for the next uploads */
 
 static struct {
     pthread_mutex_t mu;
@@ -43,6 +45,10 @@ static struct {
     uint32_t n_free, n_pend;
     struct extent free_[KVK_STAGE_PIECES]; /* ascending offset, coalesced */
     struct pending pend[KVK_STAGE_PIECES];
+    struct {
+        uint32_t n;
+        cudaEvent_t ev[KVK_SPARE_EVENTS];
+    } spare[KVK_MAX_DEVICES]; /* events of copies that ended: recorded again, not re-created */
     uint32_t pool_set[(KVK_MAX_DEVICES + 31) / 32];
 } S = {PTHREAD_MUTEX_INITIALIZER};
 
@@ -81,7 +87,11 @@ static void reap(void)
             i++;
             continue;
         }
-        cudaEventDestroy(S.pend[i].done);
+        int dv = S.pend[i].device;
+        if (dv >= 0 && dv < KVK_MAX_DEVICES && S.spare[dv].n < KVK_SPARE_EVENTS)
+            S.spare[dv].ev[S.spare[dv].n++] = S.pend[i].done;
+        else
+            cudaEventDestroy(S.pend[i].done);
         free_put(S.pend[i].x);
         S.pend[i] = S.pend[--S.n_pend];
     }
@@ -137,14 +147,25 @@ static uint8_t *stage_get(uint64_t len, struct extent *ret)
     return out;
 }
 
+/* A staging event of device (current): a spare one, or created. */
+static cudaError_t stage_event(int device, cudaEvent_t *ret)
+{
+    *ret = NULL;
+    pthread_mutex_lock(&S.mu);
+    if (device >= 0 && device < KVK_MAX_DEVICES && S.spare[device].n > 0)
+        *ret = S.spare[device].ev[--S.spare[device].n];
+    pthread_mutex_unlock(&S.mu);
+    return *ret ? cudaSuccess : cudaEventCreateWithFlags(ret, cudaEventDisableTiming);
+}
+
 /* x goes back once `done` completed (NULL: nothing was queued); takes the event. */
-static void stage_put_after(struct extent x, cudaEvent_t done)
+static void stage_put_after(struct extent x, cudaEvent_t done, int device)
 {
     pthread_mutex_lock(&S.mu);
     if (!done) {
         free_put(x);
     } else if (S.n_pend < KVK_STAGE_PIECES) {
-        S.pend[S.n_pend++] = (struct pending){x, done};
+        S.pend[S.n_pend++] = (struct pending){x, done, device};
     } else { /* stage_get keeps a slot: unreachable, but never reuse a piece being read */
         cudaEventSynchronize(done);
         cudaEventDestroy(done);
@@ -179,16 +200,19 @@ uint64_t kvk_stage_off(uint64_t v)
 }
 
 int kvk_stage_copy(void *d, const void *const *parts, const uint64_t *lens, int n,
-                   cudaStream_t stream, int *staged)
+                   int device, cudaStream_t stream, int *staged)
 {
     uint64_t total = 0;
     for (int i = 0; i < n; i++)
         total += kvk_stage_off(lens[i]);
     struct extent x;
+    uint64_t t = kvk_step_now();
     uint8_t *buf = stage_get(total ? total : 1, &x), *tmp = NULL;
+    t = kvk_step(KVK_STEP_STAGE_GET, t);
     cudaEvent_t done = NULL;
-    cudaError_t e = buf ? cudaEventCreateWithFlags(&done, cudaEventDisableTiming)
+    cudaError_t e = buf ? stage_event(device, &done)
                         : cudaMallocHost((void **)&tmp, total ? total : 1);
+    t = kvk_step(buf ? KVK_STEP_EVENT_CREATE : KVK_STEP_ALLOC, t);
     const char *what = buf ? "cudaEventCreate(staging)" : "cudaMallocHost(upload, unstaged)";
     if (e == cudaSuccess) {
         uint8_t *src = buf ? buf : tmp;
@@ -197,17 +221,20 @@ int kvk_stage_copy(void *d, const void *const *parts, const uint64_t *lens, int 
             memcpy(src + at, parts[i], lens[i]);
             at += kvk_stage_off(lens[i]);
         }
+        t = kvk_step(KVK_STEP_FILL, t);
         what = "cudaMemcpyAsync(upload)";
         e = cudaMemcpyAsync(d, src, total, cudaMemcpyHostToDevice, stream);
+        t = kvk_step(KVK_STEP_COPY_ASYNC, t);
         if (e == cudaSuccess) {
             what = buf ? "cudaEventRecord(staging)" : "cudaStreamSynchronize(upload, unstaged)";
             e = buf ? cudaEventRecord(done, stream) : cudaStreamSynchronize(stream);
+            t = kvk_step(KVK_STEP_EVENT_RECORD, t);
         }
         if (e != cudaSuccess) /* whatever was queued ends before the staging is reused */
             cudaStreamSynchronize(stream);
     }
     if (buf)
-        stage_put_after(x, e == cudaSuccess ? done : NULL);
+        stage_put_after(x, e == cudaSuccess ? done : NULL, device);
     if (done && e != cudaSuccess)
         cudaEventDestroy(done);
     if (tmp)
@@ -250,9 +277,11 @@ int kvk_expand(const struct kvk_op *ops, const uint32_t *op_first, const struct 
     uint32_t threads = ops_out && n_ops > n_tasks ? n_ops : n_tasks;
     if (threads == 0)
         return 0;
+    uint64_t t = kvk_step_now();
     kvk_expand_kernel<<<(threads + 255) / 256, 256, 0, stream>>>(ops, op_first, subst, ids, n_ops,
                                                                  n_tasks, ftasks, tasks, ops_out);
     cudaError_t e = cudaGetLastError();
+    kvk_step(KVK_STEP_EXPAND, t);
     return e == cudaSuccess ? 0 : kvk_cuda_fail("the task expansion kernel", e);
 }
 
@@ -267,9 +296,13 @@ int kvk_upload(struct kvk_program *p, cudaStream_t stream)
     uint64_t task_bytes = (uint64_t)(p->t.n_tasks ? p->t.n_tasks : 1) *
                           (p->fat ? sizeof(struct kvk_ftask) : sizeof(struct kvk_task));
     p->up_stream = stream;
+    uint64_t t = kvk_step_now();
     KVK_TRY(cudaEventCreateWithFlags(&p->ready, cudaEventDisableTiming));
+    t = kvk_step(KVK_STEP_EVENT_CREATE, t);
     kvk_pool_keep(p->device);
+    t = kvk_step(KVK_STEP_HOST, t);
     KVK_TRY(cudaMallocAsync(&p->d_mem, staged + task_bytes, stream));
+    kvk_step(KVK_STEP_ALLOC, t);
     uint8_t *d = (uint8_t *)p->d_mem;
     p->d_ops = (struct kvk_op *)d;
     const uint32_t *d_first = (const uint32_t *)(d + ops_bytes);
@@ -277,13 +310,15 @@ int kvk_upload(struct kvk_program *p, cudaStream_t stream)
         p->d_ftasks = (struct kvk_ftask *)(d + staged);
     else
         p->d_tasks = (struct kvk_task *)(d + staged);
-    int rc = kvk_stage_copy(d, parts, lens, 2, stream, &p->staged);
+    int rc = kvk_stage_copy(d, parts, lens, 2, p->device, stream, &p->staged);
     if (rc < 0)
         return rc;
     if ((rc = kvk_expand(p->d_ops, d_first, NULL, NULL, p->t.n_ops, p->t.n_tasks, p->d_ftasks,
                          p->d_tasks, NULL, stream)) < 0)
         return rc;
+    t = kvk_step_now();
     KVK_TRY(cudaEventRecord(p->ready, stream));
+    kvk_step(KVK_STEP_EVENT_RECORD, t);
     return 0;
 }
 

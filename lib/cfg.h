@@ -79,6 +79,7 @@ struct kvf_config {
 
     /* gpu.*: the GPU module (daemon/gpu/gpu.h) */
     int64_t gpu_completion_spin_us; /* loop polls completion events this long; 0: off */
+    int64_t gpu_template_programs;  /* enum false/true: programs per plan template (gpu_tprog.h) */
 
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;

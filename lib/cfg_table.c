@@ -171,6 +171,9 @@ const struct cfg_key cfg_table[] = {
         "GPU completions: for this long after a kernel is queued the loop polls its event "
         "instead of sleeping until CUDA's host function wakes it (about 0.1-0.2 ms later on an "
         "H200 host); the loop thread spins meanwhile. 0: host functions only."),
+    {"gpu.template_programs", CFG_ENUM, OFF(gpu_template_programs), "true", 0, 0, false_true,
+     false, "Same-node GPU copies keep one copy program per plan template and device, so a "
+     "request uploads only its block ids; false: each request uploads a program of its own ops."},
     ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
         "Payloads with recurrent state bounce through the arena at or above this size."),
     ROW("gates.min_blocks", CFG_INT, gates_min_blocks, "64", 0, 16 * MIB, true,

@@ -8,12 +8,11 @@
 #include "gpu_priv.h"
 #include "gpu_progcache.h"
 #include "gpu_tprog.h"
+#include "kvf_kernels.h"
 #include "log.h"
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
-
-#include "kvf_kernels.h"
 
 static void destroy_streams(struct gpu *g)
 {
@@ -108,8 +107,6 @@ int gpu_new(uv_loop_t *loop, struct gpu **ret)
     g->loop = loop;
     g->max_mappings = GPU_MAX_MAPPINGS;
     g->max_progs = GPU_PROGCACHE_MAX;
-    const char *tp = getenv("KVF_GPU_TEMPLATE_PROGRAMS"); /* "0": benchmarks' A/B only */
-    g->tprog_off = tp && strcmp(tp, "0") == 0;
     if ((rc = gpu_done_init(g)) < 0) {
         if (g->handles_open == 0)
             free(g);
@@ -214,6 +211,22 @@ static int set(json_t *o, const char *k, json_t *v)
     return json_object_set_new(o, k, v);
 }
 
+/* Where program uploads spent host time (kvk_upload_steps): {"uploads": n, "<step>_ns": ...}. */
+static json_t *upload_steps_json(void)
+{
+    uint64_t ns[KVK_UPLOAD_STEPS], n = kvk_upload_steps(ns);
+    json_t *o = json_pack("{s:I}", "uploads", (json_int_t)n);
+    for (int i = 0; o && i < KVK_UPLOAD_STEPS; i++) {
+        char key[48];
+        snprintf(key, sizeof key, "%s_ns", kvk_upload_step_name(i));
+        if (json_object_set_new(o, key, json_integer((json_int_t)ns[i])) < 0) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
+}
+
 static json_t *devices_json(const struct gpu *g)
 {
     json_t *a = json_array();
@@ -295,6 +308,7 @@ int gpu_status(const struct gpu *g, json_t *ret)
                          "uploads_waited", (json_int_t)ps.waited, "lookup_ns_total",
                          (json_int_t)ps.lookup_ns, "make_ns_total", (json_int_t)ps.make_ns,
                          "evict_ns_total", (json_int_t)ps.evict_ns));
+    bad |= set(ret, "upload_steps", upload_steps_json());
     bad |= set(ret, "template_programs",
                json_pack("{s:I, s:I, s:I, s:I, s:I}", "live", (json_int_t)ps.tmpl_live, "made",
                          (json_int_t)ps.tmpl_made, "refused", (json_int_t)ps.tmpl_refused,

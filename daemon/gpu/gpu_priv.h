@@ -116,7 +116,7 @@ struct gpu {
     struct gpu_tprogs *tprog_sets; /* every template's set, detached at gpu_free */
     uint32_t n_tprogs;
     uint64_t tprog_made, tprog_refused, req_template, req_ops;
-    bool tprog_off; /* env KVF_GPU_TEMPLATE_PROGRAMS=0: every request uploads its own program */
+    bool tprog_off; /* gpu.template_programs: false: every request uploads its own program */
 };
 
 /* gpu_spin.c (loop thread): an event recorded on stream for node n (NULL: none, no spin), the

@@ -144,6 +144,11 @@ int gpu_tprog_get(struct gpu *g, struct plan_template *t, uint32_t w, int device
     return 0;
 }
 
+void gpu_tprog_enable(struct gpu *g, bool on)
+{
+    g->tprog_off = !on;
+}
+
 void gpu_tprog_count(struct gpu *g, bool from_templates)
 {
     if (from_templates)

@@ -9,8 +9,8 @@
  * (their programs go with the GPUs; a template done later frees only its set). A writer whose
  * program cannot be made (make refused: unresolved sources, pools shorter than the largest ids
  * reach) is remembered as refused: its requests take the per-request path (gpu_progcache.h).
- * The environment KVF_GPU_TEMPLATE_PROGRAMS=0 (at gpu_new) turns them off, for a benchmark's
- * A/B in one run (scripts/bench-gpu-local). Generic over the program object (make / free),
+ * The config key gpu.template_programs (false: off; gpu_tprog_enable at start) allows a
+ * benchmark's A/B in one run (scripts/bench-gpu-local). Generic over the program object (make / free),
  * tested without a GPU. Loop thread only. */
 #ifndef KVF_GPU_TPROG_H
 #define KVF_GPU_TPROG_H
@@ -33,6 +33,10 @@ typedef int (*gpu_tprog_make_fn)(void *arg, void **ret, char *msg, size_t len);
 int gpu_tprog_get(struct gpu *g, struct plan_template *t, uint32_t w, int device,
                   gpu_tprog_make_fn make, void *arg, gpu_prog_free_fn free_fn,
                   struct gpu_prog **ret, char *msg, size_t len);
+
+/* On (the default) or off: then gpu_tprog_get answers 1 (the per-request path) for every
+ * writer. */
+void gpu_tprog_enable(struct gpu *g, bool on);
 
 /* Counts one request: every program from templates (true) or not. */
 void gpu_tprog_count(struct gpu *g, bool from_templates);

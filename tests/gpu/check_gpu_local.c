@@ -22,6 +22,7 @@
 #ifdef KVF_HAVE_CUDA
 
 static int n_gpus;
+static bool gl_templates = true; /* gpu.template_programs of the case's daemon */
 static int64_t t_run0; /* set in main before the forks: every case sees the run's start */
 
 /* The whole run stays under device-check's 300 s: a case that would start past the budget
@@ -141,8 +142,7 @@ static void run_pair(struct wenv *e, const struct gcase *g, const char *ctx_dev,
     ck_assert_int_eq(gpu_stat(e, "completions", "failed"), 0);
     /* the programs came from the plan templates' (gpu_tprog.h: every request of a kept
      * template) or, with them off, through the daemon's cache, which stays in bounds */
-    const char *off = getenv("KVF_GPU_TEMPLATE_PROGRAMS");
-    bool tmpl = !off || strcmp(off, "0") != 0;
+    bool tmpl = gl_templates;
     if (tmpl) {
         ck_assert_int_gt(gpu_stat(e, "template_programs", "made"), 0);
         ck_assert_int_gt(gpu_stat(e, "template_programs", "requests_template"), 0);
@@ -172,9 +172,8 @@ START_TEST(gpu_parity_on_one_gpu_through_the_local_path)
 {
     static const int pick[] = {2, 3, 8}; /* k48 TP2 both ways of ADP, k3 TP1 */
     struct wenv e;
-    if (_i == 0) /* one pair with every request uploading its own program (the older path) */
-        setenv("KVF_GPU_TEMPLATE_PROGRAMS", "0", 1);
-    wt_start(&e, GL_CFG);
+    gl_templates = _i != 0; /* one pair with each request uploading a program of its own ops */
+    wt_start(&e, gl_templates ? GL_CFG : GL_CFG "gpu:\n  template_programs: false\n");
     run_pair(&e, &matrix[pick[_i]], "0", "0");
     wt_stop(&e);
 }
