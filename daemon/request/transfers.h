@@ -101,6 +101,7 @@ struct xfer {
                                    not queued once the engine follows it (its clock) or ended */
     uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t validated_ns;                             /* recv: its plan accepted */
+    struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
     char peer[256];             /* recv: the context home daemon of a remote request, else "" */
@@ -151,6 +152,9 @@ struct transfers {
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
     struct xfer_wcache wcache;  /* same-daemon RECVs' writers per registrations (xfer_writers.h) */
     struct plan_tcache tcache;  /* same-daemon RECVs' plan templates (xfer_local.c) */
+    uint64_t read_ns, frame_ns, entry_ns; /* the worker frame being handled: its socket read
+                                             began, its decode began (worker_conn.c), it came
+                                             to transfers: the local timeline's first stamps */
 };
 
 /* The same-daemon path's plan templates (lib/plan_tcache.h): a kimi-k3 8k template is under

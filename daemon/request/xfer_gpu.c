@@ -161,7 +161,7 @@ static void on_done(void *arg, int status)
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
-        uint64_t now = uv_hrtime();
+        uint64_t now = x->ls.copied = uv_hrtime();
         struct transfers_counters *c = &j->t->counters;
         c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
         c->local_copy_ns += now - j->t_launched; /* try_run counted the rest */
@@ -246,7 +246,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->device = dev;
     j->bytes = p->total_bytes;
     j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = uv_hrtime();
+    j->t0 = r->ls.checked = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     if ((e = bind_all(j, r, p, in, sends, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */

@@ -59,6 +59,7 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
     struct xfer *r = user;
     struct transfers *t = &r->conn->w->xt;
     r->cpu_job = NULL;
+    r->ls.copied = uv_hrtime();
     t->counters.local_memcpy_ns += d->busy_ns;
     t->counters.local_copy_ns += d->wall_ns; /* try_run counted plan and checks */
     if (d->status)
@@ -99,8 +100,10 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
     kvf_error_t e = plan_for(r, sends, &p, &tmpl, msg, msglen);
     if (e != KVF_OK)
         return e;
+    r->ls.planned = uv_hrtime();
     if (xfer_gpu_wanted(r->rank, in)) {
-        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen);
+        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen); /* stamps checked */
+        r->ls.started = uv_hrtime();
         *bytes = p.total_bytes;
         plan_done(&p);
         return e;
@@ -131,17 +134,20 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
     for (uint32_t w = 0; w < p.n_writers; w++)
         sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
     *bytes = p.total_bytes;
+    r->ls.checked = uv_hrtime();
     if (p.total_bytes >= XFER_LOCAL_INLINE_MAX && t->w->d->copy) {
         e = submit(t, r, &p, in, msg, msglen);
+        r->ls.started = uv_hrtime();
         plan_done(&p);
         return e;
     }
-    uint64_t t0 = uv_hrtime();
+    uint64_t t0 = r->ls.started = uv_hrtime();
     for (uint32_t w = 0; w < p.n_writers; w++) {
         const struct plan_writer *pw = &p.writers[w];
         copy_direct(pw->ops, pw->n_ops, &in->ranks[pw->ctx_rank]->mem, dst);
     }
-    t->counters.local_memcpy_ns += uv_hrtime() - t0;
+    r->ls.copied = uv_hrtime();
+    t->counters.local_memcpy_ns += r->ls.copied - t0;
     plan_done(&p);
     return KVF_OK;
 }
