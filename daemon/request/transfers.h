@@ -219,6 +219,17 @@ json_t *transfers_stats_json(const struct transfers *t);
 #define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
+struct plan;
+struct reg_instance;
+/* Every writer's program of p inside the mapped pools of its context rank and of gen (gpu:
+ * their GPU pools, else their host pools): copy_check of every op until tmpl (p's template
+ * entry, or NULL) is marked fits, which plan_template_fits proves once for every id of the
+ * entry's registrations (a rank that registers again has a new worker id: a new entry); from
+ * then on nothing per request. KVF_OK, INTERNAL (a writer not registered so) or
+ * BOUND_VIOLATION, with msg. */
+kvf_error_t xfer_check_bounds(struct plan_tcache_entry *tmpl, const struct plan *p,
+                              const struct reg_instance *in, const struct reg_rank *gen, bool gpu,
+                              char *msg, size_t msglen);
 
 /* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the
  * readers' tally, SENT to writers whose readers are all served. */
@@ -229,13 +240,12 @@ void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, 
  * programs against the mapped pools, uploads them to the destination's device (peer access
  * enabled between the two GPUs), launches kvk_direct on a daemon stream and sets
  * recv->gpu_job; completion comes back on the loop (gpu_notify) and ends in
- * transfers_copy_done. Never waits for the GPU. */
-struct plan;
-struct reg_instance;
+ * transfers_copy_done. Never waits for the GPU. tmpl: p's template entry (NULL: none kept),
+ * for xfer_check_bounds. */
 bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx);
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
-                           struct reg_instance *ctx, struct xfer **sends, char *msg,
-                           size_t msglen);
+                           struct reg_instance *ctx, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen);
 /* The request ended before its copy: the job finishes on its own (programs freed, mapping
  * references dropped at completion) without touching the request. */
 void xfer_gpu_detach(struct xgpu_job *j);

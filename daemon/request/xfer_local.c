@@ -17,6 +17,7 @@
 #include "plan.h"
 #include "plan_request.h"
 #include "registry.h"
+#include "registry_gpu.h"
 #include "transfers.h"
 #include "workers.h"
 
@@ -50,6 +51,39 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *re
     free(who);
     free(ctx_ids);
     return e;
+}
+
+kvf_error_t xfer_check_bounds(struct plan_tcache_entry *tmpl, const struct plan *p,
+                              const struct reg_instance *in, const struct reg_rank *gen, bool gpu,
+                              char *msg, size_t msglen)
+{
+    const struct copy_mem *dst = !gpu ? &gen->mem : gen->gpu ? &gen->gpu->mem : NULL;
+    for (uint32_t w = 0; w < p->n_writers; w++) {
+        const struct plan_writer *pw = &p->writers[w];
+        const struct reg_rank *src = pw->ctx_rank < in->n_ranks ? in->ranks[pw->ctx_rank] : NULL;
+        if (!src || !dst || (gpu && !src->gpu)) {
+            snprintf(msg, msglen, "writer rank %u or generation rank %u is not registered%s",
+                     pw->ctx_rank, layout_rank(&gen->layout), gpu ? " with GPU pools" : "");
+            return KVF_E_INTERNAL;
+        }
+        if (tmpl && tmpl->fits)
+            continue; /* proved for every id of this template's registrations */
+        const struct copy_mem *sm = gpu ? &src->gpu->mem : &src->mem;
+        if (copy_check(pw->ops, pw->n_ops, sm, 's') || copy_check(pw->ops, pw->n_ops, dst, 'd')) {
+            snprintf(msg, msglen, "plan of writer rank %u leaves the mapped%s pools", pw->ctx_rank,
+                     gpu ? " GPU" : "");
+            return KVF_E_BOUND_VIOLATION;
+        }
+    }
+    bool fits = tmpl != NULL; /* what no id changes passed copy_check; the rest for any id: */
+    for (uint32_t w = 0; fits && !tmpl->fits && w < p->n_writers; w++) {
+        const struct reg_rank *src = in->ranks[p->writers[w].ctx_rank];
+        fits = !plan_template_fits(&tmpl->t, w, gpu ? &src->gpu->mem : &src->mem, 's') &&
+               !plan_template_fits(&tmpl->t, w, dst, 'd');
+    }
+    if (fits)
+        tmpl->fits = true;
+    return KVF_OK;
 }
 
 /* The copy threads ended a RECV's copy (a cancelled job never gets here: the RECV is gone). */
@@ -102,35 +136,18 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
         return e;
     r->ls.planned = uv_hrtime();
     if (xfer_gpu_wanted(r->rank, in)) {
-        e = xfer_gpu_start(t, r, &p, in, sends, msg, msglen); /* stamps checked */
+        e = xfer_gpu_start(t, r, &p, in, sends, tmpl, msg, msglen); /* stamps checked */
         r->ls.started = uv_hrtime();
         *bytes = p.total_bytes;
         plan_done(&p);
         return e;
     }
-    const struct copy_mem *dst = &r->rank->mem;
-    for (uint32_t w = 0; w < p.n_writers; w++) {
-        const struct plan_writer *pw = &p.writers[w];
-        if (pw->ctx_rank >= n_ctx || !in->ranks[pw->ctx_rank]) {
-            snprintf(msg, msglen, "writer rank %u is not registered", pw->ctx_rank);
-            plan_done(&p);
-            return KVF_E_INTERNAL;
-        }
-        const struct copy_mem *src = &in->ranks[pw->ctx_rank]->mem;
-        if (tmpl && tmpl->fits)
-            continue; /* proved for every id of this template's registrations */
-        if (copy_check(pw->ops, pw->n_ops, src, 's') || copy_check(pw->ops, pw->n_ops, dst, 'd')) {
-            snprintf(msg, msglen, "plan of writer rank %u leaves the mapped pools", pw->ctx_rank);
-            plan_done(&p);
-            return KVF_E_BOUND_VIOLATION;
-        }
+    (void)n_ctx; /* in is complete: n_ctx is in->n_ranks */
+    if ((e = xfer_check_bounds(tmpl, &p, in, r->rank, false, msg, msglen)) != KVF_OK) {
+        plan_done(&p);
+        return e;
     }
-    bool fits = tmpl != NULL; /* what no id changes passed copy_check; the rest for any id: */
-    for (uint32_t w = 0; fits && !tmpl->fits && w < p.n_writers; w++)
-        fits = !plan_template_fits(&tmpl->t, w, &in->ranks[p.writers[w].ctx_rank]->mem, 's') &&
-               !plan_template_fits(&tmpl->t, w, dst, 'd');
-    if (fits)
-        tmpl->fits = true;
+    const struct copy_mem *dst = &r->rank->mem;
     for (uint32_t w = 0; w < p.n_writers; w++)
         sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
     *bytes = p.total_bytes;

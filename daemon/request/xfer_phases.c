@@ -51,6 +51,7 @@ void xfer_phases_json(const struct xfer_phases *p, json_t *o)
     json_object_set_new(o, "end_to_end_s", hist_json(&p->end_to_end, &hist_latency_seconds));
     json_object_set_new(o, "request_bytes", hist_json(&p->bytes, &hist_request_bytes));
     json_object_set_new(o, "local_phase_s", local_json(&p->local));
+    json_object_set_new(o, "local_phase_requests", json_integer((json_int_t)p->local.n));
     json_object_set_new(o, "per_instance", label_table_json(&p->by_instance));
     json_object_set_new(o, "per_peer", label_table_json(&p->by_peer));
     json_object_set_new(o, "served_per_peer", label_table_json(&p->served));
@@ -124,7 +125,6 @@ json_t *xfer_lstamps_json(const struct xfer_lstamps *s)
 static json_t *local_json(const struct xfer_lsums *l)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "requests", json_integer((json_int_t)l->n));
     for (int i = 0; i < XFER_LS__COUNT; i++)
         json_object_set_new(o, spans[i].name, json_real(l->ns[i] / 1e9));
     return o;

@@ -65,7 +65,7 @@ json_t *xfer_lstamps_json(const struct xfer_lstamps *s);
 void xfer_phases_served(struct xfer_phases *p, const char *peer, uint64_t bytes, size_t max_labels);
 void xfer_phases_free(struct xfer_phases *p);
 /* Adds the histograms (hist.h form) to o: lookup_s, validate_s, first_credit_s, first_byte_s, transfer_s,
- * end_to_end_s, request_bytes; local_phase_s (p->local as seconds, "requests" its count);
+ * end_to_end_s, request_bytes; local_phase_s (p->local's spans in seconds), local_phase_requests (its count);
  * and per_instance, per_peer, served_per_peer ({"<value>":
  * {requests, bytes}}). */
 void xfer_phases_json(const struct xfer_phases *p, json_t *o);
