@@ -93,15 +93,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         if (x->bytes_planned < x->bytes_done)
             x->bytes_planned = x->bytes_done;
     }
-    if (err != KVF_OK)
-        t->counters.failed[err]++;
-    else if (kind == PROTO_EV_DONE) {
-        t->counters.done++;
-        xfer_phases_done(&t->phases, x, bytes, (size_t)t->w->d->cfg.metrics_max_label_values);
-    }
-    else
-        t->counters.sent++;
-    if (x->conn) {
+    if (x->conn) { /* the event first: what follows is bookkeeping the worker does not wait for */
         x->conn->inflight--;
         if (!x->conn->closing)
             wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
@@ -110,6 +102,14 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
             xfer_phases_local_done(&t->phases, &x->ls);
         }
     }
+    if (err != KVF_OK)
+        t->counters.failed[err]++;
+    else if (kind == PROTO_EV_DONE) {
+        t->counters.done++;
+        xfer_phases_done(&t->phases, x, bytes, (size_t)t->w->d->cfg.metrics_max_label_values);
+    }
+    else
+        t->counters.sent++;
     xfer_recent_add(&t->recent, x,
                     err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
                     now_ms(t));
