@@ -246,6 +246,15 @@ bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx)
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
                            struct reg_instance *ctx, struct xfer **sends,
                            struct plan_tcache_entry *tmpl, char *msg, size_t msglen);
+/* Whether xfer_gpu_start takes a plan of a template hit whose writers have no ops (NULL: the
+ * template's GPU programs add the request's ids; a writer bound from ops gets them from
+ * xfer_local_ops). false: every plan comes with its ops substituted. */
+bool xfer_gpu_lazy_ops(void);
+/* The substituted plan of RECV r from its template entry (the one xfer_local_run used: valid
+ * until the next call on the template cache), for a writer that runs from ops after all. */
+kvf_error_t xfer_local_ops(struct xfer *r, struct xfer *const *sends,
+                           const struct plan_tcache_entry *tmpl, struct plan *ret, char *msg,
+                           size_t msglen);
 /* The request ended before its copy: the job finishes on its own (programs freed, mapping
  * references dropped at completion) without touching the request. */
 void xfer_gpu_detach(struct xgpu_job *j);

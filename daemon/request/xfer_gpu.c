@@ -113,6 +113,11 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
     return KVF_OK;
 }
 
+bool xfer_gpu_lazy_ops(void)
+{
+    return false; /* bind_all binds every writer's program from p's ops */
+}
+
 static void job_free(struct xgpu_job *j)
 {
     for (uint32_t w = 0; w < j->n; w++) {

@@ -21,35 +21,104 @@
 #include "transfers.h"
 #include "workers.h"
 
-static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, struct plan *ret,
-                            struct plan_tcache_entry **entry, char *msg, size_t msglen)
+/* r's plan input: its ids and every SENT writer's, against the context instance's table;
+ * `who`, the registrations (the template cache's key). Owned arrays: input_done. */
+struct lin {
+    struct plan_input pin;
+    struct plan_ids *ctx_ids;
+    uint64_t *who;
+    uint32_t n_who;
+};
+
+static void input_done(struct lin *l)
+{
+    free(l->who);
+    free(l->ctx_ids);
+}
+
+static kvf_error_t input_of(struct xfer *r, struct xfer *const *sends, struct lin *l, char *msg,
+                            size_t msglen)
 {
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
-    struct plan_ids *ctx_ids = plan_ctx_ids_new(in->table, in->n_ranks);
-    uint64_t *who = malloc((1 + (size_t)in->n_ranks) * sizeof *who); /* the registrations */
-    if (!ctx_ids || !who) {
-        free(ctx_ids);
-        free(who);
+    l->ctx_ids = plan_ctx_ids_new(in->table, in->n_ranks);
+    l->who = malloc((1 + (size_t)in->n_ranks) * sizeof *l->who);
+    l->n_who = 1 + in->n_ranks;
+    if (!l->ctx_ids || !l->who) {
+        input_done(l);
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
-    struct plan_input pin = {.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
-                             .ctx_ids = ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
-                             .tokens = r->tokens,
-                             .compat_known = xfer_wcache_compat_known(&r->conn->w->xt.wcache,
-                                                                      r, in)};
-    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &pin.gen_ids);
-    who[0] = r->rank->worker_id;
+    l->pin = (struct plan_input){.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
+                                 .ctx_ids = l->ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
+                                 .tokens = r->tokens,
+                                 .compat_known = xfer_wcache_compat_known(&r->conn->w->xt.wcache,
+                                                                          r, in)};
+    plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &l->pin.gen_ids);
+    l->who[0] = r->rank->worker_id;
     for (uint32_t c = 0; c < in->n_ranks; c++) {
-        who[1 + c] = in->ranks[c]->worker_id;
+        l->who[1 + c] = in->ranks[c]->worker_id;
         if (sends[c])
             plan_ids_of(sends[c]->items.n_groups, sends[c]->items.counts, sends[c]->items.ids,
-                        &ctx_ids[c]);
+                        &l->ctx_ids[c]);
     }
-    kvf_error_t e = plan_request_cached(&r->conn->w->xt.tcache, who, 1 + in->n_ranks, &pin, ret,
-                                        entry, msg, msglen);
-    free(who);
-    free(ctx_ids);
+    return KVF_OK;
+}
+
+/* The template's writers (bytes, ranks, op counts) without their ops: ops NULL. */
+static kvf_error_t without_ops(const struct plan_template *t, struct plan *ret, char *msg,
+                               size_t msglen)
+{
+    *ret = t->plan;
+    ret->writers = calloc(t->plan.n_writers ? t->plan.n_writers : 1, sizeof *ret->writers);
+    if (!ret->writers) {
+        snprintf(msg, msglen, "out of memory");
+        return KVF_E_INTERNAL;
+    }
+    for (uint32_t w = 0; w < t->plan.n_writers; w++) {
+        ret->writers[w] = t->plan.writers[w];
+        ret->writers[w].ops = NULL;
+    }
+    return KVF_OK;
+}
+
+/* r's plan from the template of its registrations and shape: a hit is the request's checks
+ * (plan_tcache_lookup), then its ids substituted, or with !ops on a template whose bounds fit
+ * no ops at all (without_ops: the caller's GPU programs of the template add the ids); a miss
+ * builds and keeps the template. */
+static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, bool ops, struct plan *ret,
+                            struct plan_tcache_entry **entry, char *msg, size_t msglen)
+{
+    struct lin l;
+    kvf_error_t e = input_of(r, sends, &l, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    struct plan_tcache *tc = &r->conn->w->xt.tcache;
+    e = plan_request_lookup(tc, l.who, l.n_who, &l.pin, entry, msg, msglen);
+    if (e == KVF_OK && *entry && !ops && (*entry)->fits) {
+        e = without_ops(&(*entry)->t, ret, msg, msglen);
+    } else if (e == KVF_OK && *entry && plan_template_substitute(&(*entry)->t, &l.pin, ret)) {
+        snprintf(msg, msglen, "out of memory");
+        e = KVF_E_INTERNAL;
+    } else if (e == KVF_OK && !*entry) {
+        e = plan_request_cached(tc, l.who, l.n_who, &l.pin, ret, entry, msg, msglen);
+    }
+    input_done(&l);
+    return e;
+}
+
+kvf_error_t xfer_local_ops(struct xfer *r, struct xfer *const *sends,
+                           const struct plan_tcache_entry *tmpl, struct plan *ret, char *msg,
+                           size_t msglen)
+{
+    struct lin l;
+    kvf_error_t e = input_of(r, sends, &l, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    if (plan_template_substitute(&tmpl->t, &l.pin, ret)) {
+        snprintf(msg, msglen, "out of memory");
+        e = KVF_E_INTERNAL;
+    }
+    input_done(&l);
     return e;
 }
 
@@ -131,11 +200,12 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
     struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
     struct plan p;
     struct plan_tcache_entry *tmpl;
-    kvf_error_t e = plan_for(r, sends, &p, &tmpl, msg, msglen);
+    bool gpu = xfer_gpu_wanted(r->rank, in);
+    kvf_error_t e = plan_for(r, sends, !gpu || !xfer_gpu_lazy_ops(), &p, &tmpl, msg, msglen);
     if (e != KVF_OK)
         return e;
     r->ls.planned = uv_hrtime();
-    if (xfer_gpu_wanted(r->rank, in)) {
+    if (gpu) {
         e = xfer_gpu_start(t, r, &p, in, sends, tmpl, msg, msglen); /* stamps checked */
         r->ls.started = uv_hrtime();
         *bytes = p.total_bytes;

@@ -1,8 +1,10 @@
-/* check_plan_dups.c: plan_check_request's duplicate ids (lib/plan_check.c), which runs per
- * request even on a template hit: groups of up to 65536 items find them with a bitmap, larger
- * groups by sorting a copy. Both ways refuse the same requests with the same message, naming
- * the id listed twice (at the bitmap's word edges too), on either side, and accept distinct
- * ids. */
+/* check_plan_hit.c: what a plan template hit runs per request. plan_check_request's duplicate
+ * ids (lib/plan_check.c): groups of up to 65536 items find them with a bitmap, larger groups by
+ * sorting a copy; both ways refuse the same requests with the same message, naming the id
+ * listed twice (at the bitmap's word edges too), on either side, and accept distinct ids.
+ * plan_tcache_lookup (a hit without its plan): the request's checks only, refusing what
+ * plan_tcache_plan refuses with the same message; plan_template_substitute then gives the very
+ * ops of plan_tcache_plan's hit; no template (empty cache, another shape) is 0. */
 #include <check.h>
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +13,7 @@
 
 #include "plan.h"
 #include "plan_request.h"
+#include "plan_tcache.h"
 #include "preset.h"
 #include "testutil.h"
 
@@ -114,12 +117,81 @@ START_TEST(a_group_past_the_bitmap_refuses_duplicates_by_sorting)
 }
 END_TEST
 
+static struct plan_input input_of(struct side *c, struct side *g)
+{
+    return (struct plan_input){.gen = &g->l, .ctx = &c->l, .n_ctx = 1, .ctx_ids = &c->pids,
+                               .ctx_dp_rank = -1, .gen_ids = g->pids};
+}
+
+START_TEST(a_lookup_checks_the_request_and_substitutes_the_hits_ops)
+{
+    struct plan_tcache tc;
+    ck_assert_int_eq(plan_tcache_init(&tc, 4, 1u << 26), 0);
+    struct side c, g;
+    side_init(&c, 256, ROLE_CONTEXT, 16);
+    side_init(&g, 256, ROLE_GENERATION, 16);
+    struct plan_input in = input_of(&c, &g);
+    uint64_t who[2] = {7, 9};
+    struct plan_tcache_entry *e = NULL;
+    struct plan_error pe;
+    ck_assert_int_eq(plan_tcache_lookup(&tc, who, 2, &in, &e, &pe), 0); /* empty */
+    ck_assert_ptr_null(e);
+    struct plan first, hit, sub;
+    bool was_hit;
+    ck_assert_int_eq(plan_tcache_plan(&tc, who, 2, &in, &first, &e, &was_hit, &pe), 0);
+    ck_assert(!was_hit && e);
+    for (uint32_t k = 0; k < 16; k++) { /* new ids of the same shape */
+        c.ids[k] = 255 - 3 * k;
+        g.ids[k] = 2 * k + 1;
+    }
+    ck_assert_int_eq(plan_tcache_lookup(&tc, who, 2, &in, &e, &pe), 1);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_uint_eq(tc.hits, 1);
+    ck_assert_int_eq(plan_template_substitute(&e->t, &in, &sub), 0);
+    ck_assert_int_eq(plan_tcache_plan(&tc, who, 2, &in, &hit, &e, &was_hit, &pe), 0);
+    ck_assert(was_hit);
+    ck_assert_uint_eq(sub.n_writers, hit.n_writers);
+    ck_assert_uint_eq(sub.total_bytes, hit.total_bytes);
+    for (uint32_t w = 0; w < hit.n_writers; w++) {
+        ck_assert_uint_eq(sub.writers[w].n_ops, hit.writers[w].n_ops);
+        ck_assert(!memcmp(sub.writers[w].ops, hit.writers[w].ops,
+                          hit.writers[w].n_ops * sizeof *hit.writers[w].ops));
+    }
+    /* a bad request is refused by the lookup with plan_tcache_plan's message */
+    char a[sizeof pe.message], b[sizeof pe.message];
+    c.ids[5] = c.ids[4];
+    ck_assert_int_eq(plan_tcache_lookup(&tc, who, 2, &in, &e, &pe), -EINVAL);
+    ck_assert_ptr_null(e);
+    snprintf(a, sizeof a, "%s", pe.message);
+    struct plan none;
+    ck_assert_int_eq(plan_tcache_plan(&tc, who, 2, &in, &none, &e, &was_hit, &pe), -EINVAL);
+    snprintf(b, sizeof b, "%s", pe.message);
+    ck_assert_str_eq(a, b);
+    ck_assert_ptr_nonnull(strstr(a, "twice"));
+    c.ids[5] = 1;
+    /* another shape (fewer generation ids) or other registrations: no template */
+    in.gen_ids.n[g.pg] = 8;
+    ck_assert_int_eq(plan_tcache_lookup(&tc, who, 2, &in, &e, &pe), 0);
+    in.gen_ids.n[g.pg] = 16;
+    who[1] = 10;
+    ck_assert_int_eq(plan_tcache_lookup(&tc, who, 2, &in, &e, &pe), 0);
+    ck_assert_ptr_null(e);
+    plan_done(&first);
+    plan_done(&hit);
+    plan_done(&sub);
+    plan_tcache_done(&tc);
+    free(c.ids);
+    free(g.ids);
+}
+END_TEST
+
 static Suite *suite(void)
 {
-    Suite *s = suite_create("plan_dups");
-    TCase *tc = tcase_create("dups");
+    Suite *s = suite_create("plan_hit");
+    TCase *tc = tcase_create("hit");
     tcase_add_test(tc, a_group_within_the_bitmap_refuses_duplicates);
     tcase_add_test(tc, a_group_past_the_bitmap_refuses_duplicates_by_sorting);
+    tcase_add_test(tc, a_lookup_checks_the_request_and_substitutes_the_hits_ops);
     suite_add_tcase(s, tc);
     return s;
 }
