@@ -2,9 +2,11 @@
  * peer-copy program per writer, launched through the GPU executor (daemon/move/exec_gpu.h:
  * kvk_direct on a daemon stream of the destination's device; the program is the plan
  * template's, daemon/gpu/gpu_tprog.h, with only the request's ids uploaded, when the plan came
- * from a kept template, else taken from the daemon's program cache or uploaded once), so a context rank on GPU 0 and a generation rank
- * on GPU 1 move a request over NVLink with no arena and no UCX; the same code serves two ranks
- * on one GPU. Each writer's completion comes back on the loop through gpu_notify; the last one
+ * from a kept template, else taken from the daemon's program cache or uploaded once), so a
+ * context rank on GPU 0 and a generation rank on GPU 1 move a request over NVLink with no
+ * arena and no UCX; the same code serves two ranks on one GPU. A template hit's plan comes
+ * without ops (xfer_gpu_lazy_ops): a writer its template's programs do not serve gets them
+ * substituted here (xfer_local_ops). Each writer's completion comes back on the loop through gpu_notify; the last one
  * ends the request; the loop never waits for the GPU. The phases (programs bound, kernels
  * queued, completions back, and of that the kernels' own GPU time) are summed in the transfers
  * counters (local_gpu_*_ns).
@@ -68,9 +70,11 @@ void xfer_gpu_detach(struct xgpu_job *j)
     j->x = NULL;
 }
 
-/* Checks sides and bounds, enables peer access. KVF_OK or the typed error with message. */
+/* Checks sides and bounds (xfer_check_bounds: nothing per request once tmpl fits), enables
+ * peer access. KVF_OK or the typed error with message. */
 static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan *p,
-                         const struct reg_instance *in, int *device, char *msg, size_t msglen)
+                         const struct reg_instance *in, struct plan_tcache_entry *tmpl,
+                         int *device, char *msg, size_t msglen)
 {
     const struct reg_rank *gen = r->rank;
     int dev = gen->gpu ? gen->gpu->device : -1;
@@ -85,14 +89,12 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
                      gen->gpu ? "GPU" : "host");
             return KVF_E_NO_ROUTE;
         }
-        if (copy_check(pw->ops, pw->n_ops, &src->gpu->mem, 's') ||
-            copy_check(pw->ops, pw->n_ops, &gen->gpu->mem, 'd')) {
-            snprintf(msg, msglen, "plan of writer rank %u leaves the mapped GPU pools", pw->ctx_rank);
-            return KVF_E_BOUND_VIOLATION;
-        }
         if (dev < 0)
             dev = src->gpu->device;
     }
+    kvf_error_t e = xfer_check_bounds(tmpl, p, in, gen, true, msg, msglen);
+    if (e != KVF_OK)
+        return e;
     if (dev < 0)
         dev = 0; /* no bytes at all: nothing will be launched */
     const struct gpu_device *gd = gpu_device(g, dev);
@@ -114,6 +116,11 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
     }
     *device = dev;
     return KVF_OK;
+}
+
+bool xfer_gpu_lazy_ops(void)
+{
+    return true; /* bind_all binds the templates' programs, or substitutes (xfer_local_ops) */
 }
 
 static void job_free(struct xgpu_job *j)
@@ -164,7 +171,7 @@ static void on_done(void *arg, int status)
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
-        uint64_t now = uv_hrtime();
+        uint64_t now = x->ls.copied = uv_hrtime();
         struct transfers_counters *c = &j->t->counters;
         c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
         c->local_copy_ns += now - j->t_launched; /* try_run counted the rest */
@@ -229,7 +236,9 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
                             struct plan_tcache_entry *tmpl, struct CUstream_st *stream,
                             char *msg, size_t msglen)
 {
-    bool all_tmpl = true;
+    bool all_tmpl = true, have_full = false;
+    struct plan full; /* a hit's substituted plan, for a writer bound from ops after all */
+    kvf_error_t e = KVF_OK;
     const struct copy_mem *dm = NULL, *sm = NULL;
     char why[200];
     if (reg_gpu_mem_on(r->rank->gpu, j->device, &dm, why, sizeof why) < 0) {
@@ -247,22 +256,40 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
         if (reg_gpu_mem_on(src->gpu, j->device, &sm, why, sizeof why) < 0) {
             snprintf(msg, msglen, "context rank %u on GPU %d for a copy on GPU %d: %s",
                      pw->ctx_rank, src->gpu->device, j->device, why);
-            return KVF_E_NO_ROUTE;
+            e = KVF_E_NO_ROUTE;
+            break;
         }
         int rc = tmpl ? bind_tmpl(j, &j->xs[w], tmpl, w, r, sends, stream, sm, dm, why,
                                   sizeof why) : 1;
         if (rc > 0) {
             all_tmpl = false;
-            rc = exec_gpu_bind(&j->xs[w], j->g, pw->ops, pw->n_ops, j->device, stream, sm, dm,
-                               why, sizeof why);
+            const struct plan_writer *ow = pw; /* a lazy hit's writer has no ops: substitute */
+            if (!pw->ops && !tmpl) {
+                snprintf(msg, msglen, "writer rank %u: a plan without ops and no template",
+                         pw->ctx_rank);
+                e = KVF_E_INTERNAL;
+                break;
+            }
+            if (!pw->ops && !have_full &&
+                (e = xfer_local_ops(r, sends, tmpl, &full, msg, msglen)) != KVF_OK)
+                break;
+            have_full |= !pw->ops;
+            if (!pw->ops)
+                ow = &full.writers[w];
+            rc = exec_gpu_bind(&j->xs[w], j->g, ow->ops, ow->n_ops, j->device, stream, sm, dm,
+                               why, sizeof why); /* the cache keeps its own copy of the ops */
         }
         if (rc < 0) {
             snprintf(msg, msglen, "writer rank %u: %s", pw->ctx_rank, why);
-            return code_of(rc);
+            e = code_of(rc);
+            break;
         }
     }
-    gpu_tprog_count(j->g, all_tmpl);
-    return KVF_OK;
+    if (have_full)
+        plan_done(&full);
+    if (e == KVF_OK)
+        gpu_tprog_count(j->g, all_tmpl);
+    return e;
 }
 
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
@@ -271,7 +298,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
 {
     struct gpu *g = t->w->d->gpu;
     int dev = -1;
-    kvf_error_t e = check(g, r, p, in, &dev, msg, msglen);
+    kvf_error_t e = check(g, r, p, in, tmpl, &dev, msg, msglen);
     if (e != KVF_OK)
         return e;
     uint32_t nw = p->n_writers ? p->n_writers : 1;
@@ -290,7 +317,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->device = dev;
     j->bytes = p->total_bytes;
     j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = uv_hrtime();
+    j->t0 = r->ls.checked = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     if ((e = bind_all(j, r, p, in, sends, tmpl, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */
