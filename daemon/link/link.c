@@ -35,6 +35,7 @@ struct link_pending {
     struct link_ordered *ord; /* PEND_RNDV: its place in the peer's order */
     link_done_cb cb; /* PEND_DONE */
     void *arg;
+    int status;
 };
 
 int link_err_from_ucs(ucs_status_t s)
@@ -106,18 +107,24 @@ void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const v
     link_queue(l, w);
 }
 
-int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+int link_defer_status(struct link *l, link_done_cb cb, void *arg, int status)
 {
     if (!cb)
         return 0;
-    struct link_pending *w = calloc(1, sizeof(*w));
+    struct link_pending *w = malloc(sizeof(*w)); /* the fields it uses are set below */
     if (!w)
         return -ENOMEM;
     w->kind = PEND_DONE;
     w->cb = cb;
     w->arg = arg;
+    w->status = status;
     link_queue(l, w);
     return 0;
+}
+
+int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+{
+    return link_defer_status(l, cb, arg, 0);
 }
 
 static void link_run_pending(struct link *l)
@@ -128,7 +135,7 @@ static void link_run_pending(struct link *l)
         if (!l->pending_head)
             l->pending_tail = NULL;
         if (w->kind == PEND_DONE) {
-            w->cb(w->arg, 0);
+            w->cb(w->arg, w->status);
         } else if (w->kind == PEND_CONN) {
             if (l->freeing || link_peer_accept(l, w->conn) < 0)
                 ucp_listener_reject(l->listener, w->conn);
@@ -152,16 +159,19 @@ static void link_poll_cb(uv_poll_t *h, int status, int events);
 
 static void link_progress(struct link *l)
 {
+    l->st.progress_passes++;
     for (int round = 0; round < LINK_ROUNDS; round++) {
         l->in_progress = 1;
         for (unsigned n = 0; n < LINK_SPINS && ucp_worker_progress(l->worker); n++)
-            ;
+            l->st.progress_busy++;
+        l->st.progress_calls++;
         l->in_progress = 0;
         link_run_pending(l);
         link_peer_reap(l);
         if (l->pending_head)
             continue;
         ucs_status_t s = ucp_worker_arm(l->worker);
+        l->st.arms++;
         if (s == UCS_OK) {
             if (l->busy_mode) {
                 l->busy_mode = 0;
@@ -190,6 +200,7 @@ static void link_poll_cb(uv_poll_t *h, int status, int events)
 {
     (void)events;
     struct link *l = h->data;
+    l->st.wakeups++;
     if (status < 0)
         log_warn("link: poll on the UCX event fd: %s", uv_strerror(status));
     link_progress(l);
@@ -541,13 +552,18 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "peers", peers);
     json_object_set_new(
         o, "counters",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "msgs_sent",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                  "msgs_sent",
                   (json_int_t)s->msgs_sent, "msgs_recv", (json_int_t)s->msgs_recv, "bytes_sent",
                   (json_int_t)s->bytes_sent, "bytes_recv", (json_int_t)s->bytes_recv, "puts",
                   (json_int_t)s->puts, "bytes_put", (json_int_t)s->bytes_put,
                   "handshakes_refused", (json_int_t)s->refused, "msgs_dropped",
                   (json_int_t)s->dropped, "peers_failed", (json_int_t)s->peers_failed,
                   "progress_busy_fallbacks", (json_int_t)s->progress_busy_fallbacks,
-                  "peers_lost_keepalive", (json_int_t)s->peers_lost_keepalive));
+                  "peers_lost_keepalive", (json_int_t)s->peers_lost_keepalive, "cma_writes",
+                  (json_int_t)s->cma_writes, "wakeups", (json_int_t)s->wakeups,
+                  "progress_passes", (json_int_t)s->progress_passes, "progress_calls",
+                  (json_int_t)s->progress_calls, "progress_busy", (json_int_t)s->progress_busy,
+                  "arms", (json_int_t)s->arms));
     return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
 }

@@ -69,6 +69,7 @@ struct link_peer {
     char rma_bw[160];            /* transports of the rendezvous (rma_bw) lanes: no tcp (trap 16) */
     int direct_mem;              /* a lane reaches the other process's memory (link_peer_direct_mem) */
     int cma_write;               /* link_peer_arena_cma: 0 not decided, 1 we may write, -1 not */
+    int cma_proc;                /* link_peer_cma: 0 not decided, 1 its memory is ours to write, -1 not */
     /* keepalive (link_alive.c) */
     uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
     uint64_t alive_sent_ms;      /* last PING sent */
@@ -156,6 +157,8 @@ void link_kick(struct link *l);                 /* progress soon, from the loop 
 /* Runs cb(arg, 0) from the loop after this progress round: an operation that completed at once
  * (trap 7) still reports later, never before the call that started it returns. */
 int link_defer_done(struct link *l, link_done_cb cb, void *arg);
+/* The same with a status for cb (a synchronous operation that failed: cma writes). */
+int link_defer_status(struct link *l, link_done_cb cb, void *arg, int status);
 void link_defer_conn(struct link *l, ucp_conn_request_h req);
 void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
                      size_t hdr_len, void *desc, size_t len, struct link_ordered *o);
