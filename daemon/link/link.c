@@ -2,9 +2,12 @@
  * teardown and the status section. See link.h for the contract. Loop thread only.
  *
  * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work that
- * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. After LINK_ROUNDS busy rounds
- * the uv_poll is stopped and a 1 ms timer progresses until arm succeeds, so a wedged shared-memory
- * peer can never freeze the loop. UCX callbacks only record work; it runs here, outside progress. */
+ * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. What the callbacks sent or
+ * deferred in a pass is progressed by the same pass (a kick inside it starts no timer, so one
+ * message in and one out cost one pass and one arm). After LINK_ROUNDS busy rounds the uv_poll
+ * is stopped and the next pass comes from a timer: at once for LINK_BUSY_QUICK passes, then
+ * every 1 ms until arm succeeds, so a wedged shared-memory peer can never freeze the loop. UCX
+ * callbacks only record work; it runs here, outside progress. */
 #include "link_int.h"
 
 #include "log.h"
@@ -20,6 +23,7 @@
 #define LINK_ROUNDS 8
 #define LINK_SPINS 1024
 #define LINK_TICK_MS 100
+#define LINK_BUSY_QUICK 4 /* busy passes retried at once before the 1 ms timer */
 
 enum { PEND_CONN, PEND_RNDV, PEND_DONE };
 
@@ -160,7 +164,9 @@ static void link_poll_cb(uv_poll_t *h, int status, int events);
 static void link_progress(struct link *l)
 {
     l->st.progress_passes++;
+    l->in_pass = 1;
     for (int round = 0; round < LINK_ROUNDS; round++) {
+        l->kicked = 0;
         l->in_progress = 1;
         for (unsigned n = 0; n < LINK_SPINS && ucp_worker_progress(l->worker); n++)
             l->st.progress_busy++;
@@ -168,11 +174,13 @@ static void link_progress(struct link *l)
         l->in_progress = 0;
         link_run_pending(l);
         link_peer_reap(l);
-        if (l->pending_head)
+        if (l->pending_head || l->kicked) /* what a callback sent is progressed in this pass */
             continue;
         ucs_status_t s = ucp_worker_arm(l->worker);
         l->st.arms++;
         if (s == UCS_OK) {
+            l->in_pass = 0;
+            l->busy_passes = 0;
             if (l->busy_mode) {
                 l->busy_mode = 0;
                 uv_timer_stop(&l->busy_timer);
@@ -183,12 +191,16 @@ static void link_progress(struct link *l)
         if (s != UCS_ERR_BUSY)
             log_warn("link: ucp_worker_arm: %s", ucs_status_string(s));
     }
+    l->in_pass = 0;
     if (!l->busy_mode) {
         l->busy_mode = 1;
         l->st.progress_busy_fallbacks++;
         uv_poll_stop(&l->poll);
     }
-    uv_timer_start(&l->busy_timer, link_busy_cb, 1, 0);
+    /* A busy spell is usually over within a loop turn: the next pass comes at once, after the
+     * loop ran what else was due. Only a peer that keeps arm busy (a killed shared-memory one:
+     * trap 3) is progressed every 1 ms, so it never spins the loop. */
+    uv_timer_start(&l->busy_timer, link_busy_cb, ++l->busy_passes <= LINK_BUSY_QUICK ? 0 : 1, 0);
 }
 
 static void link_busy_cb(uv_timer_t *t)
@@ -210,8 +222,13 @@ void link_kick(struct link *l)
 {
     if (l->freeing)
         return;
+    if (l->in_pass) { /* the pass runs another round before it arms */
+        l->kicked = 1;
+        return;
+    }
     if (!uv_is_active((uv_handle_t *)&l->busy_timer))
-        uv_timer_start(&l->busy_timer, link_busy_cb, l->busy_mode ? 1 : 0, 0);
+        uv_timer_start(&l->busy_timer, link_busy_cb,
+                       l->busy_mode && l->busy_passes > LINK_BUSY_QUICK ? 1 : 0, 0);
 }
 
 static void link_tick_cb(uv_timer_t *t)

@@ -194,6 +194,12 @@ void *link_peer_data(const struct link_peer *p);
 int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
               size_t len, link_done_cb cb, void *arg);
 
+/* link_send for a caller that can take the answer at once: a send that completed in the call (an
+ * eager message, its payload copied out) returns 1 and cb is never called; otherwise as
+ * link_send (0, cb later; or -errno). Saves the deferred completion and a progress round. */
+int link_send_now(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                  const void *data, size_t len, link_done_cb cb, void *arg);
+
 /* The local arena: base and size (NULL/0 without one). */
 void *link_arena(const struct link *l, size_t *len_ret);
 /* Puts len bytes from local (any memory; the arena is fastest) at remote_offset of the peer's

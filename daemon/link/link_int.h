@@ -112,6 +112,9 @@ struct link {
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
     int in_progress;             /* inside ucp_worker_progress */
+    int in_pass;                 /* inside link_progress: a kick is its next round, no timer */
+    int kicked;                  /* kicked during this pass */
+    unsigned busy_passes;        /* passes in a row that ended with arm still busy */
     unsigned inflight;           /* sends, puts, flushes, receives not yet complete */
     ucp_context_h ctx;
     ucp_worker_h worker;
