@@ -175,7 +175,8 @@ static int side_open(struct side *s, struct link_config *cfg)
 {
     memset(s, 0, sizeof(*s));
     uv_loop_init(&s->loop);
-    struct link_ops ops = {.on_peer_up = on_up, .on_peer_down = on_down, .on_msg = on_msg, .arg = s};
+    struct link_ops ops = {
+        .on_peer_up = on_up, .on_peer_down = on_down, .on_msg = on_msg, .arg = s};
     return link_new(&s->loop, cfg, &ops, &s->link);
 }
 

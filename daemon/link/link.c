@@ -1,13 +1,14 @@
 /* link.c: the link's UCP context and worker, progressed from libuv, the listener, deferred work,
  * teardown and the status section. See link.h for the contract. Loop thread only.
  *
- * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work that
- * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. What the callbacks sent or
- * deferred in a pass is progressed by the same pass (a kick inside it starts no timer, so one
- * message in and one out cost one pass and one arm). After LINK_ROUNDS busy rounds the uv_poll
- * is stopped and the next pass comes from a timer: at once for LINK_BUSY_QUICK passes, then
- * every 1 ms until arm succeeds, so a wedged shared-memory peer can never freeze the loop. UCX
- * callbacks only record work; it runs here, outside progress. */
+ * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work
+ * that callbacks deferred, then arm; UCS_ERR_BUSY means progress again. What the callbacks sent
+ * or deferred in a pass is progressed by the same pass (a kick inside it starts no timer, so one
+ * message in and one out cost one pass and one arm); a pass whose callbacks keep sending yields
+ * to the loop after LINK_MAX_ROUNDS rounds and goes on at once. After LINK_ROUNDS busy arms the
+ * uv_poll is stopped and the next pass comes from a timer: at once for LINK_BUSY_QUICK passes,
+ * then every 1 ms until arm succeeds, so a wedged shared-memory peer can never freeze the loop.
+ * UCX callbacks only record work; it runs here, outside progress. */
 #include "link_int.h"
 
 #include "log.h"
@@ -20,7 +21,8 @@
 #include <strings.h>
 #include <ucs/memory/memory_type.h>
 
-#define LINK_ROUNDS 8
+#define LINK_ROUNDS 8      /* arms that say busy before a pass gives the loop its turn */
+#define LINK_MAX_ROUNDS 64 /* progress rounds in one pass, busy or sending */
 #define LINK_SPINS 1024
 #define LINK_TICK_MS 100
 #define LINK_BUSY_QUICK 4 /* busy passes retried at once before the 1 ms timer */
@@ -165,7 +167,8 @@ static void link_progress(struct link *l)
 {
     l->st.progress_passes++;
     l->in_pass = 1;
-    for (int round = 0; round < LINK_ROUNDS; round++) {
+    int busy = 0;
+    for (int round = 0; round < LINK_MAX_ROUNDS && busy < LINK_ROUNDS; round++) {
         l->kicked = 0;
         l->in_progress = 1;
         for (unsigned n = 0; n < LINK_SPINS && ucp_worker_progress(l->worker); n++)
@@ -190,8 +193,14 @@ static void link_progress(struct link *l)
         }
         if (s != UCS_ERR_BUSY)
             log_warn("link: ucp_worker_arm: %s", ucs_status_string(s));
+        busy++;
     }
     l->in_pass = 0;
+    if (busy < LINK_ROUNDS) { /* out of rounds while callbacks kept sending: the loop's turn */
+        if (!uv_is_active((uv_handle_t *)&l->busy_timer))
+            uv_timer_start(&l->busy_timer, link_busy_cb, 0, 0);
+        return;
+    }
     if (!l->busy_mode) {
         l->busy_mode = 1;
         l->st.progress_busy_fallbacks++;

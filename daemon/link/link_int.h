@@ -69,7 +69,7 @@ struct link_peer {
     char rma_bw[160];            /* transports of the rendezvous (rma_bw) lanes: no tcp (trap 16) */
     int direct_mem;              /* a lane reaches the other process's memory (link_peer_direct_mem) */
     int cma_write;               /* link_peer_arena_cma: 0 not decided, 1 we may write, -1 not */
-    int cma_proc;                /* link_peer_cma: 0 not decided, 1 its memory is ours to write, -1 not */
+    int cma_proc;                /* link_peer_cma: 0 not decided, 1 we may write it, -1 not */
     /* keepalive (link_alive.c) */
     uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
     uint64_t alive_sent_ms;      /* last PING sent */
