@@ -91,8 +91,9 @@ START_TEST(link_cma_write_lands_bitwise_where_the_peer_said)
     ck_assert(lt_run_until(&t, &t.sends_done, 1, 5000));
     ck_assert_int_eq(last_status, 0);
     /* a range the peer has not mapped: -EFAULT, and the buffer keeps what landed */
-    struct iovec bad = {(void *)(uintptr_t)4096, 64};
-    ck_assert_int_eq(link_cma_write(t.peer, l, &bad, 1, write_done, &t), 0);
+    uint8_t junk[64] = {0};
+    struct iovec jl = {junk, sizeof junk}, bad = {(void *)(uintptr_t)4096, sizeof junk};
+    ck_assert_int_eq(link_cma_write(t.peer, &jl, &bad, 1, write_done, &t), 0);
     ck_assert(lt_run_until(&t, &t.sends_done, 2, 5000));
     ck_assert_int_eq(last_status, -EFAULT);
     struct lt_check v = {.len = len, .seed = 123};
