@@ -40,6 +40,20 @@ static uint64_t give_mreg(struct lt *t, size_t len)
     return addr;
 }
 
+/* A server process over tls (NULL: UCX's choice) and our link connected to it, READY. */
+static pid_t connected(struct lt *t, const char *tls, int *sfd)
+{
+    struct link_config sc = {.secret_path = secret, .listen_host = "127.0.0.1",
+                             .arena_bytes = 1 << 20, .tls = tls};
+    struct link_config cc = {.secret_path = secret, .arena_bytes = 1 << 20, .tls = tls};
+    uint16_t port;
+    pid_t pid = lt_server_start(&sc, 20000, &port, sfd);
+    ck_assert_int_eq(lt_open(t, &cc), 0);
+    lt_connect(t, port);
+    ck_assert(lt_run_until(t, &t->ups, 1, 5000));
+    return pid;
+}
+
 static int last_status;
 static void write_done(void *arg, int status)
 {
@@ -50,16 +64,9 @@ static void write_done(void *arg, int status)
 
 START_TEST(link_cma_write_lands_bitwise_where_the_peer_said)
 {
-    struct link_config sc = {.secret_path = secret, .listen_host = "127.0.0.1",
-                             .arena_bytes = 1 << 20};
-    struct link_config cc = {.secret_path = secret, .arena_bytes = 1 << 20};
-    uint16_t port;
     int sfd;
-    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
     struct lt t;
-    ck_assert_int_eq(lt_open(&t, &cc), 0);
-    lt_connect(&t, port);
-    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    pid_t pid = connected(&t, NULL, &sfd);
     size_t len = 3 << 20;
     uint64_t addr = give_mreg(&t, len);
     int rc = -ENOTSUP;
@@ -117,15 +124,9 @@ END_TEST
 
 START_TEST(link_without_a_cma_lane_is_not_written_over_cma)
 {
-    struct link_config sc = {.secret_path = secret, .listen_host = "127.0.0.1", .tls = "tcp"};
-    struct link_config cc = {.secret_path = secret, .tls = "tcp"};
-    uint16_t port;
     int sfd;
-    pid_t pid = lt_server_start(&sc, 20000, &port, &sfd);
     struct lt t;
-    ck_assert_int_eq(lt_open(&t, &cc), 0);
-    lt_connect(&t, port);
-    ck_assert(lt_run_until(&t, &t.ups, 1, 5000));
+    pid_t pid = connected(&t, "tcp", &sfd);
     uint64_t addr = give_mreg(&t, 4096);
     int never = 0;
     lt_run_until(&t, &never, 1, 50); /* let the lanes settle */
