@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -337,6 +338,13 @@ int sim_run(const struct sim_opts *o)
         fprintf(stderr, "kvferry-sim %s rank %d: %s\n", o->instance, o->rank, err);
         code = 4;
         goto out;
+    }
+    if (o->start_on_signal) {
+        sigset_t usr1;
+        int sig;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigwait(&usr1, &sig);
     }
     if (o->start_delay_ms)
         usleep(o->start_delay_ms * 1000u);
