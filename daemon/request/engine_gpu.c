@@ -31,7 +31,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_ce.h"
 #include "bounce_host.h"
+#include "bounce_tl.h"
 #include "daemon.h"
 #include "egpu_peer.h"
 #include "engine_ctx.h"
@@ -53,6 +55,7 @@ struct egpu_job {
     struct engine *e;
     struct exec_gpu x;          /* the writer's program (cached) on the pools' GPU, its stream */
     struct reg_gpu *pools;      /* one reference */
+    struct bce_scratch scratch; /* copy-engine chunks (bounce_ce.h): device scratch, or none */
     uint32_t refs;              /* the owner + kernels in flight */
     struct gpu_retired retired; /* in e->gpu_retired once unreferenced */
 };
@@ -87,6 +90,7 @@ void egpu_arena_init(struct engine *e)
 {
     struct gpu *g = e->d->gpu;
     const char *base = "host (UCX-allocated, so a same-host peer puts straight into it)";
+    e->tl = btl_new(); /* KVF_BOUNCE_TIMELINE=N: the chunk timeline, for profiling */
     if (!g || gpu_cpu_mode(g)) {
         snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: no GPU (%s)", base,
                  g ? gpu_cpu_reason(g) : "no GPU module");
@@ -113,10 +117,13 @@ void egpu_arena_init(struct engine *e)
                  err);
         return;
     }
+    e->bounce_ce = bce_wanted(); /* KVF_BOUNCE_CE=1: copy engines cross PCIe (experimental) */
     snprintf(e->arena_why, sizeof e->arena_why,
              "%s, page-locked for CUDA (cudaHostRegister portable|mapped): GPU pools gather "
-             "into it and scatter from it (%s)",
-             base, why);
+             "into it and scatter from it (%s)%s",
+             base, why,
+             e->bounce_ce ? "; chunks cross PCIe by copy engines through a device scratch "
+                            "(KVF_BOUNCE_CE=1)" : "");
     log_info("engine: arena of %zu bytes page-locked for CUDA (device alias %p)", e->arena_len,
              e->arena_dev);
 }
@@ -125,7 +132,10 @@ void egpu_arena_json(const struct engine *e, json_t *o)
 {
     json_object_set_new(o, "placement", json_string("host"));
     json_object_set_new(o, "pinned_for_gpu", json_boolean(e->arena_dev != NULL));
+    json_object_set_new(o, "gpu_copy_engines", json_boolean(e->bounce_ce));
     json_object_set_new(o, "why", json_string(e->arena_why));
+    if (e->tl)
+        json_object_set_new(o, "bounce_timeline", btl_json(e->tl));
 }
 
 /* ---- path ---- */
@@ -155,6 +165,7 @@ bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itabl
 static void job_retired_free(struct gpu_retired *r)
 {
     struct egpu_job *j = (struct egpu_job *)((char *)r - offsetof(struct egpu_job, retired));
+    bce_scratch_free(&j->x, &j->scratch); /* stream-ordered: its copies ended */
     exec_gpu_unbind(&j->x); /* back to the program cache: its kernels ended */
     j->pools = reg_gpu_unref(j->pools);
     free(j);
@@ -357,6 +368,10 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         return -ENOMEM;
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
+    if (e->bounce_ce) /* a kernel into device scratch, a copy engine into the host slot */
+        return launched(op, bce_gather(&j->x, &j->scratch, st->g.ext_off,
+                                       st->g.ext_off + st->g.length, st->buf, on_done, op, msg,
+                                       len));
     /* the peer's landing slot through its page-locked mapping, or our staging slot */
     uint8_t *out = st->ppin ? egpu_peer_dev(st->ppin, st->buf)
                             : (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
@@ -382,9 +397,13 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
     *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
                            .serial = rx->scatter_serial, .g = *g};
     const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
-    int rc = launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
-                                                              g->ext_off + g->length, on_done,
-                                                              op, msg, len));
+    int rc = e->bounce_ce /* a copy engine into device scratch, then the kernel */
+                 ? launched(op, bce_scatter(&j->x, &j->scratch, e->arena_base + g->offset,
+                                            g->ext_off, g->ext_off + g->length, on_done, op, msg,
+                                            len))
+                 : launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
+                                                                    g->ext_off + g->length,
+                                                                    on_done, op, msg, len));
     if (rc < 0)
         return rc;
     rx->scatters_running++; /* the request holds a failure until the scatters ended */
@@ -432,6 +451,7 @@ void egpu_free(struct engine *e)
         egpu_rx_gone(rx);
     gpu_retire_flush(&e->gpu_retired);
     egpu_peer_free_all(e); /* every kernel was waited for: nothing writes the peers' arenas */
+    e->tl = btl_free(e->tl);
     if (e->arena_dev) {
         char err[GPU_REASON_MAX + 64];
         if (gpu_host_unregister(e->gpu, e->arena_base, err, sizeof err) < 0)

@@ -212,6 +212,27 @@ static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
             snprintf(fail, sizeof fail, __VA_ARGS__);                                             \
     } while (0)
 
+/* scripts/bench-gpu-remote's profile: with KVF_BOUNCE_TIMELINE=N (the daemons' chunk timeline,
+ * bounce_tl.h) and KVF_BOUNCE_TIMELINE_OUT=PATH, the timing case writes both daemons' events
+ * and GPU completion counters (status gpu.completions: the completion spin's share) to PATH as
+ * {"A": ..., "B": ..., "gpu_A": ..., "gpu_B": ...}. */
+static void dump_timeline(const struct gcase *c, const struct two *t, json_t *aa, json_t *ab)
+{
+    const char *out = getenv("KVF_BOUNCE_TIMELINE_OUT");
+    if (!c->wait_sends || !out || !*out)
+        return;
+    json_t *sa = ru_ctl(&t->a, "status"), *sb = ru_ctl(&t->b, "status");
+    json_t *o = json_pack("{s:O?,s:O?,s:O?,s:O?}", "A", json_object_get(aa, "bounce_timeline"),
+                          "B", json_object_get(ab, "bounce_timeline"), "gpu_A",
+                          json_object_get(json_object_get(sa, "gpu"), "completions"), "gpu_B",
+                          json_object_get(json_object_get(sb, "gpu"), "completions"));
+    if (!o || json_dump_file(o, out, JSON_COMPACT) < 0)
+        fprintf(stderr, "%s: could not write the timeline to %s\n", c->name, out);
+    json_decref(o);
+    json_decref(sa);
+    json_decref(sb);
+}
+
 static void run_case(const struct gcase *c)
 {
     char extra[512], fail[1024] = "";
@@ -340,6 +361,7 @@ static void run_case(const struct gcase *c)
                "slots left: landing %lld in use, %lld quarantined; staging %lld in use",
                jint(ab, "slots_in_use", NULL), jint(ab, "quarantined_slots", NULL),
                jint(json_object_get(aa, "staging"), "slots_in_use", NULL));
+        dump_timeline(c, &t, aa, ab);
         json_decref(ab);
         json_decref(aa);
     }
