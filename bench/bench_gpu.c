@@ -34,22 +34,8 @@ int main(void)
 #define CHUNK (32ull << 20)
 #define REPS 15
 
-#define TRY(call)                                                                              \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "bench_gpu: %s: %s\n", #call, cudaGetErrorString(e_));             \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define KTRY(call)                                                                             \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "bench_gpu: %s: %s\n", #call, kvk_last_error());                   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define TRY(call) BENCH_TRY("bench_gpu", call, exit(1))
+#define KTRY(call) BENCH_KTRY("bench_gpu", call, exit(1))
 
 struct row {
     const char *name;

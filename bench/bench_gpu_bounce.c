@@ -1,8 +1,9 @@
 /* bench_gpu_bounce.c: the ceiling of the GPU bounce between two daemons on ONE GPU, measured
  * without the daemons (issue 12). Daemon A's gather kernel writes B's landing slot (host memory
  * shared between the two processes and page-locked in each with cudaHostRegister), B's scatter
- * kernel reads it into its pools; chunks of 32 MiB (arena.chunk), at most 8 in flight (arena.window,
- * so 8 landing slots: the slots one writer holds), a slot reused only after its scatter ended.
+ * kernel reads it into its pools; chunks of 32 MiB (arena.chunk), at most 8 in flight
+ * (arena.window, so 8 landing slots: the slots one writer holds), a slot reused only after its
+ * scatter ended.
  * The ring is shared memory with two counters (chunks gathered, chunks scattered) that each side
  * polls: a daemon's CHUNK and CREDIT messages with no loop, no UCX and no request around them.
  * Variants (the same kimi-k3 8k TP1 program, 649.4 MiB, as bench_gpu and check_gpu_remote):
@@ -47,22 +48,8 @@ int main(void)
 #define WINDOW 8u           /* arena.window: landing slots one writer holds */
 #define MAX_REPS 64
 
-#define TRY(call)                                                                              \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "bench_gpu_bounce: %s: %s\n", #call, cudaGetErrorString(e_));      \
-            die();                                                                             \
-        }                                                                                      \
-    } while (0)
-#define KTRY(call)                                                                             \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "bench_gpu_bounce: %s: %s\n", #call, kvk_last_error());            \
-            die();                                                                             \
-        }                                                                                      \
-    } while (0)
+#define TRY(call) BENCH_TRY("bench_gpu_bounce", call, die())
+#define KTRY(call) BENCH_KTRY("bench_gpu_bounce", call, die())
 
 /* What the two processes share (MAP_SHARED, made before fork): the counters, the results. */
 struct ring {

@@ -1,7 +1,8 @@
 /* bench_gpu_prog.h: what the GPU benches share (bench_gpu, bench_gpu_bounce): one writer's copy
  * program of a planned request (plan_build on a preset, 128 random blocks of 512 and a random
- * slot on each side), with the pool sizes of both sides. Plain C, no CUDA: a bench may build it
- * before it forks. Header only: each bench is one program. */
+ * slot on each side), with the pool sizes of both sides (plain C: a bench may build it before it
+ * forks), and the checks of CUDA and kernel calls naming the call (expanded in CUDA code only;
+ * `fail` is what the bench does then). Header only: each bench is one program. */
 #ifndef KVF_BENCH_GPU_PROG_H
 #define KVF_BENCH_GPU_PROG_H
 
@@ -14,6 +15,23 @@
 #include "layout.h"
 #include "plan.h"
 #include "preset.h"
+
+#define BENCH_TRY(name, call, fail)                                                             \
+    do {                                                                                       \
+        cudaError_t e_ = (call);                                                               \
+        if (e_ != cudaSuccess) {                                                               \
+            fprintf(stderr, "%s: %s: %s\n", name, #call, cudaGetErrorString(e_));              \
+            fail;                                                                              \
+        }                                                                                      \
+    } while (0)
+#define BENCH_KTRY(name, call, fail)                                                            \
+    do {                                                                                       \
+        int rc_ = (call);                                                                      \
+        if (rc_ != 0) {                                                                        \
+            fprintf(stderr, "%s: %s: %s\n", name, #call, kvk_last_error());                    \
+            fail;                                                                              \
+        }                                                                                      \
+    } while (0)
 
 static uint64_t rng = 12345;
 static inline uint64_t rnd(void)
@@ -49,7 +67,8 @@ struct bprog {
     struct kvk_mem src_sizes, dst_sizes; /* sizes only */
 };
 
-static inline void bprog_build(const char *cs, const char *gs, uint32_t gr, uint32_t w, struct bprog *ret)
+static inline void bprog_build(const char *cs, const char *gs, uint32_t gr, uint32_t w,
+                               struct bprog *ret)
 {
     static struct layout c[LAYOUT_MAX_TP], g[LAYOUT_MAX_TP];
     static uint32_t ids[LAYOUT_MAX_TP][LAYOUT_MAX_GROUPS][128], gids[LAYOUT_MAX_GROUPS][128];

@@ -132,7 +132,6 @@ void egpu_arena_json(const struct engine *e, json_t *o)
 {
     json_object_set_new(o, "placement", json_string("host"));
     json_object_set_new(o, "pinned_for_gpu", json_boolean(e->arena_dev != NULL));
-    json_object_set_new(o, "gpu_copy_engines", json_boolean(e->bounce_ce));
     json_object_set_new(o, "why", json_string(e->arena_why));
     if (e->tl)
         json_object_set_new(o, "bounce_timeline", btl_json(e->tl));

@@ -75,7 +75,8 @@ START_TEST(both_daemons_list_every_chunk_in_causal_order)
     long long landed = ru_ctl_int(&t.b, "stats", "peers.chunks_landed");
     two_stop(&t, !bad);
     ck_assert_int_eq(bad, 0);
-    json_t *ta = json_object_get(aa, "bounce_timeline"), *tb = json_object_get(ab, "bounce_timeline");
+    json_t *ta = json_object_get(aa, "bounce_timeline");
+    json_t *tb = json_object_get(ab, "bounce_timeline");
     ck_assert_ptr_nonnull(ta);
     ck_assert_ptr_nonnull(tb);
     ck_assert_int_eq(json_integer_value(json_object_get(ta, "dropped")), 0);
