@@ -14,6 +14,8 @@
  * the kernels on both sides (gathered = scattered = landed), that every chunk took the path the
  * case asked for (into B's slots by kernels with B's arena pinned in A once, or staging + put),
  * that GPU pools took the bounce path by that reason, and that slots and GPU mappings come back.
+ * With KVF_BOUNCE_CE=1 in the environment (the daemons inherit it) every case runs with the copy
+ * engines crossing PCIe (daemon/request/bounce_ce.h), and both arenas must say so.
  * Without CUDA or without a GPU: "SKIP: why", exit 77; with one GPU both sides use GPU 0 (said
  * so). The test process never initialises CUDA (its probe runs in a child): Check forks. */
 #include <check.h>
@@ -212,6 +214,12 @@ static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
             snprintf(fail, sizeof fail, __VA_ARGS__);                                             \
     } while (0)
 
+static int ce_wanted(void)
+{
+    const char *s = getenv("KVF_BOUNCE_CE");
+    return s && strcmp(s, "1") == 0;
+}
+
 /* scripts/bench-gpu-remote's profile: with KVF_BOUNCE_TIMELINE=N (the daemons' chunk timeline,
  * bounce_tl.h) and KVF_BOUNCE_TIMELINE_OUT=PATH, the timing case writes both daemons' events
  * and GPU completion counters (status gpu.completions: the completion spin's share) to PATH as
@@ -251,6 +259,10 @@ static void run_case(const struct gcase *c)
         EXPECT(json_is_true(json_object_get(a, "pinned_for_gpu")) && why &&
                    strstr(why, "page-locked for CUDA") && place && strcmp(place, "host") == 0,
                "daemon %c arena: placement %s, why: %s", side ? 'B' : 'A', place ? place : "-",
+               why ? why : "(none)");
+        /* KVF_BOUNCE_CE=1 (device-check's gpu-remote-ce): every case by copy engines */
+        EXPECT(!ce_wanted() || (why && strstr(why, "by copy engines")),
+               "daemon %c: KVF_BOUNCE_CE=1 but the arena says: %s", side ? 'B' : 'A',
                why ? why : "(none)");
         json_decref(a);
     }
