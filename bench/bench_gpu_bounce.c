@@ -120,6 +120,9 @@ static void pools_new(const struct kvk_mem *sizes, int src_pattern, struct kvk_m
             TRY(cudaMemcpy((uint8_t *)d + off, rnd_buf + shift, n, cudaMemcpyHostToDevice));
         }
     }
+    /* the memsets and pageable uploads run on the legacy stream, which the benches' non-blocking
+     * streams do not wait for */
+    TRY(cudaDeviceSynchronize());
 }
 
 static void pools_free(struct kvk_mem *m)

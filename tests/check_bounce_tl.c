@@ -1,7 +1,7 @@
-/* check_bounce_tl.c: the bounce path's chunk timeline (bounce_tl.h): off unless
- * KVF_BOUNCE_TIMELINE names a count (a mark on an off timeline does nothing), the count clamped
- * to 64 .. 1048576 and a bad one refused; a full ring keeps the newest events oldest first and
- * counts what it dropped; the JSON names every kind; stamps never go back. */
+/* check_bounce_tl.c: the bounce path's chunk timeline (bounce_tl.h): off for 0 (a mark on an
+ * off timeline does nothing), the count clamped to 64 .. 1048576; a full ring keeps the newest
+ * events oldest first and counts what it dropped; the JSON names every kind; stamps never go
+ * back. */
 #include <jansson.h>
 #include <stdlib.h>
 
@@ -14,18 +14,12 @@ static json_int_t ev_at(json_t *j, size_t i, size_t field)
                                              field));
 }
 
-START_TEST(off_unless_the_environment_names_a_count)
+START_TEST(off_for_zero_and_the_count_clamped)
 {
-    unsetenv("KVF_BOUNCE_TIMELINE");
-    ck_assert_ptr_null(btl_new());
+    ck_assert_ptr_null(btl_new(0));
     btl_mark(NULL, BTL_LANDED, 1, 0, 0); /* off: nothing, no crash */
     ck_assert_ptr_null(btl_json(NULL));
-    setenv("KVF_BOUNCE_TIMELINE", "0", 1);
-    ck_assert_ptr_null(btl_new());
-    setenv("KVF_BOUNCE_TIMELINE", "12x", 1);
-    ck_assert_ptr_null(btl_new());
-    setenv("KVF_BOUNCE_TIMELINE", "3", 1); /* clamped up */
-    struct btl *t = btl_new();
+    struct btl *t = btl_new(3); /* clamped up */
     ck_assert_ptr_nonnull(t);
     json_t *j = btl_json(t);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "capacity")), 64);
@@ -34,21 +28,17 @@ START_TEST(off_unless_the_environment_names_a_count)
                      "landed");
     json_decref(j);
     btl_free(t);
-    setenv("KVF_BOUNCE_TIMELINE", "99999999", 1); /* clamped down */
-    t = btl_new();
+    t = btl_new(99999999); /* clamped down */
     j = btl_json(t);
     ck_assert_int_eq(json_integer_value(json_object_get(j, "capacity")), 1 << 20);
     json_decref(j);
     ck_assert_ptr_null(btl_free(t));
-    unsetenv("KVF_BOUNCE_TIMELINE");
 }
 END_TEST
 
 START_TEST(a_full_ring_keeps_the_newest_oldest_first_and_counts_the_dropped)
 {
-    setenv("KVF_BOUNCE_TIMELINE", "64", 1);
-    struct btl *t = btl_new();
-    unsetenv("KVF_BOUNCE_TIMELINE");
+    struct btl *t = btl_new(64);
     for (uint64_t i = 0; i < 100; i++)
         btl_mark(t, (btl_kind_t)(i % BTL_KINDS), 7, 3, i << 20);
     json_t *j = btl_json(t);
@@ -71,7 +61,7 @@ int main(void)
 {
     Suite *s = suite_create("bounce_tl");
     TCase *tc = tcase_create("timeline");
-    tcase_add_test(tc, off_unless_the_environment_names_a_count);
+    tcase_add_test(tc, off_for_zero_and_the_count_clamped);
     tcase_add_test(tc, a_full_ring_keeps_the_newest_oldest_first_and_counts_the_dropped);
     suite_add_tcase(s, tc);
     return tu_run(s);

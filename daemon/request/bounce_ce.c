@@ -8,11 +8,14 @@
 #include "gpu_progcache.h"
 #include "move_exec.h"
 
-int bce_wanted(void)
-{
-    const char *s = getenv("KVF_BOUNCE_CE");
-    return s && strcmp(s, "1") == 0;
-}
+struct bce_scratch {
+    void *dev; /* device memory of its device, stream-ordered; NULL: none yet */
+    uint64_t len;
+};
+
+struct bce_table {
+    struct bce_scratch s[GPU_MAX_DEVICES][GPU_STREAMS_PER_DEVICE];
+};
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -25,35 +28,55 @@ static int cuda_failed(const struct exec_gpu *x, const char *what, cudaError_t e
     return e == cudaErrorMemoryAllocation ? -ENOMEM : -EIO;
 }
 
-/* The binding's device is current for the copies and the scratch (restored after). */
-static int dev_enter(const struct exec_gpu *x, int *prev, char *msg, size_t len)
+/* The device is current for the copies and the scratch (restored after). */
+static int dev_enter(int device, int *prev)
 {
     *prev = -1;
     cudaError_t e = cudaGetDevice(prev);
-    if (e == cudaSuccess && *prev != x->device)
-        e = cudaSetDevice(x->device);
-    return e == cudaSuccess ? 0 : cuda_failed(x, "making the device current", e, msg, len);
+    if (e == cudaSuccess && *prev != device)
+        e = cudaSetDevice(device);
+    return e == cudaSuccess ? 0 : -EIO;
 }
 
-static void dev_leave(const struct exec_gpu *x, int prev)
+static void dev_leave(int device, int prev)
 {
-    if (prev >= 0 && prev != x->device)
+    if (prev >= 0 && prev != device)
         cudaSetDevice(prev);
 }
 
-/* The scratch holds at least n bytes (a smaller one is freed in stream order). */
-static int scratch_fit(struct exec_gpu *x, struct bce_scratch *s, uint64_t n, char *msg,
-                       size_t len)
+/* The scratch of x's stream, holding at least n bytes (a smaller one is freed in stream order:
+ * every use of it so far is queued before). */
+static int scratch_for(struct bce_table **t, const struct exec_gpu *x, uint64_t n, void **ret,
+                       char *msg, size_t len)
 {
-    if (s->dev && s->len >= n)
-        return 0;
-    bce_scratch_free(x, s);
-    cudaError_t e = cudaMallocAsync(&s->dev, n, (cudaStream_t)x->stream);
-    if (e != cudaSuccess) {
-        s->dev = NULL;
-        return cuda_failed(x, "scratch for a chunk (cudaMallocAsync)", e, msg, len);
+    int si = -1;
+    for (int i = 0; i < GPU_STREAMS_PER_DEVICE && si < 0; i++)
+        if (gpu_stream(x->g, x->device, (unsigned)i) == x->stream)
+            si = i;
+    if (si < 0 || x->device < 0 || x->device >= GPU_MAX_DEVICES) {
+        snprintf(msg, len, "GPU %d: a copy-engine chunk on a stream that is not the daemon's",
+                 x->device);
+        return -EINVAL;
     }
-    s->len = n;
+    if (!*t && !(*t = calloc(1, sizeof **t))) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    struct bce_scratch *s = &(*t)->s[x->device][si];
+    cudaStream_t st = (cudaStream_t)x->stream;
+    if (!s->dev || s->len < n) {
+        if (s->dev)
+            cudaFreeAsync(s->dev, st);
+        s->dev = NULL;
+        s->len = 0;
+        cudaError_t e = cudaMallocAsync(&s->dev, n, st);
+        if (e != cudaSuccess) {
+            s->dev = NULL;
+            return cuda_failed(x, "scratch for a chunk (cudaMallocAsync)", e, msg, len);
+        }
+        s->len = n;
+    }
+    *ret = s->dev;
     return 0;
 }
 
@@ -70,19 +93,20 @@ static int queued(struct exec_gpu *x, gpu_done_cb done, void *user, char *msg, s
     return MOVE_STARTED;
 }
 
-static int gather_on(struct exec_gpu *x, struct bce_scratch *s, uint64_t lo, uint64_t hi,
+static int gather_on(struct bce_table **t, struct exec_gpu *x, uint64_t lo, uint64_t hi,
                      uint8_t *out, gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    int rc = scratch_fit(x, s, hi - lo, msg, len);
+    void *d;
+    int rc = scratch_for(t, x, hi - lo, &d, msg, len);
     if (rc < 0)
         return rc;
-    rc = kvk_gather(gpu_prog_obj(x->prog), &x->src, lo, hi, s->dev, x->stream);
+    rc = kvk_gather(gpu_prog_obj(x->prog), &x->src, lo, hi, d, x->stream);
     if (rc < 0) {
         snprintf(msg, len, "GPU gather on device %d: %s", x->device, kvk_last_error());
         return rc;
     }
-    cudaError_t e = cudaMemcpyAsync(out, s->dev, hi - lo, cudaMemcpyDeviceToHost,
-                                    (cudaStream_t)x->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(out, d, hi - lo, cudaMemcpyDeviceToHost, (cudaStream_t)x->stream);
     if (e != cudaSuccess) { /* the gather is queued: its stream is waited for before failing */
         cudaStreamSynchronize((cudaStream_t)x->stream);
         return cuda_failed(x, "copying a gathered chunk to host (cudaMemcpyAsync)", e, msg, len);
@@ -90,17 +114,18 @@ static int gather_on(struct exec_gpu *x, struct bce_scratch *s, uint64_t lo, uin
     return queued(x, done, user, msg, len);
 }
 
-static int scatter_on(struct exec_gpu *x, struct bce_scratch *s, const uint8_t *in, uint64_t lo,
+static int scatter_on(struct bce_table **t, struct exec_gpu *x, const uint8_t *in, uint64_t lo,
                       uint64_t hi, gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    int rc = scratch_fit(x, s, hi - lo, msg, len);
+    void *d;
+    int rc = scratch_for(t, x, hi - lo, &d, msg, len);
     if (rc < 0)
         return rc;
-    cudaError_t e = cudaMemcpyAsync(s->dev, in, hi - lo, cudaMemcpyHostToDevice,
-                                    (cudaStream_t)x->stream);
+    cudaError_t e =
+        cudaMemcpyAsync(d, in, hi - lo, cudaMemcpyHostToDevice, (cudaStream_t)x->stream);
     if (e != cudaSuccess)
         return cuda_failed(x, "copying a landed chunk to the GPU (cudaMemcpyAsync)", e, msg, len);
-    rc = kvk_scatter(gpu_prog_obj(x->prog), s->dev, lo, hi, &x->dst, x->stream);
+    rc = kvk_scatter(gpu_prog_obj(x->prog), d, lo, hi, &x->dst, x->stream);
     if (rc < 0) { /* the copy is queued: waited for before failing */
         cudaStreamSynchronize((cudaStream_t)x->stream);
         snprintf(msg, len, "GPU scatter on device %d: %s", x->device, kvk_last_error());
@@ -109,65 +134,73 @@ static int scatter_on(struct exec_gpu *x, struct bce_scratch *s, const uint8_t *
     return queued(x, done, user, msg, len);
 }
 
-int bce_gather(struct exec_gpu *x, struct bce_scratch *s, uint64_t lo, uint64_t hi, uint8_t *out,
+int bce_gather(struct bce_table **t, struct exec_gpu *x, uint64_t lo, uint64_t hi, uint8_t *out,
                gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    int prev, rc = dev_enter(x, &prev, msg, len);
-    if (rc == 0)
-        rc = gather_on(x, s, lo, hi, out, done, user, msg, len);
-    dev_leave(x, prev);
+    int prev;
+    if (dev_enter(x->device, &prev) < 0) {
+        snprintf(msg, len, "GPU %d: cannot be made current", x->device);
+        return -EIO;
+    }
+    int rc = gather_on(t, x, lo, hi, out, done, user, msg, len);
+    dev_leave(x->device, prev);
     return rc;
 }
 
-int bce_scatter(struct exec_gpu *x, struct bce_scratch *s, const uint8_t *in, uint64_t lo,
+int bce_scatter(struct bce_table **t, struct exec_gpu *x, const uint8_t *in, uint64_t lo,
                 uint64_t hi, gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    int prev, rc = dev_enter(x, &prev, msg, len);
-    if (rc == 0)
-        rc = scatter_on(x, s, in, lo, hi, done, user, msg, len);
-    dev_leave(x, prev);
+    int prev;
+    if (dev_enter(x->device, &prev) < 0) {
+        snprintf(msg, len, "GPU %d: cannot be made current", x->device);
+        return -EIO;
+    }
+    int rc = scatter_on(t, x, in, lo, hi, done, user, msg, len);
+    dev_leave(x->device, prev);
     return rc;
 }
 
-void bce_scratch_free(struct exec_gpu *x, struct bce_scratch *s)
+void bce_free(struct bce_table **t, struct gpu *g)
 {
-    char msg[128];
-    int prev;
-    if (!s->dev || dev_enter(x, &prev, msg, sizeof msg) < 0)
+    if (!*t)
         return;
-    if (cudaFreeAsync(s->dev, (cudaStream_t)x->stream) != cudaSuccess) {
-        (void)cudaGetLastError();
-        cudaStreamSynchronize((cudaStream_t)x->stream);
-        cudaFree(s->dev);
-        (void)cudaGetLastError();
-    }
-    dev_leave(x, prev);
-    s->dev = NULL;
-    s->len = 0;
+    for (int d = 0; d < GPU_MAX_DEVICES; d++)
+        for (int i = 0; i < GPU_STREAMS_PER_DEVICE; i++) {
+            struct bce_scratch *s = &(*t)->s[d][i];
+            int prev;
+            if (!s->dev || dev_enter(d, &prev) < 0)
+                continue;
+            cudaFreeAsync(s->dev, (cudaStream_t)gpu_stream(g, d, (unsigned)i));
+            (void)cudaGetLastError();
+            dev_leave(d, prev);
+        }
+    free(*t);
+    *t = NULL;
 }
 
 #else /* !KVF_HAVE_CUDA: no GPU job is ever made */
 
-int bce_gather(struct exec_gpu *x, struct bce_scratch *s, uint64_t lo, uint64_t hi, uint8_t *out,
+int bce_gather(struct bce_table **t, struct exec_gpu *x, uint64_t lo, uint64_t hi, uint8_t *out,
                gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    (void)x, (void)s, (void)lo, (void)hi, (void)out, (void)done, (void)user;
+    (void)t, (void)x, (void)lo, (void)hi, (void)out, (void)done, (void)user;
     snprintf(msg, len, "this kvferryd was built without CUDA");
     return -ENOTSUP;
 }
 
-int bce_scatter(struct exec_gpu *x, struct bce_scratch *s, const uint8_t *in, uint64_t lo,
+int bce_scatter(struct bce_table **t, struct exec_gpu *x, const uint8_t *in, uint64_t lo,
                 uint64_t hi, gpu_done_cb done, void *user, char *msg, size_t len)
 {
-    (void)x, (void)s, (void)in, (void)lo, (void)hi, (void)done, (void)user;
+    (void)t, (void)x, (void)in, (void)lo, (void)hi, (void)done, (void)user;
     snprintf(msg, len, "this kvferryd was built without CUDA");
     return -ENOTSUP;
 }
 
-void bce_scratch_free(struct exec_gpu *x, struct bce_scratch *s)
+void bce_free(struct bce_table **t, struct gpu *g)
 {
-    (void)x;
-    s->dev = NULL;
+    (void)g;
+    free(*t);
+    *t = NULL;
 }
 
 #endif

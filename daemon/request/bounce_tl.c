@@ -23,12 +23,9 @@ static const char *const kind_names[BTL_KINDS] = {
     "chunk_rx", "scatter_launch", "scatter_done", "landed",
 };
 
-struct btl *btl_new(void)
+struct btl *btl_new(uint32_t n)
 {
-    const char *s = getenv("KVF_BOUNCE_TIMELINE");
-    char *end;
-    unsigned long n = s && *s ? strtoul(s, &end, 10) : 0;
-    if (!n || *end)
+    if (!n)
         return NULL;
     n = n < BTL_MIN ? BTL_MIN : n > BTL_MAX ? BTL_MAX : n;
     struct btl *t = calloc(1, sizeof *t + n * sizeof t->ev[0]);

@@ -3,8 +3,8 @@
  * of one host can be read side by side (scripts/bench-gpu-remote joins them by request and
  * extent offset: a chunk's wait for its landing credit, its CHUNK and CREDIT messages, how long
  * both kernels were idle, how many chunks were in flight).
- * Off unless the environment at engine start says KVF_BOUNCE_TIMELINE=N (events kept, 64 ..
- * 1048576): then `kvferryctl arena` shows them as "bounce_timeline". Off, a mark is one branch.
+ * Off unless arena.timeline is N > 0 (events kept, 64 .. 1048576): then `kvferryctl arena`
+ * shows them as "bounce_timeline". Off, a mark is one branch.
  * Ownership: the engine owns its ring (btl_new at start, btl_free at engine_free). Loop thread
  * only. */
 #ifndef KVF_BOUNCE_TL_H
@@ -27,8 +27,8 @@ typedef enum {
     BTL_KINDS
 } btl_kind_t;
 
-/* NULL when the environment does not ask for a timeline (or out of memory). */
-struct btl *btl_new(void);
+/* A ring of n events (clamped to 64 .. 1048576); NULL when n is 0 (off) or out of memory. */
+struct btl *btl_new(uint32_t n);
 struct btl *btl_free(struct btl *t);
 /* One event of request req's writer rank, extent offset ext_off. t may be NULL (off). */
 void btl_mark(struct btl *t, btl_kind_t kind, uint64_t req, uint32_t writer, uint64_t ext_off);

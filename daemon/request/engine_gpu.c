@@ -10,6 +10,9 @@
  *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
  *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
  *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message).
+ *    With gpu.bounce_copy engines (the default) the kernel gathers into the stream's device
+ *    scratch and cudaMemcpyAsync writes the slot's host address (bounce_ce.h: two daemons on
+ *    one GPU overlap that way); the scatter likewise, copy first.
  *  - Generation side: a request whose generation rank has GPU pools binds one program per
  *    writer (the same way); a landed chunk is scattered by kvk_scatter from its landing
  *    slot's device alias and gen_landed then returns the credit as the CPU path does.
@@ -55,7 +58,6 @@ struct egpu_job {
     struct engine *e;
     struct exec_gpu x;          /* the writer's program (cached) on the pools' GPU, its stream */
     struct reg_gpu *pools;      /* one reference */
-    struct bce_scratch scratch; /* copy-engine chunks (bounce_ce.h): device scratch, or none */
     uint32_t refs;              /* the owner + kernels in flight */
     struct gpu_retired retired; /* in e->gpu_retired once unreferenced */
 };
@@ -90,7 +92,7 @@ void egpu_arena_init(struct engine *e)
 {
     struct gpu *g = e->d->gpu;
     const char *base = "host (UCX-allocated, so a same-host peer puts straight into it)";
-    e->tl = btl_new(); /* KVF_BOUNCE_TIMELINE=N: the chunk timeline, for profiling */
+    e->tl = btl_new((uint32_t)e->d->cfg.arena_timeline); /* arena.timeline: for profiling */
     if (!g || gpu_cpu_mode(g)) {
         snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: no GPU (%s)", base,
                  g ? gpu_cpu_reason(g) : "no GPU module");
@@ -117,13 +119,14 @@ void egpu_arena_init(struct engine *e)
                  err);
         return;
     }
-    e->bounce_ce = bce_wanted(); /* KVF_BOUNCE_CE=1: copy engines cross PCIe (experimental) */
+    e->bounce_ce = e->d->cfg.gpu_bounce_copy == CFG_BOUNCE_COPY_ENGINES;
     snprintf(e->arena_why, sizeof e->arena_why,
              "%s, page-locked for CUDA (cudaHostRegister portable|mapped): GPU pools gather "
              "into it and scatter from it (%s)%s",
              base, why,
              e->bounce_ce ? "; chunks cross PCIe by copy engines through a device scratch "
-                            "(KVF_BOUNCE_CE=1)" : "");
+                            "(gpu.bounce_copy engines)"
+                          : "; chunks cross PCIe by the kernels (gpu.bounce_copy kernels)");
     log_info("engine: arena of %zu bytes page-locked for CUDA (device alias %p)", e->arena_len,
              e->arena_dev);
 }
@@ -164,7 +167,6 @@ bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itabl
 static void job_retired_free(struct gpu_retired *r)
 {
     struct egpu_job *j = (struct egpu_job *)((char *)r - offsetof(struct egpu_job, retired));
-    bce_scratch_free(&j->x, &j->scratch); /* stream-ordered: its copies ended */
     exec_gpu_unbind(&j->x); /* back to the program cache: its kernels ended */
     j->pools = reg_gpu_unref(j->pools);
     free(j);
@@ -368,7 +370,7 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
     if (e->bounce_ce) /* a kernel into device scratch, a copy engine into the host slot */
-        return launched(op, bce_gather(&j->x, &j->scratch, st->g.ext_off,
+        return launched(op, bce_gather(&e->ce_scratch, &j->x, st->g.ext_off,
                                        st->g.ext_off + st->g.length, st->buf, on_done, op, msg,
                                        len));
     /* the peer's landing slot through its page-locked mapping, or our staging slot */
@@ -397,7 +399,7 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
                            .serial = rx->scatter_serial, .g = *g};
     const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
     int rc = e->bounce_ce /* a copy engine into device scratch, then the kernel */
-                 ? launched(op, bce_scatter(&j->x, &j->scratch, e->arena_base + g->offset,
+                 ? launched(op, bce_scatter(&e->ce_scratch, &j->x, e->arena_base + g->offset,
                                             g->ext_off, g->ext_off + g->length, on_done, op, msg,
                                             len))
                  : launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
@@ -450,6 +452,7 @@ void egpu_free(struct engine *e)
         egpu_rx_gone(rx);
     gpu_retire_flush(&e->gpu_retired);
     egpu_peer_free_all(e); /* every kernel was waited for: nothing writes the peers' arenas */
+    bce_free(&e->ce_scratch, e->gpu); /* and nothing uses the scratch */
     e->tl = btl_free(e->tl);
     if (e->arena_dev) {
         char err[GPU_REASON_MAX + 64];

@@ -1,5 +1,5 @@
 /* check_bounce_timeline.c: the chunk timeline of the bounce path between two real daemons
- * (daemon/request/bounce_tl.h, KVF_BOUNCE_TIMELINE; scripts/bench-gpu-remote's profile): with
+ * (daemon/request/bounce_tl.h, arena.timeline; scripts/bench-gpu-remote's profile): with
  * it asked for, `arena` of each daemon lists its side's events of every chunk of a real request
  * (host pools, the copy threads writing the peer's slots): at A a credit, a gather launched and
  * done and a CHUNK sent, at B the CHUNK, a scatter launched and done and the slot landed, one of
@@ -13,6 +13,7 @@
 #define SPEC "kimi-linear-48b:blocks=64,slots=4"
 #define ARENA "arena:\n  size: 64MiB\n  chunk: 4MiB\n  window: 4\ngates:\n  min_bytes: 0\n" \
               "deadlines:\n  send_wait: 30s\n  transfer: 60s\n"
+#define TIMELINE "arena.timeline: 4096\n"
 
 enum { K_GRANT, K_GLAUNCH, K_GDONE, K_SENT, K_RX, K_SLAUNCH, K_SDONE, K_LANDED, K_N };
 
@@ -67,9 +68,7 @@ static int collect(json_t *tl, struct chunk *cs, int n, int max)
 START_TEST(both_daemons_list_every_chunk_in_causal_order)
 {
     struct two t;
-    setenv("KVF_BOUNCE_TIMELINE", "4096", 1); /* the daemons inherit it */
-    two_start(&t, ARENA, ARENA, NULL);
-    unsetenv("KVF_BOUNCE_TIMELINE");
+    two_start(&t, ARENA TIMELINE, ARENA TIMELINE, NULL);
     int bad = run_pair(&t);
     json_t *aa = ru_ctl(&t.a, "arena"), *ab = ru_ctl(&t.b, "arena");
     long long landed = ru_ctl_int(&t.b, "stats", "peers.chunks_landed");
