@@ -91,10 +91,13 @@ START_TEST(laycache_receiver_keeps_what_was_sent_and_refuses_stale_references)
     const struct layout *l = laycache_take(&c, &q, &decoded, err, sizeof err);
     ck_assert_msg(l && decoded, "%s", err);
     ck_assert_uint_eq(l->tokens_per_block, 16);
+    const struct layout *flow = l; /* a flow keeps its reference past what follows */
     q.gen_json = NULL, q.gen_json_len = 0; /* a reference to it */
     l = laycache_take(&c, &q, &decoded, err, sizeof err);
     ck_assert(l && !decoded);
+    ck_assert_ptr_eq(l, flow); /* shared, not copied */
     ck_assert_uint_eq(l->tokens_per_block, 16);
+    laycache_unref(l);
     q.layout_id = 6; /* an id the slot does not hold: refused, never the old layout */
     ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
     ck_assert_msg(strstr(err, "layout 6 is not held in slot 2 (it holds 5)"), "%s", err);
@@ -108,6 +111,9 @@ START_TEST(laycache_receiver_keeps_what_was_sent_and_refuses_stale_references)
     l = laycache_take(&c, &q, &decoded, err, sizeof err);
     ck_assert_msg(l && decoded, "%s", err);
     ck_assert_uint_eq(l->tokens_per_block, 32);
+    ck_assert_ptr_ne(l, flow);
+    ck_assert_uint_eq(flow->tokens_per_block, 16); /* the flow's layout was not overwritten */
+    laycache_unref(l);
     q.layout_id = 5, q.gen_json = NULL, q.gen_json_len = 0;
     ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
     /* a layout that fails to decode empties the slot: the old id is refused after it */
@@ -122,15 +128,20 @@ START_TEST(laycache_receiver_keeps_what_was_sent_and_refuses_stale_references)
         q = (struct wire_recv_req){.gen_json = s % 2 ? j32 : j16,
                                    .gen_json_len = (uint32_t)strlen(s % 2 ? j32 : j16),
                                    .layout_id = 100 + s, .layout_slot = s};
-        ck_assert(laycache_take(&c, &q, &decoded, err, sizeof err) && decoded);
+        l = laycache_take(&c, &q, &decoded, err, sizeof err);
+        ck_assert(l && decoded);
+        laycache_unref(l);
     }
     for (uint32_t s = 0; s < WIRE_LAYOUT_SLOTS; s++) {
         q = (struct wire_recv_req){.layout_id = 100 + s, .layout_slot = s};
         l = laycache_take(&c, &q, &decoded, err, sizeof err);
         ck_assert(l && !decoded);
         ck_assert_uint_eq(l->tokens_per_block, s % 2 ? 32 : 16);
+        laycache_unref(l);
     }
     laycache_clear(&c);
+    ck_assert_uint_eq(flow->tokens_per_block, 16); /* still the flow's after the peer's loss */
+    laycache_unref(flow);
     q = (struct wire_recv_req){.layout_id = 100, .layout_slot = 0}; /* a reconnected peer */
     ck_assert_ptr_null(laycache_take(&c, &q, &decoded, err, sizeof err));
     free(j16);

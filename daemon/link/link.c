@@ -1,10 +1,14 @@
 /* link.c: the link's UCP context and worker, progressed from libuv, the listener, deferred work,
  * teardown and the status section. See link.h for the contract. Loop thread only.
  *
- * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work that
- * callbacks deferred, then arm; UCS_ERR_BUSY means progress again. After LINK_ROUNDS busy rounds
- * the uv_poll is stopped and a 1 ms timer progresses until arm succeeds, so a wedged shared-memory
- * peer can never freeze the loop. UCX callbacks only record work; it runs here, outside progress. */
+ * Progress (docs/UCX.md traps 3 and 10): on a worker event, progress until idle, run the work
+ * that callbacks deferred, then arm; UCS_ERR_BUSY means progress again. What the callbacks sent
+ * or deferred in a pass is progressed by the same pass (a kick inside it starts no timer, so one
+ * message in and one out cost one pass and one arm); a pass whose callbacks keep sending yields
+ * to the loop after LINK_MAX_ROUNDS rounds and goes on at once. After LINK_ROUNDS busy arms the
+ * uv_poll is stopped and the next pass comes from a timer: at once for LINK_BUSY_QUICK passes,
+ * then every 1 ms until arm succeeds, so a wedged shared-memory peer can never freeze the loop.
+ * UCX callbacks only record work; it runs here, outside progress. */
 #include "link_int.h"
 
 #include "log.h"
@@ -17,9 +21,11 @@
 #include <strings.h>
 #include <ucs/memory/memory_type.h>
 
-#define LINK_ROUNDS 8
+#define LINK_ROUNDS 8      /* arms that say busy before a pass gives the loop its turn */
+#define LINK_MAX_ROUNDS 64 /* progress rounds in one pass, busy or sending */
 #define LINK_SPINS 1024
 #define LINK_TICK_MS 100
+#define LINK_BUSY_QUICK 4 /* busy passes retried at once before the 1 ms timer */
 
 enum { PEND_CONN, PEND_RNDV, PEND_DONE };
 
@@ -35,6 +41,7 @@ struct link_pending {
     struct link_ordered *ord; /* PEND_RNDV: its place in the peer's order */
     link_done_cb cb; /* PEND_DONE */
     void *arg;
+    int status;
 };
 
 int link_err_from_ucs(ucs_status_t s)
@@ -106,18 +113,24 @@ void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const v
     link_queue(l, w);
 }
 
-int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+int link_defer_status(struct link *l, link_done_cb cb, void *arg, int status)
 {
     if (!cb)
         return 0;
-    struct link_pending *w = calloc(1, sizeof(*w));
+    struct link_pending *w = malloc(sizeof(*w)); /* the fields it uses are set below */
     if (!w)
         return -ENOMEM;
     w->kind = PEND_DONE;
     w->cb = cb;
     w->arg = arg;
+    w->status = status;
     link_queue(l, w);
     return 0;
+}
+
+int link_defer_done(struct link *l, link_done_cb cb, void *arg)
+{
+    return link_defer_status(l, cb, arg, 0);
 }
 
 static void link_run_pending(struct link *l)
@@ -128,7 +141,7 @@ static void link_run_pending(struct link *l)
         if (!l->pending_head)
             l->pending_tail = NULL;
         if (w->kind == PEND_DONE) {
-            w->cb(w->arg, 0);
+            w->cb(w->arg, w->status);
         } else if (w->kind == PEND_CONN) {
             if (l->freeing || link_peer_accept(l, w->conn) < 0)
                 ucp_listener_reject(l->listener, w->conn);
@@ -152,17 +165,25 @@ static void link_poll_cb(uv_poll_t *h, int status, int events);
 
 static void link_progress(struct link *l)
 {
-    for (int round = 0; round < LINK_ROUNDS; round++) {
+    l->st.progress_passes++;
+    l->in_pass = 1;
+    int busy = 0;
+    for (int round = 0; round < LINK_MAX_ROUNDS && busy < LINK_ROUNDS; round++) {
+        l->kicked = 0;
         l->in_progress = 1;
         for (unsigned n = 0; n < LINK_SPINS && ucp_worker_progress(l->worker); n++)
-            ;
+            l->st.progress_busy++;
+        l->st.progress_calls++;
         l->in_progress = 0;
         link_run_pending(l);
         link_peer_reap(l);
-        if (l->pending_head)
+        if (l->pending_head || l->kicked) /* what a callback sent is progressed in this pass */
             continue;
         ucs_status_t s = ucp_worker_arm(l->worker);
+        l->st.arms++;
         if (s == UCS_OK) {
+            l->in_pass = 0;
+            l->busy_passes = 0;
             if (l->busy_mode) {
                 l->busy_mode = 0;
                 uv_timer_stop(&l->busy_timer);
@@ -172,13 +193,23 @@ static void link_progress(struct link *l)
         }
         if (s != UCS_ERR_BUSY)
             log_warn("link: ucp_worker_arm: %s", ucs_status_string(s));
+        busy++;
+    }
+    l->in_pass = 0;
+    if (busy < LINK_ROUNDS) { /* out of rounds while callbacks kept sending: the loop's turn */
+        if (!uv_is_active((uv_handle_t *)&l->busy_timer))
+            uv_timer_start(&l->busy_timer, link_busy_cb, 0, 0);
+        return;
     }
     if (!l->busy_mode) {
         l->busy_mode = 1;
         l->st.progress_busy_fallbacks++;
         uv_poll_stop(&l->poll);
     }
-    uv_timer_start(&l->busy_timer, link_busy_cb, 1, 0);
+    /* A busy spell is usually over within a loop turn: the next pass comes at once, after the
+     * loop ran what else was due. Only a peer that keeps arm busy (a killed shared-memory one:
+     * trap 3) is progressed every 1 ms, so it never spins the loop. */
+    uv_timer_start(&l->busy_timer, link_busy_cb, ++l->busy_passes <= LINK_BUSY_QUICK ? 0 : 1, 0);
 }
 
 static void link_busy_cb(uv_timer_t *t)
@@ -190,6 +221,7 @@ static void link_poll_cb(uv_poll_t *h, int status, int events)
 {
     (void)events;
     struct link *l = h->data;
+    l->st.wakeups++;
     if (status < 0)
         log_warn("link: poll on the UCX event fd: %s", uv_strerror(status));
     link_progress(l);
@@ -199,8 +231,13 @@ void link_kick(struct link *l)
 {
     if (l->freeing)
         return;
+    if (l->in_pass) { /* the pass runs another round before it arms */
+        l->kicked = 1;
+        return;
+    }
     if (!uv_is_active((uv_handle_t *)&l->busy_timer))
-        uv_timer_start(&l->busy_timer, link_busy_cb, l->busy_mode ? 1 : 0, 0);
+        uv_timer_start(&l->busy_timer, link_busy_cb,
+                       l->busy_mode && l->busy_passes > LINK_BUSY_QUICK ? 1 : 0, 0);
 }
 
 static void link_tick_cb(uv_timer_t *t)
@@ -541,13 +578,18 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "peers", peers);
     json_object_set_new(
         o, "counters",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "msgs_sent",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
+                  "msgs_sent",
                   (json_int_t)s->msgs_sent, "msgs_recv", (json_int_t)s->msgs_recv, "bytes_sent",
                   (json_int_t)s->bytes_sent, "bytes_recv", (json_int_t)s->bytes_recv, "puts",
                   (json_int_t)s->puts, "bytes_put", (json_int_t)s->bytes_put,
                   "handshakes_refused", (json_int_t)s->refused, "msgs_dropped",
                   (json_int_t)s->dropped, "peers_failed", (json_int_t)s->peers_failed,
                   "progress_busy_fallbacks", (json_int_t)s->progress_busy_fallbacks,
-                  "peers_lost_keepalive", (json_int_t)s->peers_lost_keepalive));
+                  "peers_lost_keepalive", (json_int_t)s->peers_lost_keepalive, "cma_writes",
+                  (json_int_t)s->cma_writes, "wakeups", (json_int_t)s->wakeups,
+                  "progress_passes", (json_int_t)s->progress_passes, "progress_calls",
+                  (json_int_t)s->progress_calls, "progress_busy", (json_int_t)s->progress_busy,
+                  "arms", (json_int_t)s->arms));
     return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
 }

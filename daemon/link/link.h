@@ -51,6 +51,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 #include <uv.h>
 
 #define LINK_PROTO_VERSION 2 /* 2: wire v2 (RECV_REQ names its layout: engine_laycache.h) */
@@ -193,6 +194,12 @@ void *link_peer_data(const struct link_peer *p);
 int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
               size_t len, link_done_cb cb, void *arg);
 
+/* link_send for a caller that can take the answer at once: a send that completed in the call (an
+ * eager message, its payload copied out) returns 1 and cb is never called; otherwise as
+ * link_send (0, cb later; or -errno). Saves the deferred completion and a progress round. */
+int link_send_now(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                  const void *data, size_t len, link_done_cb cb, void *arg);
+
 /* The local arena: base and size (NULL/0 without one). */
 void *link_arena(const struct link *l, size_t *len_ret);
 /* Puts len bytes from local (any memory; the arena is fastest) at remote_offset of the peer's
@@ -222,6 +229,20 @@ int link_peer_arena_map(struct link_peer *p, uint8_t **base_ret);
  * peer's exit would be the one written, so copies stop when the peer is lost (its endpoint
  * fails about 10 ms after its death, long before a pid comes round again). */
 int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_ret);
+/* Whether the peer's process may be written from here over cma (link_cma.c): cma among the
+ * endpoint's lanes, its pid known in our pid namespace of this boot (link_proc.c), that pid
+ * running our own binary, and a 1-byte process_vm_readv at probe_addr (an address the peer named
+ * as writable, e.g. a pool's base in RECV_REQ) allowed; decided once per peer. 0 yes; -ENOTSUP
+ * (not so, or not decided yet while the lanes settle) or -ENOTCONN. */
+int link_peer_cma(struct link_peer *p, uint64_t probe_addr);
+/* Writes local[i] to remote[i] (addresses in the peer's process, the same lengths), i < n <=
+ * LINK_CMA_IOV_MAX, with one process_vm_writev, on this thread, now (link_peer_cma must have
+ * said yes). cb as for link_send, with 0 or the call's -errno (-EFAULT: a short write, the range
+ * is not mapped there; -ESRCH: the process exited). As with the mapping, the bytes count as
+ * landed for the peer once a message sent after cb reaches it. -EINVAL / -ENOTCONN without cb. */
+#define LINK_CMA_IOV_MAX 1024 /* IOV_MAX */
+int link_cma_write(struct link_peer *p, const struct iovec *local, const struct iovec *remote,
+                   unsigned n, link_done_cb cb, void *arg);
 /* Keeps p's memory, its arena's mapping included, until link_peer_release, also past
  * on_peer_down (a failed peer's mapping stays valid, its endpoint closed). Loop thread; every hold
  * is released before link_free. */
@@ -249,6 +270,10 @@ struct link_stats {
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, puts, bytes_put;
     uint64_t refused, dropped, peers_failed, progress_busy_fallbacks;
     uint64_t peers_lost_keepalive; /* failed for silence (link_alive.c) */
+    uint64_t cma_writes;           /* link_cma_write calls */
+    /* the loop's work for UCX: event fd wake-ups, progress passes (a wake-up, a kick or the
+     * busy timer), ucp_worker_progress calls (busy: those that found work), ucp_worker_arm */
+    uint64_t wakeups, progress_passes, progress_calls, progress_busy, arms;
 };
 void link_get_stats(const struct link *l, struct link_stats *ret);
 

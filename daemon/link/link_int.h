@@ -69,6 +69,7 @@ struct link_peer {
     char rma_bw[160];            /* transports of the rendezvous (rma_bw) lanes: no tcp (trap 16) */
     int direct_mem;              /* a lane reaches the other process's memory (link_peer_direct_mem) */
     int cma_write;               /* link_peer_arena_cma: 0 not decided, 1 we may write, -1 not */
+    int cma_proc;                /* link_peer_cma: 0 not decided, 1 we may write it, -1 not */
     /* keepalive (link_alive.c) */
     uint64_t alive_seen_ms;      /* last PING or PONG heard (uv_now); 0 until READY is checked */
     uint64_t alive_sent_ms;      /* last PING sent */
@@ -111,6 +112,9 @@ struct link {
     int freeing;
     int busy_mode;               /* poll stopped, progressing from busy_timer */
     int in_progress;             /* inside ucp_worker_progress */
+    int in_pass;                 /* inside link_progress: a kick is its next round, no timer */
+    int kicked;                  /* kicked during this pass */
+    unsigned busy_passes;        /* passes in a row that ended with arm still busy */
     unsigned inflight;           /* sends, puts, flushes, receives not yet complete */
     ucp_context_h ctx;
     ucp_worker_h worker;
@@ -156,6 +160,8 @@ void link_kick(struct link *l);                 /* progress soon, from the loop 
 /* Runs cb(arg, 0) from the loop after this progress round: an operation that completed at once
  * (trap 7) still reports later, never before the call that started it returns. */
 int link_defer_done(struct link *l, link_done_cb cb, void *arg);
+/* The same with a status for cb (a synchronous operation that failed: cma writes). */
+int link_defer_status(struct link *l, link_done_cb cb, void *arg, int status);
 void link_defer_conn(struct link *l, ucp_conn_request_h req);
 void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
                      size_t hdr_len, void *desc, size_t len, struct link_ordered *o);

@@ -14,6 +14,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,8 +67,10 @@ static void send_done(void *request, ucs_status_t status, void *user_data)
         ucp_request_free(request);
 }
 
-int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
-                 const void *data, size_t len, link_done_cb cb, void *arg)
+/* The send itself. now: a send done at once returns 1 without calling cb (the payload was
+ * copied out); else cb runs from the loop (trap 7). */
+static int am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
+                   const void *data, size_t len, link_done_cb cb, void *arg, bool now)
 {
     if (!p->ep)
         return -ENOTCONN;
@@ -89,22 +92,28 @@ int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hd
         .flags = UCP_AM_SEND_FLAG_REPLY,
     };
     ucs_status_ptr_t s = ucp_am_send_nbx(p->ep, am_id, r->hdr, hdr_len, data, len, &rp);
-    link_kick(p->link);
     if (UCS_PTR_IS_ERR(s)) {
         free(r);
+        link_kick(p->link); /* the endpoint's failure is reported from progress */
         return link_err_from_ucs(UCS_PTR_STATUS(s));
     }
-    if (s == NULL) { /* done at once (trap 7): report from the loop, not from inside this call */
-        int rc = link_defer_done(p->link, cb, arg);
+    if (s == NULL) { /* done at once (trap 7): nothing for progress to push */
         free(r);
-        return rc;
+        return now ? 1 : link_defer_done(p->link, cb, arg);
     }
+    link_kick(p->link); /* in flight: progress pushes it */
     p->link->inflight++;
     return 0;
 }
 
-int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
-              size_t len, link_done_cb cb, void *arg)
+int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hdr_len,
+                 const void *data, size_t len, link_done_cb cb, void *arg)
+{
+    return am_send(p, am_id, hdr, hdr_len, data, len, cb, arg, false);
+}
+
+static int user_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                     const void *data, size_t len, link_done_cb cb, void *arg, bool now)
 {
     if (p->state != LINK_PEER_READY)
         return -ENOTCONN;
@@ -115,14 +124,26 @@ int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_le
     memcpy(buf, &w, sizeof(w));
     if (hdr_len)
         memcpy(buf + sizeof(w), hdr, hdr_len);
-    int rc = link_am_send(p, LINK_AM_USER, buf, sizeof(w) + hdr_len, data, len, cb, arg);
-    if (rc == 0) {
+    int rc = am_send(p, LINK_AM_USER, buf, sizeof(w) + hdr_len, data, len, cb, arg, now);
+    if (rc >= 0) {
         p->msgs_sent++;
         p->bytes_sent += len;
         p->link->st.msgs_sent++;
         p->link->st.bytes_sent += len;
     }
     return rc;
+}
+
+int link_send(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len, const void *data,
+              size_t len, link_done_cb cb, void *arg)
+{
+    return user_send(p, type, hdr, hdr_len, data, len, cb, arg, false);
+}
+
+int link_send_now(struct link_peer *p, uint16_t type, const void *hdr, size_t hdr_len,
+                  const void *data, size_t len, link_done_cb cb, void *arg)
+{
+    return user_send(p, type, hdr, hdr_len, data, len, cb, arg, true);
 }
 
 void link_deliver(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,

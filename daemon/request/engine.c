@@ -499,6 +499,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(replans);
     C(bytes_local_writers);
     C(fragment_puts);
+    C(fragment_cma_writes);
     C(bytes_fragment);
     C(gpu_gathers);
     C(gpu_scatters);

@@ -143,7 +143,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ctx_ids[q->writer]);
-    struct plan_input pin = {.gen = &tx->gen,
+    struct plan_input pin = {.gen = tx->gen,
                              .ctx = tab->ranks,
                              .n_ctx = tab->n,
                              .ctx_ids = ctx_ids,
@@ -172,7 +172,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
                 "context rank %u writes nothing for generation rank "
                 "%u",
-                q->writer, layout_rank(&tx->gen));
+                q->writer, layout_rank(tx->gen));
         return;
     }
     if (tx->pw->bytes != q->extent_bytes) {
@@ -230,8 +230,7 @@ static void get_table(struct tx *tx)
             ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
             return;
         }
-        plan_with(tx, t);
-        tab_free_one(t);
+        plan_with(tx, t); /* t is the home's, borrowed */
         return;
     }
     int err;
@@ -322,9 +321,10 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         code = KVF_E_INTERNAL;
         snprintf(msg, sizeof msg, "out of memory");
     }
-    if (gl && tx)
-        memcpy(&tx->gen, gl, sizeof tx->gen);
-    else if (!gl && code == KVF_OK) {
+    if (gl && tx) {
+        tx->gen = gl; /* the reference laycache_take gave */
+        gl = NULL;
+    } else if (!gl && code == KVF_OK) {
         code = KVF_E_BAD_REQUEST;
         snprintf(msg, sizeof msg, "generation layout: %s", lerr);
     }
@@ -338,6 +338,9 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
     }
     if (code != KVF_OK) {
+        laycache_unref(gl);
+        if (tx)
+            laycache_unref(tx->gen);
         free(tx);
         wire_msg_done(m);
         return;
@@ -500,6 +503,7 @@ void ctx_sweep(struct engine *e)
             tx->peer->users--;
         egpu_tx_gone(tx); /* its program is freed when its kernels ended */
         plan_done(&tx->plan); /* zeroed unless planned (plan_request writes it on success) */
+        laycache_unref(tx->gen);
         wire_msg_done(&tx->rr);
         free(tx);
     }

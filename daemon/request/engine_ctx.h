@@ -13,7 +13,7 @@ struct tx {
     struct epeer *peer;
     uint64_t flow;
     struct wire_msg rr; /* the decoded RECV_REQ (owned) */
-    struct layout gen;  /* decoded from rr */
+    const struct layout *gen; /* the RECV_REQ's, a reference on the peer's cache (laycache.h) */
     struct xfer *send;  /* borrowed until engine_send_end; NULL before the meeting */
     enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
     bool nacked;                /* failed here and told its generation daemon: that daemon

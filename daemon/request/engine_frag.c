@@ -189,38 +189,50 @@ static void job_cb(void *arg, int status)
         job_end(j);
 }
 
-int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
+/* Over lanes of one host that include cma (link_peer_cma) the context daemon writes the pools
+ * itself with process_vm_writev: UCX would emulate puts into memory it did not allocate with
+ * active messages (a copy on each side, the generation daemon's loop copying each fragment out
+ * and acknowledging it). arena.cma_write: am keeps the UCX puts. */
+static bool use_cma(struct engine *e, struct link_peer *lp, const struct wire_recv_req *q)
 {
-    struct engine *e = tx->e;
-    const struct wire_recv_req *q = &tx->rr.u.recv_req;
-    const struct plan_writer *pw = tx->pw;
-    /* every destination range inside the generation layout's pools, with an rkey for it */
-    struct copy_mem bounds = {.n = tx->gen.n_pools};
-    const struct wire_rkey *rk[LAYOUT_MAX_POOLS] = {0};
-    for (uint32_t i = 0; i < q->n_rkeys; i++)
-        if (q->rkeys[i].pool < tx->gen.n_pools)
-            rk[q->rkeys[i].pool] = &q->rkeys[i];
-    for (uint32_t p = 0; p < tx->gen.n_pools; p++) {
-        bounds.base[p] = rk[p] ? (uint8_t *)(uintptr_t)1 : NULL; /* sizes only */
-        bounds.size[p] = tx->gen.pools[p].bytes;
+    return e->d->cfg.arena_cma_write == CFG_CMA_WRITE_COPY && q->n_rkeys > 0 &&
+           link_peer_cma(lp, q->rkeys[0].remote_base) == 0;
+}
+
+/* Every run of the writer's program into the pools in batches of LINK_CMA_IOV_MAX runs, one
+ * process_vm_writev each; each completes (deferred) through job_cb. */
+static int cma_writes(struct fragjob *j, struct link_peer *lp, const struct plan_writer *pw,
+                      const struct copy_mem *src, const struct wire_rkey *const *rk)
+{
+    static struct iovec l[LINK_CMA_IOV_MAX], r[LINK_CMA_IOV_MAX]; /* loop thread only */
+    unsigned n = 0;
+    int rc = 0;
+    for (uint32_t i = 0; i < pw->n_ops && rc == 0; i++) {
+        const struct copy_op *o = &pw->ops[i];
+        for (uint64_t k = 0; k < o->count && rc == 0; k++) {
+            l[n].iov_base = (void *)(src->base[o->src_pool] + o->src_off +
+                                     (int64_t)k * o->src_stride);
+            r[n].iov_base = (void *)(uintptr_t)(rk[o->dst_pool]->remote_base + o->dst_off +
+                                                (uint64_t)((int64_t)k * o->dst_stride));
+            l[n].iov_len = r[n].iov_len = o->len;
+            bool last = i + 1 == pw->n_ops && k + 1 == o->count;
+            if (++n < LINK_CMA_IOV_MAX && !last)
+                continue;
+            j->pending++;
+            if ((rc = link_cma_write(lp, l, r, n, job_cb, j)) < 0)
+                j->pending--;
+            else
+                j->cma++;
+            n = 0;
+        }
     }
-    if (copy_check(pw->ops, pw->n_ops, &bounds, 'd') < 0) {
-        snprintf(msg, len,
-                 "fragment: a destination lies outside the generation pools, or a pool "
-                 "has no rkey");
-        return -ERANGE;
-    }
-    struct fragjob *j = calloc(1, sizeof *j);
-    if (!j) {
-        snprintf(msg, len, "out of memory");
-        return -ENOMEM;
-    }
-    j->e = e;
-    j->tx = tx;
-    j->next = e->frags;
-    e->frags = j;
-    tx->frag = j;
-    struct link_peer *lp = tx->peer->lp;
+    return rc;
+}
+
+/* One UCX put per run, then a flush (a put completes locally; the flush says it landed). */
+static int ucx_puts(struct fragjob *j, struct link_peer *lp, const struct plan_writer *pw,
+                    const struct copy_mem *src, const struct wire_rkey *const *rk)
+{
     int rc = 0;
     for (uint32_t i = 0; i < pw->n_ops && rc == 0; i++) {
         const struct copy_op *o = &pw->ops[i];
@@ -243,9 +255,46 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
         if (rc < 0)
             j->pending--;
     }
+    return rc;
+}
+
+int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
+{
+    struct engine *e = tx->e;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    const struct plan_writer *pw = tx->pw;
+    /* every destination range inside the generation layout's pools, with an rkey for it */
+    struct copy_mem bounds = {.n = tx->gen->n_pools};
+    const struct wire_rkey *rk[LAYOUT_MAX_POOLS] = {0};
+    for (uint32_t i = 0; i < q->n_rkeys; i++)
+        if (q->rkeys[i].pool < tx->gen->n_pools)
+            rk[q->rkeys[i].pool] = &q->rkeys[i];
+    for (uint32_t p = 0; p < tx->gen->n_pools; p++) {
+        bounds.base[p] = rk[p] ? (uint8_t *)(uintptr_t)1 : NULL; /* sizes only */
+        bounds.size[p] = tx->gen->pools[p].bytes;
+    }
+    if (copy_check(pw->ops, pw->n_ops, &bounds, 'd') < 0) {
+        snprintf(msg, len,
+                 "fragment: a destination lies outside the generation pools, or a pool "
+                 "has no rkey");
+        return -ERANGE;
+    }
+    struct fragjob *j = calloc(1, sizeof *j);
+    if (!j) {
+        snprintf(msg, len, "out of memory");
+        return -ENOMEM;
+    }
+    j->e = e;
+    j->tx = tx;
+    j->next = e->frags;
+    e->frags = j;
+    tx->frag = j;
+    struct link_peer *lp = tx->peer->lp;
+    int rc = use_cma(e, lp, q) ? cma_writes(j, lp, pw, src, rk) : ucx_puts(j, lp, pw, src, rk);
     if (rc < 0 && j->err == 0)
         j->err = rc;
     e->c.fragment_puts += j->puts;
+    e->c.fragment_cma_writes += j->cma;
     e->c.bytes_fragment += pw->bytes;
     j->issued = true;
     if (j->pending == 0)

@@ -18,7 +18,7 @@ struct fragjob {
     struct engine *e;
     struct tx *tx;    /* NULL once the flow ended */
     uint32_t pending; /* puts + the flush not yet completed */
-    uint64_t puts;
+    uint64_t puts, cma; /* UCX puts; process_vm_writev calls (link_cma_write) */
     int err;
     bool issued, own_mem;
     struct copy_mem mem; /* a departing rank's mappings, unmapped at the end */

@@ -191,6 +191,24 @@ void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m
              (unsigned long long)fi->epoch);
 }
 
+/* The table's epoch. It must change whenever any rank (re-)registers, here or forwarded, and
+ * must not repeat after the instance left and came back or this daemon restarted: mix this
+ * run's random workers epoch, the newest local registration (worker ids only grow) and the
+ * newest forward. */
+static uint64_t home_epoch(const struct engine *e, const struct reg_instance *in,
+                           const struct fwd_inst *fi, uint32_t n)
+{
+    uint64_t newest = 0;
+    for (uint32_t i = 0; in && i < n; i++)
+        if (in->ranks[i] && in->ranks[i]->worker_id > newest)
+            newest = in->ranks[i]->worker_id;
+    uint64_t z = e->d->workers->epoch ^ (newest << 32) ^ (fi ? fi->epoch : 0);
+    z += 0x9e3779b97f4a7c15ull; /* splitmix64 finalizer */
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (z ^ (z >> 31)) | 1;
+}
+
 int home_table(struct engine *e, const char *instance, struct itable **ret, char *msg, size_t len)
 {
     struct reg_instance *in = e->d->workers ? registry_find(&e->d->workers->reg, instance) : NULL;
@@ -206,6 +224,26 @@ int home_table(struct engine *e, const char *instance, struct itable **ret, char
         snprintf(msg, len, "instance %s is a generation instance, not a context one", instance);
         return -ENOENT;
     }
+    int missing = 0;
+    size_t off = (size_t)snprintf(
+        msg, len, "context instance %s is incomplete at its home: rank(s)", instance);
+    for (uint32_t i = 0; i < n; i++)
+        if (!(in && in->ranks[i]) && !(fi && fi->have[i])) {
+            missing++;
+            if (off < len)
+                off += (size_t)snprintf(msg + off, len - off, " %u", i);
+        }
+    if (missing) {
+        if (off < len)
+            snprintf(msg + off, len - off, " of %u not registered", n);
+        return -ENOENT;
+    }
+    uint64_t epoch = home_epoch(e, in, fi, n);
+    struct itable *c = e->home_tab; /* the last one built: the same epoch, the same layouts */
+    if (c && c->epoch == epoch && c->n == n && strcmp(c->instance, instance) == 0) {
+        *ret = c;
+        return 0;
+    }
     struct itable *t = calloc(1, sizeof *t);
     if (t) {
         t->ranks = calloc(n, sizeof *t->ranks);
@@ -216,51 +254,29 @@ int home_table(struct engine *e, const char *instance, struct itable **ret, char
         snprintf(msg, len, "out of memory");
         return -ENOMEM;
     }
-    int missing = 0;
-    size_t off = (size_t)snprintf(
-        msg, len, "context instance %s is incomplete at its home: rank(s)", instance);
     for (uint32_t i = 0; i < n; i++) {
         if (in && in->ranks[i]) {
             t->ranks[i] = in->ranks[i]->layout;
             snprintf(t->addrs[i], sizeof t->addrs[i], "%s", e->self_addr);
-        } else if (fi && fi->have[i]) {
+        } else {
             t->ranks[i] = fi->ranks[i];
             snprintf(t->addrs[i], sizeof t->addrs[i], "%s", fi->addrs[i]);
-        } else {
-            missing++;
-            if (off < len)
-                off += (size_t)snprintf(msg + off, len - off, " %u", i);
         }
-    }
-    if (missing) {
-        if (off < len)
-            snprintf(msg + off, len - off, " of %u not registered", n);
-        tab_free_one(t);
-        return -ENOENT;
     }
     snprintf(t->instance, sizeof t->instance, "%s", instance);
     snprintf(t->home, sizeof t->home, "%s", e->self_addr);
     t->n = n;
-    /* The epoch must change whenever any rank (re-)registers, here or forwarded, and must not
-     * repeat after the instance left and came back or this daemon restarted: mix this run's
-     * random workers epoch, the newest local registration (worker ids only grow) and the
-     * newest forward. */
-    uint64_t newest = 0;
-    for (uint32_t i = 0; in && i < n; i++)
-        if (in->ranks[i] && in->ranks[i]->worker_id > newest)
-            newest = in->ranks[i]->worker_id;
-    uint64_t z = e->d->workers->epoch ^ (newest << 32) ^ (fi ? fi->epoch : 0);
-    z += 0x9e3779b97f4a7c15ull; /* splitmix64 finalizer */
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    t->epoch = (z ^ (z >> 31)) | 1;
+    t->epoch = epoch;
     t->state = TAB_READY;
+    tab_free_one(e->home_tab);
+    e->home_tab = t;
     *ret = t;
     return 0;
 }
 
 void home_free_all(struct engine *e)
 {
+    e->home_tab = tab_free_one(e->home_tab);
     while (e->fwd_insts) {
         struct fwd_inst *fi = e->fwd_insts;
         e->fwd_insts = fi->next;

@@ -66,6 +66,7 @@ struct engine_counters {
     uint64_t path_bounce_cma; /* flows to a peer whose arena the copy threads write over cma */
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
+    uint64_t fragment_cma_writes; /* fragment runs written into the pools over cma, per call */
     uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
@@ -106,6 +107,7 @@ struct engine {
     struct msg_out *msgs;       /* control messages in flight (engine_send.c) */
     struct fwd_out *fwds;       /* registrations still to forward */
     struct fwd_inst *fwd_insts; /* as a home: forwarded layouts */
+    struct itable *home_tab;    /* as a home: the last table built (home_table) */
     uint64_t forwards_seen;
     uint32_t n_fwd_insts;
     struct fragreg *fragregs; /* generation ranks' pools registered with UCX */

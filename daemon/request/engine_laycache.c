@@ -2,6 +2,7 @@
  * engine_laycache.h). */
 #include "engine_laycache.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -52,6 +53,18 @@ void laycache_forget(struct laycache *c, uint32_t slot)
     }
 }
 
+static void ent_unref(struct laycache_ent *x)
+{
+    if (x && --x->refs == 0)
+        free(x);
+}
+
+void laycache_unref(const struct layout *l)
+{
+    if (l)
+        ent_unref((struct laycache_ent *)((char *)l - offsetof(struct laycache_ent, l)));
+}
+
 const struct layout *laycache_take(struct laycache *c, const struct wire_recv_req *q,
                                    bool *decoded, char *err, size_t len)
 {
@@ -63,30 +76,38 @@ const struct layout *laycache_take(struct laycache *c, const struct wire_recv_re
         return NULL;
     }
     if (!q->gen_json_len) {
-        if (c->held[s] && c->held_id[s] == q->layout_id)
-            return c->held[s];
+        if (c->held[s] && c->held_id[s] == q->layout_id) {
+            c->held[s]->refs++;
+            return &c->held[s]->l;
+        }
         snprintf(err, len, "layout %llu is not held in slot %u (it holds %llu)",
                  (unsigned long long)q->layout_id, s, (unsigned long long)c->held_id[s]);
         return NULL;
     }
     c->held_id[s] = 0; /* a layout that fails to decode leaves the slot empty, not stale */
+    if (c->held[s] && c->held[s]->refs > 1) { /* flows still plan with it: a new one */
+        ent_unref(c->held[s]);
+        c->held[s] = NULL;
+    }
     if (!c->held[s] && !(c->held[s] = malloc(sizeof *c->held[s]))) {
         snprintf(err, len, "out of memory");
         return NULL;
     }
+    c->held[s]->refs = 1;
     char why[256];
-    if (layout_from_json(q->gen_json, q->gen_json_len, c->held[s], why, sizeof why) < 0) {
+    if (layout_from_json(q->gen_json, q->gen_json_len, &c->held[s]->l, why, sizeof why) < 0) {
         snprintf(err, len, "%s", why);
         return NULL;
     }
     c->held_id[s] = q->layout_id;
     *decoded = true;
-    return c->held[s];
+    c->held[s]->refs++;
+    return &c->held[s]->l;
 }
 
 void laycache_clear(struct laycache *c)
 {
     for (uint32_t i = 0; i < WIRE_LAYOUT_SLOTS; i++)
-        free(c->held[i]);
+        ent_unref(c->held[i]);
     *c = (struct laycache){0};
 }

@@ -27,9 +27,16 @@ struct laycache {
     uint64_t sent_id[WIRE_LAYOUT_SLOTS], sent_used[WIRE_LAYOUT_SLOTS], tick;
     uint64_t sent_flow[WIRE_LAYOUT_SLOTS];
     bool sent_ok[WIRE_LAYOUT_SLOTS];
-    /* context side: what the peer sent us, decoded (owned; NULL: empty) */
+    /* context side: what the peer sent us, decoded (one reference each; NULL: empty) */
     uint64_t held_id[WIRE_LAYOUT_SLOTS];
-    struct layout *held[WIRE_LAYOUT_SLOTS];
+    struct laycache_ent *held[WIRE_LAYOUT_SLOTS];
+};
+
+/* A decoded layout shared by the cache and the flows planned against it (a layout is 100 KB:
+ * each flow borrows it instead of copying it). */
+struct laycache_ent {
+    uint32_t refs;
+    struct layout l;
 };
 
 /* Generation side: true when the peer holds layout `id` (in *slot: send the reference only);
@@ -42,12 +49,14 @@ void laycache_answered(struct laycache *c, uint64_t flow);
 void laycache_forget(struct laycache *c, uint32_t slot);
 
 /* Context side: the layout a RECV_REQ names. A sent one is decoded and kept (*decoded = true),
- * replacing the slot's; a reference must match the slot's id. Returns the layout (owned by the
- * cache, valid until the next call for this peer), or NULL with a message in err. */
+ * replacing the slot's; a reference must match the slot's id. Returns the layout with a
+ * reference for the caller (laycache_unref), or NULL with a message in err. */
 const struct layout *laycache_take(struct laycache *c, const struct wire_recv_req *q,
                                    bool *decoded, char *err, size_t len);
+/* Drops a reference laycache_take gave; the layout is freed with its last one. Accepts NULL. */
+void laycache_unref(const struct layout *l);
 
-/* Frees what the context side keeps and forgets both halves. */
+/* Drops what the context side keeps (flows keep their references) and forgets both halves. */
 void laycache_clear(struct laycache *c);
 
 #endif

@@ -120,8 +120,8 @@ static void reader_lost(struct tx *tx, struct xfer *s, const char *how, int err)
     if (!s || !e->d->workers)
         return; /* the flow was not reading */
     char why[WIRE_TEXT_MAX];
-    snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: %s (%s)", tx->gen.instance,
-             layout_rank(&tx->gen), how, strerror(-err));
+    snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: %s (%s)", tx->gen->instance,
+             layout_rank(tx->gen), how, strerror(-err));
     transfers_reader_failed(&e->d->workers->xt, s->ctx_instance, s->req_id,
                             layout_rank(&s->rank->layout), KVF_E_PEER_LOST, why);
 }
@@ -139,7 +139,7 @@ void nack_wait_lost(struct tx *tx, int err)
         return;
     char why[WIRE_TEXT_MAX];
     snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: its daemon was lost before the SEND "
-             "came (%s)", tx->gen.instance, layout_rank(&tx->gen), strerror(-err));
+             "came (%s)", tx->gen->instance, layout_rank(tx->gen), strerror(-err));
     transfers_reader_failed(&e->d->workers->xt, q->ctx_instance, q->req_id, q->writer,
                             KVF_E_PEER_LOST, why);
 }

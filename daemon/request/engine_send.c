@@ -81,12 +81,12 @@ int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m)
     uint8_t env[ENGINE_ENV_BYTES];
     uint64_t le = htole64(flow);
     memcpy(env, &le, sizeof env);
-    rc = link_send(p->lp, (uint16_t)m->type, env, sizeof env, o->bytes, len, msg_sent, o);
-    if (rc < 0) { /* never went out: nobody can read it */
+    rc = link_send_now(p->lp, (uint16_t)m->type, env, sizeof env, o->bytes, len, msg_sent, o);
+    if (rc != 0) { /* sent at once (the bytes copied out), or never went out: nobody reads it */
         unlink_msg(o);
         free(o);
     }
-    return rc;
+    return rc < 0 ? rc : 0;
 }
 
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,

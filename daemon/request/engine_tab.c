@@ -100,7 +100,6 @@ void tab_on_table_req(struct engine *e, struct epeer *p, uint64_t flow, const st
         free(texts[i]);
     free(texts);
     free(ranks);
-    tab_free_one(h);
 }
 
 static struct itable *find(struct engine *e, const char *instance, const char *home)

@@ -68,8 +68,9 @@ void tab_ready(struct engine *e, struct itable *t, int err, const char *msg);
 struct itable *tab_free_one(struct itable *t);
 
 void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m);
-/* The table this daemon holds as the home of instance: 0 and a new READY itable (free with
- * tab_free_one), or -ENOENT / -ENOMEM with a message. */
+/* The table this daemon holds as the home of instance: 0 and a READY itable, borrowed: valid
+ * until the next call (it is kept, and returned again while its epoch holds: a request does
+ * not copy every rank's layout again), or -ENOENT / -ENOMEM with a message. */
 int home_table(struct engine *e, const char *instance, struct itable **ret, char *msg, size_t len);
 void home_tick(struct engine *e);
 void home_peer_down(struct engine *e, struct epeer *p);

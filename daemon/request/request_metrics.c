@@ -160,6 +160,8 @@ const struct prom_doc peers_metrics[] = {
     {"replans", C, NULL, "Remote RECVs planned again after a stale instance table.", "requests"},
     {"bytes_local_writers", C, NULL, "Bytes of remote requests copied directly from writers on this host.", "bytes"},
     {"fragment_puts", C, NULL, "UCX puts issued by the fragment path.", "puts"},
+    {"fragment_cma_writes", C, NULL,
+     "process_vm_writev calls of the fragment path into the generation pools (cma).", "calls"},
     {"bytes_fragment", C, NULL, "Bytes moved by the fragment path.", "bytes"},
     {"gpu_gathers", C, NULL, "GPU gather kernels run (context side).", "kernels"},
     {"gpu_scatters", C, NULL, "GPU scatter kernels run (generation side).", "kernels"},

@@ -389,6 +389,9 @@ void wconn_readable(uv_poll_t *p, int status, int events)
         ssize_t n = frame_reader_fill(&c->rd, c->fd, MSG_DONTWAIT);
         if (n == -EAGAIN)
             return;
+        /* a read that left room took all there was: the poll (level-triggered) says when more
+         * comes, so no second read just to hear EAGAIN */
+        bool drained = n > 0 && c->rd.len < c->rd.cap;
         if (n == 0) {
             if (c->rank)
                 c->w->counters.lost++; /* a registered worker that left without a word */
@@ -414,5 +417,7 @@ void wconn_readable(uv_poll_t *p, int status, int events)
         }
         if (!c->closing)
             wlimits_frame_after(c);
+        if (drained)
+            return;
     }
 }

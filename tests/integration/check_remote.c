@@ -80,6 +80,8 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
         json_integer_value(json_object_get(json_object_get(sb, "peers"), "chunks_landed"));
     json_int_t fputs_ =
         json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_puts"));
+    json_int_t fcma =
+        json_integer_value(json_object_get(json_object_get(sa, "peers"), "fragment_cma_writes"));
     json_t *paths = json_object_get(json_object_get(sb, "peers"), "paths");
     /* a model without recurrent state (llama) decides by its KV blocks */
     json_int_t p_frag =
@@ -94,7 +96,11 @@ static void parity_case(const char *ctx_spec, const char *gen_spec, uint32_t n_c
     json_decref(sa);
     json_decref(sb);
     if (ok && frag) {
-        ck_assert_int_gt(fputs_, 0);
+        /* lanes of one host with cma: the pools written with process_vm_writev (UCX would
+         * emulate puts into them); over tcp alone, or arena.cma_write am: UCX puts */
+        bool tcp = (tls && strcmp(tls, "tcp") == 0) || strstr(extra, "cma_write: am");
+        ck_assert_int_gt(tcp ? fputs_ : fcma, 0);
+        ck_assert_int_eq(tcp ? fcma : fputs_, 0);
         ck_assert_int_eq(landed, 0);
         ck_assert_int_eq(put + am, 0);
     } else if (ok) {
@@ -473,6 +479,13 @@ START_TEST(remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes)
 }
 END_TEST
 
+START_TEST(remote_fragment_cma_write_am_keeps_the_ucx_puts)
+{
+    parity_case("tiny:tp=2,blocks=64,slots=4", "tiny:blocks=64,slots=4", 5, 5, -1,
+                FRAG_CFG "  cma_write: am\n", NULL);
+}
+END_TEST
+
 START_TEST(remote_fragment_tp4_to_tp2_fanin_over_tcp)
 {
     parity_case("tiny:tp=4,blocks=64,slots=4", "tiny:tp=2,blocks=64,slots=4", 6, 6, -1, FRAG_CFG,
@@ -515,6 +528,7 @@ static Suite *suite(void)
     tcase_set_timeout(tcf, 90);
     tcase_add_test(tcf, remote_fragment_tp1_to_tp1_tiny_state_below_min_bytes);
     tcase_add_test(tcf, remote_fragment_tp4_to_tp2_fanin_over_tcp);
+    tcase_add_test(tcf, remote_fragment_cma_write_am_keeps_the_ucx_puts);
     tcase_add_test(tcf, remote_fragment_prefix_cached_pp2_to_pp1);
     suite_add_tcase(s, tcf);
     TCase *tc3 = tcase_create("throughput");
