@@ -35,6 +35,38 @@ static int u32_cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Groups of at most this many items find duplicate ids with a bitmap on the stack (8 KiB, one
+ * pass: this check runs per request, on every side, even on a template hit); larger ones sort a
+ * copy. */
+#define DUP_BITMAP_ITEMS 65536u
+
+/* The first id of ids[0..n) (all < n_items) listed twice, or -1; -ENOMEM. */
+static int64_t first_dup(const uint32_t *ids, uint32_t n, uint32_t n_items)
+{
+    if (n_items <= DUP_BITMAP_ITEMS) {
+        uint64_t seen[DUP_BITMAP_ITEMS / 64];
+        memset(seen, 0, ((n_items + 63) / 64) * sizeof *seen);
+        for (uint32_t k = 0; k < n; k++) {
+            uint64_t bit = 1ull << (ids[k] % 64);
+            if (seen[ids[k] / 64] & bit)
+                return ids[k];
+            seen[ids[k] / 64] |= bit;
+        }
+        return -1;
+    }
+    uint32_t *s = malloc((size_t)n * sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    memcpy(s, ids, (size_t)n * sizeof(*s));
+    qsort(s, n, sizeof(*s), u32_cmp);
+    int64_t dup = -1;
+    for (uint32_t k = 1; k < n && dup < 0; k++)
+        if (s[k] == s[k - 1])
+            dup = s[k];
+    free(s);
+    return dup;
+}
+
 /* Limits on one side's item ids of one group. need_ids: ids must be present when n > 0. */
 static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
                      const struct layout_group *g, uint32_t n, const uint32_t *ids, bool need_ids)
@@ -63,22 +95,13 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
                            "groups.%.*s: %s rank %" PRIu32 " %s id %" PRIu32 " at %" PRIu32
                            " is out of range (%" PRIu32 " %ss)",
                            LAYOUT_SHORT_MAX, g->name, side, rank, what, ids[k], k, g->n_items, what);
-    if (n < 2)
-        return 0;
-    uint32_t *s = malloc((size_t)n * sizeof(*s));
-    if (!s)
+    int64_t dup = n < 2 ? -1 : first_dup(ids, n, g->n_items);
+    if (dup == -ENOMEM)
         return -ENOMEM;
-    memcpy(s, ids, (size_t)n * sizeof(*s));
-    qsort(s, n, sizeof(*s), u32_cmp);
-    for (uint32_t k = 1; k < n; k++)
-        if (s[k] == s[k - 1]) {
-            uint32_t dup = s[k];
-            free(s);
-            return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
-                           "groups.%.*s: %s rank %" PRIu32 " lists %s id %" PRIu32 " twice",
-                           LAYOUT_SHORT_MAX, g->name, side, rank, what, dup);
-        }
-    free(s);
+    if (dup >= 0)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK,
+                       "groups.%.*s: %s rank %" PRIu32 " lists %s id %" PRIu32 " twice",
+                       LAYOUT_SHORT_MAX, g->name, side, rank, what, (uint32_t)dup);
     return 0;
 }
 

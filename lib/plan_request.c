@@ -59,6 +59,16 @@ kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint
                  msglen);
 }
 
+kvf_error_t plan_request_lookup(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                                const struct plan_input *in,
+                                struct plan_tcache_entry **entry_ret, char *msg, size_t msglen)
+{
+    struct plan_error perr;
+    memset(&perr, 0, sizeof perr);
+    int rc = plan_tcache_lookup(c, who, n_who, in, entry_ret, &perr);
+    return typed(rc > 0 ? 0 : rc, &perr, msg, msglen);
+}
+
 kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,
                                  size_t msglen)
 {

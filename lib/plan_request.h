@@ -30,6 +30,12 @@ kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *ms
 kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
                                 const struct plan_input *in, struct plan *ret,
                                 struct plan_tcache_entry **entry_ret, char *msg, size_t msglen);
+/* plan_tcache_lookup typed as plan_request's: KVF_OK with *entry_ret the template hit (the
+ * request checked, no plan made) or NULL (no template: plan_request_cached builds one), or the
+ * refusal with msg. */
+kvf_error_t plan_request_lookup(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                                const struct plan_input *in,
+                                struct plan_tcache_entry **entry_ret, char *msg, size_t msglen);
 /* plan_writers (who writes, no copy program; writers: n_ctx entries), its failure typed as
  * plan_request's. */
 kvf_error_t plan_request_writers(const struct plan_input *in, uint8_t *writers, char *msg,

@@ -55,27 +55,74 @@ static uint64_t hash_of(const uint64_t *who, uint32_t n_who, const uint64_t *sha
     return h;
 }
 
+/* The entry of (who, in's shape) or NULL, and the key's hash in *h; -ENOMEM. */
+static int find(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                const struct plan_input *in, struct plan_tcache_entry **ret, uint64_t *h)
+{
+    uint64_t *shape;
+    uint32_t n_shape;
+    *ret = NULL;
+    if (plan_template_shape(in, &shape, &n_shape))
+        return -ENOMEM;
+    *h = hash_of(who, n_who, shape, n_shape);
+    for (uint32_t i = 0; i < c->n && !*ret; i++) {
+        struct plan_tcache_entry *e = &c->e[i];
+        if (e->hash == *h && e->n_who == n_who && e->t.n_shape == n_shape &&
+            !memcmp(e->who, who, n_who * sizeof *who) &&
+            !memcmp(e->t.shape, shape, n_shape * sizeof *shape))
+            *ret = e;
+    }
+    free(shape);
+    return 0;
+}
+
+static bool misused(const struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                    const struct plan_input *in)
+{
+    return !c->e || !who || n_who == 0 || n_who > PLAN_TCACHE_MAX_WHO || !in;
+}
+
+int plan_tcache_lookup(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                       const struct plan_input *in, struct plan_tcache_entry **entry_ret,
+                       struct plan_error *err)
+{
+    struct plan_tcache_entry *e;
+    uint64_t h;
+    *entry_ret = NULL;
+    if (misused(c, who, n_who, in))
+        return plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "plan template cache misused");
+    if (!in->gen || !in->ctx || in->n_ctx == 0)
+        return 0; /* plan_tcache_plan refuses it, as plan_build does */
+    if (find(c, who, n_who, in, &e, &h))
+        return plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"),
+               -ENOMEM;
+    if (!e)
+        return 0;
+    struct plan_input pin = *in;
+    pin.compat_known = true; /* the template was built on these layouts (the key) */
+    int rc = plan_check_request(&pin, err);
+    if (rc)
+        return rc;
+    c->hits++;
+    e->last_use = ++c->tick;
+    *entry_ret = e;
+    return 1;
+}
+
 int plan_tcache_plan(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
                      const struct plan_input *in, struct plan *ret,
                      struct plan_tcache_entry **entry_ret, bool *hit, struct plan_error *err)
 {
-    if (!c->e || !who || n_who == 0 || n_who > PLAN_TCACHE_MAX_WHO || !in)
+    if (misused(c, who, n_who, in))
         return plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "plan template cache misused");
-    uint64_t *shape;
-    uint32_t n_shape;
     if (!in->gen || !in->ctx || in->n_ctx == 0)
         return plan_build(in, ret, err); /* refused there, as always */
-    if (plan_template_shape(in, &shape, &n_shape))
+    struct plan_tcache_entry *e;
+    uint64_t h;
+    if (find(c, who, n_who, in, &e, &h))
         return plan_set_err(err, KVF_E_INTERNAL, COMPAT_OK, "out of memory while planning"),
                -ENOMEM;
-    uint64_t h = hash_of(who, n_who, shape, n_shape);
-    for (uint32_t i = 0; i < c->n; i++) {
-        struct plan_tcache_entry *e = &c->e[i];
-        if (e->hash != h || e->n_who != n_who || e->t.n_shape != n_shape ||
-            memcmp(e->who, who, n_who * sizeof *who) ||
-            memcmp(e->t.shape, shape, n_shape * sizeof *shape))
-            continue;
-        free(shape);
+    if (e) {
         int rc = plan_template_instantiate(&e->t, in, ret, err);
         if (rc == 0) {
             c->hits++;
@@ -85,7 +132,6 @@ int plan_tcache_plan(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
         }
         return rc;
     }
-    free(shape);
     struct plan_template t;
     int rc = plan_template_build(in, &t, ret, err);
     if (rc)
@@ -109,7 +155,7 @@ int plan_tcache_plan(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
         c->evicted++;
     }
     memcpy(w, who, n_who * sizeof *w);
-    struct plan_tcache_entry *e = &c->e[c->n++];
+    e = &c->e[c->n++];
     *e = (struct plan_tcache_entry){h, ++c->tick, w, n_who, t, false};
     c->bytes += t.bytes;
     *entry_ret = e;

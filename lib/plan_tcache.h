@@ -47,6 +47,15 @@ int plan_tcache_plan(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
                      const struct plan_input *in, struct plan *ret,
                      struct plan_tcache_entry **entry_ret, bool *hit, struct plan_error *err);
 
+/* A hit without its plan: with a template of (who, in's shape), the request's checks
+ * (plan_check_request, plan_build's refusals) and 1 with the entry in *entry_ret, counted as a
+ * hit; the caller substitutes the ids when it needs the ops (plan_template_substitute), which
+ * a GPU program per template does not. 0 with *entry_ret NULL: no template (plan_tcache_plan
+ * builds one). Or -EINVAL / -ENOMEM with *err. */
+int plan_tcache_lookup(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
+                       const struct plan_input *in, struct plan_tcache_entry **entry_ret,
+                       struct plan_error *err);
+
 /* Drops every entry whose who names id. */
 void plan_tcache_forget(struct plan_tcache *c, uint64_t id);
 

@@ -311,6 +311,12 @@ int plan_template_instantiate(const struct plan_template *t, const struct plan_i
     return substitute(t, in, true, ret) ? nomem(err) : 0;
 }
 
+int plan_template_substitute(const struct plan_template *t, const struct plan_input *in,
+                             struct plan *ret)
+{
+    return substitute(t, in, true, ret) ? -ENOMEM : 0;
+}
+
 int plan_template_fits(const struct plan_template *t, uint32_t w, const struct copy_mem *mem,
                        char side)
 {

@@ -58,6 +58,12 @@ int plan_template_build(const struct plan_input *in, struct plan_template *ret, 
 int plan_template_instantiate(const struct plan_template *t, const struct plan_input *in,
                               struct plan *ret, struct plan_error *err);
 
+/* The plan of in's request from t with no checks at all: in must be of t's shape and have
+ * passed plan_check_request (plan_tcache_lookup found t and ran it). The ids substituted and
+ * the ops folded, as plan_template_instantiate gives them. 0 and *ret (plan_done), -ENOMEM. */
+int plan_template_substitute(const struct plan_template *t, const struct plan_input *in,
+                             struct plan *ret);
+
 /* Does writer w's program stay inside mem (side 's' its context rank's pools, 'd' the
  * generation's) for EVERY id in range? Each op lies inside its tagged region, so it is enough
  * that the last item's region of each region it uses ends inside its pool. Together with

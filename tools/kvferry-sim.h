@@ -68,7 +68,7 @@ struct sim_stats {
     uint64_t ok, failed, bytes, parity_bad, verified;
     double t0;                 /* CLOCK_MONOTONIC seconds at the workload's start */
     double time_s;
-    double *t;                 /* owned: per completed request, issue then completion time */
+    double *t;                 /* owned: per completed request, issue, sent and completion time */
     uint64_t *req;             /* owned: its request id */
     uint32_t n, cap;
     /* --cpu-pids: utime+stime ticks of each pid at the start and after each window */
@@ -80,9 +80,11 @@ struct sim_stats {
 /* Samples the CPU time of o->cpu_pids now (after done requests); 0 or -ENOMEM. */
 int sim_stats_cpu_sample(struct sim_stats *st, uint64_t done);
 
-/* Records a completed request: its id, when RECV/SEND was issued and when DONE/SENT came
- * (CLOCK_MONOTONIC seconds); returns 0 or -ENOMEM. */
-int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double t_done);
+/* Records a completed request: its id, when RECV/SEND was issued, when its frame was written
+ * (the libkvferry call returned) and when DONE/SENT came (CLOCK_MONOTONIC seconds); returns 0
+ * or -ENOMEM. */
+int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double t_sent,
+                  double t_done);
 
 /* Writes PREFIX.r<rank>.json (see kvferry-sim.c); returns 0 or -errno. */
 int sim_stats_write(const struct sim_stats *st);

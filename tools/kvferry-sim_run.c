@@ -148,7 +148,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         total_ids += s->l.groups[g].kind == GROUP_STATE ? 1 : s->n_blocks_req;
     uint32_t *ids = calloc((size_t)nq * (total_ids ? total_ids : 1), sizeof *ids);
     struct plan_ids *pids = calloc(nq, sizeof *pids);
-    double *t_issue = calloc(nq, sizeof *t_issue);
+    double *t_issue = calloc(2 * (size_t)nq, sizeof *t_issue); /* issued, then sent */
     uint8_t *ok = calloc(nq, 1);
     uint32_t counts[LAYOUT_MAX_GROUPS];
     uint32_t pending = 0;
@@ -192,6 +192,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
                                       .tokens = s->o->send_tokens ? s->o->prompt_tokens : 0};
             rc = kvf_recv(s->c, &a);
         }
+        t_issue[nq + j] = now_s();
         if (rc) {
             fprintf(stderr, "kvferry-sim: request %" PRIu64 ": %s\n", q, strerror(-rc));
             s->failed++;
@@ -218,7 +219,8 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         s->bytes += ev.bytes;
         uint32_t j = (uint32_t)(ev.req_id - q0);
         ok[j] = 1;
-        if (s->o->stats_json && sim_stats_add(&s->st, ev.req_id, t_issue[j], now_s()))
+        if (s->o->stats_json && sim_stats_add(&s->st, ev.req_id, t_issue[j], t_issue[nq + j],
+                                                 now_s()))
             fprintf(stderr, "kvferry-sim: latency record: out of memory\n");
     }
     if (s->gen && s->cu && sim_cuda_pull(s->cu, &s->mem, err, sizeof err)) {

@@ -2,7 +2,8 @@
  * bytes, wall time of the workload, and the latency of every completed request in seconds:
  * RECV -> DONE on the generation side, SEND -> SENT on the context side, measured by the rank
  * itself (CLOCK_MONOTONIC around its own libkvferry calls), and for each such request its id and
- * its issue and completion times from the workload's start ("req", "issue_s", "done_s"), so a
+ * its issue, frame written (the call returned) and completion times from the workload's start
+ * ("req", "issue_s", "sent_s", "done_s"), so a
  * benchmark can leave out a warm-up window ("t0_s": the workload's start on CLOCK_MONOTONIC, so
  * ranks of one host line up). The file is PREFIX.r<rank>.json, so the processes
  * of --all-ranks write one file each. With --cpu-pids it also samples the user+sys CPU ticks of
@@ -17,11 +18,12 @@
 
 #include "kvferry-sim.h"
 
-int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double t_done)
+int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double t_sent,
+                  double t_done)
 {
     if (st->n == st->cap) {
         uint32_t cap = st->cap ? st->cap * 2 : 64;
-        double *t = realloc(st->t, 2 * (size_t)cap * sizeof *t);
+        double *t = realloc(st->t, 3 * (size_t)cap * sizeof *t);
         if (!t)
             return -ENOMEM;
         st->t = t;
@@ -32,8 +34,9 @@ int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double 
         st->cap = cap;
     }
     st->req[st->n] = req_id;
-    st->t[2 * st->n] = t_issue;
-    st->t[2 * st->n + 1] = t_done;
+    st->t[3 * st->n] = t_issue;
+    st->t[3 * st->n + 1] = t_sent;
+    st->t[3 * st->n + 2] = t_done;
     st->n++;
     return 0;
 }
@@ -84,11 +87,14 @@ int sim_stats_write(const struct sim_stats *st)
     if (snprintf(path, sizeof path, "%s.r%d.json", o->stats_json, o->rank) >= (int)sizeof path)
         return -ENAMETOOLONG;
     json_t *lat = json_array(), *req = json_array(), *iss = json_array(), *done = json_array();
-    for (uint32_t i = 0; lat && req && iss && done && i < st->n; i++) {
-        json_array_append_new(lat, json_real(st->t[2 * i + 1] - st->t[2 * i]));
+    json_t *sent = json_array();
+    for (uint32_t i = 0; lat && req && iss && done && sent && i < st->n; i++) {
+        const double *t = &st->t[3 * i];
+        json_array_append_new(lat, json_real(t[2] - t[0]));
         json_array_append_new(req, json_integer((json_int_t)st->req[i]));
-        json_array_append_new(iss, json_real(st->t[2 * i] - st->t0));
-        json_array_append_new(done, json_real(st->t[2 * i + 1] - st->t0));
+        json_array_append_new(iss, json_real(t[0] - st->t0));
+        json_array_append_new(sent, json_real(t[1] - st->t0));
+        json_array_append_new(done, json_real(t[2] - st->t0));
     }
     json_t *doc = json_pack("{s:s,s:s,s:s,s:i,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:s,s:o*,s:o*,s:o*,s:o*}",
                             "role", o->role, "instance", o->instance, "spec", o->spec, "rank",
@@ -98,9 +104,12 @@ int sim_stats_write(const struct sim_stats *st)
                             (json_int_t)st->verified, "time_s", st->time_s, "latency_unit", "s",
                             st->gen ? "latency_recv_done" : "latency_send_sent", lat, "req", req,
                             "issue_s", iss, "done_s", done);
-    if (!doc)
+    if (!doc) {
+        json_decref(sent);
         return -ENOMEM;
+    }
     json_object_set_new(doc, "t0_s", json_real(st->t0));
+    json_object_set_new(doc, "sent_s", sent);
     if (st->o->n_cpu_pids) {
         json_t *pids = json_array(), *rows = json_array(), *after = json_array();
         for (uint32_t i = 0; i < st->o->n_cpu_pids; i++)

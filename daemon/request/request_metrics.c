@@ -55,6 +55,13 @@ const struct prom_doc workers_metrics[] = {
      "run (until every completion is back on the loop), kernels (of run: the kernels' own GPU "
      "time).",
      "seconds"},
+    {"transfers.local_phase_s", C, "phase",
+     "Same-daemon RECVs' host timeline, summed by span: read, decode, admit, plan, check, start, "
+     "run, done (the frame that completed the meeting read to the DONE frame written), total, "
+     "and wait_send (the RECV waiting for its writers' SENDs).",
+     "seconds"},
+    {"transfers.local_phase_requests", C, NULL,
+     "Same-daemon RECVs whose timeline local_phase_s sums.", "requests"},
     {"transfers.plan_template_hits", C, NULL,
      "Local RECVs planned from a plan template (their ids substituted).", "requests"},
     {"transfers.plan_template_misses", C, NULL,

@@ -93,9 +93,15 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         if (x->bytes_planned < x->bytes_done)
             x->bytes_planned = x->bytes_done;
     }
-    xfer_recent_add(&t->recent, x,
-                    err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
-                    now_ms(t));
+    if (x->conn) { /* the event first: what follows is bookkeeping the worker does not wait for */
+        x->conn->inflight--;
+        if (!x->conn->closing)
+            wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
+        if (!x->conn->closing && x->ls.met && kind == PROTO_EV_DONE) { /* DONE written */
+            x->ls.written = uv_hrtime();
+            xfer_phases_local_done(&t->phases, &x->ls);
+        }
+    }
     if (err != KVF_OK)
         t->counters.failed[err]++;
     else if (kind == PROTO_EV_DONE) {
@@ -104,11 +110,9 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     }
     else
         t->counters.sent++;
-    if (x->conn) {
-        x->conn->inflight--;
-        if (!x->conn->closing)
-            wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
-    }
+    xfer_recent_add(&t->recent, x,
+                    err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
+                    now_ms(t));
     if (err != KVF_OK && log_get_level() >= LOG_LVL_DEBUG)
         log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
                 (unsigned long long)x->id, (unsigned long long)x->req_id,
@@ -318,6 +322,10 @@ static void try_run(struct transfers *t, struct xfer *r)
         if (writers[c] && !sends[c])
             goto out; /* this writer has not sent yet */
     }
+    r->ls.met = uv_hrtime(); /* and what completed the meeting: the frame being handled */
+    r->ls.trig_read = t->read_ns;
+    r->ls.trig_frame = t->frame_ns;
+    r->ls.trig_entry = t->entry_ns;
     xfer_set_state(r, XFER_COPYING);
     r->gen = r->req ? r->req->gen : 0; /* the SEND generation this reader met */
     uint64_t bytes = 0, t0 = uv_hrtime();
@@ -442,6 +450,8 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
                 x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
+                x->ls.read = side == XFER_RECV ? t->read_ns : 0;
+                x->ls.frame = side == XFER_RECV ? t->frame_ns : 0;
                 x->next = t->list;
                 if (t->list)
                     t->list->prev = x;
@@ -496,6 +506,7 @@ static bool meet(struct transfers *t, struct xfer *x)
 
 void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
 {
+    t->entry_ns = uv_hrtime();
     t->counters.sends++;
     struct xfer *s = admit(t, c, XFER_SEND, m->req_id, &m->items);
     if (!s)
@@ -522,6 +533,7 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
 
 void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
 {
+    t->entry_ns = uv_hrtime();
     t->counters.recvs++;
     struct xfer *r = admit(t, c, XFER_RECV, m->req_id, &m->items);
     if (!r)
@@ -559,6 +571,7 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
 
 void transfers_registered(struct transfers *t, const char *instance)
 {
+    t->entry_ns = uv_hrtime();
     for (struct xfer *x = t->list; x; x = x->next)
         if (x->side == XFER_RECV && !terminal(x) && strcmp(x->ctx_instance, instance) == 0)
             try_run(t, x);

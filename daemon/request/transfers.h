@@ -101,6 +101,7 @@ struct xfer {
                                    not queued once the engine follows it (its clock) or ended */
     uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t validated_ns;                             /* recv: its plan accepted */
+    struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
     char peer[256];             /* recv: the context home daemon of a remote request, else "" */
@@ -151,6 +152,9 @@ struct transfers {
     struct gpu_retire_list gpu_retired; /* finished GPU jobs freed when the GPU is idle */
     struct xfer_wcache wcache;  /* same-daemon RECVs' writers per registrations (xfer_writers.h) */
     struct plan_tcache tcache;  /* same-daemon RECVs' plan templates (xfer_local.c) */
+    uint64_t read_ns, frame_ns, entry_ns; /* the worker frame being handled: its socket read
+                                             began, its decode began (worker_conn.c), it came
+                                             to transfers: the local timeline's first stamps */
 };
 
 /* The same-daemon path's plan templates (lib/plan_tcache.h): a kimi-k3 8k template is under
@@ -215,6 +219,17 @@ json_t *transfers_stats_json(const struct transfers *t);
 #define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
+struct plan;
+struct reg_instance;
+/* Every writer's program of p inside the mapped pools of its context rank and of gen (gpu:
+ * their GPU pools, else their host pools): copy_check of every op until tmpl (p's template
+ * entry, or NULL) is marked fits, which plan_template_fits proves once for every id of the
+ * entry's registrations (a rank that registers again has a new worker id: a new entry); from
+ * then on nothing per request. KVF_OK, INTERNAL (a writer not registered so) or
+ * BOUND_VIOLATION, with msg. */
+kvf_error_t xfer_check_bounds(struct plan_tcache_entry *tmpl, const struct plan *p,
+                              const struct reg_instance *in, const struct reg_rank *gen, bool gpu,
+                              char *msg, size_t msglen);
 
 /* The end of a RECV's copy that ran asynchronously (GPU, copy threads): DONE (e == KVF_OK) or FAILED, the
  * readers' tally, SENT to writers whose readers are all served. */
@@ -225,12 +240,20 @@ void transfers_copy_done(struct transfers *t, struct xfer *recv, kvf_error_t e, 
  * programs against the mapped pools, uploads them to the destination's device (peer access
  * enabled between the two GPUs), launches kvk_direct on a daemon stream and sets
  * recv->gpu_job; completion comes back on the loop (gpu_notify) and ends in
- * transfers_copy_done. Never waits for the GPU. */
-struct plan;
-struct reg_instance;
+ * transfers_copy_done. Never waits for the GPU. tmpl: p's template entry (NULL: none kept),
+ * for xfer_check_bounds. */
 bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx);
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *recv, const struct plan *p,
-                           struct reg_instance *ctx, struct xfer **sends, char *msg,
+                           struct reg_instance *ctx, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen);
+/* Whether xfer_gpu_start takes a plan of a template hit whose writers have no ops (NULL: the
+ * template's GPU programs add the request's ids; a writer bound from ops gets them from
+ * xfer_local_ops). false: every plan comes with its ops substituted. */
+bool xfer_gpu_lazy_ops(void);
+/* The substituted plan of RECV r from its template entry (the one xfer_local_run used: valid
+ * until the next call on the template cache), for a writer that runs from ops after all. */
+kvf_error_t xfer_local_ops(struct xfer *r, struct xfer *const *sends,
+                           const struct plan_tcache_entry *tmpl, struct plan *ret, char *msg,
                            size_t msglen);
 /* The request ended before its copy: the job finishes on its own (programs freed, mapping
  * references dropped at completion) without touching the request. */

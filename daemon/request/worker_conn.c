@@ -296,6 +296,7 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
 {
     struct proto_msg m;
     char err[256];
+    c->w->xt.frame_ns = uv_hrtime(); /* the same-daemon timeline (xfer_phases.h) */
     int rc = proto_decode(f, len, &c->w->lim, &m, err, sizeof err);
     if (rc) {
         violation(c, "bad frame: %s", err);
@@ -386,6 +387,7 @@ void wconn_readable(uv_poll_t *p, int status, int events)
     for (int round = 0; round < WCONN_READS_PER_WAKEUP && !c->closing && !c->broken; round++) {
         if (!wlimits_frame_room(c))
             return;
+        c->w->xt.read_ns = uv_hrtime();
         ssize_t n = frame_reader_fill(&c->rd, c->fd, MSG_DONTWAIT);
         if (n == -EAGAIN)
             return;

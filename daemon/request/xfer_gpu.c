@@ -65,9 +65,11 @@ void xfer_gpu_detach(struct xgpu_job *j)
     j->x = NULL;
 }
 
-/* Checks sides and bounds, enables peer access. KVF_OK or the typed error with message. */
+/* Checks sides and bounds (xfer_check_bounds: nothing per request once tmpl fits), enables
+ * peer access. KVF_OK or the typed error with message. */
 static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan *p,
-                         const struct reg_instance *in, int *device, char *msg, size_t msglen)
+                         const struct reg_instance *in, struct plan_tcache_entry *tmpl,
+                         int *device, char *msg, size_t msglen)
 {
     const struct reg_rank *gen = r->rank;
     int dev = gen->gpu ? gen->gpu->device : -1;
@@ -82,14 +84,12 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
                      gen->gpu ? "GPU" : "host");
             return KVF_E_NO_ROUTE;
         }
-        if (copy_check(pw->ops, pw->n_ops, &src->gpu->mem, 's') ||
-            copy_check(pw->ops, pw->n_ops, &gen->gpu->mem, 'd')) {
-            snprintf(msg, msglen, "plan of writer rank %u leaves the mapped GPU pools", pw->ctx_rank);
-            return KVF_E_BOUND_VIOLATION;
-        }
         if (dev < 0)
             dev = src->gpu->device;
     }
+    kvf_error_t e = xfer_check_bounds(tmpl, p, in, gen, true, msg, msglen);
+    if (e != KVF_OK)
+        return e;
     if (dev < 0)
         dev = 0; /* no bytes at all: nothing will be launched */
     const struct gpu_device *gd = gpu_device(g, dev);
@@ -111,6 +111,11 @@ static kvf_error_t check(struct gpu *g, const struct xfer *r, const struct plan 
     }
     *device = dev;
     return KVF_OK;
+}
+
+bool xfer_gpu_lazy_ops(void)
+{
+    return false; /* bind_all binds every writer's program from p's ops */
 }
 
 static void job_free(struct xgpu_job *j)
@@ -161,7 +166,7 @@ static void on_done(void *arg, int status)
             e = j->launch_err;
             snprintf(msg, sizeof msg, "%s", j->launch_msg);
         }
-        uint64_t now = uv_hrtime();
+        uint64_t now = x->ls.copied = uv_hrtime();
         struct transfers_counters *c = &j->t->counters;
         c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
         c->local_copy_ns += now - j->t_launched; /* try_run counted the rest */
@@ -222,12 +227,12 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
 }
 
 kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
-                           struct reg_instance *in, struct xfer **sends, char *msg,
-                           size_t msglen)
+                           struct reg_instance *in, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
 {
     struct gpu *g = t->w->d->gpu;
     int dev = -1;
-    kvf_error_t e = check(g, r, p, in, &dev, msg, msglen);
+    kvf_error_t e = check(g, r, p, in, tmpl, &dev, msg, msglen);
     if (e != KVF_OK)
         return e;
     uint32_t nw = p->n_writers ? p->n_writers : 1;
@@ -246,7 +251,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->device = dev;
     j->bytes = p->total_bytes;
     j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = uv_hrtime();
+    j->t0 = r->ls.checked = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     if ((e = bind_all(j, r, p, in, sends, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */

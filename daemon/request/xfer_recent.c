@@ -48,6 +48,7 @@ void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *ou
     w->ended_ms = now_ms;
     w->moving_ns = x->moving_ns;
     w->ended_ns = uv_hrtime();
+    w->ls = x->ls;
     r->next = (r->next + 1) % XFER_RECENT_MAX;
     if (r->n < XFER_RECENT_MAX)
         r->n++;
@@ -61,8 +62,7 @@ void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, u
         if (now_ms > w->ended_ms + keep_ms)
             break; /* newest first: the rest are older */
         bool ok = !strcmp(w->outcome, "DONE") || !strcmp(w->outcome, "SENT");
-        json_array_append_new(
-            a, json_pack("{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:f,s:I,s:I,s:s}", "id",
+        json_t *row = json_pack("{s:I,s:I,s:s,s:s,s:s,s:i,s:s,s:s,s:s,s:I,s:I,s:f,s:I,s:I,s:s}", "id",
                          (json_int_t)w->id, "req_id", (json_int_t)w->req_id, "side",
                          w->side == XFER_SEND ? "send" : "recv", "instance", w->instance, "ctx_instance",
                          w->ctx_instance, "rank", w->rank, "state", ok ? "done" : "failed",
@@ -71,6 +71,12 @@ void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, u
                          (json_int_t)w->bytes_planned, "rate_bps",
                          xfer_rate(w->bytes_done, w->moving_ns, w->ended_ns), "age_ms",
                          (json_int_t)(w->ended_ms - w->created_ms), "ended_ago_ms",
-                         (json_int_t)(now_ms - w->ended_ms), "outcome", w->outcome));
+                         (json_int_t)(now_ms - w->ended_ms), "outcome", w->outcome);
+        json_t *ls = xfer_lstamps_json(&w->ls);
+        if (row && ls)
+            json_object_set_new(row, "stamps_ns", ls);
+        else
+            json_decref(ls);
+        json_array_append_new(a, row);
     }
 }

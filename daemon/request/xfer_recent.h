@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "xfer_phases.h"
+
 #define XFER_RECENT_MAX 256
 
 struct xfer;
@@ -21,6 +23,7 @@ struct xfer_recent_row {
     uint64_t bytes_done, bytes_planned;
     uint64_t created_ms, ended_ms;
     uint64_t moving_ns, ended_ns; /* for the rate: first byte to the end */
+    struct xfer_lstamps ls;       /* a same-daemon RECV's host timeline */
 };
 
 struct xfer_recent {

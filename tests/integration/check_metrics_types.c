@@ -173,6 +173,8 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_local_copy_gbps", GA},
     {"kvferry_workers_transfers_local_copy_seconds_total", CT},
     {"kvferry_workers_transfers_local_gpu_phase_seconds_total", CT},
+    {"kvferry_workers_transfers_local_phase_seconds_total", CT},
+    {"kvferry_workers_transfers_local_phase_requests_total", CT},
     {"kvferry_workers_transfers_local_gpu_total", CT},
     {"kvferry_workers_transfers_local_memcpy_gbps", GA},
     {"kvferry_workers_transfers_lookup_seconds", HI},
