@@ -28,29 +28,14 @@ int main(void)
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_gpu_prog.h"
 #include "kvf_kernels.h"
-#include "plan.h"
-#include "preset.h"
 
 #define CHUNK (32ull << 20)
 #define REPS 15
 
-#define TRY(call)                                                                              \
-    do {                                                                                       \
-        cudaError_t e_ = (call);                                                               \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "bench_gpu: %s: %s\n", #call, cudaGetErrorString(e_));             \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
-#define KTRY(call)                                                                             \
-    do {                                                                                       \
-        int rc_ = (call);                                                                      \
-        if (rc_ != 0) {                                                                        \
-            fprintf(stderr, "bench_gpu: %s: %s\n", #call, kvk_last_error());                   \
-            exit(1);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define TRY(call) BENCH_TRY("bench_gpu", call, exit(1))
+#define KTRY(call) BENCH_KTRY("bench_gpu", call, exit(1))
 
 struct row {
     const char *name;
@@ -59,93 +44,6 @@ struct row {
 };
 static struct row rows[64];
 static int n_rows;
-
-static uint64_t rng = 12345;
-static uint64_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
-}
-
-/* A random selection of n distinct ids of [0, pool). */
-static void pick_ids(uint32_t *ids, uint32_t n, uint32_t pool)
-{
-    uint32_t *perm = malloc(pool * sizeof(*perm));
-    for (uint32_t i = 0; i < pool; i++)
-        perm[i] = i;
-    for (uint32_t i = pool - 1; i > 0; i--) {
-        uint32_t j = (uint32_t)(rnd() % (i + 1)), t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    memcpy(ids, perm, n * sizeof(*ids));
-    free(perm);
-}
-
-/* One writer's program of a planned request: ctx_spec -> gen_spec, generation rank gr, writer w,
- * with 128 random blocks and a random slot per rank (context ids known). Copies the ops and the
- * pool sizes of both sides. */
-struct bprog {
-    struct copy_op *ops; /* owned */
-    uint32_t n_ops, n_writers;
-    uint64_t bytes;
-    struct kvk_mem src_sizes, dst_sizes; /* sizes only */
-};
-
-static void bprog_build(const char *cs, const char *gs, uint32_t gr, uint32_t w, struct bprog *ret)
-{
-    static struct layout c[LAYOUT_MAX_TP], g[LAYOUT_MAX_TP];
-    static uint32_t ids[LAYOUT_MAX_TP][LAYOUT_MAX_GROUPS][128], gids[LAYOUT_MAX_GROUPS][128];
-    struct preset_spec sc, sg;
-    char err[256];
-    if (preset_parse(cs, &sc, err, sizeof(err)) || preset_parse(gs, &sg, err, sizeof(err)) ||
-        preset_build(&sc, "ctx", ROLE_CONTEXT, 0, c, err, sizeof(err)) ||
-        preset_build(&sg, "gen", ROLE_GENERATION, 0, g, err, sizeof(err))) {
-        fprintf(stderr, "bench_gpu: preset: %s\n", err);
-        exit(1);
-    }
-    struct plan_ids cids[LAYOUT_MAX_TP];
-    memset(cids, 0, sizeof(cids));
-    uint32_t nc = preset_n_ranks(&sc);
-    for (uint32_t r = 0; r < nc; r++)
-        for (uint32_t gi = 0; gi < c[r].n_groups; gi++) {
-            int st = c[r].groups[gi].kind == GROUP_STATE;
-            cids[r].n[gi] = st ? 1 : 128;
-            pick_ids(ids[r][gi], cids[r].n[gi], c[r].groups[gi].n_items);
-            cids[r].ids[gi] = ids[r][gi];
-        }
-    struct plan_input in = {.gen = &g[gr], .ctx = c, .n_ctx = nc, .ctx_ids = cids,
-                            .ctx_dp_rank = -1};
-    for (uint32_t gi = 0; gi < g[gr].n_groups; gi++) {
-        int st = g[gr].groups[gi].kind == GROUP_STATE;
-        in.gen_ids.n[gi] = st ? 1 : 128;
-        pick_ids(gids[gi], in.gen_ids.n[gi], g[gr].groups[gi].n_items);
-        in.gen_ids.ids[gi] = gids[gi];
-    }
-    struct plan p;
-    struct plan_error pe;
-    if (plan_build(&in, &p, &pe)) {
-        fprintf(stderr, "bench_gpu: plan_build: %s\n", pe.message);
-        exit(1);
-    }
-    const struct plan_writer *wr = &p.writers[w];
-    memset(ret, 0, sizeof(*ret));
-    ret->n_ops = wr->n_ops;
-    ret->n_writers = p.n_writers;
-    ret->bytes = wr->bytes;
-    ret->ops = malloc(wr->n_ops * sizeof(*wr->ops));
-    memcpy(ret->ops, wr->ops, wr->n_ops * sizeof(*wr->ops));
-    const struct layout *cl = &c[wr->ctx_rank];
-    ret->src_sizes.n = cl->n_pools;
-    for (uint32_t i = 0; i < cl->n_pools; i++)
-        ret->src_sizes.size[i] = cl->pools[i].bytes;
-    ret->dst_sizes.n = g[gr].n_pools;
-    for (uint32_t i = 0; i < g[gr].n_pools; i++)
-        ret->dst_sizes.size[i] = g[gr].pools[i].bytes;
-    plan_done(&p);
-}
 
 static void alloc_pools(int dev, const struct kvk_mem *sizes, struct kvk_mem *m, uint8_t fill)
 {

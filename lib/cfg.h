@@ -31,6 +31,8 @@ typedef enum {
 
 /* arena.shm_write's values, in the order of its names in cfg_table.c. */
 typedef enum { CFG_SHM_WRITE_COPY = 0, CFG_SHM_WRITE_PUT = 1 } cfg_shm_write_t;
+/* gpu.bounce_copy's values, likewise. */
+typedef enum { CFG_BOUNCE_COPY_ENGINES = 0, CFG_BOUNCE_COPY_KERNELS = 1 } cfg_bounce_copy_t;
 /* arena.cma_write's values, in the order of its names in cfg_table.c. */
 typedef enum { CFG_CMA_WRITE_COPY = 0, CFG_CMA_WRITE_AM = 1 } cfg_cma_write_t;
 
@@ -80,6 +82,7 @@ struct kvf_config {
     /* gpu.*: the GPU module (daemon/gpu/gpu.h) */
     int64_t gpu_completion_spin_us; /* loop polls completion events this long; 0: off */
     int64_t gpu_template_programs;  /* enum false/true: programs per plan template (gpu_tprog.h) */
+    int64_t gpu_bounce_copy;        /* enum: engines (scratch + cudaMemcpyAsync), kernels */
 
     /* listen.* and transport.*: inter-daemon UCX */
     char *listen_address;
@@ -102,6 +105,7 @@ struct kvf_config {
     int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
     int64_t arena_placement;       /* enum: auto, host, device */
     int64_t arena_prefault;        /* enum: off, thread (fault the arena in after start) */
+    int64_t arena_timeline;        /* bounce chunk events kept for profiling; 0: off */
 
     /* gates.* */
     uint64_t gates_min_bytes;      /* payloads with recurrent state: bounce at or above */

@@ -36,6 +36,7 @@ static const char *const shm_writes[] = {"copy", "put", NULL};
 static const char *const cma_writes[] = {"copy", "am", NULL};
 static const char *const false_true[] = {"false", "true", NULL}; /* an enum: no padding (check_cfg) */
 static const char *const pool_prefaults[] = {"off", "register", NULL};
+static const char *const bounce_copies[] = {"engines", "kernels", NULL};
 
 const struct cfg_key cfg_table[] = {
     ROW("sockets.dir", CFG_PATH, sockets_dir, "\"\"", 0, SOCKET_PATH_MAX - 13, false,
@@ -166,6 +167,10 @@ const struct cfg_key cfg_table[] = {
     {"arena.prefault", CFG_ENUM, OFF(arena_prefault), "thread", 0, 0, prefaults, false,
      "thread: fault the arena's pages in after start on a low-priority thread, so copies on the "
      "loop never take first-touch faults (commits arena.size of memory at once); off: on use."},
+    ROW("arena.timeline", CFG_INT, arena_timeline, "0", 0, 1048576, false,
+        "Profiling: the last this many events of the bounce path's chunks (credit, gather, "
+        "CHUNK, scatter, landing; at least 64) are kept with their times and listed by "
+        "`kvferryctl arena` (bounce_timeline). 0: off."),
 
     ROW("gpu.completion_spin_us", CFG_INT, gpu_completion_spin_us, "2000", 0, 100000, false,
         "GPU completions: for this long after a kernel is queued the loop polls its event "
@@ -174,6 +179,11 @@ const struct cfg_key cfg_table[] = {
     {"gpu.template_programs", CFG_ENUM, OFF(gpu_template_programs), "true", 0, 0, false_true,
      false, "Same-node GPU copies keep one copy program per plan template and device, so a "
      "request uploads only its block ids; false: each request uploads a program of its own ops."},
+    {"gpu.bounce_copy", CFG_ENUM, OFF(gpu_bounce_copy), "engines", 0, 0, bounce_copies, false,
+     "Bounce path, GPU pools: engines: a kernel gathers into (scatters from) device scratch and "
+     "the copy engines cross PCIe, so two daemons on one GPU overlap (their kernels, of two "
+     "CUDA contexts, would not); scratch: one arena.chunk per stream, 4 streams per GPU; "
+     "kernels: the kernels read and write the page-locked slots themselves, no scratch."},
     ROW("gates.min_bytes", CFG_SIZE, gates_min_bytes, "2MiB", 0, TIB, true,
         "Payloads with recurrent state bounce through the arena at or above this size."),
     ROW("gates.min_blocks", CFG_INT, gates_min_blocks, "64", 0, 16 * MIB, true,

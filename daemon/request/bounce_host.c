@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bounce_host.h"
+#include "bounce_tl.h"
 #include "copyeng.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -41,6 +42,8 @@ void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const stru
     if (rx->state == RX_MOVING && serial == rx->scatter_serial && widx < rx->n_w) {
         struct rxw *w = &rx->w[widx];
         uint32_t i = 0;
+        if (status == 0)
+            btl_mark(rx->e->tl, BTL_SCATTER_DONE, rx->req_id, w->ctx_rank, g->ext_off);
         while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
             i++;
         if (status < 0) {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bounce_host.h"
+#include "bounce_tl.h"
 #include "daemon.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
@@ -73,6 +74,7 @@ void gen_landed(struct rxw *w, uint32_t i)
     }
     e->c.chunks_landed++;
     e->c.bytes_landed += g.length;
+    btl_mark(e->tl, BTL_LANDED, rx->req_id, w->ctx_rank, g.ext_off);
     gen_ask(w);
     gen_check_done(rx);
 }
@@ -101,6 +103,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
         return;
     struct rx *rx = w->rx;
     struct arena_grant g = w->out[i];
+    btl_mark(e->tl, BTL_CHUNK_RX, rx->req_id, w->ctx_rank, c->ext_off);
     uint8_t *slot = e->arena_base + g.offset;
     if (len && data != slot)
         memcpy(slot, data, len); /* eager: the bytes came inside the message */
@@ -116,6 +119,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
      * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];
+    btl_mark(e->tl, BTL_SCATTER_LAUNCH, rx->req_id, w->ctx_rank, g.ext_off);
     rc = rx->bx->scatter(rx, w->idx, &g, msg, sizeof msg); /* bounce_exec.h */
     if (rc < 0)
         land_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);

@@ -22,6 +22,7 @@
 
 #include "bounce_host.h"
 #include "bounce_put.h"
+#include "bounce_tl.h"
 #include "daemon.h"
 #include "egpu_peer.h"
 #include "engine_ctx.h"
@@ -139,8 +140,18 @@ static void stage_finish(struct stage *st, int status)
         ctx_pump(tx);
 }
 
+/* A timeline event of st's chunk (bounce_tl.h). */
+static void stage_mark(const struct stage *st, btl_kind_t kind)
+{
+    if (st->e->tl && st->tx)
+        btl_mark(st->e->tl, kind, st->tx->rr.u.recv_req.req_id, st->tx->rr.u.recv_req.writer,
+                 st->g.ext_off);
+}
+
 static void chunk_sent(void *arg, int status)
 {
+    if (status == 0)
+        stage_mark(arg, BTL_CHUNK_SENT);
     stage_finish(arg, status);
 }
 
@@ -241,6 +252,7 @@ static void stage_run(struct stage *st)
         return;
     }
     char msg[WIRE_TEXT_MAX];
+    stage_mark(st, BTL_GATHER_LAUNCH);
     int rc = tx->bx->gather(st, msg, sizeof msg); /* bounce_exec.h: copy threads, kernels */
     if (rc < 0) {
         ctx_tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
@@ -253,6 +265,8 @@ static void stage_run(struct stage *st)
 void ctx_stage_gathered(struct stage *st, int status)
 {
     unhold(st); /* nothing writes the peer's slot any more */
+    if (status == 0)
+        stage_mark(st, BTL_GATHER_DONE);
     if (status < 0 && st->buf_pid && status != -ECANCELED) {
         /* the peer's process refused the write (exited: -ESRCH, its arena gone: -EFAULT): the
          * generation daemon is lost, as a failed put says (PEER_LOST, its readers counted) */

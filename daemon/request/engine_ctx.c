@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bounce_host.h"
+#include "bounce_tl.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -349,8 +350,10 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
     p->users++;
     tx->flow = flow;
     tx->rr = *m; /* takes the decoded message */
-    for (uint32_t i = 0; i < q->n_grants; i++)
+    for (uint32_t i = 0; i < q->n_grants; i++) {
         tx->q[tx->q_len++] = q->grants[i];
+        btl_mark(e->tl, BTL_GRANT_RX, q->req_id, q->writer, q->grants[i].ext_off);
+    }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_send_wait_ms;
     dheap_node_init(&tx->due);
     bool queued = dheap_update(&e->tx_due, &tx->due, tx->deadline_ms) == 0;
@@ -388,8 +391,10 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
                 tx->q_len + gm->n_grants, ENGINE_MAX_CREDITS);
         return;
     }
-    for (uint32_t i = 0; i < gm->n_grants; i++)
+    for (uint32_t i = 0; i < gm->n_grants; i++) {
         tx->q[(tx->q_head + tx->q_len++) % ENGINE_MAX_CREDITS] = gm->grants[i];
+        btl_mark(e->tl, BTL_GRANT_RX, gm->req_id, gm->writer, gm->grants[i].ext_off);
+    }
     ctx_pump(tx);
 }
 

@@ -10,6 +10,9 @@
  *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
  *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
  *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message).
+ *    With gpu.bounce_copy engines (the default) the kernel gathers into the stream's device
+ *    scratch and cudaMemcpyAsync writes the slot's host address (bounce_ce.h: two daemons on
+ *    one GPU overlap that way); the scatter likewise, copy first.
  *  - Generation side: a request whose generation rank has GPU pools binds one program per
  *    writer (the same way); a landed chunk is scattered by kvk_scatter from its landing
  *    slot's device alias and gen_landed then returns the credit as the CPU path does.
@@ -31,7 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_ce.h"
 #include "bounce_host.h"
+#include "bounce_tl.h"
 #include "daemon.h"
 #include "egpu_peer.h"
 #include "engine_ctx.h"
@@ -87,6 +92,7 @@ void egpu_arena_init(struct engine *e)
 {
     struct gpu *g = e->d->gpu;
     const char *base = "host (UCX-allocated, so a same-host peer puts straight into it)";
+    e->tl = btl_new((uint32_t)e->d->cfg.arena_timeline); /* arena.timeline: for profiling */
     if (!g || gpu_cpu_mode(g)) {
         snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: no GPU (%s)", base,
                  g ? gpu_cpu_reason(g) : "no GPU module");
@@ -113,10 +119,14 @@ void egpu_arena_init(struct engine *e)
                  err);
         return;
     }
+    e->bounce_ce = e->d->cfg.gpu_bounce_copy == CFG_BOUNCE_COPY_ENGINES;
     snprintf(e->arena_why, sizeof e->arena_why,
              "%s, page-locked for CUDA (cudaHostRegister portable|mapped): GPU pools gather "
-             "into it and scatter from it (%s)",
-             base, why);
+             "into it and scatter from it (%s)%s",
+             base, why,
+             e->bounce_ce ? "; chunks cross PCIe by copy engines through a device scratch "
+                            "(gpu.bounce_copy engines)"
+                          : "; chunks cross PCIe by the kernels (gpu.bounce_copy kernels)");
     log_info("engine: arena of %zu bytes page-locked for CUDA (device alias %p)", e->arena_len,
              e->arena_dev);
 }
@@ -126,6 +136,8 @@ void egpu_arena_json(const struct engine *e, json_t *o)
     json_object_set_new(o, "placement", json_string("host"));
     json_object_set_new(o, "pinned_for_gpu", json_boolean(e->arena_dev != NULL));
     json_object_set_new(o, "why", json_string(e->arena_why));
+    if (e->tl)
+        json_object_set_new(o, "bounce_timeline", btl_json(e->tl));
 }
 
 /* ---- path ---- */
@@ -357,6 +369,10 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         return -ENOMEM;
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
+    if (e->bounce_ce) /* a kernel into device scratch, a copy engine into the host slot */
+        return launched(op, bce_gather(&e->ce_scratch, &j->x, st->g.ext_off,
+                                       st->g.ext_off + st->g.length, st->buf, on_done, op, msg,
+                                       len));
     /* the peer's landing slot through its page-locked mapping, or our staging slot */
     uint8_t *out = st->ppin ? egpu_peer_dev(st->ppin, st->buf)
                             : (uint8_t *)e->arena_dev + (st->buf - e->arena_base);
@@ -382,9 +398,13 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
     *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
                            .serial = rx->scatter_serial, .g = *g};
     const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
-    int rc = launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
-                                                              g->ext_off + g->length, on_done,
-                                                              op, msg, len));
+    int rc = e->bounce_ce /* a copy engine into device scratch, then the kernel */
+                 ? launched(op, bce_scatter(&e->ce_scratch, &j->x, e->arena_base + g->offset,
+                                            g->ext_off, g->ext_off + g->length, on_done, op, msg,
+                                            len))
+                 : launched(op, move_exec_of(MOVE_EXEC_GPU)->scatter(&j->x.mp, in, g->ext_off,
+                                                                    g->ext_off + g->length,
+                                                                    on_done, op, msg, len));
     if (rc < 0)
         return rc;
     rx->scatters_running++; /* the request holds a failure until the scatters ended */
@@ -432,6 +452,8 @@ void egpu_free(struct engine *e)
         egpu_rx_gone(rx);
     gpu_retire_flush(&e->gpu_retired);
     egpu_peer_free_all(e); /* every kernel was waited for: nothing writes the peers' arenas */
+    bce_free(&e->ce_scratch, e->gpu); /* and nothing uses the scratch */
+    e->tl = btl_free(e->tl);
     if (e->arena_dev) {
         char err[GPU_REASON_MAX + 64];
         if (gpu_host_unregister(e->gpu, e->arena_base, err, sizeof err) < 0)

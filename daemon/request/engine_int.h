@@ -126,6 +126,9 @@ struct engine {
     char arena_why[768];                /* placement and why, for status */
     struct egpu_op *gpu_ops;            /* kernels in flight */
     struct egpu_ppin *peer_pins;        /* peers' arenas page-locked here (egpu_peer.h) */
+    struct btl *tl;                     /* owned: chunk timeline (bounce_tl.h); NULL: off */
+    bool bounce_ce;                     /* GPU chunks cross PCIe by copy engines (bounce_ce.h) */
+    struct bce_table *ce_scratch;       /* owned: their device scratch per stream; NULL: none */
     struct gpu_retire_list gpu_retired; /* jobs freed when the GPUs are idle */
     struct engine_ix ix;                /* per-request lookups by hash (engine_ix.h) */
     struct bh_op *host_ops; /* bounce copies on the copy threads (bounce_host.c) */

@@ -259,5 +259,8 @@ const struct prom_doc arena_metrics[] = {
     {"staging.held.longest_ms", G, NULL, "Staging arena: the longest hold that ended.", "ms"},
     {"enabled", G, NULL, "1 when the daemon has an arena (cluster mode).", NULL},
     {"pinned_for_gpu", G, NULL, "1 when the arena is page-locked for CUDA.", NULL},
+    /* arena.timeline > 0 only (bounce_tl.h) */
+    {"bounce_timeline.capacity", G, NULL, "Chunk timeline: events kept.", "events"},
+    {"bounce_timeline.dropped", G, NULL, "Chunk timeline: older events overwritten.", "events"},
 };
 const size_t arena_metrics_len = N(arena_metrics);

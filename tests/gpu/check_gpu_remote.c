@@ -14,6 +14,9 @@
  * the kernels on both sides (gathered = scattered = landed), that every chunk took the path the
  * case asked for (into B's slots by kernels with B's arena pinned in A once, or staging + put),
  * that GPU pools took the bounce path by that reason, and that slots and GPU mappings come back.
+ * KVF_GPU_REMOTE_BOUNCE_COPY=kernels|engines (device-check, bench-gpu-remote) sets both daemons'
+ * gpu.bounce_copy (default engines: copy engines cross PCIe, daemon/request/bounce_ce.h), and
+ * both arenas must say which way the chunks go.
  * Without CUDA or without a GPU: "SKIP: why", exit 77; with one GPU both sides use GPU 0 (said
  * so). The test process never initialises CUDA (its probe runs in a child): Check forks. */
 #include <check.h>
@@ -212,6 +215,34 @@ static long long mappings_drain(const struct ru_daemon *d, unsigned ms)
             snprintf(fail, sizeof fail, __VA_ARGS__);                                             \
     } while (0)
 
+/* gpu.bounce_copy of both daemons: KVF_GPU_REMOTE_BOUNCE_COPY, else the default. */
+static const char *bounce_copy(void)
+{
+    const char *s = getenv("KVF_GPU_REMOTE_BOUNCE_COPY");
+    return s && strcmp(s, "kernels") == 0 ? "kernels" : "engines";
+}
+
+/* scripts/bench-gpu-remote's profile: with KVF_GPU_REMOTE_TIMELINE=N (the daemons' arena.timeline,
+ * bounce_tl.h) and KVF_GPU_REMOTE_TIMELINE_OUT=PATH, the timing case writes both daemons' events
+ * and GPU completion counters (status gpu.completions: the completion spin's share) to PATH as
+ * {"A": ..., "B": ..., "gpu_A": ..., "gpu_B": ...}. */
+static void dump_timeline(const struct gcase *c, const struct two *t, json_t *aa, json_t *ab)
+{
+    const char *out = getenv("KVF_GPU_REMOTE_TIMELINE_OUT");
+    if (!c->wait_sends || !out || !*out)
+        return;
+    json_t *sa = ru_ctl(&t->a, "status"), *sb = ru_ctl(&t->b, "status");
+    json_t *o = json_pack("{s:O?,s:O?,s:O?,s:O?}", "A", json_object_get(aa, "bounce_timeline"),
+                          "B", json_object_get(ab, "bounce_timeline"), "gpu_A",
+                          json_object_get(json_object_get(sa, "gpu"), "completions"), "gpu_B",
+                          json_object_get(json_object_get(sb, "gpu"), "completions"));
+    if (!o || json_dump_file(o, out, JSON_COMPACT) < 0)
+        fprintf(stderr, "%s: could not write the timeline to %s\n", c->name, out);
+    json_decref(o);
+    json_decref(sa);
+    json_decref(sb);
+}
+
 static void run_case(const struct gcase *c)
 {
     char extra[512], fail[1024] = "";
@@ -219,8 +250,12 @@ static void run_case(const struct gcase *c)
     readers_of(c->ctx, c->gen, readers, &n_ctx);
     for (uint32_t r = 0; r < n_ctx; r++)
         ck_assert_uint_gt(readers[r], 0);
-    snprintf(extra, sizeof extra, "%s%s", GR_DEADLINES,
-             c->arena ? c->arena : c->staged ? STAGED_ARENA : "");
+    const char *tl = getenv("KVF_GPU_REMOTE_TIMELINE");
+    char tl_line[64] = "";
+    if (c->wait_sends && tl && *tl)
+        snprintf(tl_line, sizeof tl_line, "arena.timeline: %d\n", atoi(tl));
+    snprintf(extra, sizeof extra, "%s%sgpu.bounce_copy: %s\n%s", GR_DEADLINES,
+             c->arena ? c->arena : c->staged ? STAGED_ARENA : "", bounce_copy(), tl_line);
     struct two t;
     two_start(&t, extra, extra, NULL);
     for (int side = 0; side < 2; side++) { /* both arenas page-locked, and status says why */
@@ -231,6 +266,9 @@ static void run_case(const struct gcase *c)
                    strstr(why, "page-locked for CUDA") && place && strcmp(place, "host") == 0,
                "daemon %c arena: placement %s, why: %s", side ? 'B' : 'A', place ? place : "-",
                why ? why : "(none)");
+        const char *way = strcmp(bounce_copy(), "kernels") ? "by copy engines" : "by the kernels";
+        EXPECT(why && strstr(why, way), "daemon %c: gpu.bounce_copy %s, but the arena says: %s",
+               side ? 'B' : 'A', bounce_copy(), why ? why : "(none)");
         json_decref(a);
     }
     pid_t cp[64];
@@ -340,6 +378,7 @@ static void run_case(const struct gcase *c)
                "slots left: landing %lld in use, %lld quarantined; staging %lld in use",
                jint(ab, "slots_in_use", NULL), jint(ab, "quarantined_slots", NULL),
                jint(json_object_get(aa, "staging"), "slots_in_use", NULL));
+        dump_timeline(c, &t, aa, ab);
         json_decref(ab);
         json_decref(aa);
     }
