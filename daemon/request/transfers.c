@@ -378,31 +378,6 @@ void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uin
     sweep(t);
 }
 
-/* Item ids against the rank's own layout: group count, one slot per state group, ids in range. */
-static int check_items(const struct layout *l, const struct proto_items *it, char *msg, size_t len)
-{
-    if (it->n_groups != l->n_groups) {
-        snprintf(msg, len, "%u item groups, the registered layout has %u", it->n_groups, l->n_groups);
-        return -EINVAL;
-    }
-    const uint32_t *ids = it->ids;
-    for (uint32_t g = 0; g < l->n_groups; g++) {
-        const struct layout_group *gr = &l->groups[g];
-        if (gr->kind == GROUP_STATE && it->counts[g] != 1) {
-            snprintf(msg, len, "group %s: %u slot ids, a state group takes one", gr->name, it->counts[g]);
-            return -EINVAL;
-        }
-        for (uint32_t k = 0; k < it->counts[g]; k++)
-            if (ids[k] >= gr->n_items) {
-                snprintf(msg, len, "group %s: id %u at %u out of range (%u items)", gr->name, ids[k],
-                         k, gr->n_items);
-                return -EINVAL;
-            }
-        ids += it->counts[g];
-    }
-    return 0;
-}
-
 /* The request of connection c with id req_id that has not ended, or NULL. */
 static struct xfer *find_conn(const struct transfers *t, const struct wconn *c, uint64_t req_id)
 {
@@ -431,7 +406,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
     } else if ((int64_t)c->inflight >= cfg->workers_max_inflight) {
         snprintf(msg, sizeof msg, "%u requests in flight: workers.max_inflight is %lld", c->inflight,
                  (long long)cfg->workers_max_inflight);
-    } else if (check_items(&c->rank->layout, items, msg, sizeof msg) == 0) {
+    } else if (xfer_check_items(&c->rank->layout, items, msg, sizeof msg) == 0) {
         bool dup = find_conn(t, c, req_id) != NULL;
         if (!dup) {
             struct xfer *x = calloc(1, sizeof *x);

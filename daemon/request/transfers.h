@@ -210,6 +210,11 @@ json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
 /* The requests finished within transfers.keep_finished, newest first (xfer_recent.h). */
 json_t *transfers_finished_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);
+/* Item ids against the rank's own layout l: group count, one slot per state group, ids in
+ * range. 0, or -EINVAL with why in msg (xfer_items.c). */
+struct proto_items;
+int xfer_check_items(const struct layout *l, const struct proto_items *it, char *msg, size_t len);
+
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
  * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
