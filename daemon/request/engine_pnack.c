@@ -268,7 +268,10 @@ void pnack_tick(struct engine *e, uint64_t now)
     uint64_t age = e->d->cfg.deadlines_send_wait_ms + e->d->cfg.deadlines_transfer_ms;
     for (struct pnack *pn = e->pnacks, *nx; pn; pn = nx) {
         nx = pn->next;
-        if (now - pn->born_ms >= age) {
+        /* born_ms may be after now: the tick's now is taken before tab_tick, whose lookup
+         * deadlines fail readers that make entries with a fresh clock (now - born_ms wrapped
+         * and dropped such an entry at once: check_nack_early, once in a loaded run) */
+        if (now >= pn->born_ms + age) {
             e->c.reader_nacks_unsent++;
             log_req(LOG_LVL_INFO, pn->n.req_id, pn->where, pn->n.ctx_instance,
                     "engine: request %llu of %s: a failed reader's NACK waited %llu ms for %s "

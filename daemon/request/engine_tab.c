@@ -304,7 +304,7 @@ void tab_tick(struct engine *e, uint64_t now)
                          t->home, t->instance, (unsigned long long)e->d->cfg.deadlines_lookup_ms);
             tab_ready(e, t, t->nack_code ? t->nack_code : KVF_E_TIMEOUT, msg);
             tab_drop(e, t);
-        } else if (t->state == TAB_READY && now - t->fetched_ms > 6 * ENGINE_TABLE_TTL_MS) {
+        } else if (t->state == TAB_READY && now > t->fetched_ms + 6 * ENGINE_TABLE_TTL_MS) {
             tab_drop(e, t);
         }
     }
