@@ -87,6 +87,16 @@ void plan_done(struct plan *p);
  * needed and not looked at. 0, or -EINVAL / -ENOMEM with *err as plan_build fills it. For a
  * caller that must know whose SENDs to wait for before the context ids are all there. */
 int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err);
+/* Who a generation rank of this shape reads, whatever its ids say: plan_writers for the same
+ * layouts and per-group item counts, without the request's own checks (id values, duplicates,
+ * token count, aliasing), which only decide whether it can be planned, never who writes. For a
+ * reader whose request was refused: the writers it would have read learn it will not come. Still
+ * needs compatible layouts (unless compat_known) and, for an attention-DP context, a valid
+ * ctx_dp_rank (plan_check_shape); 0, or -EINVAL / -ENOMEM with *err as plan_build fills it. */
+int plan_writers_of_shape(const struct plan_input *in, uint8_t *writers, struct plan_error *err);
+/* What only the layouts decide: the input complete, compatibility (unless compat_known), an
+ * attention-DP context's ctx_dp_rank. 0, or -EINVAL with *err as plan_build fills it. */
+int plan_check_shape(const struct plan_input *in, struct plan_error *err);
 /* What plan_build and plan_writers check before they walk the layouts (compatibility unless
  * compat_known, the request's ids and token count, declared aliasing): 0, or -EINVAL / -ENOMEM
  * with *err as plan_build fills it. For a caller that knows the writers already. */

@@ -442,27 +442,22 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
  * a writer of any (group with items, layer, view, tensor) sends at least one row (inner > 0,
  * every generation block has a row with a prompt token), so it has bytes in the plan. The
  * context's ids never change who writes (they are only checked), so they are left out. */
-int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err)
+/* Who writes, for input gin without context ids (checked as the caller needs): every tensor of
+ * every layer of each group the request has items in, by head range and stage. */
+static int writers_walk(const struct plan_input *gin, uint8_t *writers, struct plan_error *err)
 {
-    if (!in)
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
-    struct plan_input gin = *in;
-    gin.ctx_ids = NULL;
-    int rc = plan_check_request(&gin, err);
-    if (rc)
-        return rc;
-    struct bctx b = {&gin, err, NULL, 0, NULL, 0, 0};
+    struct bctx b = {gin, err, NULL, 0, NULL, 0, 0};
     struct wsrc ws[LAYOUT_MAX_TP];
-    memset(writers, 0, in->n_ctx);
-    const struct layout *gen = in->gen;
+    memset(writers, 0, gin->n_ctx);
+    const struct layout *gen = gin->gen;
     for (uint32_t g = 0; g < gen->n_groups; g++) {
         const struct layout_group *gg = &gen->groups[g];
-        for (uint32_t l = 0; in->gen_ids.n[g] && l < gg->n_layers; l++)
+        for (uint32_t l = 0; gin->gen_ids.n[g] && l < gg->n_layers; l++)
             for (uint32_t v = 0; v < gg->n_views; v++)
                 for (uint32_t t = 0; t < gg->views[v].n_tensors; t++) {
                     uint32_t nw;
-                    rc = tensor_writers(&b, gg, in->gen_ids.n[g], gg->layers[l],
-                                        &gg->views[v].tensors[t], ws, &nw);
+                    int rc = tensor_writers(&b, gg, gin->gen_ids.n[g], gg->layers[l],
+                                            &gg->views[v].tensors[t], ws, &nw);
                     if (rc)
                         return rc;
                     for (uint32_t i = 0; i < nw; i++)
@@ -470,6 +465,27 @@ int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_erro
                 }
     }
     return 0;
+}
+
+int plan_writers(const struct plan_input *in, uint8_t *writers, struct plan_error *err)
+{
+    if (!in)
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
+    struct plan_input gin = *in;
+    gin.ctx_ids = NULL;
+    int rc = plan_check_request(&gin, err);
+    return rc ? rc : writers_walk(&gin, writers, err);
+}
+
+int plan_writers_of_shape(const struct plan_input *in, uint8_t *writers, struct plan_error *err)
+{
+    int rc = plan_check_shape(in, err);
+    if (rc)
+        return rc;
+    struct plan_input gin = *in;
+    gin.ctx_ids = NULL;
+    gin.tokens = 0; /* the walk reads neither; a refused request's may be out of range */
+    return writers_walk(&gin, writers, err);
 }
 
 int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error *err)

@@ -1,7 +1,8 @@
 /* plan_check.c: what plan_build, plan_writers and a template's instantiation check of a
  * request before any run is emitted (plan.h plan_check_request): compatibility unless known, the
  * ids of both sides (count, range, duplicates, one slot per state group), the token count, the
- * attention-DP rank, declared aliasing. Every check here depends on id VALUES or on the request
+ * attention-DP rank, declared aliasing; and the part of it that the layouts alone decide
+ * (plan_check_shape: compatibility, the attention-DP rank). Every check here depends on id VALUES or on the request
  * alone, so it runs per request even when the plan's structure comes from a template
  * (plan_template.h). Pure; thread-safe. */
 #include <errno.h>
@@ -105,6 +106,19 @@ static int check_ids(struct plan_error *err, const char *side, uint32_t rank,
     return 0;
 }
 
+/* An attention-DP context's KV lives on the DP rank that ran the request: without it the writers
+ * are not known. */
+static int check_dp_rank(const struct plan_input *in, struct plan_error *err)
+{
+    if (in->ctx[0].attention_dp &&
+        (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
+        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
+                       "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
+                       "request, got %" PRId32,
+                       in->ctx[0].tp_size, in->ctx_dp_rank);
+    return 0;
+}
+
 static int check_request(const struct plan_input *in, struct plan_error *err)
 {
     const struct layout *gen = in->gen;
@@ -134,16 +148,11 @@ static int check_request(const struct plan_input *in, struct plan_error *err)
                            " tokens fill",
                            LAYOUT_SHORT_MAX, gen->groups[g].name, layout_rank(gen),
                            in->gen_ids.n[g], gtb, tok);
-    if (in->ctx[0].attention_dp &&
-        (in->ctx_dp_rank < 0 || (uint32_t)in->ctx_dp_rank >= in->ctx[0].tp_size))
-        return set_err(err, KVF_E_BAD_REQUEST, COMPAT_DP_RANK,
-                       "attention-DP context (tp %" PRIu32 ") needs the DP rank that ran the "
-                       "request, got %" PRId32,
-                       in->ctx[0].tp_size, in->ctx_dp_rank);
-    return 0;
+    return check_dp_rank(in, err);
 }
 
-int plan_check_request(const struct plan_input *in, struct plan_error *err)
+/* The input is complete and, unless the caller knows it, the layouts are compatible. */
+static int check_layouts(const struct plan_input *in, struct plan_error *err)
 {
     compat_reason_t reason;
     char msg[sizeof(err->message)];
@@ -151,7 +160,22 @@ int plan_check_request(const struct plan_input *in, struct plan_error *err)
         return set_err(err, KVF_E_BAD_REQUEST, COMPAT_OK, "plan input incomplete");
     if (!in->compat_known && compat_check(in->gen, in->ctx, in->n_ctx, &reason, msg, sizeof(msg)))
         return set_err(err, KVF_E_PEER_INCOMPATIBLE, reason, "%s", msg);
-    int rc = check_request(in, err);
+    return 0;
+}
+
+int plan_check_shape(const struct plan_input *in, struct plan_error *err)
+{
+    int rc = check_layouts(in, err);
+    return rc ? rc : check_dp_rank(in, err);
+}
+
+int plan_check_request(const struct plan_input *in, struct plan_error *err)
+{
+    char msg[sizeof(err->message)];
+    int rc = check_layouts(in, err);
+    if (rc)
+        return rc;
+    rc = check_request(in, err);
     if (rc)
         return rc;
     rc = plan_alias_check(in->gen, &in->gen_ids, msg, sizeof(msg));

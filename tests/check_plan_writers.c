@@ -2,7 +2,9 @@
  * path waits for, and the readers a context daemon derives) against plan_build's writers over
  * a grid of TP x PP x attention-DP pairs of every head structure (split, fan-in, replicated
  * head groups, replicated state), block-size changes with and without the token count, groups
- * with no items; and its refusals against plan_build's (same code, same reason). The random
+ * with no items; and its refusals against plan_build's (same code, same reason); and
+ * plan_writers_of_shape, the same set for every plan here and for requests plan_build refuses
+ * (ids, tokens), refusing only what the layouts decide. The random
  * geometry matrix (check_plan_matrix) runs the same comparison on every plan it checks. */
 #include <check.h>
 #include <errno.h>
@@ -193,6 +195,95 @@ START_TEST(plan_writers_refuse_what_plan_build_refuses)
 }
 END_TEST
 
+/* The writers of in, by plan_writers_of_shape, equal plan_writers' for `valid` (the same shape with
+ * ids plan_build takes). */
+static void shape_writers_equal(const struct plan_input *in, const struct plan_input *valid,
+                                const char *what)
+{
+    uint8_t want[LAYOUT_MAX_TP], got[LAYOUT_MAX_TP];
+    struct plan_error pe;
+    ck_assert_msg(plan_writers(valid, want, &pe) == 0, "%s: %s", what, pe.message);
+    memset(got, 0xff, sizeof got);
+    ck_assert_msg(plan_writers_of_shape(in, got, &pe) == 0, "%s: %s", what, pe.message);
+    ck_assert_msg(memcmp(got, want, in->n_ctx) == 0, "%s: another writer set", what);
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < in->n_ctx; c++)
+        n += got[c];
+    ck_assert_msg(n > 0, "%s: no writer", what);
+}
+
+/* A refused request (its ids, tokens or aliasing) still has writers: those its shape reads. What
+ * only the layouts decide is still refused, as plan_build refuses it. */
+START_TEST(plan_writers_of_shape_name_the_writers_of_a_refused_request)
+{
+    char err[256];
+    uint64_t rng = 15;
+    struct par_side c, g;
+    static const char *const gspecs[] = {"tiny:blocks=4,tp=1", "tiny:blocks=4,tp=2",
+                                         "tiny:blocks=4,tp=4"};
+    ck_assert(par_side_init(&c, "tiny:blocks=4,tp=2", ROLE_CONTEXT, 2, &rng, err, sizeof err) == 0);
+    for (uint32_t k = 0; k < 3; k++) {
+        ck_assert(par_side_init(&g, gspecs[k], ROLE_GENERATION, 2, &rng, err, sizeof err) == 0);
+        for (uint32_t gr = 0; gr < g.n; gr++) {
+            struct plan_input valid = par_input(&c, &g, gr, c.ids, -1), in = valid;
+            struct plan p;
+            struct plan_error pe;
+            uint32_t dup[2] = {g.ids[gr].ids[1][0], g.ids[gr].ids[1][0]}; /* group 1: paged */
+            in.gen_ids.ids[1] = dup;
+            ck_assert_int_eq(plan_build(&in, &p, &pe), -EINVAL);
+            ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+            shape_writers_equal(&in, &valid, "a block id twice");
+            dup[1] = 4;
+            shape_writers_equal(&in, &valid, "a block id out of range");
+            in = valid;
+            in.tokens = PLAN_MAX_TOKENS + 1;
+            ck_assert_int_eq(plan_build(&in, &p, &pe), -EINVAL);
+            shape_writers_equal(&in, &valid, "too many tokens");
+        }
+        par_side_free(&g);
+    }
+    par_side_free(&c);
+    /* PP 2 context, TP 2 generation: a rank reads one stage's ranks only */
+    ck_assert(par_side_init(&c, "kimi-linear-48b:blocks=2,slots=1,tp=2,pp=2", ROLE_CONTEXT, 2,
+                            &rng, err, sizeof err) == 0);
+    ck_assert(par_side_init(&g, "kimi-linear-48b:blocks=2,slots=1,tp=4", ROLE_GENERATION, 2,
+                            &rng, err, sizeof err) == 0);
+    for (uint32_t gr = 0; gr < g.n; gr++) {
+        struct plan_input valid = par_input(&c, &g, gr, c.ids, -1), in = valid;
+        uint32_t gi = 0;
+        while (g.ranks[gr].groups[gi].kind != GROUP_PAGED)
+            gi++;
+        uint32_t dup[2] = {g.ids[gr].ids[gi][0], g.ids[gr].ids[gi][0]};
+        in.gen_ids.ids[gi] = dup;
+        shape_writers_equal(&in, &valid, "pp 2 -> tp 4, a block id twice");
+    }
+    par_side_free(&c);
+    par_side_free(&g);
+    /* what the layouts decide: no writer set */
+    ck_assert(par_side_init(&c, "tiny:blocks=4,tp=2,adp=1", ROLE_CONTEXT, 2, &rng, err,
+                            sizeof err) == 0);
+    ck_assert(par_side_init(&g, "tiny:blocks=4,tp=1", ROLE_GENERATION, 2, &rng, err, sizeof err) ==
+              0);
+    struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
+    uint8_t set[LAYOUT_MAX_TP];
+    struct plan_error pe;
+    ck_assert_int_eq(plan_writers_of_shape(&in, set, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_BAD_REQUEST);
+    ck_assert_int_eq(pe.reason, COMPAT_DP_RANK);
+    in.ctx_dp_rank = 1;
+    ck_assert_int_eq(plan_writers_of_shape(&in, set, &pe), 0);
+    ck_assert(!set[0] && set[1]); /* the DP rank that ran it */
+    par_side_free(&g);
+    ck_assert(par_side_init(&g, "tiny:blocks=4,tp=1,omit=kda", ROLE_GENERATION, 2, &rng, err,
+                            sizeof err) == 0);
+    in = par_input(&c, &g, 0, c.ids, 1);
+    ck_assert_int_eq(plan_writers_of_shape(&in, set, &pe), -EINVAL);
+    ck_assert_int_eq(pe.code, KVF_E_PEER_INCOMPATIBLE);
+    par_side_free(&c);
+    par_side_free(&g);
+}
+END_TEST
+
 static Suite *writers_suite(void)
 {
     Suite *s = suite_create("plan_writers");
@@ -204,6 +295,7 @@ static Suite *writers_suite(void)
     tcase_add_test(tc, plan_writers_follow_block_size_changes_and_empty_groups);
     tcase_add_test(tc, plan_writers_spread_replicated_heads_as_documented);
     tcase_add_test(tc, plan_writers_refuse_what_plan_build_refuses);
+    tcase_add_test(tc, plan_writers_of_shape_name_the_writers_of_a_refused_request);
     suite_add_tcase(s, tc);
     return s;
 }
