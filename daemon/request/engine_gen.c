@@ -170,6 +170,14 @@ static void check_done(struct rx *rx)
 
 static void start_writer(struct rxw *w);
 
+/* rx planned but its plan cannot run, no writer set up yet: its plan's writers learn it. */
+static void unplanned_fail(struct rx *rx, const struct itable *tab, kvf_error_t code,
+                           const char *msg)
+{
+    nack_unplanned(rx, tab, NULL, code, msg);
+    rx_fail(rx, code, "%s", msg);
+}
+
 static void plan_rx(struct rx *rx, struct itable *tab)
 {
     struct engine *e = rx->e;
@@ -200,6 +208,8 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         }
         if (code == KVF_E_PEER_INCOMPATIBLE) /* refuses every writer: their SENDs end now */
             nack_refused(rx, tab, code, msg);
+        else /* the writers its shape reads */
+            nack_unplanned(rx, tab, &pin, code, msg);
         rx_fail(rx, code, "%s", msg);
         return;
     }
@@ -209,15 +219,16 @@ static void plan_rx(struct rx *rx, struct itable *tab)
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
         if (copy_check(pw->ops, pw->n_ops, egpu_rank_mem(x->rank), 'd') < 0) {
-            rx_fail(rx, KVF_E_BOUND_VIOLATION, "plan of writer rank %u leaves the mapped pools",
-                    pw->ctx_rank);
+            snprintf(msg, sizeof msg, "plan of writer rank %u leaves the mapped pools",
+                     pw->ctx_rank);
+            unplanned_fail(rx, tab, KVF_E_BOUND_VIOLATION, msg);
             return;
         }
     }
     rx->bx = bexec_of(x->rank); /* the executor for the pools the plan was checked against */
     rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
     if (!rx->w) {
-        rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+        unplanned_fail(rx, tab, KVF_E_INTERNAL, "out of memory");
         return;
     }
     rx->n_w = rx->plan.n_writers;

@@ -5,8 +5,12 @@
  * flow's data; READER_NACK counts the reader against the SEND, once per (reader, writer), for
  * writers whose RECV_REQ went out and for those it never reached. A writer that finished
  * (WRITER_DONE) was counted served already and is not told; call before the writers are
- * released (closed). Loop thread only. */
+ * released (closed). A reader whose request its plan refuses (not as incompatible: its ids,
+ * tokens or aliasing) tells the writers its shape reads (plan_writers_of_shape), as one whose
+ * plan cannot run tells its plan's writers. Loop thread only. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
@@ -95,6 +99,53 @@ void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, con
         else
             send_one(e, NULL, tab->addrs[i], rx, WIRE_ALL_WRITERS, code, why);
     }
+}
+
+uint32_t nack_tell_writers(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0,
+                           const uint8_t *writers)
+{
+    struct wire_reader_nack n = *n0;
+    uint32_t told = 0;
+    for (uint32_t r = 0; r < t->n; r++) {
+        if (!writers[r])
+            continue;
+        n.writer = r;
+        if (engine_is_self(e, t->addrs[r]))
+            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, r, n.code,
+                                    n.message);
+        else
+            pnack_send(e, NULL, t->addrs[r], &n); /* now, or once that daemon is connected */
+        told++;
+    }
+    return told;
+}
+
+void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_input *pin,
+                    kvf_error_t code, const char *msg)
+{
+    struct engine *e = rx->e;
+    uint8_t *writers = calloc(tab->n ? tab->n : 1, 1);
+    struct plan_error pe = {.message = "out of memory"};
+    int rc = writers ? 0 : -ENOMEM;
+    if (writers && rx->planned)
+        for (uint32_t i = 0; i < rx->plan.n_writers; i++)
+            writers[rx->plan.writers[i].ctx_rank] = 1;
+    else if (writers)
+        rc = plan_writers_of_shape(pin, writers, &pe);
+    if (rc < 0) { /* an attention-DP request without its DP rank: no writer is known */
+        e->c.reader_nacks_unsent++;
+        log_req(LOG_LVL_INFO, rx->req_id, tab->home, rx->ctx_instance,
+                "engine: request %llu of %s: a reader refused by its plan (%s) cannot be told: "
+                "its writers: %s", (unsigned long long)rx->req_id, rx->ctx_instance,
+                kvf_error_to_string(code), pe.message);
+        free(writers);
+        return;
+    }
+    struct wire_reader_nack n = {.req_id = rx->req_id, .code = code};
+    snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
+    reason(rx, code, msg, n.message, sizeof n.message);
+    nack_tell_writers(e, tab, &n, writers);
+    free(writers);
 }
 
 void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_msg *m)

@@ -10,6 +10,18 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg);
 /* Generation side, before any plan: an incompatible verdict against tab refuses every writer:
  * one READER_NACK (every writer) to each daemon of the table that is up, and this daemon's. */
 void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg);
+/* Generation side, with the table tab of rx's instance: rx's request cannot be planned (refused,
+ * not incompatible: pin's ids, tokens or aliasing) or its plan cannot run (rx->planned, no writer
+ * reached yet): each writer its shape reads (plan_writers_of_shape of pin), or its plan's, learns
+ * it will not come. An attention-DP request without a valid DP rank has no known writer: counted
+ * in reader_nacks_unsent, its SEND ends at its deadline. Call before rx_fail (whose nack_readers
+ * then tells nobody twice: no writer of rx was set up). */
+void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_input *pin,
+                    kvf_error_t code, const char *msg);
+/* READER_NACK n0 for each context rank r of table t with writers[r] set (naming r): to its daemon
+ * (now, or once connected: engine_pnack.c), or this daemon's SEND directly. Returns how many. */
+uint32_t nack_tell_writers(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0,
+                           const uint8_t *writers);
 /* Context side: flow tx is about to meet SEND s. When s's readers are all served or being
  * read already (n_readers, or the count the daemon derived), tx is refused BAD_REQUEST, the
  * request id, instance and count named (as the same-daemon path refuses such a RECV): true,

@@ -6,9 +6,10 @@
  * planning needs (its layout as JSON, its ids, DP rank and tokens); when the table of
  * (instance, home) comes, the entry is planned as the reader would have been and each writer's
  * daemon is told (this daemon's SENDs directly). While it waits the table is asked for again
- * after a failed fetch, PNACK_RETRY_MS later, the wait doubling per ask up to 4 s. A plan that
- * fails with the table (the reader could never have read it) tells every daemon of the table
- * when it is an incompatible verdict, else nobody (its writers stay unknown).
+ * after a failed fetch, PNACK_RETRY_MS later, the wait doubling per ask up to 4 s. Its writers
+ * are the ones its shape reads (plan_writers_of_shape: a request whose ids or tokens its plan
+ * would refuse had them too); an incompatible verdict tells every daemon of the table; an
+ * attention-DP reader without a valid DP rank, nobody (its writers stay unknown).
  *
  * A READER_NACK for a daemon that is not connected leaves a PEER entry by address, sent when a
  * peer of that address comes up, and connected again while it waits (the same backoff). A
@@ -18,12 +19,14 @@
  * Bounds: PNACK_MAX entries per daemon and an age of deadlines.send_wait + deadlines.transfer;
  * past either the NACK is dropped (peers.reader_nacks_unsent) and its SEND ends at its deadline.
  * Loop thread only. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "daemon.h"
 #include "engine_gen.h"
+#include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_pnack.h"
 #include "engine_tab.h"
@@ -178,7 +181,7 @@ void pnack_unplanned(struct rx *rx, kvf_error_t code, const char *why)
     pn->retry_ms = fetching ? 0 : backoff(pn, engine_now(e));
 }
 
-/* TABLE entry pn with its table t: planned as its reader would have been; each writer told. */
+/* TABLE entry pn with its table t: the writers its reader would have read, each told. */
 static void resolve(struct engine *e, struct pnack *pn, const struct itable *t)
 {
     struct layout *gen = malloc(sizeof *gen);
@@ -197,41 +200,45 @@ static void resolve(struct engine *e, struct pnack *pn, const struct itable *t)
                              .ctx_dp_rank = pn->ctx_dp_rank,
                              .tokens = pn->tokens};
     plan_ids_of(pn->items.n_groups, pn->items.counts, pn->items.ids, &pin.gen_ids);
-    struct plan plan;
-    char msg[sizeof(((struct plan_error *)0)->message)];
-    kvf_error_t code = plan_request(&pin, &plan, msg, sizeof msg);
+    /* who it would have read: the writers its shape reads, whatever its ids (a request its plan
+     * refuses, for those or its tokens, still had them) */
+    uint8_t *writers = calloc(t->n ? t->n : 1, 1);
+    struct plan_error pe = {.code = KVF_E_INTERNAL, .message = "out of memory"};
+    int rc = writers ? plan_writers_of_shape(&pin, writers, &pe) : -ENOMEM;
     free(gen);
     struct wire_reader_nack n = pn->n;
-    if (code != KVF_OK && code != KVF_E_PEER_INCOMPATIBLE) { /* its writers stay unknown */
+    if (rc < 0 && pe.code != KVF_E_PEER_INCOMPATIBLE) { /* its writers stay unknown */
         e->c.reader_nacks_unsent++;
         log_req(LOG_LVL_INFO, n.req_id, t->home, n.ctx_instance,
                 "engine: request %llu of %s: a reader that failed before the table came (%s) "
-                "cannot be told: its plan: %s", (unsigned long long)n.req_id, n.ctx_instance,
-                kvf_error_to_string(n.code), msg);
+                "cannot be told: its writers: %s", (unsigned long long)n.req_id, n.ctx_instance,
+                kvf_error_to_string(n.code), pe.message);
+        free(writers);
         return;
     }
-    uint32_t told = 0, n_to = code == KVF_OK ? plan.n_writers : t->n;
-    for (uint32_t i = 0; i < n_to; i++) {
-        uint32_t rank = code == KVF_OK ? plan.writers[i].ctx_rank : i;
-        bool seen = false; /* a verdict: one message per daemon, every writer */
-        for (uint32_t j = 0; code != KVF_OK && j < i && !seen; j++)
+    uint32_t told = 0;
+    if (rc == 0)
+        told = nack_tell_writers(e, t, &n, writers);
+    for (uint32_t i = 0; rc < 0 && i < t->n; i++) { /* a verdict: one message per daemon */
+        bool seen = false;
+        for (uint32_t j = 0; j < i && !seen; j++)
             seen = strcmp(t->addrs[j], t->addrs[i]) == 0;
         if (seen)
             continue;
-        n.writer = code == KVF_OK ? rank : WIRE_ALL_WRITERS;
-        if (engine_is_self(e, t->addrs[rank]))
-            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id,
-                                    code == KVF_OK ? rank : XFER_NACK_ALL, n.code, n.message);
+        n.writer = WIRE_ALL_WRITERS;
+        if (engine_is_self(e, t->addrs[i]))
+            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, XFER_NACK_ALL,
+                                    n.code, n.message);
         else
-            pnack_send(e, NULL, t->addrs[rank], &n);
+            pnack_send(e, NULL, t->addrs[i], &n);
         told++;
     }
-    if (code == KVF_OK)
-        plan_done(&plan);
+    free(writers);
     log_req(LOG_LVL_INFO, n.req_id, t->home, n.ctx_instance,
             "engine: request %llu of %s: a reader that failed before the table came (%s): %u "
-            "writer daemon(s) told%s", (unsigned long long)n.req_id, n.ctx_instance,
-            kvf_error_to_string(n.code), told, code == KVF_OK ? "" : " (an incompatible plan)");
+            "%s told%s", (unsigned long long)n.req_id, n.ctx_instance, kvf_error_to_string(n.code),
+            told, rc == 0 ? "writer(s)" : "writer daemon(s)",
+            rc == 0 ? "" : " (an incompatible plan)");
 }
 
 void pnack_table_ready(struct engine *e, const struct itable *t, int err)

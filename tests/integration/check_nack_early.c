@@ -5,9 +5,10 @@
  *  - before its table came: ctx's rank 1 is not registered yet, so A answers B's table request
  *    UNKNOWN_INSTANCE and B asks again; the reader is cancelled (or its lookup deadline passes:
  *    UNKNOWN_INSTANCE, or its worker is SIGKILLed) while it waits. Once rank 1 registers, B gets
- *    the table, plans the failed reader and NACKs both writers: rank 0's SEND, waiting already,
- *    ends FAILED with the reason within a second of the registration, and rank 1's SEND, coming
- *    later, at once;
+ *    the table, finds the writers the failed reader would have read and NACKs both: rank 0's
+ *    SEND, waiting already, ends FAILED with the reason within a second of the registration,
+ *    and rank 1's SEND, coming later, at once; also when the reader's request is one its plan
+ *    would refuse (a block id twice: the writers its shape reads);
  *  - its writer's daemon not connected: rank 1 lives on a third daemon C (SIGSTOPped, so B's
  *    connection to it cannot finish); the reader is cancelled; the NACK for rank 1 waits at B
  *    and goes out once C runs again: its SEND ends FAILED within a second of the SIGCONT
@@ -119,6 +120,33 @@ START_TEST(a_reader_cancelled_before_its_table_came_ends_the_sends)
 }
 END_TEST
 
+/* Its request would be refused by its plan too (a block id twice): the writers its shape reads
+ * are told all the same (before, nobody: its plan failed, so its writers stayed unknown). */
+START_TEST(a_refused_request_cancelled_before_its_table_came_ends_the_sends)
+{
+    struct early x;
+    early_start(&x, LONG);
+    ru_rank_register(&x.ctx, 0, &x.t.a, NULL);
+    send_req(&x.ctx, 0, 104);
+    uint32_t *dup = malloc(x.gen.r[0].n_ids * sizeof *dup);
+    ck_assert_ptr_nonnull(dup);
+    ru_ids_with_a_duplicate(&x.gen.r[0], dup);
+    struct kvf_recv_args a;
+    ru_recv_args(&x.gen.r[0], 104, "ctx", x.t.a.addr, &a);
+    a.ids = dup;
+    ck_assert_int_eq(kvf_recv(x.gen.r[0].c, &a), 0);
+    ru_wait_peers_stat(&x.t.b, "table_retries", 1, 5000);
+    ck_assert_int_eq(kvf_cancel(x.gen.r[0].c, 104), 0);
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&x.gen.r[0], 104, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
+    table_comes(&x, 104, KVF_E_CANCELLED, "refused request cancelled before the table");
+    ck_assert_int_eq(ru_peers_stat(&x.t.b, "reader_nacks_unsent"), 0);
+    free(dup);
+    early_stop(&x);
+}
+END_TEST
+
 static int do_recv(struct ru_rank *r, void *arg)
 {
     struct kvf_recv_args a;
@@ -205,6 +233,7 @@ int main(void)
     TCase *tc = tcase_create("early");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, a_reader_cancelled_before_its_table_came_ends_the_sends);
+    tcase_add_test(tc, a_refused_request_cancelled_before_its_table_came_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_worker_died_before_its_table_came_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_table_never_came_in_time_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_writers_daemon_is_not_connected_ends_its_send_once_it_is);

@@ -1,7 +1,8 @@
 /* check_reader_nack.c: the context side always learns the end (issue 13 item 4, docs/DESIGN.md
  * §7). A reader whose worker is SIGKILLed, or whose layout is refused as incompatible, ends the
  * context rank's SEND FAILED with the reason within a second (not at its 90 s deadline), on the
- * same daemon and between two real daemons. The dead reader is a real process (a forked rank
+ * same daemon and between two real daemons; so does a reader whose request its plan refuses (a
+ * block id twice), between two daemons. The dead reader is a real process (a forked rank
  * with its own libkvferry connection) killed with SIGKILL. A restarted prefill that reuses the
  * id is served: the failures belong to the SEND generation they were counted in. */
 #include <check.h>
@@ -93,21 +94,25 @@ static void send_fails_fast(struct ru_inst *ctx, uint64_t req, uint32_t n_reader
             kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
 }
 
-/* The context rank's SEND is already waiting when the refused reader's RECV comes. */
-static void send_then_refused(struct ru_inst *ctx, struct ru_inst *bad, uint64_t req,
-                              uint32_t n_readers, const char *home, const struct ru_daemon *cd,
-                              const struct ru_daemon *gd, const char *what)
+/* The context rank's SEND is already waiting when the failing reader's RECV (of ids: NULL, its
+ * own) comes: both end FAILED `want`, the SEND with the reader's reason `why`. */
+static void send_then_failed(struct ru_inst *ctx, struct ru_inst *bad, uint64_t req,
+                             uint32_t n_readers, const char *home, const uint32_t *ids,
+                             kvf_error_t want, const char *why, const struct ru_daemon *cd,
+                             const struct ru_daemon *gd, const char *what)
 {
     struct ru_rank *r = &ctx->r[0];
     ck_assert_int_eq(kvf_send(r->c, req, r->l.n_groups, r->counts, r->ids, n_readers), 0);
     until_listed(cd, "send", 1, 5000);
     struct kvf_recv_args a;
     recv_args(&bad->r[0], req, home, &a);
+    if (ids)
+        a.ids = ids;
     uint64_t t0 = ru_now_ms();
     ck_assert_int_eq(kvf_recv(bad->r[0].c, &a), 0);
     struct kvf_event ev;
     ck_assert_int_eq(ru_wait_event(&bad->r[0], req, &ev, 10000), KVF_EV_FAILED);
-    ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: reader %s: %s", what,
+    ck_assert_msg(ev.error == (int32_t)want, "%s: reader %s: %s", what,
                   kvf_error_to_string(ev.error), ev.message);
     int k = ru_wait_event(r, req, &ev, 10000);
     uint64_t took = ru_now_ms() - t0;
@@ -117,14 +122,22 @@ static void send_then_refused(struct ru_inst *ctx, struct ru_inst *bad, uint64_t
             ru_dump_log(gd, "generation daemon");
     }
     ck_assert_msg(k == KVF_EV_FAILED, "%s: the SEND ended %d (%s)", what, k, ev.message);
-    ck_assert_msg(ev.error == KVF_E_PEER_INCOMPATIBLE, "%s: %s: %s", what,
-                  kvf_error_to_string(ev.error), ev.message);
-    ck_assert_msg(strstr(ev.message, "head inner bytes differ"), "%s: no reason: %s", what,
+    ck_assert_msg(ev.error == (int32_t)want, "%s: %s: %s", what, kvf_error_to_string(ev.error),
                   ev.message);
+    ck_assert_msg(strstr(ev.message, why) && strstr(ev.message, "no reader can come"),
+                  "%s: no reason: %s", what, ev.message);
     ck_assert_msg(took < WITHIN_MS, "%s: the SEND ended %llu ms after the RECV", what,
                   (unsigned long long)took);
-    fprintf(stderr, "%s: SEND FAILED %s %llu ms after the refused RECV: %s\n", what,
+    fprintf(stderr, "%s: SEND FAILED %s %llu ms after the failing RECV: %s\n", what,
             kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
+}
+
+static void send_then_refused(struct ru_inst *ctx, struct ru_inst *bad, uint64_t req,
+                              uint32_t n_readers, const char *home, const struct ru_daemon *cd,
+                              const struct ru_daemon *gd, const char *what)
+{
+    send_then_failed(ctx, bad, req, n_readers, home, NULL, KVF_E_PEER_INCOMPATIBLE,
+                     "head inner bytes differ", cd, gd, what);
 }
 
 START_TEST(nack_dead_reader_on_the_same_daemon_ends_the_send)
@@ -252,6 +265,26 @@ START_TEST(nack_reused_id_does_not_see_the_old_failures)
 }
 END_TEST
 
+/* A reader whose request its plan refuses (a block id twice: admitted, every id in range) tells
+ * the writers its shape reads; before, its SEND waited for its deadline. The next request of a
+ * good reader is served. */
+START_TEST(nack_bad_request_reader_between_daemons_ends_the_send)
+{
+    struct two t;
+    two_start_insts(&t, &(struct two_insts){.extra_a = LONG_DEADLINES, .extra_b = LONG_DEADLINES,
+                                            .spec = TINY, .blocks = 8, .rng = 36});
+    uint32_t *dup = malloc(t.gen.r[0].n_ids * sizeof *dup);
+    ck_assert_ptr_nonnull(dup);
+    ru_ids_with_a_duplicate(&t.gen.r[0], dup);
+    send_then_failed(&t.ctx, &t.gen, 55, 1, t.a.addr, dup, KVF_E_BAD_REQUEST, "twice", &t.a, &t.b,
+                     "two daemons, a block id twice");
+    ck_assert_int_eq(ru_peers_stat(&t.b, "reader_nacks_unsent"), 0);
+    restarted_is_served(&t.ctx, &t.gen, 56, t.a.addr, "two daemons, the next request");
+    free(dup);
+    two_stop(&t, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reader_nack");
@@ -262,6 +295,7 @@ static Suite *suite(void)
     tcase_add_test(tc, nack_dead_reader_between_daemons_ends_the_send);
     tcase_add_test(tc, nack_refused_reader_between_daemons_ends_the_send);
     tcase_add_test(tc, nack_reused_id_does_not_see_the_old_failures);
+    tcase_add_test(tc, nack_bad_request_reader_between_daemons_ends_the_send);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -157,6 +157,11 @@ void ru_readers(const struct ru_inst *ctx, const struct ru_inst *gen, int32_t dp
 void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char *home,
                   struct kvf_recv_args *a);
 
+/* r's ids (n_ids, into dup: its caller's) with the second block of r's first paged group listing
+ * the first block again: a request the daemon admits (every id in range) and its plan refuses
+ * (BAD_REQUEST, "twice"). r's first paged group has two blocks or more. */
+void ru_ids_with_a_duplicate(const struct ru_rank *r, uint32_t *dup);
+
 /* Waits for one terminal event of req on rank r (skipping others); returns its kind and fills ev.
  */
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms);

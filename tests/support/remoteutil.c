@@ -418,6 +418,16 @@ void ru_recv_args(struct ru_rank *r, uint64_t req, const char *inst, const char 
                                 .ids = r->ids};
 }
 
+void ru_ids_with_a_duplicate(const struct ru_rank *r, uint32_t *dup)
+{
+    memcpy(dup, r->ids, r->n_ids * sizeof *dup);
+    uint32_t off = 0, g = 0;
+    while (g < r->l.n_groups && r->l.groups[g].kind != GROUP_PAGED)
+        off += r->counts[g++];
+    ck_assert_msg(g < r->l.n_groups && r->counts[g] >= 2, "no paged group of two blocks");
+    dup[off + 1] = dup[off];
+}
+
 int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigned ms)
 {
     uint64_t until = ru_now_ms() + tu_ms(ms);
