@@ -129,6 +129,16 @@ START_TEST(plan_writers_spread_replicated_heads_as_documented)
 }
 END_TEST
 
+/* An attention-DP TP2 context and a TP1 generation side, two blocks each. */
+static void adp_sides(struct par_side *c, struct par_side *g, uint64_t *rng)
+{
+    char err[256];
+    ck_assert_msg(par_side_init(c, "tiny:blocks=4,tp=2,adp=1", ROLE_CONTEXT, 2, rng, err,
+                                sizeof err) == 0, "%s", err);
+    ck_assert_msg(par_side_init(g, "tiny:blocks=4,tp=1", ROLE_GENERATION, 2, rng, err,
+                                sizeof err) == 0, "%s", err);
+}
+
 /* plan_writers refuses what plan_build refuses before emitting, with the same code and reason. */
 static void same_refusal(struct plan_input *in, kvf_error_t code, compat_reason_t reason)
 {
@@ -184,10 +194,7 @@ START_TEST(plan_writers_refuse_what_plan_build_refuses)
     par_side_free(&c);
     par_side_free(&g);
     /* an attention-DP context without the request's DP rank */
-    ck_assert(par_side_init(&c, "tiny:blocks=4,tp=2,adp=1", ROLE_CONTEXT, 2, &rng, err,
-                            sizeof err) == 0);
-    ck_assert(par_side_init(&g, "tiny:blocks=4,tp=1", ROLE_GENERATION, 2, &rng, err, sizeof err) ==
-              0);
+    adp_sides(&c, &g, &rng);
     in = par_input(&c, &g, 0, c.ids, -1);
     same_refusal(&in, KVF_E_BAD_REQUEST, COMPAT_DP_RANK);
     par_side_free(&c);
@@ -260,10 +267,7 @@ START_TEST(plan_writers_of_shape_name_the_writers_of_a_refused_request)
     par_side_free(&c);
     par_side_free(&g);
     /* what the layouts decide: no writer set */
-    ck_assert(par_side_init(&c, "tiny:blocks=4,tp=2,adp=1", ROLE_CONTEXT, 2, &rng, err,
-                            sizeof err) == 0);
-    ck_assert(par_side_init(&g, "tiny:blocks=4,tp=1", ROLE_GENERATION, 2, &rng, err, sizeof err) ==
-              0);
+    adp_sides(&c, &g, &rng);
     struct plan_input in = par_input(&c, &g, 0, c.ids, -1);
     uint8_t set[LAYOUT_MAX_TP];
     struct plan_error pe;
