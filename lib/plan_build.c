@@ -438,12 +438,11 @@ static int emit_view(struct bctx *b, uint32_t g, uint32_t l, uint32_t v)
     return 0;
 }
 
-/* The writer set is plan_build's, from the same walk (tensor_writers) without emitting a run:
- * a writer of any (group with items, layer, view, tensor) sends at least one row (inner > 0,
- * every generation block has a row with a prompt token), so it has bytes in the plan. The
- * context's ids never change who writes (they are only checked), so they are left out. */
-/* Who writes, for input gin without context ids (checked as the caller needs): every tensor of
- * every layer of each group the request has items in, by head range and stage. */
+/* Who writes, for input gin without context ids, checked as its caller needs: plan_build's set,
+ * from the same walk (tensor_writers) without emitting a run. A writer of any (group with items,
+ * layer, view, tensor) sends at least one row (inner > 0, every generation block has a row with
+ * a prompt token), so it has bytes in the plan. The context's ids never change who writes (they
+ * are only checked), nor do the generation's id values or the token count: only counts. */
 static int writers_walk(const struct plan_input *gin, uint8_t *writers, struct plan_error *err)
 {
     struct bctx b = {gin, err, NULL, 0, NULL, 0, 0};

@@ -1,10 +1,10 @@
 /* plan_check.c: what plan_build, plan_writers and a template's instantiation check of a
  * request before any run is emitted (plan.h plan_check_request): compatibility unless known, the
  * ids of both sides (count, range, duplicates, one slot per state group), the token count, the
- * attention-DP rank, declared aliasing; and the part of it that the layouts alone decide
- * (plan_check_shape: compatibility, the attention-DP rank). Every check here depends on id VALUES or on the request
- * alone, so it runs per request even when the plan's structure comes from a template
- * (plan_template.h). Pure; thread-safe. */
+ * attention-DP rank, declared aliasing. Beyond compatibility every check depends on id VALUES or
+ * on the request alone, so it runs per request even when the plan's structure comes from a
+ * template (plan_template.h). plan_check_shape is the part that decides who writes
+ * (compatibility, the attention-DP rank). Pure; thread-safe. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>

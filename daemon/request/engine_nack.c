@@ -82,27 +82,44 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
     }
 }
 
-void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg)
+uint32_t nack_tell_all(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0)
 {
-    struct engine *e = rx->e;
-    char why[WIRE_TEXT_MAX];
-    reason(rx, code, msg, why, sizeof why);
-    for (uint32_t i = 0; i < tab->n; i++) {
+    struct wire_reader_nack n = *n0;
+    n.writer = WIRE_ALL_WRITERS;
+    uint32_t told = 0;
+    for (uint32_t i = 0; i < t->n; i++) {
         bool seen = false; /* one message per daemon */
         for (uint32_t j = 0; j < i && !seen; j++)
-            seen = strcmp(tab->addrs[j], tab->addrs[i]) == 0;
+            seen = strcmp(t->addrs[j], t->addrs[i]) == 0;
         if (seen)
             continue;
-        if (engine_is_self(e, tab->addrs[i]))
-            transfers_reader_failed(&e->d->workers->xt, rx->ctx_instance, rx->req_id,
-                                    XFER_NACK_ALL, code, why);
+        if (engine_is_self(e, t->addrs[i]))
+            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, XFER_NACK_ALL,
+                                    n.code, n.message);
         else
-            send_one(e, NULL, tab->addrs[i], rx, WIRE_ALL_WRITERS, code, why);
+            pnack_send(e, NULL, t->addrs[i], &n); /* now, or once that daemon is connected */
+        told++;
     }
+    return told;
 }
 
-uint32_t nack_tell_writers(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0,
-                           const uint8_t *writers)
+/* The READER_NACK that rx failed (code, msg), its writer still to name. */
+static struct wire_reader_nack nack_of(const struct rx *rx, kvf_error_t code, const char *msg)
+{
+    struct wire_reader_nack n = {.req_id = rx->req_id, .code = code};
+    snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
+    reason(rx, code, msg, n.message, sizeof n.message);
+    return n;
+}
+
+void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg)
+{
+    struct wire_reader_nack n = nack_of(rx, code, msg);
+    nack_tell_all(rx->e, tab, &n);
+}
+
+uint32_t nack_tell_writers(struct engine *e, const struct itable *t,
+                           const struct wire_reader_nack *n0, const uint8_t *writers)
 {
     struct wire_reader_nack n = *n0;
     uint32_t told = 0;
@@ -141,9 +158,7 @@ void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_i
         free(writers);
         return;
     }
-    struct wire_reader_nack n = {.req_id = rx->req_id, .code = code};
-    snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
-    reason(rx, code, msg, n.message, sizeof n.message);
+    struct wire_reader_nack n = nack_of(rx, code, msg);
     nack_tell_writers(e, tab, &n, writers);
     free(writers);
 }

@@ -20,8 +20,11 @@ void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_i
                     kvf_error_t code, const char *msg);
 /* READER_NACK n0 for each context rank r of table t with writers[r] set (naming r): to its daemon
  * (now, or once connected: engine_pnack.c), or this daemon's SEND directly. Returns how many. */
-uint32_t nack_tell_writers(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0,
-                           const uint8_t *writers);
+/* READER_NACK n0 for every writer (an incompatible verdict): one to each daemon of table t (now,
+ * or once connected), this daemon's SENDs directly. Returns how many daemons. */
+uint32_t nack_tell_all(struct engine *e, const struct itable *t, const struct wire_reader_nack *n0);
+uint32_t nack_tell_writers(struct engine *e, const struct itable *t,
+                           const struct wire_reader_nack *n0, const uint8_t *writers);
 /* Context side: flow tx is about to meet SEND s. When s's readers are all served or being
  * read already (n_readers, or the count the daemon derived), tx is refused BAD_REQUEST, the
  * request id, instance and count named (as the same-daemon path refuses such a RECV): true,

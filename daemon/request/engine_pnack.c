@@ -216,23 +216,7 @@ static void resolve(struct engine *e, struct pnack *pn, const struct itable *t)
         free(writers);
         return;
     }
-    uint32_t told = 0;
-    if (rc == 0)
-        told = nack_tell_writers(e, t, &n, writers);
-    for (uint32_t i = 0; rc < 0 && i < t->n; i++) { /* a verdict: one message per daemon */
-        bool seen = false;
-        for (uint32_t j = 0; j < i && !seen; j++)
-            seen = strcmp(t->addrs[j], t->addrs[i]) == 0;
-        if (seen)
-            continue;
-        n.writer = WIRE_ALL_WRITERS;
-        if (engine_is_self(e, t->addrs[i]))
-            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, XFER_NACK_ALL,
-                                    n.code, n.message);
-        else
-            pnack_send(e, NULL, t->addrs[i], &n);
-        told++;
-    }
+    uint32_t told = rc == 0 ? nack_tell_writers(e, t, &n, writers) : nack_tell_all(e, t, &n);
     free(writers);
     log_req(LOG_LVL_INFO, n.req_id, t->home, n.ctx_instance,
             "engine: request %llu of %s: a reader that failed before the table came (%s): %u "
