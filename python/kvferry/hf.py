@@ -512,9 +512,13 @@ def fill_cache(cache, tensors, device=None):
 
 
 def _fill_state(cache, layer, convs, recs):
+    """A fresh layer given exactly W columns keeps them (transformers keeps the last W)."""
     for j, conv in enumerate(convs):
         kw = {"state_idx": j} if len(convs) > 1 else {}
-        cache.update_conv_state(conv, layer, conv_kernel_size=conv.shape[-1], **kw)
+        try:
+            cache.update_conv_state(conv, layer, conv_kernel_size=conv.shape[-1], **kw)
+        except TypeError:  # a version without the conv_kernel_size keyword
+            cache.update_conv_state(conv, layer, **kw)
     for j, rec in enumerate(recs):
         kw = {"state_idx": j} if len(recs) > 1 else {}
         cache.update_recurrent_state(rec, layer, **kw)
