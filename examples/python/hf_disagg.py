@@ -69,7 +69,7 @@ def decode_main(a, meta):
             c.recv(m["key"], a.ctx_instance, req.items, ctx_home=a.ctx_home, tokens=m["tokens"])
             c.wait(m["key"], 60)                                # DONE, or TransferError
             got = pools.gather(req)
-            cache = hf.fill_cache(hf_models.new_cache(cfg), got, device=a.device)
+            cache = hf.fill_cache(hf_models.new_cache(cfg), got, a.device, spec)
             pools.free(req)
             first = torch.tensor([[m["first"]]])
             toks, logits = hf_models.greedy(model, cache, first, a.steps)

@@ -5,23 +5,25 @@ Needs transformers 5.x (not in Debian 12: the GPU machine's Python has it).
     kimi-linear   KimiLinearForCausalLM: KDA (conv q|k|v, fp32 recurrent) + MLA (latent, rope key)
     qwen3-next    Qwen3NextForCausalLM: gated delta net (conv q|k|v) + GQA attention
     granite-hybrid GraniteMoeHybridForCausalLM: Mamba2 (conv x|B|C, ssm) + GQA attention
+    nemotron-h    NemotronHForCausalLM: the same families' second Mamba2 hybrid
     llama         LlamaForCausalLM: plain GQA"""
 import torch
 
 COMMON = dict(vocab_size=512, hidden_size=128, intermediate_size=256, num_attention_heads=4,
-              num_key_value_heads=2, head_dim=32, max_position_embeddings=16384,
-              tie_word_embeddings=False)
+              num_key_value_heads=2, max_position_embeddings=16384, tie_word_embeddings=False,
+              pad_token_id=0, bos_token_id=1, eos_token_id=2)
 
 FAMILIES = {
     "kimi-linear": ("KimiLinear", dict(
-        COMMON, num_hidden_layers=4, moe_intermediate_size=64, num_experts=4,
-        num_experts_per_token=2, num_shared_experts=1, first_k_dense_replace=4,
-        kv_lora_rank=64, q_lora_rank=None, qk_rope_head_dim=16, qk_nope_head_dim=32,
-        v_head_dim=32, mla_use_nope=True,
-        linear_attn_config={"kda_layers": [1, 2, 3], "full_attn_layers": [4], "num_heads": 4,
-                            "head_dim": 32, "short_conv_kernel_size": 4})),
+        COMMON, num_hidden_layers=4, num_key_value_heads=4, moe_intermediate_size=64,
+        num_experts=4, num_experts_per_tok=2, first_k_dense_replace=4, kv_lora_rank=64,
+        q_lora_rank=None, qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32,
+        linear_num_heads=4, linear_head_dim=32, linear_conv_kernel_dim=4,
+        layer_types=["linear_attention", "linear_attention", "linear_attention",
+                     "full_attention"])),
     "qwen3-next": ("Qwen3Next", dict(
-        COMMON, num_hidden_layers=4, moe_intermediate_size=64, shared_expert_intermediate_size=64,
+        COMMON, num_hidden_layers=4, head_dim=32, moe_intermediate_size=64,
+        shared_expert_intermediate_size=64,
         num_experts=4, num_experts_per_tok=2, linear_num_key_heads=2, linear_num_value_heads=4,
         linear_key_head_dim=32, linear_value_head_dim=32, linear_conv_kernel_dim=4,
         full_attention_interval=2)),
@@ -30,7 +32,11 @@ FAMILIES = {
         shared_intermediate_size=128, mamba_n_heads=8, mamba_d_head=32, mamba_n_groups=2,
         mamba_d_state=16, mamba_d_conv=4, mamba_expand=2,
         layer_types=["mamba", "attention", "mamba", "attention"])),
-    "llama": ("Llama", dict(COMMON, num_hidden_layers=4)),
+    "nemotron-h": ("NemotronH", dict(
+        COMMON, num_hidden_layers=4, head_dim=32, mamba_num_heads=8, mamba_head_dim=32,
+        n_groups=2, ssm_state_size=16, conv_kernel=4, expand=2, hybrid_override_pattern="M*M*",
+        layers_block_type=["mamba", "attention", "mamba", "attention"])),
+    "llama": ("Llama", dict(COMMON, num_hidden_layers=4, head_dim=32)),
 }
 
 

@@ -46,6 +46,17 @@ def _tensor(x):
     return hasattr(x, "shape") and hasattr(x, "data_ptr")
 
 
+def _flags(layer):
+    """A state layer's boolean attributes (has_previous_state, is_..._initialized, one value or
+    one per state index) as a prefill leaves them: independent of the prompt's length."""
+    out = {}
+    for k, v in vars(layer).items():
+        if isinstance(v, bool) or (isinstance(v, (list, tuple)) and v and
+                                   all(isinstance(x, bool) for x in v)):
+            out[k] = list(v) if isinstance(v, (list, tuple)) else v
+    return out
+
+
 def _states(v):
     """A cache layer's conv_states / recurrent_states: one tensor or a list of them."""
     if v is None:
@@ -131,6 +142,7 @@ class Spec:
     def __init__(self, config, n_layers, attn, state, kinds):
         self.config, self.n_layers = config, n_layers
         self.attn, self.state, self.kinds = attn, state, kinds
+        self.flags = {}  # state layer -> its boolean attributes after a prefill
         self.attn_layers = sorted(attn)
         self.state_layers = sorted(state)
         self.segments = {}
@@ -150,7 +162,7 @@ class Spec:
         kinds = layer_kinds(config)
         if len(kinds) < len(layers):
             kinds += [None] * (len(layers) - len(kinds))
-        attn, state = {}, {}
+        attn, state, flags = {}, {}, {}
         for i, lyr in enumerate(layers):
             if getattr(lyr, "is_sliding", False):
                 raise KvferryError("layer %d is a sliding-window layer (%s): kvferry.hf moves "
@@ -174,9 +186,12 @@ class Spec:
                                            "channels, W]" % (i, tuple(c.shape)))
                 state[i] = ([(c.shape[1], c.shape[2], c.dtype) for c in convs],
                             [(tuple(r.shape[1:]), r.dtype) for r in recs])
+                flags[i] = _flags(lyr)
         if not attn and not state:
             raise KvferryError("the cache holds nothing: run a prefill with it first")
-        return cls(config, len(layers), attn, state, kinds)
+        spec = cls(config, len(layers), attn, state, kinds)
+        spec.flags = flags
+        return spec
 
     @classmethod
     def probe(cls, model, tokens=2, cache=None):
@@ -447,7 +462,7 @@ class Pools:
 
     def to_cache(self, cache, req, device=None):
         """Fills an empty DynamicCache(config=...) with the request (see fill_cache)."""
-        return fill_cache(cache, self.gather(req), device)
+        return fill_cache(cache, self.gather(req), device, self.spec)
 
 
 def merge(spec, shares):
@@ -484,10 +499,11 @@ def merge(spec, shares):
     return out
 
 
-def fill_cache(cache, tensors, device=None):
+def fill_cache(cache, tensors, device=None, spec=None):
     """Puts gathered tensors into an empty transformers DynamicCache(config=...) through its
     own update methods (update; update_conv_state and update_recurrent_state), so its layers
-    carry the flags a prefill leaves (has_previous_state, ...). Checks that every layer then
+    carry the flags a prefill leaves (has_previous_state, ...; with spec, any boolean one the
+    methods left otherwise is set as spec's prefill left it). Checks that every layer then
     holds exactly these bytes."""
     torch = _torch()
     for layer in sorted(tensors):
@@ -502,6 +518,10 @@ def fill_cache(cache, tensors, device=None):
         else:
             _fill_state(cache, layer, a, b)
             lyr = cache.layers[layer]
+            for k, v in (spec.flags.get(layer, {}) if spec is not None else {}).items():
+                if hasattr(lyr, k):
+                    cur = getattr(lyr, k)
+                    setattr(lyr, k, type(cur)(v) if isinstance(cur, (list, tuple)) else v)
             ok = (all(torch.equal(x, y) for x, y in zip(_states(lyr.conv_states), a)) and
                   all(torch.equal(x, y) for x, y in zip(_states(lyr.recurrent_states), b)))
         if not ok:
