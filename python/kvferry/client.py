@@ -215,7 +215,9 @@ class Client:
             left = end - time.monotonic()
             if left <= 0:
                 raise TimeoutError("no end for %d request(s) within %.1f s" % (len(want), timeout))
-            r, _, _ = select.select([self.fileno()], [], [], left)
+            waiter = select.poll()  # not select(): an engine's fds pass 1024
+            waiter.register(self.fileno(), select.POLLIN)
+            waiter.poll(left * 1000)
             for ev in self.events():
                 got[ev.key] = ev
                 want.discard(ev.req_id)

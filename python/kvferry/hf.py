@@ -284,6 +284,7 @@ class Pools:
         self.spec, self.T, self.device = spec, tokens_per_block, torch.device(device)
         self.tp_size, self.tp_rank = tp_size, tp_rank
         self.num_blocks, self.num_slots = num_blocks, num_slots
+        self._tensors = []
         self.k = self.v = None
         self.conv, self.rec = [], []
         if spec.attn:
@@ -316,8 +317,20 @@ class Pools:
     def _alloc(self, shape, dtype):
         torch = _torch()
         if self.device.type == "cpu":
-            return memory.host_tensor(shape, dtype, name="kvferry-hf")
-        return torch.zeros(shape, dtype=dtype, device=self.device)
+            t = memory.host_tensor(shape, dtype, name="kvferry-hf")
+        else:
+            t = torch.zeros(shape, dtype=dtype, device=self.device)
+        self._tensors.append(t)
+        return t
+
+    def close(self):
+        """Forgets the pools' registrations (memfds, CUDA handles) once no client uses them;
+        the tensors stay valid for Python."""
+        for t in self._tensors:
+            r = memory.find_region(t.data_ptr(), 1)
+            if r is not None:
+                memory.release(r)
+        self._tensors = []
 
     def attn_local_heads(self):
         h = self.spec.attn[self.spec.attn_layers[0]][0]

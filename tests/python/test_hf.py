@@ -76,7 +76,10 @@ class Shapes(unittest.TestCase):
             for r in range(tp):
                 p = hf.Pools(s, 4, 2, 16, tp_size=tp, tp_rank=r)
                 p.layout("shapes", "context").check()
-        d = hf.Pools(s, 4, 2, 16, tp_size=2, tp_rank=1).layout("x", "context").to_dict()
+                p.close()
+        p = hf.Pools(s, 4, 2, 16, tp_size=2, tp_rank=1)
+        d = p.layout("x", "context").to_dict()
+        p.close()
         conv = [t for t in d["groups"][1]["views"][0]["tensors"]]
         self.assertEqual([(t["name"], t["heads"], t["global_heads"]) for t in conv],
                          [("conv_q", 1, 2), ("conv_k", 1, 2), ("conv_v", 2, 4)])
@@ -95,6 +98,7 @@ class Shapes(unittest.TestCase):
         p = hf.Pools(s, 2, 1, 16)
         with self.assertRaisesRegex(kvferry.KvferryError, "no room for 40 tokens"):
             p.alloc(40)
+        p.close()
 
 
 class Moves(kvftest.DaemonCase):
@@ -144,6 +148,8 @@ class Moves(kvftest.DaemonCase):
         finally:
             for x in cs + gs:
                 x.close()
+            for p in ctx + gen:
+                p.close()
 
     def test_gdn_hybrid_block_end_and_inside_several_in_flight(self):
         self.run_move(CONFIG, cache_gdn, 1, 1, 16, 16, [32, 37, 16, 5])

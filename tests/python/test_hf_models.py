@@ -63,6 +63,8 @@ class Side:
     def close(self):
         for c in self.clients:
             c.close()
+        for p in self.pools:
+            p.close()
 
 
 @unittest.skipIf(REASON, "real models: %s" % REASON)
