@@ -7,26 +7,11 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "daemon.h"
+#include "daemon_life.h"
 #include "modules.h"
 
 #define DAEMON_DRAIN_TICK_MS 20
 #define DAEMON_RELOAD_KEYS_MAX 128
-
-const char *daemon_state_to_string(daemon_state_t s)
-{
-    switch (s) {
-    case DAEMON_STARTING:
-        return "starting";
-    case DAEMON_RUNNING:
-        return "running";
-    case DAEMON_DRAINING:
-        return "draining";
-    case DAEMON_STOPPED:
-        return "stopped";
-    }
-    return "unknown";
-}
 
 /* Allowed edges of the daemon's state machine: starting -> running -> draining -> stopped. A
  * drain may also begin before READY=1 (SIGTERM during start). */
@@ -298,23 +283,6 @@ uint64_t daemon_uptime_s(const struct daemon *d)
     return (uv_now((uv_loop_t *)&d->loop) - d->start_ms) / 1000;
 }
 
-json_t *daemon_reload_json(const struct daemon_reload *r)
-{
-    if (!r->attempted)
-        return json_pack("{s:b}", "attempted", 0);
-    json_t *o =
-        json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s", (json_int_t)r->time_s);
-    if (!o)
-        return NULL;
-    if (!r->ok)
-        json_object_set_new(o, "error", json_string(r->error));
-    if (r->applied)
-        json_object_set(o, "applied", r->applied);
-    if (r->restart_needed)
-        json_object_set(o, "restart_needed", r->restart_needed);
-    return o;
-}
-
 typedef int (*section_fn)(struct daemon *d, json_t *ret);
 
 static int add_sections(struct daemon *d, json_t *doc, bool stats)
@@ -365,3 +333,11 @@ json_t *daemon_stats_json(struct daemon *d)
     }
     return o;
 }
+
+const struct control_ops daemon_control_ops = {
+    .reload = daemon_reload,
+    .drain = daemon_drain,
+    .status = daemon_status_json,
+    .stats = daemon_stats_json,
+    .metrics_walk = daemon_metrics_walk,
+};

@@ -7,7 +7,7 @@
 #include <sys/socket.h>
 
 #include "control.h"
-#include "daemon.h"
+#include "daemon_life.h"
 #include "testutil.h"
 
 struct fx {
@@ -23,7 +23,7 @@ static struct fx *fx_new(size_t max_line, bool admin)
     ck_assert_int_eq(daemon_load_config(&f.d, NULL, err, sizeof(err)), 0);
     if (max_line)
         f.d.cfg.control_max_line = max_line;
-    ck_assert_int_eq(control_new(&f.d, &f.d.control), 0);
+    ck_assert_int_eq(control_new(&f.d, &daemon_control_ops, &f.d.control), 0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct peer_cred peer = {.pid = getpid(), .uid = getuid(), .gid = getgid(), .admin = admin};

@@ -18,6 +18,7 @@
 
 struct control {
     struct daemon *d; /* borrowed: owns us */
+    const struct control_ops *ops; /* borrowed: the daemon's, outlives us */
     struct unix_listener listener;
     bool stopped;
     struct ctl_conn *conns; /* every open connection */
@@ -55,12 +56,13 @@ static const struct ctl_conn_ops conn_ops = {conn_handle, conn_closed};
 
 static const struct unix_listener_ops listener_ops;
 
-int control_new(struct daemon *d, struct control **ret)
+int control_new(struct daemon *d, const struct control_ops *ops, struct control **ret)
 {
     struct control *ctl = calloc(1, sizeof(*ctl));
     if (!ctl)
         return -ENOMEM;
     ctl->d = d;
+    ctl->ops = ops;
     unix_listener_init(&ctl->listener, "control", "control", "control", &d->access, &listener_ops,
                        ctl);
     *ret = ctl;
@@ -166,6 +168,11 @@ struct control_counters *control_counters(struct control *ctl)
 const char *control_path(const struct control *ctl)
 {
     return ctl ? ctl->listener.path : "";
+}
+
+const struct control_ops *control_ops(const struct control *ctl)
+{
+    return ctl->ops;
 }
 
 int control_status(struct daemon *d, json_t *ret)

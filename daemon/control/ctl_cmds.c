@@ -25,7 +25,7 @@ static int cmd_status(struct daemon *d, const struct peer_cred *peer, json_t *ar
                       char *msg, size_t msglen)
 {
     (void)peer, (void)args, (void)msg, (void)msglen;
-    *ret = daemon_status_json(d);
+    *ret = control_ops(d->control)->status(d);
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -33,7 +33,7 @@ static int cmd_stats(struct daemon *d, const struct peer_cred *peer, json_t *arg
                      char *msg, size_t msglen)
 {
     (void)peer, (void)args, (void)msg, (void)msglen;
-    *ret = daemon_stats_json(d);
+    *ret = control_ops(d->control)->stats(d);
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -77,7 +77,7 @@ static int cmd_reload(struct daemon *d, const struct peer_cred *peer, json_t *ar
 {
     (void)args;
     log_info("reload requested over control (uid %u)", (unsigned)peer->uid);
-    int r = daemon_reload(d);
+    int r = control_ops(d->control)->reload(d);
     if (r < 0) {
         snprintf(msg, msglen, "%s", d->last_reload.error);
         return r;
@@ -91,7 +91,7 @@ static int cmd_drain(struct daemon *d, const struct peer_cred *peer, json_t *arg
 {
     (void)args, (void)msg, (void)msglen;
     log_info("drain requested over control (uid %u)", (unsigned)peer->uid);
-    daemon_drain(d);
+    control_ops(d->control)->drain(d);
     *ret = json_pack("{s:s,s:I}", "state", daemon_state_to_string(d->state), "timeout_ms",
                      (json_int_t)d->cfg.daemon_drain_timeout_ms);
     return 0;
