@@ -59,5 +59,6 @@ const struct control_ops *control_ops(const struct control *ctl);
 int control_status(struct daemon *d, json_t *ret);
 int control_stats(struct daemon *d, json_t *ret);
 void control_reloaded(struct daemon *d);
+int control_live(struct daemon *d, json_t *ret);
 
 #endif

@@ -134,6 +134,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret);
 int engine_arena_status(struct daemon *d, json_t *ret);
 int engine_arena_stats(struct daemon *d, json_t *ret);
 void engine_drain_start(struct daemon *d);
+/* Reload: pushes the live keys the engine keeps copies of (arena.reserve_timeout, in both
+ * arenas) to their holders; the rest it reads from d->cfg at each use. */
+void engine_reloaded(struct daemon *d);
+int engine_live(struct daemon *d, json_t *ret);
 size_t engine_in_flight(struct daemon *d);
 json_t *engine_peers_json(struct daemon *d);
 json_t *engine_arena_json(struct daemon *d);
