@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 
 #include "control.h"
+#include "ctl_cmds.h"
+#include "ctl_help.h"
 #include "daemon_life.h"
 #include "testutil.h"
 
@@ -287,6 +289,23 @@ START_TEST(control_admin_sets_log_level_and_bad_level_is_einval)
 }
 END_TEST
 
+/* The help text lives once (lib/ctl_help.c): every command has its row, every row a command. */
+START_TEST(control_every_command_has_one_help_row_and_every_row_a_command)
+{
+    for (size_t i = 0; i < ctl_cmds_len; i++) {
+        const struct ctl_help *h = ctl_help_find(ctl_cmds[i].name);
+        ck_assert_msg(h && h->doc[0], "command %s has no row in lib/ctl_help.c", ctl_cmds[i].name);
+    }
+    for (size_t i = 0; i < ctl_help_len; i++) {
+        bool found = false;
+        for (size_t j = 0; j < ctl_cmds_len; j++)
+            found |= strcmp(ctl_cmds[j].name, ctl_help[i].name) == 0;
+        ck_assert_msg(found, "lib/ctl_help.c documents %s, which the daemon lacks", ctl_help[i].name);
+    }
+    ck_assert_uint_eq(ctl_cmds_len, ctl_help_len);
+}
+END_TEST
+
 START_TEST(control_config_returns_effective_config)
 {
     struct fx *f = fx_new(0, true);
@@ -317,6 +336,7 @@ int main(void)
     tcase_add_test(c, control_non_admin_may_read_but_not_mutate);
     tcase_add_test(c, control_admin_sets_log_level_and_bad_level_is_einval);
     tcase_add_test(c, control_config_returns_effective_config);
+    tcase_add_test(c, control_every_command_has_one_help_row_and_every_row_a_command);
     suite_add_tcase(s, c);
     return tu_run(s);
 }
