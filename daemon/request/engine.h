@@ -42,7 +42,7 @@
  *
  * Stale tables: the generation side refetches a table older than ENGINE_TABLE_TTL_MS, and a
  * context daemon answers a RECV_REQ naming an epoch other than its table's with NACK
- * UNKNOWN_INSTANCE "stale table": the generation side drops its cached table and replans that
+ * UNKNOWN_INSTANCE with reason STALE_TABLE (wire.h): the generation side drops its cached table and replans that
  * request once with a refetched table (a second stale answer fails it). Table epochs never
  * repeat: they mix the home's random run id, its newest registration and newest forward.
  *

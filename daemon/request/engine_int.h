@@ -153,8 +153,8 @@ uint32_t engine_window(const struct engine *e);
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
 /* Whether a control message to the peer of share key `key` is in flight. */
 bool engine_msgs_in_flight(const struct engine *e, uint64_t key);
-/* not_reader: the context side refused the flow as no reader of the SEND (wire.h's NACK). */
+/* reason: what the generation side does about it beyond failing the flow (wire.h's NACK). */
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, bool not_reader, const char *msg);
+                     kvf_error_t code, wire_nack_reason_t reason, const char *msg);
 
 #endif
