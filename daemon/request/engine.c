@@ -339,6 +339,7 @@ void engine_stop(struct engine *e)
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
+    frag_stop(e);         /* and for the copy threads' writes into generation pools */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
@@ -500,6 +501,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_local_writers);
     C(fragment_puts);
     C(fragment_cma_writes);
+    C(fragment_copy_jobs);
     C(bytes_fragment);
     C(gpu_gathers);
     C(gpu_scatters);

@@ -67,6 +67,7 @@ struct engine_counters {
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t fragment_cma_writes; /* fragment runs written into the pools over cma, per call */
+    uint64_t fragment_copy_jobs;  /* fragment programs the copy threads wrote over cma */
     uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
