@@ -88,7 +88,7 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
         bool sent = w->state == RXW_MOVING || w->state == RXW_DONE;
         bool in_flight = (sent || w->state == RXW_NACKED) && w->n_out > 0;
         if (code != KVF_OK && sent && w->peer && w->peer->up)
-            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, false, msg);
+            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, WIRE_NACK_PLAIN, msg);
         if (holds_resv(w)) {
             /* chunks may still come: quarantined until the writer's daemon acks the drain */
             arena_resv_close(e->arena, &w->resv, in_flight);
