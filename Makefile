@@ -50,6 +50,8 @@ LIB_LIBS    := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread
 # which a bare node (scripts/fetch-debs) would need only for pkg-config.
 DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lmicrohttpd $(LIB_LIBS) -lm
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+# kvferryctl's live views (top, transfers --watch) draw with ncurses (libncurses-dev)
+CURSES_LIBS := $(shell pkg-config --libs ncurses 2>/dev/null || echo -lncurses)
 
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -141,7 +143,8 @@ TOOL_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*_*.c))
 .SECONDEXPANSION:
 $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(TOOL_LIBS) $(CUDA_LIBS) -lm
+$(BUILD)/kvferryctl: TOOL_LIBS = $(CURSES_LIBS)
 
 # Test support: the harness bodies, compiled once (their headers stay in tests/ and tests/integration/).
 $(BUILD)/tests/support/%.o: CFLAGS += -Itests

@@ -109,11 +109,11 @@ const struct prom_doc workers_metrics[] = {
      "bytes"},
     {"transfers.per_peer", C, "peer", NULL, NULL},
     {"transfers.per_peer.requests", C, NULL,
-     "RECVs completed, by the context side's daemon (\"local\": this one; "
+     "RECVs completed, by the context side's daemon (its link id; \"local\": this one; "
      "metrics.max_label_values, then \"other\").",
      "requests"},
     {"transfers.per_peer.bytes", C, NULL,
-     "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
+     "Bytes of completed RECVs, by the context side's daemon (its link id; \"local\": this one; "
      "metrics.max_label_values, then \"other\").",
      "bytes"},
     {"transfers.served_per_peer", C, "peer", NULL, NULL},

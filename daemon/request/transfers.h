@@ -104,7 +104,8 @@ struct xfer {
     struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
-    char peer[256];             /* recv: the context home daemon of a remote request, else "" */
+    char peer[256];             /* recv: the context home daemon of a remote request, else "";
+                                   send: the link id of its first remote reader's daemon, else "" */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     struct rx *rx;              /* recv between daemons: the engine's part of it (engine_gen.h),
                                  * owned: made by engine_recv, freed with x by the sweep (a

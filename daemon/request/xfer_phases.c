@@ -6,6 +6,7 @@
 #include "registry.h"
 #include "transfers.h"
 #include "xfer_phases.h"
+#include "xfer_recent.h"
 
 static json_t *local_json(const struct xfer_lsums *l);
 
@@ -25,7 +26,7 @@ void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t byte
                       size_t max_labels)
 {
     label_table_add(&p->by_instance, x->rank ? x->rank->layout.instance : "", max_labels, bytes);
-    label_table_add(&p->by_peer, x->peer, max_labels, bytes);
+    label_table_add(&p->by_peer, xfer_peer_label(x), max_labels, bytes);
     uint64_t now = uv_hrtime();
     span(&p->lookup, x->recv_ns, x->lookup_ns);
     span(&p->validate, x->lookup_ns, x->validated_ns);

@@ -34,6 +34,10 @@ struct xfer_recent {
 /* What a request in flight is doing: "lookup", "credits", "wait-send", "moving" (recv);
  * "wait-readers", "serving" (send). One word each (columns of kvferryctl transfers). */
 const char *xfer_phase_name(const struct xfer *x);
+/* The daemon at x's other end, as `peers` and the metrics' peer label name it: a RECV's writers'
+ * daemon (its link id once up; before, the context home's address), a SEND's first remote
+ * reader's daemon (its link id); "local" when the other end is this daemon. */
+const char *xfer_peer_label(const struct xfer *x);
 /* Bytes per second since the first byte moved (0 before). */
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns);
 

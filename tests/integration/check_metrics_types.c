@@ -334,23 +334,26 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
     ck_assert(bytes > 0);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_sum"), bytes);
-    /* per peer (the context home's address) and per receiving instance */
+    /* one peer label space: each side names the other by its link id, as `peers` lists it */
+    json_t *pa = ru_ctl(&t.a, "peers"), *pb = ru_ctl(&t.b, "peers");
+    const char *gen_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
+    const char *ctx_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pb, "peers"), 0), "peer"));
+    ck_assert_msg(gen_id && *gen_id && ctx_id && *ctx_id, "a daemon lists no peer");
+    /* per peer (the context side's daemon) and per receiving instance */
     char series[256];
     tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_requests_total{peer=\"%s\"}",
-           t.a.addr);
+           ctx_id);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
     tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_bytes_total{peer=\"%s\"}",
-           t.a.addr);
+           ctx_id);
     ck_assert_double_eq(sample(tb, series), bytes);
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
            t.gen.r[0].l.instance);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
-    /* the context side's share, by the generation daemon's link id (as `peers` names it) */
-    json_t *pa = ru_ctl(&t.a, "peers");
-    const char *gen_id =
-        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
-    ck_assert_msg(gen_id && *gen_id, "daemon A lists no peer");
+    /* the context side's share, by the generation daemon */
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_served_per_peer_requests_total{peer=\"%s\"}", gen_id);
     ck_assert_msg(sample(ta, series) == 1, "no %s 1 in:\n%s", series, ta);
@@ -358,6 +361,7 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
            "kvferry_workers_transfers_served_per_peer_bytes_total{peer=\"%s\"}", gen_id);
     ck_assert_double_eq(sample(ta, series), bytes);
     json_decref(pa);
+    json_decref(pb);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
