@@ -108,8 +108,10 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         t->counters.done++;
         xfer_phases_done(&t->phases, x, bytes, (size_t)t->w->d->cfg.metrics_max_label_values);
     }
-    else
+    else {
         t->counters.sent++;
+        xfer_phases_sent(&t->phases, x);
+    }
     xfer_recent_add(&t->recent, x,
                     err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
                     now_ms(t));
@@ -424,7 +426,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 x->items = *items;
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
-                x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
+                x->taken_ns = uv_hrtime();
                 x->ls.read = side == XFER_RECV ? t->read_ns : 0;
                 x->ls.frame = side == XFER_RECV ? t->frame_ns : 0;
                 x->next = t->list;

@@ -99,7 +99,8 @@ struct xfer {
     uint64_t created_ms, deadline_ms;
     struct dheap_node due;      /* its next deadline in t->due (the lookup's, then its own);
                                    not queued once the engine follows it (its clock) or ended */
-    uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
+    uint64_t taken_ns;          /* the SEND or RECV taken (uv_hrtime) */
+    uint64_t lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t validated_ns;                             /* recv: its plan accepted */
     struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */

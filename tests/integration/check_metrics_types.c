@@ -186,6 +186,8 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_plan_templates", GA},
     {"kvferry_workers_transfers_plan_template_bytes", GA},
     {"kvferry_workers_transfers_request_bytes", HI},
+    {"kvferry_workers_transfers_phase_seconds", HI},
+    {"kvferry_workers_transfers_send_seconds", HI},
     {"kvferry_workers_transfers_sends_total", CT},
     {"kvferry_workers_transfers_sent_total", CT},
     {"kvferry_workers_transfers_transfer_seconds", HI},
@@ -360,6 +362,30 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_served_per_peer_bytes_total{peer=\"%s\"}", gen_id);
     ck_assert_double_eq(sample(ta, series), bytes);
+    /* the phases again by path, peer and instance; the context side's SEND to SENT */
+    const char *phases[] = {"lookup", "validate", "first_credit", "first_byte", "transfer",
+                            "end_to_end"};
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        tu_fmt(series, sizeof series,
+               "kvferry_workers_transfers_phase_seconds_count{instance=\"%s\",path=\"bounce\","
+               "peer=\"%s\",phase=\"%s\"}",
+               t.gen.r[0].l.instance, ctx_id, phases[i]);
+        ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
+    }
+    ck_assert_double_eq(sample(ta, "kvferry_workers_transfers_send_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_send_seconds_count"), 0);
+    /* request_bytes in 2x steps: the request's bucket is at most twice its size */
+    double le = 4096, below = 0;
+    for (; le < bytes; le *= 2) {
+        tu_fmt(series, sizeof series, "kvferry_workers_transfers_request_bytes_bucket{le=\"%.0f\"}",
+               le);
+        below = sample(tb, series);
+        ck_assert_msg(below == 0, "%s is %g", series, below);
+    }
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_request_bytes_bucket{le=\"%.0f\"}",
+           le);
+    ck_assert_msg(sample(tb, series) == 1 && le < 2 * bytes, "%s (%g bytes): %g", series, bytes,
+                  sample(tb, series));
     json_decref(pa);
     json_decref(pb);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
