@@ -87,6 +87,8 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 PY_TESTS     := tests/python/check_python
+# contrib/: the alert rules' promtool unit tests and the dashboard's queries parsed
+CONTRIB_TESTS := tests/contrib/check_contrib
 TS_SRCS      := $(wildcard tests/support/*.c)
 TS_OBJS      := $(patsubst %.c,$(BUILD)/%.o,$(TS_SRCS))
 TESTSUPPORT  := $(BUILD)/libkvferry-testsupport.a
@@ -177,7 +179,7 @@ test:
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
 check: all check-symbols check-includes
-	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -194,7 +196,7 @@ unit: all
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check

@@ -6,6 +6,7 @@
  * Also: no stats value is undeclared, the phase histograms counted the request, and
  * last_remote_wall_seconds (first chunk to DONE) is within the request's end to end time. */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 
 #include "promcheck.h"
@@ -289,6 +290,51 @@ static void promtool(const char *text)
     ck_assert_msg(rc == 0, "promtool check metrics failed (exit %d): see above", rc);
 }
 
+/* 1 when `name` is a family (its # TYPE line) of text a or b. */
+static bool family_of(const char *a, const char *b, const char *name)
+{
+    char line[300];
+    tu_fmt(line, sizeof line, "# TYPE %s ", name);
+    return strstr(a, line) || strstr(b, line);
+}
+
+/* Every kvferry_* metric the shipped dashboard and alert rules name is a family of the scrapes
+ * a and b (a histogram's _bucket, _sum and _count series by its family). Returns how many
+ * names were checked. */
+static size_t contrib_names_exported(const char *a, const char *b)
+{
+    static const char *const files[] = {"contrib/grafana/kvferry.json",
+                                        "contrib/prometheus/kvferry.rules.yml"};
+    size_t checked = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        FILE *fp = fopen(files[f], "r");
+        ck_assert_msg(fp, "%s: %s", files[f], strerror(errno));
+        static char text[1 << 17];
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        fclose(fp);
+        ck_assert_uint_lt(n, sizeof text - 1);
+        text[n] = '\0';
+        for (const char *p = text; (p = strstr(p, "kvferry_")); ) {
+            char name[200];
+            size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+            tu_fmt(name, sizeof name, "%.*s", (int)len, p);
+            p += len;
+            bool ok = family_of(a, b, name);
+            static const char *const parts[] = {"_bucket", "_sum", "_count"};
+            for (size_t i = 0; !ok && i < 3; i++) {
+                size_t m = strlen(parts[i]);
+                if (len > m && !strcmp(name + len - m, parts[i])) {
+                    name[len - m] = '\0';
+                    ok = family_of(a, b, name);
+                }
+            }
+            ck_assert_msg(ok, "%s names %s, which neither daemon exports", files[f], name);
+            checked++;
+        }
+    }
+    return checked;
+}
+
 START_TEST(every_family_has_its_declared_type_on_two_daemons)
 {
     struct two t;
@@ -391,6 +437,9 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
+    /* the dashboard and the alerts query what the daemons export */
+    size_t named = contrib_names_exported(ta, tb);
+    ck_assert_msg(named >= 20, "contrib/ names only %zu metrics", named);
     promtool(ta);
     promtool(tb);
     free(ta);
