@@ -7,18 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "kvferryctl.h"
 
 static SCREEN *scr;
+static FILE *keys;  /* the terminal's input: stdin, or /dev/tty (owned) when stdin is not one */
 static char *shown; /* owned: the frame on screen, redrawn on a resize */
 static size_t shown_len;
 
 int ctl_screen_start(void)
 {
-    scr = newterm(NULL, stdout, stdin);
-    if (!scr)
+    /* keys come from the terminal: with stdin a file or /dev/null, getch would return at once
+     * and the wait between frames would spin */
+    keys = isatty(STDIN_FILENO) ? stdin : fopen("/dev/tty", "r");
+    if (!keys)
         return -1;
+    scr = newterm(NULL, stdout, keys);
+    if (!scr) {
+        if (keys != stdin)
+            fclose(keys);
+        keys = NULL;
+        return -1;
+    }
     cbreak();
     noecho();
     nonl();
@@ -83,6 +94,9 @@ void ctl_screen_stop(void)
         delscreen(scr);
         scr = NULL;
     }
+    if (keys && keys != stdin)
+        fclose(keys);
+    keys = NULL;
     free(shown);
     shown = NULL;
 }
