@@ -209,6 +209,10 @@ struct xfer *transfers_find_send(const struct transfers *t, const struct reg_ran
 void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+/* The daemon at x's other end, as `peers` and the metrics' peer label name it: a RECV's writers'
+ * daemon (its link id once up; before, the context home's address), a SEND's first remote
+ * reader's daemon (its link id); "local" when the other end is this daemon. */
+const char *transfers_peer_label(const struct xfer *x);
 /* The requests finished within transfers.keep_finished, newest first (xfer_recent.h). */
 json_t *transfers_finished_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);

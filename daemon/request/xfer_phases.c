@@ -3,11 +3,9 @@
 #include <string.h>
 #include <uv.h>
 
-#include "engine.h"
 #include "registry.h"
 #include "transfers.h"
 #include "xfer_phases.h"
-#include "xfer_recent.h"
 
 static json_t *local_json(const struct xfer_lsums *l);
 
@@ -39,16 +37,16 @@ static void observe_phases(struct hist *h[HIST_TABLE_HISTS], const struct xfer *
 }
 
 void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t bytes,
-                      size_t max_labels)
+                      const char *path, const char *peer, size_t max_labels)
 {
     const char *inst = x->rank ? x->rank->layout.instance : "";
     label_table_add(&p->by_instance, inst, max_labels, bytes);
-    label_table_add(&p->by_peer, xfer_peer_label(x), max_labels, bytes);
+    label_table_add(&p->by_peer, peer, max_labels, bytes);
     uint64_t now = uv_hrtime();
     struct hist *totals[HIST_TABLE_HISTS] = {&p->lookup, &p->validate, &p->first_credit,
                                              &p->first_byte, &p->transfer, &p->end_to_end};
     observe_phases(totals, x, now);
-    const char *key[HIST_TABLE_LABELS] = {engine_recv_path(x->rx), xfer_peer_label(x), inst};
+    const char *key[HIST_TABLE_LABELS] = {path, peer, inst};
     struct hist_row *row = hist_table_row(&p->labeled, key, max_labels);
     struct hist *labeled[HIST_TABLE_HISTS];
     for (int i = 0; i < HIST_TABLE_HISTS; i++)

@@ -55,10 +55,11 @@ struct xfer_phases {
 
 /* Stamps the phase `at` (uv_hrtime) once: later calls for the same phase keep the first. */
 void xfer_phase_mark(uint64_t *at);
-/* x completed with DONE after moving `bytes`: every phase it has a stamp for is observed, and it
+/* x completed with DONE after moving `bytes` over `path` from `peer` (its path's name and its
+ * transfers_peer_label): every phase it has a stamp for is observed, and it
  * counts for its instance and peer (at most max_labels values each, then "other"). */
 void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t bytes,
-                      size_t max_labels);
+                      const char *path, const char *peer, size_t max_labels);
 /* x, a same-daemon RECV, wrote its DONE frame: its timeline's spans join p->local (a RECV
  * with a stamp missing is left out). */
 void xfer_phases_local_done(struct xfer_phases *p, const struct xfer_lstamps *s);

@@ -4,7 +4,6 @@
 #include <string.h>
 #include <uv.h>
 
-#include "engine.h"
 #include "layout.h"
 #include "registry.h"
 #include "transfers.h"
@@ -23,12 +22,6 @@ const char *xfer_phase_name(const struct xfer *x)
     return "wait-send";
 }
 
-const char *xfer_peer_label(const struct xfer *x)
-{
-    const char *id = x->side == XFER_RECV ? engine_recv_peer(x->rx) : NULL;
-    return id ? id : x->peer[0] ? x->peer : "local";
-}
-
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns)
 {
     if (!moving_ns || until_ns <= moving_ns)
@@ -36,7 +29,8 @@ double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns)
     return (double)bytes_done * 1e9 / (double)(until_ns - moving_ns);
 }
 
-void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *outcome,
+void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *peer,
+                     const char *outcome,
                      uint64_t now_ms)
 {
     struct xfer_recent_row *w = &r->rows[r->next];
@@ -47,7 +41,7 @@ void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *ou
     w->rank = x->rank ? (int)layout_rank(&x->rank->layout) : -1;
     snprintf(w->instance, sizeof w->instance, "%s", x->rank ? x->rank->layout.instance : "");
     snprintf(w->ctx_instance, sizeof w->ctx_instance, "%s", x->ctx_instance);
-    snprintf(w->peer, sizeof w->peer, "%s", xfer_peer_label(x));
+    snprintf(w->peer, sizeof w->peer, "%s", peer);
     snprintf(w->outcome, sizeof w->outcome, "%s", outcome);
     w->bytes_done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
     w->bytes_planned = x->side == XFER_SEND ? x->bytes : x->bytes_planned;

@@ -34,15 +34,13 @@ struct xfer_recent {
 /* What a request in flight is doing: "lookup", "credits", "wait-send", "moving" (recv);
  * "wait-readers", "serving" (send). One word each (columns of kvferryctl transfers). */
 const char *xfer_phase_name(const struct xfer *x);
-/* The daemon at x's other end, as `peers` and the metrics' peer label name it: a RECV's writers'
- * daemon (its link id once up; before, the context home's address), a SEND's first remote
- * reader's daemon (its link id); "local" when the other end is this daemon. */
-const char *xfer_peer_label(const struct xfer *x);
 /* Bytes per second since the first byte moved (0 before). */
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns);
 
-/* x just ended with outcome ("DONE", "SENT" or an error name). */
-void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *outcome,
+/* x just ended with outcome ("DONE", "SENT" or an error name); peer: its
+ * transfers_peer_label. */
+void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *peer,
+                     const char *outcome,
                      uint64_t now_ms);
 /* Appends the rows ended within keep_ms of now_ms to `a`, newest first. */
 void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, uint64_t keep_ms);
