@@ -1,8 +1,9 @@
 # kvferry: plain Makefile, out-of-tree build.
-#   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels when nvcc exists)
+#   make                 daemon, ctl, sim, libkvferry.{a,so} (+ CUDA kernels with CUDA=1, or
+#                        when nvcc and a GPU driver are found; the first line says which)
 #   make check-symbols   libkvferry.so, built and installed (DESTDIR), exports kvf_* alone
-#   make demo            install-deps, build, scripts/demo (README quick start)
-#   make test            install-deps, build, make check (README quick start; CI)
+#   make demo            install-deps, build (one job per CPU), scripts/demo (README quick start)
+#   make test            install-deps, build (one job per CPU), make check (README quick start; CI)
 #   make check           unit + integration tests (Check), CPU mode; invariants fatal
 #                        (KVF_FATAL_INVARIANTS=1, daemon/base/require.h)
 #   make asan            the same under ASan+UBSan, in build-asan/
@@ -50,6 +51,8 @@ LIB_LIBS    := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null) -lpthread
 # which a bare node (scripts/fetch-debs) would need only for pkg-config.
 DAEMON_LIBS := $(shell pkg-config --libs $(DAEMON_PKGS) 2>/dev/null) -lmicrohttpd $(LIB_LIBS) -lm
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+# kvferryctl's live views (top, transfers --watch) draw with ncurses (libncurses-dev)
+CURSES_LIBS := $(shell pkg-config --libs ncurses 2>/dev/null || echo -lncurses)
 
 ifneq ($(SAN),)
 CFLAGS_BASE += -fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all
@@ -57,13 +60,29 @@ LDFLAGS     += -fsanitize=$(SAN)
 CUDA        ?= 0
 endif
 
-# CUDA: on when nvcc is found (override with CUDA=0). The rest builds without it.
+# CUDA: the kernels are built where a GPU build is asked for (CUDA=1), or where nvcc is found
+# and a GPU driver is present (/dev/nvidiactl, or libcuda in the linker cache); never with
+# CUDA=0. nvcc alone (a CPU machine with the toolkit) is no reason: the kernels would only
+# slow the build. The rest builds without them. Said once, at the start of a top-level make.
 NVCC      ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+ifeq ($(origin CUDA),undefined)
 ifeq ($(NVCC),)
-CUDA ?= 0
+CUDA     := 0
+CUDA_WHY := no nvcc
+else
+CUDA_DRIVER := $(if $(wildcard /dev/nvidiactl),/dev/nvidiactl,$(if $(shell { ldconfig -p || /sbin/ldconfig -p; } 2>/dev/null | grep -m1 'libcuda\.so'),libcuda))
+CUDA     := $(if $(CUDA_DRIVER),1,0)
+CUDA_WHY := $(if $(CUDA_DRIVER),nvcc and a GPU driver ($(CUDA_DRIVER)) found,nvcc found but no GPU driver (/dev/nvidiactl, libcuda); CUDA=1 builds them)
 endif
-CUDA ?= 1
+else
+CUDA_WHY := CUDA=$(CUDA) given
+endif
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean format,$(MAKECMDGOALS)),)
+$(info kvferry: CUDA kernels $(if $(filter 1,$(CUDA)),on,off): $(CUDA_WHY))
+endif
+endif
 CUDA_ARCH ?= -arch=sm_90
 ifeq ($(CUDA),1)
 CFLAGS_BASE += -DKVF_HAVE_CUDA=1 -I$(CUDA_HOME)/include
@@ -85,6 +104,8 @@ INTEG_TESTS  := $(patsubst tests/integration/%.c,$(BUILD)/tests/integration/%,$(
 GPU_TESTS    := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/check_*.c))
 BENCHES      := $(patsubst bench/%.c,$(BUILD)/bench/%,$(wildcard bench/*.c))
 PY_TESTS     := tests/python/check_python
+# contrib/: the alert rules' promtool unit tests and the dashboard's queries parsed
+CONTRIB_TESTS := tests/contrib/check_contrib
 TS_SRCS      := $(wildcard tests/support/*.c)
 TS_OBJS      := $(patsubst %.c,$(BUILD)/%.o,$(TS_SRCS))
 TESTSUPPORT  := $(BUILD)/libkvferry-testsupport.a
@@ -141,7 +162,8 @@ TOOL_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tools/*_*.c))
 .SECONDEXPANSION:
 $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wildcard tools/$$*_*.c)))) $(CORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(TOOL_LIBS) $(CUDA_LIBS) -lm
+$(BUILD)/kvferryctl: TOOL_LIBS = $(CURSES_LIBS)
 
 # Test support: the harness bodies, compiled once (their headers stay in tests/ and tests/integration/).
 $(BUILD)/tests/support/%.o: CFLAGS += -Itests
@@ -159,22 +181,24 @@ $(BUILD)/bench/%: bench/%.c $(DAEMON_CORE) $(CORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(DAEMON_CORE) $(CORE) $(LDFLAGS) $(DAEMON_LIBS) $(CUDA_LIBS)
 
-# Quick start: dependencies first, then a fresh make (it re-reads pkg-config after installing).
+# Quick start: dependencies first, then a fresh make (it re-reads pkg-config after installing),
+# one job per CPU unless make was given -j already (its jobserver then serves the sub-make).
+JOBS_FLAG = $(if $(findstring jobserver,$(MAKEFLAGS))$(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
 demo:
 	scripts/install-deps
-	$(MAKE) all
+	$(MAKE) $(JOBS_FLAG) all
 	BUILD=$(BUILD) scripts/demo
 
 test:
 	scripts/install-deps
-	$(MAKE) all
-	$(MAKE) check
+	$(MAKE) $(JOBS_FLAG) all
+	$(MAKE) $(JOBS_FLAG) check
 
 # KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
 check: all check-symbols check-includes check-layers
-	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
 check-includes:
@@ -196,7 +220,7 @@ unit: all
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
 
 integration: all
-	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS)
+	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(INTEG_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 asan:
 	$(MAKE) BUILD=build-asan SAN=address,undefined CUDA=0 OPT=-O1 check

@@ -30,8 +30,9 @@ int ctl_help_main(int argc, char **argv)
         printf("  %-10s %s%s%s\n", offline_cmds[i].name, offline_cmds[i].args,
                *offline_cmds[i].args ? ": " : "", offline_cmds[i].doc);
     printf("\nlive views (need the daemon):\n"
-           "  %-10s %s\n", "top", "[--interval S] [--count N]: per-peer and per-instance rates "
-           "of completed requests, over the transfers table, refreshing");
+           "  %-10s %s\n", "top", "[--interval S] [--window S] [--count N]: per-peer and "
+           "per-instance rates of completed requests over the last --window seconds (10), over "
+           "the transfers table, refreshing; q quits");
     printf("\n--json prints the daemon's JSON unchanged (raw bytes, milliseconds, epoch seconds);\n"
            "tables print human units. -l: every field of status and workers.\n"
            "The socket defaults to the daemon's: /run/kvferry/control.sock for root or when the\n"

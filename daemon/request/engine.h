@@ -119,6 +119,11 @@ void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg);
 void engine_recv_end(struct rx *rx, kvf_error_t err);
 bool engine_recv_idle(const struct rx *rx);
 void engine_recv_free(struct rx *rx);
+/* Its labels (kvferryctl transfers, metrics): the daemon its remote writers are read from, by
+ * its link id as `peers` lists it (the first writer whose peer is up; NULL before one is), and
+ * its path's name ("bounce", "fragment"; "local" before one is chosen). NULL rx: NULL, "local". */
+const char *engine_recv_peer(const struct rx *rx);
+const char *engine_recv_path(const struct rx *rx);
 /* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
 int engine_is_self(const struct engine *e, const char *addr);
 

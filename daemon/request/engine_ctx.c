@@ -285,6 +285,8 @@ static void meet(struct tx *tx, struct xfer *s)
     if (nack_beyond_readers(tx, s)) /* a reader more than the SEND has */
         return;
     tx->send = s;
+    if (!s->peer[0] && tx->peer && tx->peer->lp) /* kvferryctl transfers: who reads it */
+        snprintf(s->peer, sizeof s->peer, "%s", link_peer_id(tx->peer->lp));
     const char *home = s->rank->home;
     if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))
         snprintf(tx->home, sizeof tx->home, "%s", home);
