@@ -26,8 +26,7 @@ void ctl_explain_connect(FILE *f, const char *path, int err);
  * sections, arrays of objects as tables, numbers in human units; `status` and `workers` short
  * (100 columns) unless `all` (-l). */
 void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all);
-/* `kvferryctl help`, offline (kvferryctl_help.c); the daemon commands it knows (up to n names
- * into names, returns how many there are). */
+/* `kvferryctl help`, offline (kvferryctl_help.c): the daemon's commands from lib/ctl_help.c. */
 int ctl_help_main(int argc, char **argv);
 /* The live views (kvferryctl_watch.c): `transfers` (once, or --watch) and `top`, 100 columns
  * wide. Returns the exit code (0, 1 the daemon refused, 3 unreachable). */
