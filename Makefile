@@ -34,8 +34,6 @@ OPT     ?= -O2
 DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
-# The Python package goes where Debian's python3 looks for modules of a prefix
-PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -103,7 +101,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install uninstall check-systemd check-deb tag man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -122,9 +120,13 @@ $(CORE): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The static library is one relocatable object whose hidden (internal) symbols are made local,
+# so a program linking it sees kvf_* alone, as users of the shared one do (check-symbols).
 $(LIBA): $(CLIENT_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(LD) -r -o $(BUILD)/libkvferry-client.o $^
+	objcopy --localize-hidden $(BUILD)/libkvferry-client.o
+	rm -f $@ && ar rcs $@ $(BUILD)/libkvferry-client.o
 
 $(LIBSO): $(CLIENT_OBJS) lib/libkvferry.map
 	$(CC) -shared -o $@ $(CLIENT_OBJS) $(LDFLAGS) -lpthread -Wl,-soname,libkvferry.so.0 \
@@ -183,9 +185,9 @@ check-includes:
 # The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
 # the install below is a second make, which must find everything built (no race under -j).
 check-symbols: all
-	scripts/check-symbols $(LIBSO)
+	scripts/check-symbols $(LIBSO) $(LIBA)
 	rm -rf $(BUILD)/install-check && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(BUILD))/install-check >/dev/null
-	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
+	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.*' -type f)
 
 unit: all
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
@@ -283,19 +285,31 @@ ucx-stop-loop: all
 	BUILD=$(BUILD) scripts/ucx-stop-loop
 
 # Installs as a Debian package would lay it out: the library in the multiarch libdir with a
-# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its
-# sysusers.d file. An existing /etc/kvferry/kvferry.yaml is never overwritten: the shipped one
-# goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
-# created (systemd-sysusers) and ldconfig runs, as a package's postinst would.
+# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), the layout schema under
+# $(DATADIR), man pages, the unit and its sysusers.d file, the Python package where Debian's
+# python3 looks for the prefix (/usr: lib/python3/dist-packages; /usr/local:
+# lib/python3.X/dist-packages; any other prefix: lib/python3.X/site-packages, for PYTHONPATH).
+# The config goes to $(SYSCONFDIR)/kvferry: /etc for PREFIX=/usr, PREFIX/etc otherwise (the
+# unit is written with that path). An existing kvferry.yaml is never overwritten: the shipped
+# one goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
+# created (systemd-sysusers) and ldconfig runs, as a package's postinst would; with DESTDIR
+# nothing outside it is touched. The Debian packages (debian/) install through this target.
 MULTIARCH  := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
 LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
 TOOLSDIR   ?= $(PREFIX)/lib/kvferry
+DATADIR    ?= $(PREFIX)/share/kvferry
 MANDIR     ?= $(PREFIX)/share/man
-SYSCONFDIR ?= /etc
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 DOCDIR     ?= $(PREFIX)/share/doc/kvferry
+# Debian's own python3 (a pyenv or venv python3 on PATH would name another version)
+PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PY_XY      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR      ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(if \
+              $(filter /usr/local,$(PREFIX)),$(PREFIX)/lib/python$(PY_XY)/dist-packages,$(PREFIX)/lib/python$(PY_XY)/site-packages))
 MAN_PAGES  := man/kvferryd.8 man/kvferryctl.8 $(BUILD)/man/kvferry.yaml.5
+PY_FILES   := $(notdir $(wildcard python/kvferry/*.py))
 
 # kvferry.yaml(5): man/kvferry.yaml.5.in with its @KEYS@ line replaced by every key of the cfg
 # table (tools-free: a tiny program prints them), so the page cannot drift from the code.
@@ -310,17 +324,17 @@ man: $(BUILD)/man/kvferry.yaml.5
 
 install: all $(BUILD)/man/kvferry.yaml.5
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
-	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
+	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
 	ln -sf libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  lib/kvferry.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc
 	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
-	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(DATADIR)/
 	install -m 0644 man/kvferryd.8 man/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(BUILD)/man/kvferry.yaml.5 $(DESTDIR)$(MANDIR)/man5/
 	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
@@ -328,13 +342,36 @@ install: all $(BUILD)/man/kvferry.yaml.5
 	elif cmp -s config/kvferry.yaml $$conf; then rm -f $$conf.dist; \
 	else install -m 0644 config/kvferry.yaml $$conf.dist; \
 	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
-	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/kvferry.service \
+	  > $(DESTDIR)$(UNITDIR)/kvferry.service
 	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
 	install -m 0644 systemd/gpu-host.conf $(DESTDIR)$(DOCDIR)/gpu-host.conf
 	install -d $(DESTDIR)$(PYDIR)/kvferry
-	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
+	install -m 0644 $(addprefix python/kvferry/,$(PY_FILES)) $(DESTDIR)$(PYDIR)/kvferry/
 	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
+	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
+	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
+
+# What install put there, gone; the config stays where it was edited (as a package's remove
+# keeps conffiles), and so does the kvferry user (Debian's policy: system users are not
+# deleted, their ids may still own files).
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kvferryd $(DESTDIR)$(PREFIX)/bin/kvferryctl \
+	  $(DESTDIR)$(TOOLSDIR)/kvferry-sim $(DESTDIR)$(LIBDIR)/libkvferry.a \
+	  $(DESTDIR)$(LIBDIR)/libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc $(DESTDIR)$(PREFIX)/include/kvferry.h \
+	  $(DESTDIR)$(DATADIR)/kvferry-layout.schema.json $(DESTDIR)$(MANDIR)/man8/kvferryd.8 \
+	  $(DESTDIR)$(MANDIR)/man8/kvferryctl.8 $(DESTDIR)$(MANDIR)/man5/kvferry.yaml.5 \
+	  $(DESTDIR)$(UNITDIR)/kvferry.service $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf \
+	  $(DESTDIR)$(DOCDIR)/gpu-host.conf $(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml.dist
+	rm -rf $(DESTDIR)$(PYDIR)/kvferry
+	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
+	if cmp -s config/kvferry.yaml $$conf; then rm -f $$conf; \
+	elif [ -e $$conf ]; then echo "uninstall: kept your edited $$conf"; fi
+	-rmdir $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(DOCDIR) \
+	  $(DESTDIR)$(SYSCONFDIR)/kvferry 2>/dev/null
+	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
 	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
 
