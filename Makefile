@@ -101,7 +101,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install uninstall check-systemd check-deb tag man clean format soak fault-matrix ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb deb tag man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -322,7 +322,11 @@ $(BUILD)/man/kvferry.yaml.5: man/kvferry.yaml.5.in $(BUILD)/man/gen_yaml5 VERSIO
 	rm -f $@.keys
 man: $(BUILD)/man/kvferry.yaml.5
 
-install: all $(BUILD)/man/kvferry.yaml.5
+# What install puts in place, and no more (the Debian build makes these and the benches alone)
+install-needs: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(BUILD)/man/kvferry.yaml.5
+benches: $(BENCHES)
+
+install: install-needs
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)
@@ -378,6 +382,24 @@ uninstall:
 # The unit under a real systemd 252 in a container (scripts/check-systemd; needs root).
 check-systemd: all
 	BUILD=$(BUILD) scripts/check-systemd
+
+# The Debian packages (debian/, dpkg-buildpackage; CUDA=0 unless the build profile
+# pkg.kvferry.cuda): built from a copy of this tree in DEB_OUT (default build/deb), lintian
+# at the error and warning levels. check-deb also installs, runs, upgrades and purges them in a
+# fresh Debian 12 root under systemd-nspawn (scripts/check-deb; root).
+deb:
+	scripts/check-deb --build-only
+check-deb:
+	scripts/check-deb
+
+# An annotated tag v$(VERSION) on HEAD, refused on a dirty tree or if it exists. debian/changelog
+# must name the same version (the packages are versioned from it).
+tag:
+	@git diff --quiet HEAD || { echo "tag: commit first" >&2; exit 1; }
+	@[ "$$(dpkg-parsechangelog -S Version 2>/dev/null || echo $(VERSION))" = "$(VERSION)" ] || \
+	  { echo "tag: debian/changelog is at $$(dpkg-parsechangelog -S Version), VERSION at $(VERSION)" >&2; exit 1; }
+	git tag -a v$(VERSION) -m "kvferry $(VERSION)"
+	@echo "tag: v$(VERSION) made; push it with git push origin v$(VERSION)"
 
 clean:
 	rm -rf build build-asan build-tsan
