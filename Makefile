@@ -101,7 +101,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb deb tag man clean format soak fault-matrix ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -391,6 +391,11 @@ deb:
 	scripts/check-deb --build-only
 check-deb:
 	scripts/check-deb
+
+# pip install ./python in a fresh venv, offline; the venv's kvferry moves requests through this
+# build's kvferryd (scripts/check-pip)
+check-pip: $(BUILD)/kvferryd $(LIBSO)
+	BUILD=$(BUILD) scripts/check-pip
 
 # An annotated tag v$(VERSION) on HEAD, refused on a dirty tree or if it exists. debian/changelog
 # must name the same version (the packages are versioned from it).
