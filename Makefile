@@ -12,8 +12,13 @@
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
 #   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
-#                        the kvferry Python package in PYDIR)
+#                        the kvferry Python package in PYDIR, the config in SYSCONFDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
+#   make deb             the Debian packages (debian/) in build/deb, lintian-checked
+#   make check-deb       them installed, run, upgraded, purged in a Debian 12 nspawn root (root)
+#   make check-pip       pip install ./python in a fresh venv; its kvferry moves requests
+#   make uninstall       what make install put (same PREFIX/DESTDIR), but an edited config
+#   make tag             the annotated tag v$(VERSION)
 #   make soak            SOAK_MINUTES of mixed requests between two daemons, RSS/fd drift
 #   make fault-matrix    each issue-13 fault against three daemons, a table (root; netns)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
