@@ -49,10 +49,12 @@ def _library():
 class BuildPy(build_py):
     def run(self):
         super().run()
+        dest = os.path.join(self.build_lib, "kvferry", "libkvferry.so.0")
         if BUNDLE:
-            dest = os.path.join(self.build_lib, "kvferry", "libkvferry.so.0")
             shutil.copyfile(_library(), dest)
             os.chmod(dest, 0o644)
+        elif os.path.exists(dest):  # an earlier bundling build's, in the same build folder
+            os.remove(dest)
 
 
 cmdclass = {"build_py": BuildPy}
