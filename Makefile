@@ -14,7 +14,7 @@
 #   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
 #                        the kvferry Python package in PYDIR, the config in SYSCONFDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
-#   make deb             the Debian packages (debian/) in build/deb, lintian-checked
+#   make deb             the Debian packages (debian/) in build-deb/, lintian-checked
 #   make check-deb       them installed, run, upgraded, purged in a Debian 12 nspawn root (root)
 #   make check-pip       pip install ./python in a fresh venv; its kvferry moves requests
 #   make uninstall       what make install put (same PREFIX/DESTDIR), but an edited config
@@ -389,7 +389,7 @@ check-systemd: all
 	BUILD=$(BUILD) scripts/check-systemd
 
 # The Debian packages (debian/, dpkg-buildpackage; CUDA=0 unless the build profile
-# pkg.kvferry.cuda): built from a copy of this tree in DEB_OUT (default build/deb), lintian
+# pkg.kvferry.cuda): built from a copy of this tree in DEB_OUT (default build-deb/), lintian
 # at the error and warning levels. check-deb also installs, runs, upgrades and purges them in a
 # fresh Debian 12 root under systemd-nspawn (scripts/check-deb; root).
 deb:
@@ -412,7 +412,7 @@ tag:
 	@echo "tag: v$(VERSION) made; push it with git push origin v$(VERSION)"
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-deb
 
 format:
 	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
