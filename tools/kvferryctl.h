@@ -29,7 +29,6 @@ void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all);
 /* `kvferryctl help`, offline (kvferryctl_help.c); the daemon commands it knows (up to n names
  * into names, returns how many there are). */
 int ctl_help_main(int argc, char **argv);
-size_t ctl_help_daemon_commands(const char **names, size_t n);
 /* The live views (kvferryctl_watch.c): `transfers` (once, or --watch) and `top`. Returns the
  * exit code (0, 1 the daemon refused, 3 unreachable). */
 void ctl_print_transfers(FILE *f, json_t *result);

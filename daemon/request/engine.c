@@ -339,6 +339,7 @@ void engine_stop(struct engine *e)
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
+    frag_stop(e);         /* and for the copy threads' writes into generation pools */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
@@ -500,6 +501,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     C(bytes_local_writers);
     C(fragment_puts);
     C(fragment_cma_writes);
+    C(fragment_copy_jobs);
     C(bytes_fragment);
     C(gpu_gathers);
     C(gpu_scatters);
@@ -549,6 +551,38 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
                                   "chunk_gather_no_registration",
                                   (json_int_t)c->chunk_gather_no_registration));
     return 0;
+}
+
+void engine_reloaded(struct daemon *d)
+{
+    struct engine *e = d->engine;
+    if (!e)
+        return;
+    arena_set_reserve_timeout(e->arena, d->cfg.arena_reserve_timeout_ms);
+    arena_set_reserve_timeout(e->stage_arena, d->cfg.arena_reserve_timeout_ms);
+}
+
+int engine_live(struct daemon *d, json_t *ret)
+{
+    struct engine *e = d->engine;
+    if (!e)
+        return 0;
+    static const char *const at_use[] = {
+        "peers.max_inflight", "arena.window",    "arena.direct_run", "arena.shm_write",
+        "arena.cma_write",    "gates.min_bytes", "gates.min_blocks", "deadlines.lookup",
+        "deadlines.send_wait", "deadlines.transfer", NULL};
+    int r = cfg_values_json(&d->cfg, at_use, ret);
+    if (!e->arena) {
+        json_object_set_new(ret, "arena.reserve_timeout", json_string("unused: no arena (no link)"));
+        return r;
+    }
+    /* held by the arenas themselves: what they use, landing and staging alike */
+    uint64_t land = arena_reserve_timeout(e->arena);
+    uint64_t stage = e->stage_arena ? arena_reserve_timeout(e->stage_arena) : land;
+    json_object_set_new(ret, "arena.reserve_timeout",
+                        land == stage ? json_integer((json_int_t)land)
+                                      : json_string("landing and staging arenas differ"));
+    return r;
 }
 
 int engine_arena_status(struct daemon *d, json_t *ret)

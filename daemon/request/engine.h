@@ -42,7 +42,7 @@
  *
  * Stale tables: the generation side refetches a table older than ENGINE_TABLE_TTL_MS, and a
  * context daemon answers a RECV_REQ naming an epoch other than its table's with NACK
- * UNKNOWN_INSTANCE "stale table": the generation side drops its cached table and replans that
+ * UNKNOWN_INSTANCE with reason STALE_TABLE (wire.h): the generation side drops its cached table and replans that
  * request once with a refetched table (a second stale answer fails it). Table epochs never
  * repeat: they mix the home's random run id, its newest registration and newest forward.
  *
@@ -134,6 +134,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret);
 int engine_arena_status(struct daemon *d, json_t *ret);
 int engine_arena_stats(struct daemon *d, json_t *ret);
 void engine_drain_start(struct daemon *d);
+/* Reload: pushes the live keys the engine keeps copies of (arena.reserve_timeout, in both
+ * arenas) to their holders; the rest it reads from d->cfg at each use. */
+void engine_reloaded(struct daemon *d);
+int engine_live(struct daemon *d, json_t *ret);
 size_t engine_in_flight(struct daemon *d);
 json_t *engine_peers_json(struct daemon *d);
 json_t *engine_arena_json(struct daemon *d);

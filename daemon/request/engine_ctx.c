@@ -72,7 +72,11 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
     tx->nacked = told && !tx->not_reader; /* one beyond the SEND's readers is no reader */
     if (told)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
-                         code, tx->not_reader, msg);
+                         code,
+                         tx->not_reader    ? WIRE_NACK_NOT_READER
+                         : tx->stale_table ? WIRE_NACK_STALE_TABLE
+                                           : WIRE_NACK_PLAIN,
+                         msg);
     uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
@@ -126,6 +130,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
+        tx->stale_table = true;
         ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
                 "stale table: context instance %s is at epoch "
                 "%llu, the request planned with epoch %llu (refetch the table)",

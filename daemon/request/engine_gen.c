@@ -563,9 +563,8 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     /* the writer's side ended it: no NACK back (it acks the drain) */
     if ((w->state == RXW_MOVING || w->state == RXW_DONE) && !gen_rxw_set_state(w, RXW_NACKED))
         return;
-    w->not_reader = m->u.nack.not_reader;
-    if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
-        strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
+    w->not_reader = m->u.nack.reason == WIRE_NACK_NOT_READER;
+    if (m->u.nack.reason == WIRE_NACK_STALE_TABLE && !rx->retried && rx->x) {
         rx_replan(rx); /* once: the instance re-registered since our table was fetched */
         return;
     }

@@ -169,6 +169,8 @@ const struct prom_doc peers_metrics[] = {
     {"fragment_puts", C, NULL, "UCX puts issued by the fragment path.", "puts"},
     {"fragment_cma_writes", C, NULL,
      "process_vm_writev calls of the fragment path into the generation pools (cma).", "calls"},
+    {"fragment_copy_jobs", C, NULL,
+     "Fragment programs the copy threads wrote into the generation pools over cma.", "jobs"},
     {"bytes_fragment", C, NULL, "Bytes moved by the fragment path.", "bytes"},
     {"gpu_gathers", C, NULL, "GPU gather kernels run (context side).", "kernels"},
     {"gpu_scatters", C, NULL, "GPU scatter kernels run (generation side).", "kernels"},

@@ -103,6 +103,7 @@ static const struct fam families[] = {
     {"kvferry_peers_forwards_refused_total", CT},
     {"kvferry_peers_fragment_puts_total", CT},
     {"kvferry_peers_fragment_cma_writes_total", CT},
+    {"kvferry_peers_fragment_copy_jobs_total", CT},
     {"kvferry_peers_gpu_failures_total", CT},
     {"kvferry_peers_reader_nacks_sent_total", CT},
     {"kvferry_peers_reader_nacks_recv_total", CT},
