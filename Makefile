@@ -13,8 +13,13 @@
 #   make bench-copy      CPU copy executor vs memcpy
 #   make bench           two-daemon benchmark (scripts/bench-remote; JSON in bench/results/)
 #   make install PREFIX=/usr/local DESTDIR=   (Debian layout; keeps an existing config;
-#                        the kvferry Python package in PYDIR)
+#                        the kvferry Python package in PYDIR, the config in SYSCONFDIR)
 #   make check-systemd   the installed unit under systemd 252 in systemd-nspawn (root)
+#   make deb             the Debian packages (debian/) in build-deb/, lintian-checked
+#   make check-deb       them installed, run, upgraded, purged in a Debian 12 nspawn root (root)
+#   make check-pip       pip install ./python in a fresh venv; its kvferry moves requests
+#   make uninstall       what make install put (same PREFIX/DESTDIR), but an edited config
+#   make tag             the annotated tag v$(VERSION)
 #   make soak            SOAK_MINUTES of mixed requests between two daemons, RSS/fd drift
 #   make fault-matrix    each issue-13 fault against three daemons, a table (root; netns)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
@@ -35,8 +40,6 @@ OPT     ?= -O2
 DAEMON_DIRS := daemon $(patsubst %/,%,$(sort $(wildcard daemon/*/)))
 
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
-# The Python package goes where Debian's python3 looks for modules of a prefix
-PYDIR   ?= $(PREFIX)/lib/python3/dist-packages
 
 WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
           -Wpointer-arith -Wformat=2 -Wno-format-nonliteral -Wundef -Wvla
@@ -124,7 +127,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes check-layers unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes check-layers unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -143,9 +146,13 @@ $(CORE): $(LIB_OBJS) $(KERNEL_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
+# The static library is one relocatable object whose hidden (internal) symbols are made local,
+# so a program linking it sees kvf_* alone, as users of the shared one do (check-symbols).
 $(LIBA): $(CLIENT_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	$(LD) -r -o $(BUILD)/libkvferry-client.o $^
+	objcopy --localize-hidden $(BUILD)/libkvferry-client.o
+	rm -f $@ && ar rcs $@ $(BUILD)/libkvferry-client.o
 
 $(LIBSO): $(CLIENT_OBJS) lib/libkvferry.map
 	$(CC) -shared -o $@ $(CLIENT_OBJS) $(LDFLAGS) -lpthread -Wl,-soname,libkvferry.so.0 \
@@ -212,9 +219,9 @@ check-layers: all
 # The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
 # the install below is a second make, which must find everything built (no race under -j).
 check-symbols: all
-	scripts/check-symbols $(LIBSO)
+	scripts/check-symbols $(LIBSO) $(LIBA)
 	rm -rf $(BUILD)/install-check && $(MAKE) --no-print-directory install DESTDIR=$(abspath $(BUILD))/install-check >/dev/null
-	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.so*' -type f)
+	scripts/check-symbols $$(find $(BUILD)/install-check -name 'libkvferry.*' -type f)
 
 unit: all
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS)
@@ -312,19 +319,31 @@ ucx-stop-loop: all
 	BUILD=$(BUILD) scripts/ucx-stop-loop
 
 # Installs as a Debian package would lay it out: the library in the multiarch libdir with a
-# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), man pages, the unit and its
-# sysusers.d file. An existing /etc/kvferry/kvferry.yaml is never overwritten: the shipped one
-# goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
-# created (systemd-sysusers) and ldconfig runs, as a package's postinst would.
+# pkg-config file, kvferry-sim (a test tool) under $(TOOLSDIR), the layout schema under
+# $(DATADIR), man pages, the unit and its sysusers.d file, the Python package where Debian's
+# python3 looks for the prefix (/usr: lib/python3/dist-packages; /usr/local:
+# lib/python3.X/dist-packages; any other prefix: lib/python3.X/site-packages, for PYTHONPATH).
+# The config goes to $(SYSCONFDIR)/kvferry: /etc for PREFIX=/usr, PREFIX/etc otherwise (the
+# unit is written with that path). An existing kvferry.yaml is never overwritten: the shipped
+# one goes beside it as kvferry.yaml.dist. Without DESTDIR (a real install) the kvferry user is
+# created (systemd-sysusers) and ldconfig runs, as a package's postinst would; with DESTDIR
+# nothing outside it is touched. The Debian packages (debian/) install through this target.
 MULTIARCH  := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null || $(CC) -print-multiarch 2>/dev/null)
 LIBDIR     ?= $(PREFIX)/lib$(if $(MULTIARCH),/$(MULTIARCH))
 TOOLSDIR   ?= $(PREFIX)/lib/kvferry
+DATADIR    ?= $(PREFIX)/share/kvferry
 MANDIR     ?= $(PREFIX)/share/man
-SYSCONFDIR ?= /etc
+SYSCONFDIR ?= $(if $(filter /usr,$(PREFIX)),/etc,$(PREFIX)/etc)
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 DOCDIR     ?= $(PREFIX)/share/doc/kvferry
+# Debian's own python3 (a pyenv or venv python3 on PATH would name another version)
+PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PY_XY      := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR      ?= $(if $(filter /usr,$(PREFIX)),$(PREFIX)/lib/python3/dist-packages,$(if \
+              $(filter /usr/local,$(PREFIX)),$(PREFIX)/lib/python$(PY_XY)/dist-packages,$(PREFIX)/lib/python$(PY_XY)/site-packages))
 MAN_PAGES  := man/kvferryd.8 man/kvferryctl.8 $(BUILD)/man/kvferry.yaml.5
+PY_FILES   := $(notdir $(wildcard python/kvferry/*.py))
 
 # kvferry.yaml(5): man/kvferry.yaml.5.in with its @KEYS@ line replaced by every key of the cfg
 # table (tools-free: a tiny program prints them), so the page cannot drift from the code.
@@ -337,19 +356,23 @@ $(BUILD)/man/kvferry.yaml.5: man/kvferry.yaml.5.in $(BUILD)/man/gen_yaml5 VERSIO
 	rm -f $@.keys
 man: $(BUILD)/man/kvferry.yaml.5
 
-install: all $(BUILD)/man/kvferry.yaml.5
+# What install puts in place, and no more (the Debian build makes these and the benches alone)
+install-needs: $(BUILD)/kvferryd $(TOOLS) $(LIBA) $(LIBSO) $(BUILD)/man/kvferry.yaml.5
+benches: $(BENCHES)
+
+install: install-needs
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
-	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
+	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)
 	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
-	install -m 0755 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
+	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
 	ln -sf libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	  lib/kvferry.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc
 	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
-	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(PREFIX)/include/
+	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(DATADIR)/
 	install -m 0644 man/kvferryd.8 man/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(BUILD)/man/kvferry.yaml.5 $(DESTDIR)$(MANDIR)/man5/
 	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
@@ -357,13 +380,36 @@ install: all $(BUILD)/man/kvferry.yaml.5
 	elif cmp -s config/kvferry.yaml $$conf; then rm -f $$conf.dist; \
 	else install -m 0644 config/kvferry.yaml $$conf.dist; \
 	  echo "install: kept your $$conf; the shipped one is $$conf.dist (diff them to see what is new)"; fi
-	sed 's|@PREFIX@|$(PREFIX)|g' systemd/kvferry.service > $(DESTDIR)$(UNITDIR)/kvferry.service
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/kvferry.service \
+	  > $(DESTDIR)$(UNITDIR)/kvferry.service
 	install -m 0644 systemd/kvferry.sysusers $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf
 	install -m 0644 systemd/gpu-host.conf $(DESTDIR)$(DOCDIR)/gpu-host.conf
 	install -d $(DESTDIR)$(PYDIR)/kvferry
-	install -m 0644 python/kvferry/*.py $(DESTDIR)$(PYDIR)/kvferry/
+	install -m 0644 $(addprefix python/kvferry/,$(PY_FILES)) $(DESTDIR)$(PYDIR)/kvferry/
 	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/kvferry.conf; fi; \
+	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
+	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
+
+# What install put there, gone; the config stays where it was edited (as a package's remove
+# keeps conffiles), and so does the kvferry user (Debian's policy: system users are not
+# deleted, their ids may still own files).
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/kvferryd $(DESTDIR)$(PREFIX)/bin/kvferryctl \
+	  $(DESTDIR)$(TOOLSDIR)/kvferry-sim $(DESTDIR)$(LIBDIR)/libkvferry.a \
+	  $(DESTDIR)$(LIBDIR)/libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so \
+	  $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc $(DESTDIR)$(PREFIX)/include/kvferry.h \
+	  $(DESTDIR)$(DATADIR)/kvferry-layout.schema.json $(DESTDIR)$(MANDIR)/man8/kvferryd.8 \
+	  $(DESTDIR)$(MANDIR)/man8/kvferryctl.8 $(DESTDIR)$(MANDIR)/man5/kvferry.yaml.5 \
+	  $(DESTDIR)$(UNITDIR)/kvferry.service $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf \
+	  $(DESTDIR)$(DOCDIR)/gpu-host.conf $(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml.dist
+	rm -rf $(DESTDIR)$(PYDIR)/kvferry
+	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
+	if cmp -s config/kvferry.yaml $$conf; then rm -f $$conf; \
+	elif [ -e $$conf ]; then echo "uninstall: kept your edited $$conf"; fi
+	-rmdir $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(DOCDIR) \
+	  $(DESTDIR)$(SYSCONFDIR)/kvferry 2>/dev/null
+	@if [ -z "$(DESTDIR)" ]; then \
 	  if command -v ldconfig >/dev/null; then ldconfig; fi; \
 	  if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; fi
 
@@ -371,8 +417,31 @@ install: all $(BUILD)/man/kvferry.yaml.5
 check-systemd: all
 	BUILD=$(BUILD) scripts/check-systemd
 
+# The Debian packages (debian/, dpkg-buildpackage; CUDA=0 unless the build profile
+# pkg.kvferry.cuda): built from a copy of this tree in DEB_OUT (default build-deb/), lintian
+# at the error and warning levels. check-deb also installs, runs, upgrades and purges them in a
+# fresh Debian 12 root under systemd-nspawn (scripts/check-deb; root).
+deb:
+	scripts/check-deb --build-only
+check-deb:
+	scripts/check-deb
+
+# pip install ./python in a fresh venv, offline; the venv's kvferry moves requests through this
+# build's kvferryd (scripts/check-pip)
+check-pip: $(BUILD)/kvferryd $(LIBSO)
+	BUILD=$(BUILD) scripts/check-pip
+
+# An annotated tag v$(VERSION) on HEAD, refused on a dirty tree or if it exists. debian/changelog
+# must name the same version (the packages are versioned from it).
+tag:
+	@git diff --quiet HEAD || { echo "tag: commit first" >&2; exit 1; }
+	@[ "$$(dpkg-parsechangelog -S Version 2>/dev/null || echo $(VERSION))" = "$(VERSION)" ] || \
+	  { echo "tag: debian/changelog is at $$(dpkg-parsechangelog -S Version), VERSION at $(VERSION)" >&2; exit 1; }
+	git tag -a v$(VERSION) -m "kvferry $(VERSION)"
+	@echo "tag: v$(VERSION) made; push it with git push origin v$(VERSION)"
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-deb
 
 format:
 	clang-format -i $(wildcard lib/*.[ch] daemon/*.[ch] daemon/*/*.[ch] tools/*.[ch] tests/*.[ch] tests/*/*.[ch] kernels/*.[ch])
