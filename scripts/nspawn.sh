@@ -3,24 +3,32 @@
 # (absolute), MIRROR, and calls nspawn_root, then nspawn_boot DIR; in_ct runs a command in the
 # container's namespaces, as_worker as its user `worker`; nspawn_stop powers it off.
 
-# The cached root: debootstrap into a temporary folder, renamed only when complete. python3 is
-# there for python3-kvferry (check-deb); a root cached before it was added gets it once.
+# The cached root: debootstrap into a temporary folder, renamed only when complete, holding
+# what the installed packages need at run time (NSPAWN_PKGS: kvferryd's libraries, libncurses6
+# for kvferryctl's live views, python3 for python3-kvferry). A root cached before a package
+# joined the list gets it once.
+NSPAWN_PKGS=(systemd systemd-sysv dbus libuv1 libucx0 libyaml-0-2 libjansson4 libsodium23
+             libmicrohttpd12 libnuma1 libncurses6 procps python3)
 nspawn_root() {
   local base=$CACHE/bookworm
   if [ ! -x "$base/usr/lib/systemd/systemd" ]; then
     echo "$NSPAWN_WHO: building the Debian 12 root in $base (once)"
     rm -rf "$base.tmp"
     mkdir -p "$CACHE"
-    debootstrap --variant=minbase \
-      --include=systemd,systemd-sysv,dbus,libuv1,libucx0,libyaml-0-2,libjansson4,libsodium23,libmicrohttpd12,libnuma1,procps,python3 \
+    debootstrap --variant=minbase --include="$(IFS=,; echo "${NSPAWN_PKGS[*]}")" \
       bookworm "$base.tmp" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
       { tail -20 "$CACHE/debootstrap.log" >&2; return 1; }
     mv "$base.tmp" "$base"
   fi
-  if [ ! -x "$base/usr/bin/python3" ]; then
-    echo "$NSPAWN_WHO: adding python3 to the cached root (once)"
-    chroot "$base" sh -c 'apt-get update -q && apt-get install -y -q --no-install-recommends python3' \
-      >"$CACHE/python3.log" 2>&1 || { tail -20 "$CACHE/python3.log" >&2; return 1; }
+  local missing=() p
+  for p in "${NSPAWN_PKGS[@]}"; do
+    chroot "$base" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+      missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "$NSPAWN_WHO: adding ${missing[*]} to the cached root (once)"
+    chroot "$base" sh -c "apt-get update -q && apt-get install -y -q --no-install-recommends ${missing[*]}" \
+      >"$CACHE/add.log" 2>&1 || { tail -20 "$CACHE/add.log" >&2; return 1; }
     chroot "$base" apt-get clean
   fi
 }
