@@ -143,6 +143,9 @@ $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wild
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(CUDA_LIBS) -lm
 
+# kvferry-flood speaks UCX (a hostile peer for the link's tests): the one tool that links it.
+$(BUILD)/kvferry-flood: LIB_LIBS += $(shell pkg-config --libs ucx 2>/dev/null)
+
 # Test support: the harness bodies, compiled once (their headers stay in tests/ and tests/integration/).
 $(BUILD)/tests/support/%.o: CFLAGS += -Itests
 $(TESTSUPPORT): $(TS_OBJS)

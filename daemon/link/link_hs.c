@@ -31,7 +31,7 @@
 #define HS_LABEL "kvferry-link-handshake"
 
 enum { HS_HELLO = 1, HS_CHALLENGE, HS_PROOF, HS_ACCEPT, HS_REFUSE, HS_DONE };
-enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL };
+enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL, WHY_FULL };
 #define HS_CAP_PROC 0x80 /* in `why` of HELLO and CHALLENGE: "I send and take link_proc_id" */
 
 struct hs_msg {
@@ -55,6 +55,7 @@ static const char *why_str(unsigned why)
 {
     return why == WHY_VERSION ? "protocol version mismatch"
            : why == WHY_MAC   ? "cluster secret mismatch (bad MAC)"
+           : why == WHY_FULL  ? "the server's table of peers is full"
                               : "handshake protocol error";
 }
 
@@ -269,6 +270,10 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const struct 
             hs_refuse(p, WHY_PROTOCOL);
             return;
         }
+        if (link_admit_proven(p) < 0) { /* from the unproven slots to the proven table */
+            hs_refuse(p, WHY_FULL);
+            return;
+        }
         hs_fill(p, &out, HS_ACCEPT);
         if (hs_send(p, &out, 1, NULL) < 0) {
             link_peer_fail(p, -EIO);
@@ -303,11 +308,11 @@ ucs_status_t link_hs_am_cb(void *arg, const void *header, size_t header_length, 
         if (p && p->proc_cap && (copy.m.kind == HS_PROOF || copy.m.kind == HS_ACCEPT))
             want = sizeof(copy);
     }
-    if (!p || p->state >= LINK_PEER_READY || p->hs_step == HS_DONE ||
+    if (!p || p->state >= LINK_PEER_READY || p->hs_step == HS_DONE || p->refused_at ||
         header_length != want || le32toh(copy.m.magic) != HS_MAGIC ||
         (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > LINK_RKEY_MAX) {
         l->st.dropped++;
-        if (p && p->state < LINK_PEER_READY && p->hs_step != HS_DONE)
+        if (p && p->state < LINK_PEER_READY && p->hs_step != HS_DONE && !p->refused_at)
             hs_refuse(p, WHY_PROTOCOL);
         return UCS_OK; /* a rendezvous descriptor is released by returning UCS_OK */
     }
