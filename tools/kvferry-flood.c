@@ -183,8 +183,9 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < F.n; i++)
         flood_open(&F.slots[i]);
     while (!stop && (!dur || now_ms() - t0 < dur)) {
-        for (unsigned k = 0; k < 64 && ucp_worker_progress(F.worker); k++)
-            ;
+        unsigned k = 0, reopened = 0;
+        while (k < 64 && ucp_worker_progress(F.worker))
+            k++;
         int all = churn && now_ms() >= next_churn;
         if (all)
             next_churn += churn;
@@ -193,8 +194,11 @@ int main(int argc, char **argv)
             if (all || s->failed || !s->ep) {
                 flood_close(s);
                 flood_open(s);
+                reopened++;
             }
         }
+        if (!k && !reopened) /* idle: leave the CPU to the daemons of a shared test machine */
+            nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     }
     unsigned open = 0;
     for (unsigned i = 0; i < F.n; i++)

@@ -143,8 +143,8 @@ static void link_run_pending(struct link *l)
         if (w->kind == PEND_DONE) {
             w->cb(w->arg, w->status);
         } else if (w->kind == PEND_CONN) {
-            /* refusals are accepted and closed (link_admit.c): a reject can abort us. Only out
-             * of memory for the peer is rejected */
+            /* refused (over a cap of link_admit.c, out of memory): rejected, which UCX 1.13
+             * survives only with link_ucsfix.c (docs/UCX.md trap 18) */
             if (link_peer_accept(l, w->conn) < 0 && l->listener)
                 ucp_listener_reject(l->listener, w->conn);
         } else {
@@ -438,6 +438,10 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     l->handles_open++;
     if (cfg->listen_host && (rc = link_listen(l)) < 0)
         goto err_free;
+    if (cfg->listen_host && !link_ucsfix_active()) /* a UCX built another way: say so */
+        log_warn("link: UCX's stale async events are not filtered (its handlers did not register "
+                 "through link_ucsfix.c): a flood at the listen port may abort the daemon "
+                 "(docs/UCX.md trap 18)");
     uv_poll_start(&l->poll, UV_READABLE, link_poll_cb);
     /* at least two checks per keepalive interval */
     uint64_t tick = l->cfg.keepalive_interval_ms / 2 < LINK_TICK_MS ? l->cfg.keepalive_interval_ms / 2
@@ -508,6 +512,7 @@ void link_get_stats(const struct link *l, struct link_stats *ret)
 {
     *ret = l->st;
     ret->unproven_endpoints = l->n_unauth;
+    ret->ucx_stale_events_dropped = link_ucsfix_dropped();
 }
 
 /* Transports the context offers, from ucp_context_print_info ("... flags -- tcp/lo"). */
@@ -554,8 +559,6 @@ int link_status(const struct link *l, json_t *out)
             if (ca.memory_types & UCS_BIT(t))
                 json_array_append_new(mt, json_string(ucs_memory_type_names[t]));
     for (const struct link_peer *p = l->peers; p; p = p->next) {
-        if (p->refused_at) /* refused at admission, closing: counted below, not a peer */
-            continue;
         json_array_append_new(
             peers, json_pack("{s:I,s:s,s:s,s:s,s:b,s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "serial",
                              (json_int_t)p->serial, "address", p->addr, "id", p->remote_id,

@@ -283,6 +283,7 @@ struct link_stats {
     uint64_t conns_refused_unauth, conns_refused_addr, conns_refused_table;
     uint64_t handshake_timeouts;   /* endpoints closed at their handshake deadline */
     uint64_t unproven_endpoints;   /* now: inbound endpoints not yet proven (a gauge) */
+    uint64_t ucx_stale_events_dropped; /* of the process: link_ucsfix.c, docs/UCX.md trap 18 */
     /* the loop's work for UCX: event fd wake-ups, progress passes (a wake-up, a kick or the
      * busy timer), ucp_worker_progress calls (busy: those that found work), ucp_worker_arm */
     uint64_t wakeups, progress_passes, progress_calls, progress_busy, arms;

@@ -308,11 +308,11 @@ ucs_status_t link_hs_am_cb(void *arg, const void *header, size_t header_length, 
         if (p && p->proc_cap && (copy.m.kind == HS_PROOF || copy.m.kind == HS_ACCEPT))
             want = sizeof(copy);
     }
-    if (!p || p->state >= LINK_PEER_READY || p->hs_step == HS_DONE || p->refused_at ||
+    if (!p || p->state >= LINK_PEER_READY || p->hs_step == HS_DONE ||
         header_length != want || le32toh(copy.m.magic) != HS_MAGIC ||
         (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || length > LINK_RKEY_MAX) {
         l->st.dropped++;
-        if (p && p->state < LINK_PEER_READY && p->hs_step != HS_DONE && !p->refused_at)
+        if (p && p->state < LINK_PEER_READY && p->hs_step != HS_DONE)
             hs_refuse(p, WHY_PROTOCOL);
         return UCS_OK; /* a rendezvous descriptor is released by returning UCS_OK */
     }

@@ -4,7 +4,8 @@
  * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations.
  * link_alive.c: keepalive PING/PONG, suspect and lost peers.
  * link_proc.c: the peer daemon's process (pid, pid namespace, boot id) and its pidfd.
- * link_admit.c: who may hold a slot: unproven inbound endpoints apart, capped, refused safely. */
+ * link_admit.c: who may hold a slot: unproven inbound endpoints apart, capped.
+ * link_ucsfix.c: UCX's stale missed async events dropped (a refusal can then not abort us). */
 #ifndef KVF_LINK_INT_H
 #define KVF_LINK_INT_H
 
@@ -53,8 +54,6 @@ struct link_peer {
     char addr[128];              /* "host:port" asked, or the remote address */
     uint64_t deadline_ms;        /* handshake deadline (uv_now) */
     int unauth;                  /* inbound, not yet proven: counted in link->n_unauth */
-    uint64_t refused_at;         /* refused at admission: closed once progress passed this
-                                  * link->st.progress_calls (link_admit.c); 0: not refused */
     /* handshake */
     int hs_step;                 /* what we wait for, LINK_HS_* of link_hs.c */
     uint8_t nonce_local[LINK_NONCE_BYTES], nonce_remote[LINK_NONCE_BYTES];
@@ -148,7 +147,6 @@ struct link {
     struct link_peer *peers;
     unsigned npeers;
     unsigned n_unauth;           /* inbound peers not yet proven (link_admit.c) */
-    unsigned n_refused;          /* refused at admission, closing */
     uint64_t refuse_logged_ms;   /* refusals are logged once a second, with a count */
     uint64_t refuse_unlogged;
     uint64_t next_serial;
@@ -189,12 +187,14 @@ void link_peer_detect_lanes(struct link_peer *p);
 int link_admit_inbound(struct link *l, const char *addr); /* 0 or -EBUSY (counted, logged) */
 /* "link: connection from <addr> <what>", once a second at most: strangers come by the hundred */
 void link_admit_log(struct link *l, const char *addr, const char *what);
-void link_admit_refused(struct link_peer *p);   /* p was accepted only to be closed */
 int link_admit_proven(struct link_peer *p);     /* at READY: 0 or -EBUSY (table full) */
 void link_admit_release(struct link_peer *p);   /* at free */
-void link_admit_reap(struct link *l);           /* after a progress round */
 unsigned link_admit_proven_count(const struct link *l);
 void link_admit_status(const struct link *l, json_t *o);
+
+/* link_ucsfix.c: UCX's stale async events filtered (docs/UCX.md trap 18) */
+int link_ucsfix_active(void);     /* the interposition took: UCX registered handlers through it */
+uint64_t link_ucsfix_dropped(void); /* stale events dropped */
 
 /* link_hs.c */
 int link_secret_load(struct link *l, const char *path);

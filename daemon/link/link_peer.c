@@ -97,9 +97,9 @@ void link_peer_fail(struct link_peer *p, int err)
     p->fail_err = err;
     if (err != -ECANCELED)
         p->link->st.peers_failed++;
-    /* refused at admission or not yet proven: strangers may come by the hundred, their refusals
-     * and deadlines are logged once a second (link_admit.c, link_peers_check_deadlines) */
-    if (err != -ECANCELED && !p->refused_at && !p->unauth) {
+    /* not yet proven: strangers may come by the hundred, their failures and deadlines are
+     * logged once a second (link_admit.c, link_peers_check_deadlines) */
+    if (err != -ECANCELED && !p->unauth) {
         log_req(LOG_LVL_WARN, 0, *p->addr ? p->addr : p->remote_id, NULL,
                 "link peer %llu (%s %s): failed in state %s: %s", (unsigned long long)p->serial,
                 p->addr, p->remote_id, state_names[p->state], strerror(-err));
@@ -176,7 +176,6 @@ void link_peer_unref(struct link_peer *p)
 
 void link_peer_reap(struct link *l)
 {
-    link_admit_reap(l); /* endpoints refused at admission, once a progress round ran */
     /* Pass 1 runs user callbacks, which may add peers (at the head) but never unlink one, so a
      * forward walk stays valid. Pass 2 unlinks and runs no callbacks. */
     for (struct link_peer *p = l->peers; p; p = p->next) {
@@ -207,7 +206,7 @@ void link_peers_check_deadlines(struct link *l, uint64_t now_ms)
     const char *unproven_addr = NULL;
     for (struct link_peer *p = l->peers; p; p = p->next)
         if ((p->state == LINK_PEER_CONNECTING || p->state == LINK_PEER_HANDSHAKING) &&
-            now_ms > p->deadline_ms && !p->refused_at) {
+            now_ms > p->deadline_ms) {
             l->st.handshake_timeouts++;
             if (p->unauth) { /* strangers may come by the hundred: one line a tick */
                 unproven++;
@@ -277,18 +276,13 @@ int link_peer_accept(struct link *l, ucp_conn_request_h req)
     ucp_conn_request_attr_t ca = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
     if (ucp_conn_request_query(req, &ca) == UCS_OK)
         link_sockaddr_str((const struct sockaddr *)&ca.client_address, addr, sizeof(addr));
-    /* Over a cap the connection is accepted all the same and closed after the next progress
-     * round: ucp_listener_reject can abort us (link_admit.c) */
-    int refuse = l->freeing || link_admit_inbound(l, addr) < 0;
+    if (l->freeing || link_admit_inbound(l, addr) < 0)
+        return -EBUSY; /* rejected: safe with link_ucsfix.c (docs/UCX.md trap 18) */
     struct link_peer *p = link_peer_new(l, addr, 0);
     if (!p)
         return -ENOMEM;
-    if (refuse) {
-        link_admit_refused(p);
-    } else {
-        p->unauth = 1;
-        l->n_unauth++;
-    }
+    p->unauth = 1;
+    l->n_unauth++;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,

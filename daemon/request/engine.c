@@ -528,12 +528,14 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
         struct link_stats ls;
         link_get_stats(e->link, &ls);
         json_object_set_new(ret, "link",
-                            json_pack("{s:I,s:I,s:I,s:I,s:I}", "conns_refused_unproven",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "conns_refused_unproven",
                                       (json_int_t)ls.conns_refused_unauth, "conns_refused_address",
                                       (json_int_t)ls.conns_refused_addr, "conns_refused_table",
                                       (json_int_t)ls.conns_refused_table, "handshake_timeouts",
                                       (json_int_t)ls.handshake_timeouts, "unproven_endpoints",
-                                      (json_int_t)ls.unproven_endpoints));
+                                      (json_int_t)ls.unproven_endpoints,
+                                      "ucx_stale_events_dropped",
+                                      (json_int_t)ls.ucx_stale_events_dropped));
     }
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));

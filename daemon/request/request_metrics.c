@@ -223,6 +223,9 @@ const struct prom_doc peers_metrics[] = {
     {"link.handshake_timeouts", C, NULL,
      "Connections closed at their handshake deadline (peers.unproven_timeout for those that "
      "connected here).", "connections"},
+    {"link.ucx_stale_events_dropped", C, NULL,
+     "Stale UCX async events dropped before UCX's connection manager saw them (each could have "
+     "aborted the daemon: docs/UCX.md trap 18).", "events"},
     {"link.unproven_endpoints", G, NULL,
      "Connections from other daemons open now that have not proven the cluster secret yet.",
      "connections"},

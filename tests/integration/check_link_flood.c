@@ -6,8 +6,8 @@
  * flood connects to a (from 127.0.0.1) and moves one too: unproven endpoints have their own,
  * capped slots (link_admit.c), so the flood cannot fill the table or crowd c out. Every byte is
  * checked; a counts what it refused, and its unproven endpoints drain once the flood stops.
- * Before: the flood filled a's 256 endpoints ("256 endpoints is the limit"), so c was refused,
- * and UCX 1.13.1 aborted a (tcp_sockcm_ep.c:416) under ucp_listener_reject. */
+ * Before: the stranger held all of a's 256 endpoints (those failing refilled at once), and UCX
+ * 1.13.1 could abort a (tcp_sockcm_ep.c:416, a stale async event: docs/UCX.md trap 18). */
 #include <check.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -67,7 +67,7 @@ static long long link_stat(const struct ru_daemon *d, const char *key)
     return ru_ctl_int(d, "stats", path);
 }
 
-/* How many endpoints from host `from` d's link lists (refused ones closing are not listed). */
+/* How many endpoints from host `from` d's link lists. */
 static int strangers_listed(const struct ru_daemon *d, const char *from)
 {
     json_t *st = ru_ctl(d, "status");
@@ -175,12 +175,60 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
 }
 END_TEST
 
+/* The global cap and the deadline, crossed: 2 unproven endpoints at once (under the 4 a
+ * address may hold), each closed after 300 ms; the proven peer moves a request meanwhile. */
+START_TEST(link_flood_meets_the_unproven_cap_and_deadline)
+{
+    struct two t;
+    uint64_t rng = 0xf2;
+    struct ru_inst ctx, gen;
+    char from[INET_ADDRSTRLEN];
+    if (!stranger_addr(from, sizeof from)) {
+        printf("link flood: skipped: no non-loopback IPv4 address to flood from\n");
+        return;
+    }
+    two_start(&t, EXTRA "peers:\n  unproven_max: 2\n  unproven_timeout: 300ms\n", EXTRA, NULL);
+    ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
+    ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
+    ru_inst_register(&ctx, &t.a);
+    ru_inst_register(&gen, &t.b);
+    move_tiny(t.a.addr, &ctx, &gen, 1);
+    char out[160];
+    snprintf(out, sizeof out, "%s/flood.json", t.top);
+    pid_t fp = flood_start(t.a.addr, from, out);
+    uint64_t end = ru_now_ms() + tu_ms(15000);
+    int most = 0;
+    while ((link_stat(&t.a, "conns_refused_unproven") < 1 ||
+            link_stat(&t.a, "handshake_timeouts") < 1) && ru_now_ms() < end) {
+        int n = strangers_listed(&t.a, from);
+        most = n > most ? n : most;
+        ru_sleep_ms(10);
+    }
+    move_tiny(t.a.addr, &ctx, &gen, 2);
+    ck_assert_int_eq(kill(fp, SIGTERM), 0);
+    ck_assert_int_eq(waitpid(fp, NULL, 0), fp);
+    fprintf(stderr, "cap 2: refused %lld (unproven cap) + %lld (address cap), %lld closed at "
+            "300 ms, at most %d of the stranger's seen\n",
+            link_stat(&t.a, "conns_refused_unproven"), link_stat(&t.a, "conns_refused_address"),
+            link_stat(&t.a, "handshake_timeouts"), most);
+    assert_alive(&t.a, "after the flood");
+    ck_assert_int_ge(link_stat(&t.a, "conns_refused_unproven"), 1);
+    ck_assert_int_eq(link_stat(&t.a, "conns_refused_address"), 0); /* the global cap came first */
+    ck_assert_int_ge(link_stat(&t.a, "handshake_timeouts"), 1);
+    ck_assert_int_le(most, 2);
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("link_flood");
     TCase *tc = tcase_create("strangers");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers);
+    tcase_add_test(tc, link_flood_meets_the_unproven_cap_and_deadline);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -120,6 +120,7 @@ static const struct fam families[] = {
     {"kvferry_peers_link_conns_refused_table_total", CT},
     {"kvferry_peers_link_conns_refused_unproven_total", CT},
     {"kvferry_peers_link_handshake_timeouts_total", CT},
+    {"kvferry_peers_link_ucx_stale_events_dropped_total", CT},
     {"kvferry_peers_link_unproven_endpoints", GA},
     {"kvferry_peers_layouts_decoded_total", CT},
     {"kvferry_peers_layouts_forwarded_total", CT},
