@@ -67,12 +67,17 @@ static long long link_stat(const struct ru_daemon *d, const char *key)
     return ru_ctl_int(d, "stats", path);
 }
 
+/* The link's section of a `status` result (status.peers.link.link). */
+static json_t *link_of(json_t *status)
+{
+    return json_object_get(json_object_get(json_object_get(status, "peers"), "link"), "link");
+}
+
 /* How many endpoints from host `from` d's link lists. */
 static int strangers_listed(const struct ru_daemon *d, const char *from)
 {
     json_t *st = ru_ctl(d, "status");
-    json_t *peers = json_object_get(json_object_get(json_object_get(json_object_get(st, "peers"),
-                                                                    "link"), "link"), "peers");
+    json_t *peers = json_object_get(link_of(st), "peers");
     size_t i, n = strlen(from);
     json_t *p;
     int found = 0;
@@ -158,6 +163,10 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
             link_stat(&t.a, "conns_refused_address"), link_stat(&t.a, "conns_refused_unproven"),
             link_stat(&t.a, "handshake_timeouts"), unproven, most, (long long)ru_now_ms() - t0);
     assert_alive(&t.a, "after the flood");
+    json_t *sa = ru_ctl(&t.a, "status"); /* UCX's stale events are filtered (docs/UCX.md 18) */
+    ck_assert_msg(json_is_true(json_object_get(link_of(sa), "ucx_stale_event_filter")),
+                  "the stale event filter did not take (link_ucsfix.c)");
+    json_decref(sa);
     ck_assert_int_gt(opened, FLOOD_EPS); /* refused endpoints were opened again */
     ck_assert_int_ge(link_stat(&t.a, "conns_refused_address"), 1);
     ck_assert_int_ge(unproven, 0);
