@@ -240,8 +240,9 @@ int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_r
  * endpoint's lanes, its pid known in our pid namespace of this boot (link_proc.c), that pid
  * running our own binary, and a 1-byte process_vm_readv at probe_addr (an address the peer named
  * as writable, e.g. a pool's base in RECV_REQ) allowed; decided once per peer. 0 yes; -ENOTSUP
- * (not so, or not decided yet while the lanes settle) or -ENOTCONN. */
-int link_peer_cma(struct link_peer *p, uint64_t probe_addr);
+ * (not so, or not decided yet while the lanes settle) or -ENOTCONN. On yes, *pid_ret (may be
+ * NULL) is the peer's pid, for writes by the copy threads (copy_remote.h). */
+int link_peer_cma(struct link_peer *p, uint64_t probe_addr, uint32_t *pid_ret);
 /* Writes local[i] to remote[i] (addresses in the peer's process, the same lengths), i < n <=
  * LINK_CMA_IOV_MAX, with one process_vm_writev, on this thread, now (link_peer_cma must have
  * said yes). cb as for link_send, with 0 or the call's -errno (-EFAULT: a short write, the range
