@@ -117,6 +117,9 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
     ru_inst_register(&ctx, &t.a);
     ru_inst_register(&gen, &t.b);
     move_tiny(t.a.addr, &ctx, &gen, 1); /* b is a proven peer of a before the flood */
+    uint64_t q0 = ru_now_ms();
+    move_tiny(t.a.addr, &ctx, &gen, 7); /* the time of one without the flood, for the log */
+    long long quiet_ms = (long long)(ru_now_ms() - q0);
 
     char out[160];
     snprintf(out, sizeof out, "%s/flood.json", t.top);
@@ -133,6 +136,7 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
         int n = strangers_listed(&t.a, from);
         most = n > most ? n : most;
     }
+    long long b_ms = (long long)ru_now_ms() - t0;
     assert_alive(&t.a, "during the flood");
     /* peers.unproven_per_address (4): the flood holds no more of a's table than that (before:
      * all 256 endpoints, a few at a time failing and refilled) */
@@ -158,10 +162,12 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
         opened = atoll(o + 9);
     fprintf(stderr, "flood of %d endpoints from %s: %s", FLOOD_EPS, from, line);
     fprintf(stderr, "a refused %lld (address cap) + %lld (unproven cap), %lld handshake "
-            "timeouts, %lld unproven open then, at most %d of the stranger's seen; 4 requests "
-            "moved in %lld ms meanwhile\n",
+            "timeouts, %lld unproven open then, at most %d of the stranger's seen; b's 3 "
+            "requests took %lld ms meanwhile (one %lld ms before the flood), c started and "
+            "moved one in %lld ms\n",
             link_stat(&t.a, "conns_refused_address"), link_stat(&t.a, "conns_refused_unproven"),
-            link_stat(&t.a, "handshake_timeouts"), unproven, most, (long long)ru_now_ms() - t0);
+            link_stat(&t.a, "handshake_timeouts"), unproven, most, b_ms, quiet_ms,
+            (long long)ru_now_ms() - t0 - b_ms);
     assert_alive(&t.a, "after the flood");
     json_t *sa = ru_ctl(&t.a, "status"); /* UCX's stale events are filtered (docs/UCX.md 18) */
     ck_assert_msg(json_is_true(json_object_get(link_of(sa), "ucx_stale_event_filter")),
