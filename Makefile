@@ -172,6 +172,9 @@ $(BUILD)/%: tools/%.c $$(addprefix $(BUILD)/,$$(addsuffix .o,$$(basename $$(wild
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(CORE) $(LDFLAGS) $(LIB_LIBS) $(TOOL_LIBS) $(CUDA_LIBS) -lm
 $(BUILD)/kvferryctl: TOOL_LIBS = $(CURSES_LIBS)
 
+# kvferry-flood speaks UCX (a hostile peer for the link's tests): the one tool that links it.
+$(BUILD)/kvferry-flood: LIB_LIBS += $(shell pkg-config --libs ucx 2>/dev/null)
+
 # Test support: the harness bodies, compiled once (their headers stay in tests/ and tests/integration/).
 $(BUILD)/tests/support/%.o: CFLAGS += -Itests
 $(TESTSUPPORT): $(TS_OBJS)
@@ -246,12 +249,14 @@ tsan:
 # two workers killed mid-copy), the move executor, the GPU completion thread (CPU mode here),
 # the unmapper thread (unit, and a worker with a large pool exiting while others are served),
 # the bounce path (staging, landing, scatters on the copy threads), the fragment path's held
-# puts, two daemons' data paths and their failures, hostile peers and workers killed mid-request.
+# puts, two daemons' data paths and their failures, hostile peers and workers killed mid-request,
+# a UCX flood (UCX's async thread calls link_ucsfix.c's interposers).
 # The rest (planner, config, protocol codecs, ctl) is single-threaded: `make tsan` covers it.
 TSAN_SUITES := tests/check_copyeng tests/check_copy_remote tests/check_move_exec tests/check_gpu_cpu_mode \
 	tests/check_unmapper tests/integration/check_worker_exit \
 	tests/integration/check_copy_threads tests/integration/check_bounce_copy \
 	tests/integration/check_remote tests/integration/check_remote_hostile \
+	tests/integration/check_link_flood \
 	tests/integration/check_frag_quar tests/integration/check_workers_faults \
 	tests/integration/check_remote_fail
 # Built for them: the suites, the daemon, the tools and the library they run, 180 compiles and

@@ -93,6 +93,9 @@ struct kvf_config {
     int64_t peers_max_inflight;    /* requests in flight per peer daemon */
     uint64_t peers_keepalive_interval_ms; /* ping every peer this often */
     int64_t peers_keepalive_misses;       /* silent this many intervals: lost */
+    int64_t peers_unproven_max;           /* inbound endpoints before the handshake, at once */
+    int64_t peers_unproven_per_address;   /* the same from one address */
+    uint64_t peers_unproven_timeout_ms;   /* to prove the cluster secret */
 
     /* arena.* */
     uint64_t arena_size;

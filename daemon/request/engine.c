@@ -262,6 +262,9 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
         .keepalive_interval_ms = (unsigned)cfg->peers_keepalive_interval_ms,
         .keepalive_misses = (unsigned)cfg->peers_keepalive_misses,
+        .max_unauth = (unsigned)cfg->peers_unproven_max,
+        .max_unauth_per_addr = (unsigned)cfg->peers_unproven_per_address,
+        .unauth_timeout_ms = (unsigned)cfg->peers_unproven_timeout_ms,
     };
     struct link_ops ops = {.on_peer_up = on_peer_up,
                            .on_peer_down = on_peer_down,
@@ -569,6 +572,19 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
         json_object_set_new(ret, counter_rows[i].name,
                             json_integer(counter_at(c, counter_rows[i].off)));
     json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
+    if (e->link) { /* who the link refused before any handshake (link_admit.c) */
+        struct link_stats ls;
+        link_get_stats(e->link, &ls);
+        json_object_set_new(ret, "link",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "conns_refused_unproven",
+                                      (json_int_t)ls.conns_refused_unauth, "conns_refused_address",
+                                      (json_int_t)ls.conns_refused_addr, "conns_refused_table",
+                                      (json_int_t)ls.conns_refused_table, "handshake_timeouts",
+                                      (json_int_t)ls.handshake_timeouts, "unproven_endpoints",
+                                      (json_int_t)ls.unproven_endpoints,
+                                      "ucx_stale_events_dropped",
+                                      (json_int_t)ls.ucx_stale_events_dropped));
+    }
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
     json_t *paths = json_object();

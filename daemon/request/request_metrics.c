@@ -222,6 +222,24 @@ const struct prom_doc peers_metrics[] = {
      NULL},
     {"last_remote_bytes", G, NULL, "The last remote request done: its bytes.", "bytes"},
     {"paths", C, "path", "Path decisions, by path.", "decisions"},
+    {"link.conns_refused_unproven", C, NULL,
+     "Connections from other daemons refused before the handshake: peers.unproven_max "
+     "unproven ones were open.", "connections"},
+    {"link.conns_refused_address", C, NULL,
+     "Connections refused before the handshake: peers.unproven_per_address unproven ones "
+     "from that address were open.", "connections"},
+    {"link.conns_refused_table", C, NULL,
+     "Peers refused after proving the cluster secret: the table of proven peers was full.",
+     "connections"},
+    {"link.handshake_timeouts", C, NULL,
+     "Connections closed at their handshake deadline (peers.unproven_timeout for those that "
+     "connected here).", "connections"},
+    {"link.ucx_stale_events_dropped", C, NULL,
+     "Stale UCX async events dropped before UCX's connection manager saw them (each could have "
+     "aborted the daemon: docs/UCX.md trap 18).", "events"},
+    {"link.unproven_endpoints", G, NULL,
+     "Connections from other daemons open now that have not proven the cluster secret yet.",
+     "connections"},
 };
 const size_t peers_metrics_len = N(peers_metrics);
 
