@@ -196,8 +196,7 @@ class Spec:
     @classmethod
     def probe(cls, model, tokens=2, cache=None):
         """Runs a `tokens`-token prefill of the model (no gradients) into `cache` (default:
-        the cache class of the model's first argument type, DynamicCache(config=...), imported
-        from transformers) and reads the spec from it."""
+        transformers' DynamicCache(config=model.config)) and reads the spec from it."""
         torch = _torch()
         if cache is None:
             from transformers import DynamicCache
@@ -216,7 +215,8 @@ class Spec:
                                "needs them alike" % sorted(map(str, shapes)))
         st = {(tuple(c), tuple(r)) for c, r in self.state.values()}
         if len(st) > 1:
-            raise KvferryError("state layers differ in their state shapes: %s" % sorted(map(str, st)))
+            raise KvferryError("state layers differ in their state shapes: %s"
+                               % sorted(map(str, st)))
 
     # ---- sizes ----
     def attn_bytes_per_token(self):
@@ -241,8 +241,8 @@ class Spec:
         out = []
         if self.attn:
             h, dk, dv, dt = self.attn[self.attn_layers[0]]
-            out.append("attn layers %s: %d heads, dk %d, dv %d, %s" % (self.attn_layers, h, dk, dv,
-                                                                       str(dt).replace("torch.", "")))
+            out.append("attn layers %s: %d heads, dk %d, dv %d, %s"
+                       % (self.attn_layers, h, dk, dv, str(dt).replace("torch.", "")))
         if self.state:
             convs, recs = self.state[self.state_layers[0]]
             out.append("state layers %s: conv %s, recurrent %s, segments %s"

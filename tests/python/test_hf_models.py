@@ -37,7 +37,8 @@ REASON = missing()
 if not REASON:
     import hf_models
 DEVICE = os.environ.get("KVF_HF_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-FAMILIES = (os.environ.get("KVF_HF_FAMILIES") or "kimi-linear qwen3-next granite-hybrid nemotron-h llama").split()
+FAMILIES = (os.environ.get("KVF_HF_FAMILIES") or
+            "kimi-linear qwen3-next granite-hybrid nemotron-h llama").split()
 STEPS = int(os.environ.get("KVF_HF_STEPS", "6"))
 BENCH = os.environ.get("KVF_HF_BENCH_OUT")
 
