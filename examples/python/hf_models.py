@@ -34,8 +34,9 @@ FAMILIES = {
         layer_types=["mamba", "attention", "mamba", "attention"])),
     "nemotron-h": ("NemotronH", dict(
         COMMON, num_hidden_layers=4, head_dim=32, mamba_num_heads=8, mamba_head_dim=32,
-        n_groups=2, ssm_state_size=16, conv_kernel=4, expand=2, hybrid_override_pattern="M*M*",
-        layers_block_type=["mamba", "attention", "mamba", "attention"])),
+        n_groups=2, ssm_state_size=16, conv_kernel=4, expand=2,
+        layers_block_type=["linear_attention", "full_attention", "linear_attention",
+                           "full_attention"])),
     "llama": ("Llama", dict(COMMON, num_hidden_layers=4, head_dim=32)),
 }
 

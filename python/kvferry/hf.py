@@ -68,19 +68,30 @@ def _states(v):
     return [x for x in v if _tensor(x) and x.numel() > 0]
 
 
+# Config keys only a Mamba2 mixer has: transformers 5 names every state layer
+# "linear_attention" (Granite, Nemotron-H), so the word alone cannot tell x|B|C from q|k|v.
+MAMBA2_KEYS = ("mamba_n_heads", "mamba_num_heads", "mamba_d_state", "mamba_d_conv")
+
+
 def layer_kinds(config):
     """Per layer, the config's own word for it (transformers' layer_types, Granite's
-    layers_block_type, Nemotron-H's hybrid_override_pattern), or None where it says none."""
+    layers_block_type, Nemotron-H's hybrid_override_pattern), or None where it says none; a
+    Mamba2 model's state layers are "mamba" whatever the word."""
     n = config.num_hidden_layers
+    kinds = [None] * n
     for attr in ("layer_types", "layers_block_type"):
         v = getattr(config, attr, None)
         if v is not None and len(v) >= n:
-            return [str(x) for x in v[:n]]
-    pat = getattr(config, "hybrid_override_pattern", None)
-    if isinstance(pat, str) and len(pat) >= n:
-        word = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
-        return [word.get(c, c) for c in pat[:n]]
-    return [None] * n
+            kinds = [str(x) for x in v[:n]]
+            break
+    else:
+        pat = getattr(config, "hybrid_override_pattern", None)
+        if isinstance(pat, str) and len(pat) >= n:
+            word = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+            kinds = [word.get(c, c) for c in pat[:n]]
+    if any(getattr(config, k, None) is not None for k in MAMBA2_KEYS):
+        kinds = ["mamba" if k in ("linear_attention", "mamba") else k for k in kinds]
+    return kinds
 
 
 class Segment:
