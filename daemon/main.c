@@ -1,5 +1,5 @@
 /* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
- * Start: signals held -> logging -> RLIMIT_NOFILE raised -> loop and signal handlers -> config -> control socket -> worker
+ * Start: signals held -> logging (its writer thread) -> RLIMIT_NOFILE raised -> loop and signal handlers -> config -> control socket -> worker
  * socket -> transfer engine (link, arena) -> READY=1. Any failure before READY=1 exits non-zero.
  * Teardown runs the start in reverse and closes the loop cleanly. */
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include "daemon_life.h"
 #include "engine.h"
 #include "link.h"
+#include "logsink.h"
 #include "secret_file.h"
 
 static void usage(FILE *f)
@@ -164,11 +165,13 @@ int main(int argc, char **argv)
         return print_config(config);
 
     signal(SIGPIPE, SIG_IGN);
-    log_set_tag("kvferryd");
-    raise_nofile();
     static struct daemon d;
     char err[CFG_ERR_MAX] = "";
     int rc = 1, r;
+    log_set_tag("kvferryd");
+    if ((r = logsink_start()) < 0) /* lines queue, a thread writes them: the loop never waits */
+        log_warn("log: no writer thread (%s): lines are written on the loop", strerror(-r));
+    raise_nofile();
     if ((r = daemon_init(&d)) < 0) {
         log_error("event loop: %s", uv_strerror(r));
         return 1;
@@ -264,5 +267,6 @@ err_done:
     }
     d.unmapper = unmapper_free(d.unmapper); /* last: every owner of a pool mapping let it go;
                                              * unmaps what is still queued, joins */
+    logsink_stop(LOGSINK_EXIT_DRAIN_MS);
     return rc;
 }
