@@ -82,7 +82,7 @@ int shmstale_clean(const char *dir, uint64_t *ret_bytes)
             st.st_uid != geteuid())
             continue;
         c[n] = (struct cand){.ino = st.st_ino, .size = st.st_size};
-        snprintf(c[n].name, sizeof c[n].name, "%s", e->d_name);
+        memcpy(c[n].name, e->d_name, strlen(e->d_name) + 1); /* fits: checked above */
         n++;
     }
     if (n == 0) {
