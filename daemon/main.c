@@ -21,6 +21,7 @@
 #include "engine.h"
 #include "link.h"
 #include "logsink.h"
+#include "ucxlog.h"
 #include "secret_file.h"
 
 static void usage(FILE *f)
@@ -171,6 +172,7 @@ int main(int argc, char **argv)
     log_set_tag("kvferryd");
     if ((r = logsink_start()) < 0) /* lines queue, a thread writes them: the loop never waits */
         log_warn("log: no writer thread (%s): lines are written on the loop", strerror(-r));
+    ucxlog_route(); /* UCX's messages too */
     raise_nofile();
     if ((r = daemon_init(&d)) < 0) {
         log_error("event loop: %s", uv_strerror(r));
