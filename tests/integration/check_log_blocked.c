@@ -60,6 +60,11 @@ START_TEST(a_log_output_nobody_reads_never_stalls_the_loop)
                   txt ? txt : "no reply");
     free(txt);
     json_decref(r);
+    r = dh_call(&h, "{\"id\":2,\"cmd\":\"stats\"}");
+    json_int_t dropped = json_integer_value(json_object_get(
+        json_object_get(json_object_get(r, "result"), "daemon"), "log_lines_dropped"));
+    json_decref(r);
+    ck_assert_int_gt(dropped, 0); /* counted */
     struct wenv e = {0};
     tu_sock_path(e.wsock, sizeof e.wsock, "%s/run/worker.sock", h.dir);
     close(raw_hello(&e));

@@ -81,6 +81,7 @@ static const struct fam families[] = {
     {"kvferry_daemon_reloads_ok_total", CT},
     {"kvferry_daemon_uptime_seconds", GA},
     {"kvferry_daemon_watchdog_sent_total", CT},
+    {"kvferry_daemon_log_lines_dropped_total", CT},
     {"kvferry_peers_bound_violations_total", CT},
     {"kvferry_peers_bytes_am_total", CT},
     {"kvferry_peers_bytes_fragment_total", CT},
