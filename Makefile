@@ -248,11 +248,13 @@ tsan:
 # remote gathers into another process, and
 # two workers killed mid-copy), the move executor, the GPU completion thread (CPU mode here),
 # the unmapper thread (unit, and a worker with a large pool exiting while others are served),
+# the log writer thread (unit: a blocked output, the journal),
 # the bounce path (staging, landing, scatters on the copy threads), the fragment path's held
 # puts, two daemons' data paths and their failures, hostile peers and workers killed mid-request,
 # a UCX flood (UCX's async thread calls link_ucsfix.c's interposers).
 # The rest (planner, config, protocol codecs, ctl) is single-threaded: `make tsan` covers it.
 TSAN_SUITES := tests/check_copyeng tests/check_copy_remote tests/check_move_exec tests/check_gpu_cpu_mode \
+	tests/check_logsink \
 	tests/check_unmapper tests/integration/check_worker_exit \
 	tests/integration/check_copy_threads tests/integration/check_bounce_copy \
 	tests/integration/check_remote tests/integration/check_remote_hostile \

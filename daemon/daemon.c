@@ -8,6 +8,7 @@
 
 #include "control.h"
 #include "daemon_life.h"
+#include "logsink.h"
 #include "modules.h"
 
 #define DAEMON_DRAIN_TICK_MS 20
@@ -377,9 +378,14 @@ json_t *daemon_stats_json(struct daemon *d)
     json_t *o = json_pack("{s:{s:I,s:I,s:I}}", "daemon", "uptime_s", (json_int_t)daemon_uptime_s(d),
                           "reloads_ok", (json_int_t)d->counters.reloads_ok, "reloads_failed",
                           (json_int_t)d->counters.reloads_failed);
-    if (o)
+    struct logsink_stats ls;
+    logsink_get_stats(&ls);
+    if (o) {
         json_object_set_new(json_object_get(o, "daemon"), "watchdog_sent",
                             json_integer((json_int_t)d->notify.watchdog_sent));
+        json_object_set_new(json_object_get(o, "daemon"), "log_lines_dropped",
+                            json_integer((json_int_t)ls.dropped));
+    }
     if (o && add_sections(d, o, true) < 0) {
         json_decref(o);
         return NULL;

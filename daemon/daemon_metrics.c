@@ -16,6 +16,8 @@ static const struct prom_doc daemon_docs[] = {
      "reloads"},
     {"watchdog_sent", PROM_COUNTER, NULL, "WATCHDOG=1 notifications sent to systemd.",
      "notifications"},
+    {"log_lines_dropped", PROM_COUNTER, NULL,
+     "Log lines dropped while the log output was blocked (256 KiB queued at most).", "lines"},
 };
 
 /* One section as kvferry_<section>_<key>, against its declarations. */

@@ -1,5 +1,5 @@
 /* main.c: kvferryd's entry: argv, ordered start, reverse teardown.
- * Start: signals held -> logging -> loop and signal handlers -> config -> control socket -> worker
+ * Start: signals held -> logging (its writer thread) -> RLIMIT_NOFILE raised -> loop and signal handlers -> config -> control socket -> worker
  * socket -> transfer engine (link, arena) -> READY=1. Any failure before READY=1 exits non-zero.
  * Teardown runs the start in reverse and closes the loop cleanly. */
 #include <errno.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 
 #include "control.h"
@@ -19,6 +20,8 @@
 #include "daemon_life.h"
 #include "engine.h"
 #include "link.h"
+#include "logsink.h"
+#include "ucxlog.h"
 #include "secret_file.h"
 
 static void usage(FILE *f)
@@ -46,6 +49,22 @@ static int check_start(const struct kvf_config *c, char *err, size_t len)
     int r = secret_file_read(c->cluster_secret_file, secret, sizeof secret, &n, err, len);
     explicit_bzero(secret, sizeof secret);
     return r;
+}
+
+/* Every worker, peer and pool fd counts against RLIMIT_NOFILE, whose soft limit is often 1024:
+ * take the hard limit (systemd's advice for programs that never use select()). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+        log_info("fds: RLIMIT_NOFILE raised from %llu to the hard limit %llu",
+                 (unsigned long long)was, (unsigned long long)rl.rlim_max);
+    else
+        log_warn("fds: RLIMIT_NOFILE stays %llu: %s", (unsigned long long)was, strerror(errno));
 }
 
 static int check_config(const char *path)
@@ -147,10 +166,14 @@ int main(int argc, char **argv)
         return print_config(config);
 
     signal(SIGPIPE, SIG_IGN);
-    log_set_tag("kvferryd");
     static struct daemon d;
     char err[CFG_ERR_MAX] = "";
     int rc = 1, r;
+    log_set_tag("kvferryd");
+    if ((r = logsink_start()) < 0) /* lines queue, a thread writes them: the loop never waits */
+        log_warn("log: no writer thread (%s): lines are written on the loop", strerror(-r));
+    ucxlog_route(); /* UCX's messages too */
+    raise_nofile();
     if ((r = daemon_init(&d)) < 0) {
         log_error("event loop: %s", uv_strerror(r));
         return 1;
@@ -246,5 +269,6 @@ err_done:
     }
     d.unmapper = unmapper_free(d.unmapper); /* last: every owner of a pool mapping let it go;
                                              * unmaps what is still queued, joins */
+    logsink_stop(LOGSINK_EXIT_DRAIN_MS);
     return rc;
 }

@@ -90,7 +90,7 @@ int fdpass_send(int sock, const void *buf, size_t len, const int *fds, unsigned 
 }
 
 ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned maxfds, unsigned *nfds,
-                    int flags)
+                    int flags, bool *ret_lost)
 {
     union {
         struct cmsghdr h;
@@ -102,6 +102,8 @@ ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned maxfds, 
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b,
                         .msg_controllen = sizeof ctl.b};
     *nfds = 0;
+    if (ret_lost)
+        *ret_lost = false;
     ssize_t n;
     do
         n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
@@ -109,7 +111,7 @@ ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned maxfds, 
     if (n < 0)
         return -errno;
     unsigned got = 0;
-    int bad = (mh.msg_flags & MSG_CTRUNC) != 0;
+    int bad = 0;
     int tmp[FDPASS_MAX_FDS * 4];
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -126,7 +128,16 @@ ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned maxfds, 
             bad = 1; /* credentials or anything else we did not ask for */
         }
     }
-    if (bad || got > maxfds) {
+    if ((mh.msg_flags & MSG_CTRUNC) && !bad && got < sizeof tmp / sizeof tmp[0]) {
+        /* the kernel stops installing fds at the first it cannot (EMFILE, ENFILE) and says
+         * MSG_CTRUNC; a sender's excess fills the buffer first (that case is below) */
+        fdpass_close_all(tmp, got);
+        if (!ret_lost)
+            return -EMFILE;
+        *ret_lost = true;
+        return n;
+    }
+    if (bad || (mh.msg_flags & MSG_CTRUNC) || got > maxfds) {
         fdpass_close_all(tmp, got);
         return -EBADMSG;
     }

@@ -5,6 +5,7 @@
 #ifndef KVF_FDPASS_H
 #define KVF_FDPASS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -24,11 +25,15 @@ ssize_t fdpass_send_some(int sock, const void *buf, size_t len, const int *fds, 
 
 /* One recvmsg of up to len bytes (flags: e.g. MSG_DONTWAIT). Fds that came with the bytes are
  * stored in fds[] (up to maxfds) and counted in *nfds. Returns the byte count (0 at EOF) or
- * -errno. If more fds arrived than maxfds, or the control data was truncated (MSG_CTRUNC), or
- * anything other than SCM_RIGHTS arrived, every received fd is closed, *nfds is 0 and
- * -EBADMSG is returned (the bytes read are lost: the caller drops the connection). */
+ * -errno. If more fds arrived than maxfds, or the control data was truncated (MSG_CTRUNC) with
+ * its buffer full, or anything other than SCM_RIGHTS arrived, every received fd is closed,
+ * *nfds is 0 and -EBADMSG is returned (the bytes read are lost: the caller drops the
+ * connection). A truncation with room left in the buffer is the receiver's own fault: the
+ * kernel could not install the fds (this process is at RLIMIT_NOFILE): then the fds that did
+ * arrive are closed, *nfds is 0 and, with ret_lost, the bytes are returned and *ret_lost set
+ * (the sender did nothing wrong); without ret_lost, -EMFILE. *ret_lost is false otherwise. */
 ssize_t fdpass_recv(int sock, void *buf, size_t len, int *fds, unsigned maxfds, unsigned *nfds,
-                    int flags);
+                    int flags, bool *ret_lost);
 
 /* Closes n fds and sets them to -1. */
 void fdpass_close_all(int *fds, unsigned n);

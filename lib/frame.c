@@ -87,9 +87,13 @@ ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags)
         return -EMSGSIZE; /* cannot happen: a full buffer always holds a whole frame */
     int fds[FDPASS_MAX_FDS];
     unsigned nfds = 0;
-    ssize_t n = fdpass_recv(sock, r->buf + r->len, r->cap - r->len, fds, FDPASS_MAX_FDS, &nfds, flags);
+    bool lost;
+    ssize_t n = fdpass_recv(sock, r->buf + r->len, r->cap - r->len, fds, FDPASS_MAX_FDS, &nfds,
+                            flags, &lost);
     if (n < 0)
         return n;
+    if (lost)
+        r->lost_mark = r->base + r->len + (size_t)n;
     if (r->nfds + nfds > FDPASS_MAX_FDS) {
         fdpass_close_all(fds, nfds);
         return -EMSGSIZE;
@@ -126,6 +130,11 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
 bool frame_reader_frame_has_fds(const struct frame_reader *r)
 {
     return r->nfds > 0 && r->fd_mark > r->last_start && r->fd_mark <= r->last_end;
+}
+
+bool frame_reader_frame_lost_fds(const struct frame_reader *r)
+{
+    return r->lost_mark > r->last_start && r->lost_mark <= r->last_end;
 }
 
 unsigned frame_reader_take_fds(struct frame_reader *r, int *fds, unsigned max)

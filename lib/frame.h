@@ -24,6 +24,7 @@ struct frame_reader {
     unsigned nfds;          /* received, not yet taken; owned */
     uint64_t base;          /* stream offset of buf[0] */
     uint64_t fd_mark;       /* stream offset just past the read that brought the pending fds */
+    uint64_t lost_mark;     /* the same for the last read whose fds this process could not take */
     uint64_t last_start, last_end; /* stream range of the frame frame_reader_next returned last */
 };
 
@@ -33,7 +34,8 @@ void frame_reader_done(struct frame_reader *r);
 
 /* One recvmsg (flags, e.g. MSG_DONTWAIT) into the buffer. Returns bytes read (> 0), 0 at EOF,
  * or -errno: -EAGAIN, -EBADMSG (bad or too many fds: all closed), -EMSGSIZE (more pending fds
- * than FDPASS_MAX_FDS). */
+ * than FDPASS_MAX_FDS). Fds this process had no room for are noted (frame_reader_frame_lost_fds)
+ * and the bytes kept. */
 ssize_t frame_reader_fill(struct frame_reader *r, int sock, int flags);
 
 /* The buffer size the next frame_reader_fill grows to (at least the current one): a frame's
@@ -53,6 +55,10 @@ int frame_reader_next(struct frame_reader *r, const uint8_t **frame, size_t *len
  * byte, so the fds belong to the frame holding the last byte of that read; frames that ended
  * before it (pipelined ahead of it) own none. */
 bool frame_reader_frame_has_fds(const struct frame_reader *r);
+
+/* Whether fds sent with the frame frame_reader_next returned last were lost because this
+ * process was out of descriptors (fdpass_recv's ret_lost): the sender is not at fault. */
+bool frame_reader_frame_lost_fds(const struct frame_reader *r);
 
 /* Moves up to max pending fds into fds[] (ownership passes to the caller); returns how many. */
 unsigned frame_reader_take_fds(struct frame_reader *r, int *fds, unsigned max);

@@ -1,12 +1,14 @@
 /* check_fdpass.c: SCM_RIGHTS passing (fdpass) and frame reassembly with fds (frame) over real
  * unix socketpairs: fds arrive usable and close-on-exec, excess fds are closed, never leaked,
- * frames split at any byte reassemble, and a bad header is refused before its body is read. */
+ * frames split at any byte reassemble, and a bad header is refused before its body is read;
+ * fds the receiver has no room for (RLIMIT_NOFILE) are its own fault: bytes kept, fds marked lost. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -47,7 +49,7 @@ START_TEST(fdpass_memfds_arrive_usable_and_cloexec)
     char buf[16];
     int got[FDPASS_MAX_FDS];
     unsigned n = 0;
-    ck_assert_int_eq(fdpass_recv(sv[1], buf, sizeof buf, got, FDPASS_MAX_FDS, &n, 0), 5);
+    ck_assert_int_eq(fdpass_recv(sv[1], buf, sizeof buf, got, FDPASS_MAX_FDS, &n, 0, NULL), 5);
     ck_assert_mem_eq(buf, "hello", 5);
     ck_assert_uint_eq(n, 3);
     const char *want[] = {"zero", "one", "two"};
@@ -77,12 +79,98 @@ START_TEST(fdpass_excess_fds_are_closed_and_refused)
     char buf[4];
     int got[2] = {-1, -1};
     unsigned n = 99;
-    ck_assert_int_eq(fdpass_recv(sv[1], buf, sizeof buf, got, 2, &n, 0), -EBADMSG);
+    ck_assert_int_eq(fdpass_recv(sv[1], buf, sizeof buf, got, 2, &n, 0, NULL), -EBADMSG);
     ck_assert_uint_eq(n, 0);
     ck_assert_int_eq(count_open_fds(), open_before); /* nothing received stayed open */
     close(sv[0]);
     close(sv[1]);
     ck_assert_int_eq(count_open_fds(), base);
+}
+END_TEST
+
+/* Lowers this process's RLIMIT_NOFILE to its lowest free descriptor: no new fd fits. */
+static struct rlimit fds_full(void)
+{
+    struct rlimit old, now;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+    int lowest = dup(0);
+    ck_assert_int_ge(lowest, 0);
+    close(lowest);
+    now = (struct rlimit){.rlim_cur = (rlim_t)lowest, .rlim_max = old.rlim_max};
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &now), 0);
+    return old;
+}
+
+START_TEST(fdpass_fds_the_receiver_has_no_room_for_are_its_fault_not_the_senders)
+{
+    int sv[2];
+    pair(sv);
+    int fds[3] = {memfd_with("a"), memfd_with("b"), memfd_with("c")};
+    ck_assert_int_eq(fdpass_send(sv[0], "hello", 5, fds, 3, 1000), 0);
+    ck_assert_int_eq(fdpass_send(sv[0], "again", 5, fds, 3, 1000), 0);
+    int open_before = count_open_fds();
+    struct rlimit old = fds_full();
+    char buf[16];
+    int got[FDPASS_MAX_FDS];
+    unsigned n = 99;
+    bool lost = false;
+    /* the bytes are kept, the fds reported lost: the connection can go on */
+    ck_assert_int_eq(fdpass_recv(sv[1], buf, 5, got, FDPASS_MAX_FDS, &n, 0, &lost), 5);
+    ck_assert_mem_eq(buf, "hello", 5);
+    ck_assert_uint_eq(n, 0);
+    ck_assert(lost);
+    /* a caller that cannot keep the bytes hears EMFILE, not a bad message */
+    ck_assert_int_eq(fdpass_recv(sv[1], buf, 5, got, FDPASS_MAX_FDS, &n, 0, NULL), -EMFILE);
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    ck_assert_int_eq(count_open_fds(), open_before);
+    /* with room again, fds arrive as usual and lost is false */
+    ck_assert_int_eq(fdpass_send(sv[0], "x", 1, fds, 2, 1000), 0);
+    ck_assert_int_eq(fdpass_recv(sv[1], buf, 1, got, FDPASS_MAX_FDS, &n, 0, &lost), 1);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(!lost);
+    fdpass_close_all(got, n);
+    fdpass_close_all(fds, 3);
+    close(sv[0]);
+    close(sv[1]);
+}
+END_TEST
+
+START_TEST(frame_fds_lost_to_the_receivers_limit_are_marked_on_their_frame)
+{
+    struct proto_limits l;
+    proto_limits_init(&l, 0, 0);
+    int sv[2];
+    pair(sv);
+    struct proto_msg ping = {.type = PROTO_PING};
+    uint8_t *b;
+    size_t len;
+    ck_assert_int_eq(proto_encode(&ping, NULL, &b, &len), 0);
+    int fds[2] = {memfd_with("a"), memfd_with("b")};
+    ck_assert_int_eq(fdpass_send(sv[0], b, len, NULL, 0, 1000), 0); /* ahead: owns none */
+    ck_assert_int_eq(fdpass_send(sv[0], b, len, fds, 2, 1000), 0);
+    struct frame_reader r;
+    ck_assert_int_eq(frame_reader_init(&r, &l), 0);
+    struct rlimit old = fds_full();
+    ssize_t got = 0;
+    while (got < (ssize_t)(2 * len)) {
+        ssize_t n = frame_reader_fill(&r, sv[1], MSG_DONTWAIT);
+        ck_assert_int_gt(n, 0);
+        got += n;
+    }
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+    const uint8_t *f;
+    size_t flen;
+    char err[128];
+    ck_assert_int_eq(frame_reader_next(&r, &f, &flen, err, sizeof err), 1);
+    ck_assert(!frame_reader_frame_lost_fds(&r));
+    ck_assert_int_eq(frame_reader_next(&r, &f, &flen, err, sizeof err), 1);
+    ck_assert(frame_reader_frame_lost_fds(&r));
+    ck_assert(!frame_reader_frame_has_fds(&r));
+    frame_reader_done(&r);
+    free(b);
+    fdpass_close_all(fds, 2);
+    close(sv[0]);
+    close(sv[1]);
 }
 END_TEST
 
@@ -315,6 +403,7 @@ static Suite *fdpass_suite(void)
     TCase *fp = tcase_create("scm_rights");
     tcase_add_test(fp, fdpass_memfds_arrive_usable_and_cloexec);
     tcase_add_test(fp, fdpass_excess_fds_are_closed_and_refused);
+    tcase_add_test(fp, fdpass_fds_the_receiver_has_no_room_for_are_its_fault_not_the_senders);
     tcase_add_test(fp, fdpass_send_refuses_bad_arguments_and_reports_a_gone_peer);
     tcase_add_test(fp, fdpass_nonblocking_send_times_out_when_the_peer_reads_nothing);
     suite_add_tcase(s, fp);
@@ -323,6 +412,7 @@ static Suite *fdpass_suite(void)
     tcase_add_test(fr, frame_oversized_header_is_refused_before_the_body);
     tcase_add_test(fr, frame_fds_are_held_until_taken_and_closed_if_not);
     tcase_add_test(fr, frame_more_pending_fds_than_the_limit_is_refused);
+    tcase_add_test(fr, frame_fds_lost_to_the_receivers_limit_are_marked_on_their_frame);
     tcase_add_test(fr, frame_fds_belong_to_the_frame_they_came_with_when_pipelined);
     suite_add_tcase(s, fr);
     return s;

@@ -1,13 +1,11 @@
 /* check_log.c: log lines on stderr start with an ISO 8601 local time (milliseconds and the UTC
- * offset); when stderr is the journal's stream (JOURNAL_STREAM names it), entries go to the
- * journal's native socket instead (here a socket the test binds) with MESSAGE=, PRIORITY=,
- * SYSLOG_IDENTIFIER= and the request's REQ_ID=, PEER=, INSTANCE= fields, a multi-line message
- * in the protocol's binary form. */
+ * offset); when stderr is the journal's stream (JOURNAL_STREAM names it), a line is the
+ * message with its "<prio>" prefix; a sink set with log_set_sink gets every entry at or above the
+ * level with its time and request fields. (The journal's native fields are the daemon sink's:
+ * check_logsink.) */
 #include <fcntl.h>
 #include <regex.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 
 #include "log.h"
 #include "testutil.h"
@@ -42,7 +40,7 @@ static void stderr_back(int saved, char *buf, size_t len)
 START_TEST(stderr_lines_start_with_an_iso_8601_local_time)
 {
     unsetenv("JOURNAL_STREAM");
-    log_set_journal_socket("/nonexistent/journal"); /* re-reads JOURNAL_STREAM */
+    log_set_sink(NULL, NULL); /* re-reads JOURNAL_STREAM */
     log_set_tag("kvftest");
     int saved = stderr_to_file();
     log_warn("disk %s", "full");
@@ -59,80 +57,74 @@ START_TEST(stderr_lines_start_with_an_iso_8601_local_time)
 }
 END_TEST
 
-/* The value of field `key` in one native-protocol datagram (text or binary form), or NULL. */
-static const char *field(const char *d, size_t n, const char *key, char *buf, size_t len)
-{
-    size_t kl = strlen(key);
-    for (size_t i = 0; i < n;) {
-        const char *nl = memchr(d + i, '\n', n - i);
-        if (!nl)
-            return NULL;
-        const char *eq = memchr(d + i, '=', (size_t)(nl - d - i));
-        if (eq) { /* KEY=value\n */
-            if ((size_t)(eq - d - i) == kl && !memcmp(d + i, key, kl)) {
-                snprintf(buf, len, "%.*s", (int)(nl - eq - 1), eq + 1);
-                return buf;
-            }
-            i = (size_t)(nl - d) + 1;
-            continue;
-        }
-        /* KEY\n<le64 length>value\n */
-        uint64_t vl = 0;
-        const unsigned char *l = (const unsigned char *)nl + 1;
-        for (int b = 7; b >= 0; b--)
-            vl = vl << 8 | l[b];
-        const char *v = nl + 9;
-        if ((size_t)(nl - d - i) == kl && !memcmp(d + i, key, kl)) {
-            snprintf(buf, len, "%.*s", (int)vl, v);
-            return buf;
-        }
-        i = (size_t)(v - d) + vl + 1;
-    }
-    return NULL;
-}
-
-START_TEST(under_systemd_entries_go_to_the_journal_with_the_request_fields)
+START_TEST(under_systemd_lines_reach_the_stream_with_their_priority)
 {
     int saved = stderr_to_file();
     struct stat st;
     ck_assert_int_eq(fstat(2, &st), 0);
-    char js[64], path[100];
+    char js[64];
     snprintf(js, sizeof(js), "%lu:%lu", (unsigned long)st.st_dev, (unsigned long)st.st_ino);
     setenv("JOURNAL_STREAM", js, 1);
-    tu_sock_path(path, sizeof(path), "%s/journal", dir);
-    int j = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = tu_sun(path);
-    ck_assert_int_eq(bind(j, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    log_set_journal_socket(path);
-    log_set_tag("kvftest");
-    log_set_level(LOG_LVL_DEBUG);
-
-    log_req(LOG_LVL_INFO, 42, "10.0.0.2:40123", "ctx0", "engine: request %d failed", 42);
-    log_error("config: two errors\nline two");
-    char d[4096], v[256];
-    ssize_t n = recv(j, d, sizeof(d), MSG_DONTWAIT);
-    ck_assert_int_gt(n, 0);
-    ck_assert_str_eq(field(d, (size_t)n, "MESSAGE", v, sizeof(v)), "engine: request 42 failed");
-    ck_assert_str_eq(field(d, (size_t)n, "PRIORITY", v, sizeof(v)), "6");
-    ck_assert_str_eq(field(d, (size_t)n, "SYSLOG_IDENTIFIER", v, sizeof(v)), "kvftest");
-    ck_assert_str_eq(field(d, (size_t)n, "REQ_ID", v, sizeof(v)), "42");
-    ck_assert_str_eq(field(d, (size_t)n, "PEER", v, sizeof(v)), "10.0.0.2:40123");
-    ck_assert_str_eq(field(d, (size_t)n, "INSTANCE", v, sizeof(v)), "ctx0");
-    n = recv(j, d, sizeof(d), MSG_DONTWAIT);
-    ck_assert_int_gt(n, 0);
-    ck_assert_str_eq(field(d, (size_t)n, "MESSAGE", v, sizeof(v)), "config: two errors\nline two");
-    ck_assert_str_eq(field(d, (size_t)n, "PRIORITY", v, sizeof(v)), "3");
-    ck_assert_ptr_null(field(d, (size_t)n, "REQ_ID", v, sizeof(v)));
-
-    /* the journal gone: the line still reaches the stream, with its priority prefix */
-    close(j);
-    unlink(path);
+    log_set_sink(NULL, NULL); /* looks at stderr again */
+    ck_assert(log_stderr_is_journal());
     log_warn("after");
+    log_req(LOG_LVL_ERROR, 42, "10.0.0.2:40123", "ctx0", "engine: request %d failed", 42);
     char out[512];
     stderr_back(saved, out, sizeof(out));
-    ck_assert_str_eq(out, "<4>after\n");
+    ck_assert_str_eq(out, "<4>after\n<3>engine: request 42 failed\n");
     unsetenv("JOURNAL_STREAM");
-    log_set_journal_socket("/run/systemd/journal/socket");
+    log_set_sink(NULL, NULL);
+}
+END_TEST
+
+struct seen {
+    int n;
+    log_level_t lvl;
+    uint64_t req_id;
+    char msg[64], peer[64], instance[64];
+    struct timespec ts;
+};
+
+static void sink(const struct log_entry *e, void *arg)
+{
+    struct seen *s = arg;
+    s->n++;
+    s->lvl = e->lvl;
+    s->ts = e->ts;
+    snprintf(s->msg, sizeof s->msg, "%s", e->msg);
+    s->req_id = e->ctx ? e->ctx->req_id : 0;
+    snprintf(s->peer, sizeof s->peer, "%s", e->ctx && e->ctx->peer ? e->ctx->peer : "");
+    snprintf(s->instance, sizeof s->instance, "%s",
+             e->ctx && e->ctx->instance ? e->ctx->instance : "");
+}
+
+START_TEST(a_sink_gets_each_entry_with_its_time_and_request_fields_and_formats_it_alike)
+{
+    struct seen s = {0};
+    log_set_level(LOG_LVL_INFO);
+    log_set_tag("kvftest");
+    log_set_sink(sink, &s);
+    struct timespec before;
+    clock_gettime(CLOCK_REALTIME, &before);
+    log_debug("below the level");
+    log_req(LOG_LVL_WARN, 7, "peer1", "ctx0", "engine: %s", "slow");
+    log_set_sink(NULL, NULL);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_int_eq(s.lvl, LOG_LVL_WARN);
+    ck_assert_str_eq(s.msg, "engine: slow");
+    ck_assert_uint_eq(s.req_id, 7);
+    ck_assert_str_eq(s.peer, "peer1");
+    ck_assert_str_eq(s.instance, "ctx0");
+    ck_assert_int_ge(s.ts.tv_sec, before.tv_sec);
+    struct log_entry e = {.lvl = LOG_LVL_WARN, .ts = s.ts, .msg = "engine: slow"};
+    char line[256], tiny[8];
+    size_t n = log_format_line(&e, false, line, sizeof line);
+    ck_assert_uint_eq(n, strlen(line));
+    ck_assert_msg(strstr(line, " kvftest[") && strstr(line, "] warn: engine: slow\n"), "%s", line);
+    ck_assert_uint_eq(log_format_line(&e, true, line, sizeof line), 16);
+    ck_assert_str_eq(line, "<4>engine: slow\n");
+    ck_assert_uint_eq(log_format_line(&e, true, tiny, sizeof tiny), 7); /* cut, still a line */
+    ck_assert_str_eq(tiny, "<4>eng\n");
 }
 END_TEST
 
@@ -141,7 +133,8 @@ int main(void)
     Suite *s = suite_create("log");
     TCase *t = tcase_create("log");
     tcase_add_test(t, stderr_lines_start_with_an_iso_8601_local_time);
-    tcase_add_test(t, under_systemd_entries_go_to_the_journal_with_the_request_fields);
+    tcase_add_test(t, under_systemd_lines_reach_the_stream_with_their_priority);
+    tcase_add_test(t, a_sink_gets_each_entry_with_its_time_and_request_fields_and_formats_it_alike);
     suite_add_tcase(s, t);
     return tu_run(s);
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "logsink.h"
 #include "log.h"
 #include "require.h"
 
@@ -25,7 +26,9 @@ bool kvf_require_failed(const char *file, int line, const char *cond, const char
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_error("invariant failed at %s:%d (%s): %s", file, line, cond, msg);
-    if (kvf_require_fatal())
+    if (kvf_require_fatal()) {
+        logsink_flush(LOGSINK_EXIT_DRAIN_MS); /* the line above is queued: let it out */
         abort();
+    }
     return false;
 }

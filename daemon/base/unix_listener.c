@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -98,6 +99,43 @@ static void accept_one(struct unix_listener *l, int fd)
               peer.admin ? " (admin)" : "");
 }
 
+static void poll_cb(uv_poll_t *p, int status, int events);
+
+static void pause_done(uv_timer_t *t)
+{
+    struct unix_listener *l = t->data;
+    if (l->fd >= 0 && l->poll_inited)
+        uv_poll_start(&l->poll, UV_READABLE, poll_cb); /* fires at once if peers wait */
+}
+
+/* accept() failed with err: the listening socket stays readable, so polling it again at once
+ * would spin (EMFILE: 2.6 million failures in 8 s at 100% CPU). Rest, count, log sparingly. */
+static void accept_failed(struct unix_listener *l, int err)
+{
+    l->counters.accept_failed++;
+    l->failing++;
+    uint64_t now = uv_now(l->poll.loop) + 1; /* 0 stays "never reported" */
+    if (l->reported_ms && now - l->reported_ms < UNIX_LISTENER_REPORT_MS) {
+        l->unreported++;
+    } else {
+        char lim[48] = "", more[64] = "";
+        struct rlimit rl;
+        if ((err == EMFILE || err == ENFILE) && getrlimit(RLIMIT_NOFILE, &rl) == 0)
+            snprintf(lim, sizeof lim, " (the daemon's RLIMIT_NOFILE is %llu)",
+                     (unsigned long long)rl.rlim_cur);
+        if (l->unreported)
+            snprintf(more, sizeof more, "; %llu more failure(s) since the last report",
+                     (unsigned long long)l->unreported);
+        log_warn("%s: accept: %s%s: new connections wait while the listener retries every %d ms%s",
+                 l->log, strerror(err), lim, UNIX_LISTENER_PAUSE_MS, more);
+        l->reported_ms = now;
+        l->unreported = 0;
+        l->report_recovery = true;
+    }
+    uv_poll_stop(&l->poll);
+    uv_timer_start(&l->pause, pause_done, UNIX_LISTENER_PAUSE_MS, 0);
+}
+
 static void poll_cb(uv_poll_t *p, int status, int events)
 {
     struct unix_listener *l = p->data;
@@ -108,9 +146,14 @@ static void poll_cb(uv_poll_t *p, int status, int events)
         int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                log_warn("%s: accept: %s", l->log, strerror(errno));
+                accept_failed(l, errno);
             return;
         }
+        if (l->failing && l->report_recovery)
+            log_info("%s: accepting again, after %llu failed accept(s)", l->log,
+                     (unsigned long long)l->failing);
+        l->failing = 0;
+        l->report_recovery = false;
         accept_one(l, fd);
     }
 }
@@ -153,6 +196,12 @@ int unix_listener_start(struct unix_listener *l, uv_loop_t *loop, const char *pa
     }
     l->poll_inited = true;
     l->poll.data = l;
+    if ((r = uv_timer_init(loop, &l->pause)) < 0) {
+        snprintf(err, errlen, "%s socket timer: %s", l->what, uv_strerror(r));
+        return r;
+    }
+    l->pause_inited = true;
+    l->pause.data = l;
     if ((r = uv_poll_start(&l->poll, UV_READABLE, poll_cb)) < 0) {
         snprintf(err, errlen, "%s socket poll: %s", l->what, uv_strerror(r));
         return r;
@@ -173,6 +222,10 @@ void unix_listener_stop(struct unix_listener *l)
     if (l->poll_inited) {
         uv_close((uv_handle_t *)&l->poll, NULL);
         l->poll_inited = false;
+    }
+    if (l->pause_inited) {
+        uv_close((uv_handle_t *)&l->pause, NULL);
+        l->pause_inited = false;
     }
     if (l->fd >= 0) {
         close(l->fd);

@@ -6,8 +6,12 @@
  * may be exempt from the per-uid cap and keep a reserve past max_conns, and an owner may make
  * room by closing one of its connections (ops->make_room) before anyone is refused. A refused
  * peer is told why in the socket's own protocol (ops->refuse) and closed; an admitted one is
- * handed over (ops->adopt). Embedded in its owner (struct workers, struct control), which
- * keeps the connections and their counts. Loop thread only. */
+ * handed over (ops->adopt). A failing accept() (the daemon out of descriptors: EMFILE,
+ * ENFILE; or out of memory) pauses the listener for UNIX_LISTENER_PAUSE_MS, so connections wait
+ * in the backlog instead of the loop spinning on a socket that stays readable; failures are
+ * counted and logged at most once per UNIX_LISTENER_REPORT_MS, with the count and the limit.
+ * Embedded in its owner (struct workers, struct control), which keeps the connections and their
+ * counts. Loop thread only. */
 #ifndef KVF_UNIX_LISTENER_H
 #define KVF_UNIX_LISTENER_H
 
@@ -31,7 +35,11 @@ struct unix_listener_limits {
  * connections it adopted. */
 struct unix_listener_counters {
     uint64_t refused_access, refused_limit;
+    uint64_t accept_failed; /* accept() errors (each pauses the listener) */
 };
+
+#define UNIX_LISTENER_PAUSE_MS 100    /* the listener rests this long after a failed accept() */
+#define UNIX_LISTENER_REPORT_MS 10000 /* at most one accept failure logged per this interval */
 
 struct unix_listener_ops {
     void (*limits)(void *ctx, struct unix_listener_limits *ret);
@@ -56,8 +64,13 @@ struct unix_listener {
     const struct unix_listener_ops *ops;
     void *ctx;
     uv_poll_t poll;
+    uv_timer_t pause; /* resumes the poll after a failed accept() */
     int fd; /* -1 when not listening */
-    bool poll_inited;
+    bool poll_inited, pause_inited;
+    bool report_recovery; /* a failure was logged: say so when accept() works again */
+    uint64_t reported_ms; /* loop time of the last accept failure logged; 0: none yet */
+    uint64_t unreported;  /* accept failures since the one logged last */
+    uint64_t failing;     /* accept failures since the last accepted connection */
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* "" when not listening */
     struct unix_listener_counters counters;
 };

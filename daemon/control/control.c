@@ -201,6 +201,8 @@ int control_stats(struct daemon *d, json_t *ret)
                         json_integer((json_int_t)lk->refused_access));
     json_object_set_new(ret, "connections_refused_limit",
                         json_integer((json_int_t)lk->refused_limit));
+    json_object_set_new(ret, "connections_accept_failed",
+                        json_integer((json_int_t)lk->accept_failed));
     json_object_set_new(ret, "connections_open", json_integer(ctl->n_conns));
     json_object_set_new(ret, "commands", json_integer((json_int_t)k->conn.commands));
     json_object_set_new(ret, "errors", json_integer((json_int_t)k->conn.errors));

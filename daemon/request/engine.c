@@ -21,6 +21,8 @@
 #include "engine_quar.h"
 #include "engine_share.h"
 #include "engine_tab.h"
+#include "memroom.h"
+#include "shmstale.h"
 #include "transfers.h"
 #include "workers.h"
 
@@ -249,6 +251,15 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         e->tick_inited = false;
         *ret = e;
         return -ENOTSUP;
+    }
+    /* the arena is memory asked for: checked before UCX allocates it, and what dead daemons
+     * left in /dev/shm goes first (memroom.h, shmstale.h) */
+    shmstale_clean(NULL, NULL);
+    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0) {
+        uv_close((uv_handle_t *)&e->tick, NULL);
+        e->tick_inited = false;
+        *ret = e;
+        return rc;
     }
     bool listen = cfg->listen_port > 0;
     struct link_config lc = {

@@ -2,7 +2,8 @@
  * workers.*), dispatch by type, REGISTER (layout JSON + pools: memfds mapped once here), events
  * out. Every frame is distrusted: a frame that does not decode, comes in the wrong state, or
  * brings fds it should not, gets an ERROR frame and the connection is closed; a registration the
- * daemon cannot accept gets REGISTERED with a typed error and the connection stays. */
+ * daemon cannot accept gets REGISTERED with a typed error and the connection stays (also when
+ * the daemon itself had no descriptor left for the pools' fds: INTERNAL, naming the limit). */
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -182,12 +184,34 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
     return 0;
 }
 
+/* The fds of this frame (or of an FDS frame ahead of it) could not be received: the daemon is
+ * at its own RLIMIT_NOFILE. The worker did nothing wrong; its connection stays. */
+static bool fds_lost(struct wconn *c)
+{
+    return c->fds_lost || frame_reader_frame_lost_fds(&c->rd);
+}
+
+static void refuse_fds_lost(struct wconn *c)
+{
+    struct rlimit rl = {0};
+    getrlimit(RLIMIT_NOFILE, &rl);
+    registered(c, KVF_E_INTERNAL,
+               "the daemon is out of file descriptors (its RLIMIT_NOFILE %llu is reached): the "
+               "pools' fds could not be received; register again later, or raise the daemon's "
+               "LimitNOFILE", (unsigned long long)rl.rlim_cur);
+}
+
 /* FDS: up to PROTO_FDS_MAX fds sent ahead of a REGISTER with more host pools (proto.h). */
 static void on_fds(struct wconn *c, const struct proto_fds *f)
 {
     int fds[FDPASS_MAX_FDS];
     unsigned n = frame_reader_frame_has_fds(&c->rd)
                      ? frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS) : 0;
+    if (fds_lost(c) && !c->rank) { /* the REGISTER that follows is refused */
+        fdpass_close_all(fds, n);
+        c->fds_lost = true;
+        return;
+    }
     if (n != f->n || c->rank || c->n_fds_ahead + n > LAYOUT_MAX_POOLS) {
         fdpass_close_all(fds, n);
         violation(c, "FDS frame with %u fds (it says %u; %u held ahead, limit %d)%s", n, f->n,
@@ -215,6 +239,11 @@ static void on_register(struct wconn *c, struct proto_register *g)
     }
     if (frame_reader_frame_has_fds(&c->rd))
         nfds += frame_reader_take_fds(&c->rd, fds + nfds, LAYOUT_MAX_POOLS - nfds);
+    if (fds_lost(c) && !c->rank) {
+        c->fds_lost = false;
+        refuse_fds_lost(c);
+        goto out;
+    }
     uint32_t want = proto_register_fds(g);
     if (nfds != want) {
         fdpass_close_all(fds, nfds);

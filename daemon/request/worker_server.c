@@ -218,6 +218,7 @@ int workers_stats(struct daemon *d, json_t *ret)
     const struct unix_listener_counters *lk = &w->listener.counters;
     json_object_set_new(ret, "refused_access", json_integer((json_int_t)lk->refused_access));
     json_object_set_new(ret, "refused_limit", json_integer((json_int_t)lk->refused_limit));
+    json_object_set_new(ret, "accept_failed", json_integer((json_int_t)lk->accept_failed));
     json_object_set_new(ret, "registered", json_integer((json_int_t)k->registered));
     json_object_set_new(ret, "register_refused", json_integer((json_int_t)k->register_refused));
     json_object_set_new(ret, "bad_frames", json_integer((json_int_t)k->bad_frames));

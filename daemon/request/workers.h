@@ -56,6 +56,7 @@ struct wconn {
                                    * the copy engine: cancelled at close, worker_prefault.c) */
     int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
     uint32_t n_fds_ahead;
+    bool fds_lost;              /* an FDS frame's fds found the daemon at RLIMIT_NOFILE */
     uint64_t id;
     uint64_t seq;
     uint32_t inflight;          /* this connection's requests in flight */
