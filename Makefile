@@ -105,7 +105,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix chaos chaos-short ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix chaos chaos-short chaos-replay ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -175,7 +175,7 @@ test:
 # KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
-check: all check-symbols check-includes
+check: all check-symbols check-includes chaos-replay
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
@@ -286,6 +286,10 @@ fault-matrix: all
 # chaos-short: a fixed seed, 45 s of faults (about 75-90 s in all). Root. Not in `check`.
 chaos: all
 	BUILD=$(BUILD) scripts/chaos
+
+# The checker against the saved histories of tests/chaos/ (seconds; in `check`).
+chaos-replay:
+	scripts/chaos-replay
 
 CHAOS_SHORT_SEED ?= 26
 chaos-short: all
