@@ -18,6 +18,7 @@
 #   make fault-matrix    each issue-13 fault against three daemons, a table (root; netns)
 #   make chaos           CHAOS_MINUTES of seeded faults against four daemons, history checked
 #   make chaos-short     the same for about 75 s with a fixed seed (root; netns)
+#   make chaos-seeds     every seed that found a violation (tests/chaos/SEEDS) again
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
 # daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
@@ -105,7 +106,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix chaos chaos-short chaos-replay ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install check-systemd man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -290,6 +291,12 @@ chaos: all
 # The checker against the saved histories of tests/chaos/ (seconds; in `check`).
 chaos-replay:
 	scripts/chaos-replay
+
+# Every seed of tests/chaos/SEEDS again (each with its minutes and settings).
+chaos-seeds: all
+	grep -v '^#' tests/chaos/SEEDS | sed 's/ *#.*//' | { rc=0; while read -r seed min vars; do \
+	  env $$vars BUILD=$(BUILD) CHAOS_SEED=$$seed CHAOS_MINUTES=$$min scripts/chaos || rc=1; \
+	done; exit $$rc; }
 
 CHAOS_SHORT_SEED ?= 26
 chaos-short: all
