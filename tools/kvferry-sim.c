@@ -17,7 +17,12 @@
  *       [--stats-json PREFIX]    write PREFIX.r<rank>.json: counts, bytes, workload time and
  *                                each request's latency (RECV->DONE; context: SEND->SENT)
  *       [--cpu-pids PID,PID]     with --stats-json: sample these processes' CPU time (user+sys)
- *                                at the start and after each window (at most 4 pids) */
+ *                                at the start and after each window (at most 4 pids)
+ *       [--events PREFIX]        write PREFIX.r<rank>.jsonl: every issue, cancel, event and
+ *                                parity check with its time (kvferry-sim_events.c; the chaos
+ *                                run's checker reads them)
+ *       [--cancel-pct N]         cancel a seeded N% of the requests right after issuing them
+ *       [--event-wait-ms N]      give up (exit 3) when no event came this long (30000) */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -42,7 +47,8 @@ static void usage(FILE *f)
                "  [--start-delay-ms N] [--start-on-signal] [--quiet] [--send-tokens]\n"
                "  [--home HOST:PORT] [--ctx-home HOST:PORT]   instance homes on other daemons\n"
                "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n"
-               "  [--parity all|first] [--stats-json PREFIX] [--cpu-pids PID,...]   benchmarks\n");
+               "  [--parity all|first] [--stats-json PREFIX] [--cpu-pids PID,...]   benchmarks\n"
+               "  [--events PREFIX] [--cancel-pct N] [--event-wait-ms N]   histories (chaos)\n");
 }
 
 static int parse_u64(const char *s, uint64_t *ret)
@@ -107,7 +113,8 @@ int main(int argc, char **argv)
     bool all = false;
     enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
            O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
-           O_HOME, O_DEV, O_HOLDPID, O_PARITY, O_STATS, O_CPU, O_TOKENS, O_SIGNAL };
+           O_HOME, O_DEV, O_HOLDPID, O_CANCEL, O_EVWAIT, O_PARITY, O_STATS, O_CPU, O_TOKENS,
+           O_SIGNAL, O_EVENTS };
     static const struct option longopts[] = {
         {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
         {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
@@ -120,7 +127,9 @@ int main(int argc, char **argv)
         {"ctx-home", 1, 0, O_CTXH}, {"home", 1, 0, O_HOME},
         {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV}, {"parity", 1, 0, O_PARITY},
         {"stats-json", 1, 0, O_STATS}, {"cpu-pids", 1, 0, O_CPU},
-        {"send-tokens", 0, 0, O_TOKENS}, {"start-on-signal", 0, 0, O_SIGNAL}, {0, 0, 0, 0}};
+        {"send-tokens", 0, 0, O_TOKENS}, {"start-on-signal", 0, 0, O_SIGNAL},
+        {"events", 1, 0, O_EVENTS}, {"cancel-pct", 1, 0, O_CANCEL},
+        {"event-wait-ms", 1, 0, O_EVWAIT}, {0, 0, 0, 0}};
     int ch;
     uint64_t v = 0;
     while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -162,6 +171,15 @@ int main(int argc, char **argv)
             o.parity_first = strcmp(optarg, "first") == 0;
             break;
         case O_STATS: o.stats_json = optarg; break;
+        case O_EVENTS: o.events = optarg; break;
+        case O_CANCEL:
+            if (v > 100) {
+                fprintf(stderr, "kvferry-sim: --cancel-pct: 0..100, not %s\n", optarg);
+                return 2;
+            }
+            o.cancel_pct = (uint32_t)v;
+            break;
+        case O_EVWAIT: o.event_wait_ms = (uint32_t)v; break;
         case O_TOKENS: o.send_tokens = true; break;
         case O_SIGNAL: o.start_on_signal = true; break;
         case O_CPU: {

@@ -43,6 +43,9 @@ struct sim_opts {
     const char *stats_json;    /* write PREFIX.r<rank>.json: counts and per-request latencies */
     uint32_t n_cpu_pids;       /* --cpu-pids: processes whose CPU time is sampled per window */
     int32_t cpu_pids[SIM_MAX_CPU_PIDS];
+    const char *events;        /* write PREFIX.r<rank>.jsonl: the rank's history (a checker's) */
+    uint32_t cancel_pct;       /* cancel this share of the requests once issued (seeded) */
+    uint32_t event_wait_ms;    /* give up when no event comes this long (default 30 s) */
 };
 
 /* Runs one rank; returns the process exit code (0 ok, 1 parity failure, 3 request failures
@@ -89,5 +92,25 @@ int sim_stats_add(struct sim_stats *st, uint64_t req_id, double t_issue, double 
 
 /* Writes PREFIX.r<rank>.json (see kvferry-sim.c); returns 0 or -errno. */
 int sim_stats_write(const struct sim_stats *st);
+
+/* kvferry-sim_events.c: --events PREFIX, one JSON line per step of the rank (the file says
+ * which). Every function is a no-op when the file is not open. */
+struct sim_events {
+    int fd; /* owned; -1: no --events */
+};
+int sim_events_open(struct sim_events *e, const char *prefix, int32_t rank);
+void sim_events_close(struct sim_events *e);
+void sim_events_start(struct sim_events *e, const struct sim_opts *o);
+/* A line with only an optional error: "registered", "setup_failed". */
+void sim_events_note(struct sim_events *e, const char *ev, const char *error);
+/* "issue" / "cancel": the request and what the call returned (0 or -errno). */
+void sim_events_call(struct sim_events *e, const char *ev, uint64_t req, int rc);
+/* "end" for a request's event, "conn" for DISCONNECTED / RECONNECTED. */
+void sim_events_event(struct sim_events *e, const struct kvf_event *ev);
+void sim_events_verify(struct sim_events *e, uint64_t req, bool ok, const char *where);
+/* A line {ev, key: n} ("stuck", "pending"). */
+void sim_events_count(struct sim_events *e, const char *ev, const char *key, uint64_t n);
+void sim_events_exit(struct sim_events *e, int code, uint64_t ok, uint64_t failed,
+                     uint64_t parity_bad);
 
 #endif

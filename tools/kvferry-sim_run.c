@@ -39,6 +39,7 @@ struct sim {
     uint64_t fail_by[KVF_E__COUNT];
     char first_bad[512];
     struct sim_stats st; /* latencies (and, at the end, the counts) for --stats-json */
+    struct sim_events ev; /* --events */
 };
 
 /* --hold-while-pid: stay registered until that process has exited (a context instance whose
@@ -151,11 +152,12 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
     struct plan_ids *pids = calloc(nq, sizeof *pids);
     double *t_issue = calloc(2 * (size_t)nq, sizeof *t_issue); /* issued, then sent */
     uint8_t *ok = calloc(nq, 1);
+    uint8_t *ended = calloc(nq, 1); /* a second end of a request is logged, not counted */
     uint32_t counts[LAYOUT_MAX_GROUPS];
     uint32_t pending = 0;
     char err[512];
     int ret = 0;
-    if (!ids || !pids || !t_issue || !ok) {
+    if (!ids || !pids || !t_issue || !ok || !ended) {
         ret = -ENOMEM;
         goto out;
     }
@@ -194,23 +196,33 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
             rc = kvf_recv(s->c, &a);
         }
         t_issue[nq + j] = now_s();
+        sim_events_call(&s->ev, "issue", q, rc);
         if (rc) {
+            ended[j] = 1;
             fprintf(stderr, "kvferry-sim: request %" PRIu64 ": %s\n", q, strerror(-rc));
             s->failed++;
             continue;
         }
         pending++;
     }
+    /* --cancel-pct: a seeded share of the requests cancelled at once (the harness's cancels) */
+    for (uint32_t j = 0; s->o->cancel_pct && j < nq; j++)
+        if (!ended[j] && mix(s->o->seed * 31u + q0 + j) % 100 < s->o->cancel_pct)
+            sim_events_call(&s->ev, "cancel", q0 + j, kvf_cancel(s->c, q0 + j));
     while (pending > 0) {
         struct kvf_event ev;
-        int rc = kvf_poll(s->c, &ev, 30000);
+        int wait = s->o->event_wait_ms ? (int)s->o->event_wait_ms : 30000;
+        int rc = kvf_poll(s->c, &ev, wait);
         if (rc <= 0) {
-            fprintf(stderr, "kvferry-sim: no event within 30 s (%u pending)\n", pending);
+            fprintf(stderr, "kvferry-sim: no event within %d ms (%u pending)\n", wait, pending);
+            sim_events_count(&s->ev, "stuck", "pending", pending);
             ret = -ETIMEDOUT;
             goto out;
         }
-        if (ev.req_id < q0 || ev.req_id >= q0 + nq)
-            continue; /* connection events */
+        sim_events_event(&s->ev, &ev);
+        if (ev.req_id < q0 || ev.req_id >= q0 + nq || ended[ev.req_id - q0])
+            continue; /* connection events, and an end already seen (logged above) */
+        ended[ev.req_id - q0] = 1;
         pending--;
         if (ev.kind == KVF_EV_FAILED) {
             record_fail(s, &ev);
@@ -236,10 +248,13 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         if (!ok[j] || (s->o->parity_first && q != s->o->first_req))
             continue;
         uint64_t tok = s->o->send_tokens ? s->o->prompt_tokens : 0;
-        if (pattern_verify_tokens(&s->l, &s->mem, &pids[j], s->first_block, s->o->seed + q, tok,
-                                  &bp, &off, where, sizeof where) ||
-            (tok && pattern_verify_past(&s->l, &s->mem, &pids[j], s->first_block,
-                                        ~(s->o->seed + q), tok, &bp, &off, where, sizeof where))) {
+        bool bad = pattern_verify_tokens(&s->l, &s->mem, &pids[j], s->first_block,
+                                         s->o->seed + q, tok, &bp, &off, where, sizeof where) ||
+                   (tok && pattern_verify_past(&s->l, &s->mem, &pids[j], s->first_block,
+                                               ~(s->o->seed + q), tok, &bp, &off, where,
+                                               sizeof where));
+        sim_events_verify(&s->ev, q, !bad, where);
+        if (bad) {
             if (s->parity_bad++ == 0)
                 snprintf(s->first_bad, sizeof s->first_bad,
                          "request %" PRIu64 " pool %u offset %" PRIu64 ": %s", q, bp, off, where);
@@ -247,6 +262,7 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
         s->st.verified++;
     }
 out:
+    free(ended);
     free(ok);
     free(ids);
     free(pids);
@@ -334,11 +350,19 @@ int sim_run(const struct sim_opts *o)
         s.fds[i] = -1;
     char err[512] = "";
     int code = 0;
+    int rc = sim_events_open(&s.ev, o->events, o->rank);
+    if (rc) {
+        fprintf(stderr, "kvferry-sim: --events %s: %s\n", o->events, strerror(-rc));
+        return 4;
+    }
+    sim_events_start(&s.ev, o);
     if (setup(&s, err, sizeof err)) {
         fprintf(stderr, "kvferry-sim %s rank %d: %s\n", o->instance, o->rank, err);
+        sim_events_note(&s.ev, "setup_failed", err);
         code = 4;
         goto out;
     }
+    sim_events_note(&s.ev, "registered", NULL);
     if (o->start_on_signal) {
         sigset_t usr1;
         int sig;
@@ -382,7 +406,7 @@ int sim_run(const struct sim_opts *o)
         s.st.bytes = s.bytes;
         s.st.parity_bad = s.parity_bad;
         s.st.time_s = dt;
-        int rc = sim_stats_write(&s.st);
+        rc = sim_stats_write(&s.st);
         if (rc) {
             fprintf(stderr, "kvferry-sim: --stats-json %s: %s\n", o->stats_json, strerror(-rc));
             if (code == 0)
@@ -402,6 +426,8 @@ int sim_run(const struct sim_opts *o)
     } else if (code == 0 && s.failed)
         code = 3;
 out:
+    sim_events_exit(&s.ev, code, s.ok, s.failed, s.parity_bad);
+    sim_events_close(&s.ev);
     s.c = kvf_close(s.c);
     /* GPU pools (s.cu) are left to process exit: the daemon closes its mapping of them only
      * after it sees our connection end, and cudaFree before the importer's

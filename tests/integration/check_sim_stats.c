@@ -1,8 +1,9 @@
 /* check_sim_stats.c: kvferry-sim's benchmark options (tools/kvferry-sim_stats.c), with a real
  * kvferryd and real sims on the local path: --stats-json writes one latency per completed
  * request and the workload's bytes; --parity first verifies exactly one request; --cpu-pids
- * samples the daemon's CPU time at the start and after every window; bad values are refused
- * with exit 2 before anything runs. */
+ * samples the daemon's CPU time at the start and after every window; bad values (of these and
+ * of the history options, --events, --cancel-pct, --event-wait-ms) are refused with exit 2
+ * (4: a history file that cannot be opened) before anything runs. */
 #include <check.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -91,7 +92,7 @@ static int sim_exit(struct wenv *e, const char *a, const char *b)
     return wt_wait(p, 10000);
 }
 
-START_TEST(sim_refuses_bad_parity_and_cpu_pid_lists)
+START_TEST(sim_refuses_bad_bench_and_history_options)
 {
     struct wenv e;
     wt_start(&e, NULL);
@@ -100,6 +101,11 @@ START_TEST(sim_refuses_bad_parity_and_cpu_pid_lists)
     ck_assert_int_eq(sim_exit(&e, "--cpu-pids", "0"), 2);
     ck_assert_int_eq(sim_exit(&e, "--cpu-pids", "12,x"), 2);
     ck_assert_int_eq(sim_exit(&e, "--cpu-pids", "4294967296"), 2);
+    /* the chaos run's options (check_sim_events.c) */
+    ck_assert_int_eq(sim_exit(&e, "--cancel-pct", "101"), 2);
+    ck_assert_int_eq(sim_exit(&e, "--cancel-pct", "-1"), 2);
+    ck_assert_int_eq(sim_exit(&e, "--event-wait-ms", "x"), 2);
+    ck_assert_int_eq(sim_exit(&e, "--events", "/nonexistent-dir/h"), 4);
     /* nothing registered: every refusal happened before connecting */
     ck_assert_uint_eq(wt_ctl_count(&e, "workers", "workers"), 0);
     wt_stop(&e);
@@ -112,7 +118,7 @@ static Suite *sim_stats_suite(void)
     TCase *t = tcase_create("bench options");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, sim_stats_json_has_a_latency_per_request_and_cpu_samples_per_window);
-    tcase_add_test(t, sim_refuses_bad_parity_and_cpu_pid_lists);
+    tcase_add_test(t, sim_refuses_bad_bench_and_history_options);
     suite_add_tcase(s, t);
     return s;
 }
