@@ -29,6 +29,8 @@
     "peers:\n  keepalive_interval: 200ms\n  keepalive_misses: 5\n"
 
 static bool g_no_pidfd; /* G starts with KVF_TEST_NO_PIDFD=1: the pidfd_open fallback */
+static const char *g_cfg = CFG; /* the daemons' config */
+static uint32_t g_blocks = 8;   /* blocks a request of A's and B's */
 
 struct three {
     char top[64], secret[128];
@@ -138,7 +140,7 @@ static void start_in(struct ru_daemon *d, struct three *t, const char *name, int
     }
     if (g_no_pidfd && !strcmp(name, "g"))
         setenv("KVF_TEST_NO_PIDFD", "1", 1);
-    int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, CFG, tls);
+    int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, g_cfg, tls);
     unsetenv("KVF_TEST_NO_PIDFD");
     if (ns) { /* the daemon keeps the mount namespace it was forked in; we take a new copy */
         ck_assert_int_eq(setns(self, CLONE_NEWNET), 0);
@@ -162,8 +164,8 @@ static void three_start(struct three *t, const char *ns_a, const char *a_host, c
     start_in(&t->b, t, "b", 1, ns_bg, "127.0.0.1", tls);
     start_in(&t->g, t, "g", 0, ns_bg, "127.0.0.1", tls);
     uint64_t rng = 31;
-    ru_inst_init(&t->ca, TINY, "ca", ROLE_CONTEXT, 8, &rng, 0x5a);
-    ru_inst_init(&t->cb, TINY, "cb", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&t->ca, TINY, "ca", ROLE_CONTEXT, g_blocks, &rng, 0x5a);
+    ru_inst_init(&t->cb, TINY, "cb", ROLE_CONTEXT, g_blocks, &rng, 0x5a);
     ru_inst_register(&t->ca, &t->a);
     ru_inst_register(&t->cb, &t->b);
     pattern_fill(&t->cb.r[0].l, &t->cb.r[0].mem, &t->cb.r[0].pids, 0, 21);
@@ -171,10 +173,10 @@ static void three_start(struct three *t, const char *ns_a, const char *a_host, c
     for (int i = 0; i < N_HELD; i++) {
         char id[16];
         tu_fmt(id, sizeof id, "ga%d", i);
-        ru_inst_init(&t->ga[i], TINY, id, ROLE_GENERATION, 8, &rng, RU_POISON);
+        ru_inst_init(&t->ga[i], TINY, id, ROLE_GENERATION, g_blocks, &rng, RU_POISON);
         ru_inst_register(&t->ga[i], &t->g);
     }
-    ru_inst_init(&t->gb, TINY, "gb", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_init(&t->gb, TINY, "gb", ROLE_GENERATION, g_blocks, &rng, RU_POISON);
     ru_inst_register(&t->gb, &t->g);
 }
 
@@ -367,6 +369,67 @@ START_TEST(a_sigstopped_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_m
 }
 END_TEST
 
+/* Issue 26: A frozen while its requests move (chunks in flight, not only slots granted), lost,
+ * then SIGCONT: once A moves again every landing slot at G comes back (none left quarantined
+ * under the incarnation that was lost), and B moved throughout. */
+START_TEST(a_context_daemon_frozen_mid_transfer_gets_every_slot_back_when_it_returns)
+{
+    /* the issue's proportions: 12 landing slots, A's share 9, 2 chunks a request */
+    g_cfg = "arena:\n  size: 16MiB\n  chunk: 1MiB\n"
+            "gates:\n  min_bytes: 0\n  min_blocks: 0\n"
+            "deadlines:\n  send_wait: 60s\n  transfer: 60s\n";
+    g_blocks = 64;
+    struct three t;
+    three_start(&t, NULL, NULL, NULL, NULL);
+    move_b(&t, 900);
+    struct ru_rank *c = &t.ca.r[0];
+    enum { N_MOVING = 16 };
+    for (uint64_t k = 0; k < N_MOVING; k++) { /* RECVs first: chunks flow as the SENDs come */
+        struct kvf_recv_args a;
+        ru_recv_args(&t.ga[k % N_HELD].r[0], 100 + k, "ca", t.a.addr, &a);
+        ck_assert_int_eq(kvf_recv(t.ga[k % N_HELD].r[0].c, &a), 0);
+    }
+    for (uint64_t k = 0; k < N_MOVING; k++)
+        ck_assert_int_eq(kvf_send(c->c, 100 + k, c->l.n_groups, c->counts, c->ids, 1), 0);
+    uint64_t until = ru_now_ms() + tu_ms(10000);
+    while (ru_ctl_int(&t.g, "arena", "slots_in_use") == 0 && ru_now_ms() < until)
+        ; /* no sleep: catch the chunks in flight */
+    long long in_use = ru_ctl_int(&t.g, "arena", "slots_in_use");
+    ck_assert_int_eq(kill(t.a.pid, SIGSTOP), 0);
+    fprintf(stderr, "mid-transfer: A frozen with %lld landing slots in use at G\n", in_use);
+    uint64_t t0 = ru_now_ms(), req_b = 3000;
+    int ended = 0;
+    while (ended < N_MOVING && ru_now_ms() - t0 < (uint64_t)tu_ms(DETECT_MS + SLACK_MS + 60000)) {
+        for (int i = 0; i < N_HELD; i++) { /* events come per rank, for any of its requests */
+            struct kvf_event ev;
+            while (kvf_poll(t.ga[i].r[0].c, &ev, 0) == 1)
+                ended += ev.req_id >= 100 && ev.req_id < 100 + N_MOVING &&
+                         (ev.kind == KVF_EV_DONE || ev.kind == KVF_EV_FAILED);
+        }
+        move_b(&t, req_b++);
+    }
+    ck_assert_msg(ended == N_MOVING, "%d of %d of A's requests ended", ended, N_MOVING);
+    ck_assert_int_eq(kill(t.a.pid, SIGCONT), 0);
+    uint64_t t_back = ru_now_ms();
+    a_moves_again(&t, t_back, "mid-transfer SIGCONT");
+    /* A is back under a new link: every slot comes back, none waits for the old one */
+    until = ru_now_ms() + tu_ms(5000);
+    while ((ru_ctl_int(&t.g, "arena", "quarantined_slots") != 0 ||
+            ru_ctl_int(&t.g, "arena", "slots_in_use") != 0) &&
+           ru_now_ms() < until)
+        move_b(&t, req_b++);
+    long long q = ru_ctl_int(&t.g, "arena", "quarantined_slots");
+    fprintf(stderr, "mid-transfer SIGCONT: %lld slot(s) quarantined, %lld in use at G %llu ms "
+            "after A came back\n", q, ru_ctl_int(&t.g, "arena", "slots_in_use"),
+            (unsigned long long)(ru_now_ms() - t_back));
+    if (q)
+        ru_dump_log(&t.g, "generation daemon");
+    ck_assert_int_eq(q, 0);
+    ck_assert_int_eq(ru_ctl_int(&t.g, "arena", "slots_in_use"), 0);
+    three_stop(&t);
+}
+END_TEST
+
 /* A frozen, then SIGKILLed: G reclaims its held slots once A's process exited (no_pidfd: found
  * by polling its pid and start time, pidfd_open refused at G). */
 static void frozen_then_killed(bool no_pidfd)
@@ -497,5 +560,9 @@ int main(void)
     tcase_add_test(tc, without_pidfd_a_frozen_then_killed_peer_has_its_slots_reclaimed_within_a_second);
     tcase_add_test(tc, a_partitioned_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_moving);
     suite_add_tcase(s, tc);
+    TCase *cb = tcase_create("comeback");
+    tcase_set_timeout(cb, 120);
+    tcase_add_test(cb, a_context_daemon_frozen_mid_transfer_gets_every_slot_back_when_it_returns);
+    suite_add_tcase(s, cb);
     return tu_run(s);
 }
