@@ -9,7 +9,6 @@
  * a rank the old shape did not have comes first, the order that joined the old, served record
  * before epochs (its SENDs ended SENT at once with no byte read, the RECVs then failed). */
 #include <check.h>
-#include <sys/prctl.h>
 
 #include "remoteutil.h"
 #include "wtest.h" /* wt_wait */
@@ -20,46 +19,23 @@
 
 struct env {
     struct two t;
-    bool two;              /* the decode instance at b (else at a, with the prefill) */
-    char sim[256];
+    bool two; /* the decode instance at b (else at a, with the prefill) */
 };
 
-static pid_t spawn(struct env *v, const char *log, const char **args)
+/* A wtest environment whose sims log into a's dir and connect to d's worker socket. */
+static struct wenv at(struct env *v, const struct ru_daemon *d)
 {
-    const char *av[40];
-    int n = 0;
-    av[n++] = v->sim;
-    for (; *args && n < 36; args++)
-        av[n++] = *args;
-    av[n] = NULL;
-    char path[400];
-    tu_fmt(path, sizeof path, "%s/%s", v->t.a.dir, log);
-    pid_t p = fork();
-    ck_assert_int_ge(p, 0);
-    if (p == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execv(v->sim, (char *const *)av);
-        _exit(127);
-    }
-    return p;
+    struct wenv w;
+    memset(&w, 0, sizeof w);
+    tu_fmt(w.dir, sizeof w.dir, "%s", v->t.a.dir);
+    tu_fmt(w.wsock, sizeof w.wsock, "%s", d->worker);
+    return w;
 }
 
 static char *slurp(struct env *v, const char *log)
 {
-    char path[400];
-    tu_fmt(path, sizeof path, "%s/%s", v->t.a.dir, log);
-    FILE *f = fopen(path, "r");
-    char *s = calloc(1, 65536);
-    ck_assert_ptr_nonnull(s);
-    if (f) {
-        size_t n = fread(s, 1, 65535, f);
-        s[n] = 0;
-        fclose(f);
-    }
-    return s;
+    struct wenv w = at(v, &v->t.a);
+    return wt_log(&w, log);
 }
 
 /* SENDs of instance "pre" waiting at a. */
@@ -115,10 +91,10 @@ static uint32_t start_prefill(struct env *v, const char *spec, const char *seed,
         char rank[8], log[64];
         tu_fmt(rank, sizeof rank, "%u", i);
         tu_fmt(log, sizeof log, "pre-%s-%u.log", seed, i);
-        const char *args[] = {"--role", "context", "--instance", "pre", "--spec", spec, "--rank",
-                              rank, "--requests", N_REQ, "--readers", "1", "--seed", seed,
-                              "--socket", v->t.a.worker, NULL};
-        pids[i] = spawn(v, log, args);
+        struct wenv w = at(v, &v->t.a);
+        pids[i] = wt_sim(&w, log, "--role", "context", "--instance", "pre", "--spec", spec,
+                         "--rank", rank, "--requests", N_REQ, "--readers", "1", "--seed", seed,
+                         (char *)NULL);
         until_sends_waiting(v, (long long)(n - i) * 2, spec);
     }
     return n;
@@ -128,11 +104,11 @@ static pid_t start_decode(struct env *v, const char *seed)
 {
     char log[64];
     tu_fmt(log, sizeof log, "dec-%s.log", seed);
-    const char *args[] = {"--role", "generation", "--instance", "dec", "--spec", "tiny",
-                          "--rank", "0", "--requests", N_REQ, "--ctx-instance", "pre",
-                          "--seed", seed, "--socket", v->two ? v->t.b.worker : v->t.a.worker,
-                          v->two ? "--ctx-home" : NULL, v->t.a.addr, NULL};
-    return spawn(v, log, args);
+    struct wenv w = at(v, v->two ? &v->t.b : &v->t.a);
+    /* at b the prefill's home is named; at a it is registered there */
+    return wt_sim(&w, log, "--role", "generation", "--instance", "dec", "--spec", "tiny", "--rank",
+                  "0", "--requests", N_REQ, "--ctx-instance", "pre", "--seed", seed,
+                  v->two ? "--ctx-home" : (char *)NULL, v->t.a.addr, (char *)NULL);
 }
 
 /* The prefill of spec moves requests 1..N_REQ to the decode with pattern seed; every process
@@ -178,7 +154,6 @@ static void env_start(struct env *v, bool two)
 {
     memset(v, 0, sizeof *v);
     v->two = two;
-    tu_bin("kvferry-sim", v->sim, sizeof v->sim);
     two_start(&v->t, EXTRA, EXTRA, NULL);
 }
 
