@@ -16,7 +16,7 @@
 /* about a second, on a loaded 2-core machine (scaled as the keepalive is for its stalls) */
 #define WITHIN_MS (1500u * (tu_keepalive_ms(200) / 200))
 #define CFG                                                                                        \
-    "arena:\n  size: 16MiB\n  chunk: 1MiB\n"                                                       \
+    "arena:\n  size: 16MiB\n  chunk: 1MiB\n  reserve_timeout: %ums\n"                               \
     "deadlines:\n  send_wait: 60s\n  transfer: 60s\n"                                              \
     "peers:\n  keepalive_interval: %ums\n  keepalive_misses: 5\n"
 
@@ -28,7 +28,8 @@ struct pair {
 static void pair_start(struct pair *p)
 {
     char cfg[256]; /* G, stalled by a loaded machine, must not be lost while A runs */
-    tu_fmt(cfg, sizeof cfg, CFG, tu_keepalive_ms(200));
+    /* the RECVs past A's share wait for their first credit until A is lost */
+    tu_fmt(cfg, sizeof cfg, CFG, 5000 + 10 * tu_keepalive_ms(200), tu_keepalive_ms(200));
     two_start(&p->t, cfg, cfg, "^sysv,posix"); /* docs/UCX.md trap 2: puts cross the link */
     uint64_t rng = 41;
     ru_inst_init(&p->c, SPEC, "ctx", ROLE_CONTEXT, BLOCKS, &rng, 0x5a);
