@@ -14,10 +14,7 @@
  * completed (the drain acks owed, engine_quar.c, and the stages and jobs still running). Only
  * then are the slots reclaimed, so no write of an old flow lands in a slot granted again. A
  * new link that goes down before its answer leaves the hold as it was. */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "daemon.h"
 #include "engine_ctx.h"
