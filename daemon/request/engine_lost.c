@@ -3,8 +3,9 @@
  *
  * A peer lost for silence while it could put straight into our memory over shared memory keeps
  * its quarantined slots (engine_quar.c, quar_peer_frozen): if it was only stopped, a put it was
- * inside would finish when it runs again. Once its process has exited no put of it can land, so
- * the hold ends then too. The process is the one the handshake named, known by a pidfd the link
+ * inside would finish when it runs again. It ends when the peer fences its writes on a new link
+ * (engine_fence.c); once its process has exited no put of it can land, so the hold ends then
+ * too. The process is the one the handshake named, known by a pidfd the link
  * opened while it answered (link_proc.c), so a pid reused since cannot pass for it; polled here
  * on the loop. Where pidfd_open is missing or refused, the link read the process's start time
  * instead (link_peer_proc_start): its pid is polled every LOST_POLL_MS (link_proc_alive: gone,
@@ -87,11 +88,11 @@ static void unlink_drop(struct engine *e, struct elost *g)
     drop(g);
 }
 
-/* The watch failed: the slots stay held until the peer is heard again. */
+/* The watch failed: the slots stay held until the peer fences its writes on a new link. */
 static void watch_failed(struct elost *g, const char *how)
 {
     log_warn("engine: lost peer %s: watching its process %u failed (%s): its slots stay "
-             "held until it is heard again", g->peer, g->pid, how);
+             "held until it fences its writes on a new link", g->peer, g->pid, how);
     g->why = "the watch on its process failed";
     g->watching = false;
 }
@@ -175,8 +176,8 @@ static void watch_polled(struct engine *e, struct elost *g, uint32_t pid, uint64
         return;
     }
     g->watching = true;
-    g->why = "held until it is heard again or its process exits (no pidfd: its pid and start "
-             "time polled)";
+    g->why = "held until it fences its writes on a new link or its process exits (no pidfd: its "
+             "pid and start time polled)";
 }
 
 static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
@@ -209,7 +210,7 @@ static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
         return;
     }
     g->watching = true;
-    g->why = "held until it is heard again or its process exits";
+    g->why = "held until it fences its writes on a new link or its process exits";
 }
 
 void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int err, bool held,

@@ -14,11 +14,12 @@
 #define LOST_POLL_MS 20          /* without a pidfd: how often a watched pid is looked at */
 
 /* Peer p (its link peer lp) was lost with err. held: its quarantined slots are held under key
- * until it is heard again (quar_peer_frozen); then the pidfd of its process is taken from the
+ * until it fences its writes on a new link (engine_fence.c, quar_peer_frozen); then the pidfd of its process is taken from the
  * link and watched, and once that process exits they are reclaimed (quar_peer_back). */
 void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int err, bool held,
               uint64_t key);
-/* The daemon of key was heard again: its lingering row and watch go. */
+/* The daemon of key holds nothing here any more (nothing was held when it came back, or its
+ * fence ended the hold): its lingering row and watch go. */
 void lost_back(struct engine *e, uint64_t key);
 /* "lost": [{peer, addr, state, seen_ms, lost_ms, held, why}] added to o (the peers command). */
 void lost_json(struct engine *e, json_t *o);

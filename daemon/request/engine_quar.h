@@ -10,7 +10,7 @@ struct qflow {
     uint64_t flow;
     struct epeer *peer; /* NULL once lost */
     uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost, or the backstop) */
-    uint64_t hold_key;  /* not 0: held until that daemon is heard again (quar_peer_frozen) */
+    uint64_t hold_key;  /* not 0: held until that daemon fences its writes or exits (quar_peer_frozen) */
     struct rx *rx;      /* fragment flow: the request whose report waits (rx->frag_wait) */
     uint8_t **pins;     /* fragment flow: the rank's pool mappings it pins (mempin.h), so a
                            put that still lands never finds them unmapped; n_pins of them */
@@ -50,7 +50,7 @@ void quar_peer_down(struct engine *e, struct epeer *p);
  * quar_peer_down. */
 void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key);
 void quar_peer_back(struct engine *e, uint64_t key);
-/* Whether flows of the daemon of key are held until it is heard again (quar_peer_frozen). */
+/* Whether flows of the daemon of key are held until it fences its writes (quar_peer_frozen). */
 bool quar_held_for(const struct engine *e, uint64_t key);
 void quar_tick(struct engine *e, uint64_t now);
 bool quar_timed(const struct engine *e);

@@ -4,7 +4,7 @@
  * daemon writes the generation rank's pools itself with process_vm_writev. A frozen (SIGSTOP)
  * context daemon could still be inside such a write and finish it when it runs again, so the
  * generation daemon, which loses it for silence, holds the request's FAILED (its pools pinned)
- * until that daemon is heard again or its process exits; here it is killed, and FAILED
+ * until that daemon fences its writes on a new link or its process exits; here it is killed, and FAILED
  * PEER_LOST reaches the worker only then. */
 #include <check.h>
 

@@ -578,7 +578,7 @@ START_TEST(a_partitioned_context_daemon_is_lost_its_slots_reclaimed_and_b_keeps_
     tu_fmt(cmd, sizeof cmd, "ip -n %s link set veth0 down", ns_a);
     ck_assert_int_eq(sh(cmd), 0);
     /* cma: A, cut off but running, may still write G's landing slots with process_vm_writev
-     * until its own loop has lost G: held until A is heard again */
+     * until its own loop has lost G: held until A fences its writes on a new link */
     long long reclaimed0 = ru_ctl_int(&t.g, "arena", "reclaimed_total");
     silent_a(&t, t0, "partition", true);
     tu_fmt(cmd, sizeof cmd, "ip -n %s link set veth0 up", ns_a);
