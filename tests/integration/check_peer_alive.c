@@ -246,9 +246,8 @@ static void wait_reclaimed(struct three *t, long long reclaimed0, const char *wh
     ck_assert_int_gt(reclaimed, 0);
 }
 
-/* Whether d's log says that a fence of A's ended the hold (engine_fence.c): slots held for a
- * returned peer come back on its proof, not on its link alone. */
-static bool fence_done_logged(const struct ru_daemon *d)
+/* Whether d's log has a line with needle. */
+static bool log_has(const struct ru_daemon *d, const char *needle)
 {
     FILE *f = fopen(d->log, "r");
     if (!f)
@@ -256,9 +255,16 @@ static bool fence_done_logged(const struct ru_daemon *d)
     char line[1024];
     bool found = false;
     while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, "done: its held landing slots and pools come back") != NULL;
+        found = strstr(line, needle) != NULL;
     fclose(f);
     return found;
+}
+
+/* Whether d's log says that a fence of A's ended the hold (engine_fence.c): slots held for a
+ * returned peer come back on its proof, not on its link alone. */
+static bool fence_done_logged(const struct ru_daemon *d)
+{
+    return log_has(d, "done: its held landing slots and pools come back");
 }
 
 /* The fault healed: nothing held in any daemon's arenas. */
@@ -463,6 +469,10 @@ START_TEST(a_context_daemon_frozen_mid_transfer_gets_every_slot_back_when_it_ret
     ck_assert_int_eq(q, 0);
     ck_assert_int_eq(ru_ctl_int(&t.g, "arena", "slots_in_use"), 0);
     all_idle(&t, "mid-transfer SIGCONT");
+    fprintf(stderr, "mid-transfer SIGCONT: G's hold ended by A's fence: %s; A closed its old link "
+            "to G on the fence (its own loop had not lost G yet): %s\n",
+            fence_done_logged(&t.g) ? "yes" : "no",
+            log_has(&t.a, "fenced its writes from before on a new link") ? "yes" : "no");
     three_stop(&t);
 }
 END_TEST
