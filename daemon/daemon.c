@@ -7,26 +7,11 @@
 #include <unistd.h>
 
 #include "control.h"
-#include "daemon.h"
+#include "daemon_life.h"
 #include "modules.h"
 
 #define DAEMON_DRAIN_TICK_MS 20
 #define DAEMON_RELOAD_KEYS_MAX 128
-
-const char *daemon_state_to_string(daemon_state_t s)
-{
-    switch (s) {
-    case DAEMON_STARTING:
-        return "starting";
-    case DAEMON_RUNNING:
-        return "running";
-    case DAEMON_DRAINING:
-        return "draining";
-    case DAEMON_STOPPED:
-        return "stopped";
-    }
-    return "unknown";
-}
 
 /* Allowed edges of the daemon's state machine: starting -> running -> draining -> stopped. A
  * drain may also begin before READY=1 (SIGTERM during start). */
@@ -298,23 +283,6 @@ uint64_t daemon_uptime_s(const struct daemon *d)
     return (uv_now((uv_loop_t *)&d->loop) - d->start_ms) / 1000;
 }
 
-json_t *daemon_reload_json(const struct daemon_reload *r)
-{
-    if (!r->attempted)
-        return json_pack("{s:b}", "attempted", 0);
-    json_t *o =
-        json_pack("{s:b,s:b,s:I}", "attempted", 1, "ok", r->ok, "time_s", (json_int_t)r->time_s);
-    if (!o)
-        return NULL;
-    if (!r->ok)
-        json_object_set_new(o, "error", json_string(r->error));
-    if (r->applied)
-        json_object_set(o, "applied", r->applied);
-    if (r->restart_needed)
-        json_object_set(o, "restart_needed", r->restart_needed);
-    return o;
-}
-
 typedef int (*section_fn)(struct daemon *d, json_t *ret);
 
 static int add_sections(struct daemon *d, json_t *doc, bool stats)
@@ -334,6 +302,57 @@ static int add_sections(struct daemon *d, json_t *doc, bool stats)
     return 0;
 }
 
+static json_t *ids_json(const struct id_set *ids, size_t n)
+{
+    json_t *a = json_array();
+    char num[16];
+    for (size_t i = 0; a && i < n && i < ids->n; i++) {
+        snprintf(num, sizeof num, "%u", ids->ids[i]);
+        json_array_append_new(a, json_string(num));
+    }
+    return a;
+}
+
+/* status.live: every live key with the value its user holds now (modules.h `live`): the daemon's
+ * own (access.* as resolved to ids, which both listeners check, allow_gids without the sockets'
+ * group that access_resolve appends last; log.level as the logger has it),
+ * then each module's. A key two modules claim shows as an error, which check_live_keys catches. */
+static json_t *live_json(struct daemon *d)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    const struct access *a = &d->access;
+    size_t own_gids = a->allow_gids.n ? a->allow_gids.n - 1 : 0;
+    json_object_set_new(o, "access.allow_uids", ids_json(&a->allow_uids, a->allow_uids.n));
+    json_object_set_new(o, "access.allow_gids", ids_json(&a->allow_gids, own_gids));
+    json_object_set_new(o, "access.admin_uids", ids_json(&a->admin_uids, a->admin_uids.n));
+    json_object_set_new(o, "access.admin_gids", ids_json(&a->admin_gids, a->admin_gids.n));
+    json_object_set_new(o, "log.level", json_string(log_level_to_string(log_get_level())));
+    for (size_t i = 0; i < daemon_modules_len; i++) {
+        if (!daemon_modules[i].live)
+            continue;
+        json_t *sec = json_object();
+        if (!sec || daemon_modules[i].live(d, sec) < 0) {
+            json_decref(sec);
+            json_decref(o);
+            return NULL;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(sec, k, v)
+        {
+            if (json_object_get(o, k))
+                json_object_set_new(o, k, json_sprintf("claimed twice (again by %s)",
+                                                       daemon_modules[i].name));
+            else
+                json_object_set(o, k, v);
+        }
+        json_decref(sec);
+    }
+    return o;
+}
+
 json_t *daemon_status_json(struct daemon *d)
 {
     json_t *o = json_pack(
@@ -344,6 +363,8 @@ json_t *daemon_status_json(struct daemon *d)
         log_level_to_string(log_get_level()), "last_reload", daemon_reload_json(&d->last_reload));
     if (o)
         json_object_set_new(o, "watchdog_usec", json_integer((json_int_t)d->notify.watchdog_usec));
+    if (o)
+        json_object_set_new(o, "live", live_json(d));
     if (o && add_sections(d, o, false) < 0) {
         json_decref(o);
         return NULL;
@@ -365,3 +386,11 @@ json_t *daemon_stats_json(struct daemon *d)
     }
     return o;
 }
+
+const struct control_ops daemon_control_ops = {
+    .reload = daemon_reload,
+    .drain = daemon_drain,
+    .status = daemon_status_json,
+    .stats = daemon_stats_json,
+    .metrics_walk = daemon_metrics_walk,
+};

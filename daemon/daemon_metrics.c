@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 
-#include "daemon.h"
+#include "daemon_life.h"
 #include "modules.h"
 #include "prom.h"
 

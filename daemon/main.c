@@ -16,7 +16,7 @@
 #include "gpu.h"
 #include "gpu_tprog.h"
 #include "workers.h"
-#include "daemon.h"
+#include "daemon_life.h"
 #include "engine.h"
 #include "link.h"
 #include "secret_file.h"
@@ -183,7 +183,7 @@ int main(int argc, char **argv)
     struct copyeng_stats cst;
     copyeng_get_stats(d.copy, &cst);
     log_info("copy: %u thread(s) on %u NUMA node(s)", cst.threads, cst.nodes);
-    if ((r = control_new(&d, &d.control)) < 0) {
+    if ((r = control_new(&d, &daemon_control_ops, &d.control)) < 0) {
         log_error("control: %s", strerror(-r));
         goto err_done;
     }

@@ -26,6 +26,11 @@ struct daemon_module {
     size_t (*in_flight)(struct daemon *d); /* drain waits until every module says 0 */
     const struct prom_doc *metrics;        /* its stats keys declared (metrics.h) */
     const size_t *n_metrics;
+    /* The live config keys (cfg_table's `live`) this module uses, each with the value it uses
+     * now, read from where it keeps it (a copy in its own state is reported from that copy), as
+     * cfg_value_json renders it: {"arena.reserve_timeout": 5000, ...}. status.live merges them;
+     * a test reloads every live key and checks its user's value (check_live_keys). */
+    int (*live)(struct daemon *d, json_t *ret);
 };
 
 extern const struct daemon_module daemon_modules[];

@@ -167,6 +167,22 @@ static json_t *value_json(const struct cfg_key *k, const struct kvf_config *c)
     return NULL;
 }
 
+struct json_t *cfg_value_json(const struct kvf_config *c, const char *key)
+{
+    const struct cfg_key *k = cfg_key_find(key);
+    return k ? value_json(k, c) : NULL;
+}
+
+int cfg_values_json(const struct kvf_config *c, const char *const *keys, struct json_t *ret)
+{
+    for (; *keys; keys++) {
+        json_t *v = cfg_value_json(c, *keys);
+        if (!v || json_object_set_new(ret, *keys, v) < 0)
+            return -EINVAL;
+    }
+    return 0;
+}
+
 struct json_t *cfg_to_json(const struct kvf_config *c)
 {
     json_t *root = json_object();

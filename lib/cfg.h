@@ -93,6 +93,9 @@ struct kvf_config {
     int64_t peers_max_inflight;    /* requests in flight per peer daemon */
     uint64_t peers_keepalive_interval_ms; /* ping every peer this often */
     int64_t peers_keepalive_misses;       /* silent this many intervals: lost */
+    int64_t peers_unproven_max;           /* inbound endpoints before the handshake, at once */
+    int64_t peers_unproven_per_address;   /* the same from one address */
+    uint64_t peers_unproven_timeout_ms;   /* to prove the cluster secret */
 
     /* arena.* */
     uint64_t arena_size;
@@ -171,6 +174,12 @@ int cfg_format_duration_ms(uint64_t v, char *buf, size_t len);
 char *cfg_to_yaml(const struct kvf_config *c);
 struct json_t;
 struct json_t *cfg_to_json(const struct kvf_config *c);
+/* One key's value as cfg_to_json renders it (a new reference), or NULL for an unknown key. Modules
+ * report the live keys they use this way (status.live), so a test can compare them with `config`. */
+struct json_t *cfg_value_json(const struct kvf_config *c, const char *key);
+/* Sets ret[key] = cfg_value_json(c, key) for each key of the NULL-terminated list: the live keys a
+ * module reads from the config at each use. Returns 0, or -EINVAL naming no key it could render. */
+int cfg_values_json(const struct kvf_config *c, const char *const *keys, struct json_t *ret);
 
 /* Reload: moves into c the values of fresh for every live key where they differ, leaving c's old
  * values in fresh (free fresh with cfg_free). Writes up to n of those keys' names into ret and

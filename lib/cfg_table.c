@@ -133,6 +133,16 @@ const struct cfg_key cfg_table[] = {
     ROW("peers.keepalive_misses", CFG_INT, peers_keepalive_misses, "5", 3, 1000, false,
         "A peer not heard for this many keepalive intervals is lost: its requests fail "
         "PEER_LOST and its landing slots are reclaimed; it connects again when it comes back."),
+    ROW("peers.unproven_max", CFG_INT, peers_unproven_max, "32", 1, 256, false,
+        "Connections from other daemons that have not yet proven the cluster secret, at once; "
+        "they have slots of their own, apart from the 256 of proven peers, so strangers cannot "
+        "crowd real peers out. Beyond it a connection is refused and counted."),
+    ROW("peers.unproven_per_address", CFG_INT, peers_unproven_per_address, "4", 1, 256, false,
+        "The same, from one address."),
+    ROW("peers.unproven_timeout", CFG_DURATION, peers_unproven_timeout_ms, "2s", 100, MINUTE,
+        false,
+        "A daemon that connected here must prove the cluster secret within this time, or its "
+        "connection is closed and its slot freed."),
 
     ROW("arena.size", CFG_SIZE, arena_size, "512MiB", 4 * MIB, 4 * TIB, false,
         "Staging and landing memory: one host arena, allocated when cluster.secret_file is set."),

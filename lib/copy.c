@@ -177,6 +177,30 @@ void copy_direct_range(const struct copy_op *ops, uint32_t n_ops, const struct c
     copy_fence(used_nt);
 }
 
+int copy_pair_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                   const struct copy_mem *dst, uint64_t lo, uint64_t hi, copy_pair_cb cb,
+                   void *arg)
+{
+    uint64_t pos = lo;
+    for (uint32_t i = first_op(ops, n_ops, lo); i < n_ops && pos < hi; i++) {
+        const struct copy_op *o = &ops[i];
+        const uint8_t *s = src->base[o->src_pool] + o->src_off;
+        uint64_t d = (uint64_t)(uintptr_t)dst->base[o->dst_pool] + o->dst_off;
+        uint64_t rel = pos - o->ext_off, k = rel / o->len, within = rel % o->len;
+        for (; k < o->count && pos < hi; k++, within = 0) {
+            uint64_t n = o->len - within;
+            if (n > hi - pos)
+                n = hi - pos;
+            int rc = cb(arg, s + k * (uint64_t)o->src_stride + within,
+                        d + k * (uint64_t)o->dst_stride + within, n);
+            if (rc < 0)
+                return rc;
+            pos += n;
+        }
+    }
+    return 0;
+}
+
 int copy_src_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                   uint64_t lo, uint64_t hi, copy_run_cb cb, void *arg)
 {

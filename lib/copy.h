@@ -46,4 +46,14 @@ typedef int (*copy_run_cb)(void *arg, uint32_t pool, const uint8_t *src, uint64_
 int copy_src_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
                   uint64_t lo, uint64_t hi, copy_run_cb cb, void *arg);
 
+/* One run of a direct copy: its source address, its destination as an address (which may be
+ * another process's: it is never dereferenced here), its length. Negative stops the walk. */
+typedef int (*copy_pair_cb)(void *arg, const uint8_t *src, uint64_t dst, uint64_t len);
+/* Walks the runs of extent bytes [lo, hi) of a direct copy in extent order, each with its source
+ * in src and its destination in dst (dst's bases are taken as addresses only). 0, or the first
+ * negative cb return. */
+int copy_pair_runs(const struct copy_op *ops, uint32_t n_ops, const struct copy_mem *src,
+                   const struct copy_mem *dst, uint64_t lo, uint64_t hi, copy_pair_cb cb,
+                   void *arg);
+
 #endif

@@ -11,7 +11,7 @@
 
 struct json_t;
 
-#define HIST_BOUNDS_MAX 24
+#define HIST_BOUNDS_MAX 32
 
 struct hist_spec {
     size_t n;                    /* bounds in use */
@@ -19,7 +19,7 @@ struct hist_spec {
 };
 
 extern const struct hist_spec hist_latency_seconds; /* 50 us .. 60 s */
-extern const struct hist_spec hist_request_bytes;   /* 4 KiB .. 64 GiB, powers of 4 */
+extern const struct hist_spec hist_request_bytes;   /* 4 KiB .. 256 GiB, powers of 2 */
 
 struct hist {
     uint64_t counts[HIST_BOUNDS_MAX + 1];

@@ -102,7 +102,9 @@ struct prom_doc {
     const char *path; /* dotted JSON keys from the document root, label-map keys left out:
                        * "workers.transfers.failed" */
     prom_type_t type; /* PROM_HISTOGRAM: the key holds a hist.h JSON object */
-    const char *label; /* non-NULL: this object is keyed by name; its keys are this label */
+    const char *label; /* non-NULL: this object is keyed by name; its keys are this label;
+                        * "a,b,c": nested maps, one level per label, outermost first (the
+                        * leaves histograms when the type is PROM_HISTOGRAM) */
     const char *help;  /* NULL: a generic text naming the path */
     const char *unit;  /* "bytes", "seconds", ...: appended to the HELP text; NULL: a count */
 };
@@ -117,7 +119,8 @@ struct prom_doc {
  *  - an object documented with a label, or whose key ends in "_by_<label>", is a label map: each
  *    entry adds {label="key"} and continues the walk at the map's own name (the "_by_<label>"
  *    suffix removed), so {"failed":{"TIMEOUT":3}} documented with label "error" gives
- *    <prefix>_..._failed_total{error="TIMEOUT"} 3;
+ *    <prefix>_..._failed_total{error="TIMEOUT"} 3; a doc label "a,b" reads nested maps
+ *    {"x": {"y": v}} as {a="x",b="y"};
  *  - any other object extends the name by its key; strings, arrays and null are skipped.
  * Nesting deeper than PROM_DEPTH_MAX or more than PROM_LABELS_MAX labels is skipped and counted
  * in set->dropped. Returns 0 or -ENOMEM / -EINVAL (stats not an object). */

@@ -170,7 +170,9 @@ static int walk_children(struct walk *w, const char *name, const char *path, con
     return 0;
 }
 
-/* An object keyed by name: each entry adds {label="key"}; the map's own name carries on. */
+/* An object keyed by name: each entry adds {label="key"}; the map's own name carries on.
+ * `label` may name several labels, comma-separated: the entries are maps again, one level per
+ * label (outermost first), and the leaves are samples or, declared PROM_HISTOGRAM, histograms. */
 static int walk_label_map(struct walk *w, const char *name, const char *path, const char *key,
                           const struct prom_doc *doc, const char *label, const json_t *obj,
                           int depth)
@@ -179,16 +181,27 @@ static int walk_label_map(struct walk *w, const char *name, const char *path, co
         w->set->dropped++;
         return 0;
     }
+    const char *comma = strchr(label, ',');
+    char this[PROM_NAME_MAX + 1];
+    snprintf(this, sizeof(this), "%.*s", (int)(comma ? (size_t)(comma - label) : strlen(label)),
+             label);
     const char *k;
     json_t *c;
     json_object_foreach((json_t *)obj, k, c)
     {
-        w->labels[w->n_labels] = (struct prom_label){label, k};
+        w->labels[w->n_labels] = (struct prom_label){this, k};
         w->n_labels++;
         int r = 0;
-        if (is_sample(c))
+        bool deeper = json_is_object(c) && depth + 1 < PROM_DEPTH_MAX;
+        if (comma && deeper)
+            r = walk_label_map(w, name, path, key, doc, comma + 1, c, depth + 1);
+        else if (comma)
+            w->set->dropped++; /* a leaf where the declaration wants another level */
+        else if (is_sample(c))
             r = emit(w, name, path, key, doc, c);
-        else if (json_is_object(c) && depth + 1 < PROM_DEPTH_MAX)
+        else if (deeper && doc && doc->type == PROM_HISTOGRAM)
+            r = emit_hist(w, name, doc, c);
+        else if (deeper)
             r = walk_children(w, name, path, c, depth + 1);
         else if (json_is_object(c))
             w->set->dropped++;
@@ -211,10 +224,10 @@ static int walk(struct walk *w, const char *name, const char *path, const char *
         return 0;
     }
     const struct prom_doc *doc = doc_find(w, path);
-    if (doc && doc->type == PROM_HISTOGRAM)
-        return emit_hist(w, name, doc, v);
     if (doc && doc->label)
         return walk_label_map(w, name, path, key, doc, doc->label, v, depth);
+    if (doc && doc->type == PROM_HISTOGRAM)
+        return emit_hist(w, name, doc, v);
     const char *by = strstr(key, "_by_");
     if (by) {
         const char *label = by + 4;

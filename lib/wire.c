@@ -187,7 +187,7 @@ static int validate_fields(const struct wire_msg *m)
     case WIRE_WRITER_DONE:
         return m->u.writer_done.writer < WIRE_MAX_RANKS ? 0 : -EINVAL;
     case WIRE_NACK:
-        if (m->u.nack.writer >= WIRE_MAX_RANKS)
+        if (m->u.nack.writer >= WIRE_MAX_RANKS || (unsigned)m->u.nack.reason >= WIRE_NACK__COUNT)
             return -EINVAL;
         TRY(check_code(m->u.nack.code));
         return check_text(m->u.nack.message);
@@ -354,8 +354,8 @@ static void put_body(struct wr *w, const struct wire_msg *m)
         wr_u32(w, m->u.nack.writer);
         wr_u32(w, (uint32_t)m->u.nack.code);
         wr_str(w, m->u.nack.message);
-        if (m->u.nack.not_reader) /* absent when false: the encoding stays canonical */
-            wr_u8(w, 1);
+        if (m->u.nack.reason != WIRE_NACK_PLAIN) /* absent when plain: the encoding is canonical */
+            wr_u8(w, (uint8_t)m->u.nack.reason);
         break;
     case WIRE_CANCEL:
         wr_u64(w, m->u.cancel.req_id);
@@ -444,11 +444,12 @@ static void get_body(struct rd *r, struct wire_msg *m)
         m->u.nack.writer = rd_u32(r);
         m->u.nack.code = (kvf_error_t)rd_u32(r);
         rd_str(r, m->u.nack.message, WIRE_TEXT_MAX);
-        m->u.nack.not_reader = false;
-        if (!r->err && r->len > r->pos) { /* optional trailing flag: present means set */
-            m->u.nack.not_reader = true;
-            if (rd_u8(r) != 1 && !r->err)
+        m->u.nack.reason = WIRE_NACK_PLAIN;
+        if (!r->err && r->len > r->pos) { /* optional trailing reason: present means not plain */
+            uint8_t why = rd_u8(r);
+            if (!r->err && (why == WIRE_NACK_PLAIN || why >= WIRE_NACK__COUNT))
                 r->err = -EBADMSG;
+            m->u.nack.reason = (wire_nack_reason_t)why;
         }
         break;
     case WIRE_CANCEL:

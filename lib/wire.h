@@ -42,9 +42,12 @@
  *                   flush of the put), or the AM header when the bytes ride an AM rendezvous
  *   WRITER_DONE     req_id u64, writer u32, bytes u64 (the writer's whole extent)
  *   NACK            req_id u64, writer u32, code u32 (kvf_error_t, not OK), message str,
- *                   then optionally not_reader u8 = 1 (the context side refused the flow as
- *                   no reader of the SEND, e.g. a RECV beyond its readers: the generation side
- *                   counts no failed reader for it; absent otherwise)
+ *                   then optionally reason u8 (wire_nack_reason_t; absent: WIRE_NACK_PLAIN):
+ *                   1 NOT_READER, the context side refused the flow as no reader of the SEND
+ *                   (e.g. a RECV beyond its readers: the generation side counts no failed
+ *                   reader for it); 2 STALE_TABLE, the context instance re-registered since the
+ *                   generation side fetched its table (it refetches and replans once). The
+ *                   receiver decides by this enum, never by the message's text
  *   CANCEL          req_id u64, writer u32
  *   READER_NACK     generation -> context daemon: req_id u64, ctx_instance str, writer u32
  *                   (< WIRE_MAX_RANKS, or WIRE_ALL_WRITERS), code u32 (kvf_error_t, not OK),
@@ -187,12 +190,20 @@ struct wire_writer_done {
     uint64_t bytes;
 };
 
+/* Why a flow was refused, where the generation side acts on it (the code alone says what failed). */
+typedef enum {
+    WIRE_NACK_PLAIN = 0,       /* a failed reader, counted against the SEND */
+    WIRE_NACK_NOT_READER = 1,  /* no reader of the SEND: not counted against it */
+    WIRE_NACK_STALE_TABLE = 2, /* planned with an older table epoch: refetch, replan once */
+    WIRE_NACK__COUNT
+} wire_nack_reason_t;
+
 struct wire_nack {
     uint64_t req_id;
     uint32_t writer;
     kvf_error_t code;
     char message[WIRE_TEXT_MAX];
-    bool not_reader; /* the refused flow is no reader of the SEND: not counted against it */
+    wire_nack_reason_t reason;
 };
 
 struct wire_cancel {

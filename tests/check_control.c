@@ -7,7 +7,9 @@
 #include <sys/socket.h>
 
 #include "control.h"
-#include "daemon.h"
+#include "ctl_cmds.h"
+#include "ctl_help.h"
+#include "daemon_life.h"
 #include "testutil.h"
 
 struct fx {
@@ -23,7 +25,7 @@ static struct fx *fx_new(size_t max_line, bool admin)
     ck_assert_int_eq(daemon_load_config(&f.d, NULL, err, sizeof(err)), 0);
     if (max_line)
         f.d.cfg.control_max_line = max_line;
-    ck_assert_int_eq(control_new(&f.d, &f.d.control), 0);
+    ck_assert_int_eq(control_new(&f.d, &daemon_control_ops, &f.d.control), 0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct peer_cred peer = {.pid = getpid(), .uid = getuid(), .gid = getgid(), .admin = admin};
@@ -287,6 +289,23 @@ START_TEST(control_admin_sets_log_level_and_bad_level_is_einval)
 }
 END_TEST
 
+/* The help text lives once (lib/ctl_help.c): every command has its row, every row a command. */
+START_TEST(control_every_command_has_one_help_row_and_every_row_a_command)
+{
+    for (size_t i = 0; i < ctl_cmds_len; i++) {
+        const struct ctl_help *h = ctl_help_find(ctl_cmds[i].name);
+        ck_assert_msg(h && h->doc[0], "command %s has no row in lib/ctl_help.c", ctl_cmds[i].name);
+    }
+    for (size_t i = 0; i < ctl_help_len; i++) {
+        bool found = false;
+        for (size_t j = 0; j < ctl_cmds_len; j++)
+            found |= strcmp(ctl_cmds[j].name, ctl_help[i].name) == 0;
+        ck_assert_msg(found, "lib/ctl_help.c documents %s, which the daemon lacks", ctl_help[i].name);
+    }
+    ck_assert_uint_eq(ctl_cmds_len, ctl_help_len);
+}
+END_TEST
+
 START_TEST(control_config_returns_effective_config)
 {
     struct fx *f = fx_new(0, true);
@@ -317,6 +336,7 @@ int main(void)
     tcase_add_test(c, control_non_admin_may_read_but_not_mutate);
     tcase_add_test(c, control_admin_sets_log_level_and_bad_level_is_einval);
     tcase_add_test(c, control_config_returns_effective_config);
+    tcase_add_test(c, control_every_command_has_one_help_row_and_every_row_a_command);
     suite_add_tcase(s, c);
     return tu_run(s);
 }

@@ -620,6 +620,9 @@ START_TEST(link_endpoints_over_max_peers_are_rejected)
     quit_server(&a);
     struct link_stats ss;
     ck_assert_int_eq(lt_server_wait(pid, sfd, &ss), 0);
+    /* b proved the secret, then found the table of proven peers full (link_admit.c) */
+    ck_assert_uint_eq(ss.conns_refused_table, 1);
+    ck_assert_uint_eq(ss.conns_refused_addr + ss.conns_refused_unauth, 0);
     ck_assert_int_eq(lt_close(&a), 0);
 }
 END_TEST

@@ -72,7 +72,7 @@ START_TEST(link_cma_write_lands_bitwise_where_the_peer_said)
     int rc = -ENOTSUP;
     for (int i = 0; i < 200 && rc == -ENOTSUP; i++) { /* the lanes settle after READY */
         int never = 0;
-        if ((rc = link_peer_cma(t.peer, addr)) == -ENOTSUP)
+        if ((rc = link_peer_cma(t.peer, addr, NULL)) == -ENOTSUP)
             lt_run_until(&t, &never, 1, 10);
     }
     ck_assert_int_eq(rc, 0);
@@ -130,7 +130,7 @@ START_TEST(link_without_a_cma_lane_is_not_written_over_cma)
     uint64_t addr = give_mreg(&t, 4096);
     int never = 0;
     lt_run_until(&t, &never, 1, 50); /* let the lanes settle */
-    ck_assert_int_eq(link_peer_cma(t.peer, addr), -ENOTSUP);
+    ck_assert_int_eq(link_peer_cma(t.peer, addr, NULL), -ENOTSUP);
     uint8_t x = 1;
     struct iovec l = {&x, 1}, r = {(void *)(uintptr_t)addr, 1};
     ck_assert_int_eq(link_cma_write(t.peer, &l, &r, 1, write_done, &t), -ENOTCONN);

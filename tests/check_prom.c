@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "hist.h"
+#include "hist_table.h"
 #include "label_table.h"
 #include "prom.h"
 #include "promcheck.h"
@@ -530,6 +531,54 @@ START_TEST(label_table_keeps_max_values_and_counts_the_rest_as_other)
 }
 END_TEST
 
+START_TEST(hist_table_bounds_tuples_and_renders_one_label_per_level)
+{
+    static const struct hist_spec spec = {2, {1, 10}};
+    static const char *const names[HIST_TABLE_HISTS] = {"a", "b", "c", "d", "e", "f"};
+    const struct hist_spec *specs[HIST_TABLE_HISTS];
+    for (int i = 0; i < HIST_TABLE_HISTS; i++)
+        specs[i] = &spec;
+    struct hist_table t = {0};
+    const char *k1[] = {"bounce", "vm/1", "gen"}, *k2[] = {"local", "local", "gen"};
+    const char *k3[] = {"bounce", "vm/2", "gen"}; /* a third tuple: the table (2) is full */
+    hist_observe(&hist_table_row(&t, k1, 2)->h[0], &spec, 5);
+    hist_observe(&hist_table_row(&t, k2, 2)->h[5], &spec, 0.5);
+    hist_observe(&hist_table_row(&t, k1, 2)->h[0], &spec, 50);
+    hist_observe(&hist_table_row(&t, k3, 2)->h[0], &spec, 5);
+    ck_assert_uint_eq(t.n, 2);
+    ck_assert(t.other_used);
+    static const struct prom_doc docs[] = {
+        {"x.phase_s", PROM_HISTOGRAM, "path,peer,instance,phase", "Phases.", NULL},
+        {"x.flat", PROM_HISTOGRAM, "path,peer", "A leaf where a level is declared.", NULL},
+    };
+    json_t *x = json_pack("{s:o,s:{s:i}}", "phase_s", hist_table_json(&t, names, specs), "flat",
+                          "bounce", 1);
+    json_t *j = json_pack("{s:o}", "x", x);
+    struct prom_set s;
+    prom_set_init(&s);
+    s.declared_only = true;
+    ck_assert_int_eq(prom_from_json(&s, "kvferry", j, docs, 2), 0);
+    json_decref(j);
+    char *txt = render(&s);
+    assert_has_line(txt, "# TYPE kvferry_x_phase_seconds histogram");
+    assert_has_line(txt, "kvferry_x_phase_seconds_bucket{instance=\"gen\",le=\"10\","
+                         "path=\"bounce\",peer=\"vm/1\",phase=\"a\"} 1");
+    assert_has_line(txt, "kvferry_x_phase_seconds_count{instance=\"gen\",path=\"bounce\","
+                         "peer=\"vm/1\",phase=\"a\"} 2");
+    assert_has_line(txt, "kvferry_x_phase_seconds_count{instance=\"gen\",path=\"local\","
+                         "peer=\"local\",phase=\"f\"} 1");
+    assert_has_line(txt, "kvferry_x_phase_seconds_count{instance=\"other\",path=\"other\","
+                         "peer=\"other\",phase=\"a\"} 1");
+    ck_assert_ptr_null(strstr(txt, "vm/2"));
+    ck_assert_ptr_null(strstr(txt, "phase=\"b\"")); /* never observed: no series */
+    ck_assert_ptr_null(strstr(txt, "kvferry_x_flat"));
+    ck_assert_uint_eq(s.dropped, 1);
+    free(txt);
+    prom_set_done(&s);
+    hist_table_free(&t);
+}
+END_TEST
+
 /* ---- the validator can fail ---- */
 
 START_TEST(validator_rejects_each_grammar_and_rule_violation)
@@ -604,6 +653,7 @@ static Suite *prom_suite(void)
     tcase_add_test(tc, json_declared_histogram_renders_cumulative_buckets);
     tcase_add_test(tc, histogram_with_unsorted_bounds_is_refused);
     tcase_add_test(tc, label_table_keeps_max_values_and_counts_the_rest_as_other);
+    tcase_add_test(tc, hist_table_bounds_tuples_and_renders_one_label_per_level);
     suite_add_tcase(s, tc);
     tc = tcase_create("validator");
     tcase_add_test(tc, validator_rejects_each_grammar_and_rule_violation);

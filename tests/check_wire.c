@@ -174,29 +174,40 @@ START_TEST(wire_recv_req_tokens_are_optional_and_bounded)
 }
 END_TEST
 
-/* NACK's optional trailing not_reader: absent when false (the old bytes), else one byte 1 that
- * round-trips; any other byte there is refused. */
-START_TEST(wire_nack_not_reader_is_optional_and_only_one)
+/* NACK's optional trailing reason: absent when plain (the old bytes), else one byte naming a
+ * reason that round-trips (1 was not_reader's byte before reasons, and keeps that meaning); any
+ * other byte there is refused, and so is a reason out of range at encode. */
+START_TEST(wire_nack_reason_is_optional_typed_and_bounded)
 {
     struct wire_msg m = sample(WIRE_NACK), d;
     void *old;
     size_t old_len;
     ck_assert_int_eq(wire_encode(&m, &old, &old_len), 0);
     ck_assert_int_eq(wire_decode(old, old_len, &d), 0);
-    ck_assert(!d.u.nack.not_reader);
-    m.u.nack.not_reader = true;
-    uint8_t *rb;
-    size_t rl;
+    ck_assert_int_eq(d.u.nack.reason, WIRE_NACK_PLAIN);
     wire_msg_done(&d);
-    d = roundtrip(&m, &rb, &rl);
-    ck_assert_uint_eq(rl, old_len + 1);
-    ck_assert(d.u.nack.not_reader);
-    ck_assert_str_eq(d.u.nack.message, m.u.nack.message);
-    wire_msg_done(&d);
-    for (unsigned v = 0; v < 256; v += v ? 1 : 2) { /* 0, 2..255: any byte but 1 there */
+    uint8_t *rb = NULL;
+    size_t rl = 0;
+    for (int why = WIRE_NACK_NOT_READER; why < WIRE_NACK__COUNT; why++) {
+        free(rb);
+        m.u.nack.reason = (wire_nack_reason_t)why;
+        d = roundtrip(&m, &rb, &rl);
+        ck_assert_uint_eq(rl, old_len + 1);
+        ck_assert_uint_eq(rb[rl - 1], (unsigned)why);
+        ck_assert_int_eq(d.u.nack.reason, why);
+        ck_assert_str_eq(d.u.nack.message, m.u.nack.message);
+        wire_msg_done(&d);
+    }
+    for (unsigned v = 0; v < 256; v++) { /* 0 and every byte past the last reason: refused */
+        if (v != WIRE_NACK_PLAIN && v < WIRE_NACK__COUNT)
+            continue;
         rb[rl - 1] = (uint8_t)v;
         ck_assert_int_eq(wire_decode(rb, rl, &d), -EBADMSG);
     }
+    void *bad;
+    size_t bad_len;
+    m.u.nack.reason = WIRE_NACK__COUNT;
+    ck_assert_int_eq(wire_encode(&m, &bad, &bad_len), -EINVAL);
     free(rb);
     free(old);
 }
@@ -687,7 +698,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, wire_decoded_fields_equal_the_sent_ones);
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
     tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
-    tcase_add_test(tc, wire_nack_not_reader_is_optional_and_only_one);
+    tcase_add_test(tc, wire_nack_reason_is_optional_typed_and_bounded);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, wire_every_truncation_and_trailing_byte_is_refused);

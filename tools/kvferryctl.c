@@ -57,7 +57,7 @@ static void usage(FILE *f)
             "[ARGS]\n"
             "commands (daemon): status, stats, config, metrics, log-level [LEVEL], reload, drain,\n"
             "                  workers, transfers [--watch] [--interval S] [--count N], peers,\n"
-            "                  arena, top [--interval S] [--count N]\n"
+            "                  arena, top [--interval S] [--window S] [--count N]\n"
             "commands (offline): help, version, plan --ctx SPEC --gen SPEC [...] (kvferryctl plan --help),\n"
             "                  layout SPEC [--rank N], check-layout FILE...\n"
             "ARGS: key=value ... (value is JSON when it parses, else a string)\n"
@@ -103,24 +103,27 @@ static int build_args(const char *cmd, int argc, char **argv, json_t **ret)
     return 0;
 }
 
-/* Options of the live views: --watch, --interval S (0.05..3600), --count N. Returns 1 when
- * any was given, 0 when none, -EINVAL (after saying why) for a bad one. */
-static int live_opts(const char *cmd, int argc, char **argv, bool *watch, double *interval_s,
-                     long *count)
+/* Options of the live views: --watch, --interval S (0.05..3600), --window S (top: 0.05..3600),
+ * --count N. Returns 1 when any was given, 0 when none, -EINVAL (after saying why) for a bad
+ * one. */
+static int live_opts(const char *cmd, int argc, char **argv, struct ctl_live *o)
 {
     int any = 0;
+    bool top = strcmp(cmd, "top") == 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         if (strcmp(a, "--watch") == 0 || strcmp(a, "-w") == 0) {
-            *watch = true;
+            o->watch = true;
             any = 1;
             continue;
         }
         bool iv = strncmp(a, "--interval", 10) == 0, ct = strncmp(a, "--count", 7) == 0;
-        if (!iv && !ct) {
-            if (any || strcmp(cmd, "top") == 0) {
-                fprintf(stderr, "kvferryctl: %s: unknown option '%s' (--watch, --interval S, "
-                        "--count N)\n", cmd, a);
+        bool wn = top && strncmp(a, "--window", 8) == 0;
+        if (!iv && !ct && !wn) {
+            if (any || top) {
+                fprintf(stderr, "kvferryctl: %s: unknown option '%s' (%s)\n", cmd, a,
+                        top ? "--interval S, --window S, --count N"
+                            : "--watch, --interval S, --count N");
                 return -EINVAL;
             }
             return 0; /* key=value ARGS for the daemon */
@@ -132,16 +135,18 @@ static int live_opts(const char *cmd, int argc, char **argv, bool *watch, double
             v = argv[++i];
         char *end = NULL;
         double x = v ? strtod(v, &end) : NAN;
-        if (!v || *end || (iv && !(x >= 0.05 && x <= 3600)) ||
+        if (!v || *end || ((iv || wn) && !(x >= 0.05 && x <= 3600)) ||
             (ct && !(x >= 0 && x <= 1e9 && x == (long)x))) {
             fprintf(stderr, "kvferryctl: %s %s: %s\n", cmd, a,
-                    iv ? "seconds in [0.05, 3600]" : "a whole number of frames (0: forever)");
+                    ct ? "a whole number of frames (0: forever)" : "seconds in [0.05, 3600]");
             return -EINVAL;
         }
         if (iv)
-            *interval_s = x;
+            o->interval_s = x;
+        else if (wn)
+            o->window_s = x;
         else
-            *count = (long)x;
+            o->count = (long)x;
         any = 1;
     }
     return any;
@@ -221,11 +226,10 @@ int main(int argc, char **argv)
         if (strcmp(local_cmds[i].name, cmd) == 0)
             return local_cmds[i].main(argc - optind, argv + optind);
 
-    bool live = false, watch = false; /* transfers --watch, top (kvferryctl_watch.c) */
-    double interval_s = 1.0;
-    long count = 0;
+    bool live = false; /* transfers --watch, top (kvferryctl_watch.c) */
+    struct ctl_live lo = {.interval_s = 1.0, .window_s = 10.0};
     if (strcmp(cmd, "transfers") == 0 || strcmp(cmd, "top") == 0) {
-        int r = live_opts(cmd, argc - optind - 1, argv + optind + 1, &watch, &interval_s, &count);
+        int r = live_opts(cmd, argc - optind - 1, argv + optind + 1, &lo);
         if (r < 0)
             return EXIT_USAGE;
         live = r > 0 || strcmp(cmd, "top") == 0;
@@ -245,7 +249,7 @@ int main(int argc, char **argv)
     }
     if (live) {
         json_decref(args);
-        return ctl_watch_main(sock, cmd, watch, interval_s, count, timeout_s, as_json);
+        return ctl_watch_main(sock, cmd, &lo, timeout_s, as_json);
     }
     int fd = ctl_client_connect(sock);
     if (fd == -ENAMETOOLONG) {

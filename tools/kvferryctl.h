@@ -26,15 +26,26 @@ void ctl_explain_connect(FILE *f, const char *path, int err);
  * sections, arrays of objects as tables, numbers in human units; `status` and `workers` short
  * (100 columns) unless `all` (-l). */
 void ctl_print_human(FILE *f, const char *cmd, json_t *result, bool all);
-/* `kvferryctl help`, offline (kvferryctl_help.c); the daemon commands it knows (up to n names
- * into names, returns how many there are). */
+/* `kvferryctl help`, offline (kvferryctl_help.c): the daemon's commands from lib/ctl_help.c. */
 int ctl_help_main(int argc, char **argv);
-size_t ctl_help_daemon_commands(const char **names, size_t n);
-/* The live views (kvferryctl_watch.c): `transfers` (once, or --watch) and `top`. Returns the
- * exit code (0, 1 the daemon refused, 3 unreachable). */
+/* The live views (kvferryctl_watch.c): `transfers` (once, or --watch) and `top`, 100 columns
+ * wide. Returns the exit code (0, 1 the daemon refused, 3 unreachable). */
+struct ctl_live {
+    bool watch;        /* transfers: refresh */
+    double interval_s; /* between frames */
+    double window_s;   /* top: rates over the samples of the last window_s seconds */
+    long count;        /* frames; 0: until interrupted (q on a terminal) */
+};
 void ctl_print_transfers(FILE *f, json_t *result);
-int ctl_watch_main(const char *sock, const char *view, bool watch, double interval_s, long count,
-                   double timeout_s, bool as_json);
+int ctl_watch_main(const char *sock, const char *view, const struct ctl_live *o, double timeout_s,
+                   bool as_json);
+/* The live views' terminal (kvferryctl_screen.c, ncurses): start (-1: no usable terminal),
+ * draw a frame (text lines, clipped to the window; kept and redrawn on a resize), wait up to s
+ * seconds (true: the user pressed q), stop (the terminal as it was). */
+int ctl_screen_start(void);
+void ctl_screen_draw(const char *text, size_t len);
+bool ctl_screen_wait(double s);
+void ctl_screen_stop(void);
 /* The short forms (kvferryctl_status.c). */
 void ctl_print_status(FILE *f, json_t *status);
 void ctl_print_workers(FILE *f, json_t *workers);

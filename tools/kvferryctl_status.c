@@ -117,7 +117,7 @@ void ctl_print_status(FILE *f, json_t *r)
     static const char *const known[] = {"version",       "pid",         "state",     "uptime_s",
                                         "started_at_s",  "config_path", "log_level", "last_reload",
                                         "watchdog_usec", "control",     "workers",   "peers",
-                                        "arena",         "gpu"};
+                                        "arena",         "gpu",         "live"};
     char other[512] = "";
     size_t off = 0;
     const char *k;

@@ -1,14 +1,16 @@
-/* kvferryctl_watch.c: the live views of kvferryctl (kvferryctl.h):
+/* kvferryctl_watch.c: the live views of kvferryctl (kvferryctl.h), 100 columns wide:
  *   transfers [--watch] [--interval S] [--count N]   one row per request (in flight, and those
- *       finished within transfers.keep_finished): side, instance, peer, phase, bytes done of
- *       planned, rate, age, outcome;
- *   top [--interval S] [--count N]   per-peer and per-instance rates of completed RECVs, and
- *       per-peer rates of the writer flows this daemon served to others (context side; shown
- *       once there is one), from two `stats` samples an interval apart, above the transfers
- *       table.
- * --watch and top redraw in place on a terminal (cursor home + clear); to a pipe they print one
- * frame after another, each starting with a "kvferry <view> <time>" line. --count N stops after
- * N frames (0: until interrupted). --json prints each frame's JSON, one per line. */
+ *       finished within transfers.keep_finished): request id, side, instance, peer (the daemon
+ *       at its other end: a RECV's writers', a SEND's remote reader's; "local": this one),
+ *       phase, bytes done of planned, rate, age, outcome;
+ *   top [--interval S] [--window S] [--count N]   per-peer and per-instance rates of completed
+ *       RECVs, and per-peer rates of the writer flows this daemon served to others (context
+ *       side; shown once there is one), over the `stats` samples of the last --window seconds
+ *       (10: a burst stays visible between frames), above the transfers table.
+ * --watch and top draw on a terminal with ncurses (kvferryctl_screen.c: clipped to the window,
+ * redrawn on a resize, q quits); to a pipe they print one frame after another, each starting
+ * with a "kvferry <view> <time>" line. --count N stops after N frames (0: until interrupted).
+ * --json prints each frame's JSON, one per line. */
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
@@ -28,6 +30,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static void short_size(long long v, char *buf, size_t len);
+
 static void rate_text(double bps, char *buf, size_t len)
 {
     if (!(bps > 0)) {
@@ -35,7 +39,7 @@ static void rate_text(double bps, char *buf, size_t len)
         return;
     }
     char s[24];
-    ctl_size_text((long long)llround(bps), s, sizeof s);
+    short_size((long long)llround(bps), s, sizeof s);
     snprintf(buf, len, "%s/s", s);
 }
 
@@ -45,7 +49,18 @@ static double getd(json_t *o, const char *k)
     return json_is_number(v) ? json_number_value(v) : 0;
 }
 
-/* One table of requests in flight, then those finished lately (their outcome filled in). */
+/* A size in at most 6 characters: "512B", "3.5K", "460.1M" (kvferryctl_units.c's text
+ * without "iB"). */
+static void short_size(long long v, char *buf, size_t len)
+{
+    ctl_size_text(v, buf, len);
+    char *ib = strstr(buf, "iB");
+    if (ib)
+        *ib = '\0';
+}
+
+/* One table of requests in flight, then those finished lately (their outcome filled in):
+ * 93 columns and the outcome. */
 void ctl_print_transfers(FILE *f, json_t *result)
 {
     json_t *live = json_object_get(result, "transfers"), *fin = json_object_get(result, "finished");
@@ -53,8 +68,8 @@ void ctl_print_transfers(FILE *f, json_t *result)
         fprintf(f, "no requests in flight\n");
         return;
     }
-    fprintf(f, "%-6s %-5s %-4s %-14s %-21s %-12s %-19s %4s %11s %8s %s\n", "ID", "REQ", "SIDE",
-            "INSTANCE", "PEER", "PHASE", "DONE/PLANNED", "%", "RATE", "AGE", "OUTCOME");
+    fprintf(f, "%-6s %-4s %-12s %-18s %-12s %-13s %3s %9s %7s %s\n", "REQ", "SIDE", "INSTANCE",
+            "PEER", "PHASE", "DONE/PLANNED", "%", "RATE", "AGE", "OUTCOME");
     json_t *all = json_array();
     json_array_extend(all, live);
     json_array_extend(all, fin);
@@ -64,9 +79,9 @@ void ctl_print_transfers(FILE *f, json_t *result)
     {
         char done[24], plan[24], dp[64], rate[40], age[32], pct[24] = "-";
         long long bd = ctl_geti(x, "bytes_done"), bp = ctl_geti(x, "bytes_planned");
-        ctl_size_text(bd, done, sizeof done);
+        short_size(bd, done, sizeof done);
         if (bp > 0) {
-            ctl_size_text(bp, plan, sizeof plan);
+            short_size(bp, plan, sizeof plan);
             snprintf(pct, sizeof pct, "%lld", bd * 100 / bp);
         } else {
             snprintf(plan, sizeof plan, "?");
@@ -77,10 +92,9 @@ void ctl_print_transfers(FILE *f, json_t *result)
         const char *outcome = json_string_value(json_object_get(x, "outcome"));
         char inst[64];
         snprintf(inst, sizeof inst, "%s/%lld", ctl_gets(x, "instance"), ctl_geti(x, "rank"));
-        fprintf(f, "%-6lld %-5lld %-4s %-14.14s %-21.21s %-12s %-19s %4s %11s %8s %s\n",
-                ctl_geti(x, "id"), ctl_geti(x, "req_id"), ctl_gets(x, "side"), inst,
-                ctl_gets(x, "peer"), ctl_gets(x, "phase"), dp, pct, rate, age,
-                outcome ? outcome : "-");
+        fprintf(f, "%-6lld %-4s %-12.12s %-18.18s %-12.12s %-13s %3s %9s %7s %s\n",
+                ctl_geti(x, "req_id"), ctl_gets(x, "side"), inst, ctl_gets(x, "peer"),
+                ctl_gets(x, "phase"), dp, pct, rate, age, outcome ? outcome : "-");
     }
     json_decref(all);
 }
@@ -118,6 +132,43 @@ static json_t *per(json_t *stats, const char *what)
     return json_object_get(json_object_get(json_object_get(stats, "workers"), "transfers"), what);
 }
 
+/* top's samples of `stats`, oldest first: the rates of a frame run from the oldest sample
+ * within the window to the newest. At most RING_MAX (a window of many short intervals keeps
+ * the last RING_MAX samples). */
+#define RING_MAX 256
+struct ring {
+    json_t *stats[RING_MAX]; /* owned */
+    double t[RING_MAX];
+    size_t n;
+};
+
+static void ring_drop_oldest(struct ring *r)
+{
+    json_decref(r->stats[0]);
+    memmove(r->stats, r->stats + 1, (r->n - 1) * sizeof *r->stats);
+    memmove(r->t, r->t + 1, (r->n - 1) * sizeof *r->t);
+    r->n--;
+}
+
+static void ring_push(struct ring *r, json_t *stats, double t, double window_s)
+{
+    if (r->n == RING_MAX)
+        ring_drop_oldest(r);
+    r->stats[r->n] = stats;
+    r->t[r->n++] = t;
+    /* the oldest kept is the last one at least window_s old (the window's full span) */
+    while (r->n > 2 && t - r->t[1] >= window_s)
+        ring_drop_oldest(r);
+}
+
+static void ring_free(struct ring *r)
+{
+    for (size_t i = 0; i < r->n; i++)
+        json_decref(r->stats[i]);
+    r->n = 0;
+}
+
+/* 88 columns. */
 static void print_rates(FILE *f, const char *title, json_t *now, json_t *before, double dt)
 {
     fprintf(f, "%-40s %12s %10s %12s %10s\n", title, "RATE", "REQ/S", "BYTES", "REQUESTS");
@@ -140,28 +191,74 @@ static void print_rates(FILE *f, const char *title, json_t *now, json_t *before,
         fprintf(f, "(no completed requests yet)\n");
 }
 
-/* Waits `s` seconds: the refresh interval of a live view (not a test's wait). */
+/* Waits `s` seconds: the refresh interval of a live view printing to a pipe. */
 static void pause_s(double s)
 {
     poll(NULL, 0, (int)(s * 1000));
 }
 
-int ctl_watch_main(const char *sock, const char *view, bool watch, double interval_s, long count,
-                   double timeout_s, bool as_json)
+/* One frame as text: the header line, top's rates (over r's oldest to newest sample), the
+ * transfers table. */
+static void frame_text(FILE *f, const char *view, const struct ctl_live *o, json_t *xf,
+                       const struct ring *r)
 {
-    bool top = strcmp(view, "top") == 0;
-    bool tty = isatty(STDOUT_FILENO);
+    time_t wall = time(NULL);
+    struct tm tm;
+    char ts[32];
+    strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&wall, &tm));
+    bool top = r != NULL;
+    if (top && r->n >= 2) {
+        json_t *now = r->stats[r->n - 1], *old = r->stats[0];
+        double dt = r->t[r->n - 1] - r->t[0];
+        fprintf(f, "kvferry %s %s (every %gs, rates over the last %.1fs)\n", view, ts,
+                o->interval_s, dt);
+        print_rates(f, "PEER", per(now, "per_peer"), per(old, "per_peer"), dt);
+        fputc('\n', f);
+        print_rates(f, "INSTANCE", per(now, "per_instance"), per(old, "per_instance"), dt);
+        fputc('\n', f);
+        if (json_object_size(per(now, "served_per_peer"))) {
+            print_rates(f, "SERVED TO PEER", per(now, "served_per_peer"),
+                        per(old, "served_per_peer"), dt);
+            fputc('\n', f);
+        }
+    } else if (o->watch || top) {
+        fprintf(f, "kvferry %s %s (every %gs)\n", view, ts, o->interval_s);
+    }
+    ctl_print_transfers(f, xf);
+}
+
+static void frame_json(const char *view, json_t *xf, json_t *stats)
+{
+    json_t *o = json_pack("{s:O,s:O}", "transfers", json_object_get(xf, "transfers"), "finished",
+                          json_object_get(xf, "finished"));
+    if (strcmp(view, "top") == 0) {
+        json_object_set(o, "per_peer", per(stats, "per_peer"));
+        json_object_set(o, "per_instance", per(stats, "per_instance"));
+        json_object_set(o, "served_per_peer", per(stats, "served_per_peer"));
+    }
+    char *s = json_dumps(o, JSON_COMPACT);
+    if (s)
+        puts(s);
+    free(s);
+    json_decref(o);
+}
+
+int ctl_watch_main(const char *sock, const char *view, const struct ctl_live *o, double timeout_s,
+                   bool as_json)
+{
+    bool top = strcmp(view, "top") == 0, live = o->watch || top;
     int tmo = (int)(timeout_s * 1000);
-    json_t *before = NULL;
-    double t_before = 0;
+    struct ring ring = {.n = 0};
     int rc = 0;
     if (top) { /* rates need a first sample */
-        if ((rc = call(sock, "stats", tmo, &before)) != 0)
+        json_t *first = NULL;
+        if ((rc = call(sock, "stats", tmo, &first)) != 0)
             return rc;
-        t_before = now_s();
-        pause_s(interval_s);
+        ring_push(&ring, first, now_s(), o->window_s);
+        pause_s(o->interval_s);
     }
-    for (long frame = 0; count == 0 || frame < count; frame++) {
+    bool screen = live && !as_json && isatty(STDOUT_FILENO) && ctl_screen_start() == 0;
+    for (long frame = 0; o->count == 0 || frame < o->count; frame++) {
         json_t *xf = NULL, *stats = NULL;
         if ((rc = call(sock, "transfers", tmo, &xf)) != 0)
             break;
@@ -171,54 +268,37 @@ int ctl_watch_main(const char *sock, const char *view, bool watch, double interv
             break;
         }
         if (as_json) {
-            json_t *o = json_pack("{s:O,s:O}", "transfers", json_object_get(xf, "transfers"),
-                                  "finished", json_object_get(xf, "finished"));
-            if (top) {
-                json_object_set(o, "per_peer", per(stats, "per_peer"));
-                json_object_set(o, "per_instance", per(stats, "per_instance"));
-                json_object_set(o, "served_per_peer", per(stats, "served_per_peer"));
-            }
-            char *s = json_dumps(o, JSON_COMPACT);
-            if (s)
-                puts(s);
-            free(s);
-            json_decref(o);
+            frame_json(view, xf, stats);
+            json_decref(stats);
         } else {
-            if (tty && (watch || top))
-                fputs("\033[H\033[2J", stdout);
-            time_t wall = time(NULL);
-            struct tm tm;
-            char ts[32];
-            strftime(ts, sizeof ts, "%H:%M:%S", localtime_r(&wall, &tm));
-            if (watch || top)
-                printf("kvferry %s %s (every %gs)\n", view, ts, interval_s);
-            if (top) {
-                double dt = t_now - t_before;
-                print_rates(stdout, "PEER", per(stats, "per_peer"), per(before, "per_peer"), dt);
-                putchar('\n');
-                print_rates(stdout, "INSTANCE", per(stats, "per_instance"),
-                            per(before, "per_instance"), dt);
-                putchar('\n');
-                if (json_object_size(per(stats, "served_per_peer"))) {
-                    print_rates(stdout, "SERVED TO PEER", per(stats, "served_per_peer"),
-                                per(before, "served_per_peer"), dt);
-                    putchar('\n');
-                }
+            if (top)
+                ring_push(&ring, stats, t_now, o->window_s);
+            char *text = NULL;
+            size_t len = 0;
+            FILE *m = open_memstream(&text, &len);
+            if (m) {
+                frame_text(m, view, o, xf, top ? &ring : NULL);
+                fclose(m);
+                if (screen)
+                    ctl_screen_draw(text, len);
+                else
+                    fwrite(text, 1, len, stdout);
             }
-            ctl_print_transfers(stdout, xf);
+            free(text);
         }
         fflush(stdout);
         json_decref(xf);
-        if (top) {
-            json_decref(before);
-            before = stats;
-            t_before = t_now;
-        }
-        if (!watch && !top)
+        if (!live)
             break;
-        if (count == 0 || frame + 1 < count)
-            pause_s(interval_s);
+        if (o->count != 0 && frame + 1 >= o->count)
+            break;
+        if (!screen)
+            pause_s(o->interval_s);
+        else if (ctl_screen_wait(o->interval_s))
+            break; /* q */
     }
-    json_decref(before);
+    if (screen)
+        ctl_screen_stop();
+    ring_free(&ring);
     return rc;
 }

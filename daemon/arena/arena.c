@@ -619,6 +619,11 @@ void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms)
         a->p.reserve_timeout_ms = timeout_ms;
 }
 
+uint64_t arena_reserve_timeout(const struct arena *a)
+{
+    return a->p.reserve_timeout_ms;
+}
+
 uint32_t arena_tick(struct arena *a, uint64_t now_ms)
 {
     if (!a)

@@ -187,6 +187,7 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer);
 /* Live reload of arena.reserve_timeout: applies to waits that start after the call; waiters
  * keep the deadline they were given. */
 void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms);
+uint64_t arena_reserve_timeout(const struct arena *a);
 
 /* Expire waiters whose first-credit deadline is <= now_ms (on_timeout each). Returns how many. */
 uint32_t arena_tick(struct arena *a, uint64_t now_ms);

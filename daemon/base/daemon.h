@@ -67,38 +67,10 @@ struct daemon {
     struct unmapper *unmapper;      /* pool unmaps off the loop (unmapper.h); freed last */
 };
 
-/* Inits the loop, timers and the signal handlers (started: a signal during the start is handled
- * when the loop runs). Returns 0 or -errno. */
-int daemon_init(struct daemon *d);
-/* Loads `path` (NULL: defaults) as the initial config and resolves access lists. On error
- * writes a message into err and returns -errno. */
-int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen);
-/* Starts the watchdog, sends READY=1; or, when a stop signal came during the start, leaves the
- * daemon draining without READY=1 (the loop then stops it). Returns 0 or -errno. */
-int daemon_ready(struct daemon *d);
-/* Parses the config file again, validates, swaps live keys; on error keeps the old config.
- * Records the result in last_reload. Returns 0 or -errno. */
-int daemon_reload(struct daemon *d);
-/* Starts draining (idempotent): STOPPING=1, stop accepting new work, wait for in-flight work up
- * to daemon.drain_timeout, then stop the loop. */
-void daemon_drain(struct daemon *d);
-/* Closes the daemon's own handles; the caller then runs the loop to let close callbacks run.
- * Safe on a half-initialized daemon. */
-void daemon_stop(struct daemon *d);
-/* Closes any handle still open, closes the loop and frees everything. Returns uv_loop_close(). */
-int daemon_done(struct daemon *d);
-
+/* The plain functions of these types (daemon_types.c). The daemon's life (init, reload, drain,
+ * status documents) is declared by daemon_life.h at the top, where it is defined: the modules
+ * below reach it only through the ops tables they are given (control_ops). */
 const char *daemon_state_to_string(daemon_state_t s);
-/* Seconds since start. */
-uint64_t daemon_uptime_s(const struct daemon *d);
-
-/* status/stats documents: the daemon's own keys plus every module's section (modules.c). */
-json_t *daemon_status_json(struct daemon *d);
-json_t *daemon_stats_json(struct daemon *d);
-/* The stats document walked into `set` section by section, each against its declarations
- * (modules.h; daemon_metrics.c). Returns 0 or -errno. */
-struct prom_set;
-int daemon_metrics_walk(struct daemon *d, struct prom_set *set);
 /* last_reload as JSON: {"attempted","ok","time_s","error","applied","restart_needed"}. */
 json_t *daemon_reload_json(const struct daemon_reload *r);
 

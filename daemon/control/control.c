@@ -18,6 +18,7 @@
 
 struct control {
     struct daemon *d; /* borrowed: owns us */
+    const struct control_ops *ops; /* borrowed: the daemon's, outlives us */
     struct unix_listener listener;
     bool stopped;
     struct ctl_conn *conns; /* every open connection */
@@ -55,12 +56,13 @@ static const struct ctl_conn_ops conn_ops = {conn_handle, conn_closed};
 
 static const struct unix_listener_ops listener_ops;
 
-int control_new(struct daemon *d, struct control **ret)
+int control_new(struct daemon *d, const struct control_ops *ops, struct control **ret)
 {
     struct control *ctl = calloc(1, sizeof(*ctl));
     if (!ctl)
         return -ENOMEM;
     ctl->d = d;
+    ctl->ops = ops;
     unix_listener_init(&ctl->listener, "control", "control", "control", &d->access, &listener_ops,
                        ctl);
     *ret = ctl;
@@ -168,6 +170,11 @@ const char *control_path(const struct control *ctl)
     return ctl ? ctl->listener.path : "";
 }
 
+const struct control_ops *control_ops(const struct control *ctl)
+{
+    return ctl->ops;
+}
+
 int control_status(struct daemon *d, json_t *ret)
 {
     struct control *ctl = d->control;
@@ -213,4 +220,32 @@ void control_reloaded(struct daemon *d)
     struct ctl_conn_limits l = limits_of(&d->cfg);
     for (struct ctl_conn *c = ctl->conns; c; c = *ctl_conn_next(c))
         ctl_conn_set_limits(c, &l);
+}
+
+/* control.max_line and control.idle_timeout as the open connections hold them (each conn keeps
+ * its own copy, updated by control_reloaded): one value when they agree, else a note saying they
+ * do not; the listener reads max_conns and max_conns_per_uid from the config at each accept. */
+int control_live(struct daemon *d, json_t *ret)
+{
+    struct control *ctl = d->control;
+    if (!ctl)
+        return 0;
+    struct ctl_conn_limits want = limits_of(&d->cfg), seen = want;
+    bool first = true, agree = true;
+    for (struct ctl_conn *c = ctl->conns; c; c = *ctl_conn_next(c)) {
+        const struct ctl_conn_limits *l = ctl_conn_limits(c);
+        if (first)
+            seen = *l;
+        agree &= l->max_line == seen.max_line && l->idle_timeout_ms == seen.idle_timeout_ms;
+        first = false;
+    }
+    json_object_set_new(ret, "control.max_line",
+                        agree ? json_integer((json_int_t)seen.max_line)
+                              : json_string("open connections hold different values"));
+    json_object_set_new(ret, "control.idle_timeout",
+                        agree ? json_integer((json_int_t)seen.idle_timeout_ms)
+                              : json_string("open connections hold different values"));
+    static const char *const at_accept[] = {"control.max_conns", "control.max_conns_per_uid",
+                                            NULL};
+    return cfg_values_json(&d->cfg, at_accept, ret);
 }

@@ -17,6 +17,17 @@
 
 struct daemon;
 struct control;
+struct prom_set;
+
+/* What control needs of the daemon above it, given at creation (daemon_life.h's
+ * daemon_control_ops): control never calls up by name. Loop thread only. */
+struct control_ops {
+    int (*reload)(struct daemon *d); /* 0 or -errno; the outcome in d->last_reload */
+    void (*drain)(struct daemon *d); /* idempotent */
+    json_t *(*status)(struct daemon *d); /* new reference, or NULL (out of memory) */
+    json_t *(*stats)(struct daemon *d);
+    int (*metrics_walk)(struct daemon *d, struct prom_set *set); /* every section, declared */
+};
 
 struct control_counters {
     uint64_t accepted;      /* refusals at the socket: the listener's counters */
@@ -24,8 +35,9 @@ struct control_counters {
     struct ctl_conn_counters conn;
 };
 
-/* Creates the server (not listening). Returns 0 or -errno; *ret owned by the caller. */
-int control_new(struct daemon *d, struct control **ret);
+/* Creates the server (not listening). ops: borrowed, must outlive it. Returns 0 or -errno; *ret
+ * owned by the caller. */
+int control_new(struct daemon *d, const struct control_ops *ops, struct control **ret);
 /* Creates the socket directory (0750) if missing, binds, chmods, listens. A stale socket file
  * (nobody accepting) is replaced; a live one is an error (-EADDRINUSE). Returns 0 or -errno,
  * with a message in err. */
@@ -41,10 +53,12 @@ struct control *control_free(struct control *ctl);
 uint32_t control_connections(const struct control *ctl);
 struct control_counters *control_counters(struct control *ctl);
 const char *control_path(const struct control *ctl);
+const struct control_ops *control_ops(const struct control *ctl);
 
 /* Module hooks (modules.c). */
 int control_status(struct daemon *d, json_t *ret);
 int control_stats(struct daemon *d, json_t *ret);
 void control_reloaded(struct daemon *d);
+int control_live(struct daemon *d, json_t *ret);
 
 #endif

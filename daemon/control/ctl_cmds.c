@@ -5,6 +5,7 @@
 
 #include "control.h"
 #include "ctl_cmds.h"
+#include "ctl_help.h"
 #include "daemon.h"
 #include "metrics.h"
 #include "engine.h"
@@ -15,8 +16,10 @@ static int cmd_help(struct daemon *d, const struct peer_cred *peer, json_t *args
 {
     (void)d, (void)peer, (void)args, (void)msg, (void)msglen;
     json_t *o = json_object();
-    for (size_t i = 0; i < ctl_cmds_len; i++)
-        json_object_set_new(o, ctl_cmds[i].name, json_string(ctl_cmds[i].help));
+    for (size_t i = 0; i < ctl_cmds_len; i++) {
+        const struct ctl_help *h = ctl_help_find(ctl_cmds[i].name);
+        json_object_set_new(o, ctl_cmds[i].name, json_string(h ? h->doc : "(no help row)"));
+    }
     *ret = o;
     return 0;
 }
@@ -25,7 +28,7 @@ static int cmd_status(struct daemon *d, const struct peer_cred *peer, json_t *ar
                       char *msg, size_t msglen)
 {
     (void)peer, (void)args, (void)msg, (void)msglen;
-    *ret = daemon_status_json(d);
+    *ret = control_ops(d->control)->status(d);
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -33,7 +36,7 @@ static int cmd_stats(struct daemon *d, const struct peer_cred *peer, json_t *arg
                      char *msg, size_t msglen)
 {
     (void)peer, (void)args, (void)msg, (void)msglen;
-    *ret = daemon_stats_json(d);
+    *ret = control_ops(d->control)->stats(d);
     return *ret ? 0 : -ENOMEM;
 }
 
@@ -77,7 +80,7 @@ static int cmd_reload(struct daemon *d, const struct peer_cred *peer, json_t *ar
 {
     (void)args;
     log_info("reload requested over control (uid %u)", (unsigned)peer->uid);
-    int r = daemon_reload(d);
+    int r = control_ops(d->control)->reload(d);
     if (r < 0) {
         snprintf(msg, msglen, "%s", d->last_reload.error);
         return r;
@@ -91,7 +94,7 @@ static int cmd_drain(struct daemon *d, const struct peer_cred *peer, json_t *arg
 {
     (void)args, (void)msg, (void)msglen;
     log_info("drain requested over control (uid %u)", (unsigned)peer->uid);
-    daemon_drain(d);
+    control_ops(d->control)->drain(d);
     *ret = json_pack("{s:s,s:I}", "state", daemon_state_to_string(d->state), "timeout_ms",
                      (json_int_t)d->cfg.daemon_drain_timeout_ms);
     return 0;
@@ -137,22 +140,20 @@ static int cmd_arena(struct daemon *d, const struct peer_cred *peer, json_t *arg
     return *ret ? 0 : -ENOMEM;
 }
 
-/* The command table. Later modules add rows: workers, peers, transfers, arena, metrics. */
+/* The command table: handler and flags; the text of each is its row in lib/ctl_help.c. */
 const struct ctl_cmd ctl_cmds[] = {
-    {"status", cmd_status, 0, "version, uptime, pid, config, last reload, module sections"},
-    {"stats", cmd_stats, 0, "counters of every module"},
-    {"config", cmd_config, 0, "the effective config"},
-    {"log-level", cmd_log_level, CTL_CMD_ADMIN_TO_SET,
-     "get the log level, or set it with {\"level\":\"debug\"} (admin)"},
-    {"reload", cmd_reload, CTL_CMD_ADMIN, "re-read the config file, apply live keys (admin)"},
-    {"drain", cmd_drain, CTL_CMD_ADMIN,
-     "stop accepting work, wait up to daemon.drain_timeout, exit 0 (admin)"},
-    {"workers", cmd_workers, 0, "worker connections, their registered ranks, and instances"},
-    {"transfers", cmd_transfers, 0, "requests in flight and just finished: phase, bytes, rate, age"},
-    {"metrics", metrics_cmd, 0, "every stats counter and gauge as Prometheus text (result.text)"},
-    {"peers", cmd_peers, 0, "peer daemons: id, address, state, transport, requests, bytes"},
-    {"arena", cmd_arena, 0, "arena slots: capacity, in use, quarantined, waiting, counters"},
-    {"help", cmd_help, 0, "the commands"},
+    {"status", cmd_status, 0},
+    {"stats", cmd_stats, 0},
+    {"config", cmd_config, 0},
+    {"log-level", cmd_log_level, CTL_CMD_ADMIN_TO_SET},
+    {"reload", cmd_reload, CTL_CMD_ADMIN},
+    {"drain", cmd_drain, CTL_CMD_ADMIN},
+    {"workers", cmd_workers, 0},
+    {"transfers", cmd_transfers, 0},
+    {"metrics", metrics_cmd, 0},
+    {"peers", cmd_peers, 0},
+    {"arena", cmd_arena, 0},
+    {"help", cmd_help, 0},
 };
 const size_t ctl_cmds_len = sizeof(ctl_cmds) / sizeof(ctl_cmds[0]);
 

@@ -1,6 +1,8 @@
-/* ctl_cmds.h: the control command table: one row per command (name, handler, flags, help).
+/* ctl_cmds.h: the control command table: one row per command (name, handler, flags; the help
+ * text is the command's row in lib/ctl_help.c, shared with kvferryctl).
  * Handlers run on the loop thread with the peer's credentials already checked for access;
- * ctl_cmds_run checks the admin flag. Adding a command = one handler + one row in ctl_cmds.c. */
+ * ctl_cmds_run checks the admin flag. Adding a command = one handler + one row in ctl_cmds.c + its help row in lib/ctl_help.c
+ * (check_control fails on a command without one). */
 #ifndef KVF_CTL_CMDS_H
 #define KVF_CTL_CMDS_H
 
@@ -22,7 +24,6 @@ struct ctl_cmd {
     const char *name;
     ctl_cmd_fn run;
     unsigned flags;
-    const char *help;
 };
 
 extern const struct ctl_cmd ctl_cmds[];

@@ -375,6 +375,11 @@ void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limit
     arm_idle(c);
 }
 
+const struct ctl_conn_limits *ctl_conn_limits(const struct ctl_conn *c)
+{
+    return &c->limits;
+}
+
 struct ctl_conn **ctl_conn_next(struct ctl_conn *c)
 {
     return &c->next;

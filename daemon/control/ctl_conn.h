@@ -56,6 +56,7 @@ void ctl_conn_close(struct ctl_conn *c, bool graceful);
 
 const struct peer_cred *ctl_conn_peer(const struct ctl_conn *c);
 void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limits);
+const struct ctl_conn_limits *ctl_conn_limits(const struct ctl_conn *c);
 /* Intrusive list link for the owner (the control server). */
 struct ctl_conn **ctl_conn_next(struct ctl_conn *c);
 

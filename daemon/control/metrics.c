@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "control.h"
 #include "daemon.h"
 #include "log.h"
 #include "metrics.h"
@@ -28,7 +29,7 @@ int metrics_render(struct daemon *d, char **ret, size_t *dropped)
     if (r < 0)
         goto out;
     set.declared_only = true;
-    r = daemon_metrics_walk(d, &set);
+    r = control_ops(d->control)->metrics_walk(d, &set);
     if (r < 0)
         goto out;
     static bool warned; /* loop thread only */

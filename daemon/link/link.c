@@ -143,7 +143,9 @@ static void link_run_pending(struct link *l)
         if (w->kind == PEND_DONE) {
             w->cb(w->arg, w->status);
         } else if (w->kind == PEND_CONN) {
-            if (l->freeing || link_peer_accept(l, w->conn) < 0)
+            /* refused (over a cap of link_admit.c, out of memory): rejected, which UCX 1.13
+             * survives only with link_ucsfix.c (docs/UCX.md trap 18) */
+            if (link_peer_accept(l, w->conn) < 0 && l->listener)
                 ucp_listener_reject(l->listener, w->conn);
         } else {
             if (l->freeing || w->peer->state != LINK_PEER_READY) {
@@ -406,6 +408,12 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
         l->cfg.max_peers = 256;
     if (!l->cfg.handshake_timeout_ms)
         l->cfg.handshake_timeout_ms = 5000;
+    if (!l->cfg.max_unauth)
+        l->cfg.max_unauth = 32;
+    if (!l->cfg.max_unauth_per_addr)
+        l->cfg.max_unauth_per_addr = 4;
+    if (!l->cfg.unauth_timeout_ms)
+        l->cfg.unauth_timeout_ms = 2000;
     if (!l->cfg.keepalive_interval_ms)
         l->cfg.keepalive_interval_ms = 1000;
     if (!l->cfg.keepalive_misses)
@@ -430,6 +438,10 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     l->handles_open++;
     if (cfg->listen_host && (rc = link_listen(l)) < 0)
         goto err_free;
+    if (cfg->listen_host && !link_ucsfix_active()) /* a UCX built another way: say so */
+        log_warn("link: UCX's stale async events are not filtered (its handlers did not register "
+                 "through link_ucsfix.c): a flood at the listen port may abort the daemon "
+                 "(docs/UCX.md trap 18)");
     uv_poll_start(&l->poll, UV_READABLE, link_poll_cb);
     /* at least two checks per keepalive interval */
     uint64_t tick = l->cfg.keepalive_interval_ms / 2 < LINK_TICK_MS ? l->cfg.keepalive_interval_ms / 2
@@ -499,6 +511,8 @@ const char *link_self_id(const struct link *l)
 void link_get_stats(const struct link *l, struct link_stats *ret)
 {
     *ret = l->st;
+    ret->unproven_endpoints = l->n_unauth;
+    ret->ucx_stale_events_dropped = link_ucsfix_dropped();
 }
 
 /* Transports the context offers, from ucp_context_print_info ("... flags -- tcp/lo"). */
@@ -576,6 +590,7 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "arena_bytes", json_integer((json_int_t)l->arena_len));
     json_object_set_new(o, "ops_in_flight", json_integer(l->inflight));
     json_object_set_new(o, "peers", peers);
+    link_admit_status(l, o);
     json_object_set_new(
         o, "counters",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
@@ -591,5 +606,12 @@ int link_status(const struct link *l, json_t *out)
                   "progress_passes", (json_int_t)s->progress_passes, "progress_calls",
                   (json_int_t)s->progress_calls, "progress_busy", (json_int_t)s->progress_busy,
                   "arms", (json_int_t)s->arms));
+    json_t *admit = json_pack("{s:I,s:I,s:I,s:I}", /* link_admit.c */
+                              "conns_refused_unproven", (json_int_t)s->conns_refused_unauth,
+                              "conns_refused_address", (json_int_t)s->conns_refused_addr,
+                              "conns_refused_table", (json_int_t)s->conns_refused_table,
+                              "handshake_timeouts", (json_int_t)s->handshake_timeouts);
+    json_object_update(json_object_get(o, "counters"), admit);
+    json_decref(admit);
     return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
 }

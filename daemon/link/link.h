@@ -84,8 +84,15 @@ struct link_config {
     size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */
     unsigned max_behind;          /* messages of one peer waiting behind its rendezvous in flight
                                    * (link_order.c); beyond: dropped, counted; 0: 4096 */
-    unsigned max_peers;           /* endpoints at once; 0: 256 */
-    unsigned handshake_timeout_ms; /* 0: 5000 */
+    unsigned max_peers;           /* proven and outbound endpoints at once; 0: 256 */
+    unsigned handshake_timeout_ms; /* an outbound handshake's deadline; 0: 5000 */
+    /* Inbound endpoints that have not proven the secret yet (link_admit.c): their own slots,
+     * apart from max_peers, at most max_unauth at once (0: 32) and max_unauth_per_addr from one
+     * address (0: 4), each closed after unauth_timeout_ms without a finished handshake (0:
+     * 2000). Beyond a cap a connection is refused (accepted, then closed) and counted. */
+    unsigned max_unauth;
+    unsigned max_unauth_per_addr;
+    unsigned unauth_timeout_ms;
     uint16_t proto_version;       /* 0: LINK_PROTO_VERSION (others for upgrade tests) */
     int proc_test;                /* 0; LINK_PROC_TEST_* for upgrade and bound tests */
     unsigned keepalive_interval_ms; /* PING a READY peer this often; 0: 1000 */
@@ -233,8 +240,9 @@ int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_r
  * endpoint's lanes, its pid known in our pid namespace of this boot (link_proc.c), that pid
  * running our own binary, and a 1-byte process_vm_readv at probe_addr (an address the peer named
  * as writable, e.g. a pool's base in RECV_REQ) allowed; decided once per peer. 0 yes; -ENOTSUP
- * (not so, or not decided yet while the lanes settle) or -ENOTCONN. */
-int link_peer_cma(struct link_peer *p, uint64_t probe_addr);
+ * (not so, or not decided yet while the lanes settle) or -ENOTCONN. On yes, *pid_ret (may be
+ * NULL) is the peer's pid, for writes by the copy threads (copy_remote.h). */
+int link_peer_cma(struct link_peer *p, uint64_t probe_addr, uint32_t *pid_ret);
 /* Writes local[i] to remote[i] (addresses in the peer's process, the same lengths), i < n <=
  * LINK_CMA_IOV_MAX, with one process_vm_writev, on this thread, now (link_peer_cma must have
  * said yes). cb as for link_send, with 0 or the call's -errno (-EFAULT: a short write, the range
@@ -271,6 +279,12 @@ struct link_stats {
     uint64_t refused, dropped, peers_failed, progress_busy_fallbacks;
     uint64_t peers_lost_keepalive; /* failed for silence (link_alive.c) */
     uint64_t cma_writes;           /* link_cma_write calls */
+    /* inbound connections refused before any handshake (link_admit.c): unproven endpoints at
+     * max_unauth, from one address at max_unauth_per_addr, the proven table full at READY */
+    uint64_t conns_refused_unauth, conns_refused_addr, conns_refused_table;
+    uint64_t handshake_timeouts;   /* endpoints closed at their handshake deadline */
+    uint64_t unproven_endpoints;   /* now: inbound endpoints not yet proven (a gauge) */
+    uint64_t ucx_stale_events_dropped; /* of the process: link_ucsfix.c, docs/UCX.md trap 18 */
     /* the loop's work for UCX: event fd wake-ups, progress passes (a wake-up, a kick or the
      * busy timer), ucp_worker_progress calls (busy: those that found work), ucp_worker_arm */
     uint64_t wakeups, progress_passes, progress_calls, progress_busy, arms;

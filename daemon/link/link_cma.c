@@ -62,7 +62,7 @@ int link_peer_arena_cma(struct link_peer *p, uint32_t *pid_ret, uint64_t *base_r
     return 0;
 }
 
-int link_peer_cma(struct link_peer *p, uint64_t probe_addr)
+int link_peer_cma(struct link_peer *p, uint64_t probe_addr, uint32_t *pid_ret)
 {
     if (p->state != LINK_PEER_READY)
         return -ENOTCONN;
@@ -76,7 +76,11 @@ int link_peer_cma(struct link_peer *p, uint64_t probe_addr)
                  (unsigned long long)p->serial, p->remote_id, p->remote_pid, why[0] ? "not " : "",
                  why[0] ? ": " : "", why);
     }
-    return p->cma_proc > 0 ? 0 : -ENOTSUP;
+    if (p->cma_proc <= 0)
+        return -ENOTSUP;
+    if (pid_ret)
+        *pid_ret = p->remote_pid;
+    return 0;
 }
 
 int link_cma_write(struct link_peer *p, const struct iovec *local, const struct iovec *remote,

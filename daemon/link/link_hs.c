@@ -31,7 +31,7 @@
 #define HS_LABEL "kvferry-link-handshake"
 
 enum { HS_HELLO = 1, HS_CHALLENGE, HS_PROOF, HS_ACCEPT, HS_REFUSE, HS_DONE };
-enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL };
+enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL, WHY_FULL };
 #define HS_CAP_PROC 0x80 /* in `why` of HELLO and CHALLENGE: "I send and take link_proc_id" */
 
 struct hs_msg {
@@ -55,6 +55,7 @@ static const char *why_str(unsigned why)
 {
     return why == WHY_VERSION ? "protocol version mismatch"
            : why == WHY_MAC   ? "cluster secret mismatch (bad MAC)"
+           : why == WHY_FULL  ? "the server's table of peers is full"
                               : "handshake protocol error";
 }
 
@@ -267,6 +268,10 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const struct 
         }
         if (id && link_proc_check(p, id) < 0) {
             hs_refuse(p, WHY_PROTOCOL);
+            return;
+        }
+        if (link_admit_proven(p) < 0) { /* from the unproven slots to the proven table */
+            hs_refuse(p, WHY_FULL);
             return;
         }
         hs_fill(p, &out, HS_ACCEPT);

@@ -3,7 +3,9 @@
  * link_peer.c: endpoints, peer state machine, close.  link_hs.c: secret + handshake.
  * link_msg.c: typed active messages.  link_rma.c: arena, put, flush, registrations.
  * link_alive.c: keepalive PING/PONG, suspect and lost peers.
- * link_proc.c: the peer daemon's process (pid, pid namespace, boot id) and its pidfd. */
+ * link_proc.c: the peer daemon's process (pid, pid namespace, boot id) and its pidfd.
+ * link_admit.c: who may hold a slot: unproven inbound endpoints apart, capped.
+ * link_ucsfix.c: UCX's stale missed async events dropped (a refusal can then not abort us). */
 #ifndef KVF_LINK_INT_H
 #define KVF_LINK_INT_H
 
@@ -51,6 +53,7 @@ struct link_peer {
     ucp_ep_h ep;                 /* owned until the close completes */
     char addr[128];              /* "host:port" asked, or the remote address */
     uint64_t deadline_ms;        /* handshake deadline (uv_now) */
+    int unauth;                  /* inbound, not yet proven: counted in link->n_unauth */
     /* handshake */
     int hs_step;                 /* what we wait for, LINK_HS_* of link_hs.c */
     uint8_t nonce_local[LINK_NONCE_BYTES], nonce_remote[LINK_NONCE_BYTES];
@@ -143,6 +146,9 @@ struct link {
     /* peers */
     struct link_peer *peers;
     unsigned npeers;
+    unsigned n_unauth;           /* inbound peers not yet proven (link_admit.c) */
+    uint64_t refuse_logged_ms;   /* refusals are logged once a second, with a count */
+    uint64_t refuse_unlogged;
     uint64_t next_serial;
     struct link_pending *pending_head, *pending_tail;
     struct link_stats st;
@@ -176,6 +182,19 @@ void link_peer_reap(struct link *l);            /* report downs, start closes, f
 void link_peer_unref(struct link_peer *p);
 void link_peers_check_deadlines(struct link *l, uint64_t now_ms);
 void link_peer_detect_lanes(struct link_peer *p);
+
+/* link_admit.c */
+int link_admit_inbound(struct link *l, const char *addr); /* 0 or -EBUSY (counted, logged) */
+/* "link: connection from <addr> <what>", once a second at most: strangers come by the hundred */
+void link_admit_log(struct link *l, const char *addr, const char *what);
+int link_admit_proven(struct link_peer *p);     /* at READY: 0 or -EBUSY (table full) */
+void link_admit_release(struct link_peer *p);   /* at free */
+unsigned link_admit_proven_count(const struct link *l);
+void link_admit_status(const struct link *l, json_t *o);
+
+/* link_ucsfix.c: UCX's stale async events filtered (docs/UCX.md trap 18) */
+int link_ucsfix_active(void);     /* the interposition took: UCX registered handlers through it */
+uint64_t link_ucsfix_dropped(void); /* stale events dropped */
 
 /* link_hs.c */
 int link_secret_load(struct link *l, const char *path);

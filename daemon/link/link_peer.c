@@ -95,8 +95,11 @@ void link_peer_fail(struct link_peer *p, int err)
     if (p->refused)
         err = -EPERM; /* the endpoint ends because the handshake refused it, whatever UCX says */
     p->fail_err = err;
-    if (err != -ECANCELED) {
+    if (err != -ECANCELED)
         p->link->st.peers_failed++;
+    /* not yet proven: strangers may come by the hundred, their failures and deadlines are
+     * logged once a second (link_admit.c, link_peers_check_deadlines) */
+    if (err != -ECANCELED && !p->unauth) {
         log_req(LOG_LVL_WARN, 0, *p->addr ? p->addr : p->remote_id, NULL,
                 "link peer %llu (%s %s): failed in state %s: %s", (unsigned long long)p->serial,
                 p->addr, p->remote_id, state_names[p->state], strerror(-err));
@@ -153,6 +156,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
 {
     if (!p)
         return NULL;
+    link_admit_release(p);
     link_msg_drop_early(p);
     link_order_free(p);
     link_proc_close(p);
@@ -198,9 +202,18 @@ void link_peer_reap(struct link *l)
 
 void link_peers_check_deadlines(struct link *l, uint64_t now_ms)
 {
+    unsigned unproven = 0;
+    const char *unproven_addr = NULL;
     for (struct link_peer *p = l->peers; p; p = p->next)
         if ((p->state == LINK_PEER_CONNECTING || p->state == LINK_PEER_HANDSHAKING) &&
             now_ms > p->deadline_ms) {
+            l->st.handshake_timeouts++;
+            if (p->unauth) { /* strangers may come by the hundred: one line a tick */
+                unproven++;
+                unproven_addr = unproven_addr ? unproven_addr : p->addr;
+                link_peer_fail(p, -ETIMEDOUT);
+                continue;
+            }
             log_warn("link peer %llu (%s): handshake not done in %u ms",
                      (unsigned long long)p->serial, p->addr, l->cfg.handshake_timeout_ms);
             link_peer_fail(p, -ETIMEDOUT);
@@ -208,6 +221,9 @@ void link_peers_check_deadlines(struct link *l, uint64_t now_ms)
             p->lane_checks++; /* wireup may still be moving to shared memory lanes */
             link_peer_detect_lanes(p);
         }
+    if (unproven)
+        log_warn("link: %u endpoint(s) (first from %s) closed: the cluster secret not proven in "
+                 "%u ms", unproven, unproven_addr, l->cfg.unauth_timeout_ms);
 }
 
 struct link_peer *link_peer_by_ep(struct link *l, ucp_ep_h ep)
@@ -229,7 +245,8 @@ static struct link_peer *link_peer_new(struct link *l, const char *addr, int out
     p->announced = outbound;
     p->pidfd = -1;
     snprintf(p->addr, sizeof(p->addr), "%s", addr);
-    p->deadline_ms = uv_now(l->loop) + l->cfg.handshake_timeout_ms;
+    p->deadline_ms = uv_now(l->loop) + (outbound ? l->cfg.handshake_timeout_ms
+                                                 : l->cfg.unauth_timeout_ms);
     p->state = outbound ? LINK_PEER_CONNECTING : LINK_PEER_HANDSHAKING;
     p->next = l->peers;
     l->peers = p;
@@ -259,14 +276,13 @@ int link_peer_accept(struct link *l, ucp_conn_request_h req)
     ucp_conn_request_attr_t ca = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
     if (ucp_conn_request_query(req, &ca) == UCS_OK)
         link_sockaddr_str((const struct sockaddr *)&ca.client_address, addr, sizeof(addr));
-    if (l->npeers >= l->cfg.max_peers) {
-        log_warn("link: connection from %s refused: %u endpoints is the limit", addr,
-                 l->cfg.max_peers);
-        return -EBUSY;
-    }
+    if (l->freeing || link_admit_inbound(l, addr) < 0)
+        return -EBUSY; /* rejected: safe with link_ucsfix.c (docs/UCX.md trap 18) */
     struct link_peer *p = link_peer_new(l, addr, 0);
     if (!p)
         return -ENOMEM;
+    p->unauth = 1;
+    l->n_unauth++;
     ucp_ep_params_t ep = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
@@ -277,7 +293,9 @@ int link_peer_accept(struct link *l, ucp_conn_request_h req)
     ucs_status_t s = ucp_ep_create(l->worker, &ep, &p->ep);
     if (s != UCS_OK) {
         /* the request is consumed by ucp_ep_create even on failure */
-        log_warn("link: accepting %s: %s", addr, ucs_status_string(s));
+        char what[96];
+        snprintf(what, sizeof what, "not accepted: %s", ucs_status_string(s));
+        link_admit_log(l, addr, what);
         p->ep = NULL;
         link_peer_fail(p, link_err_from_ucs(s));
         return 0;
@@ -319,7 +337,7 @@ int link_connect(struct link *l, const char *hostport, struct link_peer **ret)
             *ret = p;
             return 0;
         }
-    if (l->npeers >= l->cfg.max_peers)
+    if (link_admit_proven_count(l) >= l->cfg.max_peers)
         return -EBUSY;
     struct addrinfo *ai;
     int rc = link_resolve(hostport, &ai);

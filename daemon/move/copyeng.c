@@ -29,6 +29,7 @@ struct jpart {
     struct copy_mem src, dst;
     uint8_t *buf;        /* borrowed */
     uint32_t buf_pid;    /* gather: buf is in that process (copy_remote.h); 0: ours */
+    uint32_t dst_pid;    /* direct: dst's pools are in that process; 0: ours */
     uint64_t lo;         /* buf[0] is extent byte lo */
     bool write;          /* prefault */
 };
@@ -109,6 +110,9 @@ static int run_piece(const struct piece *p)
     const struct jpart *jp = &p->job->parts[p->part];
     switch (jp->kind) {
     case COPYENG_DIRECT:
+        if (jp->dst_pid)
+            return copy_direct_remote(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, jp->dst_pid,
+                                      &jp->dst);
         copy_direct_range(jp->ops, jp->n_ops, &jp->src, p->lo, p->hi, &jp->dst);
         break;
     case COPYENG_GATHER:
@@ -381,7 +385,8 @@ static uint32_t node_for(struct copyeng *e, const struct jpart *jp)
         return 0;
     if (e->q[0].sys_id >= 0 && jp->n_ops) {
         const struct copy_op *o = &jp->ops[0];
-        const void *d = jp->kind == COPYENG_GATHER && jp->buf_pid ? jp->src.base[o->src_pool]
+        bool remote = (jp->kind == COPYENG_GATHER && jp->buf_pid) || jp->dst_pid;
+        const void *d = remote ? jp->src.base[o->src_pool]
                         : jp->kind == COPYENG_GATHER ? (const void *)jp->buf
                                                   : jp->dst.base[o->dst_pool] + o->dst_off;
         int id = hostnuma_node_of(d);
@@ -434,6 +439,7 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
         jp->n_ops = p->n_ops;
         jp->buf = p->buf;
         jp->buf_pid = p->kind == COPYENG_GATHER ? p->buf_pid : 0;
+        jp->dst_pid = p->kind == COPYENG_DIRECT ? p->dst_pid : 0;
         jp->lo = p->lo;
         jp->write = p->write;
         if (p->n_ops && !(jp->ops = malloc(p->n_ops * sizeof *jp->ops)))
@@ -445,7 +451,7 @@ int copyeng_submit(struct copyeng *e, const struct copyeng_part *parts, uint32_t
         if (has_dst(p->kind))
             jp->dst = *p->dst;
         if ((has_src(p->kind) && pin_mem(j, &jp->src) < 0) ||
-            (has_dst(p->kind) && pin_mem(j, &jp->dst) < 0))
+            (has_dst(p->kind) && !jp->dst_pid && pin_mem(j, &jp->dst) < 0))
             goto err_free;
         uint64_t hi = p->hi ? p->hi : extent_of(p), ps = piece_bytes(e, hi - p->lo);
         for (uint64_t lo = p->lo; lo < hi; lo += ps) {

@@ -31,8 +31,8 @@
  *
  * Errors. A submit fails (-EINVAL bad part, -ENOMEM) with nothing queued and nothing pinned.
  * A job's callback status is 0, -ECANCELED when the engine is freed under it (or it was
- * halted), or the first error of a gather into another process (buf_pid: -ESRCH, -EPERM,
- * -EFAULT; the job's other pieces still run). */
+ * halted), or the first error of a copy into another process (buf_pid, dst_pid: -ESRCH,
+ * -EPERM, -EFAULT; the job's other pieces still run). */
 #ifndef KVF_COPYENG_H
 #define KVF_COPYENG_H
 
@@ -72,6 +72,9 @@ struct copyeng_part {
     uint8_t *buf;               /* borrowed: gather, scatter */
     uint32_t buf_pid;           /* gather: buf is an address in process buf_pid, written with
                                  * process_vm_writev (copy_remote.h); 0: in ours */
+    uint32_t dst_pid;           /* direct: dst's pools are in process dst_pid (their bases are
+                                 * addresses there, bounded by the caller; not pinned here),
+                                 * written with process_vm_writev; 0: in ours */
     uint64_t lo, hi;
     bool write;                 /* prefault: populate writable (a destination), else readable */
 };

@@ -351,34 +351,150 @@ static bool held_full(const struct engine *e, const struct arena *sa, const stru
     return st.slots_free == 0 && st.slots_quarantined > 0 && e->shold;
 }
 
+/* ---- the chunk's way: rows tried in order, the first that takes the chunk moves it ---- */
+
+typedef enum {
+    WAY_PASS,  /* not this row's chunk: try the next */
+    WAY_TAKEN, /* moving (or queued for a slot) */
+    WAY_STOP,  /* the flow failed: pump no more */
+} way_t;
+
+/* One copy into the peer's landing slot mapped here (shared memory), on the copy threads or a
+ * kernel: no staging slot, no put. */
+static way_t way_copy_to_peer(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    struct egpu_ppin *pin;
+    uint8_t *dst = peer_slot(tx, &st->g, &pin);
+    if (!dst)
+        return WAY_PASS;
+    tx->e->c.chunk_copied_to_peer++;
+    tx->e->c.chunk_gpu_to_peer += pin != NULL;
+    st->ppin = pin;
+    st->buf = dst;
+    return WAY_TAKEN;
+}
+
+/* One copy into the peer's landing slot in its process (cma), on the copy threads. */
+static way_t way_cma_to_peer(struct stage *st)
+{
+    uint32_t pid = 0;
+    uint8_t *dst = peer_cma_slot(st->tx, &st->g, &pid);
+    if (!dst)
+        return WAY_PASS;
+    st->tx->e->c.chunk_cma_to_peer++;
+    st->buf = dst;
+    st->buf_pid = pid;
+    return WAY_TAKEN;
+}
+
+/* Runs long enough put straight from the pools (bounce_put.c): no staging slot, no gather. */
+static way_t way_put_from_pools(struct stage *st)
+{
+    if (st->tx->bx->staging_only || !bput_choose(st->tx, &st->g))
+        return WAY_PASS;
+    st->direct = true;
+    stage_move(st);
+    return WAY_TAKEN;
+}
+
+/* A staging slot (now, or when one frees: ctx_stage_granted), gathered into, then put. */
+static way_t way_staging_slot(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    uint64_t soff;
+    struct arena *sa = engine_stage_arena(tx->e, &soff);
+    if (st->g.length > arena_slot_bytes(sa) || held_full(tx->e, sa, tx))
+        return WAY_PASS;
+    arena_resv_init(&st->resv, tx->flow, st->hold_key, st->g.length);
+    st->resv.data = st;
+    st->resv_open = true;
+    if (arena_want(sa, &st->resv, 1, engine_now(tx->e)) >= 0)
+        return WAY_TAKEN;
+    st->resv_open = false;
+    return WAY_PASS;
+}
+
+/* A chunk larger than our slots, our wait queue full, or every free slot held for a failed peer:
+ * a heap buffer; pools a kernel gathers from (page-locked staging slots only) have none. */
+static way_t way_heap_buffer(struct stage *st)
+{
+    struct tx *tx = st->tx;
+    if (tx->bx->staging_only) { /* e.g. a GPU gather: page-locked staging slots only */
+        uint64_t soff;
+        ctx_tx_fail(tx, KVF_E_NO_ROUTE, true,
+                    "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
+                    "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
+                    "both daemons the same arena.chunk",
+                    (unsigned long long)st->g.length,
+                    (unsigned long long)arena_slot_bytes(engine_stage_arena(tx->e, &soff)));
+        stage_finish(st, -ENOSPC);
+        return WAY_STOP;
+    }
+    tx->e->c.staging_fallbacks++;
+    st->buf = malloc(st->g.length);
+    st->own_buf = true;
+    if (!st->buf) {
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
+                    (unsigned long long)st->g.length);
+        stage_finish(st, -ENOMEM);
+        return WAY_STOP;
+    }
+    stage_run(st);
+    return WAY_TAKEN;
+}
+
+/* The rows, in the order they are tried: the fewest copies first. A copy into the peer's slot
+ * (either row) runs here once taken; each row counts its own reason. */
+static const struct {
+    const char *name;
+    way_t (*take)(struct stage *st);
+    bool to_peer; /* writes the peer's landing slot: hold the link peer, stage_run */
+} chunk_ways[] = {
+    {"copy_to_peer", way_copy_to_peer, true},
+    {"cma_to_peer", way_cma_to_peer, true},
+    {"put_from_pools", way_put_from_pools, false},
+    {"staging_slot", way_staging_slot, false},
+    {"heap_buffer", way_heap_buffer, false},
+};
+
+/* The next granted slot of tx, checked to follow what was sent. False: tx failed. */
+static bool next_grant(struct tx *tx, struct wire_grant *ret)
+{
+    struct wire_grant g = tx->q[tx->q_head];
+    tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
+    tx->q_len--;
+    uint64_t left = tx->pw->bytes - tx->sent;
+    if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 || g.length > left) {
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                    "grant of slot %u for extent [%llu, +%llu) does not follow: %llu of %llu "
+                    "bytes sent",
+                    g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
+                    (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
+        return false;
+    }
+    if (tx->sent == 0) { /* the flow's path: its chunks are counted by way below */
+        uint32_t pid;
+        uint64_t base;
+        if (link_peer_put_fast(tx->peer->lp))
+            tx->e->c.path_bounce_shm_put++;
+        else if (link_peer_arena_cma(tx->peer->lp, &pid, &base) == 0)
+            tx->e->c.path_bounce_cma++;
+        else
+            tx->e->c.path_bounce_am++;
+    }
+    *ret = g;
+    return true;
+}
+
 void ctx_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);
     while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win) {
-        struct wire_grant g = tx->q[tx->q_head];
-        tx->q_head = (tx->q_head + 1) % ENGINE_MAX_CREDITS;
-        tx->q_len--;
-        uint64_t left = tx->pw->bytes - tx->sent;
-        if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 ||
-            g.length > left) {
-            ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
-                    "grant of slot %u for extent [%llu, +%llu) "
-                    "does not follow: %llu of %llu bytes sent",
-                    g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
-                    (unsigned long long)tx->sent, (unsigned long long)tx->pw->bytes);
+        struct wire_grant g;
+        if (!next_grant(tx, &g))
             return;
-        }
-        if (tx->sent == 0) { /* the flow's path: its chunks are counted by reason below */
-            uint32_t pid;
-            uint64_t base;
-            if (link_peer_put_fast(tx->peer->lp))
-                e->c.path_bounce_shm_put++;
-            else if (link_peer_arena_cma(tx->peer->lp, &pid, &base) == 0)
-                e->c.path_bounce_cma++;
-            else
-                e->c.path_bounce_am++;
-        }
         struct stage *st = calloc(1, sizeof *st);
         if (!st) {
             ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
@@ -393,61 +509,19 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
-        struct egpu_ppin *pin;
-        uint32_t pid = 0;
-        uint8_t *dst = peer_slot(tx, &g, &pin);
-        if (!dst)
-            dst = peer_cma_slot(tx, &g, &pid);
-        if (dst) { /* one copy, on the copy threads or a kernel: no staging slot, no put */
-            if (pid)
-                e->c.chunk_cma_to_peer++;
-            else
-                e->c.chunk_copied_to_peer++;
-            e->c.chunk_gpu_to_peer += pin != NULL;
-            st->to_peer = true;
-            st->ppin = pin;
-            st->buf = dst;
-            st->buf_pid = pid;
-            st->held = tx->peer->lp;
-            link_peer_hold(st->held);
-            stage_run(st);
-            continue;
+        for (size_t i = 0; i < sizeof chunk_ways / sizeof chunk_ways[0]; i++) {
+            way_t w = chunk_ways[i].take(st);
+            if (w == WAY_STOP)
+                return;
+            if (w == WAY_PASS)
+                continue;
+            if (chunk_ways[i].to_peer) {
+                st->to_peer = true;
+                st->held = tx->peer->lp;
+                link_peer_hold(st->held);
+                stage_run(st);
+            }
+            break;
         }
-        if (!tx->bx->staging_only && bput_choose(tx, &g)) { /* no staging slot, no gather */
-            st->direct = true;
-            stage_move(st);
-            continue;
-        }
-        uint64_t soff;
-        struct arena *sa = engine_stage_arena(e, &soff);
-        if (g.length <= arena_slot_bytes(sa) && !held_full(e, sa, tx)) {
-            arena_resv_init(&st->resv, tx->flow, st->hold_key, g.length);
-            st->resv.data = st;
-            st->resv_open = true;
-            if (arena_want(sa, &st->resv, 1, engine_now(e)) >= 0)
-                continue; /* ctx_stage_granted runs now or when a slot frees */
-            st->resv_open = false;
-        }
-        if (tx->bx->staging_only) { /* e.g. a GPU gather: page-locked staging slots only */
-            ctx_tx_fail(tx, KVF_E_NO_ROUTE, true,
-                    "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
-                    "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
-                    "both daemons the same arena.chunk",
-                    (unsigned long long)g.length, (unsigned long long)arena_slot_bytes(sa));
-            stage_finish(st, -ENOSPC);
-            return;
-        }
-        /* a landing chunk larger than our slots, our wait queue is full, or every free slot
-         * is held for a failed peer: a heap buffer */
-        e->c.staging_fallbacks++;
-        st->buf = malloc(g.length);
-        st->own_buf = true;
-        if (!st->buf) {
-            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
-                    (unsigned long long)g.length);
-            stage_finish(st, -ENOMEM);
-            return;
-        }
-        stage_run(st);
     }
 }

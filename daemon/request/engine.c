@@ -2,6 +2,7 @@
  * status sections (see engine.h). */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,9 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
         .keepalive_interval_ms = (unsigned)cfg->peers_keepalive_interval_ms,
         .keepalive_misses = (unsigned)cfg->peers_keepalive_misses,
+        .max_unauth = (unsigned)cfg->peers_unproven_max,
+        .max_unauth_per_addr = (unsigned)cfg->peers_unproven_per_address,
+        .unauth_timeout_ms = (unsigned)cfg->peers_unproven_timeout_ms,
     };
     struct link_ops ops = {.on_peer_up = on_peer_up,
                            .on_peer_down = on_peer_down,
@@ -348,6 +352,7 @@ void engine_stop(struct engine *e)
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
+    frag_stop(e);         /* and for the copy threads' writes into generation pools */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
@@ -467,98 +472,169 @@ int engine_peers_status(struct daemon *d, json_t *ret)
     return 0;
 }
 
+/* A uint64_t field of struct engine_counters by offset; a field of another size fails the build. */
+#define COUNTER_OFF(field)                                                                         \
+    (offsetof(struct engine_counters, field) +                                                     \
+     0 * sizeof(char[sizeof(((struct engine_counters *)0)->field) == 8 ? 1 : -1]))
+
+/* The engine's counters in `stats` (peers section), one row each: name = field. */
+#define COUNTER(name) {#name, COUNTER_OFF(name)}
+static const struct {
+    const char *name;
+    size_t off;
+} counter_rows[] = {
+    COUNTER(remote_recvs),
+    COUNTER(layouts_sent),
+    COUNTER(layouts_referenced),
+    COUNTER(layouts_decoded),
+    COUNTER(layouts_missed),
+    COUNTER(remote_done),
+    COUNTER(remote_failed),
+    COUNTER(flows),
+    COUNTER(flows_done),
+    COUNTER(flows_failed),
+    COUNTER(chunks_put),
+    COUNTER(chunks_am),
+    COUNTER(bytes_put),
+    COUNTER(bytes_am),
+    COUNTER(chunks_landed),
+    COUNTER(bytes_landed),
+    COUNTER(staging_fallbacks),
+    COUNTER(staging_held),
+    COUNTER(msgs_held),
+    COUNTER(bound_violations),
+    COUNTER(stale_epochs),
+    COUNTER(tables_served),
+    COUNTER(tables_fetched),
+    COUNTER(table_nacks),
+    COUNTER(table_retries),
+    COUNTER(layouts_forwarded),
+    COUNTER(forwards_refused),
+    COUNTER(peers_lost),
+    COUNTER(nacks_sent),
+    COUNTER(nacks_recv),
+    COUNTER(slots_reclaimed),
+    COUNTER(peers_exited_reclaimed),
+    COUNTER(replans),
+    COUNTER(bytes_local_writers),
+    COUNTER(fragment_puts),
+    COUNTER(fragment_cma_writes),
+    COUNTER(fragment_copy_jobs),
+    COUNTER(bytes_fragment),
+    COUNTER(gpu_gathers),
+    COUNTER(gpu_scatters),
+    COUNTER(bytes_gpu_gathered),
+    COUNTER(bytes_gpu_scattered),
+    COUNTER(gpu_failures),
+    COUNTER(host_gathers),
+    COUNTER(host_scatters),
+    COUNTER(bytes_host_gathered),
+    COUNTER(bytes_host_scattered),
+    COUNTER(direct_puts),
+    COUNTER(chunk_gpu_to_peer),
+    COUNTER(peer_arenas_pinned),
+    COUNTER(peer_arenas_unpinned),
+    COUNTER(peer_arena_pin_failures),
+    COUNTER(reader_nacks_sent),
+    COUNTER(reader_nacks_recv),
+    COUNTER(reader_nacks_queued),
+    COUNTER(reader_nacks_unsent),
+    COUNTER(frag_holds),
+};
+#undef COUNTER
+
+/* Path decisions by reason (stats.peers.paths): the generation side per request, the context
+ * side per flow, and per chunk (copied into the peer's slot, put from the pools, or gathered). */
+static const struct {
+    const char *name;
+    size_t off;
+} path_counter_rows[] = {
+    {"fragment_state_below_min_bytes", COUNTER_OFF(path_fragment_state)},
+    {"fragment_kv_below_min_blocks", COUNTER_OFF(path_fragment_kv)},
+    {"bounce_state_at_min_bytes", COUNTER_OFF(path_bounce_gate_bytes)},
+    {"bounce_kv_at_min_blocks", COUNTER_OFF(path_bounce_gate_blocks)},
+    {"bounce_fallback_no_rkeys", COUNTER_OFF(path_bounce_no_rkeys)},
+    {"flow_bounce_shm_put", COUNTER_OFF(path_bounce_shm_put)},
+    {"flow_bounce_am", COUNTER_OFF(path_bounce_am)},
+    {"flow_bounce_cma_write", COUNTER_OFF(path_bounce_cma)},
+    {"bounce_gpu_pools", COUNTER_OFF(path_bounce_gpu_pools)},
+    {"chunk_copied_to_peer", COUNTER_OFF(chunk_copied_to_peer)},
+    {"chunk_cma_to_peer", COUNTER_OFF(chunk_cma_to_peer)},
+    {"chunk_put_from_pools", COUNTER_OFF(chunk_put_from_pools)},
+    {"chunk_gather_small_runs", COUNTER_OFF(chunk_gather_small_runs)},
+    {"chunk_gather_am", COUNTER_OFF(chunk_gather_am)},
+    {"chunk_gather_direct_off", COUNTER_OFF(chunk_gather_direct_off)},
+    {"chunk_gather_no_registration", COUNTER_OFF(chunk_gather_no_registration)},
+};
+
+static json_int_t counter_at(const struct engine_counters *c, size_t off)
+{
+    return (json_int_t) * (const uint64_t *)((const char *)c + off);
+}
+
 int engine_peers_stats(struct daemon *d, json_t *ret)
 {
     struct engine *e = d->engine;
     if (!e)
         return 0;
     const struct engine_counters *c = &e->c;
-#define C(name) json_object_set_new(ret, #name, json_integer((json_int_t)c->name))
-    C(remote_recvs);
-    C(layouts_sent);
-    C(layouts_referenced);
-    C(layouts_decoded);
-    C(layouts_missed);
-    C(remote_done);
-    C(remote_failed);
-    C(flows);
-    C(flows_done);
-    C(flows_failed);
-    C(chunks_put);
-    C(chunks_am);
-    C(bytes_put);
-    C(bytes_am);
-    C(chunks_landed);
-    C(bytes_landed);
-    C(staging_fallbacks);
-    C(staging_held);
-    C(msgs_held);
-    C(bound_violations);
-    C(stale_epochs);
-    C(tables_served);
-    C(tables_fetched);
-    C(table_nacks);
-    C(table_retries);
-    C(layouts_forwarded);
-    C(forwards_refused);
-    C(peers_lost);
-    C(nacks_sent);
-    C(nacks_recv);
-    C(slots_reclaimed);
-    C(peers_exited_reclaimed);
-    C(replans);
-    C(bytes_local_writers);
-    C(fragment_puts);
-    C(fragment_cma_writes);
-    C(bytes_fragment);
-    C(gpu_gathers);
-    C(gpu_scatters);
-    C(bytes_gpu_gathered);
-    C(bytes_gpu_scattered);
-    C(gpu_failures);
-    C(host_gathers);
-    C(host_scatters);
-    C(bytes_host_gathered);
-    C(bytes_host_scattered);
-    C(direct_puts);
-    C(chunk_gpu_to_peer);
-    C(peer_arenas_pinned);
-    C(peer_arenas_unpinned);
-    C(peer_arena_pin_failures);
-    C(reader_nacks_sent);
-    C(reader_nacks_recv);
-    C(reader_nacks_queued);
-    C(reader_nacks_unsent);
-    C(frag_holds);
+    for (size_t i = 0; i < sizeof counter_rows / sizeof counter_rows[0]; i++)
+        json_object_set_new(ret, counter_rows[i].name,
+                            json_integer(counter_at(c, counter_rows[i].off)));
     json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
+    if (e->link) { /* who the link refused before any handshake (link_admit.c) */
+        struct link_stats ls;
+        link_get_stats(e->link, &ls);
+        json_object_set_new(ret, "link",
+                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "conns_refused_unproven",
+                                      (json_int_t)ls.conns_refused_unauth, "conns_refused_address",
+                                      (json_int_t)ls.conns_refused_addr, "conns_refused_table",
+                                      (json_int_t)ls.conns_refused_table, "handshake_timeouts",
+                                      (json_int_t)ls.handshake_timeouts, "unproven_endpoints",
+                                      (json_int_t)ls.unproven_endpoints,
+                                      "ucx_stale_events_dropped",
+                                      (json_int_t)ls.ucx_stale_events_dropped));
+    }
     json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
     json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
-#undef C
-    /* path decisions by reason: generation side per request, context side per flow */
-    json_object_set_new(ret, "paths",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}",
-                                  "fragment_state_below_min_bytes",
-                                  (json_int_t)c->path_fragment_state,
-                                  "fragment_kv_below_min_blocks", (json_int_t)c->path_fragment_kv,
-                                  "bounce_state_at_min_bytes",
-                                  (json_int_t)c->path_bounce_gate_bytes, "bounce_kv_at_min_blocks",
-                                  (json_int_t)c->path_bounce_gate_blocks,
-                                  "bounce_fallback_no_rkeys", (json_int_t)c->path_bounce_no_rkeys,
-                                  "flow_bounce_shm_put", (json_int_t)c->path_bounce_shm_put,
-                                  "flow_bounce_am", (json_int_t)c->path_bounce_am,
-                                  "flow_bounce_cma_write", (json_int_t)c->path_bounce_cma,
-                                  "bounce_gpu_pools", (json_int_t)c->path_bounce_gpu_pools,
-                                  /* context side per chunk: copied into the peer's slot,
-                                   * put from the pools, or gathered */
-                                  "chunk_copied_to_peer", (json_int_t)c->chunk_copied_to_peer,
-                                  "chunk_cma_to_peer", (json_int_t)c->chunk_cma_to_peer,
-                                  "chunk_put_from_pools", (json_int_t)c->chunk_put_from_pools,
-                                  "chunk_gather_small_runs", (json_int_t)c->chunk_gather_small_runs,
-                                  "chunk_gather_am", (json_int_t)c->chunk_gather_am,
-                                  "chunk_gather_direct_off", (json_int_t)c->chunk_gather_direct_off,
-                                  "chunk_gather_no_registration",
-                                  (json_int_t)c->chunk_gather_no_registration));
+    json_t *paths = json_object();
+    for (size_t i = 0; i < sizeof path_counter_rows / sizeof path_counter_rows[0]; i++)
+        json_object_set_new(paths, path_counter_rows[i].name,
+                            json_integer(counter_at(c, path_counter_rows[i].off)));
+    json_object_set_new(ret, "paths", paths);
     return 0;
+}
+
+void engine_reloaded(struct daemon *d)
+{
+    struct engine *e = d->engine;
+    if (!e)
+        return;
+    arena_set_reserve_timeout(e->arena, d->cfg.arena_reserve_timeout_ms);
+    arena_set_reserve_timeout(e->stage_arena, d->cfg.arena_reserve_timeout_ms);
+}
+
+int engine_live(struct daemon *d, json_t *ret)
+{
+    struct engine *e = d->engine;
+    if (!e)
+        return 0;
+    static const char *const at_use[] = {
+        "peers.max_inflight", "arena.window",    "arena.direct_run", "arena.shm_write",
+        "arena.cma_write",    "gates.min_bytes", "gates.min_blocks", "deadlines.lookup",
+        "deadlines.send_wait", "deadlines.transfer", NULL};
+    int r = cfg_values_json(&d->cfg, at_use, ret);
+    if (!e->arena) {
+        json_object_set_new(ret, "arena.reserve_timeout", json_string("unused: no arena (no link)"));
+        return r;
+    }
+    /* held by the arenas themselves: what they use, landing and staging alike */
+    uint64_t land = arena_reserve_timeout(e->arena);
+    uint64_t stage = e->stage_arena ? arena_reserve_timeout(e->stage_arena) : land;
+    json_object_set_new(ret, "arena.reserve_timeout",
+                        land == stage ? json_integer((json_int_t)land)
+                                      : json_string("landing and staging arenas differ"));
+    return r;
 }
 
 int engine_arena_status(struct daemon *d, json_t *ret)

@@ -42,7 +42,7 @@
  *
  * Stale tables: the generation side refetches a table older than ENGINE_TABLE_TTL_MS, and a
  * context daemon answers a RECV_REQ naming an epoch other than its table's with NACK
- * UNKNOWN_INSTANCE "stale table": the generation side drops its cached table and replans that
+ * UNKNOWN_INSTANCE with reason STALE_TABLE (wire.h): the generation side drops its cached table and replans that
  * request once with a refetched table (a second stale answer fails it). Table epochs never
  * repeat: they mix the home's random run id, its newest registration and newest forward.
  *
@@ -119,6 +119,11 @@ void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg);
 void engine_recv_end(struct rx *rx, kvf_error_t err);
 bool engine_recv_idle(const struct rx *rx);
 void engine_recv_free(struct rx *rx);
+/* Its labels (kvferryctl transfers, metrics): the daemon its remote writers are read from, by
+ * its link id as `peers` lists it (the first writer whose peer is up; NULL before one is), and
+ * its path's name ("bounce", "fragment"; "local" before one is chosen). NULL rx: NULL, "local". */
+const char *engine_recv_peer(const struct rx *rx);
+const char *engine_recv_path(const struct rx *rx);
 /* 1 when addr ("host:port") is this daemon's listen address. Accepts a NULL engine (0). */
 int engine_is_self(const struct engine *e, const char *addr);
 
@@ -134,6 +139,10 @@ int engine_peers_stats(struct daemon *d, json_t *ret);
 int engine_arena_status(struct daemon *d, json_t *ret);
 int engine_arena_stats(struct daemon *d, json_t *ret);
 void engine_drain_start(struct daemon *d);
+/* Reload: pushes the live keys the engine keeps copies of (arena.reserve_timeout, in both
+ * arenas) to their holders; the rest it reads from d->cfg at each use. */
+void engine_reloaded(struct daemon *d);
+int engine_live(struct daemon *d, json_t *ret);
 size_t engine_in_flight(struct daemon *d);
 json_t *engine_peers_json(struct daemon *d);
 json_t *engine_arena_json(struct daemon *d);

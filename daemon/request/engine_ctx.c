@@ -72,7 +72,11 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
     tx->nacked = told && !tx->not_reader; /* one beyond the SEND's readers is no reader */
     if (told)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
-                         code, tx->not_reader, msg);
+                         code,
+                         tx->not_reader    ? WIRE_NACK_NOT_READER
+                         : tx->stale_table ? WIRE_NACK_STALE_TABLE
+                                           : WIRE_NACK_PLAIN,
+                         msg);
     uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
@@ -118,6 +122,38 @@ static struct tx *find_tx(struct engine *e, struct epeer *p, uint64_t flow)
 
 /* ---- meeting and planning ---- */
 
+/* The part of tx's plan that its writer moves, checked against the RECV_REQ and the writer's
+ * pools; tx owns the plan from here (TX_MOVING). False: tx failed. */
+static bool plan_mine(struct tx *tx)
+{
+    struct xfer *s = tx->send;
+    const struct wire_recv_req *q = &tx->rr.u.recv_req;
+    if (!tx_set_state(tx, TX_MOVING)) /* owns the plan from here (ctx_sweep frees it) */
+        return false;
+    tx->bx = bexec_of(s->rank); /* the executor for the pools the plan is checked against */
+    for (uint32_t w = 0; w < tx->plan.n_writers && !tx->pw; w++)
+        if (tx->plan.writers[w].ctx_rank == q->writer)
+            tx->pw = &tx->plan.writers[w];
+    if (!tx->pw) {
+        ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
+                    "context rank %u writes nothing for generation rank %u", q->writer,
+                    layout_rank(tx->gen));
+        return false;
+    }
+    if (tx->pw->bytes != q->extent_bytes) {
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+                    "extent of writer %u is %llu bytes here, the RECV_REQ says %llu", q->writer,
+                    (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
+        return false;
+    }
+    if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
+        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
+                    q->writer);
+        return false;
+    }
+    return true;
+}
+
 /* Plans the flow against the context instance's table, then starts moving. */
 static void plan_with(struct tx *tx, const struct itable *tab)
 {
@@ -126,6 +162,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
+        tx->stale_table = true;
         ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
                 "stale table: context instance %s is at epoch "
                 "%llu, the request planned with epoch %llu (refetch the table)",
@@ -162,31 +199,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         ctx_tx_fail(tx, code, true, "%s", pmsg);
         return;
     }
-    if (!tx_set_state(tx, TX_MOVING)) /* owns the plan from here (ctx_sweep frees it) */
+    if (!plan_mine(tx))
         return;
-    tx->bx = bexec_of(s->rank); /* the executor for the pools the plan is checked against */
-    for (uint32_t w = 0; w < tx->plan.n_writers && !tx->pw; w++)
-        if (tx->plan.writers[w].ctx_rank == q->writer)
-            tx->pw = &tx->plan.writers[w];
-    if (!tx->pw) {
-        ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
-                "context rank %u writes nothing for generation rank "
-                "%u",
-                q->writer, layout_rank(tx->gen));
-        return;
-    }
-    if (tx->pw->bytes != q->extent_bytes) {
-        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
-                "extent of writer %u is %llu bytes here, the "
-                "RECV_REQ says %llu",
-                q->writer, (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
-        return;
-    }
-    if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
-        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
-                q->writer);
-        return;
-    }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
     if (dheap_update(&e->tx_due, &tx->due, tx->deadline_ms) < 0) {
         ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory queueing its deadline");
@@ -271,6 +285,8 @@ static void meet(struct tx *tx, struct xfer *s)
     if (nack_beyond_readers(tx, s)) /* a reader more than the SEND has */
         return;
     tx->send = s;
+    if (!s->peer[0] && tx->peer && tx->peer->lp) /* kvferryctl transfers: who reads it */
+        snprintf(s->peer, sizeof s->peer, "%s", link_peer_id(tx->peer->lp));
     const char *home = s->rank->home;
     if (home[0] && !(e->self_addr[0] && strcmp(home, e->self_addr) == 0))
         snprintf(tx->home, sizeof tx->home, "%s", home);
@@ -285,71 +301,49 @@ static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
     return transfers_find_send(&e->d->workers->xt, in->ranks[q->writer], q->req_id);
 }
 
-void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
+/* Whether a RECV_REQ may become a flow here: not draining, its writer registered, the peer
+ * under peers.max_inflight, its flow id not in flight (*dup: the flow that is). KVF_OK, or the
+ * refusal with its message. */
+static kvf_error_t recv_req_admit(struct engine *e, struct epeer *p, uint64_t flow,
+                                  const struct wire_recv_req *q, struct tx **dup, char *msg,
+                                  size_t len)
 {
-    const struct wire_recv_req *q = &m->u.recv_req;
-    char msg[WIRE_TEXT_MAX], lerr[300];
-    kvf_error_t code = KVF_OK;
-    /* Before any refusal below: the sender counts a sent layout as kept (engine_laycache.h). */
-    bool decoded;
-    const struct layout *gl = laycache_take(&p->lc, q, &decoded, lerr, sizeof lerr);
-    e->c.layouts_decoded += decoded;
-    e->c.layouts_missed += !gl && !q->gen_json_len;
     struct reg_instance *in =
         e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
-    struct tx *dup = NULL;
     for (struct tx *t = e->txs; t; t = t->next)
         n += t->peer == p && !tx_ended(t);
+    *dup = NULL;
     if (e->draining || e->stopping) {
-        code = KVF_E_NO_ROUTE;
-        snprintf(msg, sizeof msg, "the context daemon is draining");
-    } else if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer]) {
-        code = gone_or_unknown(e, q->ctx_instance, q->writer, msg, sizeof msg);
-    } else if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
-        code = KVF_E_NO_ROUTE;
-        snprintf(msg, sizeof msg,
-                 "%u requests in flight from this peer: peers.max_inflight is %lld", n,
+        snprintf(msg, len, "the context daemon is draining");
+        return KVF_E_NO_ROUTE;
+    }
+    if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
+        return gone_or_unknown(e, q->ctx_instance, q->writer, msg, len);
+    if ((int64_t)n >= e->d->cfg.peers_max_inflight) {
+        snprintf(msg, len, "%u requests in flight from this peer: peers.max_inflight is %lld", n,
                  (long long)e->d->cfg.peers_max_inflight);
-    } else if ((dup = find_tx(e, p, flow))) {
-        code = KVF_E_BAD_REQUEST;
-        snprintf(msg, sizeof msg, "flow %llu came again while it was in flight: both refused",
+        return KVF_E_NO_ROUTE;
+    }
+    if ((*dup = find_tx(e, p, flow))) {
+        snprintf(msg, len, "flow %llu came again while it was in flight: both refused",
                  (unsigned long long)flow);
+        return KVF_E_BAD_REQUEST;
     }
-    struct tx *tx = code == KVF_OK ? calloc(1, sizeof *tx) : NULL;
-    if (code == KVF_OK && !tx) {
-        code = KVF_E_INTERNAL;
-        snprintf(msg, sizeof msg, "out of memory");
-    }
-    if (gl && tx) {
-        tx->gen = gl; /* the reference laycache_take gave */
-        gl = NULL;
-    } else if (!gl && code == KVF_OK) {
-        code = KVF_E_BAD_REQUEST;
-        snprintf(msg, sizeof msg, "generation layout: %s", lerr);
-    }
-    if (dup && code != KVF_OK) {
-        /* the generation side ends the flow it holds under that id at this NACK: so does this
-         * side (its chunks drained, its reader counted there), else it could still be served */
-        ctx_tx_fail(dup, code, true, "%s", msg);
-    } else if (code != KVF_OK) {
-        struct dack *d;
-        engine_send_nack(p, flow, q->req_id, q->writer, code, false, msg);
-        quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
-    }
-    if (code != KVF_OK) {
-        laycache_unref(gl);
-        if (tx)
-            laycache_unref(tx->gen);
-        free(tx);
-        wire_msg_done(m);
-        return;
-    }
+    return KVF_OK;
+}
+
+/* An admitted flow: its grants queued, its send_wait deadline, then it meets its SEND (or waits
+ * for it). tx->gen is set; takes the decoded message m. */
+static void tx_begin(struct engine *e, struct tx *tx, struct epeer *p, uint64_t flow,
+                     struct wire_msg *m)
+{
+    const struct wire_recv_req *q = &m->u.recv_req;
     tx->e = e;
     tx->peer = p;
     p->users++;
     tx->flow = flow;
-    tx->rr = *m; /* takes the decoded message */
+    tx->rr = *m;
     for (uint32_t i = 0; i < q->n_grants; i++) {
         tx->q[tx->q_len++] = q->grants[i];
         btl_mark(e->tl, BTL_GRANT_RX, q->req_id, q->writer, q->grants[i].ext_off);
@@ -370,6 +364,49 @@ void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wi
         meet(tx, s);
     else if (ix_tx_wait(e, tx) < 0)
         ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+}
+
+void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
+{
+    const struct wire_recv_req *q = &m->u.recv_req;
+    char msg[WIRE_TEXT_MAX], lerr[300];
+    /* Before any refusal below: the sender counts a sent layout as kept (engine_laycache.h). */
+    bool decoded;
+    const struct layout *gl = laycache_take(&p->lc, q, &decoded, lerr, sizeof lerr);
+    e->c.layouts_decoded += decoded;
+    e->c.layouts_missed += !gl && !q->gen_json_len;
+    struct tx *dup;
+    kvf_error_t code = recv_req_admit(e, p, flow, q, &dup, msg, sizeof msg);
+    struct tx *tx = code == KVF_OK ? calloc(1, sizeof *tx) : NULL;
+    if (code == KVF_OK && !tx) {
+        code = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "out of memory");
+    }
+    if (gl && tx) {
+        tx->gen = gl; /* the reference laycache_take gave */
+        gl = NULL;
+    } else if (!gl && code == KVF_OK) {
+        code = KVF_E_BAD_REQUEST;
+        snprintf(msg, sizeof msg, "generation layout: %s", lerr);
+    }
+    if (dup && code != KVF_OK) {
+        /* the generation side ends the flow it holds under that id at this NACK: so does this
+         * side (its chunks drained, its reader counted there), else it could still be served */
+        ctx_tx_fail(dup, code, true, "%s", msg);
+    } else if (code != KVF_OK) {
+        struct dack *d;
+        engine_send_nack(p, flow, q->req_id, q->writer, code, WIRE_NACK_PLAIN, msg);
+        quar_flow_ended(e, p, flow, q->req_id, q->writer, 0, &d); /* nothing was sent */
+    }
+    if (code != KVF_OK) {
+        laycache_unref(gl);
+        if (tx)
+            laycache_unref(tx->gen);
+        free(tx);
+        wire_msg_done(m);
+        return;
+    }
+    tx_begin(e, tx, p, flow, m);
 }
 
 void ctx_send_arrived(struct engine *e, struct xfer *s)

@@ -20,6 +20,8 @@ struct tx {
                                    counts the reader unless it is lost first (ctx_peer_down) */
     bool not_reader;            /* refused as no reader of its SEND (nack_beyond_readers): the
                                    NACK says so and nobody counts it */
+    bool stale_table;           /* refused: planned with an older table epoch; the NACK says so
+                                   and the generation side replans once */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;

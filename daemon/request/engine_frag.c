@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bounce_put.h"
+#include "copyeng.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
@@ -76,6 +77,15 @@ void engine_rank_removed(struct engine *e, struct reg_rank *rk)
             for (uint32_t p = 0; p < f->n; p++)
                 link_mreg_free(e->link, f->m[p]);
             free(f);
+            return;
+        }
+}
+
+void frag_stop(struct engine *e)
+{
+    for (struct fragjob *j = e->frags; j; j = j->next)
+        if (j->copy) { /* its callback runs in here: the job may end */
+            copyeng_quiesce(e->d->copy);
             return;
         }
 }
@@ -192,11 +202,41 @@ static void job_cb(void *arg, int status)
 /* Over lanes of one host that include cma (link_peer_cma) the context daemon writes the pools
  * itself with process_vm_writev: UCX would emulate puts into memory it did not allocate with
  * active messages (a copy on each side, the generation daemon's loop copying each fragment out
- * and acknowledging it). arena.cma_write: am keeps the UCX puts. */
-static bool use_cma(struct engine *e, struct link_peer *lp, const struct wire_recv_req *q)
+ * and acknowledging it). arena.cma_write: am keeps the UCX puts. *pid: the peer's. */
+static bool use_cma(struct engine *e, struct link_peer *lp, const struct wire_recv_req *q,
+                    uint32_t *pid)
 {
     return e->d->cfg.arena_cma_write == CFG_CMA_WRITE_COPY && q->n_rkeys > 0 &&
-           link_peer_cma(lp, q->rkeys[0].remote_base) == 0;
+           link_peer_cma(lp, q->rkeys[0].remote_base, pid) == 0;
+}
+
+static void on_copied(struct copyeng_job *cj, const struct copyeng_done *d, void *user)
+{
+    (void)cj;
+    struct fragjob *j = user;
+    j->copy = NULL;
+    job_cb(j, d->status);
+}
+
+/* The whole program on the copy threads, split across them (copyeng.h), each piece one
+ * process_vm_writev per 1024 runs straight into the generation pools in the peer's process, as
+ * the bounce writes the peer's landing slots: the loop writes nothing. The destinations were
+ * bounded by the generation layout's pools (frag_start). */
+static int cma_copy(struct fragjob *j, const struct plan_writer *pw, const struct copy_mem *src,
+                    const struct wire_rkey *const *rk, uint32_t pid, uint32_t n_pools)
+{
+    struct copy_mem dst = {.n = n_pools};
+    for (uint32_t p = 0; p < n_pools; p++)
+        dst.base[p] = rk[p] ? (uint8_t *)(uintptr_t)rk[p]->remote_base : NULL;
+    struct copyeng_part part = {.kind = COPYENG_DIRECT, .ops = pw->ops, .n_ops = pw->n_ops,
+                                .src = src, .dst = &dst, .dst_pid = pid};
+    j->pending++;
+    int rc = copyeng_submit(j->e->d->copy, &part, 1, on_copied, j, &j->copy);
+    if (rc < 0)
+        j->pending--;
+    else
+        j->copies++;
+    return rc;
 }
 
 /* Every run of the writer's program into the pools in batches of LINK_CMA_IOV_MAX runs, one
@@ -290,11 +330,15 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
     e->frags = j;
     tx->frag = j;
     struct link_peer *lp = tx->peer->lp;
-    int rc = use_cma(e, lp, q) ? cma_writes(j, lp, pw, src, rk) : ucx_puts(j, lp, pw, src, rk);
+    uint32_t pid = 0;
+    int rc = !use_cma(e, lp, q, &pid) ? ucx_puts(j, lp, pw, src, rk)
+             : e->d->copy             ? cma_copy(j, pw, src, rk, pid, tx->gen->n_pools)
+                                      : cma_writes(j, lp, pw, src, rk);
     if (rc < 0 && j->err == 0)
         j->err = rc;
     e->c.fragment_puts += j->puts;
     e->c.fragment_cma_writes += j->cma;
+    e->c.fragment_copy_jobs += j->copies;
     e->c.bytes_fragment += pw->bytes;
     j->issued = true;
     if (j->pending == 0)

@@ -19,6 +19,8 @@ struct fragjob {
     struct tx *tx;    /* NULL once the flow ended */
     uint32_t pending; /* puts + the flush not yet completed */
     uint64_t puts, cma; /* UCX puts; process_vm_writev calls (link_cma_write) */
+    uint64_t copies;    /* copy-thread jobs writing the pools over cma (copy_direct_remote) */
+    struct copyeng_job *copy; /* the one in flight, NULL once its callback ran */
     int err;
     bool issued, own_mem;
     struct copy_mem mem; /* a departing rank's mappings, unmapped at the end */
@@ -37,6 +39,8 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
 void frag_tx_gone(struct engine *e, struct tx *tx, struct dack *d);
 void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s);
 void frag_free_all(struct engine *e);
+/* Teardown: waits for the copy threads' writes of fragment jobs (their callbacks run). */
+void frag_stop(struct engine *e);
 void frag_jobs_free(struct engine *e);
 /* Fragment jobs whose puts are in flight (context side). */
 uint32_t frag_jobs_count(const struct engine *e);

@@ -88,7 +88,7 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
         bool sent = w->state == RXW_MOVING || w->state == RXW_DONE;
         bool in_flight = (sent || w->state == RXW_NACKED) && w->n_out > 0;
         if (code != KVF_OK && sent && w->peer && w->peer->up)
-            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, false, msg);
+            engine_send_nack(w->peer, w->flow, rx->req_id, w->ctx_rank, code, WIRE_NACK_PLAIN, msg);
         if (holds_resv(w)) {
             /* chunks may still come: quarantined until the writer's daemon acks the drain */
             arena_resv_close(e->arena, &w->resv, in_flight);
@@ -178,17 +178,17 @@ static void unplanned_fail(struct rx *rx, const struct itable *tab, kvf_error_t 
     rx_fail(rx, code, "%s", msg);
 }
 
-static void plan_rx(struct rx *rx, struct itable *tab)
+/* Plans rx against the context instance's table: a verdict cached for this rank, the plan, its
+ * bounds against the rank's pools. False: rx failed (and the writers its shape reads were told). */
+static bool rx_plan(struct rx *rx, struct itable *tab)
 {
-    struct engine *e = rx->e;
     struct xfer *x = rx->x;
-    xfer_phase_mark(&x->lookup_ns); /* the context instance's table is known */
     for (uint32_t i = 0; i < tab->n_bad; i++)
         if (tab->bad[i].worker_id == x->rank->worker_id) {
             nack_refused(rx, tab, (kvf_error_t)tab->bad[i].code, tab->bad[i].msg);
             rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,
                     (unsigned long long)tab->epoch);
-            return;
+            return false;
         }
     struct plan_input pin = {.gen = &x->rank->layout,
                              .ctx = tab->ranks,
@@ -211,7 +211,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         else /* the writers its shape reads */
             nack_unplanned(rx, tab, &pin, code, msg);
         rx_fail(rx, code, "%s", msg);
-        return;
+        return false;
     }
     rx->planned = true;
     x->bytes_planned = rx->plan.total_bytes; /* progress for kvferryctl transfers */
@@ -222,23 +222,17 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             snprintf(msg, sizeof msg, "plan of writer rank %u leaves the mapped pools",
                      pw->ctx_rank);
             unplanned_fail(rx, tab, KVF_E_BOUND_VIOLATION, msg);
-            return;
+            return false;
         }
     }
-    rx->bx = bexec_of(x->rank); /* the executor for the pools the plan was checked against */
-    rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
-    if (!rx->w) {
-        unplanned_fail(rx, tab, KVF_E_INTERNAL, "out of memory");
-        return;
-    }
-    rx->n_w = rx->plan.n_writers;
-    rx->path = path_choose(e, x, tab, &rx->plan, &rx->path_why);
-    log_debug("engine: rx req %llu: path %s (%s)", (unsigned long long)rx->req_id, rx->path->name,
-              rx->path_why);
-    for (uint32_t i = 0; i < rx->n_w; i++)
-        rx->w[i].path = rx->path;
-    if (!rx_set_state(rx, RX_CONNECT))
-        return;
+    return true;
+}
+
+/* One rxw per writer of the plan: its flow, and its daemon (a peer, or none for a writer of
+ * ours, whose layouts the local path then reads from a copy of the table). False: rx failed. */
+static bool rx_writers(struct rx *rx, struct itable *tab)
+{
+    struct engine *e = rx->e;
     for (uint32_t i = 0; i < rx->n_w; i++) {
         struct rxw *w = &rx->w[i];
         const struct plan_writer *pw = &rx->plan.writers[i];
@@ -254,7 +248,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
                 rx->ctx_layouts = malloc(tab->n * sizeof *rx->ctx_layouts);
                 if (!rx->ctx_layouts) {
                     rx_fail(rx, KVF_E_INTERNAL, "out of memory");
-                    return;
+                    return false;
                 }
                 memcpy(rx->ctx_layouts, tab->ranks, tab->n * sizeof *rx->ctx_layouts);
                 rx->n_ctx = tab->n;
@@ -266,10 +260,36 @@ static void plan_rx(struct rx *rx, struct itable *tab)
             w->peer = NULL;
             rx_fail(rx, KVF_E_PEER_UNREACHABLE, "context rank %u's daemon %s: %s", pw->ctx_rank,
                     tab->addrs[pw->ctx_rank], strerror(-rc));
-            return;
+            return false;
         }
         w->peer->users++;
     }
+    return true;
+}
+
+/* The table came: plan (rx_plan), choose the path, make the writers (rx_writers), start the
+ * executor's part (e.g. GPU programs), then ask every writer whose daemon is up. */
+static void plan_rx(struct rx *rx, struct itable *tab)
+{
+    struct engine *e = rx->e;
+    struct xfer *x = rx->x;
+    xfer_phase_mark(&x->lookup_ns); /* the context instance's table is known */
+    if (!rx_plan(rx, tab))
+        return;
+    rx->bx = bexec_of(x->rank); /* the executor for the pools the plan was checked against */
+    rx->w = calloc(rx->plan.n_writers ? rx->plan.n_writers : 1, sizeof *rx->w);
+    if (!rx->w) {
+        unplanned_fail(rx, tab, KVF_E_INTERNAL, "out of memory");
+        return;
+    }
+    rx->n_w = rx->plan.n_writers;
+    rx->path = path_choose(e, x, tab, &rx->plan, &rx->path_why);
+    log_debug("engine: rx req %llu: path %s (%s)", (unsigned long long)rx->req_id, rx->path->name,
+              rx->path_why);
+    for (uint32_t i = 0; i < rx->n_w; i++)
+        rx->w[i].path = rx->path;
+    if (!rx_set_state(rx, RX_CONNECT) || !rx_writers(rx, tab))
+        return;
     if (ix_w_add(e, rx) < 0) {
         rx_fail(rx, KVF_E_INTERNAL, "out of memory");
         return;
@@ -563,9 +583,8 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
     /* the writer's side ended it: no NACK back (it acks the drain) */
     if ((w->state == RXW_MOVING || w->state == RXW_DONE) && !gen_rxw_set_state(w, RXW_NACKED))
         return;
-    w->not_reader = m->u.nack.not_reader;
-    if (m->u.nack.code == KVF_E_UNKNOWN_INSTANCE &&
-        strncmp(m->u.nack.message, "stale table", 11) == 0 && !rx->retried && rx->x) {
+    w->not_reader = m->u.nack.reason == WIRE_NACK_NOT_READER;
+    if (m->u.nack.reason == WIRE_NACK_STALE_TABLE && !rx->retried && rx->x) {
         rx_replan(rx); /* once: the instance re-registered since our table was fetched */
         return;
     }

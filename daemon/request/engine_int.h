@@ -67,6 +67,7 @@ struct engine_counters {
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t fragment_cma_writes; /* fragment runs written into the pools over cma, per call */
+    uint64_t fragment_copy_jobs;  /* fragment programs the copy threads wrote over cma */
     uint64_t peers_exited_reclaimed; /* frozen lost peers whose exit ended their hold */
     uint64_t peers_lost, nacks_sent, nacks_recv, slots_reclaimed, replans, bytes_local_writers;
     uint64_t path_bounce_gpu_pools, gpu_gathers, gpu_scatters, bytes_gpu_gathered;
@@ -155,8 +156,8 @@ uint32_t engine_window(const struct engine *e);
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m);
 /* Whether a control message to the peer of share key `key` is in flight. */
 bool engine_msgs_in_flight(const struct engine *e, uint64_t key);
-/* not_reader: the context side refused the flow as no reader of the SEND (wire.h's NACK). */
+/* reason: what the generation side does about it beyond failing the flow (wire.h's NACK). */
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, bool not_reader, const char *msg);
+                     kvf_error_t code, wire_nack_reason_t reason, const char *msg);
 
 #endif

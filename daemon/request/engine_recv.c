@@ -73,3 +73,18 @@ void engine_recv_free(struct rx *rx)
     free(rx->ctx_layouts);
     free(rx);
 }
+
+const char *engine_recv_peer(const struct rx *rx)
+{
+    for (uint32_t i = 0; rx && i < rx->n_w; i++) {
+        const struct epeer *p = rx->w[i].peer;
+        if (p && p->lp && p->up)
+            return link_peer_id(p->lp);
+    }
+    return NULL;
+}
+
+const char *engine_recv_path(const struct rx *rx)
+{
+    return rx && rx->path ? rx->path->name : "local";
+}

@@ -90,10 +90,10 @@ int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m)
 }
 
 int engine_send_nack(struct epeer *p, uint64_t flow, uint64_t req_id, uint32_t writer,
-                     kvf_error_t code, bool not_reader, const char *msg)
+                     kvf_error_t code, wire_nack_reason_t reason, const char *msg)
 {
     struct wire_msg m = {.type = WIRE_NACK};
-    m.u.nack.not_reader = not_reader;
+    m.u.nack.reason = reason;
     m.u.nack.req_id = req_id;
     m.u.nack.writer = writer;
     m.u.nack.code = code;

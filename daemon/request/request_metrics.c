@@ -99,6 +99,15 @@ const struct prom_doc workers_metrics[] = {
     {"transfers.transfer_s", H, NULL, "Per completed RECV: from its first byte moving to DONE.",
      "seconds"},
     {"transfers.end_to_end_s", H, NULL, "Per completed RECV: from the RECV to DONE.", "seconds"},
+    {"transfers.phase_s", H, "path,peer,instance,phase",
+     "Per completed RECV, the phases above (phase: lookup, validate, first_credit, first_byte, "
+     "transfer, end_to_end) by path (local, bounce, fragment), peer (the context side's daemon, "
+     "as per_peer names it) and receiving instance (metrics.max_label_values tuples of path, "
+     "peer and instance, then all three \"other\").",
+     "seconds"},
+    {"transfers.send_s", H, NULL,
+     "Per SEND that ended SENT (context side): from the SEND to SENT (every reader served).",
+     "seconds"},
     {"transfers.per_instance", C, "instance", NULL, NULL}, /* a label map: rows below */
     {"transfers.per_instance.requests", C, NULL,
      "RECVs completed, by receiving instance (metrics.max_label_values, then \"other\").",
@@ -109,11 +118,11 @@ const struct prom_doc workers_metrics[] = {
      "bytes"},
     {"transfers.per_peer", C, "peer", NULL, NULL},
     {"transfers.per_peer.requests", C, NULL,
-     "RECVs completed, by the context side's daemon (\"local\": this one; "
+     "RECVs completed, by the context side's daemon (its link id; \"local\": this one; "
      "metrics.max_label_values, then \"other\").",
      "requests"},
     {"transfers.per_peer.bytes", C, NULL,
-     "Bytes of completed RECVs, by the context side's daemon (\"local\": this one; "
+     "Bytes of completed RECVs, by the context side's daemon (its link id; \"local\": this one; "
      "metrics.max_label_values, then \"other\").",
      "bytes"},
     {"transfers.served_per_peer", C, "peer", NULL, NULL},
@@ -169,6 +178,8 @@ const struct prom_doc peers_metrics[] = {
     {"fragment_puts", C, NULL, "UCX puts issued by the fragment path.", "puts"},
     {"fragment_cma_writes", C, NULL,
      "process_vm_writev calls of the fragment path into the generation pools (cma).", "calls"},
+    {"fragment_copy_jobs", C, NULL,
+     "Fragment programs the copy threads wrote into the generation pools over cma.", "jobs"},
     {"bytes_fragment", C, NULL, "Bytes moved by the fragment path.", "bytes"},
     {"gpu_gathers", C, NULL, "GPU gather kernels run (context side).", "kernels"},
     {"gpu_scatters", C, NULL, "GPU scatter kernels run (generation side).", "kernels"},
@@ -211,6 +222,24 @@ const struct prom_doc peers_metrics[] = {
      NULL},
     {"last_remote_bytes", G, NULL, "The last remote request done: its bytes.", "bytes"},
     {"paths", C, "path", "Path decisions, by path.", "decisions"},
+    {"link.conns_refused_unproven", C, NULL,
+     "Connections from other daemons refused before the handshake: peers.unproven_max "
+     "unproven ones were open.", "connections"},
+    {"link.conns_refused_address", C, NULL,
+     "Connections refused before the handshake: peers.unproven_per_address unproven ones "
+     "from that address were open.", "connections"},
+    {"link.conns_refused_table", C, NULL,
+     "Peers refused after proving the cluster secret: the table of proven peers was full.",
+     "connections"},
+    {"link.handshake_timeouts", C, NULL,
+     "Connections closed at their handshake deadline (peers.unproven_timeout for those that "
+     "connected here).", "connections"},
+    {"link.ucx_stale_events_dropped", C, NULL,
+     "Stale UCX async events dropped before UCX's connection manager saw them (each could have "
+     "aborted the daemon: docs/UCX.md trap 18).", "events"},
+    {"link.unproven_endpoints", G, NULL,
+     "Connections from other daemons open now that have not proven the cluster secret yet.",
+     "connections"},
 };
 const size_t peers_metrics_len = N(peers_metrics);
 

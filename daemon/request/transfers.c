@@ -106,11 +106,14 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         t->counters.failed[err]++;
     else if (kind == PROTO_EV_DONE) {
         t->counters.done++;
-        xfer_phases_done(&t->phases, x, bytes, (size_t)t->w->d->cfg.metrics_max_label_values);
+        xfer_phases_done(&t->phases, x, bytes, engine_recv_path(x->rx), transfers_peer_label(x),
+                         (size_t)t->w->d->cfg.metrics_max_label_values);
     }
-    else
+    else {
         t->counters.sent++;
-    xfer_recent_add(&t->recent, x,
+        xfer_phases_sent(&t->phases, x);
+    }
+    xfer_recent_add(&t->recent, x, transfers_peer_label(x),
                     err != KVF_OK ? kvf_error_to_string(err) : kind == PROTO_EV_DONE ? "DONE" : "SENT",
                     now_ms(t));
     if (err != KVF_OK && log_get_level() >= LOG_LVL_DEBUG)
@@ -424,7 +427,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 x->items = *items;
                 items->ids = NULL;
                 x->created_ms = now_ms(t);
-                x->recv_ns = side == XFER_RECV ? uv_hrtime() : 0;
+                x->taken_ns = uv_hrtime();
                 x->ls.read = side == XFER_RECV ? t->read_ns : 0;
                 x->ls.frame = side == XFER_RECV ? t->frame_ns : 0;
                 x->next = t->list;
@@ -663,6 +666,12 @@ void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_
         t->counters.bytes_remote += bytes;
     finish(t, x, kind, err, bytes, msg);
     sweep(t);
+}
+
+const char *transfers_peer_label(const struct xfer *x)
+{
+    const char *id = x->side == XFER_RECV ? engine_recv_peer(x->rx) : NULL;
+    return id ? id : x->peer[0] ? x->peer : "local";
 }
 
 void transfers_copying(struct transfers *t, struct xfer *x)

@@ -99,12 +99,14 @@ struct xfer {
     uint64_t created_ms, deadline_ms;
     struct dheap_node due;      /* its next deadline in t->due (the lookup's, then its own);
                                    not queued once the engine follows it (its clock) or ended */
-    uint64_t recv_ns, lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
+    uint64_t taken_ns;          /* the SEND or RECV taken (uv_hrtime) */
+    uint64_t lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
     uint64_t validated_ns;                             /* recv: its plan accepted */
     struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
     uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
     uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
-    char peer[256];             /* recv: the context home daemon of a remote request, else "" */
+    char peer[256];             /* recv: the context home daemon of a remote request, else "";
+                                   send: the link id of its first remote reader's daemon, else "" */
     uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
     struct rx *rx;              /* recv between daemons: the engine's part of it (engine_gen.h),
                                  * owned: made by engine_recv, freed with x by the sweep (a
@@ -207,6 +209,10 @@ struct xfer *transfers_find_send(const struct transfers *t, const struct reg_ran
 void transfers_copying(struct transfers *t, struct xfer *x);
 
 json_t *transfers_json(const struct transfers *t, uint64_t now_ms);
+/* The daemon at x's other end, as `peers` and the metrics' peer label name it: a RECV's writers'
+ * daemon (its link id once up; before, the context home's address), a SEND's first remote
+ * reader's daemon (its link id); "local" when the other end is this daemon. */
+const char *transfers_peer_label(const struct xfer *x);
 /* The requests finished within transfers.keep_finished, newest first (xfer_recent.h). */
 json_t *transfers_finished_json(const struct transfers *t, uint64_t now_ms);
 json_t *transfers_stats_json(const struct transfers *t);

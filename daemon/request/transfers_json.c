@@ -24,7 +24,7 @@ json_t *transfers_json(const struct transfers *t, uint64_t now)
             (int)x->n_readers, "served", (int)x->served);
         if (o) { /* progress: kvferryctl transfers (--watch) */
             json_object_set_new(o, "phase", json_string(xfer_phase_name(x)));
-            json_object_set_new(o, "peer", json_string(x->peer[0] ? x->peer : "local"));
+            json_object_set_new(o, "peer", json_string(transfers_peer_label(x)));
             json_object_set_new(o, "bytes_done", json_integer((json_int_t)done));
             json_object_set_new(o, "bytes_planned", json_integer((json_int_t)x->bytes_planned));
             json_object_set_new(o, "generation", json_integer((json_int_t)x->gen));

@@ -183,6 +183,17 @@ json_t *workers_list_json(struct workers *w)
     return a;
 }
 
+/* The worker side reads its live keys from the config at each use (worker_limits.c's sweep, the
+ * frame budget, the phase histograms' label cap, the finished list). */
+int workers_live(struct daemon *d, json_t *ret)
+{
+    static const char *const at_use[] = {"workers.read_timeout",     "workers.hello_timeout",
+                                         "workers.frame_timeout",    "workers.frame_memory",
+                                         "metrics.max_label_values", "transfers.keep_finished",
+                                         NULL};
+    return d->workers ? cfg_values_json(&d->cfg, at_use, ret) : 0;
+}
+
 int workers_status(struct daemon *d, json_t *ret)
 {
     struct workers *w = d->workers;

@@ -150,6 +150,7 @@ void wconn_readable(uv_poll_t *p, int status, int events);
 /* Module hooks (modules.c) and control commands (ctl_cmds.c). */
 int workers_status(struct daemon *d, json_t *ret);
 int workers_stats(struct daemon *d, json_t *ret);
+int workers_live(struct daemon *d, json_t *ret);
 void workers_drain_start(struct daemon *d);
 size_t workers_in_flight(struct daemon *d);
 json_t *workers_list_json(struct workers *w);

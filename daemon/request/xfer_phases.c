@@ -21,19 +21,43 @@ static void span(struct hist *h, uint64_t from, uint64_t to)
         hist_observe(h, &hist_latency_seconds, (double)(to - from) / 1e9);
 }
 
-void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t bytes,
-                      size_t max_labels)
+/* The phases of a completed RECV, in the order of struct xfer_phases' totals and of a labeled
+ * row's histograms. */
+static const char *const phase_names[HIST_TABLE_HISTS] = {
+    "lookup", "validate", "first_credit", "first_byte", "transfer", "end_to_end"};
+
+static void observe_phases(struct hist *h[HIST_TABLE_HISTS], const struct xfer *x, uint64_t now)
 {
-    label_table_add(&p->by_instance, x->rank ? x->rank->layout.instance : "", max_labels, bytes);
-    label_table_add(&p->by_peer, x->peer, max_labels, bytes);
+    span(h[0], x->taken_ns, x->lookup_ns);
+    span(h[1], x->lookup_ns, x->validated_ns);
+    span(h[2], x->validated_ns, x->credit_ns);
+    span(h[3], x->taken_ns, x->moving_ns);
+    span(h[4], x->moving_ns, now);
+    span(h[5], x->taken_ns, now);
+}
+
+void xfer_phases_done(struct xfer_phases *p, const struct xfer *x, uint64_t bytes,
+                      const char *path, const char *peer, size_t max_labels)
+{
+    const char *inst = x->rank ? x->rank->layout.instance : "";
+    label_table_add(&p->by_instance, inst, max_labels, bytes);
+    label_table_add(&p->by_peer, peer, max_labels, bytes);
     uint64_t now = uv_hrtime();
-    span(&p->lookup, x->recv_ns, x->lookup_ns);
-    span(&p->validate, x->lookup_ns, x->validated_ns);
-    span(&p->first_credit, x->validated_ns, x->credit_ns);
-    span(&p->first_byte, x->recv_ns, x->moving_ns);
-    span(&p->transfer, x->moving_ns, now);
-    span(&p->end_to_end, x->recv_ns, now);
+    struct hist *totals[HIST_TABLE_HISTS] = {&p->lookup, &p->validate, &p->first_credit,
+                                             &p->first_byte, &p->transfer, &p->end_to_end};
+    observe_phases(totals, x, now);
+    const char *key[HIST_TABLE_LABELS] = {path, peer, inst};
+    struct hist_row *row = hist_table_row(&p->labeled, key, max_labels);
+    struct hist *labeled[HIST_TABLE_HISTS];
+    for (int i = 0; i < HIST_TABLE_HISTS; i++)
+        labeled[i] = &row->h[i];
+    observe_phases(labeled, x, now);
     hist_observe(&p->bytes, &hist_request_bytes, (double)bytes);
+}
+
+void xfer_phases_sent(struct xfer_phases *p, const struct xfer *s)
+{
+    span(&p->send, s->taken_ns, uv_hrtime());
 }
 
 void xfer_phases_served(struct xfer_phases *p, const char *peer, uint64_t bytes, size_t max_labels)
@@ -50,6 +74,11 @@ void xfer_phases_json(const struct xfer_phases *p, json_t *o)
     json_object_set_new(o, "transfer_s", hist_json(&p->transfer, &hist_latency_seconds));
     json_object_set_new(o, "end_to_end_s", hist_json(&p->end_to_end, &hist_latency_seconds));
     json_object_set_new(o, "request_bytes", hist_json(&p->bytes, &hist_request_bytes));
+    json_object_set_new(o, "send_s", hist_json(&p->send, &hist_latency_seconds));
+    const struct hist_spec *specs[HIST_TABLE_HISTS];
+    for (int i = 0; i < HIST_TABLE_HISTS; i++)
+        specs[i] = &hist_latency_seconds;
+    json_object_set_new(o, "phase_s", hist_table_json(&p->labeled, phase_names, specs));
     json_object_set_new(o, "local_phase_s", local_json(&p->local));
     json_object_set_new(o, "local_phase_requests", json_integer((json_int_t)p->local.n));
     json_object_set_new(o, "per_instance", label_table_json(&p->by_instance));
@@ -62,6 +91,7 @@ void xfer_phases_free(struct xfer_phases *p)
     label_table_free(&p->by_instance);
     label_table_free(&p->by_peer);
     label_table_free(&p->served);
+    hist_table_free(&p->labeled);
 }
 
 /* Each span: its name and the stamps it runs between (offsets in struct xfer_lstamps). */

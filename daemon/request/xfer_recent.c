@@ -29,7 +29,8 @@ double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns)
     return (double)bytes_done * 1e9 / (double)(until_ns - moving_ns);
 }
 
-void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *outcome,
+void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *peer,
+                     const char *outcome,
                      uint64_t now_ms)
 {
     struct xfer_recent_row *w = &r->rows[r->next];
@@ -40,7 +41,7 @@ void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *ou
     w->rank = x->rank ? (int)layout_rank(&x->rank->layout) : -1;
     snprintf(w->instance, sizeof w->instance, "%s", x->rank ? x->rank->layout.instance : "");
     snprintf(w->ctx_instance, sizeof w->ctx_instance, "%s", x->ctx_instance);
-    snprintf(w->peer, sizeof w->peer, "%s", x->peer);
+    snprintf(w->peer, sizeof w->peer, "%s", peer);
     snprintf(w->outcome, sizeof w->outcome, "%s", outcome);
     w->bytes_done = x->side == XFER_SEND ? x->bytes : x->bytes_done;
     w->bytes_planned = x->side == XFER_SEND ? x->bytes : x->bytes_planned;
@@ -66,7 +67,7 @@ void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, u
                          (json_int_t)w->id, "req_id", (json_int_t)w->req_id, "side",
                          w->side == XFER_SEND ? "send" : "recv", "instance", w->instance, "ctx_instance",
                          w->ctx_instance, "rank", w->rank, "state", ok ? "done" : "failed",
-                         "phase", "ended", "peer", w->peer[0] ? w->peer : "local", "bytes_done",
+                         "phase", "ended", "peer", w->peer, "bytes_done",
                          (json_int_t)w->bytes_done, "bytes_planned",
                          (json_int_t)w->bytes_planned, "rate_bps",
                          xfer_rate(w->bytes_done, w->moving_ns, w->ended_ns), "age_ms",

@@ -37,8 +37,10 @@ const char *xfer_phase_name(const struct xfer *x);
 /* Bytes per second since the first byte moved (0 before). */
 double xfer_rate(uint64_t bytes_done, uint64_t moving_ns, uint64_t until_ns);
 
-/* x just ended with outcome ("DONE", "SENT" or an error name). */
-void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *outcome,
+/* x just ended with outcome ("DONE", "SENT" or an error name); peer: its
+ * transfers_peer_label. */
+void xfer_recent_add(struct xfer_recent *r, const struct xfer *x, const char *peer,
+                     const char *outcome,
                      uint64_t now_ms);
 /* Appends the rows ended within keep_ms of now_ms to `a`, newest first. */
 void xfer_recent_json(const struct xfer_recent *r, json_t *a, uint64_t now_ms, uint64_t keep_ms);

@@ -2,18 +2,20 @@
 
 The structs below are kvferry.h's at ABI 3; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
-being misread. Search order: $KVFERRY_LIB (a file), the install prefix this package sits under
-(PREFIX/lib/python3/dist-packages/kvferry -> PREFIX/lib[/<multiarch>]/libkvferry.so.0), the
-build tree of a
-checkout (build/libkvferry.so), then the system loader (libkvferry.so.0)."""
+being misread. Search order: $KVFERRY_LIB (a file); the library a wheel carries beside this
+module (kvferry/libkvferry.so.0: `pip install ./python` builds and packs it, python/setup.py);
+the install prefix this package sits under (PREFIX/lib/python3*/dist-packages/kvferry ->
+PREFIX/lib[/<multiarch>]/libkvferry.so.0, as `make install` lays it out); the build tree of a
+checkout (build/libkvferry.so); then the system loader (libkvferry.so.0 through ld.so's cache
+and paths: Debian's libkvferry0, which python3-kvferry depends on)."""
 import ctypes as C
-import ctypes.util
 import glob
 import os
 
 from .errors import KvferryError
 
 ABI_VERSION = 3
+SONAME = "libkvferry.so.0"
 MESSAGE_MAX = 512
 
 POOL_HOST = 0
@@ -56,7 +58,7 @@ def _candidates():
     if env:
         return [env], True
     here = os.path.dirname(os.path.abspath(__file__))
-    out = []
+    out = [os.path.join(here, "libkvferry.so.0")]
     # PREFIX/lib/python3/dist-packages/kvferry or PREFIX/lib/pythonX.Y/site-packages/kvferry
     prefix_lib = os.path.dirname(os.path.dirname(os.path.dirname(here)))
     out += [os.path.join(prefix_lib, "libkvferry.so.0"), os.path.join(prefix_lib, "libkvferry.so")]
@@ -112,16 +114,15 @@ def load(path=None):
             if explicit:
                 break
     if lib is None and not explicit:
-        name = ctypes.util.find_library("kvferry")
-        if name:
-            try:
-                lib = C.CDLL(name)
-            except OSError as e:
-                tried.append("%s (%s)" % (name, e))
+        try:
+            lib = C.CDLL(SONAME)
+        except OSError as e:
+            tried.append("%s (%s)" % (SONAME, e))
     if lib is None:
-        raise KvferryError("libkvferry not found: tried %s; set KVFERRY_LIB to the library "
-                           "(build/libkvferry.so in a checkout, or run make install)"
-                           % ", ".join(tried))
+        raise KvferryError("libkvferry not found: tried %s; install it (Debian: libkvferry0; "
+                           "or make install; or pip install ./python from a checkout, whose "
+                           "wheel carries it), or set KVFERRY_LIB to the library "
+                           "(build/libkvferry.so in a checkout)" % ", ".join(tried))
     if not hasattr(lib, "kvf_abi_version"):
         raise KvferryError("%s has no kvf_abi_version(): a library older than ABI %d; rebuild "
                            "kvferry or point KVFERRY_LIB at a current build" % (lib._name, ABI_VERSION))

@@ -1,4 +1,5 @@
 """kvferry.Client: one rank's connection to its node's kvferryd (lib/kvferry.h, kvf_*)."""
+import collections
 import ctypes as C
 import os
 import select
@@ -86,6 +87,7 @@ class Client:
             raise ConnectionError(-rc, "kvf_connect %s: %s%s" % (where, os.strerror(-rc),
                                                                  ": " + why if why else ""))
         self._keys = {}   # req_id -> the caller's key
+        self._held = collections.deque()  # events wait(key) met for other requests: poll's next
         self._layout = None
         self._keep = None  # the pool array and region objects the library borrows at register
 
@@ -182,6 +184,8 @@ class Client:
     def poll(self, timeout=None):
         """The next event, or None when none came within timeout seconds (0: do not wait,
         None: forever)."""
+        if self._held:
+            return self._held.popleft()
         ms = -1 if timeout is None else max(0, int(timeout * 1000))
         ev = _lib.Event()
         rc = self._lib.kvf_poll(self._live(), C.byref(ev), ms)
@@ -203,22 +207,30 @@ class Client:
             yield ev
 
     def wait(self, keys, timeout=30.0):
-        """Waits for the terminal events of these requests (one key or several); returns
-        {key: Event}; raises TransferError for the first that FAILED, TimeoutError when they do
-        not all end in time. Other events met meanwhile are returned under their keys too."""
+        """Waits for the terminal events of these requests. One key: returns its Event (the
+        other events met meanwhile stay for poll() and events()); several (a list, tuple or
+        set): returns {key: Event}, with other events met meanwhile under their keys too.
+        Raises TransferError for the first that FAILED, TimeoutError when they do not all end
+        in time."""
         import time
         single = not isinstance(keys, (list, tuple, set))
         want = {request_id(k) for k in ([keys] if single else keys)}
+        mine = set(want)
         got = {}
         end = time.monotonic() + timeout
-        while want:
-            left = end - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("no end for %d request(s) within %.1f s" % (len(want), timeout))
-            r, _, _ = select.select([self.fileno()], [], [], left)
+        while True:
             for ev in self.events():
                 got[ev.key] = ev
                 want.discard(ev.req_id)
+            if not want:
+                break
+            left = end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no end for %d request(s) within %.1f s" % (len(want), timeout))
+            select.select([self.fileno()], [], [], left)
+        if single:
+            self._held.extend(ev for ev in got.values() if ev.req_id not in mine)
+            got = {k: ev for k, ev in got.items() if ev.req_id in mine}
         for ev in got.values():
             if ev.req_id and ev.kind == "FAILED":
                 ev.raise_for_error()

@@ -121,7 +121,23 @@ def _layer_ptrs(tensors, dims, esize):
     return t0, list(dims), [t.data_ptr() for t in tensors], [memory.region_of(t) for t in tensors]
 
 
-def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names):
+def _global_count(where, what, local, tp_eff, given, param, shard="sharded"):
+    """The model-wide count of a dimension this rank holds `local` of (heads, groups): `given`
+    when passed; a replicated tensor's own; else local x tp_eff, unless one per rank at
+    tp_eff > 1, which is either tp_eff split ones or fewer replicated (vLLM keeps a head or a
+    group on several ranks when there are fewer than ranks): then the caller must say."""
+    if given is not None:
+        return given
+    if shard != "sharded" or tp_eff == 1:
+        return local
+    if local > 1:
+        return local * tp_eff
+    raise KvferryError("%s: 1 %s per rank at tp_eff %d is %d split ones or fewer replicated: "
+                       "pass %s= (the model's count of %s)" % (where, what, tp_eff, tp_eff, param,
+                                                               what))
+
+
+def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names, tp_eff=1):
     """Splits per-layer tensors of the given dims into parts (one per K/V, for paged caches)."""
     dims = dims.split() if isinstance(dims, str) else list(dims)
     first = tensors if hasattr(tensors, "shape") else list(tensors)[0]
@@ -155,8 +171,7 @@ def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names)
     else:
         raise KvferryError("%s: a block of shape t=%d h=%d d=%d with strides t=%d h=%d is "
                            "neither NHD nor HND contiguous" % (name, T, H, D, st, sh))
-    if global_heads is None:
-        global_heads = H
+    global_heads = _global_count(name, "heads", H, tp_eff, global_heads, "global_heads", shard)
     dt = _dtype(t0)
     kvs = [(kv_names[0] if "kv" in dims else name, 0)]
     if "kv" in dims:
@@ -175,7 +190,7 @@ def _parts(name, tensors, dims, tokens_per_block, global_heads, shard, kv_names)
     return out
 
 
-def _state_parts(name, tensors, outer, heads, global_heads, shard):
+def _state_parts(name, tensors, outer, heads, global_heads, shard, tp_eff=1):
     """A state tensor per layer of shape (slots, ...), the rest contiguous per slot."""
     first = tensors if hasattr(tensors, "shape") else list(tensors)[0]
     t0, _, ptrs, regions = _layer_ptrs(tensors,
@@ -194,7 +209,8 @@ def _state_parts(name, tensors, outer, heads, global_heads, shard):
                            % (name, slot_bytes, outer, heads))
     return [_Part(name, regions, ptrs, t0.stride(0) * esize, t0.shape[0], outer,
                   heads, slot_bytes // (outer * heads),
-                  heads if global_heads is None else global_heads, shard, _dtype(t0))]
+                  _global_count(name, "heads", heads, tp_eff, global_heads, "global_heads", shard),
+                  shard, _dtype(t0))]
 
 
 class Layout:
@@ -219,27 +235,32 @@ class Layout:
         are named by `dims`; or a dict {"k": tensors, "v": tensors} with the same dims for
         K and V kept apart (SGLang's k_buffer / v_buffer). alias: the name under which this
         group's memory is shared by design with other groups' (vLLM's hybrid allocator: one raw
-        tensor per layer pair holds attention pages and Mamba state pages)."""
+        tensor per layer pair holds attention pages and Mamba state pages). global_heads: the
+        model's KV heads; default this rank's heads x the layout's effective TP (tp_size, or 1
+        with attention_dp) for a sharded group, its own for a replicated one; required where a
+        rank holds 1 head at TP > 1 (split, or replicated over several ranks)."""
         parts = []
+        tpe = layout_tp_eff(self)
         if isinstance(tensors, dict):
             for pname, ts in tensors.items():
                 parts += _parts(pname, ts, dims, self.tokens_per_block, global_heads, shard,
-                                kv_names)
+                                kv_names, tpe)
         else:
             parts = _parts(name, tensors, dims, self.tokens_per_block, global_heads, shard,
-                           kv_names)
+                           kv_names, tpe)
         return self._add(name, "paged", layers, parts, alias)
 
     def state(self, name, layers, tensors, alias=None):
         """A state group: tensors is a list of (tensor_name, per-layer tensors of shape
         (slots, ...), outer, heads[, global_heads[, shard]]): each slot's bytes are
-        [outer][heads][inner]; heads are this rank's local heads."""
+        [outer][heads][inner]; heads are this rank's local heads, global_heads the model's
+        (default as paged's: heads x the effective TP)."""
         parts = []
         for spec in tensors:
             tname, ts, outer, heads = spec[:4]
             gh = spec[4] if len(spec) > 4 else None
             shard = spec[5] if len(spec) > 5 else "sharded"
-            parts += _state_parts(tname, ts, outer, heads, gh, shard)
+            parts += _state_parts(tname, ts, outer, heads, gh, shard, layout_tp_eff(self))
         return self._add(name, "state", layers, parts, alias)
 
     def _add(self, name, kind, layers, parts, alias=None):
@@ -406,9 +427,10 @@ def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=
     same on both sides. dim_first None: read from the shape (conv_dim > width).
       DS: conv_x [nheads][hd*width] then conv_bc [2 (B, C)][groups][d_state*width]
       SD: per row w of the width, conv_x<w> [nheads][hd] then conv_bc<w> [2][groups][d_state]
-    n_groups: the model's n_groups (default this rank's groups x TP); fewer groups than TP
-    ranks are replicated as vLLM does (extra_groups_for_head_shards). global_heads: default
-    nheads x TP."""
+    n_groups: the model's n_groups (config n_groups, not this rank's): default this rank's
+    groups x the effective TP; required where a rank holds 1 group at TP > 1 (fewer groups than
+    ranks are replicated as vLLM does, extra_groups_for_head_shards). global_heads: the model's
+    heads, default nheads x the effective TP."""
     conv = [s[0] for s in states]
     ssm = [s[1] for s in states]
     c0, s0 = conv[0], ssm[0]
@@ -427,8 +449,8 @@ def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=
         raise KvferryError("mamba2_state: %d conv channels are not x (nheads %d x hd %d) + "
                            "B|C (2 x groups x d_state %d)" % (conv_dim, nheads, hd, n))
     groups, tpe = bc // (2 * n), layout_tp_eff(layout)
-    gh = global_heads if global_heads is not None else nheads * tpe
-    gg = n_groups if n_groups is not None else groups * tpe
+    gh = _global_count("mamba2_state", "heads", nheads, tpe, global_heads, "global_heads")
+    gg = _global_count("mamba2_state", "groups", groups, tpe, n_groups, "n_groups")
     whole = _state_parts("conv", conv, 1, 1, 1, "sharded")[0]  # checks each slot is contiguous
     es = c0.element_size()
 
@@ -444,7 +466,7 @@ def mamba2_state(layout, name, layers, states, nheads, global_heads=None, alias=
             row = w * conv_dim * es
             parts += [part("conv_x%d" % w, row, 1, nheads, hd * es, gh),
                       part("conv_bc%d" % w, row + nheads * hd * es, 2, groups, n * es, gg)]
-    parts += _state_parts("ssm", ssm, 1, nheads, gh, "sharded")
+    parts += _state_parts("ssm", ssm, 1, nheads, gh, "sharded", tpe)
     return layout._add(name, "state", layers, parts, alias)
 
 

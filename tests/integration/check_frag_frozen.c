@@ -45,7 +45,7 @@ START_TEST(a_frozen_context_daemon_writing_pools_over_cma_holds_failed_until_it_
     ck_assert_int_eq(ru_wait_event(g, 1, &ev, 20000), KVF_EV_DONE);
     ck_assert_int_eq(ru_wait_event(c, 1, &ev, 20000), KVF_EV_SENT);
     ru_assert_parity(g, 0, 77, "fragment over cma");
-    ck_assert_int_ge(ru_peers_stat(&t.a, "fragment_cma_writes"), 1);
+    ck_assert_int_ge(ru_peers_stat(&t.a, "fragment_copy_jobs"), 1);
     ck_assert_int_eq(ru_peers_stat(&t.a, "fragment_puts"), 0);
     /* the next one's RECV_REQ reaches a frozen context daemon */
     ck_assert_int_eq(kvf_send(c->c, 2, c->l.n_groups, c->counts, c->ids, 1), 0);

@@ -37,6 +37,18 @@ static void make_install(char *out, size_t len)
 
 static char multiarch_libdir[300];
 
+/* make install or uninstall at a prefix, into dest */
+static void make_at(const char *target, const char *prefix, char *out, size_t len)
+{
+    const char *vars = getenv("KVF_MAKEVARS");
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory %s %s "
+             "BUILD=%s PREFIX=%s DESTDIR=%s 2>&1",
+             target, vars ? vars : "", tu_build_dir(), prefix, dest);
+    sh_ok(cmd, out, len);
+}
+
 static void setup(void)
 {
     char out[256];
@@ -156,6 +168,43 @@ START_TEST(installed_man_pages_render)
 }
 END_TEST
 
+/* /usr/local: the config under /usr/local/etc (the unit names it), the Python package where
+ * Debian's python3 looks for /usr/local (python3.X/dist-packages), the schema under share/kvferry;
+ * uninstall then removes every file but the edited config. */
+START_TEST(install_at_usr_local_follows_the_prefix_and_uninstall_removes_it)
+{
+    static char out[16384];
+    char cmd[1024];
+    make_at("install", "/usr/local", out, sizeof(out));
+    const char *want[] = {"/usr/local/etc/kvferry/kvferry.yaml",
+                          "/usr/local/share/kvferry/kvferry-layout.schema.json",
+                          "/usr/local/lib/kvferry/kvferry-sim"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        ck_assert_msg(exists(want[i]), "%s not installed", want[i]);
+    ck_assert(!exists("/etc"));
+    ck_assert(!exists("/usr/local/include/kvferry-layout.schema.json"));
+    sh_ok("/usr/bin/python3 -c 'import sys; print(\"%d.%d\" % sys.version_info[:2])'", out,
+          sizeof(out));
+    out[strcspn(out, "\n")] = '\0';
+    char py[128];
+    tu_fmt(py, sizeof(py), "/usr/local/lib/python%s/dist-packages/kvferry/_lib.py", out);
+    ck_assert_msg(exists(py), "%s not installed", py);
+    tu_fmt(cmd, sizeof(cmd),
+           "grep -c /usr/local/etc/kvferry/kvferry.yaml %s/usr/local/lib/systemd/system/kvferry.service",
+           dest);
+    sh_ok(cmd, out, sizeof(out));
+    ck_assert_str_eq(out, "2\n"); /* ExecStartPre and ExecStart */
+
+    tu_fmt(cmd, sizeof(cmd), "echo '# mine' >> %s/usr/local/etc/kvferry/kvferry.yaml", dest);
+    sh_ok(cmd, out, sizeof(out));
+    make_at("uninstall", "/usr/local", out, sizeof(out));
+    ck_assert_msg(strstr(out, "kept your edited"), "%s", out);
+    tu_fmt(cmd, sizeof(cmd), "cd %s && find . -type f -o -type l", dest);
+    sh_ok(cmd, out, sizeof(out));
+    ck_assert_str_eq(out, "./usr/local/etc/kvferry/kvferry.yaml\n");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("install");
@@ -165,6 +214,7 @@ int main(void)
     tcase_add_test(t, install_twice_keeps_an_edited_config_and_puts_the_shipped_one_beside_it);
     tcase_add_test(t, install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_config);
     tcase_add_test(t, installed_man_pages_render);
+    tcase_add_test(t, install_at_usr_local_follows_the_prefix_and_uninstall_removes_it);
     suite_add_tcase(s, t);
     return tu_run(s);
 }

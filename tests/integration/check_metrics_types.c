@@ -6,6 +6,7 @@
  * Also: no stats value is undeclared, the phase histograms counted the request, and
  * last_remote_wall_seconds (first chunk to DONE) is within the request's end to end time. */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 
 #include "promcheck.h"
@@ -103,6 +104,7 @@ static const struct fam families[] = {
     {"kvferry_peers_forwards_refused_total", CT},
     {"kvferry_peers_fragment_puts_total", CT},
     {"kvferry_peers_fragment_cma_writes_total", CT},
+    {"kvferry_peers_fragment_copy_jobs_total", CT},
     {"kvferry_peers_gpu_failures_total", CT},
     {"kvferry_peers_reader_nacks_sent_total", CT},
     {"kvferry_peers_reader_nacks_recv_total", CT},
@@ -116,6 +118,12 @@ static const struct fam families[] = {
     {"kvferry_peers_host_scatters_total", CT},
     {"kvferry_peers_last_remote_bytes", GA},
     {"kvferry_peers_last_remote_wall_seconds", GA},
+    {"kvferry_peers_link_conns_refused_address_total", CT},
+    {"kvferry_peers_link_conns_refused_table_total", CT},
+    {"kvferry_peers_link_conns_refused_unproven_total", CT},
+    {"kvferry_peers_link_handshake_timeouts_total", CT},
+    {"kvferry_peers_link_ucx_stale_events_dropped_total", CT},
+    {"kvferry_peers_link_unproven_endpoints", GA},
     {"kvferry_peers_layouts_decoded_total", CT},
     {"kvferry_peers_layouts_forwarded_total", CT},
     {"kvferry_peers_layouts_missed_total", CT},
@@ -186,6 +194,8 @@ static const struct fam families[] = {
     {"kvferry_workers_transfers_plan_templates", GA},
     {"kvferry_workers_transfers_plan_template_bytes", GA},
     {"kvferry_workers_transfers_request_bytes", HI},
+    {"kvferry_workers_transfers_phase_seconds", HI},
+    {"kvferry_workers_transfers_send_seconds", HI},
     {"kvferry_workers_transfers_sends_total", CT},
     {"kvferry_workers_transfers_sent_total", CT},
     {"kvferry_workers_transfers_transfer_seconds", HI},
@@ -287,6 +297,51 @@ static void promtool(const char *text)
     ck_assert_msg(rc == 0, "promtool check metrics failed (exit %d): see above", rc);
 }
 
+/* 1 when `name` is a family (its # TYPE line) of text a or b. */
+static bool family_of(const char *a, const char *b, const char *name)
+{
+    char line[300];
+    tu_fmt(line, sizeof line, "# TYPE %s ", name);
+    return strstr(a, line) || strstr(b, line);
+}
+
+/* Every kvferry_* metric the shipped dashboard and alert rules name is a family of the scrapes
+ * a and b (a histogram's _bucket, _sum and _count series by its family). Returns how many
+ * names were checked. */
+static size_t contrib_names_exported(const char *a, const char *b)
+{
+    static const char *const files[] = {"contrib/grafana/kvferry.json",
+                                        "contrib/prometheus/kvferry.rules.yml"};
+    size_t checked = 0;
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
+        FILE *fp = fopen(files[f], "r");
+        ck_assert_msg(fp, "%s: %s", files[f], strerror(errno));
+        static char text[1 << 17];
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        fclose(fp);
+        ck_assert_uint_lt(n, sizeof text - 1);
+        text[n] = '\0';
+        for (const char *p = text; (p = strstr(p, "kvferry_")); ) {
+            char name[200];
+            size_t len = strspn(p, "abcdefghijklmnopqrstuvwxyz0123456789_");
+            tu_fmt(name, sizeof name, "%.*s", (int)len, p);
+            p += len;
+            bool ok = family_of(a, b, name);
+            static const char *const parts[] = {"_bucket", "_sum", "_count"};
+            for (size_t i = 0; !ok && i < 3; i++) {
+                size_t m = strlen(parts[i]);
+                if (len > m && !strcmp(name + len - m, parts[i])) {
+                    name[len - m] = '\0';
+                    ok = family_of(a, b, name);
+                }
+            }
+            ck_assert_msg(ok, "%s names %s, which neither daemon exports", files[f], name);
+            checked++;
+        }
+    }
+    return checked;
+}
+
 START_TEST(every_family_has_its_declared_type_on_two_daemons)
 {
     struct two t;
@@ -334,33 +389,64 @@ START_TEST(every_family_has_its_declared_type_on_two_daemons)
     double bytes = sample(tb, "kvferry_peers_last_remote_bytes");
     ck_assert(bytes > 0);
     ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_request_bytes_sum"), bytes);
-    /* per peer (the context home's address) and per receiving instance */
+    /* one peer label space: each side names the other by its link id, as `peers` lists it */
+    json_t *pa = ru_ctl(&t.a, "peers"), *pb = ru_ctl(&t.b, "peers");
+    const char *gen_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
+    const char *ctx_id =
+        json_string_value(json_object_get(json_array_get(json_object_get(pb, "peers"), 0), "peer"));
+    ck_assert_msg(gen_id && *gen_id && ctx_id && *ctx_id, "a daemon lists no peer");
+    /* per peer (the context side's daemon) and per receiving instance */
     char series[256];
     tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_requests_total{peer=\"%s\"}",
-           t.a.addr);
+           ctx_id);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
     tu_fmt(series, sizeof series, "kvferry_workers_transfers_per_peer_bytes_total{peer=\"%s\"}",
-           t.a.addr);
+           ctx_id);
     ck_assert_double_eq(sample(tb, series), bytes);
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_per_instance_requests_total{instance=\"%s\"}",
            t.gen.r[0].l.instance);
     ck_assert_msg(sample(tb, series) == 1, "no %s 1", series);
-    /* the context side's share, by the generation daemon's link id (as `peers` names it) */
-    json_t *pa = ru_ctl(&t.a, "peers");
-    const char *gen_id =
-        json_string_value(json_object_get(json_array_get(json_object_get(pa, "peers"), 0), "peer"));
-    ck_assert_msg(gen_id && *gen_id, "daemon A lists no peer");
+    /* the context side's share, by the generation daemon */
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_served_per_peer_requests_total{peer=\"%s\"}", gen_id);
     ck_assert_msg(sample(ta, series) == 1, "no %s 1 in:\n%s", series, ta);
     tu_fmt(series, sizeof series,
            "kvferry_workers_transfers_served_per_peer_bytes_total{peer=\"%s\"}", gen_id);
     ck_assert_double_eq(sample(ta, series), bytes);
+    /* the phases again by path, peer and instance; the context side's SEND to SENT */
+    const char *phases[] = {"lookup", "validate", "first_credit", "first_byte", "transfer",
+                            "end_to_end"};
+    for (size_t i = 0; i < sizeof phases / sizeof phases[0]; i++) {
+        tu_fmt(series, sizeof series,
+               "kvferry_workers_transfers_phase_seconds_count{instance=\"%s\",path=\"bounce\","
+               "peer=\"%s\",phase=\"%s\"}",
+               t.gen.r[0].l.instance, ctx_id, phases[i]);
+        ck_assert_msg(sample(tb, series) == 1, "no %s 1 in:\n%s", series, tb);
+    }
+    ck_assert_double_eq(sample(ta, "kvferry_workers_transfers_send_seconds_count"), 1);
+    ck_assert_double_eq(sample(tb, "kvferry_workers_transfers_send_seconds_count"), 0);
+    /* request_bytes in 2x steps: the request's bucket is at most twice its size */
+    double le = 4096, below = 0;
+    for (; le < bytes; le *= 2) {
+        tu_fmt(series, sizeof series, "kvferry_workers_transfers_request_bytes_bucket{le=\"%.0f\"}",
+               le);
+        below = sample(tb, series);
+        ck_assert_msg(below == 0, "%s is %g", series, below);
+    }
+    tu_fmt(series, sizeof series, "kvferry_workers_transfers_request_bytes_bucket{le=\"%.0f\"}",
+           le);
+    ck_assert_msg(sample(tb, series) == 1 && le < 2 * bytes, "%s (%g bytes): %g", series, bytes,
+                  sample(tb, series));
     json_decref(pa);
+    json_decref(pb);
     double wall = sample(tb, "kvferry_peers_last_remote_wall_seconds");
     double e2e = sample(tb, "kvferry_workers_transfers_end_to_end_seconds_sum");
     ck_assert_msg(wall > 0 && wall <= e2e, "last_remote_wall %g s, end to end %g s", wall, e2e);
+    /* the dashboard and the alerts query what the daemons export */
+    size_t named = contrib_names_exported(ta, tb);
+    ck_assert_msg(named >= 20, "contrib/ names only %zu metrics", named);
     promtool(ta);
     promtool(tb);
     free(ta);

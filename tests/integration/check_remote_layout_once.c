@@ -14,21 +14,7 @@ enum { NB = 2 };
 /* Moves request req from ctx to gen (one rank each, NB blocks) and checks every byte. */
 static void move_tiny(struct two *t, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req)
 {
-    uint32_t readers[64] = {0};
-    uint64_t seed = 0x600d + req;
-    ru_fill_and_send(ctx, gen, req, -1, seed, readers);
-    struct ru_rank *r = &gen->r[0];
-    struct kvf_recv_args a = {.req_id = req, .ctx_instance = ctx->r[0].l.instance,
-                              .ctx_dp_rank = -1, .ctx_home = t->a.addr,
-                              .n_groups = r->l.n_groups, .counts = r->counts, .ids = r->ids};
-    ck_assert_int_eq(kvf_recv(r->c, &a), 0);
-    struct kvf_event ev;
-    int k = ru_wait_event(r, req, &ev, 40000);
-    ck_assert_msg(k == KVF_EV_DONE, "request %llu of %s: event %d: %s: %s",
-                  (unsigned long long)req, r->l.instance, k,
-                  kvf_error_to_string((kvf_error_t)ev.error), ev.message);
-    ck_assert_int_eq(ru_wait_event(&ctx->r[0], req, &ev, 20000), KVF_EV_SENT);
-    ru_assert_parity(r, 0, seed, "layout once");
+    ru_move_one(t->a.addr, ctx, gen, req, 0x600d + req, 40000);
 }
 
 /* The laycache counters of both daemons: sent/referenced by b (generation), decoded/missed by

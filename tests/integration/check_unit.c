@@ -22,7 +22,7 @@ static void installed_unit(char *dir, size_t dlen, char *unit, size_t ulen)
     tu_fmt(cmd, sizeof(cmd),
            "mkdir -p %s/bin %s/man/man5 %s/man/man8 && ln -s %s%s%s %s/bin/kvferryd && "
            "cp man/*.8 %s/man/man8/ && cp %s/man/kvferry.yaml.5 %s/man/man5/ && "
-           "sed 's|@PREFIX@|%s|g' systemd/kvferry.service > %s 2>&1",
+           "sed -e 's|@PREFIX@|%s|g' -e 's|@SYSCONFDIR@|/etc|g' systemd/kvferry.service > %s 2>&1",
            dir, dir, dir, bin[0] == '/' ? "" : cwd, bin[0] == '/' ? "" : "/", bin, dir, dir,
            tu_build_dir(), dir, dir, unit);
     ck_assert_int_eq(sh(cmd, out, sizeof(out)), 0);

@@ -176,6 +176,10 @@ int ru_wait_event(struct ru_rank *r, uint64_t req, struct kvf_event *ev, unsigne
 void ru_fill_and_send(struct ru_inst *ctx, const struct ru_inst *gen, uint64_t req, int32_t dp,
                       uint64_t seed, uint32_t *readers);
 
+/* Moves request req from ctx (homed at home) to gen's rank 0, whose every block it RECVs: fills
+ * and SENDs with seed, waits DONE and SENT (ms each), checks every byte. One rank each side. */
+void ru_move_one(const char *home, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
+                 uint64_t seed, unsigned ms);
 /* Every byte of every pool of a generation rank: poison + its shard of the pattern. */
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what);

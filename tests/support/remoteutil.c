@@ -486,6 +486,25 @@ void ru_fill_and_send(struct ru_inst *ctx, const struct ru_inst *gen, uint64_t r
     }
 }
 
+void ru_move_one(const char *home, struct ru_inst *ctx, struct ru_inst *gen, uint64_t req,
+                 uint64_t seed, unsigned ms)
+{
+    uint32_t readers[64] = {0};
+    ru_fill_and_send(ctx, gen, req, -1, seed, readers);
+    struct ru_rank *r = &gen->r[0];
+    struct kvf_recv_args a = {.req_id = req, .ctx_instance = ctx->r[0].l.instance,
+                              .ctx_dp_rank = -1, .ctx_home = home, .n_groups = r->l.n_groups,
+                              .counts = r->counts, .ids = r->ids};
+    ck_assert_int_eq(kvf_recv(r->c, &a), 0);
+    struct kvf_event ev;
+    int k = ru_wait_event(r, req, &ev, ms);
+    ck_assert_msg(k == KVF_EV_DONE, "request %llu of %s: event %d: %s: %s",
+                  (unsigned long long)req, r->l.instance, k,
+                  kvf_error_to_string((kvf_error_t)ev.error), ev.message);
+    ck_assert_int_eq(ru_wait_event(&ctx->r[0], req, &ev, ms), KVF_EV_SENT);
+    ru_assert_parity(r, 0, seed, r->l.instance);
+}
+
 void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                       const char *what)
 {
