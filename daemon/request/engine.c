@@ -34,7 +34,7 @@ uint64_t engine_now(const struct engine *e)
 static bool busy(const struct engine *e)
 {
     return e->rxs || e->txs || e->stages || e->host_ops || e->frags || quar_timed(e) ||
-           fence_pending(e) || e->fwds || tab_fetching(e) ||
+           fence_pending(e) || lost_redialing(e) || e->fwds || tab_fetching(e) ||
            gpu_retire_pending(&e->gpu_retired);
 }
 
@@ -51,6 +51,7 @@ static void tick_cb(uv_timer_t *h)
     ctx_tick(e, now);
     quar_tick(e, now);
     fence_tick(e);
+    lost_redial(e, now);
     home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);

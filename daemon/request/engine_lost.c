@@ -40,6 +40,7 @@ struct elost {
         uv_timer_t timer; /* polled: no pidfd */
     } h;
     bool polled;
+    uint64_t retry_at, retry_ms; /* held with an address: when to dial it next, and the backoff */
     bool handle;   /* h initialised: closed by drop() */
     bool watching; /* waiting for the exit */
     bool closing;
@@ -107,6 +108,7 @@ static void exited(struct elost *g)
              (unsigned long long)(engine_now(e) - g->lost_at), (unsigned long long)(held >> 10));
     quar_peer_back(e, g->key); /* the next tick reclaims, after any scatter that reads them */
     g->held = g->watching = false;
+    g->retry_at = 0;
     g->why = "its process exited: slots reclaimed";
 }
 
@@ -238,10 +240,39 @@ void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int
     g->err = err;
     if (held) {
         g->held = true;
+        g->retry_ms = LOST_RETRY_MS;
+        g->retry_at = now + g->retry_ms;
         if (!g->handle)
             watch(e, g, lp);
     } else if (!g->watching) {
         g->why = "nothing held";
+    }
+}
+
+bool lost_redialing(const struct engine *e)
+{
+    for (const struct elost *g = e->lost; g; g = g->next)
+        if (g->held && g->retry_at)
+            return true;
+    return false;
+}
+
+void lost_redial(struct engine *e, uint64_t now)
+{
+    for (struct elost *g = e->lost; g; g = g->next) {
+        if (!g->held || !g->retry_at || now < g->retry_at)
+            continue;
+        if (!strcmp(g->addr, "-")) { /* it dialed us: it will again, or exit */
+            g->retry_at = 0;
+            continue;
+        }
+        g->retry_ms = g->retry_ms * 2 < LOST_RETRY_MAX_MS ? g->retry_ms * 2 : LOST_RETRY_MAX_MS;
+        g->retry_at = now + g->retry_ms;
+        struct epeer *p;
+        int rc = epeer_get(e, g->addr, &p); /* up: its fence ends the hold (engine_fence.c) */
+        if (rc < 0)
+            log_debug("engine: lost peer %s at %s: dialing it again failed: %s", g->peer,
+                      g->addr, strerror(-rc));
     }
 }
 

@@ -453,21 +453,22 @@ START_TEST(a_context_daemon_frozen_mid_transfer_gets_every_slot_back_when_it_ret
     ck_assert_msg(ended == N_MOVING, "%d of %d of A's requests ended", ended, N_MOVING);
     ck_assert_int_eq(kill(t.a.pid, SIGCONT), 0);
     uint64_t t_back = ru_now_ms();
-    a_moves_again(&t, t_back, "mid-transfer SIGCONT");
-    /* A is back under a new link: every slot comes back, none waits for the old one */
-    until = ru_now_ms() + tu_ms(5000);
+    /* no request of G's needs A now: G dials it again itself, A fences its writes from before,
+     * and every slot comes back; none waits for the lost incarnation's link */
+    until = ru_now_ms() + tu_ms(5000) + 10 * tu_keepalive_ms(1000);
     while ((ru_ctl_int(&t.g, "arena", "quarantined_slots") != 0 ||
             ru_ctl_int(&t.g, "arena", "slots_in_use") != 0) &&
            ru_now_ms() < until)
         move_b(&t, req_b++);
     long long q = ru_ctl_int(&t.g, "arena", "quarantined_slots");
     fprintf(stderr, "mid-transfer SIGCONT: %lld slot(s) quarantined, %lld in use at G %llu ms "
-            "after A came back\n", q, ru_ctl_int(&t.g, "arena", "slots_in_use"),
-            (unsigned long long)(ru_now_ms() - t_back));
+            "after A came back, no request of A's in between\n", q,
+            ru_ctl_int(&t.g, "arena", "slots_in_use"), (unsigned long long)(ru_now_ms() - t_back));
     if (q)
         ru_dump_log(&t.g, "generation daemon");
     ck_assert_int_eq(q, 0);
     ck_assert_int_eq(ru_ctl_int(&t.g, "arena", "slots_in_use"), 0);
+    a_moves_again(&t, t_back, "mid-transfer SIGCONT");
     all_idle(&t, "mid-transfer SIGCONT");
     fprintf(stderr, "mid-transfer SIGCONT: G's hold ended by A's fence: %s; A closed its old link "
             "to G on the fence (its own loop had not lost G yet): %s\n",
