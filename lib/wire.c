@@ -17,7 +17,8 @@ static const char *const type_names[WIRE__TYPE_END] = {
     [WIRE_RECV_REQ] = "RECV_REQ",             [WIRE_GRANT] = "GRANT",
     [WIRE_CHUNK] = "CHUNK",                   [WIRE_WRITER_DONE] = "WRITER_DONE",
     [WIRE_NACK] = "NACK",                     [WIRE_CANCEL] = "CANCEL",
-    [WIRE_READER_NACK] = "READER_NACK",
+    [WIRE_READER_NACK] = "READER_NACK",       [WIRE_FENCE] = "FENCE",
+    [WIRE_FENCE_DONE] = "FENCE_DONE",
 };
 
 const char *wire_type_to_string(wire_type_t t)
@@ -198,6 +199,9 @@ static int validate_fields(const struct wire_msg *m)
             return -EINVAL;
         TRY(check_code(m->u.reader_nack.code));
         return check_text(m->u.reader_nack.message);
+    case WIRE_FENCE:
+    case WIRE_FENCE_DONE:
+        return m->u.fence.serial ? 0 : -EINVAL;
     default:
         return -EINVAL;
     }
@@ -364,6 +368,10 @@ static void put_body(struct wr *w, const struct wire_msg *m)
         wr_u32(w, (uint32_t)m->u.reader_nack.code);
         wr_str(w, m->u.reader_nack.message);
         break;
+    case WIRE_FENCE:
+    case WIRE_FENCE_DONE:
+        wr_u64(w, m->u.fence.serial);
+        break;
     default:
         break;
     }
@@ -454,6 +462,10 @@ static void get_body(struct rd *r, struct wire_msg *m)
         m->u.reader_nack.writer = rd_u32(r);
         m->u.reader_nack.code = (kvf_error_t)rd_u32(r);
         rd_str(r, m->u.reader_nack.message, WIRE_TEXT_MAX);
+        break;
+    case WIRE_FENCE:
+    case WIRE_FENCE_DONE:
+        m->u.fence.serial = rd_u64(r);
         break;
     default:
         rd_fail(r, -ENOMSG);

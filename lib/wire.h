@@ -101,6 +101,8 @@ typedef enum {
     WIRE_NACK = 9,
     WIRE_CANCEL = 10,
     WIRE_READER_NACK = 11,
+    WIRE_FENCE = 12,      /* a returned peer: end your writes into me from before this link */
+    WIRE_FENCE_DONE = 13, /* they ended: nothing written before it lands any more */
     WIRE__TYPE_END
 } wire_type_t;
 
@@ -217,6 +219,11 @@ struct wire_reader_nack {
     char message[WIRE_TEXT_MAX];
 };
 
+/* FENCE / FENCE_DONE (engine_fence.c): serial names the fence its answer closes. */
+struct wire_fence {
+    uint64_t serial;
+};
+
 struct wire_msg {
     wire_type_t type;
     union {
@@ -231,6 +238,7 @@ struct wire_msg {
         struct wire_nack nack;
         struct wire_cancel cancel;
         struct wire_reader_nack reader_nack;
+        struct wire_fence fence; /* FENCE and FENCE_DONE */
     } u;
     void *owned_; /* decode's allocations; NULL for a message you built */
 };

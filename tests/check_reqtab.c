@@ -61,11 +61,13 @@ static struct xfer *mk(xfer_side_t side, uint32_t rank, const char *peer)
     return x;
 }
 
+static uint64_t g_epoch = 1; /* the context instance's epoch of the SENDs send_in makes */
+
 /* A SEND of q from rank: meets, binds, takes the generation. */
 static kvf_error_t send_in(struct reqtab *t, struct req *q, struct xfer *s, uint32_t readers,
                            char *msg)
 {
-    kvf_error_t e = reqtab_send_meets(t, q, s->rank_idx, readers, msg, 512);
+    kvf_error_t e = reqtab_send_meets(t, q, s->rank_idx, g_epoch, readers, msg, 512);
     if (e == KVF_OK) {
         s->gen = q->gen;
         ck_assert_int_eq(reqtab_bind(t, q, s), 0);
@@ -210,6 +212,48 @@ START_TEST(reqtab_late_send_of_another_rank_joins_and_counts_the_served_readers)
 }
 END_TEST
 
+/* Issue 26: a prefill at TP1 (epoch 1) served request 5; it comes back at TP2 (epoch 2) and
+ * its rank 1, which the old shape did not have, sends 5 first. It must open a new generation,
+ * not join the old, served one (which released it at once with no byte read, and refused the
+ * new RECV as a reader too many); rank 0 then joins it. */
+START_TEST(reqtab_a_send_of_a_new_instance_epoch_never_joins_an_older_epochs_generation)
+{
+    struct reqtab t;
+    reqtab_init(&t);
+    char msg[512];
+    struct req *q = reqtab_open(&t, "pre", 5);
+    struct xfer *old = mk(XFER_SEND, 0, NULL), *r = mk(XFER_RECV, 0, NULL);
+    g_epoch = 1;
+    ck_assert_int_eq(send_in(&t, q, old, 1, msg), KVF_OK);
+    uint64_t g1 = q->gen;
+    ck_assert_int_eq(reqtab_bind(&t, q, r), 0);
+    reqtab_recv_done(q, 0);
+    reqtab_unbind(&t, r, 0, 1000);
+    reqtab_unbind(&t, old, 0, 1000);
+    g_epoch = 2;
+    struct xfer *n1 = mk(XFER_SEND, 1, NULL), *n0 = mk(XFER_SEND, 0, NULL);
+    ck_assert_int_eq(send_in(&t, q, n1, 1, msg), KVF_OK);
+    ck_assert_uint_gt(q->gen, g1);
+    ck_assert_uint_eq(q->epoch, 2);
+    ck_assert_uint_eq(q->done, 0); /* the old tally is not the new request's */
+    uint64_t g2 = q->gen;
+    ck_assert_int_eq(reqtab_recv_meets(&t, q, msg, sizeof msg), KVF_OK); /* its reader */
+    ck_assert_int_eq(send_in(&t, q, n0, 1, msg), KVF_OK);
+    ck_assert_uint_eq(q->gen, g2);
+    /* an old epoch's SEND in flight is never joined by a new epoch's: refused, naming both */
+    reqtab_unbind(&t, n0, 0, 1000);
+    g_epoch = 3;
+    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 3, 1, msg, sizeof msg), KVF_E_BAD_REQUEST);
+    ck_assert_ptr_nonnull(strstr(msg, "instance epoch 2"));
+    g_epoch = 1;
+    free(old);
+    free(r);
+    free(n0);
+    free(n1);
+    reqtab_free(&t);
+}
+END_TEST
+
 START_TEST(reqtab_an_id_reused_in_flight_is_bad_request_naming_id_and_instance)
 {
     struct reqtab t;
@@ -220,11 +264,11 @@ START_TEST(reqtab_an_id_reused_in_flight_is_bad_request_naming_id_and_instance)
     ck_assert_int_eq(send_in(&t, q, s0, 1, msg), KVF_OK);
     ck_assert_int_eq(send_in(&t, q, s1, 1, msg), KVF_OK);
     /* rank 0 again while its SEND is live */
-    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, msg, sizeof msg), KVF_E_BAD_REQUEST);
+    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, 1, msg, sizeof msg), KVF_E_BAD_REQUEST);
     ck_assert_ptr_nonnull(strstr(msg, "request 42 of context instance prefill-a"));
     /* rank 0's SEND ended, rank 1's is in flight: rank 0 again is still a reuse in flight */
     reqtab_unbind(&t, s0, 0, 1000);
-    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, msg, sizeof msg), KVF_E_BAD_REQUEST);
+    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, 1, msg, sizeof msg), KVF_E_BAD_REQUEST);
     ck_assert_ptr_nonnull(strstr(msg, "still in flight"));
     /* a RECV: one reader named and one already there: a second one is a reuse in flight */
     struct xfer *r = mk(XFER_RECV, 0, NULL), *remote = mk(XFER_RECV, 0, "10.0.0.2:7000");
@@ -236,7 +280,7 @@ START_TEST(reqtab_an_id_reused_in_flight_is_bad_request_naming_id_and_instance)
     /* once every SEND ended, the id is free: a new generation */
     reqtab_unbind(&t, s1, 0, 1000);
     reqtab_unbind(&t, r, 0, 1000);
-    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, msg, sizeof msg), KVF_OK);
+    ck_assert_int_eq(reqtab_send_meets(&t, q, 0, 1, 1, msg, sizeof msg), KVF_OK);
     free(s0);
     free(s1);
     free(r);
@@ -259,6 +303,7 @@ static Suite *reqtab_suite(void)
     tcase_add_test(t, reqtab_a_recv_after_its_generation_ended_waits_for_the_next_one);
     tcase_add_test(t, reqtab_late_send_of_another_rank_joins_and_counts_the_served_readers);
     tcase_add_test(t, reqtab_an_id_reused_in_flight_is_bad_request_naming_id_and_instance);
+    tcase_add_test(t, reqtab_a_send_of_a_new_instance_epoch_never_joins_an_older_epochs_generation);
     suite_add_tcase(s, t);
     return s;
 }

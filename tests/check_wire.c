@@ -98,6 +98,10 @@ static struct wire_msg sample(wire_type_t t)
         m.u.reader_nack.code = KVF_E_PEER_INCOMPATIBLE;
         strcpy(m.u.reader_nack.message, "head inner bytes differ");
         break;
+    case WIRE_FENCE:
+    case WIRE_FENCE_DONE:
+        m.u.fence.serial = 0x8877665544332211ull;
+        break;
     default:
         break;
     }
@@ -612,6 +616,8 @@ START_TEST(wire_values_out_of_domain_are_refused_both_ways)
     BAD(WIRE_READER_NACK, m_.u.reader_nack.writer = WIRE_MAX_RANKS, -EINVAL);
     BAD(WIRE_READER_NACK, m_.u.reader_nack.code = KVF_OK, -EINVAL);
     BAD(WIRE_READER_NACK, m_.u.reader_nack.ctx_instance[0] = 0, -EINVAL);
+    BAD(WIRE_FENCE, m_.u.fence.serial = 0, -EINVAL);
+    BAD(WIRE_FENCE_DONE, m_.u.fence.serial = 0, -EINVAL);
     BAD(WIRE_WRITER_DONE, m_.u.writer_done.writer = WIRE_MAX_RANKS, -EINVAL);
 #undef BAD
     ck_assert_int_le(n, 64);

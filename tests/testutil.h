@@ -51,6 +51,14 @@ int tu_sh(const char *cmd, char *out, size_t len);
  * scales its timeout with it, and so must a test's own deadline loop. */
 unsigned tu_ms(unsigned ms);
 
+/* The keepalive interval for a test whose healthy peers must stay up while another is frozen:
+ * base_ms, scaled by KVF_TEST_SLOW, by the load average per CPU and by 10x the longest stall of
+ * a few short sleeps measured at the first call (a loaded machine's loop may stand still for
+ * over a second, and a peer silent keepalive_misses intervals is lost), whichever is largest,
+ * at most 10x.
+ * The same for every call of one process. Detection times the test asserts scale with it. */
+unsigned tu_keepalive_ms(unsigned base_ms);
+
 /* Run a suite, return the process exit code. */
 int tu_run(Suite *s);
 

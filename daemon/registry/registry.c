@@ -111,6 +111,7 @@ int registry_add(struct registry *r, const struct layout *l, const struct copy_m
             return -ENOMEM;
         snprintf(in->id, sizeof in->id, "%s", l->instance);
         in->role = l->role;
+        in->inst_epoch = ++r->next_inst_epoch;
         in->n_ranks = l->tp_size * l->pp_size;
         in->ranks = calloc(in->n_ranks, sizeof *in->ranks);
         in->table = calloc(in->n_ranks, sizeof *in->table);
@@ -192,10 +193,11 @@ json_t *registry_instances_json(const struct registry *r)
 {
     json_t *a = json_array();
     for (const struct reg_instance *in = r->instances; in; in = in->next)
-        json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:b,s:I}", "id", in->id, "role",
+        json_array_append_new(a, json_pack("{s:s,s:s,s:i,s:i,s:b,s:I,s:I}", "id", in->id, "role",
                                            layout_role_to_string(in->role), "ranks",
                                            (int)in->n_ranks, "registered", (int)in->n_registered,
                                            "home", registry_complete(in), "epoch",
-                                           (json_int_t)in->epoch));
+                                           (json_int_t)in->epoch, "instance_epoch",
+                                           (json_int_t)in->inst_epoch));
     return a;
 }

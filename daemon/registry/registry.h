@@ -40,12 +40,19 @@ struct reg_instance {
     struct reg_rank **ranks;      /* n_ranks slots, NULL where not registered; ranks owned */
     struct layout *table;         /* n_ranks layouts, valid while complete; owned */
     uint64_t epoch;               /* bumps at every (de)registration: cached verdicts expire */
+    uint64_t inst_epoch;          /* the instance epoch (docs/DESIGN.md §7 "Epochs"): a
+                                   * daemon-wide serial given when its first rank registers
+                                   * here. Ranks join only an instance of their own shape, so a
+                                   * new shape (TP, PP, attention-DP, model) always opens a new
+                                   * one; so does a whole-instance restart. Requests meet only
+                                   * within one (reqtab.h). */
     struct reg_instance *next;
 };
 
 struct registry {
     struct reg_instance *instances; /* owned list */
     uint64_t next_worker_id;
+    uint64_t next_inst_epoch;     /* instance epochs given so far */
     uint32_t n_ranks;
     struct unmapper *um;          /* borrowed: must outlive the registry; NULL: munmap here */
 };

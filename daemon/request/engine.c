@@ -14,6 +14,7 @@
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gone.h"
+#include "engine_fence.h"
 #include "engine_lost.h"
 #include "engine_gpu.h"
 #include "engine_nack.h"
@@ -34,7 +35,8 @@ uint64_t engine_now(const struct engine *e)
 
 static bool busy(const struct engine *e)
 {
-    return e->rxs || e->txs || e->stages || e->host_ops || e->frags || quar_timed(e) || e->fwds || tab_fetching(e) ||
+    return e->rxs || e->txs || e->stages || e->host_ops || e->frags || quar_timed(e) ||
+           fence_pending(e) || lost_redialing(e) || e->fwds || tab_fetching(e) ||
            gpu_retire_pending(&e->gpu_retired);
 }
 
@@ -50,6 +52,8 @@ static void tick_cb(uv_timer_t *h)
     gen_tick(e, now);
     ctx_tick(e, now);
     quar_tick(e, now);
+    fence_tick(e);
+    lost_redial(e, now);
     home_tick(e);
     gen_sweep(e);
     ctx_sweep(e);
@@ -187,6 +191,12 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
             quar_acked(e, p, flow);
         else
             ctx_on_cancel(e, p, flow, &m);
+        break;
+    case WIRE_FENCE: /* a returned peer: our writes into it from before must end */
+        fence_on_fence(e, p, &m);
+        break;
+    case WIRE_FENCE_DONE: /* they ended: what we held for it comes back */
+        fence_on_done(e, p, &m);
         break;
     default:
         break;
@@ -386,6 +396,7 @@ struct engine *engine_free(struct engine *e)
     }
     frag_jobs_free(e);
     quar_free_all(e);
+    fence_free_all(e);
     gone_free(e);
     e->arena = arena_free(e->arena);
     e->shold = hold_free(e->shold); /* before its arena */

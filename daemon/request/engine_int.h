@@ -116,6 +116,8 @@ struct engine {
     bool warned_frag;
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */
+    struct fence *fences; /* fences sent to returned peers, or owed to them (engine_fence.c) */
+    uint64_t fence_serial;
     struct gone_ranks *gone; /* context ranks that went away (engine_gone.c); owned */
     struct elost *lost;   /* peers lost a moment ago, frozen ones watched (engine_lost.c) */
     struct pnack *pnacks; /* failed readers' NACKs waiting (engine_pnack.c) */

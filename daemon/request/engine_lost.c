@@ -3,8 +3,9 @@
  *
  * A peer lost for silence while it could put straight into our memory over shared memory keeps
  * its quarantined slots (engine_quar.c, quar_peer_frozen): if it was only stopped, a put it was
- * inside would finish when it runs again. Once its process has exited no put of it can land, so
- * the hold ends then too. The process is the one the handshake named, known by a pidfd the link
+ * inside would finish when it runs again. It ends when the peer fences its writes on a new link
+ * (engine_fence.c); once its process has exited no put of it can land, so the hold ends then
+ * too. The process is the one the handshake named, known by a pidfd the link
  * opened while it answered (link_proc.c), so a pid reused since cannot pass for it; polled here
  * on the loop. Where pidfd_open is missing or refused, the link read the process's start time
  * instead (link_peer_proc_start): its pid is polled every LOST_POLL_MS (link_proc_alive: gone,
@@ -39,6 +40,7 @@ struct elost {
         uv_timer_t timer; /* polled: no pidfd */
     } h;
     bool polled;
+    uint64_t retry_at, retry_ms; /* held with an address: when to dial it next, and the backoff */
     bool handle;   /* h initialised: closed by drop() */
     bool watching; /* waiting for the exit */
     bool closing;
@@ -87,11 +89,11 @@ static void unlink_drop(struct engine *e, struct elost *g)
     drop(g);
 }
 
-/* The watch failed: the slots stay held until the peer is heard again. */
+/* The watch failed: the slots stay held until the peer fences its writes on a new link. */
 static void watch_failed(struct elost *g, const char *how)
 {
     log_warn("engine: lost peer %s: watching its process %u failed (%s): its slots stay "
-             "held until it is heard again", g->peer, g->pid, how);
+             "held until it fences its writes on a new link", g->peer, g->pid, how);
     g->why = "the watch on its process failed";
     g->watching = false;
 }
@@ -106,6 +108,7 @@ static void exited(struct elost *g)
              (unsigned long long)(engine_now(e) - g->lost_at), (unsigned long long)(held >> 10));
     quar_peer_back(e, g->key); /* the next tick reclaims, after any scatter that reads them */
     g->held = g->watching = false;
+    g->retry_at = 0;
     g->why = "its process exited: slots reclaimed";
 }
 
@@ -175,8 +178,8 @@ static void watch_polled(struct engine *e, struct elost *g, uint32_t pid, uint64
         return;
     }
     g->watching = true;
-    g->why = "held until it is heard again or its process exits (no pidfd: its pid and start "
-             "time polled)";
+    g->why = "held until it fences its writes on a new link or its process exits (no pidfd: its "
+             "pid and start time polled)";
 }
 
 static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
@@ -209,7 +212,7 @@ static void watch(struct engine *e, struct elost *g, struct link_peer *lp)
         return;
     }
     g->watching = true;
-    g->why = "held until it is heard again or its process exits";
+    g->why = "held until it fences its writes on a new link or its process exits";
 }
 
 void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int err, bool held,
@@ -237,10 +240,39 @@ void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int
     g->err = err;
     if (held) {
         g->held = true;
+        g->retry_ms = LOST_RETRY_MS;
+        g->retry_at = now + g->retry_ms;
         if (!g->handle)
             watch(e, g, lp);
     } else if (!g->watching) {
         g->why = "nothing held";
+    }
+}
+
+bool lost_redialing(const struct engine *e)
+{
+    for (const struct elost *g = e->lost; g; g = g->next)
+        if (g->held && g->retry_at)
+            return true;
+    return false;
+}
+
+void lost_redial(struct engine *e, uint64_t now)
+{
+    for (struct elost *g = e->lost; g; g = g->next) {
+        if (!g->held || !g->retry_at || now < g->retry_at)
+            continue;
+        if (!strcmp(g->addr, "-")) { /* it dialed us: it will again, or exit */
+            g->retry_at = 0;
+            continue;
+        }
+        g->retry_ms = g->retry_ms * 2 < LOST_RETRY_MAX_MS ? g->retry_ms * 2 : LOST_RETRY_MAX_MS;
+        g->retry_at = now + g->retry_ms;
+        struct epeer *p;
+        int rc = epeer_get(e, g->addr, &p); /* up: its fence ends the hold (engine_fence.c) */
+        if (rc < 0)
+            log_debug("engine: lost peer %s at %s: dialing it again failed: %s", g->peer,
+                      g->addr, strerror(-rc));
     }
 }
 

@@ -12,6 +12,7 @@
 #include "daemon.h"
 #include "egpu_peer.h"
 #include "engine_ctx.h"
+#include "engine_fence.h"
 #include "engine_gen.h"
 #include "engine_lost.h"
 #include "engine_peer.h"
@@ -73,8 +74,8 @@ void epeer_up(struct engine *e, struct link_peer *lp)
     p->since_ms = engine_now(e);
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
-    quar_peer_back(e, share_key(p)); /* it ran again: its puts from before are over */
-    lost_back(e, share_key(p));
+    ctx_hold_peer_back(e, share_key(p)); /* it ran again: reads of our staging from before ended */
+    fence_peer_up(e, p); /* held landing slots and pools: when it proves its writes ended */
     tab_peer_up(e, p);
     home_tick(e);
     gen_peer_up(e, p);
@@ -95,6 +96,7 @@ void epeer_down(struct engine *e, struct link_peer *lp, int err)
         log_warn("engine: peer %s unreachable: %s", p->addr[0] ? p->addr : link_peer_id(lp),
                  strerror(-err));
     }
+    fence_peer_down(e, p);
     tab_peer_down(e, p);
     home_peer_down(e, p);
     gen_peer_down(e, p, err);

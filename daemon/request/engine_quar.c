@@ -29,6 +29,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "engine_share.h"
 #include "mempin.h"
 #include "registry.h"
 #include "transfers.h"
@@ -195,6 +196,14 @@ void quar_peer_back(struct engine *e, uint64_t key)
     engine_kick_tick(e);
 }
 
+bool quar_held_for(const struct engine *e, uint64_t key)
+{
+    for (const struct qflow *q = e->qflows; q; q = q->next)
+        if (q->hold_key == key)
+            return true;
+    return false;
+}
+
 void quar_tick(struct engine *e, uint64_t now)
 {
     if (e->shold) /* staging slots come back to their waiters */
@@ -264,6 +273,7 @@ void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t 
     if (!d)
         return; /* the generation side reclaims when this peer goes */
     d->peer = p;
+    d->key = share_key(p);
     d->flow = flow;
     d->req_id = req_id;
     d->writer = writer;

@@ -10,7 +10,7 @@ struct qflow {
     uint64_t flow;
     struct epeer *peer; /* NULL once lost */
     uint64_t at_ms;     /* 0: waiting for the ack; else reclaim at (peer lost, or the backstop) */
-    uint64_t hold_key;  /* not 0: held until that daemon is heard again (quar_peer_frozen) */
+    uint64_t hold_key;  /* not 0: held until that daemon fences its writes or exits (quar_peer_frozen) */
     struct rx *rx;      /* fragment flow: the request whose report waits (rx->frag_wait) */
     uint8_t **pins;     /* fragment flow: the rank's pool mappings it pins (mempin.h), so a
                            put that still lands never finds them unmapped; n_pins of them */
@@ -21,6 +21,7 @@ struct qflow {
 /* Context side: a failed flow's chunks still in flight; CANCEL(flow) when they completed. */
 struct dack {
     struct epeer *peer;
+    uint64_t key; /* the peer daemon's share key: kept when the peer goes (engine_fence.c) */
     uint64_t flow, req_id;
     uint32_t writer, n;
     struct dack *next;
@@ -42,12 +43,15 @@ void quar_pools_stop(struct engine *e);
 void quar_acked(struct engine *e, struct epeer *p, uint64_t flow);
 void quar_peer_down(struct engine *e, struct epeer *p);
 /* The peer went silent (keepalive) while it could put straight into our memory (shared
- * memory): a put it was inside when it froze would finish when it runs again, whatever we
- * closed. Its flows' slots stay held (counted in its share) until the same daemon is heard again
- * (quar_peer_back: it ran, so that put ended), not ENGINE_RECLAIM_MS after the loss. Call before
+ * memory, cma writes): a write it was inside when it froze would finish when it runs again,
+ * whatever we closed. Its flows' slots stay held (counted in its share) until the same daemon
+ * proves on a new link that its writes from before ended (engine_fence.c), or its process
+ * exits (engine_lost.c): then quar_peer_back. Not ENGINE_RECLAIM_MS after the loss. Call before
  * quar_peer_down. */
 void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key);
 void quar_peer_back(struct engine *e, uint64_t key);
+/* Whether flows of the daemon of key are held until it fences its writes (quar_peer_frozen). */
+bool quar_held_for(const struct engine *e, uint64_t key);
 void quar_tick(struct engine *e, uint64_t now);
 bool quar_timed(const struct engine *e);
 void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,

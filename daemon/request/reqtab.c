@@ -184,9 +184,10 @@ static uint32_t live_local_recvs(const struct req *q)
 
 /* Forgets the ended generation (its tally, readers, ended ranks and failures); the readers
  * that failed before this SEND came are the new one's. */
-static void new_generation(struct reqtab *t, struct req *q)
+static void new_generation(struct reqtab *t, struct req *q, uint64_t epoch)
 {
     q->gen = ++t->next_gen;
+    q->epoch = epoch;
     q->done = q->need = 0;
     q->n_ended = 0;
     xfer_fails_free(q->fail_cur);
@@ -194,8 +195,8 @@ static void new_generation(struct reqtab *t, struct req *q)
     q->fail_next = NULL;
 }
 
-kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint32_t n_readers,
-                              char *msg, size_t len)
+kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint64_t epoch,
+                              uint32_t n_readers, char *msg, size_t len)
 {
     const struct xfer *old = reqtab_send_of(q, rank);
     if (old) {
@@ -204,18 +205,22 @@ kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, ui
                  "ended", (unsigned long long)q->id, q->instance, rank, (unsigned long long)q->gen);
         return KVF_E_BAD_REQUEST;
     }
-    if (q->gen && rank_ended(q, rank)) { /* this rank already sent this generation: a new request */
+    /* this rank already sent this generation, or the generation is another epoch's (another
+     * set of ranks): a new request */
+    bool stale = q->gen && q->epoch != epoch;
+    if (q->gen && (stale || rank_ended(q, rank))) {
         uint32_t n = live_sends(q);
         if (n > 0) {
             snprintf(msg, len, "request %llu of context instance %s: the previous request with "
-                     "this id (SEND generation %llu) is still in flight (%u SEND(s) of other "
-                     "ranks waiting): a request id may be reused only after its request ended",
-                     (unsigned long long)q->id, q->instance, (unsigned long long)q->gen, n);
+                     "this id (SEND generation %llu, instance epoch %llu) is still in flight (%u "
+                     "SEND(s) of other ranks waiting): a request id may be reused only after its "
+                     "request ended", (unsigned long long)q->id, q->instance,
+                     (unsigned long long)q->gen, (unsigned long long)q->epoch, n);
             return KVF_E_BAD_REQUEST;
         }
-        new_generation(t, q); /* RECVs waiting now are the new request's */
+        new_generation(t, q, epoch); /* RECVs waiting now are the new request's */
     } else if (!q->gen) {
-        new_generation(t, q);
+        new_generation(t, q, epoch);
     }
     if (n_readers > q->need)
         q->need = n_readers;

@@ -31,6 +31,7 @@ struct req {
     uint64_t id;       /* key: the request id */
     uint64_t h;        /* hash of the key */
     uint64_t gen;      /* the current SEND generation; 0 until a SEND opened one */
+    uint64_t epoch;    /* the context instance's epoch that opened it (registry.h inst_epoch) */
     uint32_t done;     /* RECVs of this generation completed (the local readers' tally) */
     uint32_t need;     /* readers the generation's SENDs named (or the daemon counted); 0: unknown */
     struct xfer **live; /* bound requests not ended (SENDs and RECVs, local and remote) */
@@ -68,11 +69,12 @@ uint32_t reqtab_count(const struct reqtab *t);
 
 /* The live SEND of q from the context rank with index rank, or NULL. */
 struct xfer *reqtab_send_of(const struct req *q, uint32_t rank);
-/* A SEND from context rank `rank` naming n_readers: KVF_OK (it joins q's current generation
- * or, when that rank's SEND of it ended and no SEND of it is in flight, a new one, which this
- * opens), else BAD_REQUEST with a message naming the id, the instance and the generation. */
-kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint32_t n_readers,
-                              char *msg, size_t len);
+/* A SEND from context rank `rank` of instance epoch `epoch` naming n_readers: KVF_OK (it joins
+ * q's current generation or, when that rank's SEND of it ended or the generation is of another
+ * epoch, and no SEND of it is in flight, a new one, which this opens), else BAD_REQUEST with a
+ * message naming the id, the instance and the generation. */
+kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint64_t epoch,
+                              uint32_t n_readers, char *msg, size_t len);
 /* A RECV of the local path: KVF_OK (it joins the current generation, or waits for the next one
  * when the current one ended), else BAD_REQUEST when every reader of a generation in flight is
  * already there. */

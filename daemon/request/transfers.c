@@ -464,7 +464,8 @@ static bool meet(struct transfers *t, struct xfer *x)
         e = KVF_E_INTERNAL;
         snprintf(msg, sizeof msg, "out of memory");
     } else if (x->side == XFER_SEND) {
-        e = reqtab_send_meets(&t->reqs, q, x->rank_idx, x->n_readers, msg, sizeof msg);
+        e = reqtab_send_meets(&t->reqs, q, x->rank_idx, x->rank->inst->inst_epoch, x->n_readers,
+                              msg, sizeof msg);
         x->gen = q->gen;
     } else if (!x->peer[0]) {
         e = reqtab_recv_meets(&t->reqs, q, msg, sizeof msg);

@@ -308,9 +308,11 @@ static void on_register(struct wconn *c, struct proto_register *g)
     engine_rank_registered(c->w->d->engine, rk);
     c->w->counters.registered++;
     log_req(LOG_LVL_INFO, 0, NULL, l.instance,
-            "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u)",
-             (unsigned long long)c->id, (int)c->peer.pid, l.instance, layout_rank(&l),
-             layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank, l.pp_size);
+            "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u, instance "
+            "epoch %llu%s)", (unsigned long long)c->id, (int)c->peer.pid, l.instance,
+            layout_rank(&l), layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank,
+            l.pp_size, (unsigned long long)rk->inst->inst_epoch,
+            rk->inst->n_registered == 1 ? ", new" : "");
     registered(c, KVF_OK, "registered");
     wprefault_start(c);
     transfers_registered(&c->w->xt, l.instance);

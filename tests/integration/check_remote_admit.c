@@ -154,7 +154,12 @@ END_TEST
 START_TEST(remote_generation_omitting_a_group_is_refused_and_the_send_not_served)
 {
     struct two t;
-    two_start(&t, "deadlines:\n  send_wait: 1s\n  transfer: 1s\n", NULL, NULL);
+    /* short, so a SEND left unserved would end TIMEOUT before the waits below (a wrong error,
+     * caught); scaled, so the complete request's own deadlines outlast a loaded machine's stalls */
+    char dl[96];
+    tu_fmt(dl, sizeof dl, "deadlines:\n  send_wait: %ums\n  transfer: %ums\n", tu_ms(3000),
+           tu_ms(3000));
+    two_start(&t, dl, NULL, NULL);
     uint64_t rng = 15;
     const char *q = "qwen3-next-80b:hd=16,blocks=8,slots=2,tpb=16";
     char omit[96];

@@ -93,6 +93,11 @@ long long ru_ctl_int(const struct ru_daemon *d, const char *cmd, const char *key
 /* stats.peers.<key> of daemon d, or -1. */
 long long ru_peers_stat(const struct ru_daemon *d, const char *key);
 
+/* Waits (asking every 20 ms, at most ms scaled by tu_ms) until d's arenas hold nothing: no
+ * landing or staging slot in use or quarantined, no staging held; else dumps d's log and fails
+ * the test naming what (a fault that healed must leave nothing behind). */
+void ru_wait_arenas_idle(const struct ru_daemon *d, const char *what, unsigned ms);
+
 /* Waits (asking every 10 ms) until stats.peers.<key> of d reaches at least want; fails the
  * test after ms. */
 void ru_wait_peers_stat(const struct ru_daemon *d, const char *key, long long want, unsigned ms);

@@ -214,6 +214,37 @@ long long ru_peers_stat(const struct ru_daemon *d, const char *key)
     return x;
 }
 
+/* What d's arenas hold now: landing and staging slots in use or quarantined, staging held. */
+static long long arenas_held(const struct ru_daemon *d)
+{
+    static const char *const keys[] = {"slots_in_use", "quarantined_slots",
+                                       "staging.slots_in_use", "staging.quarantined_slots",
+                                       "staging.held.slots"};
+    long long n = 0;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        long long x = ru_ctl_int(d, "arena", keys[i]);
+        n += x > 0 ? x : 0;
+    }
+    return n;
+}
+
+void ru_wait_arenas_idle(const struct ru_daemon *d, const char *what, unsigned ms)
+{
+    uint64_t end = ru_now_ms() + tu_ms(ms);
+    while (arenas_held(d) != 0 && ru_now_ms() < end)
+        ru_sleep_ms(20);
+    long long n = arenas_held(d);
+    if (n)
+        ru_dump_log(d, what);
+    ck_assert_msg(n == 0, "%s: %lld arena slot(s) still in use, quarantined or held (arena: "
+                  "landing %lld in use, %lld quarantined; staging %lld in use, %lld quarantined, "
+                  "%lld held)", what, n, ru_ctl_int(d, "arena", "slots_in_use"),
+                  ru_ctl_int(d, "arena", "quarantined_slots"),
+                  ru_ctl_int(d, "arena", "staging.slots_in_use"),
+                  ru_ctl_int(d, "arena", "staging.quarantined_slots"),
+                  ru_ctl_int(d, "arena", "staging.held.slots"));
+}
+
 void ru_wait_peers_stat(const struct ru_daemon *d, const char *key, long long want, unsigned ms)
 {
     uint64_t end = ru_now_ms() + tu_ms(ms);

@@ -2,6 +2,11 @@
  * tests/testutil.h). Built once into libkvferry-testsupport.a, linked into every test. */
 #include "testutil.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
 __attribute__((format(printf, 5, 6))) char *tu_fmt_at(const char *file, int line, char *buf,
                                                       size_t len, const char *fmt, ...)
 {
@@ -63,6 +68,49 @@ unsigned tu_ms(unsigned ms)
     const char *e = getenv("KVF_TEST_SLOW");
     int k = e ? atoi(e) : 1;
     return ms * (unsigned)(k > 1 ? k : 1);
+}
+
+/* The longest a short sleep overshot, over n tries of 5 ms, in ms: how long this machine
+ * leaves a runnable process waiting now. */
+static unsigned stall_now(int n)
+{
+    unsigned worst = 0;
+    for (int i = 0; i < n; i++) {
+        struct timespec a, b, d = {0, 5 * 1000 * 1000};
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        nanosleep(&d, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        int64_t ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 - 5;
+        if (ms > (int64_t)worst)
+            worst = (unsigned)ms;
+    }
+    return worst;
+}
+
+unsigned tu_keepalive_ms(unsigned base_ms)
+{
+    static unsigned k; /* measured once: every daemon of a test process gets the same */
+    if (!k) {
+        unsigned slow = tu_ms(1), load = 1;
+        double avg[1];
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        if (getloadavg(avg, 1) == 1 && cpus > 0) /* runnable per CPU: 1 means no waiting */
+            load = (unsigned)(avg[0] / (double)cpus + 0.999);
+        /* stalls come in bursts far longer than a sample shows (1367 ms seen at load 6-8 on
+         * 2 cores): the interval is 10x the worst overshoot seen now */
+        unsigned stall = (stall_now(20) * 10 + base_ms - 1) / base_ms;
+        k = slow;
+        if (load > k)
+            k = load;
+        if (stall > k)
+            k = stall;
+        if (k > 10) /* 10 s to lose a peer at 200 ms: far past any stall seen, tests bounded */
+            k = 10;
+        if (k > 1)
+            fprintf(stderr, "keepalive: %u ms x %u (KVF_TEST_SLOW %u, load %.1f on %ld CPUs)\n",
+                    base_ms * k, k, slow, avg[0], cpus);
+    }
+    return base_ms * k;
 }
 
 int tu_run(Suite *s)
