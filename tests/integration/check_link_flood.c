@@ -41,7 +41,8 @@ static int stranger_addr(char *buf, size_t len)
     return found;
 }
 
-/* kvferry-flood against addr from `from` until SIGTERM; its JSON line goes to out. */
+/* kvferry-flood against addr from `from` (NULL: the kernel's choice, 127.0.0.1) until SIGTERM;
+ * its JSON line goes to out. */
 static pid_t flood_start(const char *addr, const char *from, const char *out)
 {
     char bin[512], eps[16];
@@ -53,8 +54,12 @@ static pid_t flood_start(const char *addr, const char *from, const char *out)
         int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (fd < 0 || dup2(fd, 1) < 0)
             _exit(126);
-        execl(bin, "kvferry-flood", "--connect", addr, "--endpoints", eps, "--duration-ms", "0",
-              "--bind", from, (char *)NULL);
+        if (from)
+            execl(bin, "kvferry-flood", "--connect", addr, "--endpoints", eps, "--duration-ms",
+                  "0", "--bind", from, (char *)NULL);
+        else
+            execl(bin, "kvferry-flood", "--connect", addr, "--endpoints", eps, "--duration-ms",
+                  "0", (char *)NULL);
         _exit(127);
     }
     return pid;
@@ -73,8 +78,9 @@ static json_t *link_of(json_t *status)
     return json_object_get(json_object_get(json_object_get(status, "peers"), "link"), "link");
 }
 
-/* How many endpoints from host `from` d's link lists. */
-static int strangers_listed(const struct ru_daemon *d, const char *from)
+/* How many endpoints from host `from` d's link lists (unproven_only: those with no daemon id
+ * yet, the handshake not done). */
+static int endpoints_listed(const struct ru_daemon *d, const char *from, bool unproven_only)
 {
     json_t *st = ru_ctl(d, "status");
     json_t *peers = json_object_get(link_of(st), "peers");
@@ -83,7 +89,8 @@ static int strangers_listed(const struct ru_daemon *d, const char *from)
     int found = 0;
     json_array_foreach(peers, i, p) {
         const char *a = json_string_value(json_object_get(p, "address"));
-        found += a && !strncmp(a, from, n) && a[n] == ':';
+        const char *id = json_string_value(json_object_get(p, "id"));
+        found += a && !strncmp(a, from, n) && a[n] == ':' && (!unproven_only || !id || !*id);
     }
     json_decref(st);
     return found;
@@ -126,14 +133,14 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
     pid_t fp = flood_start(t.a.addr, from, out);
     uint64_t end = ru_now_ms() + tu_ms(10000);
     int most = 0; /* the stranger's endpoints in a's table, sampled */
-    while ((most = strangers_listed(&t.a, from)) < 1 &&
+    while ((most = endpoints_listed(&t.a, from, false)) < 1 &&
            link_stat(&t.a, "conns_refused_address") < 1 && ru_now_ms() < end)
         ru_sleep_ms(10);
     ck_assert_msg(ru_now_ms() < end, "the flood from %s did not reach a", from);
     long long t0 = (long long)ru_now_ms();
     for (uint64_t q = 2; q <= 4; q++) { /* the proven peer moves bytes meanwhile */
         move_tiny(t.a.addr, &ctx, &gen, q);
-        int n = strangers_listed(&t.a, from);
+        int n = endpoints_listed(&t.a, from, false);
         most = n > most ? n : most;
     }
     long long b_ms = (long long)ru_now_ms() - t0;
@@ -191,17 +198,16 @@ START_TEST(link_flood_without_the_secret_neither_kills_nor_crowds_out_real_peers
 END_TEST
 
 /* The global cap and the deadline, crossed: 2 unproven endpoints at once (under the 4 a
- * address may hold), each closed after 300 ms; the proven peer moves a request meanwhile. */
+ * address may hold), each closed after 300 ms; the proven peer moves a request meanwhile. The
+ * stranger floods from 127.0.0.1, where its endpoints stay open until the deadline closes them:
+ * bound to the host's other address, UCX failed each of them within tens of ms on some hosts,
+ * so none lived to the deadline. Only the endpoints with no daemon id yet are counted (the
+ * proven peer comes from 127.0.0.1 too). */
 START_TEST(link_flood_meets_the_unproven_cap_and_deadline)
 {
     struct two t;
     uint64_t rng = 0xf2;
     struct ru_inst ctx, gen;
-    char from[INET_ADDRSTRLEN];
-    if (!stranger_addr(from, sizeof from)) {
-        printf("link flood: skipped: no non-loopback IPv4 address to flood from\n");
-        return;
-    }
     two_start(&t, EXTRA "peers:\n  unproven_max: 2\n  unproven_timeout: 300ms\n", EXTRA, NULL);
     ru_inst_init(&ctx, "tiny", "ctx", ROLE_CONTEXT, NB, &rng, 0x5a);
     ru_inst_init(&gen, "tiny", "gen", ROLE_GENERATION, NB, &rng, RU_POISON);
@@ -210,12 +216,12 @@ START_TEST(link_flood_meets_the_unproven_cap_and_deadline)
     move_tiny(t.a.addr, &ctx, &gen, 1);
     char out[160];
     snprintf(out, sizeof out, "%s/flood.json", t.top);
-    pid_t fp = flood_start(t.a.addr, from, out);
+    pid_t fp = flood_start(t.a.addr, NULL, out);
     uint64_t end = ru_now_ms() + tu_ms(15000);
     int most = 0;
     while ((link_stat(&t.a, "conns_refused_unproven") < 1 ||
             link_stat(&t.a, "handshake_timeouts") < 1) && ru_now_ms() < end) {
-        int n = strangers_listed(&t.a, from);
+        int n = endpoints_listed(&t.a, "127.0.0.1", true);
         most = n > most ? n : most;
         ru_sleep_ms(10);
     }
