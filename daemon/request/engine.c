@@ -123,6 +123,60 @@ static int on_rndv(void *arg, struct link_peer *lp, uint16_t type, const void *h
     return rc;
 }
 
+/* A decoded control message to its side's handler. True: the handler took m. */
+static bool dispatch(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
+{
+    switch (m->type) {
+    case WIRE_TABLE_REQ:
+        tab_on_table_req(e, p, flow, m);
+        break;
+    case WIRE_LAYOUT_FORWARD:
+        home_on_forward(e, p, m);
+        break;
+    case WIRE_TABLE:
+        tab_on_table(e, p, m);
+        break;
+    case WIRE_TABLE_NACK:
+        tab_on_table_nack(e, p, m);
+        break;
+    case WIRE_RECV_REQ:
+        ctx_on_recv_req(e, p, flow, m); /* takes m */
+        return true;
+    case WIRE_GRANT:
+        ctx_on_grant(e, p, flow, m);
+        break;
+    case WIRE_WRITER_DONE:
+        laycache_answered(&p->lc, flow);
+        gen_on_writer_done(e, p, flow, m);
+        break;
+    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
+        e->c.nacks_recv++;
+        if (quar_own_flow(e, flow)) /* not an answer for laycache: it may have refused it */
+            gen_on_nack(e, p, flow, m);
+        else
+            ctx_on_nack(e, p, flow, m);
+        break;
+    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
+        nack_on_reader_nack(e, p, m);
+        break;
+    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
+        if (quar_own_flow(e, flow))
+            quar_acked(e, p, flow);
+        else
+            ctx_on_cancel(e, p, flow, m);
+        break;
+    case WIRE_FENCE: /* a returned peer: our writes into it from before must end */
+        fence_on_fence(e, p, m);
+        break;
+    case WIRE_FENCE_DONE: /* they ended: what we held for it comes back */
+        fence_on_done(e, p, m);
+        break;
+    default:
+        break;
+    }
+    return false;
+}
+
 static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *hdr, size_t hdr_len,
                    const void *data, size_t len)
 {
@@ -153,55 +207,8 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         wire_msg_done(&m);
         return;
     }
-    switch (m.type) {
-    case WIRE_TABLE_REQ:
-        tab_on_table_req(e, p, flow, &m);
-        break;
-    case WIRE_LAYOUT_FORWARD:
-        home_on_forward(e, p, &m);
-        break;
-    case WIRE_TABLE:
-        tab_on_table(e, p, &m);
-        break;
-    case WIRE_TABLE_NACK:
-        tab_on_table_nack(e, p, &m);
-        break;
-    case WIRE_RECV_REQ:
-        ctx_on_recv_req(e, p, flow, &m); /* takes m */
-        goto out;
-    case WIRE_GRANT:
-        ctx_on_grant(e, p, flow, &m);
-        break;
-    case WIRE_WRITER_DONE:
-        laycache_answered(&p->lc, flow);
-        gen_on_writer_done(e, p, flow, &m);
-        break;
-    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
-        e->c.nacks_recv++;
-        if (quar_own_flow(e, flow)) /* not an answer for laycache: it may have refused it */
-            gen_on_nack(e, p, flow, &m);
-        else
-            ctx_on_nack(e, p, flow, &m);
-        break;
-    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
-        nack_on_reader_nack(e, p, &m);
-        break;
-    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
-        if (quar_own_flow(e, flow))
-            quar_acked(e, p, flow);
-        else
-            ctx_on_cancel(e, p, flow, &m);
-        break;
-    case WIRE_FENCE: /* a returned peer: our writes into it from before must end */
-        fence_on_fence(e, p, &m);
-        break;
-    case WIRE_FENCE_DONE: /* they ended: what we held for it comes back */
-        fence_on_done(e, p, &m);
-        break;
-    default:
-        break;
-    }
-    wire_msg_done(&m);
+    if (!dispatch(e, p, flow, &m))
+        wire_msg_done(&m);
 out:
     gen_sweep(e);
     ctx_sweep(e);
