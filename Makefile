@@ -210,7 +210,7 @@ test:
 # KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
-check: all check-symbols check-includes check-layers chaos-replay
+check: all check-symbols check-includes check-layers check-functions chaos-replay
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
