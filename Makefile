@@ -130,7 +130,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes check-layers unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes check-layers check-functions unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -210,7 +210,7 @@ test:
 # KVF_MAKEVARS: how this build was made, for tests that run make themselves (check_install).
 KVF_MAKEVARS := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 export KVF_MAKEVARS
-check: all check-symbols check-includes check-layers chaos-replay
+check: all check-symbols check-includes check-layers check-functions chaos-replay
 	KVF_FATAL_INVARIANTS=1 BUILD=$(BUILD) scripts/run-tests $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(PY_TESTS) $(CONTRIB_TESTS)
 
 # Folders are modules: a module includes only the modules below it (scripts/check-includes).
@@ -221,6 +221,10 @@ check-includes:
 # largest circle of files calling each other in each folder is printed and bounded.
 check-layers: all
 	scripts/check-layers $(BUILD) --cycles
+
+# No function of the request core over 80 lines (scripts/check-functions).
+check-functions:
+	scripts/check-functions 80 daemon/request
 
 # The library as built and as `make install` lays it out exports nothing but kvf_*. After `all`:
 # the install below is a second make, which must find everything built (no race under -j).

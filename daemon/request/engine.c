@@ -123,6 +123,60 @@ static int on_rndv(void *arg, struct link_peer *lp, uint16_t type, const void *h
     return rc;
 }
 
+/* A decoded control message to its side's handler. True: the handler took m. */
+static bool dispatch(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m)
+{
+    switch (m->type) {
+    case WIRE_TABLE_REQ:
+        tab_on_table_req(e, p, flow, m);
+        break;
+    case WIRE_LAYOUT_FORWARD:
+        home_on_forward(e, p, m);
+        break;
+    case WIRE_TABLE:
+        tab_on_table(e, p, m);
+        break;
+    case WIRE_TABLE_NACK:
+        tab_on_table_nack(e, p, m);
+        break;
+    case WIRE_RECV_REQ:
+        ctx_on_recv_req(e, p, flow, m); /* takes m */
+        return true;
+    case WIRE_GRANT:
+        ctx_on_grant(e, p, flow, m);
+        break;
+    case WIRE_WRITER_DONE:
+        laycache_answered(&p->lc, flow);
+        gen_on_writer_done(e, p, flow, m);
+        break;
+    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
+        e->c.nacks_recv++;
+        if (quar_own_flow(e, flow)) /* not an answer for laycache: it may have refused it */
+            gen_on_nack(e, p, flow, m);
+        else
+            ctx_on_nack(e, p, flow, m);
+        break;
+    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
+        nack_on_reader_nack(e, p, m);
+        break;
+    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
+        if (quar_own_flow(e, flow))
+            quar_acked(e, p, flow);
+        else
+            ctx_on_cancel(e, p, flow, m);
+        break;
+    case WIRE_FENCE: /* a returned peer: our writes into it from before must end */
+        fence_on_fence(e, p, m);
+        break;
+    case WIRE_FENCE_DONE: /* they ended: what we held for it comes back */
+        fence_on_done(e, p, m);
+        break;
+    default:
+        break;
+    }
+    return false;
+}
+
 static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *hdr, size_t hdr_len,
                    const void *data, size_t len)
 {
@@ -153,55 +207,8 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
         wire_msg_done(&m);
         return;
     }
-    switch (m.type) {
-    case WIRE_TABLE_REQ:
-        tab_on_table_req(e, p, flow, &m);
-        break;
-    case WIRE_LAYOUT_FORWARD:
-        home_on_forward(e, p, &m);
-        break;
-    case WIRE_TABLE:
-        tab_on_table(e, p, &m);
-        break;
-    case WIRE_TABLE_NACK:
-        tab_on_table_nack(e, p, &m);
-        break;
-    case WIRE_RECV_REQ:
-        ctx_on_recv_req(e, p, flow, &m); /* takes m */
-        goto out;
-    case WIRE_GRANT:
-        ctx_on_grant(e, p, flow, &m);
-        break;
-    case WIRE_WRITER_DONE:
-        laycache_answered(&p->lc, flow);
-        gen_on_writer_done(e, p, flow, &m);
-        break;
-    case WIRE_NACK: /* our flow: we are its generation side; else its context side */
-        e->c.nacks_recv++;
-        if (quar_own_flow(e, flow)) /* not an answer for laycache: it may have refused it */
-            gen_on_nack(e, p, flow, &m);
-        else
-            ctx_on_nack(e, p, flow, &m);
-        break;
-    case WIRE_READER_NACK: /* a reader of a SEND of ours failed */
-        nack_on_reader_nack(e, p, &m);
-        break;
-    case WIRE_CANCEL: /* our flow: its context side drained it; else: stop the flow */
-        if (quar_own_flow(e, flow))
-            quar_acked(e, p, flow);
-        else
-            ctx_on_cancel(e, p, flow, &m);
-        break;
-    case WIRE_FENCE: /* a returned peer: our writes into it from before must end */
-        fence_on_fence(e, p, &m);
-        break;
-    case WIRE_FENCE_DONE: /* they ended: what we held for it comes back */
-        fence_on_done(e, p, &m);
-        break;
-    default:
-        break;
-    }
-    wire_msg_done(&m);
+    if (!dispatch(e, p, flow, &m))
+        wire_msg_done(&m);
 out:
     gen_sweep(e);
     ctx_sweep(e);
@@ -231,6 +238,101 @@ static void arena_timeout(struct arena_resv *r, void *user)
 
 /* ---- life ---- */
 
+/* The link: UCX with the cluster secret, listening when listen.port is set. 0 or -errno with
+ * a message; on error e->link is NULL (it closes itself: the loop runs its callbacks). */
+static int link_start(struct engine *e, char *err, size_t errlen)
+{
+    const struct kvf_config *cfg = &e->d->cfg;
+    bool listen = cfg->listen_port > 0;
+    struct link_config lc = {
+        .listen_host = listen ? cfg->listen_address : NULL,
+        .listen_port = (uint16_t)cfg->listen_port,
+        .secret_path = cfg->cluster_secret_file,
+        .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
+        .tcp_put = cfg->transport_tcp_put == 1, /* "true" */
+        .arena_bytes = cfg->arena_size,
+        .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
+        .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
+        .keepalive_interval_ms = (unsigned)cfg->peers_keepalive_interval_ms,
+        .keepalive_misses = (unsigned)cfg->peers_keepalive_misses,
+        .max_unauth = (unsigned)cfg->peers_unproven_max,
+        .max_unauth_per_addr = (unsigned)cfg->peers_unproven_per_address,
+        .unauth_timeout_ms = (unsigned)cfg->peers_unproven_timeout_ms,
+    };
+    struct link_ops ops = {.on_peer_up = on_peer_up,
+                           .on_peer_down = on_peer_down,
+                           .on_msg = on_msg,
+                           .on_rndv = on_rndv,
+                           .arg = e};
+    int rc = link_new(&e->d->loop, &lc, &ops, &e->link);
+    if (rc < 0) {
+        snprintf(err, errlen, "link (listen %s:%lld, secret %s): %s", cfg->listen_address,
+                 (long long)cfg->listen_port, cfg->cluster_secret_file,
+                 rc == -EPERM ? "the secret file must be mode 0600 (no group/other bits)"
+                              : strerror(-rc));
+        e->link = NULL;
+        return rc;
+    }
+    if (listen)
+        snprintf(e->self_addr, sizeof e->self_addr, "%s:%u", cfg->listen_address,
+                 link_listen_port(e->link));
+    return 0;
+}
+
+/* The landing and staging arenas over the link's memory, and the staging holds. A quarter of the
+ * slots (at least one) stage outgoing chunks, the rest land incoming ones: a daemon that both
+ * sends and receives never waits for a staging slot behind its own landing credits (which wait
+ * for the peer, whose staging could wait the same way). 0 or -errno with a message. */
+static int arenas_new(struct engine *e, uint64_t *slot_ret, char *err, size_t errlen)
+{
+    const struct kvf_config *cfg = &e->d->cfg;
+    e->arena_base = link_arena(e->link, &e->arena_len);
+    uint64_t slot = (cfg->arena_chunk + ARENA_MIN_ALIGN - 1) / ARENA_MIN_ALIGN * ARENA_MIN_ALIGN;
+    uint64_t slots = slot ? e->arena_len / slot : 0;
+    uint64_t n_stage = slots >= 2 ? (slots / 4 ? slots / 4 : 1) : 0;
+    e->stage_off = e->arena_len - n_stage * slot;
+    struct arena_params ap = {.size = e->stage_off,
+                              .chunk = cfg->arena_chunk,
+                              .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
+                              .max_waiters = 65536,
+                              .max_credits = ENGINE_MAX_CREDITS,
+                              .size_classes = true, /* small requests: small slots */
+                              .peer_share_pct = (uint32_t)cfg->arena_peer_share,
+                              .on_grant = arena_grant,
+                              .on_timeout = arena_timeout,
+                              .user = e};
+    int rc = e->arena_base ? arena_new(&ap, &e->arena) : -ENOMEM;
+    if (rc == 0 && n_stage) {
+        ap.size = n_stage * slot;
+        rc = arena_new(&ap, &e->stage_arena);
+    } else if (rc == 0) { /* one slot in all: landing and staging share it */
+        e->stage_arena = NULL;
+        e->stage_off = 0;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "arena (size %llu, chunk %llu): %s",
+                 (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_chunk,
+                 strerror(-rc));
+        return rc;
+    }
+    uint64_t soff;
+    if ((rc = hold_new(engine_stage_arena(e, &soff), &e->shold)) < 0) {
+        snprintf(err, errlen, "staging holds: %s", strerror(-rc));
+        return rc;
+    }
+    *slot_ret = slot;
+    return 0;
+}
+
+/* A failed start before the link: the tick closes here (the caller frees e after the loop ran). */
+static int start_failed(struct engine *e, int rc, struct engine **ret)
+{
+    uv_close((uv_handle_t *)&e->tick, NULL);
+    e->tick_inited = false;
+    *ret = e;
+    return rc;
+}
+
 int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
 {
     const struct kvf_config *cfg = &d->cfg;
@@ -257,92 +359,16 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
         snprintf(err, errlen,
                  "arena.placement is device, but this build stages through host "
                  "memory only: set arena.placement to auto or host");
-        uv_close((uv_handle_t *)&e->tick, NULL);
-        e->tick_inited = false;
-        *ret = e;
-        return -ENOTSUP;
+        return start_failed(e, -ENOTSUP, ret);
     }
     /* the arena is memory asked for: checked before UCX allocates it, and what dead daemons
      * left in /dev/shm goes first (memroom.h, shmstale.h) */
     shmstale_clean(NULL, NULL);
-    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0) {
-        uv_close((uv_handle_t *)&e->tick, NULL);
-        e->tick_inited = false;
-        *ret = e;
-        return rc;
-    }
-    bool listen = cfg->listen_port > 0;
-    struct link_config lc = {
-        .listen_host = listen ? cfg->listen_address : NULL,
-        .listen_port = (uint16_t)cfg->listen_port,
-        .secret_path = cfg->cluster_secret_file,
-        .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
-        .tcp_put = cfg->transport_tcp_put == 1, /* "true" */
-        .arena_bytes = cfg->arena_size,
-        .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
-        .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,
-        .keepalive_interval_ms = (unsigned)cfg->peers_keepalive_interval_ms,
-        .keepalive_misses = (unsigned)cfg->peers_keepalive_misses,
-        .max_unauth = (unsigned)cfg->peers_unproven_max,
-        .max_unauth_per_addr = (unsigned)cfg->peers_unproven_per_address,
-        .unauth_timeout_ms = (unsigned)cfg->peers_unproven_timeout_ms,
-    };
-    struct link_ops ops = {.on_peer_up = on_peer_up,
-                           .on_peer_down = on_peer_down,
-                           .on_msg = on_msg,
-                           .on_rndv = on_rndv,
-                           .arg = e};
-    rc = link_new(&d->loop, &lc, &ops, &e->link);
-    if (rc < 0) {
-        snprintf(err, errlen, "link (listen %s:%lld, secret %s): %s", cfg->listen_address,
-                 (long long)cfg->listen_port, cfg->cluster_secret_file,
-                 rc == -EPERM ? "the secret file must be mode 0600 (no group/other bits)"
-                              : strerror(-rc));
-        e->link = NULL; /* closing itself: the loop runs its close callbacks */
-        uv_close((uv_handle_t *)&e->tick, NULL);
-        e->tick_inited = false;
-        *ret = e;
-        return rc;
-    }
-    if (listen)
-        snprintf(e->self_addr, sizeof e->self_addr, "%s:%u", cfg->listen_address,
-                 link_listen_port(e->link));
-    e->arena_base = link_arena(e->link, &e->arena_len);
-    /* A quarter of the slots (at least one) stage outgoing chunks, the rest land incoming ones:
-     * a daemon that both sends and receives never waits for a staging slot behind its own
-     * landing credits (which wait for the peer, whose staging could wait the same way). */
-    uint64_t slot = (cfg->arena_chunk + ARENA_MIN_ALIGN - 1) / ARENA_MIN_ALIGN * ARENA_MIN_ALIGN;
-    uint64_t slots = slot ? e->arena_len / slot : 0;
-    uint64_t n_stage = slots >= 2 ? (slots / 4 ? slots / 4 : 1) : 0;
-    e->stage_off = e->arena_len - n_stage * slot;
-    struct arena_params ap = {.size = e->stage_off,
-                              .chunk = cfg->arena_chunk,
-                              .reserve_timeout_ms = cfg->arena_reserve_timeout_ms,
-                              .max_waiters = 65536,
-                              .max_credits = ENGINE_MAX_CREDITS,
-                              .size_classes = true, /* small requests: small slots */
-                              .peer_share_pct = (uint32_t)cfg->arena_peer_share,
-                              .on_grant = arena_grant,
-                              .on_timeout = arena_timeout,
-                              .user = e};
-    rc = e->arena_base ? arena_new(&ap, &e->arena) : -ENOMEM;
-    if (rc == 0 && n_stage) {
-        ap.size = n_stage * slot;
-        rc = arena_new(&ap, &e->stage_arena);
-    } else if (rc == 0) { /* one slot in all: landing and staging share it */
-        e->stage_arena = NULL;
-        e->stage_off = 0;
-    }
-    if (rc < 0) {
-        snprintf(err, errlen, "arena (size %llu, chunk %llu): %s",
-                 (unsigned long long)cfg->arena_size, (unsigned long long)cfg->arena_chunk,
-                 strerror(-rc));
-        *ret = e;
-        return rc;
-    }
-    uint64_t soff;
-    if ((rc = hold_new(engine_stage_arena(e, &soff), &e->shold)) < 0) {
-        snprintf(err, errlen, "staging holds: %s", strerror(-rc));
+    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0 ||
+        (rc = link_start(e, err, errlen)) < 0)
+        return start_failed(e, rc, ret);
+    uint64_t slot;
+    if ((rc = arenas_new(e, &slot, err, errlen)) < 0) {
         *ret = e;
         return rc;
     }
@@ -436,233 +462,6 @@ void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err)
 }
 
 /* ---- status ---- */
-
-json_t *engine_peers_json(struct daemon *d)
-{
-    struct engine *e = d->engine;
-    json_t *a = json_array();
-    for (const struct epeer *p = e ? e->peers : NULL; p; p = p->next)
-        json_array_append_new(a, epeer_json(p));
-    json_t *o = json_pack("{s:b,s:s,s:s,s:o}", "enabled", e && e->link, "self",
-                          e && e->link ? link_self_id(e->link) : "", "listen",
-                          e ? e->self_addr : "", "peers", a);
-    if (o && e)
-        lost_json(e, o); /* "lost": peers lost a moment ago */
-    return o;
-}
-
-json_t *engine_arena_json(struct daemon *d)
-{
-    struct engine *e = d->engine;
-    if (!e || !e->arena)
-        return json_pack("{s:b,s:s}", "enabled", 0, "why",
-                         "no arena: cluster.secret_file is unset (single-node use)");
-    json_t *o = arena_stats_json(e->arena); /* the landing slots */
-    share_json(e, o);
-    json_t *so = e->stage_arena ? arena_stats_json(e->stage_arena) : NULL;
-    if (so && e->shold) /* what failed peers may still read (arena_hold.h) */
-        json_object_set_new(so, "held", hold_stats_json(e->shold));
-    if (so)
-        json_object_set_new(o, "staging", so);
-    json_object_set_new(o, "enabled", json_true());
-    egpu_arena_json(e, o); /* placement, pinned_for_gpu, why */
-    return o;
-}
-
-int engine_peers_status(struct daemon *d, json_t *ret)
-{
-    json_t *o = engine_peers_json(d);
-    if (!o)
-        return -ENOMEM;
-    json_object_update(ret, o);
-    json_decref(o);
-    if (d->engine && d->engine->link) {
-        json_t *l = json_object();
-        link_status(d->engine->link, l);
-        json_object_set_new(ret, "link", l);
-    }
-    return 0;
-}
-
-/* A uint64_t field of struct engine_counters by offset; a field of another size fails the build. */
-#define COUNTER_OFF(field)                                                                         \
-    (offsetof(struct engine_counters, field) +                                                     \
-     0 * sizeof(char[sizeof(((struct engine_counters *)0)->field) == 8 ? 1 : -1]))
-
-/* The engine's counters in `stats` (peers section), one row each: name = field. */
-#define COUNTER(name) {#name, COUNTER_OFF(name)}
-static const struct {
-    const char *name;
-    size_t off;
-} counter_rows[] = {
-    COUNTER(remote_recvs),
-    COUNTER(layouts_sent),
-    COUNTER(layouts_referenced),
-    COUNTER(layouts_decoded),
-    COUNTER(layouts_missed),
-    COUNTER(remote_done),
-    COUNTER(remote_failed),
-    COUNTER(flows),
-    COUNTER(flows_done),
-    COUNTER(flows_failed),
-    COUNTER(chunks_put),
-    COUNTER(chunks_am),
-    COUNTER(bytes_put),
-    COUNTER(bytes_am),
-    COUNTER(chunks_landed),
-    COUNTER(bytes_landed),
-    COUNTER(staging_fallbacks),
-    COUNTER(staging_held),
-    COUNTER(msgs_held),
-    COUNTER(bound_violations),
-    COUNTER(stale_epochs),
-    COUNTER(tables_served),
-    COUNTER(tables_fetched),
-    COUNTER(table_nacks),
-    COUNTER(table_retries),
-    COUNTER(layouts_forwarded),
-    COUNTER(forwards_refused),
-    COUNTER(peers_lost),
-    COUNTER(nacks_sent),
-    COUNTER(nacks_recv),
-    COUNTER(slots_reclaimed),
-    COUNTER(peers_exited_reclaimed),
-    COUNTER(replans),
-    COUNTER(bytes_local_writers),
-    COUNTER(fragment_puts),
-    COUNTER(fragment_cma_writes),
-    COUNTER(fragment_copy_jobs),
-    COUNTER(bytes_fragment),
-    COUNTER(gpu_gathers),
-    COUNTER(gpu_scatters),
-    COUNTER(bytes_gpu_gathered),
-    COUNTER(bytes_gpu_scattered),
-    COUNTER(gpu_failures),
-    COUNTER(host_gathers),
-    COUNTER(host_scatters),
-    COUNTER(bytes_host_gathered),
-    COUNTER(bytes_host_scattered),
-    COUNTER(direct_puts),
-    COUNTER(chunk_gpu_to_peer),
-    COUNTER(peer_arenas_pinned),
-    COUNTER(peer_arenas_unpinned),
-    COUNTER(peer_arena_pin_failures),
-    COUNTER(reader_nacks_sent),
-    COUNTER(reader_nacks_recv),
-    COUNTER(reader_nacks_queued),
-    COUNTER(reader_nacks_unsent),
-    COUNTER(frag_holds),
-};
-#undef COUNTER
-
-/* Path decisions by reason (stats.peers.paths): the generation side per request, the context
- * side per flow, and per chunk (copied into the peer's slot, put from the pools, or gathered). */
-static const struct {
-    const char *name;
-    size_t off;
-} path_counter_rows[] = {
-    {"fragment_state_below_min_bytes", COUNTER_OFF(path_fragment_state)},
-    {"fragment_kv_below_min_blocks", COUNTER_OFF(path_fragment_kv)},
-    {"bounce_state_at_min_bytes", COUNTER_OFF(path_bounce_gate_bytes)},
-    {"bounce_kv_at_min_blocks", COUNTER_OFF(path_bounce_gate_blocks)},
-    {"bounce_fallback_no_rkeys", COUNTER_OFF(path_bounce_no_rkeys)},
-    {"flow_bounce_shm_put", COUNTER_OFF(path_bounce_shm_put)},
-    {"flow_bounce_am", COUNTER_OFF(path_bounce_am)},
-    {"flow_bounce_cma_write", COUNTER_OFF(path_bounce_cma)},
-    {"bounce_gpu_pools", COUNTER_OFF(path_bounce_gpu_pools)},
-    {"chunk_copied_to_peer", COUNTER_OFF(chunk_copied_to_peer)},
-    {"chunk_cma_to_peer", COUNTER_OFF(chunk_cma_to_peer)},
-    {"chunk_put_from_pools", COUNTER_OFF(chunk_put_from_pools)},
-    {"chunk_gather_small_runs", COUNTER_OFF(chunk_gather_small_runs)},
-    {"chunk_gather_am", COUNTER_OFF(chunk_gather_am)},
-    {"chunk_gather_direct_off", COUNTER_OFF(chunk_gather_direct_off)},
-    {"chunk_gather_no_registration", COUNTER_OFF(chunk_gather_no_registration)},
-};
-
-static json_int_t counter_at(const struct engine_counters *c, size_t off)
-{
-    return (json_int_t) * (const uint64_t *)((const char *)c + off);
-}
-
-int engine_peers_stats(struct daemon *d, json_t *ret)
-{
-    struct engine *e = d->engine;
-    if (!e)
-        return 0;
-    const struct engine_counters *c = &e->c;
-    for (size_t i = 0; i < sizeof counter_rows / sizeof counter_rows[0]; i++)
-        json_object_set_new(ret, counter_rows[i].name,
-                            json_integer(counter_at(c, counter_rows[i].off)));
-    json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
-    if (e->link) { /* who the link refused before any handshake (link_admit.c) */
-        struct link_stats ls;
-        link_get_stats(e->link, &ls);
-        json_object_set_new(ret, "link",
-                            json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "conns_refused_unproven",
-                                      (json_int_t)ls.conns_refused_unauth, "conns_refused_address",
-                                      (json_int_t)ls.conns_refused_addr, "conns_refused_table",
-                                      (json_int_t)ls.conns_refused_table, "handshake_timeouts",
-                                      (json_int_t)ls.handshake_timeouts, "unproven_endpoints",
-                                      (json_int_t)ls.unproven_endpoints,
-                                      "ucx_stale_events_dropped",
-                                      (json_int_t)ls.ucx_stale_events_dropped));
-    }
-    json_object_set_new(ret, "last_remote_wall_us", json_integer((json_int_t)(c->last_wall_ns / 1000)));
-    json_object_set_new(ret, "last_remote_bytes", json_integer((json_int_t)c->last_bytes));
-    json_t *paths = json_object();
-    for (size_t i = 0; i < sizeof path_counter_rows / sizeof path_counter_rows[0]; i++)
-        json_object_set_new(paths, path_counter_rows[i].name,
-                            json_integer(counter_at(c, path_counter_rows[i].off)));
-    json_object_set_new(ret, "paths", paths);
-    return 0;
-}
-
-void engine_reloaded(struct daemon *d)
-{
-    struct engine *e = d->engine;
-    if (!e)
-        return;
-    arena_set_reserve_timeout(e->arena, d->cfg.arena_reserve_timeout_ms);
-    arena_set_reserve_timeout(e->stage_arena, d->cfg.arena_reserve_timeout_ms);
-}
-
-int engine_live(struct daemon *d, json_t *ret)
-{
-    struct engine *e = d->engine;
-    if (!e)
-        return 0;
-    static const char *const at_use[] = {
-        "peers.max_inflight", "arena.window",    "arena.direct_run", "arena.shm_write",
-        "arena.cma_write",    "gates.min_bytes", "gates.min_blocks", "deadlines.lookup",
-        "deadlines.send_wait", "deadlines.transfer", NULL};
-    int r = cfg_values_json(&d->cfg, at_use, ret);
-    if (!e->arena) {
-        json_object_set_new(ret, "arena.reserve_timeout", json_string("unused: no arena (no link)"));
-        return r;
-    }
-    /* held by the arenas themselves: what they use, landing and staging alike */
-    uint64_t land = arena_reserve_timeout(e->arena);
-    uint64_t stage = e->stage_arena ? arena_reserve_timeout(e->stage_arena) : land;
-    json_object_set_new(ret, "arena.reserve_timeout",
-                        land == stage ? json_integer((json_int_t)land)
-                                      : json_string("landing and staging arenas differ"));
-    return r;
-}
-
-int engine_arena_status(struct daemon *d, json_t *ret)
-{
-    json_t *o = engine_arena_json(d);
-    if (!o)
-        return -ENOMEM;
-    json_object_update(ret, o);
-    json_decref(o);
-    return 0;
-}
-
-int engine_arena_stats(struct daemon *d, json_t *ret)
-{
-    return engine_arena_status(d, ret);
-}
 
 void engine_drain_start(struct daemon *d)
 {

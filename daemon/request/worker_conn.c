@@ -227,6 +227,85 @@ static void on_fds(struct wconn *c, const struct proto_fds *f)
     c->n_fds_ahead += n;
 }
 
+/* A REGISTER's layout, checked against the pools it lists (count, kind, bytes, device); each
+ * VMM pool gets its fds. False: refused, the worker told (registered). */
+static bool register_layout(struct wconn *c, struct proto_register *g, int *fds, struct layout *l)
+{
+    char err[PROTO_MSG_MAX + 1] = "";
+    if (c->rank) {
+        registered(c, KVF_E_BAD_REQUEST, "this connection is already registered");
+        return false;
+    }
+    if (layout_from_json(g->json, g->json_len, l, err, sizeof err)) {
+        registered(c, KVF_E_BAD_REQUEST, "layout: %.480s", err);
+        return false;
+    }
+    if (l->n_pools != g->n_pools) {
+        registered(c, KVF_E_BAD_REQUEST, "REGISTER lists %u pools, the layout %u", g->n_pools,
+                   l->n_pools);
+        return false;
+    }
+    for (uint32_t i = 0, k = 0; i < g->n_pools; i++) { /* the VMM pools' fds, in pool order */
+        g->pools[i].fds = g->pools[i].kind == PROTO_POOL_CUDA_VMM ? fds + k : NULL;
+        k += g->pools[i].kind == POOL_HOST ? 1 : g->pools[i].fds ? g->pools[i].n_fds : 0;
+    }
+    for (uint32_t i = 0; i < l->n_pools; i++)
+        if (l->pools[i].kind != proto_pool_layout_kind(&g->pools[i]) ||
+            l->pools[i].bytes != g->pools[i].bytes ||
+            (l->pools[i].kind == POOL_CUDA && l->pools[i].device != g->pools[i].device)) {
+            registered(c, KVF_E_BAD_REQUEST, "pool %u: REGISTER says %s %llu bytes, the layout %s "
+                       "%llu bytes", i,
+                       proto_pool_layout_kind(&g->pools[i]) == POOL_CUDA ? "cuda" : "host",
+                       (unsigned long long)g->pools[i].bytes,
+                       l->pools[i].kind == POOL_CUDA ? "cuda" : "host",
+                       (unsigned long long)l->pools[i].bytes);
+            return false;
+        }
+    return true;
+}
+
+/* The checked rank: its pools mapped (GPU pools opened), added to the registry, told to the
+ * engine and its worker, its pools prefaulted. A refusal is told to the worker. */
+static void register_rank(struct wconn *c, struct proto_register *g, const struct layout *l,
+                          int *fds)
+{
+    char err[PROTO_MSG_MAX + 1] = "";
+    struct copy_mem mem = {0};
+    if (map_pools(l, g, fds, &mem, err, sizeof err)) {
+        registry_unmap(c->w->reg.um, &mem);
+        registered(c, KVF_E_BAD_REQUEST, "%s", err);
+        return;
+    }
+    struct reg_gpu *rg = NULL;
+    if (reg_gpu_wanted(l) && reg_gpu_open(c->w->d->gpu, l, g, &rg, err, sizeof err)) {
+        registry_unmap(c->w->reg.um, &mem);
+        registered(c, KVF_E_BAD_REQUEST, "%s", err);
+        return;
+    }
+    struct reg_rank *rk;
+    int rc = registry_add(&c->w->reg, l, &mem, c, uv_now(&c->w->d->loop), &rk, err, sizeof err);
+    if (rc) {
+        registry_unmap(c->w->reg.um, &mem);
+        reg_gpu_unref(rg);
+        registered(c, rc == -ENOMEM ? KVF_E_INTERNAL : KVF_E_BAD_REQUEST, "%s", err);
+        return;
+    }
+    rk->gpu = rg;
+    c->rank = rk;
+    snprintf(rk->home, sizeof rk->home, "%s", g->home);
+    engine_rank_registered(c->w->d->engine, rk);
+    c->w->counters.registered++;
+    log_req(LOG_LVL_INFO, 0, NULL, l->instance,
+            "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u, instance "
+            "epoch %llu%s)", (unsigned long long)c->id, (int)c->peer.pid, l->instance,
+            layout_rank(l), layout_role_to_string(l->role), l->tp_rank, l->tp_size, l->pp_rank,
+            l->pp_size, (unsigned long long)rk->inst->inst_epoch,
+            rk->inst->n_registered == 1 ? ", new" : "");
+    registered(c, KVF_OK, "registered");
+    wprefault_start(c);
+    transfers_registered(&c->w->xt, l->instance);
+}
+
 static void on_register(struct wconn *c, struct proto_register *g)
 {
     int *fds = c->fds_ahead ? c->fds_ahead : malloc(LAYOUT_MAX_POOLS * sizeof(int));
@@ -252,70 +331,9 @@ static void on_register(struct wconn *c, struct proto_register *g)
                   want);
         return;
     }
-    char err[PROTO_MSG_MAX + 1] = "";
     struct layout l;
-    struct copy_mem mem = {0};
-    if (c->rank) {
-        registered(c, KVF_E_BAD_REQUEST, "this connection is already registered");
-        goto out;
-    }
-    if (layout_from_json(g->json, g->json_len, &l, err, sizeof err)) {
-        registered(c, KVF_E_BAD_REQUEST, "layout: %.480s", err);
-        goto out;
-    }
-    if (l.n_pools != g->n_pools) {
-        registered(c, KVF_E_BAD_REQUEST, "REGISTER lists %u pools, the layout %u", g->n_pools, l.n_pools);
-        goto out;
-    }
-    for (uint32_t i = 0, k = 0; i < g->n_pools; i++) { /* the VMM pools' fds, in pool order */
-        g->pools[i].fds = g->pools[i].kind == PROTO_POOL_CUDA_VMM ? fds + k : NULL;
-        k += g->pools[i].kind == POOL_HOST ? 1 : g->pools[i].fds ? g->pools[i].n_fds : 0;
-    }
-    for (uint32_t i = 0; i < l.n_pools; i++)
-        if (l.pools[i].kind != proto_pool_layout_kind(&g->pools[i]) ||
-            l.pools[i].bytes != g->pools[i].bytes ||
-            (l.pools[i].kind == POOL_CUDA && l.pools[i].device != g->pools[i].device)) {
-            registered(c, KVF_E_BAD_REQUEST, "pool %u: REGISTER says %s %llu bytes, the layout %s "
-                       "%llu bytes", i,
-                       proto_pool_layout_kind(&g->pools[i]) == POOL_CUDA ? "cuda" : "host",
-                       (unsigned long long)g->pools[i].bytes,
-                       l.pools[i].kind == POOL_CUDA ? "cuda" : "host",
-                       (unsigned long long)l.pools[i].bytes);
-            goto out;
-        }
-    if (map_pools(&l, g, fds, &mem, err, sizeof err)) {
-        registry_unmap(c->w->reg.um, &mem);
-        registered(c, KVF_E_BAD_REQUEST, "%s", err);
-        goto out;
-    }
-    struct reg_gpu *rg = NULL;
-    if (reg_gpu_wanted(&l) && reg_gpu_open(c->w->d->gpu, &l, g, &rg, err, sizeof err)) {
-        registry_unmap(c->w->reg.um, &mem);
-        registered(c, KVF_E_BAD_REQUEST, "%s", err);
-        goto out;
-    }
-    struct reg_rank *rk;
-    int rc = registry_add(&c->w->reg, &l, &mem, c, uv_now(&c->w->d->loop), &rk, err, sizeof err);
-    if (rc) {
-        registry_unmap(c->w->reg.um, &mem);
-        reg_gpu_unref(rg);
-        registered(c, rc == -ENOMEM ? KVF_E_INTERNAL : KVF_E_BAD_REQUEST, "%s", err);
-        goto out;
-    }
-    rk->gpu = rg;
-    c->rank = rk;
-    snprintf(rk->home, sizeof rk->home, "%s", g->home);
-    engine_rank_registered(c->w->d->engine, rk);
-    c->w->counters.registered++;
-    log_req(LOG_LVL_INFO, 0, NULL, l.instance,
-            "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u, instance "
-            "epoch %llu%s)", (unsigned long long)c->id, (int)c->peer.pid, l.instance,
-            layout_rank(&l), layout_role_to_string(l.role), l.tp_rank, l.tp_size, l.pp_rank,
-            l.pp_size, (unsigned long long)rk->inst->inst_epoch,
-            rk->inst->n_registered == 1 ? ", new" : "");
-    registered(c, KVF_OK, "registered");
-    wprefault_start(c);
-    transfers_registered(&c->w->xt, l.instance);
+    if (register_layout(c, g, fds, &l))
+        register_rank(c, g, &l, fds);
 out:
     fdpass_close_all(fds, nfds); /* mapped or refused: the daemon keeps no fds */
     free(fds);
