@@ -172,6 +172,7 @@ int daemon_reload(struct daemon *d)
     }
     cfg_free(&d->cfg);
     d->cfg = next;
+    acc.generation = d->access.generation + 1; /* open connections decide again (access.h) */
     access_done(&d->access);
     d->access = acc;
     if (level_changed && !d->log_level_pinned)

@@ -23,5 +23,8 @@ const struct prom_doc control_metrics[] = {
     {"idle_timeouts", C, NULL, "Control connections closed for idleness.", "connections"},
     {"refused_not_admin", C, NULL, "Mutating control commands refused to a non-admin.",
      "commands"},
+    {"access_revoked", C, NULL,
+     "Control connections closed at a command: a reload took their uid's access away.",
+     "connections"},
 };
 const size_t control_metrics_len = sizeof(control_metrics) / sizeof(control_metrics[0]);
