@@ -221,6 +221,7 @@ int control_stats(struct daemon *d, json_t *ret)
     json_object_set_new(ret, "idle_timeouts", json_integer((json_int_t)k->conn.idle_timeouts));
     json_object_set_new(ret, "refused_not_admin", json_integer((json_int_t)k->refused_admin));
     json_object_set_new(ret, "access_revoked", json_integer((json_int_t)k->revoked));
+    metrics_http_stats(ctl->http, ret);
     return 0;
 }
 

@@ -419,3 +419,15 @@ json_t *metrics_http_status(const struct metrics_http *h)
                      "connections_timed_out", (json_int_t)k->timed_out, "accept_paused",
                      (json_int_t)h->accept_pauses);
 }
+
+void metrics_http_stats(const struct metrics_http *h, json_t *ret)
+{
+    const struct metrics_conns_counters none = {0}, *k = h ? &h->conns.counters : &none;
+    json_object_set_new(ret, "http_scrapes", json_integer(h ? (json_int_t)h->scrapes : 0));
+    json_object_set_new(ret, "http_requests_refused",
+                        json_integer(h ? (json_int_t)h->refused : 0));
+    json_object_set_new(ret, "http_connections_refused", json_integer((json_int_t)k->refused));
+    json_object_set_new(ret, "http_connections_evicted", json_integer((json_int_t)k->evicted));
+    json_object_set_new(ret, "http_connections_timed_out",
+                        json_integer((json_int_t)k->timed_out));
+}

@@ -41,5 +41,9 @@ void metrics_http_stop(struct metrics_http *h);
  * refused: 404, 405), "connections": N (open), "connections_refused": N (503: the table was
  * full), "connections_evicted": N, "connections_timed_out": N, "accept_paused": N}. */
 json_t *metrics_http_status(const struct metrics_http *h);
+/* The counters into the control section of stats as http_*: scrapes, requests_refused,
+ * connections_refused, connections_evicted, connections_timed_out (0 when h is NULL: no
+ * listener), so that Prometheus can alert on refusals. */
+void metrics_http_stats(const struct metrics_http *h, json_t *ret);
 
 #endif

@@ -68,6 +68,10 @@ START_TEST(a_full_table_refuses_the_next_connection_and_recovers_when_the_holder
     free(r);
     ck_assert_int_ge(status_count(&h, "connections_refused"), 2);
     ck_assert_int_eq(status_count(&h, "connections"), CONNS);
+    json_t *st = dh_call(&h, "{\"id\":2,\"cmd\":\"stats\"}"); /* and for Prometheus */
+    json_t *ctl = json_object_get(json_object_get(st, "result"), "control");
+    ck_assert_int_ge(json_integer_value(json_object_get(ctl, "http_connections_refused")), 2);
+    json_decref(st);
     for (int i = 0; i < CONNS; i++)
         close(fds[i]);
     ck_assert_msg(scrape_served(port, "127.0.0.1", 5000), "no scrape served after the holders "
