@@ -35,6 +35,7 @@ const struct prom_doc control_metrics[] = {
      "HTTP connections closed to admit a newer one from the same address, at its limit.",
      "connections"},
     {"http_connections_timed_out", C, NULL,
-     "HTTP connections closed: no complete request within the deadline.", "connections"},
+     "HTTP connections closed: no request answered within the deadline of their accept.",
+     "connections"},
 };
 const size_t control_metrics_len = sizeof(control_metrics) / sizeof(control_metrics[0]);

@@ -88,8 +88,10 @@ void metrics_conns_remove(struct metrics_conns *t, struct metrics_conn *c)
 void metrics_conns_busy(struct metrics_conn *c, bool busy, uint64_t now_ms)
 {
     c->busy = busy;
-    if (!busy)
+    if (!busy) {
         c->since_ms = now_ms;
+        c->replied = true;
+    }
 }
 
 struct metrics_conn *metrics_conns_expired(struct metrics_conns *t, uint64_t now_ms)
@@ -97,7 +99,10 @@ struct metrics_conn *metrics_conns_expired(struct metrics_conns *t, uint64_t now
     for (struct metrics_conn *c = t->head; c; c = c->next)
         if (!c->going && now_ms - c->since_ms >= METRICS_HTTP_IDLE_S * 1000ull) {
             go(t, c);
-            t->counters.timed_out++;
+            if (c->replied)
+                t->counters.idle_closed++;
+            else
+                t->counters.timed_out++;
             return c;
         }
     return NULL;

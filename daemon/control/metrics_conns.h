@@ -28,10 +28,13 @@ struct metrics_conn {
     bool busy;             /* a request is being answered: not evicted */
     bool going;            /* told to go (evicted, timed out): counts toward no limit */
     bool handed;           /* libmicrohttpd took it (its STARTED notice came) */
+    bool replied;          /* a request of it was answered: at its deadline it was idle */
 };
 
 struct metrics_conns_counters {
-    uint64_t accepted, refused, evicted, timed_out;
+    uint64_t accepted, refused, evicted;
+    uint64_t timed_out;   /* at the deadline before any request of it was answered */
+    uint64_t idle_closed; /* at the deadline after a reply (a keep-alive, as usual) */
 };
 
 struct metrics_conns {
@@ -49,7 +52,8 @@ int metrics_conns_admit(struct metrics_conns *t, int fd, const struct sockaddr *
 void metrics_conns_remove(struct metrics_conns *t, struct metrics_conn *c);
 /* A request began (busy) or its reply ended (the deadline restarts at now_ms). */
 void metrics_conns_busy(struct metrics_conn *c, bool busy, uint64_t now_ms);
-/* The next connection past its deadline at now_ms, marked going and counted; NULL: none. */
+/* The next connection past its deadline at now_ms, marked going and counted (timed_out, or
+ * idle_closed when it was answered before); NULL: none. */
 struct metrics_conn *metrics_conns_expired(struct metrics_conns *t, uint64_t now_ms);
 /* Frees every entry. */
 void metrics_conns_done(struct metrics_conns *t);

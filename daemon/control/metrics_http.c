@@ -195,8 +195,9 @@ static void refuse(struct metrics_http *h, int fd, const struct sockaddr *sa)
     char who[INET6_ADDRSTRLEN];
     peer_name(sa, who, sizeof who);
     log_warn("metrics http: refused a connection from %s: %u open, the limit is %u (%u per "
-             "address)%s", who, h->conns.n, METRICS_HTTP_CONNS, METRICS_HTTP_CONNS_PER_IP,
-             h->refusals_unlogged ? " (more refused since the last such line)" : "");
+             "address); %llu more refused since the last such line", who, h->conns.n,
+             METRICS_HTTP_CONNS, METRICS_HTTP_CONNS_PER_IP,
+             (unsigned long long)h->refusals_unlogged);
     h->refusal_logged_ms = now;
     h->refusals_unlogged = 0;
 }
@@ -412,12 +413,12 @@ json_t *metrics_http_status(const struct metrics_http *h)
     char url[320];
     snprintf(url, sizeof url, "http://%s/metrics", h->listen);
     const struct metrics_conns_counters *k = &h->conns.counters;
-    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "listen", h->listen, "url", url,
-                     "scrapes", (json_int_t)h->scrapes, "refused", (json_int_t)h->refused,
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "listen", h->listen, "url",
+                     url, "scrapes", (json_int_t)h->scrapes, "refused", (json_int_t)h->refused,
                      "connections", (json_int_t)h->conns.n, "connections_refused",
                      (json_int_t)k->refused, "connections_evicted", (json_int_t)k->evicted,
-                     "connections_timed_out", (json_int_t)k->timed_out, "accept_paused",
-                     (json_int_t)h->accept_pauses);
+                     "connections_timed_out", (json_int_t)k->timed_out, "connections_idle_closed",
+                     (json_int_t)k->idle_closed, "accept_paused", (json_int_t)h->accept_pauses);
 }
 
 void metrics_http_stats(const struct metrics_http *h, json_t *ret)

@@ -39,7 +39,8 @@ int metrics_http_start(struct daemon *d, const char *addr, struct metrics_http *
 void metrics_http_stop(struct metrics_http *h);
 /* {"listen": "127.0.0.1:9464", "url": "http://.../metrics", "scrapes": N, "refused": N (requests
  * refused: 404, 405), "connections": N (open), "connections_refused": N (503: the table was
- * full), "connections_evicted": N, "connections_timed_out": N, "accept_paused": N}. */
+ * full), "connections_evicted": N, "connections_timed_out": N (no request answered by the
+ * deadline), "connections_idle_closed": N (kept alive past it), "accept_paused": N}. */
 json_t *metrics_http_status(const struct metrics_http *h);
 /* The counters into the control section of stats as http_*: scrapes, requests_refused,
  * connections_refused, connections_evicted, connections_timed_out (0 when h is NULL: no
