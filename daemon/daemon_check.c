@@ -2,13 +2,15 @@
  * `kvferryd --check-config` (an ExecStartPre=) and the start itself agree: the file parsed
  * with its rules, access.* and sockets.group resolved, socket paths that fit, and what each
  * module would refuse when it starts: the secret file, metrics.listen, the link's listen
- * address, the arena's placement and shape. A module that refuses a new thing at its start
- * adds the check here (and keeps its own). */
+ * address and transports, the arena's placement and shape. A module that refuses a new thing
+ * at its start adds the check here (and keeps its own). What only the running host can say
+ * (an address in use, another daemon on the socket) stays the start's. */
 #include <errno.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/un.h>
+#include <ucp/api/ucp.h>
 
 #include "arena.h"
 #include "daemon_life.h"
@@ -32,6 +34,28 @@ static int check_metrics(const struct kvf_config *c, char *err, size_t len)
     if (!c->metrics_listen || !c->metrics_listen[0])
         return 0;
     return metrics_http_parse_listen(c->metrics_listen, &sa, err, len);
+}
+
+/* transport.ucx_tls names transports UCX can use on this host: what ucp_init refuses at the
+ * link's start ("no usable transports/devices"), asked the same way (link_ucx_init). */
+static int check_transports(const char *tls, char *err, size_t len)
+{
+    ucp_params_t pp = {.field_mask = UCP_PARAM_FIELD_FEATURES,
+                       .features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP};
+    ucp_config_t *uc;
+    ucp_context_h ctx;
+    ucs_status_t s = ucp_config_read(NULL, NULL, &uc);
+    if (s == UCS_OK) {
+        if ((s = ucp_config_modify(uc, "TLS", tls)) == UCS_OK &&
+            (s = ucp_init(&pp, uc, &ctx)) == UCS_OK)
+            ucp_cleanup(ctx);
+        ucp_config_release(uc);
+    }
+    if (s == UCS_OK)
+        return 0;
+    snprintf(err, len, "transport.ucx_tls \"%s\": UCX cannot use it here: %s", tls,
+             ucs_status_string(s));
+    return -EINVAL;
 }
 
 /* The engine's refusals (engine_new), which apply only with a cluster secret. */
@@ -61,6 +85,9 @@ static int check_link(const struct kvf_config *c, char *err, size_t len)
             return -EINVAL;
         }
     }
+    if (c->transport_ucx_tls && c->transport_ucx_tls[0] &&
+        (r = check_transports(c->transport_ucx_tls, err, len)) < 0)
+        return r;
     /* the engine's landing arena: the slots left after a quarter stage (engine_new) */
     uint64_t slot = (c->arena_chunk + ARENA_MIN_ALIGN - 1) / ARENA_MIN_ALIGN * ARENA_MIN_ALIGN;
     uint64_t slots = (uint64_t)c->arena_size / slot;

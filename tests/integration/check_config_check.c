@@ -51,6 +51,8 @@ START_TEST(check_config_refuses_what_the_start_refuses_with_the_same_words)
          "listen.address \"no-such-host.invalid\":"},
         {"cluster.secret_file: \"@S\"\narena.placement: device\n", "arena.placement is device"},
         {"cluster.secret_file: \"/nonexistent/kvf-secret\"\n", "secret file /nonexistent"},
+        {"cluster.secret_file: \"@S\"\ntransport.ucx_tls: \"no-such-transport\"\n",
+         "transport.ucx_tls \"no-such-transport\": UCX cannot use it here"},
     };
     struct env e;
     env_init(&e);
