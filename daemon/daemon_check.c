@@ -17,13 +17,22 @@
 #include "link.h"
 #include "metrics_http.h"
 #include "secret_file.h"
+#include "sockpath.h"
 
+/* Both socket paths fit a sockaddr_un, said as the listeners would (sockpath_addr). */
 static int check_sockets(const struct kvf_config *c, char *err, size_t len)
 {
-    char p[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    if (cfg_control_path(c, p, sizeof p) < 0 || cfg_worker_path(c, p, sizeof p) < 0) {
-        snprintf(err, len, "a socket path (sockets.*) is longer than %zu bytes", sizeof p - 1);
-        return -ENAMETOOLONG;
+    static const char *const what[] = {"control", "worker"};
+    for (int i = 0; i < 2; i++) {
+        char path[SOCKPATH_BUF];
+        struct sockaddr_un sa;
+        int r = i ? cfg_worker_path(c, path, sizeof path) : cfg_control_path(c, path, sizeof path);
+        if (r < 0 && r != -ENAMETOOLONG) {
+            snprintf(err, len, "%s socket path: %s", what[i], strerror(-r));
+            return r;
+        }
+        if ((r = sockpath_addr(&sa, path, what[i], err, len)) < 0)
+            return r;
     }
     return 0;
 }
