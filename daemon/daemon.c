@@ -74,17 +74,10 @@ int daemon_init(struct daemon *d)
 int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen)
 {
     struct kvf_config c;
-    int r = path ? cfg_load_file(path, &c, err, errlen) : cfg_defaults(&c);
-    if (r < 0) {
-        if (!path)
-            snprintf(err, errlen, "built-in defaults: %s", strerror(-r));
-        return r;
-    }
     struct access a;
-    if ((r = access_resolve(&c, &a, err, errlen)) < 0) {
-        cfg_free(&c);
+    int r = daemon_check_config(path, &c, &a, err, errlen);
+    if (r < 0)
         return r;
-    }
     if (path && !(d->config_path = strdup(path))) {
         access_done(&a);
         cfg_free(&c);
@@ -179,6 +172,7 @@ int daemon_reload(struct daemon *d)
     }
     cfg_free(&d->cfg);
     d->cfg = next;
+    acc.generation = d->access.generation + 1; /* open connections decide again (access.h) */
     access_done(&d->access);
     d->access = acc;
     if (level_changed && !d->log_level_pinned)

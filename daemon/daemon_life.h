@@ -12,9 +12,17 @@ struct control_ops;
 /* Inits the loop, timers and the signal handlers (started: a signal during the start is handled
  * when the loop runs). Returns 0 or -errno. */
 int daemon_init(struct daemon *d);
-/* Loads `path` (NULL: defaults) as the initial config and resolves access lists. On error
+/* Loads `path` (NULL: defaults) as the initial config through daemon_check_config. On error
  * writes a message into err and returns -errno. */
 int daemon_load_config(struct daemon *d, const char *path, char *err, size_t errlen);
+/* daemon_check.c: `path` (NULL: the defaults) loaded and checked for all that the start would
+ * refuse, before anything is opened: the file and its rules, access.* resolved, socket paths,
+ * the secret file, metrics.listen, listen.address, transport.ucx_tls, the arena's placement
+ * and shape. On success *ret and *access_ret are the caller's (cfg_free, access_done); on
+ * error writes "path: why" (or the parser's "file:line:col: ...") into err and returns -errno.
+ * Used by the start and by --check-config, so that both refuse the same. */
+int daemon_check_config(const char *path, struct kvf_config *ret, struct access *access_ret,
+                        char *err, size_t errlen);
 /* Starts the watchdog, sends READY=1; or, when a stop signal came during the start, leaves the
  * daemon draining without READY=1 (the loop then stops it). Returns 0 or -errno. */
 int daemon_ready(struct daemon *d);

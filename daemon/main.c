@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/un.h>
 
 #include "control.h"
 #include "copyeng.h"
@@ -22,7 +21,6 @@
 #include "link.h"
 #include "logsink.h"
 #include "ucxlog.h"
-#include "secret_file.h"
 
 static void usage(FILE *f)
 {
@@ -32,23 +30,6 @@ static void usage(FILE *f)
                "       kvferryd --version\n"
                "With no --config, built-in defaults apply (sockets under /run/kvferry for root,\n"
                "else $XDG_RUNTIME_DIR/kvferry, else ./run). LEVEL: error, warn, info, debug.\n");
-}
-
-/* What start refuses beyond the file itself: socket paths that do not fit, the secret file. */
-static int check_start(const struct kvf_config *c, char *err, size_t len)
-{
-    char p[sizeof(((struct sockaddr_un *)0)->sun_path)];
-    if (cfg_control_path(c, p, sizeof p) < 0 || cfg_worker_path(c, p, sizeof p) < 0) {
-        snprintf(err, len, "a socket path (sockets.*) is longer than %zu bytes", sizeof p - 1);
-        return -ENAMETOOLONG;
-    }
-    if (!c->cluster_secret_file || !c->cluster_secret_file[0])
-        return 0;
-    uint8_t secret[LINK_SECRET_MAX];
-    size_t n = 0;
-    int r = secret_file_read(c->cluster_secret_file, secret, sizeof secret, &n, err, len);
-    explicit_bzero(secret, sizeof secret);
-    return r;
 }
 
 /* Every worker, peer and pool fd counts against RLIMIT_NOFILE, whose soft limit is often 1024:
@@ -67,25 +48,18 @@ static void raise_nofile(void)
         log_warn("fds: RLIMIT_NOFILE stays %llu: %s", (unsigned long long)was, strerror(errno));
 }
 
+/* The start's own checks (daemon_check_config), nothing opened. */
 static int check_config(const char *path)
 {
     struct kvf_config c;
     struct access a;
     char err[CFG_ERR_MAX] = "";
-    int r = cfg_load_file(path, &c, err, sizeof(err));
-    if (r < 0) {
-        fprintf(stderr, "%s\n", err[0] ? err : strerror(-r));
-        return 1;
-    }
-    r = access_resolve(&c, &a, err, sizeof(err));
-    if (r == 0 && (r = check_start(&c, err, sizeof(err))) < 0)
-        access_done(&a);
-    cfg_free(&c);
-    if (r < 0) {
-        fprintf(stderr, "%s: %s\n", path, err);
+    if (daemon_check_config(path, &c, &a, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
         return 1;
     }
     access_done(&a);
+    cfg_free(&c);
     printf("%s: ok\n", path);
     return 0;
 }

@@ -47,8 +47,8 @@ static int copy_module_status(struct daemon *d, json_t *ret)
 const struct daemon_module daemon_modules[] = {
     {"control", control_status, control_stats, control_reloaded, NULL, NULL, control_metrics,
      &control_metrics_len, control_live},
-    {"workers", workers_status, workers_stats, NULL, workers_drain_start, workers_in_flight,
-     workers_metrics, &workers_metrics_len, workers_live},
+    {"workers", workers_status, workers_stats, workers_reloaded, workers_drain_start,
+     workers_in_flight, workers_metrics, &workers_metrics_len, workers_live},
     {"peers", engine_peers_status, engine_peers_stats, engine_reloaded, engine_drain_start,
      engine_in_flight, peers_metrics, &peers_metrics_len, engine_live},
     {"arena", engine_arena_status, engine_arena_stats, NULL, NULL, NULL, arena_metrics,

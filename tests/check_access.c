@@ -1,5 +1,6 @@
 /* check_access.c: access.* lists resolved to ids, and the peer checks (own uid and root always
- * admins; allow by uid, by gid against primary and supplementary groups; admin lists). */
+ * admins; allow by uid, by gid against primary and supplementary groups; admin lists; a
+ * decision made again once the lists' generation moves on). */
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
@@ -101,6 +102,34 @@ START_TEST(access_unknown_user_or_group_name_is_einval_naming_the_key)
 }
 END_TEST
 
+START_TEST(access_current_decides_again_when_the_lists_generation_moves_on)
+{
+    if (getuid() == 65534) {
+        printf("SKIP access_current...: running as uid 65534\n");
+        return;
+    }
+    struct access a;
+    struct peer_cred p = {.pid = 1, .uid = 65534, .gid = 65533};
+    tu_access_load("access.admin_uids: [65534]\n", &a);
+    ck_assert(access_check(&a, &p));
+    ck_assert(p.admin);
+    access_done(&a);
+    tu_access_load("access.allow_uids: [65534]\n", &a); /* a reload: generation 0 again here */
+    ck_assert(access_current(&a, &p));
+    ck_assert(p.admin); /* same generation: the decision stands, nothing looked up */
+    a.generation = 1;
+    ck_assert(access_current(&a, &p));
+    ck_assert(!p.admin);
+    access_done(&a);
+    tu_access_load("log.level: info\n", &a);
+    a.generation = 2;
+    ck_assert(!access_current(&a, &p));
+    ck_assert(!p.allowed);
+    ck_assert(!access_current(&a, &p));
+    access_done(&a);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("access");
@@ -109,6 +138,7 @@ int main(void)
     tcase_add_test(t, access_other_uid_refused_by_default_and_allowed_by_number_or_name);
     tcase_add_test(t, access_gid_matches_primary_group_from_passwd_not_only_the_credential);
     tcase_add_test(t, access_unknown_user_or_group_name_is_einval_naming_the_key);
+    tcase_add_test(t, access_current_decides_again_when_the_lists_generation_moves_on);
     suite_add_tcase(s, t);
     return tu_run(s);
 }

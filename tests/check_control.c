@@ -28,7 +28,8 @@ static struct fx *fx_new(size_t max_line, bool admin)
     ck_assert_int_eq(control_new(&f.d, &daemon_control_ops, &f.d.control), 0);
     int sv[2];
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    struct peer_cred peer = {.pid = getpid(), .uid = getuid(), .gid = getgid(), .admin = admin};
+    struct peer_cred peer = {.pid = getpid(), .uid = getuid(), .gid = getgid(), .admin = admin,
+                             .allowed = true}; /* as the listener's check leaves it */
     ck_assert_int_eq(control_adopt(f.d.control, sv[0], &peer), 0);
     f.cli = sv[1];
     fcntl(f.cli, F_SETFL, O_NONBLOCK);

@@ -173,7 +173,13 @@ bool access_check(const struct access *a, struct peer_cred *cred)
 {
     bool own = cred->uid == 0 || cred->uid == getuid() || cred->uid == geteuid();
     cred->admin = own || set_has(&a->admin_uids, cred->uid) || groups_match(&a->admin_gids, cred);
-    if (cred->admin)
-        return true;
-    return set_has(&a->allow_uids, cred->uid) || groups_match(&a->allow_gids, cred);
+    cred->allowed = cred->admin || set_has(&a->allow_uids, cred->uid) ||
+                    groups_match(&a->allow_gids, cred);
+    cred->generation = a->generation;
+    return cred->allowed;
+}
+
+bool access_current(const struct access *a, struct peer_cred *cred)
+{
+    return cred->generation == a->generation ? cred->allowed : access_check(a, cred);
 }

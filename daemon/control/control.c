@@ -37,7 +37,17 @@ static int conn_handle(void *ctx, struct ctl_conn *c, const char *cmd, json_t *a
                        char *msg, size_t msglen)
 {
     struct control *ctl = ctx;
-    return ctl_cmds_run(ctl->d, ctl_conn_peer(c), cmd, args, ret, msg, msglen);
+    struct peer_cred *peer = ctl_conn_peer(c);
+    if (!access_current(&ctl->d->access, peer)) { /* a reload took it away: admin is fresh too */
+        ctl->counters.revoked++;
+        log_info("control: pid %d uid %u may no longer use the socket (access.* changed by a "
+                 "reload): closing", (int)peer->pid, (unsigned)peer->uid);
+        snprintf(msg, msglen, "uid %u may no longer use the control socket (access.* changed "
+                 "by a reload): closing", (unsigned)peer->uid);
+        ctl_conn_close_after_reply(c);
+        return -EACCES;
+    }
+    return ctl_cmds_run(ctl->d, peer, cmd, args, ret, msg, msglen);
 }
 
 static void conn_closed(void *ctx, struct ctl_conn *c)
@@ -210,6 +220,8 @@ int control_stats(struct daemon *d, json_t *ret)
     json_object_set_new(ret, "lines_too_long", json_integer((json_int_t)k->conn.lines_too_long));
     json_object_set_new(ret, "idle_timeouts", json_integer((json_int_t)k->conn.idle_timeouts));
     json_object_set_new(ret, "refused_not_admin", json_integer((json_int_t)k->refused_admin));
+    json_object_set_new(ret, "access_revoked", json_integer((json_int_t)k->revoked));
+    metrics_http_stats(ctl->http, ret);
     return 0;
 }
 

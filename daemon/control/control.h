@@ -2,8 +2,10 @@
  * mode sockets.mode, served by a unix_listener (unix_listener.h): each accepted peer is checked
  * with SO_PEERCRED against access.*, control.max_conns (total) and control.max_conns_per_uid
  * (root and the daemon's own user are exempt from it and keep a few slots past max_conns); a
- * refused peer gets one error line and is closed. Accepted peers become ctl_conn objects (framing) whose commands run through the
- * command table (ctl_cmds.h). struct control is owned by struct daemon (d->control).
+ * refused peer gets one error line and is closed. Accepted peers become ctl_conn objects
+ * (framing) whose commands run through the command table (ctl_cmds.h), each decided against
+ * access.* as it is now (access_current): a reload that revokes a uid closes its connections at
+ * their next command (EACCES), one that revokes an admin refuses its next mutating command. struct control is owned by struct daemon (d->control).
  * Lifecycle: control_new -> control_listen -> ... -> control_stop -> (loop runs the close
  * callbacks) -> control_free. Loop thread only. */
 #ifndef KVF_CONTROL_H
@@ -32,6 +34,7 @@ struct control_ops {
 struct control_counters {
     uint64_t accepted;      /* refusals at the socket: the listener's counters */
     uint64_t refused_admin;  /* mutating command from a non-admin */
+    uint64_t revoked;        /* connections closed: a reload took their uid's access away */
     struct ctl_conn_counters conn;
 };
 

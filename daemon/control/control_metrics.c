@@ -23,5 +23,19 @@ const struct prom_doc control_metrics[] = {
     {"idle_timeouts", C, NULL, "Control connections closed for idleness.", "connections"},
     {"refused_not_admin", C, NULL, "Mutating control commands refused to a non-admin.",
      "commands"},
+    {"access_revoked", C, NULL,
+     "Control connections closed at a command: a reload took their uid's access away.",
+     "connections"},
+    {"http_scrapes", C, NULL, "GET /metrics answered over HTTP (metrics.listen).", "requests"},
+    {"http_requests_refused", C, NULL, "HTTP requests refused: another path (404) or method "
+     "(405).", "requests"},
+    {"http_connections_refused", C, NULL,
+     "HTTP connections answered 503: the listener's connection table was full.", "connections"},
+    {"http_connections_evicted", C, NULL,
+     "HTTP connections closed to admit a newer one from the same address, at its limit.",
+     "connections"},
+    {"http_connections_timed_out", C, NULL,
+     "HTTP connections closed: no request answered within the deadline of their accept.",
+     "connections"},
 };
 const size_t control_metrics_len = sizeof(control_metrics) / sizeof(control_metrics[0]);

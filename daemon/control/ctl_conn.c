@@ -15,6 +15,7 @@ struct ctl_conn {
     uv_timer_t idle;
     int open_handles; /* close callbacks still to come */
     bool closing, close_after_writes;
+    bool close_after_reply; /* the handler asked: close once this command is answered */
     size_t writes_pending;
     struct peer_cred peer;
     struct ctl_conn_limits limits;
@@ -221,6 +222,8 @@ static void process_line(struct ctl_conn *c, const char *buf, size_t len)
         send_line(c, reply ? reply_line(reply) : NULL);
     }
     json_decref(req);
+    if (c->close_after_reply)
+        ctl_conn_close(c, true);
 }
 
 static void idle_fired(uv_timer_t *t)
@@ -364,9 +367,14 @@ err_close:
     return r;
 }
 
-const struct peer_cred *ctl_conn_peer(const struct ctl_conn *c)
+struct peer_cred *ctl_conn_peer(struct ctl_conn *c)
 {
     return &c->peer;
+}
+
+void ctl_conn_close_after_reply(struct ctl_conn *c)
+{
+    c->close_after_reply = true;
 }
 
 void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limits)

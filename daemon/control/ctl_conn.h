@@ -54,7 +54,10 @@ int ctl_conn_new(uv_loop_t *loop, int fd, const struct peer_cred *peer,
 /* Starts closing; with graceful, replies already queued are written first. Idempotent. */
 void ctl_conn_close(struct ctl_conn *c, bool graceful);
 
-const struct peer_cred *ctl_conn_peer(const struct ctl_conn *c);
+/* The peer's credentials and its access decision (access_current updates it in place). */
+struct peer_cred *ctl_conn_peer(struct ctl_conn *c);
+/* From inside ops->handle: the connection closes once this command's reply is written. */
+void ctl_conn_close_after_reply(struct ctl_conn *c);
 void ctl_conn_set_limits(struct ctl_conn *c, const struct ctl_conn_limits *limits);
 const struct ctl_conn_limits *ctl_conn_limits(const struct ctl_conn *c);
 /* Intrusive list link for the owner (the control server). */

@@ -30,6 +30,8 @@ const struct prom_doc workers_metrics[] = {
     {"frame_memory_refused", C, NULL, "Frames refused: the frame memory limit was reached.",
      "frames"},
     {"event_queue_full", C, NULL, "Times a connection's event queue was full.", "events"},
+    {"access_revoked", C, NULL, "Worker connections closed: a reload took their uid's access "
+     "away.", "connections"},
     {"frame_memory_bytes", G, NULL, "Memory held by partial frames now.", "bytes"},
     {"prefaults", C, NULL, "Ranks whose host pools began to be mapped in after REGISTER.",
      "ranks"},

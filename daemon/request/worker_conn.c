@@ -346,6 +346,8 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
     struct proto_msg m;
     char err[256];
     c->w->xt.frame_ns = uv_hrtime(); /* the same-daemon timeline (xfer_phases.h) */
+    if (!wlimits_access(c)) /* per frame: a reload may have revoked it (one compare if not) */
+        return;
     int rc = proto_decode(f, len, &c->w->lim, &m, err, sizeof err);
     if (rc) {
         violation(c, "bad frame: %s", err);

@@ -3,8 +3,9 @@
  * to make room before anyone is refused. Deadlines, checked by one sweep timer: HELLO
  * (workers.hello_timeout), a begun frame's completion (workers.frame_timeout) and reading queued
  * events (workers.read_timeout). Memory: partial frames of all connections together stay within
- * workers.frame_memory (beyond each reader's first FRAME_BUF_INITIAL bytes). Everyone closed or
- * refused here is told why. Loop thread only. */
+ * workers.frame_memory (beyond each reader's first FRAME_BUF_INITIAL bytes). Access: decided
+ * again at each frame and at each reload (access_current), so a reload that revokes a worker's
+ * uid closes its connection. Everyone closed or refused here is told why. Loop thread only. */
 #include <errno.h>
 #include <stdio.h>
 
@@ -161,4 +162,16 @@ void wlimits_conn_gone(struct wconn *c)
 {
     c->w->frame_bytes -= c->frame_counted;
     c->frame_counted = 0;
+}
+
+bool wlimits_access(struct wconn *c)
+{
+    if (access_current(&c->w->d->access, &c->peer))
+        return true;
+    if (!c->closing && !c->broken) {
+        c->w->counters.access_revoked++;
+        wconn_close_told(c, KVF_E_BAD_REQUEST, "uid %u may no longer use the worker socket "
+                         "(access.* changed by a reload)", (unsigned)c->peer.uid);
+    }
+    return false;
 }

@@ -230,10 +230,19 @@ int workers_stats(struct daemon *d, json_t *ret)
     json_object_set_new(ret, "frame_memory_refused",
                         json_integer((json_int_t)k->frame_memory_refused));
     json_object_set_new(ret, "event_queue_full", json_integer((json_int_t)k->event_queue_full));
+    json_object_set_new(ret, "access_revoked", json_integer((json_int_t)k->access_revoked));
     json_object_set_new(ret, "frame_memory_bytes", json_integer((json_int_t)w->frame_bytes));
     wprefault_stats(w, ret);
     json_object_set_new(ret, "transfers", transfers_stats_json(&w->xt));
     return 0;
+}
+
+void workers_reloaded(struct daemon *d)
+{
+    if (!d->workers)
+        return;
+    for (struct wconn *c = d->workers->conns; c; c = c->next)
+        (void)wlimits_access(c);
 }
 
 void workers_drain_start(struct daemon *d)

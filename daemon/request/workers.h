@@ -35,6 +35,7 @@ struct workers_counters {
     uint64_t hello_timeouts, frame_timeouts, read_timeouts;
     uint64_t frame_memory_refused; /* frames that would have passed workers.frame_memory */
     uint64_t event_queue_full;     /* disconnected at workers.event_queue */
+    uint64_t access_revoked;       /* closed: a reload took their uid's access away */
     /* pools mapped in at REGISTER (worker_prefault.c): jobs started, ended, cancelled by a
      * worker gone first; pool bytes of those ended and their REGISTER-to-end time, summed */
     uint64_t prefaults, prefaults_done, prefaults_cancelled, prefault_bytes, prefault_ns;
@@ -119,6 +120,9 @@ bool wlimits_frame_room(struct wconn *c);
 void wlimits_frame_after(struct wconn *c);
 /* At close: gives back the memory counted for c. */
 void wlimits_conn_gone(struct wconn *c);
+/* May c's peer still use the socket (access.* as it is now)? false: c is being closed, told
+ * why. Asked at each frame and, for every connection, at each reload. */
+bool wlimits_access(struct wconn *c);
 
 /* worker_prefault.c: after REGISTER, the rank's host pools mapped in on the copy threads, in
  * the background (copy.prefault); cancelled when the connection closes first. */
@@ -153,6 +157,8 @@ int workers_status(struct daemon *d, json_t *ret);
 int workers_stats(struct daemon *d, json_t *ret);
 int workers_live(struct daemon *d, json_t *ret);
 void workers_drain_start(struct daemon *d);
+/* After a reload: connections whose uid lost its access are closed (wlimits_access). */
+void workers_reloaded(struct daemon *d);
 size_t workers_in_flight(struct daemon *d);
 json_t *workers_list_json(struct workers *w);
 

@@ -118,9 +118,9 @@ static inline uint32_t raw_next(int fd, char *msg, size_t msglen)
     return m.type;
 }
 
-static inline int raw_hello(struct wenv *e)
+/* HELLO on a connected fd, WELCOME expected; returns fd. */
+static inline int raw_hello_on(int fd)
 {
-    int fd = raw_connect(e);
     struct proto_msg m = {.type = PROTO_HELLO};
     m.u.hello.version_min = m.u.hello.version_max = PROTO_VERSION;
     strcpy(m.u.hello.name, "hostile");
@@ -129,6 +129,11 @@ static inline int raw_hello(struct wenv *e)
     uint32_t t = raw_next(fd, msg, sizeof msg);
     ck_assert_msg(t == PROTO_WELCOME, "HELLO answered with %s: %s", proto_type_to_string(t), msg);
     return fd;
+}
+
+static inline int raw_hello(struct wenv *e)
+{
+    return raw_hello_on(raw_connect(e));
 }
 
 /* Expects an ERROR frame whose message contains `words`, then EOF. */
