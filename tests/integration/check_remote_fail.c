@@ -90,8 +90,11 @@ START_TEST(remote_timeouts_per_phase_and_failed_flows_give_their_slots_back)
      * unknown instance is UNKNOWN_INSTANCE, asked for until then. A known one's table must come
      * within lookup too, before its RECV_REQ can wait send_wait at the context daemon: all three
      * scale with KVF_TEST_SLOW, since under TSan on a loaded 2-core machine a 300ms lookup once
-     * ran out before the table came (TIMEOUT after 308ms, mistaken for send_wait's). */
-    unsigned send_wait = tu_ms(400), transfer = tu_ms(400), lookup = tu_ms(600);
+     * ran out before the table came (TIMEOUT after 308ms, mistaken for send_wait's). They scale
+     * with the machine's load too (tu_keepalive_ms: one factor for all three, so their order
+     * holds): at load 12 on 2 cores the request's own 800 ms ran out before send_wait's NACK. */
+    unsigned send_wait = tu_keepalive_ms(400), transfer = tu_keepalive_ms(400),
+             lookup = tu_keepalive_ms(600);
     char cfg[256];
     snprintf(cfg, sizeof cfg,
              BOUNCE "deadlines:\n  send_wait: %ums\n  transfer: %ums\n  lookup: %ums\n",
