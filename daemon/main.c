@@ -213,7 +213,9 @@ int main(int argc, char **argv)
         log_error("%s", err);
         goto err_control;
     }
-    if ((r = engine_new(&d, &d.engine, err, sizeof(err))) < 0) {
+    const struct engine_req req = {&transfers_engine_ops, &d.workers->xt, &d.workers->reg,
+                                   &d.workers->xt.phases, d.workers->epoch};
+    if ((r = engine_new(&d, &req, &d.engine, err, sizeof(err))) < 0) {
         log_error("%s", err);
         goto err_control;
     }
@@ -234,6 +236,7 @@ err_control:
     daemon_stop(&d);
     uv_run(&d.loop, UV_RUN_DEFAULT);
     d.control = control_free(d.control);
+    engine_requests_gone(d.engine);
     d.workers = workers_free(d.workers);
     d.engine = engine_free(d.engine);
 err_done:

@@ -109,11 +109,12 @@ static void setup(void)
     ck_assert_int_eq(uv_loop_init(&d.loop), 0);
     w.d = &d;
     registry_init(&w.reg, NULL);
-    ck_assert_int_eq(transfers_init(&w.xt, &w), 0);
+    ck_assert_int_eq(transfers_init(&w.xt, &d, &w.reg, &workers_xt_ops, &w), 0);
     d.workers = &w;
     e = calloc(1, sizeof *e);
     ck_assert_ptr_nonnull(e);
     e->d = &d;
+    e->req = (struct engine_req){&transfers_engine_ops, &w.xt, &w.reg, &w.xt.phases, 0};
     e->link = (struct link *)&dummy_link; /* never used: every writer is at this daemon */
     snprintf(e->self_addr, sizeof e->self_addr, "%s", SELF);
     d.engine = e;
@@ -140,7 +141,7 @@ static void setup(void)
     ck_assert_ptr_nonnull(conn);
     conn->w = &w;
     conn->fd = sv[0];
-    conn->rank = &gen;
+    conn->xc.rank = &gen;
     conn->id = 1;
 
     tab = calloc(1, sizeof *tab); /* being fetched from the home: the RECV waits for it */
@@ -195,7 +196,7 @@ static void recv_req(void)
     for (uint32_t g = 0; g < gen.layout.n_groups; g++)
         for (uint32_t i = 0; i < m.items.counts[g]; i++)
             m.items.ids[k++] = i;
-    transfers_recv(&w.xt, conn, &m);
+    transfers_recv(&w.xt, &conn->xc, &m);
     free(m.items.ids); /* NULL: taken */
     ck_assert_ptr_nonnull(e->rxs);
     ck_assert_int_eq(e->rxs->state, RX_LOOKUP);
@@ -287,7 +288,7 @@ START_TEST(a_cancel_while_the_mover_writes_is_held_until_the_writes_ended)
     table_arrives();
     ck_assert_uint_gt(fake.started, 0);
     struct rx *rx = e->rxs;
-    transfers_cancel(&w.xt, conn, REQ);
+    transfers_cancel(&w.xt, &conn->xc, REQ);
     /* held: the worker must not reuse its blocks while the mover writes into them */
     struct proto_event ev;
     ck_assert_msg(!next_event(&ev, -1), "the cancel reached the worker under the mover's writes");
@@ -310,8 +311,8 @@ START_TEST(the_held_failure_keeps_the_first_one)
 {
     struct xfer x;
     memset(&x, 0, sizeof x);
-    transfers_hold(&x, KVF_E_TIMEOUT, "first");
-    transfers_hold(&x, KVF_E_CANCELLED, "second");
+    xfer_hold(&x, KVF_E_TIMEOUT, "first");
+    xfer_hold(&x, KVF_E_CANCELLED, "second");
     ck_assert_int_eq(x.held.code, KVF_E_TIMEOUT);
     ck_assert_str_eq(x.held.msg, "first");
 }

@@ -11,8 +11,8 @@
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "move_exec.h"
-#include "transfers.h"
-#include "workers.h"
+#include "registry.h"
+#include "xfer.h"
 
 /* One copy job in flight: a gather (st) or a scatter (rx). */
 struct bh_op {

@@ -9,7 +9,7 @@
  * stays FILLED in its reservation, is quarantined when the request fails and is not reclaimed
  * while a scatter of its flow runs (bh_flow_busy). A request with scatters running counts them
  * in rx->scatters_running (scatters into the rank's pools, GPU or host): it is not freed, and a
- * failure meanwhile reaches its worker only when they ended (transfers_hold, engine_gen.c).
+ * failure meanwhile reaches its worker only when they ended (xfer_hold, engine_gen.c).
  * engine_stop waits for every copy (bh_stop) before the arena is unmapped. Without a copy engine
  * (d->copy NULL) the copies run inline on the loop. Loop thread only. */
 #ifndef KVF_BOUNCE_HOST_H

@@ -17,7 +17,7 @@
 #include "engine_gpu.h"
 #include "engine_peer.h"
 #include "move_exec.h"
-#include "transfers.h"
+#include "xfer.h"
 
 static void land_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -115,7 +115,7 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     }
     xfer_phase_mark(&rx->moving_ns);
     if (rx->x)
-        transfers_copying(rx->t, rx->x);
+        rx->e->req.ops->copying(rx->t, rx->x);
     /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
      * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];

@@ -9,7 +9,7 @@
 #include "engine_peer.h"
 #include "mempin.h"
 #include "registry.h"
-#include "transfers.h"
+#include "xfer.h"
 
 /* One context rank's pools registered with UCX. */
 struct bput_reg {

@@ -24,8 +24,7 @@
 #include "engine_tab.h"
 #include "memroom.h"
 #include "shmstale.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 uint64_t engine_now(const struct engine *e)
 {
@@ -333,13 +332,15 @@ static int start_failed(struct engine *e, int rc, struct engine **ret)
     return rc;
 }
 
-int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
+int engine_new(struct daemon *d, const struct engine_req *req, struct engine **ret, char *err,
+               size_t errlen)
 {
     const struct kvf_config *cfg = &d->cfg;
     struct engine *e = calloc(1, sizeof *e);
     if (!e)
         return -ENOMEM;
     e->d = d;
+    e->req = *req;
     int rc = uv_timer_init(&d->loop, &e->tick);
     if (rc < 0) {
         free(e);
@@ -380,6 +381,15 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
              e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
     *ret = e;
     return 0;
+}
+
+void engine_requests_gone(struct engine *e)
+{
+    if (e) {
+        e->req.t = NULL;
+        e->req.reg = NULL;
+        e->req.phases = NULL;
+    }
 }
 
 void engine_stop(struct engine *e)

@@ -96,7 +96,50 @@ struct rx;
 /* Creates the link (when cluster.secret_file is set) and the arena. No secret: the engine
  * exists, logs once that inter-daemon traffic is refused, and remote requests fail NO_ROUTE.
  * 0 or -errno with a message in err (fatal before READY). */
-int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen);
+/* What the engine needs of the request table above it (daemon/request/transfers.h), given at
+ * engine_new: it names nothing up there, and the table stays opaque here. Each op is the
+ * table's function of the same name (transfers_engine_ops). */
+struct engine_req_ops {
+    /* The SEND of req_id from rank that has not ended, or NULL: where a RECV_REQ meets it. */
+    struct xfer *(*find_send)(const struct transfers *t, const struct reg_rank *rank,
+                              uint64_t req_id);
+    /* One reader served by SEND s (SENT once all were). */
+    void (*served)(struct transfers *t, struct xfer *s, uint64_t bytes);
+    /* A RECV's bytes started moving: waiting -> copying. */
+    void (*copying)(struct transfers *t, struct xfer *x);
+    /* A request ends with its terminal event. */
+    void (*end)(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
+                const char *msg);
+    /* The writes into RECV x's pools ended: the failure it held, if any, ends it now. */
+    void (*writes_ended)(struct transfers *t, struct xfer *x);
+    /* Frees the ended requests whose engine part went idle. */
+    void (*reap)(struct transfers *t);
+    /* A reader of (inst, req_id) failed and will not come; the SENDs it would read learn it. */
+    void (*reader_failed)(struct transfers *t, const char *inst, uint64_t req_id, uint32_t writer,
+                          kvf_error_t code, const char *msg);
+    /* SEND s's reading flow ended unserved: s learns its readers again. */
+    void (*reread)(struct transfers *t, struct xfer *s);
+    /* The readers SEND s waits for (n_readers, else the count derived). */
+    uint32_t (*need)(struct xfer *s);
+};
+
+struct registry;
+struct xfer_phases;
+
+/* The request side as the engine sees it; every pointer borrowed from the worker socket, which
+ * outlives the engine's traffic (engine_requests_gone before it is freed). */
+struct engine_req {
+    const struct engine_req_ops *ops; /* static */
+    struct transfers *t;              /* NULL: gone (only at exit) */
+    struct registry *reg;             /* the ranks and instances of this daemon */
+    struct xfer_phases *phases;       /* t's phase histograms: flows served by peer */
+    uint64_t epoch;                   /* the worker socket's run epoch (home tables' epochs) */
+};
+
+int engine_new(struct daemon *d, const struct engine_req *req, struct engine **ret, char *err,
+               size_t errlen);
+/* The request table is about to be freed: the engine calls it no more. */
+void engine_requests_gone(struct engine *e);
 /* Fails every request, closes the link and the timer; run the loop, then engine_free. */
 void engine_stop(struct engine *e);
 struct engine *engine_free(struct engine *e);
@@ -111,7 +154,7 @@ void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err);
 bool engine_send_reading(const struct engine *e, const struct xfer *s);
 /* A RECV's engine part (struct rx, engine_gen.h), owned by its request. writing: kernels, copy
  * threads or fragment puts may still write into the rank's pools (a failure is then held,
- * transfers_hold). stop: the request failed while writing: its flows stop, and the request
+ * xfer_hold). stop: the request failed while writing: its flows stop, and the request
  * ends (transfers_writes_ended) once the writes ended. end: the request ended; the part lets
  * go of it. idle: ended and nothing writes any more: free may run (transfers_reap). */
 bool engine_recv_writing(const struct rx *rx);

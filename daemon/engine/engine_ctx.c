@@ -33,8 +33,7 @@
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 
 /* Moves tx along an edge (engine_state.h); an illegal one fails the flow INTERNAL: false. */
@@ -109,8 +108,8 @@ void ctx_tx_done(struct tx *tx)
     struct xfer *s = tx->send;
     tx->send = NULL;
     if (s)
-        transfers_served(&e->d->workers->xt, s, tx->pw->bytes);
-    xfer_phases_served(&e->d->workers->xt.phases,
+        e->req.ops->served(e->req.t, s, tx->pw->bytes);
+    xfer_phases_served(e->req.phases,
                        tx->peer && tx->peer->lp ? link_peer_id(tx->peer->lp) : "unknown",
                        tx->pw->bytes, (size_t)e->d->cfg.metrics_max_label_values);
 }
@@ -295,10 +294,10 @@ static void meet(struct tx *tx, struct xfer *s)
 
 static struct xfer *find_send(struct engine *e, const struct wire_recv_req *q)
 {
-    struct reg_instance *in = registry_find(&e->d->workers->reg, q->ctx_instance);
+    struct reg_instance *in = registry_find(e->req.reg, q->ctx_instance);
     if (!in || q->writer >= in->n_ranks || !in->ranks[q->writer])
         return NULL;
-    return transfers_find_send(&e->d->workers->xt, in->ranks[q->writer], q->req_id);
+    return e->req.ops->find_send(e->req.t, in->ranks[q->writer], q->req_id);
 }
 
 /* Whether a RECV_REQ may become a flow here: not draining, its writer registered, the peer
@@ -309,7 +308,7 @@ static kvf_error_t recv_req_admit(struct engine *e, struct epeer *p, uint64_t fl
                                   size_t len)
 {
     struct reg_instance *in =
-        e->d->workers ? registry_find(&e->d->workers->reg, q->ctx_instance) : NULL;
+        e->req.t ? registry_find(e->req.reg, q->ctx_instance) : NULL;
     uint32_t n = 0;
     for (struct tx *t = e->txs; t; t = t->next)
         n += t->peer == p && !tx_ended(t);

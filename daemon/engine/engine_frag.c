@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xclient.h"
 #include "bounce_put.h"
 #include "copyeng.h"
 #include "daemon.h"
@@ -24,8 +25,7 @@
 #include "engine_peer.h"
 #include "engine_quar.h"
 #include "registry.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 /* ---- generation side: registrations ---- */
 

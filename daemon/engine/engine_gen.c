@@ -8,7 +8,7 @@
  * when every writer's extent is scattered: DONE to the rank. The whole request is bounded by
  * the RECV's deadline (deadlines.send_wait or its own) plus deadlines.transfer.
  * GPU pools: a kernel scatters each chunk (engine_gpu.c), its slot held until it ended; a failure
- * meanwhile reaches the worker only then (held by the request: transfers_hold). The request
+ * meanwhile reaches the worker only then (held by the request: xfer_hold). The request
  * owns its rx (x->rx): freed with it (engine_recv_free, from transfers_reap). */
 #include <errno.h>
 #include <stdarg.h>
@@ -31,8 +31,7 @@
 #include "plan_request.h"
 #include "registry.h"
 #include "require.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -123,12 +122,12 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     if (x && (rx->scatters_running > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
          * failure when they ended (gen_writes_ended), never under them */
-        transfers_hold(x, code, msg);
+        xfer_hold(x, code, msg);
         return;
     }
     rx->x = NULL;
     if (x)
-        transfers_end(rx->t, x, code, 0, msg);
+        rx->e->req.ops->end(rx->t, x, code, 0, msg);
 }
 
 static void rx_done(struct rx *rx)
@@ -141,7 +140,7 @@ static void rx_done(struct rx *rx)
     struct xfer *x = rx->x;
     rx->x = NULL;
     if (x)
-        transfers_end(rx->t, x, KVF_OK, rx->plan.total_bytes, "");
+        rx->e->req.ops->end(rx->t, x, KVF_OK, rx->plan.total_bytes, "");
 }
 
 static void check_done(struct rx *rx);
@@ -409,7 +408,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
         snprintf(msg, sizeof msg, "out of memory");
     }
     if (code != KVF_OK) {
-        transfers_end(t, x, code, 0, msg);
+        e->req.ops->end(t, x, code, 0, msg);
         return;
     }
     uint64_t now = engine_now(e);
@@ -430,7 +429,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     if (dheap_update(&e->rx_due, &rx->due, rx->deadline_ms) < 0 || ix_rx_add(e, rx) < 0) {
         dheap_remove(&e->rx_due, &rx->due);
         free(rx);
-        transfers_end(t, x, KVF_E_INTERNAL, 0, "out of memory");
+        e->req.ops->end(t, x, KVF_E_INTERNAL, 0, "out of memory");
         return;
     }
     x->rx = rx;

@@ -7,11 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "xclient.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gone.h"
 #include "registry.h"
-#include "workers.h"
 
 /* The flows waiting for a SEND of rank `writer` of `instance` fail PEER_LOST (once per
  * departure: a walk over the flows is fine here). */

@@ -48,7 +48,7 @@
 #include "gpu_retire.h"
 #include "registry.h"
 #include "registry_gpu.h"
-#include "transfers.h"
+#include "xfer.h"
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>

@@ -18,7 +18,6 @@
 #include "engine_peer.h"
 #include "engine_tab.h"
 #include "registry.h"
-#include "workers.h"
 
 /* ---- the non-home side: forwarding ---- */
 
@@ -202,7 +201,7 @@ static uint64_t home_epoch(const struct engine *e, const struct reg_instance *in
     for (uint32_t i = 0; in && i < n; i++)
         if (in->ranks[i] && in->ranks[i]->worker_id > newest)
             newest = in->ranks[i]->worker_id;
-    uint64_t z = e->d->workers->epoch ^ (newest << 32) ^ (fi ? fi->epoch : 0);
+    uint64_t z = e->req.epoch ^ (newest << 32) ^ (fi ? fi->epoch : 0);
     z += 0x9e3779b97f4a7c15ull; /* splitmix64 finalizer */
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -211,7 +210,7 @@ static uint64_t home_epoch(const struct engine *e, const struct reg_instance *in
 
 int home_table(struct engine *e, const char *instance, struct itable **ret, char *msg, size_t len)
 {
-    struct reg_instance *in = e->d->workers ? registry_find(&e->d->workers->reg, instance) : NULL;
+    struct reg_instance *in = e->req.t ? registry_find(e->req.reg, instance) : NULL;
     struct fwd_inst *fi = fwd_find(e, instance);
     uint32_t n = in ? in->n_ranks : fi ? fi->n : 0;
     if (!n || (in && fi && fi->n != in->n_ranks)) {

@@ -88,6 +88,7 @@ struct engine_counters {
 
 struct engine {
     struct daemon *d;          /* borrowed: owns us */
+    struct engine_req req;     /* the request side above us (engine.h) */
     struct link *link;         /* owned; NULL without a cluster secret */
     struct arena *arena;       /* owned; landing slots over [0, stage_off); NULL without link */
     struct arena *stage_arena; /* owned; staging slots over [stage_off, len); NULL: shared */

@@ -4,7 +4,7 @@
 #include "engine_ctx.h"
 #include "engine_gen.h"
 #include "engine_ix.h"
-#include "transfers.h"
+#include "xfer.h"
 
 static uint64_t key_of(const char *instance, uint64_t id) { return hmap_str(instance, id); }
 

@@ -14,8 +14,7 @@
 #include "move_exec.h"
 #include "plan_request.h"
 #include "registry.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 static bool live(const struct xfer *s)
 {
@@ -91,7 +90,7 @@ static void run(struct rxw *w, struct xfer *s)
     rx->e->c.bytes_local_writers += w->extent;
     if (rx->x)
         rx->x->bytes_done += w->extent;
-    transfers_served(&rx->e->d->workers->xt, s, w->extent);
+    rx->e->req.ops->served(rx->e->req.t, s, w->extent);
     gen_check_done(rx);
 }
 
@@ -99,10 +98,10 @@ static void run(struct rxw *w, struct xfer *s)
 static struct xfer *find_send(struct rxw *w)
 {
     struct engine *e = w->rx->e;
-    struct reg_instance *in = registry_find(&e->d->workers->reg, w->rx->ctx_instance);
+    struct reg_instance *in = registry_find(e->req.reg, w->rx->ctx_instance);
     if (!in || w->ctx_rank >= in->n_ranks || !in->ranks[w->ctx_rank])
         return NULL;
-    return transfers_find_send(&e->d->workers->xt, in->ranks[w->ctx_rank], w->rx->req_id);
+    return e->req.ops->find_send(e->req.t, in->ranks[w->ctx_rank], w->rx->req_id);
 }
 
 void local_start(struct rxw *w)
@@ -129,7 +128,7 @@ void local_send_arrived(struct engine *e, struct xfer *s)
             if (rxw_local(w) && w->state == RXW_IDLE && layout_rank(&rank->layout) == w->ctx_rank &&
                 live(s)) {
                 run(w, s);
-                s = transfers_find_send(&e->d->workers->xt, rank, id);
+                s = e->req.ops->find_send(e->req.t, rank, id);
             }
         }
 }

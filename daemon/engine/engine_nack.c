@@ -20,9 +20,8 @@
 #include "engine_peer.h"
 #include "engine_pnack.h"
 #include "engine_tab.h"
-#include "transfers.h"
-#include "workers.h"
-#include "xfer_nack.h"
+#include "registry.h"
+#include "xfer.h"
 
 static void send_one(struct engine *e, struct epeer *p, const char *addr, const struct rx *rx,
                      uint32_t writer, kvf_error_t code, const char *msg)
@@ -75,7 +74,7 @@ void nack_readers(struct rx *rx, kvf_error_t code, const char *msg)
         if (w->state == RXW_NACKED && w->not_reader)
             continue; /* its daemon refused the flow as no reader of its SEND (its NACK said so) */
         if (rxw_local(w))
-            transfers_reader_failed(&rx->e->d->workers->xt, rx->ctx_instance, rx->req_id,
+            rx->e->req.ops->reader_failed(rx->e->req.t, rx->ctx_instance, rx->req_id,
                                     w->ctx_rank, code, why);
         else if (w->peer) /* not connected (yet): queued; lost: its daemon counts its flows */
             send_one(rx->e, w->peer, w->peer->addr, rx, w->ctx_rank, code, why);
@@ -94,7 +93,7 @@ uint32_t nack_tell_all(struct engine *e, const struct itable *t, const struct wi
         if (seen)
             continue;
         if (engine_is_self(e, t->addrs[i]))
-            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, XFER_NACK_ALL,
+            e->req.ops->reader_failed(e->req.t, n.ctx_instance, n.req_id, XFER_NACK_ALL,
                                     n.code, n.message);
         else
             pnack_send(e, NULL, t->addrs[i], &n); /* now, or once that daemon is connected */
@@ -128,7 +127,7 @@ uint32_t nack_tell_writers(struct engine *e, const struct itable *t,
             continue;
         n.writer = r;
         if (engine_is_self(e, t->addrs[r]))
-            transfers_reader_failed(&e->d->workers->xt, n.ctx_instance, n.req_id, r, n.code,
+            e->req.ops->reader_failed(e->req.t, n.ctx_instance, n.req_id, r, n.code,
                                     n.message);
         else
             pnack_send(e, NULL, t->addrs[r], &n); /* now, or once that daemon is connected */
@@ -168,27 +167,27 @@ void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_ms
     const struct wire_reader_nack *n = &m->u.reader_nack;
     (void)p;
     e->c.reader_nacks_recv++;
-    if (e->d->workers)
-        transfers_reader_failed(&e->d->workers->xt, n->ctx_instance, n->req_id,
+    if (e->req.t)
+        e->req.ops->reader_failed(e->req.t, n->ctx_instance, n->req_id,
                                 n->writer == WIRE_ALL_WRITERS ? XFER_NACK_ALL : n->writer, n->code,
                                 n->message);
 }
 
 void nack_flow_ended(struct tx *tx)
 {
-    if (tx->send && tx->e->d->workers)
-        transfers_reread(&tx->e->d->workers->xt, tx->send);
+    if (tx->send && tx->e->req.t)
+        tx->e->req.ops->reread(tx->e->req.t, tx->send);
 }
 
 static void reader_lost(struct tx *tx, struct xfer *s, const char *how, int err)
 {
     struct engine *e = tx->e;
-    if (!s || !e->d->workers)
+    if (!s || !e->req.t)
         return; /* the flow was not reading */
     char why[WIRE_TEXT_MAX];
     snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: %s (%s)", tx->gen->instance,
              layout_rank(tx->gen), how, strerror(-err));
-    transfers_reader_failed(&e->d->workers->xt, s->ctx_instance, s->req_id,
+    e->req.ops->reader_failed(e->req.t, s->ctx_instance, s->req_id,
                             layout_rank(&s->rank->layout), KVF_E_PEER_LOST, why);
 }
 
@@ -201,12 +200,12 @@ void nack_wait_lost(struct tx *tx, int err)
 {
     struct engine *e = tx->e;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
-    if (!e->d->workers)
+    if (!e->req.t)
         return;
     char why[WIRE_TEXT_MAX];
     snprintf(why, sizeof why, "reader %s rank %u: PEER_LOST: its daemon was lost before the SEND "
              "came (%s)", tx->gen->instance, layout_rank(tx->gen), strerror(-err));
-    transfers_reader_failed(&e->d->workers->xt, q->ctx_instance, q->req_id, q->writer,
+    e->req.ops->reader_failed(e->req.t, q->ctx_instance, q->req_id, q->writer,
                             KVF_E_PEER_LOST, why);
 }
 
@@ -224,7 +223,7 @@ const char *nack_why_ended(kvf_error_t code)
 
 bool nack_beyond_readers(struct tx *tx, struct xfer *s)
 {
-    uint32_t need = xfer_need(s);
+    uint32_t need = tx->e->req.ops->need(s);
     uint32_t reading = need ? ix_send_readers(tx->e, s) : 0;
     if (!need || s->served + reading < need)
         return false;

@@ -31,9 +31,8 @@
 #include "engine_pnack.h"
 #include "engine_tab.h"
 #include "plan_request.h"
-#include "transfers.h"
-#include "workers.h"
-#include "xfer_nack.h"
+#include "registry.h"
+#include "xfer.h"
 
 enum pn_kind { PN_TABLE, PN_PEER };
 

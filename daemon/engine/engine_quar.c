@@ -32,7 +32,7 @@
 #include "engine_share.h"
 #include "mempin.h"
 #include "registry.h"
-#include "transfers.h"
+#include "xfer.h"
 
 void quar_init_flows(struct engine *e)
 {

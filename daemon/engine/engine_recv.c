@@ -1,7 +1,7 @@
 /* engine_recv.c: a RECV's engine part (struct rx, engine_gen.h) as a member of its request: the
  * request (struct xfer, transfers.h) owns it (x->rx) and frees it with itself (engine_recv_free,
  * from transfers_reap); the engine says whether it still writes into the rank's pools (a
- * failure is then held by the request, transfers_hold) and when those writes ended
+ * failure is then held by the request, xfer_hold) and when those writes ended
  * (gen_writes_ended). Loop thread only. */
 #include <stdlib.h>
 
@@ -10,8 +10,7 @@
 #include "engine_gen.h"
 #include "engine_gpu.h"
 #include "engine_peer.h"
-#include "transfers.h"
-#include "workers.h"
+#include "xfer.h"
 
 void gen_writes_ended(struct rx *rx)
 {
@@ -19,7 +18,7 @@ void gen_writes_ended(struct rx *rx)
     if (rx->state != RX_ENDED || rx->scatters_running > 0 || rx->frag_wait > 0 || !x)
         return;
     rx->x = NULL;
-    transfers_writes_ended(rx->t, x);
+    rx->e->req.ops->writes_ended(rx->t, x);
 }
 
 bool engine_recv_writing(const struct rx *rx)
@@ -46,8 +45,8 @@ bool engine_recv_idle(const struct rx *rx)
 
 void gen_sweep(struct engine *e)
 {
-    if (e->d->workers) /* the ended requests whose part went idle, with their parts */
-        transfers_reap(&e->d->workers->xt);
+    if (e->req.t) /* the ended requests whose part went idle, with their parts */
+        e->req.ops->reap(e->req.t);
 }
 
 void engine_recv_free(struct rx *rx)

@@ -18,7 +18,6 @@
 
 #define TAB_RETRY_MS 50 /* between asks for an instance not yet complete at its home */
 #include "registry.h"
-#include "workers.h"
 
 void tab_ready(struct engine *e, struct itable *t, int err, const char *msg)
 {

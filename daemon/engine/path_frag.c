@@ -13,7 +13,7 @@
 #include "engine_quar.h"
 #include "path.h"
 #include "registry.h"
-#include "transfers.h"
+#include "xfer.h"
 
 static void start(struct rxw *w)
 {

@@ -76,7 +76,7 @@ static void rebuild_table(struct reg_instance *in)
 }
 
 int registry_add(struct registry *r, const struct layout *l, const struct copy_mem *mem,
-                 struct wconn *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
+                 struct xclient *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
                  size_t errlen)
 {
     struct reg_instance *in = registry_find(r, l->instance);

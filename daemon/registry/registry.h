@@ -15,7 +15,7 @@
 #include "copy.h"
 #include "layout.h"
 
-struct wconn;
+struct xclient;
 struct unmapper;
 struct reg_instance;
 struct reg_gpu;
@@ -24,7 +24,7 @@ struct reg_rank {
     struct layout layout;
     struct copy_mem mem;          /* owned mappings (to the unmapper on removal); host pools */
     struct reg_gpu *gpu;          /* one owned reference to its GPU pools; NULL: host rank */
-    struct wconn *conn;           /* borrowed: the connection that registered it */
+    struct xclient *conn;         /* borrowed: the connection that registered it */
     struct reg_instance *inst;    /* borrowed: owned by the registry */
     uint64_t worker_id;
     uint64_t registered_ms;
@@ -65,7 +65,7 @@ void registry_done(struct registry *r);
  * Refuses (-EINVAL, message in err) a rank whose slot is taken, or whose instance's ranks
  * disagree on role, tp/pp size, attention-DP, fingerprint or tokens_per_block. */
 int registry_add(struct registry *r, const struct layout *l, const struct copy_mem *mem,
-                 struct wconn *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
+                 struct xclient *conn, uint64_t now_ms, struct reg_rank **ret, char *err,
                  size_t errlen);
 /* Removes and frees a rank (its pools to the unmapper); frees its instance when it was the last. */
 void registry_remove(struct registry *r, struct reg_rank *rank);

@@ -23,7 +23,7 @@
 #include "kvferry.h"
 
 struct xfer;
-struct wconn;
+struct xclient;
 struct xfer_fails;
 
 struct req {

@@ -17,7 +17,8 @@
 #include "require.h"
 #include "transfers.h"
 #include "readers.h"
-#include "workers.h"
+#include "daemon.h"
+#include "xclient.h"
 
 #define TICK_MS 20
 
@@ -45,17 +46,17 @@ static void xfer_set_state(struct xfer *x, xfer_state_t to)
  * from it came early (UNKNOWN_INSTANCE after 1.85 s of a 2 s deadline) */
 static uint64_t now_ms(const struct transfers *t)
 {
-    uv_update_time(&t->w->d->loop);
-    return uv_now(&t->w->d->loop);
+    uv_update_time(&t->d->loop);
+    return uv_now(&t->d->loop);
 }
 
 static uint64_t keep_ms(const struct transfers *t)
 {
-    const struct kvf_config *cfg = &t->w->d->cfg;
+    const struct kvf_config *cfg = &t->d->cfg;
     return (uint64_t)cfg->deadlines_send_wait_ms + (uint64_t)cfg->deadlines_transfer_ms;
 }
 
-static uint64_t conn_key(const struct wconn *c, uint64_t req_id)
+static uint64_t conn_key(const struct xclient *c, uint64_t req_id)
 {
     return hmap_pair((uint64_t)(uintptr_t)c, req_id);
 }
@@ -78,8 +79,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (terminal(x))
         return;
     bool writing = x->gpu_job || x->cpu_job || (x->rx && engine_recv_writing(x->rx));
-    if (writing && err != KVF_OK && x->conn && !x->conn->closing && !t->w->stopped) {
-        transfers_hold(x, err, msg); /* told when the writes ended (copy_done, writes_ended) */
+    if (writing && err != KVF_OK && x->conn && !x->conn->closing && !t->ops->stopped(t->ops_ctx)) {
+        xfer_hold(x, err, msg); /* told when the writes ended (copy_done, writes_ended) */
         if (x->rx) /* the engine stops its flows and ends x once nothing writes any more */
             engine_recv_stop(x->rx, err, msg);
         return;
@@ -96,7 +97,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (x->conn) { /* the event first: what follows is bookkeeping the worker does not wait for */
         x->conn->inflight--;
         if (!x->conn->closing)
-            wconn_event(x->conn, x->req_id, kind, err, bytes, msg);
+            t->ops->event(t->ops_ctx, x->conn, x->req_id, kind, err, bytes, msg);
         if (!x->conn->closing && x->ls.met && kind == PROTO_EV_DONE) { /* DONE written */
             x->ls.written = uv_hrtime();
             xfer_phases_local_done(&t->phases, &x->ls);
@@ -107,7 +108,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     else if (kind == PROTO_EV_DONE) {
         t->counters.done++;
         xfer_phases_done(&t->phases, x, bytes, engine_recv_path(x->rx), transfers_peer_label(x),
-                         (size_t)t->w->d->cfg.metrics_max_label_values);
+                         (size_t)t->d->cfg.metrics_max_label_values);
     }
     else {
         t->counters.sent++;
@@ -123,7 +124,7 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (x->rx) /* its engine part lets go (freed with x, by transfers_reap) */
         engine_recv_end(x->rx, err);
     else if (x->side == XFER_SEND) /* the flows still reading it fail */
-        engine_send_end(t->w->d->engine, x, err);
+        engine_send_end(t->d->engine, x, err);
     if (x->side == XFER_RECV && err != KVF_OK && !x->peer[0] && q) /* every SEND loses it */
         settle_sends(t, q, XFER_NACK_ALL, xfer_fails_local(q, x, err, msg));
 }
@@ -190,20 +191,12 @@ void transfers_reap(struct transfers *t)
     }
 }
 
-void transfers_hold(struct xfer *x, kvf_error_t code, const char *msg)
-{
-    if (x->held.code != KVF_OK)
-        return;
-    x->held.code = code;
-    snprintf(x->held.msg, sizeof x->held.msg, "%s", msg);
-}
-
 void transfers_writes_ended(struct transfers *t, struct xfer *x)
 {
     if (terminal(x))
         return;
     if (x->held.code == KVF_OK)
-        transfers_hold(x, KVF_E_INTERNAL, "writes into its pools ended without a failure held");
+        xfer_hold(x, KVF_E_INTERNAL, "writes into its pools ended without a failure held");
     transfers_end(t, x, x->held.code, 0, x->held.msg);
 }
 
@@ -251,7 +244,7 @@ static void serve(struct transfers *t, struct xfer *s, uint32_t local_done)
         snprintf(m, sizeof m, "%u of %u readers served%s", s->served, need,
                  s->n_readers ? "" : " (counted by the daemon)");
         finish(t, s, PROTO_EV_SENT, KVF_OK, s->bytes, m);
-    } else if (xfer_no_reader_can_come(s, t->w->d->engine, &code, m, sizeof m)) {
+    } else if (xfer_no_reader_can_come(s, t->d->engine, &code, m, sizeof m)) {
         finish(t, s, PROTO_EV_FAILED, code, 0, m);
     }
 }
@@ -299,7 +292,7 @@ static void try_run(struct transfers *t, struct xfer *r)
 {
     if (terminal(r) || r->state != XFER_WAITING || r->rx)
         return;
-    struct reg_instance *in = registry_find(&t->w->reg, r->ctx_instance);
+    struct reg_instance *in = registry_find(t->reg, r->ctx_instance);
     if (in && in->role != ROLE_CONTEXT) {
         fail(t, r, KVF_E_BAD_REQUEST, "instance %s is a generation instance, not a context one",
              r->ctx_instance);
@@ -382,7 +375,7 @@ void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uin
 }
 
 /* The request of connection c with id req_id that has not ended, or NULL. */
-static struct xfer *find_conn(const struct transfers *t, const struct wconn *c, uint64_t req_id)
+static struct xfer *find_conn(const struct transfers *t, const struct xclient *c, uint64_t req_id)
 {
     uint32_t pos = 0;
     for (struct xfer *x; (x = hmap_next(&t->by_conn, conn_key(c, req_id), &pos));)
@@ -392,18 +385,18 @@ static struct xfer *find_conn(const struct transfers *t, const struct wconn *c, 
 }
 
 /* Common admission; returns the new request or NULL after reporting why. */
-static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side, uint64_t req_id,
+static struct xfer *admit(struct transfers *t, struct xclient *c, xfer_side_t side, uint64_t req_id,
                           struct proto_items *items)
 {
     char msg[PROTO_MSG_MAX + 1];
-    const struct kvf_config *cfg = &t->w->d->cfg;
+    const struct kvf_config *cfg = &t->d->cfg;
     kvf_error_t e = KVF_E_BAD_REQUEST;
     if (!c->rank) {
         snprintf(msg, sizeof msg, "%s before REGISTER", side == XFER_SEND ? "SEND" : "RECV");
     } else if (c->rank->layout.role != (side == XFER_SEND ? ROLE_CONTEXT : ROLE_GENERATION)) {
         snprintf(msg, sizeof msg, "%s from a %s rank", side == XFER_SEND ? "SEND" : "RECV",
                  layout_role_to_string(c->rank->layout.role));
-    } else if (t->w->draining) {
+    } else if (t->ops->draining(t->ops_ctx)) {
         e = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg, "the daemon is draining: no new requests");
     } else if ((int64_t)c->inflight >= cfg->workers_max_inflight) {
@@ -423,6 +416,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
                 x->side = side;
                 x->req_id = req_id;
                 x->conn = c;
+                x->owner = t;
                 x->rank = c->rank;
                 x->items = *items;
                 items->ids = NULL;
@@ -448,7 +442,7 @@ static struct xfer *admit(struct transfers *t, struct wconn *c, xfer_side_t side
         }
     }
     t->counters.failed[e]++;
-    wconn_event(c, req_id, PROTO_EV_FAILED, e, 0, msg);
+    t->ops->event(t->ops_ctx, c, req_id, PROTO_EV_FAILED, e, 0, msg);
     return NULL;
 }
 
@@ -483,14 +477,14 @@ static bool meet(struct transfers *t, struct xfer *x)
     return true;
 }
 
-void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
+void transfers_send(struct transfers *t, struct xclient *c, struct proto_send *m)
 {
     t->entry_ns = uv_hrtime();
     t->counters.sends++;
     struct xfer *s = admit(t, c, XFER_SEND, m->req_id, &m->items);
     if (!s)
         return;
-    const struct kvf_config *cfg = &t->w->d->cfg;
+    const struct kvf_config *cfg = &t->d->cfg;
     snprintf(s->ctx_instance, sizeof s->ctx_instance, "%s", c->rank->layout.instance);
     s->n_readers = m->n_readers;
     s->rank_idx = layout_rank(&c->rank->layout);
@@ -506,18 +500,18 @@ void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m)
         try_run(t, recvs[i]);
     free(recvs);
     if (!terminal(s))
-        engine_send(t->w->d->engine, t, s);
+        engine_send(t->d->engine, t, s);
     sweep(t);
 }
 
-void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
+void transfers_recv(struct transfers *t, struct xclient *c, struct proto_recv *m)
 {
     t->entry_ns = uv_hrtime();
     t->counters.recvs++;
     struct xfer *r = admit(t, c, XFER_RECV, m->req_id, &m->items);
     if (!r)
         return;
-    const struct kvf_config *cfg = &t->w->d->cfg;
+    const struct kvf_config *cfg = &t->d->cfg;
     snprintf(r->ctx_instance, sizeof r->ctx_instance, "%s", m->ctx_instance);
     r->ctx_dp_rank = m->ctx_dp_rank;
     r->tokens = m->tokens;
@@ -528,17 +522,17 @@ void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m)
         sweep(t);
         return;
     }
-    struct reg_instance *in = registry_find(&t->w->reg, m->ctx_instance);
+    struct reg_instance *in = registry_find(t->reg, m->ctx_instance);
     bool remote = m->ctx_home[0] && (!in || (!registry_complete(in) &&
-                                             !engine_is_self(t->w->d->engine, m->ctx_home)));
-    if (remote && t->w->d->engine)
+                                             !engine_is_self(t->d->engine, m->ctx_home)));
+    if (remote && t->d->engine)
         snprintf(r->peer, sizeof r->peer, "%s", m->ctx_home);
     if (!meet(t, r)) {
         sweep(t);
         return;
     }
-    if (remote && t->w->d->engine) {
-        engine_recv(t->w->d->engine, t, r, m->ctx_home);
+    if (remote && t->d->engine) {
+        engine_recv(t->d->engine, t, r, m->ctx_home);
     }
     else if (!in && m->ctx_home[0])
         fail(t, r, KVF_E_NO_ROUTE, "context instance %s is homed at %s: this daemon has no "
@@ -557,7 +551,7 @@ void transfers_registered(struct transfers *t, const char *instance)
     sweep(t);
 }
 
-void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id)
+void transfers_cancel(struct transfers *t, struct xclient *c, uint64_t req_id)
 {
     struct xfer *x = find_conn(t, c, req_id);
     if (x)
@@ -565,7 +559,7 @@ void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id)
     sweep(t);
 }
 
-void transfers_conn_gone(struct transfers *t, struct wconn *c)
+void transfers_conn_gone(struct transfers *t, struct xclient *c)
 {
     for (struct xfer *x = t->list; x; x = x->next)
         if (!terminal(x) && x->conn == c)
@@ -594,7 +588,7 @@ static void tick_cb(uv_timer_t *h)
         if (terminal(x) || x->rx)
             continue;
         if (x->side == XFER_RECV && now >= x->lookup_deadline_ms &&
-            !registry_find(&t->w->reg, x->ctx_instance)) {
+            !registry_find(t->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "
                  "this daemon within deadlines.lookup", x->ctx_instance);
             continue;
@@ -622,15 +616,31 @@ static void tick_cb(uv_timer_t *h)
     transfers_reap(t); /* no engine frame is up the stack here */
 }
 
-int transfers_init(struct transfers *t, struct workers *w)
+const struct engine_req_ops transfers_engine_ops = {
+    .find_send = transfers_find_send,
+    .served = transfers_served,
+    .copying = transfers_copying,
+    .end = transfers_end,
+    .writes_ended = transfers_writes_ended,
+    .reap = transfers_reap,
+    .reader_failed = transfers_reader_failed,
+    .reread = transfers_reread,
+    .need = xfer_need,
+};
+
+int transfers_init(struct transfers *t, struct daemon *d, struct registry *reg,
+                   const struct transfers_ops *ops, void *ops_ctx)
 {
     memset(t, 0, sizeof *t);
-    t->w = w;
+    t->d = d;
+    t->reg = reg;
+    t->ops = ops;
+    t->ops_ctx = ops_ctx;
     reqtab_init(&t->reqs);
     hmap_init(&t->by_conn);
     dheap_init(&t->due);
     int rc = plan_tcache_init(&t->tcache, XFER_TCACHE_ENTRIES, XFER_TCACHE_BYTES);
-    if (rc || (rc = uv_timer_init(&w->d->loop, &t->tick)))
+    if (rc || (rc = uv_timer_init(&d->loop, &t->tick)))
         return rc;
     t->tick.data = t;
     return 0;

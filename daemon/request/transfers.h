@@ -36,93 +36,23 @@
 #include "kvferry.h"
 #include "plan_tcache.h"
 #include "proto.h"
+#include "engine.h"
 #include "hmap.h"
 #include "readers.h"
 #include "reqtab.h"
 #include "xfer_nack.h"
 #include "xfer_phases.h"
 #include "xfer_recent.h"
+#include "xfer.h"
 #include "xfer_writers.h"
 
-struct workers;
-struct wconn;
+struct daemon;
+struct registry;
+struct xclient;
 struct reg_rank;
 struct xgpu_job;
 struct copyeng_job;
 struct rx;
-
-typedef enum {
-    XFER_WAITING = 0, /* recv: for its writers' SENDs; send: for its readers */
-    XFER_COPYING,     /* recv: bytes moving */
-    XFER_DONE,        /* recv: DONE sent; send: SENT sent */
-    XFER_FAILED,      /* FAILED sent (or the worker is gone) */
-    XFER__COUNT
-} xfer_state_t;
-
-const char *xfer_state_to_string(xfer_state_t s);
-/* Whether from -> to is an edge of the request state machine (xfer_set_state allows no other). */
-bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to);
-
-/* Which end of a request a struct xfer is (the values are the letters logs have always shown). */
-typedef enum {
-    XFER_SEND = 'S', /* a context rank's SEND */
-    XFER_RECV = 'R', /* a generation rank's RECV */
-} xfer_side_t;
-
-/* A failure (cancel, deadline, lost writer, an engine error) that came while a RECV's pools
- * were still being written: by its local copy (gpu_job, cpu_job) or by the engine's part
- * (engine_recv_writing: scatter kernels, copy threads, fragment puts). The worker hears of it
- * once the writes ended, so it never reuses blocks under them. The first failure is kept. */
-struct xfer_held {
-    kvf_error_t code; /* KVF_OK: none held */
-    char msg[PROTO_MSG_MAX + 1];
-};
-
-struct xfer {
-    uint64_t id;                /* daemon-wide, for logs */
-    xfer_side_t side;
-    uint64_t req_id;
-    struct wconn *conn;         /* borrowed */
-    struct reg_rank *rank;      /* borrowed: the requesting rank */
-    char ctx_instance[64];      /* send: the rank's own instance */
-    int32_t ctx_dp_rank;
-    uint64_t tokens;            /* recv: the prompt's tokens (plan_input.tokens), 0: not given */
-    struct proto_items items;   /* owned ids */
-    uint32_t n_readers, served;
-    uint32_t remote_served;     /* send: of served, the remote flows that read it (the rest are
-                                   the local RECVs of its generation, counted by reqtab.h) */
-    uint32_t derived;           /* send with n_readers 0: the readers the daemon counted
-                                   (readers.h), 0 while unknown */
-    struct readers_tally readers; /* send, between daemons: what its RECV_REQs told of them */
-    uint64_t bytes;
-    xfer_state_t state;
-    uint64_t created_ms, deadline_ms;
-    struct dheap_node due;      /* its next deadline in t->due (the lookup's, then its own);
-                                   not queued once the engine follows it (its clock) or ended */
-    uint64_t taken_ns;          /* the SEND or RECV taken (uv_hrtime) */
-    uint64_t lookup_ns, credit_ns, moving_ns; /* recv: phase stamps (xfer_phases.h) */
-    uint64_t validated_ns;                             /* recv: its plan accepted */
-    struct xfer_lstamps ls;     /* recv, same daemon: its host timeline (xfer_phases.h) */
-    uint64_t bytes_done;        /* recv: bytes landed so far (kvferryctl transfers) */
-    uint64_t bytes_planned;     /* recv: bytes its plan moves, once planned (0 before) */
-    char peer[256];             /* recv: the context home daemon of a remote request, else "";
-                                   send: the link id of its first remote reader's daemon, else "" */
-    uint64_t lookup_deadline_ms; /* recv: the context instance must be known by then */
-    struct rx *rx;              /* recv between daemons: the engine's part of it (engine_gen.h),
-                                 * owned: made by engine_recv, freed with x by the sweep (a
-                                 * part whose pools are still written keeps x, ended, on
-                                 * t->draining until engine_recv_idle); NULL on the local path */
-    struct xgpu_job *gpu_job;   /* recv: its GPU copy in flight (xfer_gpu.c); detached when
-                                   the request ends first */
-    struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
-                                   cancelled when the request ends first */
-    struct xfer_held held;      /* recv: the failure held while its pools are written */
-    struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
-    uint64_t gen;               /* the SEND generation it met (0: none yet) */
-    uint32_t rank_idx;          /* send: the context rank's index in its instance */
-    struct xfer *prev, *next;   /* t->list */
-    struct xfer *dead_next;     /* t->dead: ended, freed by the next sweep */
-};
 
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
@@ -134,8 +64,22 @@ struct transfers_counters {
     uint64_t local_gpu_kernel_ns; /* of run: the kernels' GPU time (timing events) */
 };
 
+/* What the request table needs of the worker socket above it, given at transfers_init (it
+ * calls nothing up there by name). */
+struct transfers_ops {
+    /* One event to the worker of connection c (dropped once c is closing). */
+    void (*event)(void *ctx, struct xclient *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                  uint64_t bytes, const char *message);
+    /* Whether the worker socket refuses new requests (drain) or has stopped (shutdown). */
+    bool (*draining)(void *ctx);
+    bool (*stopped)(void *ctx);
+};
+
 struct transfers {
-    struct workers *w;          /* borrowed: owns us */
+    struct daemon *d;           /* borrowed: the loop, the config, the engine */
+    struct registry *reg;       /* borrowed: the ranks and instances requests name */
+    const struct transfers_ops *ops; /* borrowed: static */
+    void *ops_ctx;              /* borrowed: the worker socket that owns us */
     uv_timer_t tick;            /* deadline sweep while anything is in flight */
     struct xfer *list;          /* owned: every request not yet freed */
     struct xfer *dead;          /* of those, the ended ones (freed by sweep) */
@@ -164,21 +108,25 @@ struct transfers {
 #define XFER_TCACHE_ENTRIES 64
 #define XFER_TCACHE_BYTES (64u << 20)
 
-int transfers_init(struct transfers *t, struct workers *w);
+/* The table's side of the engine's ops (engine.h): what the engine below calls back up. */
+extern const struct engine_req_ops transfers_engine_ops;
+
+int transfers_init(struct transfers *t, struct daemon *d, struct registry *reg,
+                   const struct transfers_ops *ops, void *ops_ctx);
 /* Fails every request in flight, each with an event to its worker. */
 void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why);
 /* Closes the timer (the loop then runs its close callback) after freeing every request. */
 void transfers_stop(struct transfers *t);
 
 /* Take ownership of m's ids (left NULL in m). */
-void transfers_send(struct transfers *t, struct wconn *c, struct proto_send *m);
-void transfers_recv(struct transfers *t, struct wconn *c, struct proto_recv *m);
+void transfers_send(struct transfers *t, struct xclient *c, struct proto_send *m);
+void transfers_recv(struct transfers *t, struct xclient *c, struct proto_recv *m);
 /* A rank of `instance` registered: RECVs waiting for it are looked at again. */
 void transfers_registered(struct transfers *t, const char *instance);
-void transfers_cancel(struct transfers *t, struct wconn *c, uint64_t req_id);
+void transfers_cancel(struct transfers *t, struct xclient *c, uint64_t req_id);
 /* The connection is closing: its requests end without events; RECVs of other connections that
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
-void transfers_conn_gone(struct transfers *t, struct wconn *c);
+void transfers_conn_gone(struct transfers *t, struct xclient *c);
 
 /* Hooks for the transfer engine (engine*.c): end a request with its terminal event (recv:
  * DONE or FAILED, send: SENT or FAILED) and free it if terminal; count one reader served by a
@@ -186,8 +134,6 @@ void transfers_conn_gone(struct transfers *t, struct wconn *c);
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg);
 void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
-/* Holds a failure of RECV x while its pools are written (the first one held is kept). */
-void transfers_hold(struct xfer *x, kvf_error_t code, const char *msg);
 /* The writes into RECV x's pools ended: the failure held, if any, ends x now. */
 void transfers_writes_ended(struct transfers *t, struct xfer *x);
 /* Frees the ended requests on t->draining whose engine part went idle (engine_recv_idle). */

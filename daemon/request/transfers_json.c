@@ -4,7 +4,8 @@
 
 #include "daemon.h"
 #include "transfers.h"
-#include "workers.h"
+#include "registry.h"
+#include "xclient.h"
 
 json_t *transfers_json(const struct transfers *t, uint64_t now)
 {
@@ -39,7 +40,7 @@ json_t *transfers_finished_json(const struct transfers *t, uint64_t now)
 {
     json_t *a = json_array();
     if (a)
-        xfer_recent_json(&t->recent, a, now, t->w->d->cfg.transfers_keep_finished_ms);
+        xfer_recent_json(&t->recent, a, now, t->d->cfg.transfers_keep_finished_ms);
     return a;
 }
 

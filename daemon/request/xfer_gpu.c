@@ -33,7 +33,7 @@
 #include "registry.h"
 #include "registry_gpu.h"
 #include "transfers.h"
-#include "workers.h"
+#include "xclient.h"
 
 struct xgpu_job {
     struct transfers *t;        /* borrowed */
@@ -296,7 +296,7 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
                            struct reg_instance *in, struct xfer **sends,
                            struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
 {
-    struct gpu *g = t->w->d->gpu;
+    struct gpu *g = t->d->gpu;
     int dev = -1;
     kvf_error_t e = check(g, r, p, in, tmpl, &dev, msg, msglen);
     if (e != KVF_OK)

@@ -19,7 +19,7 @@
 #include "registry.h"
 #include "registry_gpu.h"
 #include "transfers.h"
-#include "workers.h"
+#include "xclient.h"
 
 /* r's plan input: its ids and every SENT writer's, against the context instance's table;
  * `who`, the registrations (the template cache's key). Owned arrays: input_done. */
@@ -39,7 +39,7 @@ static void input_done(struct lin *l)
 static kvf_error_t input_of(struct xfer *r, struct xfer *const *sends, struct lin *l, char *msg,
                             size_t msglen)
 {
-    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
+    struct reg_instance *in = registry_find(r->owner->reg, r->ctx_instance);
     l->ctx_ids = plan_ctx_ids_new(in->table, in->n_ranks);
     l->who = malloc((1 + (size_t)in->n_ranks) * sizeof *l->who);
     l->n_who = 1 + in->n_ranks;
@@ -51,7 +51,7 @@ static kvf_error_t input_of(struct xfer *r, struct xfer *const *sends, struct li
     l->pin = (struct plan_input){.gen = &r->rank->layout, .ctx = in->table, .n_ctx = in->n_ranks,
                                  .ctx_ids = l->ctx_ids, .ctx_dp_rank = r->ctx_dp_rank,
                                  .tokens = r->tokens,
-                                 .compat_known = xfer_wcache_compat_known(&r->conn->w->xt.wcache,
+                                 .compat_known = xfer_wcache_compat_known(&r->owner->wcache,
                                                                           r, in)};
     plan_ids_of(r->items.n_groups, r->items.counts, r->items.ids, &l->pin.gen_ids);
     l->who[0] = r->rank->worker_id;
@@ -92,7 +92,7 @@ static kvf_error_t plan_for(struct xfer *r, struct xfer **sends, bool ops, struc
     kvf_error_t e = input_of(r, sends, &l, msg, msglen);
     if (e != KVF_OK)
         return e;
-    struct plan_tcache *tc = &r->conn->w->xt.tcache;
+    struct plan_tcache *tc = &r->owner->tcache;
     e = plan_request_lookup(tc, l.who, l.n_who, &l.pin, entry, msg, msglen);
     if (e == KVF_OK && *entry && !ops && (*entry)->fits) {
         e = without_ops(&(*entry)->t, ret, msg, msglen);
@@ -160,7 +160,7 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
 {
     (void)j;
     struct xfer *r = user;
-    struct transfers *t = &r->conn->w->xt;
+    struct transfers *t = r->owner;
     r->cpu_job = NULL;
     r->ls.copied = uv_hrtime();
     t->counters.local_memcpy_ns += d->busy_ns;
@@ -185,7 +185,7 @@ static kvf_error_t submit(struct transfers *t, struct xfer *r, const struct plan
                                          .n_ops = p->writers[w].n_ops,
                                          .src = &in->ranks[p->writers[w].ctx_rank]->mem,
                                          .dst = &r->rank->mem};
-    int rc = copyeng_submit(t->w->d->copy, parts, p->n_writers, on_copied, r, &r->cpu_job);
+    int rc = copyeng_submit(t->d->copy, parts, p->n_writers, on_copied, r, &r->cpu_job);
     free(parts);
     if (rc < 0) {
         snprintf(msg, msglen, "copy threads refused the copy: %s", strerror(-rc));
@@ -197,7 +197,7 @@ static kvf_error_t submit(struct transfers *t, struct xfer *r, const struct plan
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
 {
-    struct reg_instance *in = registry_find(&r->conn->w->reg, r->ctx_instance);
+    struct reg_instance *in = registry_find(r->owner->reg, r->ctx_instance);
     struct plan p;
     struct plan_tcache_entry *tmpl;
     bool gpu = xfer_gpu_wanted(r->rank, in);
@@ -222,7 +222,7 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
         sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
     *bytes = p.total_bytes;
     r->ls.checked = uv_hrtime();
-    if (p.total_bytes >= XFER_LOCAL_INLINE_MAX && t->w->d->copy) {
+    if (p.total_bytes >= XFER_LOCAL_INLINE_MAX && t->d->copy) {
         e = submit(t, r, &p, in, msg, msglen);
         r->ls.started = uv_hrtime();
         plan_done(&p);

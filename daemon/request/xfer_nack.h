@@ -20,8 +20,8 @@
 
 #include "kvferry.h"
 #include "proto.h"
+#include "xfer.h"
 
-#define XFER_NACK_ALL UINT32_MAX
 #define XFER_FAIL_WRITERS 1024u
 #define XFER_FAIL_ENTRIES 65536u
 

@@ -25,7 +25,7 @@
 
 static void wsend(struct wconn *c, struct proto_msg *m)
 {
-    if (c->closing || c->broken)
+    if (c->xc.closing || c->broken)
         return;
     m->seq = ++c->seq;
     uint8_t *buf;
@@ -86,17 +86,17 @@ static void on_close(uv_handle_t *h)
 
 void wconn_close(struct wconn *c, const char *why)
 {
-    if (c->closing)
+    if (c->xc.closing)
         return;
-    c->closing = true;
+    c->xc.closing = true;
     log_info("worker %llu (pid %d%s%s): closed: %s", (unsigned long long)c->id, (int)c->peer.pid,
-             c->rank ? ", " : "", c->rank ? c->rank->layout.instance : "", why);
-    transfers_conn_gone(&c->w->xt, c);
+             c->xc.rank ? ", " : "", c->xc.rank ? c->xc.rank->layout.instance : "", why);
+    transfers_conn_gone(&c->w->xt, &c->xc);
     wprefault_cancel(c); /* before its rank (the job's pins keep the pools mapped till it ends) */
-    if (c->rank) {
-        engine_rank_removed(c->w->d->engine, c->rank);
-        registry_remove(&c->w->reg, c->rank);
-        c->rank = NULL;
+    if (c->xc.rank) {
+        engine_rank_removed(c->w->d->engine, c->xc.rank);
+        registry_remove(&c->w->reg, c->xc.rank);
+        c->xc.rank = NULL;
     }
     wlimits_conn_gone(c);
     wconn_send_final(c); /* what was owed, and why it closes, as far as the socket takes it */
@@ -118,9 +118,9 @@ static void registered(struct wconn *c, kvf_error_t status, const char *fmt, ...
 {
     struct proto_msg m = {.type = PROTO_REGISTERED};
     m.u.registered.status = status;
-    if (c->rank) {
-        m.u.registered.rank = layout_rank(&c->rank->layout);
-        m.u.registered.worker_id = c->rank->worker_id;
+    if (c->xc.rank) {
+        m.u.registered.rank = layout_rank(&c->xc.rank->layout);
+        m.u.registered.worker_id = c->xc.rank->worker_id;
     }
     va_list ap;
     va_start(ap, fmt);
@@ -207,15 +207,15 @@ static void on_fds(struct wconn *c, const struct proto_fds *f)
     int fds[FDPASS_MAX_FDS];
     unsigned n = frame_reader_frame_has_fds(&c->rd)
                      ? frame_reader_take_fds(&c->rd, fds, FDPASS_MAX_FDS) : 0;
-    if (fds_lost(c) && !c->rank) { /* the REGISTER that follows is refused */
+    if (fds_lost(c) && !c->xc.rank) { /* the REGISTER that follows is refused */
         fdpass_close_all(fds, n);
         c->fds_lost = true;
         return;
     }
-    if (n != f->n || c->rank || c->n_fds_ahead + n > LAYOUT_MAX_POOLS) {
+    if (n != f->n || c->xc.rank || c->n_fds_ahead + n > LAYOUT_MAX_POOLS) {
         fdpass_close_all(fds, n);
         violation(c, "FDS frame with %u fds (it says %u; %u held ahead, limit %d)%s", n, f->n,
-                  c->n_fds_ahead, LAYOUT_MAX_POOLS, c->rank ? " after REGISTER" : "");
+                  c->n_fds_ahead, LAYOUT_MAX_POOLS, c->xc.rank ? " after REGISTER" : "");
         return;
     }
     if (!c->fds_ahead && !(c->fds_ahead = malloc(LAYOUT_MAX_POOLS * sizeof(int)))) {
@@ -232,7 +232,7 @@ static void on_fds(struct wconn *c, const struct proto_fds *f)
 static bool register_layout(struct wconn *c, struct proto_register *g, int *fds, struct layout *l)
 {
     char err[PROTO_MSG_MAX + 1] = "";
-    if (c->rank) {
+    if (c->xc.rank) {
         registered(c, KVF_E_BAD_REQUEST, "this connection is already registered");
         return false;
     }
@@ -283,7 +283,7 @@ static void register_rank(struct wconn *c, struct proto_register *g, const struc
         return;
     }
     struct reg_rank *rk;
-    int rc = registry_add(&c->w->reg, l, &mem, c, uv_now(&c->w->d->loop), &rk, err, sizeof err);
+    int rc = registry_add(&c->w->reg, l, &mem, &c->xc, uv_now(&c->w->d->loop), &rk, err, sizeof err);
     if (rc) {
         registry_unmap(c->w->reg.um, &mem);
         reg_gpu_unref(rg);
@@ -291,7 +291,7 @@ static void register_rank(struct wconn *c, struct proto_register *g, const struc
         return;
     }
     rk->gpu = rg;
-    c->rank = rk;
+    c->xc.rank = rk;
     snprintf(rk->home, sizeof rk->home, "%s", g->home);
     engine_rank_registered(c->w->d->engine, rk);
     c->w->counters.registered++;
@@ -318,7 +318,7 @@ static void on_register(struct wconn *c, struct proto_register *g)
     }
     if (frame_reader_frame_has_fds(&c->rd))
         nfds += frame_reader_take_fds(&c->rd, fds + nfds, LAYOUT_MAX_POOLS - nfds);
-    if (fds_lost(c) && !c->rank) {
+    if (fds_lost(c) && !c->xc.rank) {
         c->fds_lost = false;
         refuse_fds_lost(c);
         goto out;
@@ -379,7 +379,7 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         }
         c->hello = true;
         c->rd.lim.max_frame = c->w->lim.max_frame; /* past HELLO: frames up to workers.max_frame */
-        c->pid = m.u.hello.pid;
+        c->xc.pid = m.u.hello.pid;
         snprintf(c->name, sizeof c->name, "%s", m.u.hello.name);
         struct proto_msg wm = {.type = PROTO_WELCOME};
         wm.u.welcome.version = PROTO_VERSION;
@@ -398,13 +398,13 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         on_register(c, &m.u.reg);
         break;
     case PROTO_SEND:
-        transfers_send(&c->w->xt, c, &m.u.send);
+        transfers_send(&c->w->xt, &c->xc, &m.u.send);
         break;
     case PROTO_RECV:
-        transfers_recv(&c->w->xt, c, &m.u.recv);
+        transfers_recv(&c->w->xt, &c->xc, &m.u.recv);
         break;
     case PROTO_CANCEL:
-        transfers_cancel(&c->w->xt, c, m.u.cancel.req_id);
+        transfers_cancel(&c->w->xt, &c->xc, m.u.cancel.req_id);
         break;
     case PROTO_PING: {
         struct proto_msg pong = {.type = PROTO_PONG};
@@ -424,7 +424,7 @@ out:
 void wconn_readable(uv_poll_t *p, int status, int events)
 {
     struct wconn *c = p->data;
-    if (c->closing)
+    if (c->xc.closing)
         return;
     if (status < 0) {
         wconn_close(c, uv_strerror(status));
@@ -432,10 +432,10 @@ void wconn_readable(uv_poll_t *p, int status, int events)
     }
     if (events & UV_WRITABLE) {
         wconn_writable(c);
-        if (c->closing || !(events & UV_READABLE))
+        if (c->xc.closing || !(events & UV_READABLE))
             return;
     }
-    for (int round = 0; round < WCONN_READS_PER_WAKEUP && !c->closing && !c->broken; round++) {
+    for (int round = 0; round < WCONN_READS_PER_WAKEUP && !c->xc.closing && !c->broken; round++) {
         if (!wlimits_frame_room(c))
             return;
         c->w->xt.read_ns = uv_hrtime();
@@ -446,7 +446,7 @@ void wconn_readable(uv_poll_t *p, int status, int events)
          * comes, so no second read just to hear EAGAIN */
         bool drained = n > 0 && c->rd.len < c->rd.cap;
         if (n == 0) {
-            if (c->rank)
+            if (c->xc.rank)
                 c->w->counters.lost++; /* a registered worker that left without a word */
             wconn_close(c, "the worker closed the connection");
             return;
@@ -462,13 +462,13 @@ void wconn_readable(uv_poll_t *p, int status, int events)
         size_t len;
         char err[256];
         int rc = 0;
-        while (!c->closing && (rc = frame_reader_next(&c->rd, &f, &len, err, sizeof err)) == 1)
+        while (!c->xc.closing && (rc = frame_reader_next(&c->rd, &f, &len, err, sizeof err)) == 1)
             on_frame(c, f, len);
-        if (!c->closing && rc < 0) {
+        if (!c->xc.closing && rc < 0) {
             violation(c, "%s%s", c->hello ? "" : "the first frame must be a HELLO: ", err);
             return;
         }
-        if (!c->closing)
+        if (!c->xc.closing)
             wlimits_frame_after(c);
         if (drained)
             return;

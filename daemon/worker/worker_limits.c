@@ -33,7 +33,7 @@ static void sweep_cb(uv_timer_t *h)
     uv_update_time(&w->d->loop);
     uint64_t now = uv_now(&w->d->loop);
     for (struct wconn *c = w->conns; c; c = c->next) {
-        if (c->closing || c->broken)
+        if (c->xc.closing || c->broken)
             continue;
         if (!c->hello && now - c->connected_ms >= cfg->workers_hello_timeout_ms) {
             w->counters.hello_timeouts++;
@@ -66,7 +66,7 @@ static struct wconn *oldest_handshake(struct workers *w, bool only_uid, uid_t ui
 {
     struct wconn *best = NULL;
     for (struct wconn *c = w->conns; c; c = c->next)
-        if (!c->closing && !c->broken && !c->hello && (!only_uid || c->peer.uid == uid) &&
+        if (!c->xc.closing && !c->broken && !c->hello && (!only_uid || c->peer.uid == uid) &&
             (!best || c->connected_ms < best->connected_ms || (c->connected_ms ==
              best->connected_ms && c->id < best->id)))
             best = c;
@@ -94,7 +94,7 @@ void wlimits_count(void *ctx, uid_t uid, int64_t *all, int64_t *of_uid)
     struct workers *w = ctx;
     *all = *of_uid = 0;
     for (struct wconn *c = w->conns; c; c = c->next)
-        if (!c->closing) {
+        if (!c->xc.closing) {
             (*all)++;
             *of_uid += c->peer.uid == uid;
         }
@@ -168,7 +168,7 @@ bool wlimits_access(struct wconn *c)
 {
     if (access_current(&c->w->d->access, &c->peer))
         return true;
-    if (!c->closing && !c->broken) {
+    if (!c->xc.closing && !c->broken) {
         c->w->counters.access_revoked++;
         wconn_close_told(c, KVF_E_BAD_REQUEST, "uid %u may no longer use the worker socket "
                          "(access.* changed by a reload)", (unsigned)c->peer.uid);

@@ -28,7 +28,7 @@ static void on_prefaulted(struct copyeng_job *j, const struct copyeng_done *d, v
 
 void wprefault_start(struct wconn *c)
 {
-    const struct copy_mem *m = &c->rank->mem;
+    const struct copy_mem *m = &c->xc.rank->mem;
     struct copy_op ops[LAYOUT_MAX_POOLS];
     uint32_t n = 0;
     uint64_t ext = 0;
@@ -43,7 +43,7 @@ void wprefault_start(struct wconn *c)
     if (n == 0)
         return;
     struct copyeng_part part = {.kind = COPYENG_PREFAULT, .ops = ops, .n_ops = n, .src = m,
-                                .write = c->rank->layout.role == ROLE_GENERATION};
+                                .write = c->xc.rank->layout.role == ROLE_GENERATION};
     if (copyeng_submit(c->w->d->copy, &part, 1, on_prefaulted, c, &c->prefault) == 0)
         c->w->counters.prefaults++;
     else /* out of memory: the copies fault in on demand */

@@ -17,7 +17,7 @@
 
 static void arm(struct wconn *c, bool write)
 {
-    if (c->closing || c->want_write == write)
+    if (c->xc.closing || c->want_write == write)
         return;
     c->want_write = write;
     uv_poll_start(&c->poll, UV_READABLE | (write ? UV_WRITABLE : 0), wconn_readable);
@@ -25,7 +25,7 @@ static void arm(struct wconn *c, bool write)
 
 void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
 {
-    if (c->closing || c->why[0])
+    if (c->xc.closing || c->why[0])
         return; /* the first reason is the one told */
     va_list ap;
     va_start(ap, fmt);
@@ -39,7 +39,7 @@ void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
 
 void wconn_send_frame(struct wconn *c, uint8_t *buf, size_t len)
 {
-    if (c->closing || c->broken) {
+    if (c->xc.closing || c->broken) {
         free(buf);
         return;
     }
@@ -52,7 +52,7 @@ void wconn_send_frame(struct wconn *c, uint8_t *buf, size_t len)
             return;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            log_info("worker %llu (pid %u): write: %s: closing", (unsigned long long)c->id, c->pid,
+            log_info("worker %llu (pid %u): write: %s: closing", (unsigned long long)c->id, c->xc.pid,
                      strerror(errno));
             free(buf);
             wconn_close_later(c);

@@ -16,7 +16,7 @@ static void reap_cb(uv_timer_t *h)
 {
     struct workers *w = h->data;
     for (struct wconn *c = w->conns; c; c = c->next)
-        if (c->broken && !c->closing)
+        if (c->broken && !c->xc.closing)
             wconn_close(c, c->why[0] ? c->why : "its socket failed (the worker is gone)");
 }
 
@@ -32,6 +32,26 @@ static int adopt(void *ctx, int fd, const struct peer_cred *peer);
 static const struct unix_listener_ops listener_ops = {
     wlimits_limits, wlimits_count, wlimits_admit, wlimits_make_room, refuse, adopt,
 };
+
+/* The request table's way back up: events to a connection, and whether requests are taken. */
+static void xt_event(void *ctx, struct xclient *xc, uint64_t req_id, uint32_t kind,
+                     kvf_error_t error, uint64_t bytes, const char *message)
+{
+    (void)ctx;
+    wconn_event(wconn_of(xc), req_id, kind, error, bytes, message);
+}
+
+static bool xt_draining(void *ctx)
+{
+    return ((struct workers *)ctx)->draining;
+}
+
+static bool xt_stopped(void *ctx)
+{
+    return ((struct workers *)ctx)->stopped;
+}
+
+const struct transfers_ops workers_xt_ops = {xt_event, xt_draining, xt_stopped};
 
 int workers_new(struct daemon *d, struct workers **ret)
 {
@@ -54,7 +74,7 @@ int workers_new(struct daemon *d, struct workers **ret)
     }
     w->reap.data = w;
     w->sweep.data = w;
-    rc = transfers_init(&w->xt, w);
+    rc = transfers_init(&w->xt, d, &w->reg, &workers_xt_ops, w);
     if (rc) {
         uv_close((uv_handle_t *)&w->reap, NULL);
         uv_close((uv_handle_t *)&w->sweep, NULL);
@@ -165,16 +185,16 @@ json_t *workers_list_json(struct workers *w)
     json_t *a = json_array();
     uint64_t now = uv_now(&w->d->loop);
     for (struct wconn *c = w->conns; c; c = c->next) {
-        if (c->closing)
+        if (c->xc.closing)
             continue;
         json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:b,s:i,s:I}", "conn_id", (json_int_t)c->id, "pid",
                               (int)c->peer.pid, "uid", (int)c->peer.uid, "name", c->name,
-                              "registered", c->rank != NULL, "in_flight", (int)c->inflight,
+                              "registered", c->xc.rank != NULL, "in_flight", (int)c->xc.inflight,
                               "age_ms", (json_int_t)(now - c->connected_ms));
         json_object_set_new(o, "events_queued", json_integer(c->outq.n));
         json_object_set_new(o, "events_queued_peak", json_integer(c->outq.peak));
-        if (c->rank) {
-            json_t *r = registry_rank_json(c->rank);
+        if (c->xc.rank) {
+            json_t *r = registry_rank_json(c->xc.rank);
             json_object_update(o, r);
             json_decref(r);
         }

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/un.h>
 #include <uv.h>
@@ -20,6 +21,7 @@
 #include "transfers.h"
 #include "unix_listener.h"
 #include "worker_outq.h"
+#include "xclient.h"
 
 struct daemon;
 struct copyeng_job;
@@ -42,17 +44,15 @@ struct workers_counters {
 };
 
 struct wconn {
+    struct xclient xc;          /* what its requests know of it: rank, pid, closing */
     struct workers *w;          /* borrowed: owns us */
     int fd;                     /* owned; closed after the poll handle */
     uv_poll_t poll;
     struct frame_reader rd;     /* owned */
     struct peer_cred peer;
     char name[PROTO_NAME_MAX + 1];
-    uint32_t pid;               /* as the worker says in HELLO (SO_PEERCRED's is in peer) */
     bool hello;
-    bool closing;               /* close requested: no more frames in or out */
     bool broken;                /* a write failed: close at the next reap */
-    struct reg_rank *rank;      /* borrowed from the registry; NULL until registered */
     struct copyeng_job *prefault; /* the rank's pools being mapped in; NULL: none (owned by
                                    * the copy engine: cancelled at close, worker_prefault.c) */
     int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
@@ -60,7 +60,6 @@ struct wconn {
     bool fds_lost;              /* an FDS frame's fds found the daemon at RLIMIT_NOFILE */
     uint64_t id;
     uint64_t seq;
-    uint32_t inflight;          /* this connection's requests in flight */
     uint64_t connected_ms;
     struct wconn_outq outq;     /* owned: frames waiting for socket room */
     bool want_write;            /* the poll handle waits for UV_WRITABLE too */
@@ -88,6 +87,15 @@ struct workers {
     struct transfers xt;
     struct workers_counters counters;
 };
+
+/* The connection that embeds xc (every xclient the request side holds is one). */
+static inline struct wconn *wconn_of(struct xclient *xc)
+{
+    return (struct wconn *)((char *)xc - offsetof(struct wconn, xc));
+}
+
+/* What the request table calls up here (events, drain, stop), given at transfers_init. */
+extern const struct transfers_ops workers_xt_ops;
 
 int workers_new(struct daemon *d, struct workers **ret);
 /* Binds sockets.worker (mode sockets.mode, stale socket replaced) and listens. 0 or -errno with

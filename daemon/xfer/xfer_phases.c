@@ -4,7 +4,7 @@
 #include <uv.h>
 
 #include "registry.h"
-#include "transfers.h"
+#include "xfer.h"
 #include "xfer_phases.h"
 
 static json_t *local_json(const struct xfer_lsums *l);

@@ -1,8 +1,9 @@
-/* xfer_state.c: the request state machine's names and its edges (transfers.h); transfers.c
+/* xfer_state.c: the request state machine's names and its edges (xfer.h); transfers.c
  * sets states through them, check_request_state tests every edge. */
 #include <stdbool.h>
+#include <stdio.h>
 
-#include "transfers.h"
+#include "xfer.h"
 
 static const char *const state_names[XFER__COUNT] = {"waiting", "copying", "done", "failed"};
 
@@ -20,4 +21,12 @@ static const bool allowed[XFER__COUNT][XFER__COUNT] = {
 bool xfer_state_edge_ok(xfer_state_t from, xfer_state_t to)
 {
     return (unsigned)from < XFER__COUNT && (unsigned)to < XFER__COUNT && allowed[from][to];
+}
+
+void xfer_hold(struct xfer *x, kvf_error_t code, const char *msg)
+{
+    if (x->held.code != KVF_OK)
+        return;
+    x->held.code = code;
+    snprintf(x->held.msg, sizeof x->held.msg, "%s", msg);
 }
