@@ -1,4 +1,4 @@
-/* check_laycache.c: the per-peer cache of generation layouts (daemon/request/engine_laycache.h):
+/* check_laycache.c: the per-peer cache of generation layouts (daemon/engine/engine_laycache.h):
  * the sender sends a layout until the peer answered a flow that carried it and names it
  * afterwards, evicts the least recently used slot past WIRE_LAYOUT_SLOTS ids, and the receiver decodes what is sent, answers a reference
  * only from a slot holding that id, and never keeps a layout that failed to decode. */

@@ -1,5 +1,5 @@
 /* check_readers.c: the reader count the daemon derives for a SEND with n_readers 0
- * (daemon/request/readers.h): the same-daemon count from the generation layout, and the
+ * (daemon/xfer/readers.h): the same-daemon count from the generation layout, and the
  * between-daemons count, which plans the first reader's TP peers from its layout alone, equal to
  * what planning every real generation rank's layout gives, and under generation PP, learnt
  * stage by stage from the readers' own RECV_REQs. */

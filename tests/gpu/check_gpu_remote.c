@@ -15,7 +15,7 @@
  * case asked for (into B's slots by kernels with B's arena pinned in A once, or staging + put),
  * that GPU pools took the bounce path by that reason, and that slots and GPU mappings come back.
  * KVF_GPU_REMOTE_BOUNCE_COPY=kernels|engines (device-check, bench-gpu-remote) sets both daemons'
- * gpu.bounce_copy (default engines: copy engines cross PCIe, daemon/request/bounce_ce.h), and
+ * gpu.bounce_copy (default engines: copy engines cross PCIe, daemon/engine/bounce_ce.h), and
  * both arenas must say which way the chunks go.
  * Without CUDA or without a GPU: "SKIP: why", exit 77; with one GPU both sides use GPU 0 (said
  * so). The test process never initialises CUDA (its probe runs in a child): Check forks. */

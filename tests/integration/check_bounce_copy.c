@@ -1,5 +1,5 @@
 /* check_bounce_copy.c: the bounce path between two daemons with its copies on the copy threads
- * (daemon/request/bounce_host.c): the context side's copy threads writing the landing slots in
+ * (daemon/engine/bounce_host.c): the context side's copy threads writing the landing slots in
  * the peer's arena mapped over shared memory (bounce_stage.c, the default), or its puts straight
  * from the context pools (bounce_put.c, arena.shm_write put), with real kvferry-sim workers:
  * bytes land bitwise right every way (copied into the peer's slots, puts from the pools, or

@@ -1,5 +1,5 @@
 /* check_bounce_timeline.c: the chunk timeline of the bounce path between two real daemons
- * (daemon/request/bounce_tl.h, arena.timeline; scripts/bench-gpu-remote's profile): with
+ * (daemon/engine/bounce_tl.h, arena.timeline; scripts/bench-gpu-remote's profile): with
  * it asked for, `arena` of each daemon lists its side's events of every chunk of a real request
  * (host pools, the copy threads writing the peer's slots): at A a credit, a gather launched and
  * done and a CHUNK sent, at B the CHUNK, a scatter launched and done and the slot landed, one of

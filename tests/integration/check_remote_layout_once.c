@@ -1,5 +1,5 @@
 /* check_remote_layout_once.c: the generation layout travels once per (peer, registration)
- * (daemon/request/engine_laycache.h), between two real daemons: many requests of one instance
+ * (daemon/engine/engine_laycache.h), between two real daemons: many requests of one instance
  * send it once and name it afterwards; a generation instance that registers again with another
  * layout is planned against the new one; more instances than WIRE_LAYOUT_SLOTS evict the least
  * recently used layout, which is sent again. Every request's bytes are checked bitwise. */
