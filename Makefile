@@ -25,6 +25,7 @@
 #   make chaos           CHAOS_MINUTES of seeded faults against four daemons, history checked
 #   make chaos-short     the same for about 75 s with a fixed seed (root; netns)
 #   make chaos-seeds     every seed that found a violation (tests/chaos/SEEDS) again
+#   make count-request-files  daemon files one remote request executes, SEND to DONE (callgrind)
 # Sources are found by directory: lib/*.c -> libkvferry-core.a (linked by the daemon, tools,
 # tests), of which the client-facing files (CLIENT_SRCS) alone make libkvferry.{a,so};
 # daemon/*.c and daemon/<module>/*.c -> kvferryd (each module folder is on the include path;
@@ -130,7 +131,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes check-layers check-functions unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop
+.PHONY: all demo test check check-symbols check-includes check-layers check-functions unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop count-request-files
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -314,6 +315,11 @@ bench: all
 bench-ctl: all
 	BUILD=$(BUILD) scripts/bench-ctl
 	$(BUILD)/bench/bench_plan
+
+# The daemon source files one remote request executes, SEND to DONE, per daemon and folder, both
+# paths (scripts/count-request-files; valgrind's callgrind; issue 24's measure). Not in `check`.
+count-request-files: all
+	BUILD=$(BUILD) scripts/count-request-files --path both
 
 # SOAK_MINUTES (default 5) of mixed requests between two real daemons (fragment, bounce, same
 # daemon, refused), RSS and fd counts of both sampled after every round, a failure if either

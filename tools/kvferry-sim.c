@@ -9,6 +9,8 @@
  *        --device N | --devices A,B,...] (GPU pools: rank r on entry r mod count)
  *       [--start-on-signal]      after registering, wait for SIGUSR1 before --start-delay-ms
  *                                (a benchmark starts its ranks' workloads at one moment)
+ *       [--step-on-signal]       one request at a time, each after the first waiting for a
+ *                                SIGUSR1 (scripts/count-request-files opens its window between)
  *       [--send-tokens]          generation: give each RECV the prompt's token count; rows past
  *                                the prompt's last token must then stay unwritten (block sizes
  *                                that differ: docs/PLANNING.md)
@@ -44,7 +46,8 @@ static void usage(FILE *f)
                "  [--requests N] [--prompt-tokens N] [--gen-cached-tokens N] [--ctx-instance ID]\n"
                "  [--ctx-dp-rank N] [--socket PATH] [--seed S] [--first-req N] [--readers N]\n"
                "  [--deadline-ms N] [--expect-error NAME] [--hold-ms N] [--hold-while-pid PID]\n"
-               "  [--start-delay-ms N] [--start-on-signal] [--quiet] [--send-tokens]\n"
+               "  [--start-delay-ms N] [--start-on-signal] [--step-on-signal] [--quiet]\n"
+               "  [--send-tokens]\n"
                "  [--home HOST:PORT] [--ctx-home HOST:PORT]   instance homes on other daemons\n"
                "  [--device N | --devices A,B,...]   GPU pools, registered by CUDA IPC handle\n"
                "  [--parity all|first] [--stats-json PREFIX] [--cpu-pids PID,...]   benchmarks\n"
@@ -114,7 +117,7 @@ int main(int argc, char **argv)
     enum { O_ROLE = 256, O_INST, O_SPEC, O_RANK, O_ALL, O_REQS, O_PT, O_GCT, O_CTXI, O_DP, O_SOCK,
            O_SEED, O_FIRST, O_READERS, O_DL, O_EXP, O_HOLD, O_DELAY, O_QUIET, O_HELP, O_CTXH,
            O_HOME, O_DEV, O_HOLDPID, O_CANCEL, O_EVWAIT, O_PARITY, O_STATS, O_CPU, O_TOKENS,
-           O_SIGNAL, O_EVENTS };
+           O_SIGNAL, O_EVENTS, O_STEP };
     static const struct option longopts[] = {
         {"role", 1, 0, O_ROLE}, {"instance", 1, 0, O_INST}, {"spec", 1, 0, O_SPEC},
         {"rank", 1, 0, O_RANK}, {"all-ranks", 0, 0, O_ALL}, {"requests", 1, 0, O_REQS},
@@ -128,6 +131,7 @@ int main(int argc, char **argv)
         {"device", 1, 0, O_DEV}, {"devices", 1, 0, O_DEV}, {"parity", 1, 0, O_PARITY},
         {"stats-json", 1, 0, O_STATS}, {"cpu-pids", 1, 0, O_CPU},
         {"send-tokens", 0, 0, O_TOKENS}, {"start-on-signal", 0, 0, O_SIGNAL},
+        {"step-on-signal", 0, 0, O_STEP},
         {"events", 1, 0, O_EVENTS}, {"cancel-pct", 1, 0, O_CANCEL},
         {"event-wait-ms", 1, 0, O_EVWAIT}, {0, 0, 0, 0}};
     int ch;
@@ -182,6 +186,7 @@ int main(int argc, char **argv)
         case O_EVWAIT: o.event_wait_ms = (uint32_t)v; break;
         case O_TOKENS: o.send_tokens = true; break;
         case O_SIGNAL: o.start_on_signal = true; break;
+        case O_STEP: o.step_on_signal = true; break;
         case O_CPU: {
             /* a copy: --all-ranks passes argv on to its children */
             static char list[256];
@@ -212,7 +217,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "kvferry-sim: --expect-error: unknown error %s\n", o.expect_error);
         return 2;
     }
-    if (o.start_on_signal) { /* blocked from here on: a SIGUSR1 before the wait stays pending */
+    if (o.start_on_signal || o.step_on_signal) { /* blocked from here on: a SIGUSR1 before the wait stays pending */
         sigset_t usr1;
         sigemptyset(&usr1);
         sigaddset(&usr1, SIGUSR1);

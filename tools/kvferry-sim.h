@@ -35,6 +35,7 @@ struct sim_opts {
     uint32_t hold_pid;         /* or until this process exits (hold_ms, if set, caps the wait) */
     uint32_t start_delay_ms;   /* wait before the workload (after registering) */
     bool start_on_signal;      /* before that, wait for SIGUSR1 (blocked since main) */
+    bool step_on_signal;       /* one request a window, each after the first after a SIGUSR1 */
     bool quiet;
     const char *devices;       /* NULL: host pools; else GPU ordinals, rank r takes entry
                                   r mod count ("1", or "0,1" for --all-ranks) */

@@ -340,6 +340,16 @@ static int setup(struct sim *s, char *err, size_t errlen)
     return rc;
 }
 
+/* SIGUSR1 is blocked since main (--start-on-signal, --step-on-signal): one sent early waits. */
+static void wait_usr1(void)
+{
+    sigset_t usr1;
+    int sig;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    sigwait(&usr1, &sig);
+}
+
 int sim_run(const struct sim_opts *o)
 {
     struct sim s;
@@ -363,13 +373,8 @@ int sim_run(const struct sim_opts *o)
         goto out;
     }
     sim_events_note(&s.ev, "registered", NULL);
-    if (o->start_on_signal) {
-        sigset_t usr1;
-        int sig;
-        sigemptyset(&usr1);
-        sigaddset(&usr1, SIGUSR1);
-        sigwait(&usr1, &sig);
-    }
+    if (o->start_on_signal)
+        wait_usr1();
     if (o->start_delay_ms)
         usleep(o->start_delay_ms * 1000u);
     double t0 = now_s();
@@ -379,6 +384,11 @@ int sim_run(const struct sim_opts *o)
         sim_stats_cpu_sample(&s.st, 0);
     for (uint32_t w = 0, done = 0; done < o->requests; w++) {
         uint32_t nq = o->requests - done < s.window ? o->requests - done : s.window;
+        if (o->step_on_signal) {
+            nq = 1;
+            if (w > 0)
+                wait_usr1();
+        }
         if (run_window(&s, w, o->first_req + done, nq)) {
             code = 3;
             break;
