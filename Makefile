@@ -408,7 +408,7 @@ install: install-needs
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(TOOLSDIR) $(DESTDIR)$(DATADIR) $(DESTDIR)$(SYSCONFDIR)/kvferry $(DESTDIR)$(UNITDIR) \
 	  $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR)
-	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/kvferryd $(BUILD)/kvferryctl $(BUILD)/kvferry-topo $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/kvferry-sim $(DESTDIR)$(TOOLSDIR)/
 	install -m 0644 $(LIBA) $(DESTDIR)$(LIBDIR)/
 	install -m 0644 $(LIBSO) $(DESTDIR)$(LIBDIR)/libkvferry.so.0
@@ -439,7 +439,7 @@ install: install-needs
 # keeps conffiles), and so does the kvferry user (Debian's policy: system users are not
 # deleted, their ids may still own files).
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/bin/kvferryd $(DESTDIR)$(PREFIX)/bin/kvferryctl \
+	rm -f $(DESTDIR)$(PREFIX)/bin/kvferryd $(DESTDIR)$(PREFIX)/bin/kvferryctl $(DESTDIR)$(PREFIX)/bin/kvferry-topo \
 	  $(DESTDIR)$(TOOLSDIR)/kvferry-sim $(DESTDIR)$(LIBDIR)/libkvferry.a \
 	  $(DESTDIR)$(LIBDIR)/libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc $(DESTDIR)$(PREFIX)/include/kvferry.h \

@@ -1,5 +1,6 @@
 /* modules.c: the one table of daemon modules (see modules.h). Later modules add a row here. */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "modules.h"
 #include "control.h"
@@ -11,6 +12,7 @@
 #include "engine.h"
 #include "daemon.h"
 #include "gpu.h"
+#include "rails.h"
 #include "request_metrics.h"
 #include "workers.h"
 
@@ -44,6 +46,31 @@ static int copy_module_status(struct daemon *d, json_t *ret)
     return 0;
 }
 
+/* Each GPU's nearest RDMA NIC, read from sysfs at each call (docs/SCALE.md): what the rails
+ * will use, shown before they exist so that an operator sees the node as the daemon does. */
+static int rails_module_status(struct daemon *d, json_t *ret)
+{
+    (void)d;
+    static struct topo t;
+    static struct rails r;
+    char err[256], *text = NULL;
+    int rc = topo_sysfs_describe("/sys", &text, err, sizeof err);
+    if (rc == 0)
+        rc = topo_parse(text, &t, err, sizeof err);
+    free(text);
+    if (rc < 0) {
+        json_object_set_new(ret, "error", json_string(err));
+        return 0;
+    }
+    rails_choose(&t, &r); /* no NIC: every GPU without a rail */
+    json_t *o = rails_json(&t, &r);
+    if (!o)
+        return -ENOMEM;
+    json_object_update(ret, o);
+    json_decref(o);
+    return 0;
+}
+
 const struct daemon_module daemon_modules[] = {
     {"control", control_status, control_stats, control_reloaded, NULL, NULL, control_metrics,
      &control_metrics_len, control_live},
@@ -54,6 +81,7 @@ const struct daemon_module daemon_modules[] = {
     {"arena", engine_arena_status, engine_arena_stats, NULL, NULL, NULL, arena_metrics,
      &arena_metrics_len, NULL},
     {"gpu", gpu_module_status, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
+    {"rails", rails_module_status, NULL, NULL, NULL, NULL, NULL, NULL, NULL},
     {"copy", copy_module_status, copy_module_status, NULL, NULL, NULL, copy_metrics,
      &copy_metrics_len, NULL},
 };

@@ -113,11 +113,23 @@ void ctl_print_status(FILE *f, json_t *r)
         else
             line(f, "gpu", "%s, %lld devices", ctl_gets(g, "mode"), ctl_geti(g, "device_count"));
     }
+    json_t *rl = json_object_get(r, "rails");
+    if (json_is_object(rl)) {
+        size_t ng = json_array_size(json_object_get(rl, "gpus"));
+        size_t nn = json_array_size(json_object_get(rl, "nics"));
+        if (json_object_get(rl, "error"))
+            line(f, "rails", "unknown: %s", ctl_gets(rl, "error"));
+        else if (!nn)
+            line(f, "rails", "no RDMA NIC: host transports only");
+        else
+            line(f, "rails", "%zu GPUs on %zu RDMA NICs (kvferry-topo: each GPU's)", ng, nn);
+    }
     /* sections this printer does not know still show up, by name */
     static const char *const known[] = {"version",       "pid",         "state",     "uptime_s",
                                         "started_at_s",  "config_path", "log_level", "last_reload",
                                         "watchdog_usec", "control",     "workers",   "peers",
-                                        "arena",         "gpu",         "live"};
+                                        "arena",         "gpu",         "live",
+                                        "rails"};
     char other[512] = "";
     size_t off = 0;
     const char *k;

@@ -103,6 +103,7 @@ START_TEST(install_uses_the_multiarch_libdir_a_tools_prefix_and_a_working_pkg_co
     make_install(out, sizeof(out));
     const char *want[] = {"/usr/bin/kvferryd",
                           "/usr/bin/kvferryctl",
+                          "/usr/bin/kvferry-topo",
                           "/usr/lib/kvferry/kvferry-sim",
                           "/usr/include/kvferry.h",
                           "/usr/lib/systemd/system/kvferry.service",
