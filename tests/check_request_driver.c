@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "engine_drive.h"
 #include "engine_gen.h"
 #include "engine_tab.h"
 #include "path.h"
@@ -83,7 +84,7 @@ static void fake_start(struct rxw *w)
     fake.started++;
 }
 
-static const struct path_row fake_row = {.name = "fake", .start = fake_start};
+static const struct path_row fake_row = {.name = "fake", .kind = PATH_LOCAL, .start = fake_start};
 
 /* ---- fixture ---- */
 
@@ -114,6 +115,7 @@ static void setup(void)
     e = calloc(1, sizeof *e);
     ck_assert_ptr_nonnull(e);
     e->d = &d;
+    e->drive = &engine_drivers;
     e->req = (struct engine_req){&transfers_engine_ops, &w.xt, &w.reg, &w.xt.phases, 0};
     e->link = (struct link *)&dummy_link; /* never used: every writer is at this daemon */
     snprintf(e->self_addr, sizeof e->self_addr, "%s", SELF);

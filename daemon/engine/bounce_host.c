@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "bounce_host.h"
 #include "bounce_tl.h"
 #include "copyeng.h"
@@ -51,12 +52,12 @@ void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const stru
             snprintf(msg, sizeof msg, "%s scatter of writer rank %u's extent [%llu, +%llu) failed: %s",
                      who, w->ctx_rank, (unsigned long long)g->ext_off,
                      (unsigned long long)g->length, strerror(-status));
-            gen_rx_fail(rx, KVF_E_INTERNAL, msg);
+            rx->e->drive->rx_fail(rx, KVF_E_INTERNAL, msg);
         } else if (i < w->n_out) {
             gen_landed(w, i);
         }
     }
-    gen_writes_ended(rx); /* a failure held while scatters ran reaches the worker now */
+    rx->e->drive->rx_writes_ended(rx); /* a failure held while scatters ran reaches the worker now */
 }
 
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user)
@@ -79,8 +80,8 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
         gen_scatter_ended(op->rx, op->widx, op->serial, &op->g, d->status, "host");
     }
     free(op);
-    gen_sweep(e);
-    ctx_sweep(e);
+    e->drive->rx_sweep(e);
+    e->drive->tx_sweep(e);
 }
 
 static int submit(struct engine *e, struct bh_op *op, const struct copyeng_part *part,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "bounce_host.h"
 #include "bounce_tl.h"
 #include "daemon.h"
@@ -28,7 +29,7 @@ static void land_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    gen_rx_fail(rx, code, msg);
+    rx->e->drive->rx_fail(rx, code, msg);
 }
 
 /* The grant a chunk names, checked: 0 and its index, or BOUND_VIOLATION (request failed). */
@@ -75,19 +76,19 @@ void gen_landed(struct rxw *w, uint32_t i)
     e->c.chunks_landed++;
     e->c.bytes_landed += g.length;
     btl_mark(e->tl, BTL_LANDED, rx->req_id, w->ctx_rank, g.ext_off);
-    gen_ask(w);
-    gen_check_done(rx);
+    w->rx->e->drive->rx_ask(w);
+    rx->e->drive->rx_check_done(rx);
 }
 
 int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                 size_t len, void **dest)
 {
-    struct rxw *w = p ? gen_find_w(e, p, flow) : NULL;
+    struct rxw *w = p ? ix_w_find(e, p, flow, true) : NULL;
     uint32_t i;
     if (!w)
         return -ENOENT; /* the request ended: the link drops the bytes */
     if (match(w, c, len, true, &i) < 0) {
-        gen_sweep(e);
+        e->drive->rx_sweep(e);
         return -EBADMSG;
     }
     *dest = e->arena_base + w->out[i].offset;
@@ -97,7 +98,7 @@ int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct w
 void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                   const void *data, size_t len)
 {
-    struct rxw *w = gen_find_w(e, p, flow);
+    struct rxw *w = ix_w_find(e, p, flow, true);
     uint32_t i;
     if (!w || match(w, c, len, false, &i) < 0)
         return;

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "bounce_host.h"
 #include "bounce_put.h"
 #include "bounce_tl.h"
@@ -124,9 +125,9 @@ static void stage_finish(struct stage *st, int status)
         return;
     tx->n_ops--;
     if (status < 0) {
-        ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "moving a chunk to the generation daemon failed: %s",
+        drive_tx_fail(tx, KVF_E_PEER_LOST, false, "moving a chunk to the generation daemon failed: %s",
                 strerror(-status));
-        nack_put_failed(tx, status);
+        tx->e->drive->tx_put_failed(tx, status);
         return;
     }
     tx->completed += len;
@@ -135,7 +136,7 @@ static void stage_finish(struct stage *st, int status)
         tx->peer->bytes_sent += len;
     }
     if (tx->completed == tx->pw->bytes)
-        ctx_tx_done(tx);
+        tx->e->drive->tx_done(tx);
     else
         ctx_pump(tx);
 }
@@ -255,7 +256,7 @@ static void stage_run(struct stage *st)
     stage_mark(st, BTL_GATHER_LAUNCH);
     int rc = tx->bx->gather(st, msg, sizeof msg); /* bounce_exec.h: copy threads, kernels */
     if (rc < 0) {
-        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
+        drive_tx_fail(tx, KVF_E_INTERNAL, true, "%s", msg);
         stage_finish(st, rc);
     } else if (rc == MOVE_DONE) {
         stage_move(st);
@@ -276,7 +277,7 @@ void ctx_stage_gathered(struct stage *st, int status)
     if (status < 0) {
         struct tx *tx = st->tx;
         if (tx && !tx_ended(tx))
-            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "gather of extent [%llu, +%llu) failed: %s",
+            drive_tx_fail(tx, KVF_E_INTERNAL, true, "gather of extent [%llu, +%llu) failed: %s",
                     (unsigned long long)st->g.ext_off, (unsigned long long)st->g.length,
                     strerror(-status));
         stage_finish(st, status);
@@ -299,7 +300,7 @@ void ctx_stage_timeout(struct stage *st)
 {
     st->resv_open = false;
     if (st->tx && !tx_ended(st->tx))
-        ctx_tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
+        drive_tx_fail(st->tx, KVF_E_TIMEOUT, true, "no staging slot within arena.reserve_timeout");
     stage_finish(st, -ETIMEDOUT);
 }
 
@@ -422,7 +423,7 @@ static way_t way_heap_buffer(struct stage *st)
     struct tx *tx = st->tx;
     if (tx->bx->staging_only) { /* e.g. a GPU gather: page-locked staging slots only */
         uint64_t soff;
-        ctx_tx_fail(tx, KVF_E_NO_ROUTE, true,
+        drive_tx_fail(tx, KVF_E_NO_ROUTE, true,
                     "a %llu-byte chunk of GPU pools needs a staging slot of this daemon's "
                     "page-locked arena (slots of %llu bytes, or the wait queue is full): give "
                     "both daemons the same arena.chunk",
@@ -435,7 +436,7 @@ static way_t way_heap_buffer(struct stage *st)
     st->buf = malloc(st->g.length);
     st->own_buf = true;
     if (!st->buf) {
-        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
+        drive_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
                     (unsigned long long)st->g.length);
         stage_finish(st, -ENOMEM);
         return WAY_STOP;
@@ -466,7 +467,7 @@ static bool next_grant(struct tx *tx, struct wire_grant *ret)
     tx->q_len--;
     uint64_t left = tx->pw->bytes - tx->sent;
     if (wire_grant_check(&g, tx->sent, g.length < left ? g.length : left) < 0 || g.length > left) {
-        ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
+        drive_tx_fail(tx, KVF_E_BOUND_VIOLATION, true,
                     "grant of slot %u for extent [%llu, +%llu) does not follow: %llu of %llu "
                     "bytes sent",
                     g.slot, (unsigned long long)g.ext_off, (unsigned long long)g.length,
@@ -497,7 +498,7 @@ void ctx_pump(struct tx *tx)
             return;
         struct stage *st = calloc(1, sizeof *st);
         if (!st) {
-            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
+            drive_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory");
             return;
         }
         st->kind = RESV_STAGING;

@@ -9,8 +9,10 @@
 
 #include "bounce_host.h"
 #include "bounce_put.h"
+#include "egpu_peer.h"
 #include "daemon.h"
 #include "engine_ctx.h"
+#include "engine_drive.h"
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gone.h"
@@ -25,12 +27,6 @@
 #include "memroom.h"
 #include "shmstale.h"
 #include "xfer.h"
-
-uint64_t engine_now(const struct engine *e)
-{
-    uv_update_time(&e->d->loop); /* fresh: deadlines from the cached time came early */
-    return uv_now(&e->d->loop);
-}
 
 static bool busy(const struct engine *e)
 {
@@ -61,28 +57,68 @@ static void tick_cb(uv_timer_t *h)
         uv_timer_stop(&e->tick);
 }
 
-uint32_t engine_window(const struct engine *e)
-{
-    int64_t w = e->d->cfg.arena_window;
-    return w < 1 ? 1 : w > (int64_t)ENGINE_MAX_CREDITS ? ENGINE_MAX_CREDITS : (uint32_t)w;
-}
-
-void engine_kick_tick(struct engine *e)
-{
-    if (e->tick_inited && !e->stopping && !uv_is_active((uv_handle_t *)&e->tick))
-        uv_timer_start(&e->tick, tick_cb, ENGINE_TICK_MS, ENGINE_TICK_MS);
-}
-
 /* ---- link callbacks ---- */
+
+/* The link's peer callbacks: every part hears that a peer came up or went, in this order. */
+static void peer_up(struct engine *e, struct link_peer *lp)
+{
+    struct epeer *p = epeer_of(e, lp);
+    if (!p)
+        return;
+    p->up = true;
+    p->since_ms = engine_now(e);
+    log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
+             p->outbound ? "outbound" : "inbound");
+    ctx_hold_peer_back(e, share_key(p)); /* it ran again: reads of our staging from before ended */
+    fence_peer_up(e, p); /* held landing slots and pools: when it proves its writes ended */
+    tab_peer_up(e, p);
+    home_tick(e);
+    gen_peer_up(e, p);
+    gen_sweep(e);
+    ctx_sweep(e);
+}
+
+static void peer_down(struct engine *e, struct link_peer *lp, int err)
+{
+    struct epeer *p = link_peer_data(lp);
+    if (!p)
+        return;
+    if (p->up) {
+        e->c.peers_lost++;
+        log_warn("engine: peer %s%s%s lost: %s", link_peer_id(lp), p->addr[0] ? " at " : "",
+                 p->addr, strerror(-err));
+    } else {
+        log_warn("engine: peer %s unreachable: %s", p->addr[0] ? p->addr : link_peer_id(lp),
+                 strerror(-err));
+    }
+    fence_peer_down(e, p);
+    tab_peer_down(e, p);
+    home_peer_down(e, p);
+    gen_peer_down(e, p, err);
+    ctx_peer_down(e, p, err);
+    gen_sweep(e);
+    ctx_sweep(e);
+    bool hold = alive_hold(p, err); /* frozen, lanes into our memory: held until it is back */
+    if (hold)
+        quar_peer_frozen(e, p, share_key(p));
+    hold |= ctx_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */
+    if (p->up) /* or until its process exits (engine_lost.c) */
+        lost_add(e, p, lp, err, hold, share_key(p));
+    quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
+    egpu_peer_down(e, lp); /* its arena unpinned here once no kernel writes it */
+    engine_kick_tick(e);
+    link_peer_set_data(lp, NULL);
+    epeer_forget(e, p);
+}
 
 static void on_peer_up(void *arg, struct link_peer *lp)
 {
-    epeer_up(arg, lp);
+    peer_up(arg, lp);
 }
 
 static void on_peer_down(void *arg, struct link_peer *lp, int err)
 {
-    epeer_down(arg, lp, err);
+    peer_down(arg, lp, err);
 }
 
 static int read_flow(const void *hdr, size_t hdr_len, uint64_t *ret)
@@ -332,6 +368,24 @@ static int start_failed(struct engine *e, int rc, struct engine **ret)
     return rc;
 }
 
+const struct engine_drive engine_drivers = {
+    .rx_fail = gen_rx_fail,
+    .rx_check_done = gen_check_done,
+    .rx_ask = gen_ask,
+    .rx_sweep = gen_sweep,
+    .rx_writes_ended = gen_writes_ended,
+    .rx_send_req = gen_send_recv_req,
+    .rx_table_ready = gen_table_ready,
+    .rxw_set_state = gen_rxw_set_state,
+    .tx_fail = ctx_tx_fail,
+    .tx_done = ctx_tx_done,
+    .tx_frag_done = ctx_frag_done,
+    .tx_frag_failed = ctx_frag_failed,
+    .tx_sweep = ctx_sweep,
+    .tx_table_ready = ctx_table_ready,
+    .tx_put_failed = nack_put_failed,
+};
+
 int engine_new(struct daemon *d, const struct engine_req *req, struct engine **ret, char *err,
                size_t errlen)
 {
@@ -341,12 +395,14 @@ int engine_new(struct daemon *d, const struct engine_req *req, struct engine **r
         return -ENOMEM;
     e->d = d;
     e->req = *req;
+    e->drive = &engine_drivers;
     int rc = uv_timer_init(&d->loop, &e->tick);
     if (rc < 0) {
         free(e);
         return rc;
     }
     e->tick.data = e;
+    e->tick_cb = tick_cb;
     e->tick_inited = true;
     quar_init_flows(e);
     if (!cfg->cluster_secret_file || !cfg->cluster_secret_file[0]) {
@@ -458,11 +514,6 @@ void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
         local_send_arrived(e, s);
         gen_sweep(e);
     }
-}
-
-int engine_is_self(const struct engine *e, const char *addr)
-{
-    return e && e->self_addr[0] && strcmp(e->self_addr, addr) == 0;
 }
 
 void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err)

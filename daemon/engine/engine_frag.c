@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "xclient.h"
 #include "bounce_put.h"
 #include "copyeng.h"
@@ -175,9 +176,9 @@ static void job_end(struct fragjob *j)
     if (tx && !tx_ended(tx)) {
         tx->frag = NULL;
         if (j->err < 0)
-            ctx_frag_failed(tx, j->err);
+            tx->e->drive->tx_frag_failed(tx, j->err);
         else
-            ctx_frag_done(tx);
+            tx->e->drive->tx_frag_done(tx);
     }
     for (struct fragjob **pp = &e->frags; *pp; pp = &(*pp)->next)
         if (*pp == j) {

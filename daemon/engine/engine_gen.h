@@ -82,7 +82,7 @@ void gen_check_done(struct rx *rx);
 /* Whether w is a writer registered at this daemon (the local path). */
 static inline bool rxw_local(const struct rxw *w)
 {
-    return w->path == path_rows[PATH_LOCAL];
+    return w->path && w->path->kind == PATH_LOCAL;
 }
 /* Sends w's RECV_REQ with n grants (none on the fragment path). 0 or -errno. */
 int gen_send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "xclient.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -20,7 +21,7 @@ static void writer_gone(struct engine *e, const char *instance, uint32_t writer,
     for (struct tx *tx = e->txs; tx; tx = tx->next)
         if (!tx_ended(tx) && !tx->send && tx->rr.u.recv_req.writer == writer &&
             strcmp(tx->rr.u.recv_req.ctx_instance, instance) == 0)
-            ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
+            drive_tx_fail(tx, KVF_E_PEER_LOST, true, "%s", msg);
 }
 
 void gone_rank_removed(struct engine *e, const struct reg_rank *rk)

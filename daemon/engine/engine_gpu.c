@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "bounce_ce.h"
 #include "bounce_host.h"
 #include "bounce_tl.h"
@@ -336,8 +337,8 @@ static void on_done(void *arg, int status)
     unlink_op(e, op);
     deliver(op, status);
     free(op);
-    gen_sweep(e);
-    ctx_sweep(e);
+    e->drive->rx_sweep(e);
+    e->drive->tx_sweep(e);
     egpu_tick(e);
 }
 

@@ -89,6 +89,7 @@ struct engine_counters {
 struct engine {
     struct daemon *d;          /* borrowed: owns us */
     struct engine_req req;     /* the request side above us (engine.h) */
+    const struct engine_drive *drive; /* the drivers, for the parts below them (engine_drive.h) */
     struct link *link;         /* owned; NULL without a cluster secret */
     struct arena *arena;       /* owned; landing slots over [0, stage_off); NULL without link */
     struct arena *stage_arena; /* owned; staging slots over [stage_off, len); NULL: shared */
@@ -98,6 +99,7 @@ struct engine {
     size_t arena_len;
     char self_addr[WIRE_ADDR_MAX]; /* listen.address:port as peers reach us; "" without */
     uv_timer_t tick;
+    uv_timer_cb tick_cb;       /* engine.c's tick: engine_kick_tick starts it */
     bool tick_inited, stopping, draining, warned_no_secret;
     uint64_t next_key, next_flow;
     struct epeer *peers;
@@ -140,7 +142,7 @@ struct engine {
     struct engine_counters c;
 };
 
-/* engine.c */
+/* engine_clock.c */
 uint64_t engine_now(const struct engine *e);
 void engine_kick_tick(struct engine *e);
 /* The arena staging slots come from, and the region offset of its byte 0. */

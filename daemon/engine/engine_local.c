@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "copy.h"
 #include "daemon.h"
 #include "engine_gen.h"
@@ -30,12 +31,12 @@ static void run(struct rxw *w, struct xfer *s)
         snprintf(msg, sizeof msg, "context rank %u is registered at this daemon while its "
                  "instance spans daemons, and GPU pools cannot take that path: register the "
                  "generation instance on another daemon", w->ctx_rank);
-        gen_rx_fail(rx, KVF_E_NO_ROUTE, msg);
+        rx->e->drive->rx_fail(rx, KVF_E_NO_ROUTE, msg);
         return;
     }
     struct plan_ids *ids = plan_ctx_ids_new(rx->ctx_layouts, rx->n_ctx);
     if (!ids) {
-        gen_rx_fail(rx, KVF_E_INTERNAL, "out of memory");
+        rx->e->drive->rx_fail(rx, KVF_E_INTERNAL, "out of memory");
         return;
     }
     plan_ids_of(s->items.n_groups, s->items.counts, s->items.ids, &ids[w->ctx_rank]);
@@ -51,7 +52,7 @@ static void run(struct rxw *w, struct xfer *s)
     kvf_error_t code = plan_request(&pin, &pl, pmsg, sizeof pmsg);
     free(ids);
     if (code != KVF_OK) {
-        gen_rx_fail(rx, code, pmsg);
+        rx->e->drive->rx_fail(rx, code, pmsg);
         return;
     }
     const struct plan_writer *pw = NULL;
@@ -63,7 +64,7 @@ static void run(struct rxw *w, struct xfer *s)
                  w->ctx_rank, pw ? (unsigned long long)pw->bytes : 0ull,
                  (unsigned long long)w->extent);
         plan_done(&pl);
-        gen_rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
+        rx->e->drive->rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
         return;
     }
     const struct move_exec *ex = move_exec_of(MOVE_EXEC_HOST);
@@ -73,7 +74,7 @@ static void run(struct rxw *w, struct xfer *s)
         snprintf(msg, sizeof msg, "plan of local writer rank %u leaves the mapped pools",
                  w->ctx_rank);
         plan_done(&pl);
-        gen_rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
+        rx->e->drive->rx_fail(rx, KVF_E_BOUND_VIOLATION, msg);
         return;
     }
     int rc = ex->direct(&mp, NULL, NULL, emsg, sizeof emsg);
@@ -81,17 +82,17 @@ static void run(struct rxw *w, struct xfer *s)
     if (rc != MOVE_DONE) { /* a local writer's completion is wired for inline executors only */
         snprintf(msg, sizeof msg, "%s copy of local writer rank %u: %s", ex->name, w->ctx_rank,
                  rc < 0 ? emsg : "completes asynchronously, which this path does not take yet");
-        gen_rx_fail(rx, KVF_E_INTERNAL, msg);
+        rx->e->drive->rx_fail(rx, KVF_E_INTERNAL, msg);
         return;
     }
-    if (!gen_rxw_set_state(w, RXW_DONE))
+    if (!w->rx->e->drive->rxw_set_state(w, RXW_DONE))
         return;
     w->scattered = w->extent;
     rx->e->c.bytes_local_writers += w->extent;
     if (rx->x)
         rx->x->bytes_done += w->extent;
     rx->e->req.ops->served(rx->e->req.t, s, w->extent);
-    gen_check_done(rx);
+    rx->e->drive->rx_check_done(rx);
 }
 
 /* The local rank's SEND of this request, or NULL while it has not come. */

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
@@ -229,7 +230,7 @@ bool nack_beyond_readers(struct tx *tx, struct xfer *s)
         return false;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     tx->not_reader = true; /* its NACK says so: the generation side does not count it */
-    ctx_tx_fail(tx, KVF_E_BAD_REQUEST, true,
+    drive_tx_fail(tx, KVF_E_BAD_REQUEST, true,
                 "request %llu of context instance %s already has its %u reader(s) of context "
                 "rank %u (%u served, %u reading%s): a RECV beyond them is refused (a request id "
                 "may be reused only after its request ended)",

@@ -65,54 +65,8 @@ struct epeer *epeer_of(struct engine *e, struct link_peer *lp)
     return p ? p : epeer_new(e, lp, NULL);
 }
 
-void epeer_up(struct engine *e, struct link_peer *lp)
+void epeer_forget(struct engine *e, struct epeer *p)
 {
-    struct epeer *p = epeer_of(e, lp);
-    if (!p)
-        return;
-    p->up = true;
-    p->since_ms = engine_now(e);
-    log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
-             p->outbound ? "outbound" : "inbound");
-    ctx_hold_peer_back(e, share_key(p)); /* it ran again: reads of our staging from before ended */
-    fence_peer_up(e, p); /* held landing slots and pools: when it proves its writes ended */
-    tab_peer_up(e, p);
-    home_tick(e);
-    gen_peer_up(e, p);
-    gen_sweep(e);
-    ctx_sweep(e);
-}
-
-void epeer_down(struct engine *e, struct link_peer *lp, int err)
-{
-    struct epeer *p = link_peer_data(lp);
-    if (!p)
-        return;
-    if (p->up) {
-        e->c.peers_lost++;
-        log_warn("engine: peer %s%s%s lost: %s", link_peer_id(lp), p->addr[0] ? " at " : "",
-                 p->addr, strerror(-err));
-    } else {
-        log_warn("engine: peer %s unreachable: %s", p->addr[0] ? p->addr : link_peer_id(lp),
-                 strerror(-err));
-    }
-    fence_peer_down(e, p);
-    tab_peer_down(e, p);
-    home_peer_down(e, p);
-    gen_peer_down(e, p, err);
-    ctx_peer_down(e, p, err);
-    gen_sweep(e);
-    ctx_sweep(e);
-    bool hold = alive_hold(p, err); /* frozen, lanes into our memory: held until it is back */
-    if (hold)
-        quar_peer_frozen(e, p, share_key(p));
-    hold |= ctx_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */
-    if (p->up) /* or until its process exits (engine_lost.c) */
-        lost_add(e, p, lp, err, hold, share_key(p));
-    quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
-    egpu_peer_down(e, lp); /* its arena unpinned here once no kernel writes it */
-    engine_kick_tick(e);
-    link_peer_set_data(lp, NULL);
     for (struct epeer **pp = &e->peers; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;

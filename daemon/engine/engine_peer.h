@@ -21,8 +21,8 @@ struct epeer {
 
 int epeer_get(struct engine *e, const char *addr, struct epeer **ret);
 struct epeer *epeer_of(struct engine *e, struct link_peer *lp); /* creates for inbound */
-void epeer_up(struct engine *e, struct link_peer *lp);
-void epeer_down(struct engine *e, struct link_peer *lp, int err);
+/* Unlinks p from the engine and frees it (after every part heard it went). */
+void epeer_forget(struct engine *e, struct epeer *p);
 void epeer_free_all(struct engine *e);
 json_t *epeer_json(const struct epeer *p);
 

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "engine_drive.h"
 #include "bounce_host.h"
 #include "daemon.h"
 #include "engine_ctx.h"
@@ -72,12 +73,12 @@ static void pools_drained(struct rx *rx)
 {
     if (rx->frag_wait == 0 || --rx->frag_wait > 0)
         return;
-    gen_writes_ended(rx); /* unless its worker was told already (gone, the daemon stopping) */
+    rx->e->drive->rx_writes_ended(rx); /* unless its worker was told already (gone, the daemon stopping) */
 }
 
 void quar_frag_moving(struct rxw *w)
 {
-    gen_rxw_set_state(w, RXW_MOVING); /* from now a failure is held (engine_recv_writing) */
+    w->rx->e->drive->rxw_set_state(w, RXW_MOVING); /* from now a failure is held (engine_recv_writing) */
 }
 
 /* Pins the requesting rank's pools for a held fragment flow: a worker that disconnects now has

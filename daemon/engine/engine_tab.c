@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_gen.h"
@@ -21,8 +22,8 @@
 
 void tab_ready(struct engine *e, struct itable *t, int err, const char *msg)
 {
-    gen_table_ready(e, t, err, msg);
-    ctx_table_ready(e, t, err, msg);
+    e->drive->rx_table_ready(e, t, err, msg);
+    e->drive->tx_table_ready(e, t, err, msg);
     pnack_table_ready(e, t, err); /* readers that failed waiting for it: their writers told */
 }
 

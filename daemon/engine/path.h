@@ -34,6 +34,7 @@ typedef enum { PATH_LOCAL = 0, PATH_BOUNCE, PATH_FRAGMENT, PATH__COUNT } path_ki
 
 struct path_row {
     const char *name;
+    path_kind_t kind;
     wire_path_t wire; /* what its RECV_REQ names (local: none is sent) */
     bool landing;     /* its writers hold landing slots of the arena from start to release */
     /* Generation side: the writer's flow starts (the request is moving; a remote writer's

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine_drive.h"
 #include "engine_ctx.h"
 #include "engine_frag.h"
 #include "engine_gen.h"
@@ -17,7 +18,7 @@
 
 static void start(struct rxw *w)
 {
-    int rc = gen_send_recv_req(w, NULL, 0);
+    int rc = w->rx->e->drive->rx_send_req(w, NULL, 0);
     if (rc == 0) {
         quar_frag_moving(w); /* from now a failure is held until the puts drained */
         return;
@@ -25,7 +26,7 @@ static void start(struct rxw *w)
     char msg[WIRE_TEXT_MAX];
     snprintf(msg, sizeof msg, "could not send RECV_REQ to context rank %u's daemon: %s",
              w->ctx_rank, strerror(-rc));
-    gen_rx_fail(w->rx, KVF_E_PEER_LOST, msg);
+    w->rx->e->drive->rx_fail(w->rx, KVF_E_PEER_LOST, msg);
 }
 
 static int fill_req(struct rxw *w, struct wire_recv_req *q)
@@ -41,7 +42,7 @@ static void writer_done(struct rxw *w, struct epeer *p)
         w->rx->x->bytes_done += w->extent;
     p->bytes_recv += w->extent;
     e->c.bytes_landed += w->extent;
-    gen_check_done(w->rx);
+    w->rx->e->drive->rx_check_done(w->rx);
 }
 
 static bool writing(const struct rxw *w)
@@ -54,11 +55,12 @@ static void serve(struct tx *tx)
     char msg[WIRE_TEXT_MAX];
     int rc = frag_start(tx, &tx->send->rank->mem, msg, sizeof msg);
     if (rc < 0)
-        ctx_tx_fail(tx, rc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
+        drive_tx_fail(tx, rc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
 }
 
 const struct path_row path_frag_row = {
     .name = "fragment",
+    .kind = PATH_FRAGMENT,
     .wire = WIRE_PATH_FRAGMENT,
     .start = start,
     .fill_req = fill_req,

@@ -5,6 +5,7 @@
 
 const struct path_row path_local_row = {
     .name = "local",
+    .kind = PATH_LOCAL,
     .wire = WIRE_PATH_BOUNCE, /* never sent */
     .start = local_start,
 };
