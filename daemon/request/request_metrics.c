@@ -158,6 +158,8 @@ const struct prom_doc peers_metrics[] = {
     {"flows_failed", C, NULL, "Writer flows failed.", "flows"},
     {"chunks_put", C, NULL, "Chunks moved by UCX put.", "chunks"},
     {"chunks_am", C, NULL, "Chunks moved by active-message rendezvous.", "chunks"},
+    {"chunks_device", C, NULL, "Chunks sent device to device from the device arena.", "chunks"},
+    {"chunks_landed_device", C, NULL, "Chunks landed in the device arena.", "chunks"},
     {"bytes_put", C, NULL, "Bytes moved by UCX put.", "bytes"},
     {"bytes_am", C, NULL, "Bytes moved by active-message rendezvous.", "bytes"},
     {"chunks_landed", C, NULL, "Chunks landed and scattered.", "chunks"},
