@@ -60,7 +60,7 @@ void link_cuda_peer_decide(struct link_peer *p)
         p->gpu_why = "transport.gpu_direct is off here";
         l->st.peers_host_staged_off++;
     } else if (!l->mem_cuda && !l->cfg.cuda_claim_test) {
-        p->gpu_why = "this daemon's UCX handles host memory only";
+        p->gpu_why = "this daemon's UCX handles host memory only"; /* or UCX_TLS left cuda out */
         l->st.peers_host_staged_local++;
     } else if (!p->remote_cuda) {
         p->gpu_why = "the peer's UCX handles host memory only (or it is off there, or the peer "

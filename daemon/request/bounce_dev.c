@@ -21,7 +21,9 @@ void bdev_init(struct engine *e)
     e->darena = NULL;
     if (!link_cuda(e->link)) {
         snprintf(e->darena_why, sizeof e->darena_why,
-                 "none: the link's UCX handles host memory only (GPU chunks stage through host)");
+                 "none: the link's UCX handles host memory only (built without CUDA, or "
+                 "UCX_TLS / transport.ucx_tls leaves cuda_copy out): GPU chunks stage through "
+                 "host");
         return;
     }
     if (e->d->cfg.arena_placement == CFG_PLACEMENT_HOST) {
