@@ -72,7 +72,4 @@ void bdev_json(const struct engine *e, json_t *o)
     json_object_set_new(o, "device_arena_bytes", json_integer(e->darena ? (json_int_t)e->arena_len : 0));
     json_object_set_new(o, "device_arena_why",
                         json_string(e->darena_why[0] ? e->darena_why : "none: no GPU"));
-    json_object_set_new(o, "chunks_device", json_integer((json_int_t)e->c.chunks_device));
-    json_object_set_new(o, "chunks_landed_device",
-                        json_integer((json_int_t)e->c.chunks_landed_device));
 }

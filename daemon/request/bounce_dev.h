@@ -29,7 +29,7 @@ bool bdev_tx(const struct tx *tx);
 bool bdev_rx(const struct engine *e, const struct epeer *p, const struct rx *rx, uint32_t widx);
 /* The device twin of arena offset off. */
 uint8_t *bdev_at(const struct engine *e, uint64_t off);
-/* For status: device_arena_bytes, device, why. */
+/* For status: device_arena_bytes and device_arena_why (its chunks: the engine's counters). */
 void bdev_json(const struct engine *e, json_t *o);
 
 #endif

@@ -295,6 +295,8 @@ const struct prom_doc arena_metrics[] = {
     {"staging.held.longest_ms", G, NULL, "Staging arena: the longest hold that ended.", "ms"},
     {"enabled", G, NULL, "1 when the daemon has an arena (cluster mode).", NULL},
     {"pinned_for_gpu", G, NULL, "1 when the arena is page-locked for CUDA.", NULL},
+    {"device_arena_bytes", G, NULL,
+     "The device arena's size (a CUDA-aware UCX: bounce_dev.h); 0: none.", "bytes"},
     /* arena.timeline > 0 only (bounce_tl.h) */
     {"bounce_timeline.capacity", G, NULL, "Chunk timeline: events kept.", "events"},
     {"bounce_timeline.dropped", G, NULL, "Chunk timeline: older events overwritten.", "events"},
