@@ -89,6 +89,7 @@ struct kvf_config {
     int64_t listen_port;           /* 0: no listener (single-node) */
     char *transport_ucx_tls;       /* "": let UCX choose; a troubleshooting override */
     int64_t transport_tcp_put;     /* enum false/true: UCX's tcp put zcopy (docs/UCX.md trap 16) */
+    int64_t transport_gpu_direct;  /* enum false/true: offer CUDA memory to peers (link_cuda.c) */
     char *cluster_secret_file;     /* path to a 0600 file; "": inter-daemon traffic refused */
     int64_t peers_max_inflight;    /* requests in flight per peer daemon */
     uint64_t peers_keepalive_interval_ms; /* ping every peer this often */

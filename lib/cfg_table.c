@@ -122,6 +122,10 @@ const struct cfg_key cfg_table[] = {
      "UCX 1.13.1 may then abort the daemon when a peer drops it or dies (docs/UCX.md trap "
      "16); false: the data goes as active messages. UCX_TCP_PUT_ENABLE in the environment "
      "wins."},
+    {"transport.gpu_direct", CFG_ENUM, OFF(transport_gpu_direct), "true", 0, 0, false_true, false,
+     "Offer CUDA device memory to peers when UCX handles it (a CUDA-aware UCX, "
+     "scripts/build-ucx-cuda; Debian's handles host memory only): a peer whose UCX does too "
+     "is gpu_direct in `peers`; false: host staging with every peer."},
     ROW("cluster.secret_file", CFG_PATH, cluster_secret_file, "\"\"", 0, 0, false,
         "File (mode 0600, 16..4096 bytes) holding the cluster secret; \"\": inter-daemon "
         "traffic is refused."),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bounce_dev.h"
 #include "engine_drive.h"
 #include "bounce_host.h"
 #include "bounce_tl.h"
@@ -91,7 +92,7 @@ int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct w
         e->drive->rx_sweep(e);
         return -EBADMSG;
     }
-    *dest = e->arena_base + w->out[i].offset;
+    *dest = (bdev_rx(e, p, w->rx, w->idx) ? bdev_at(e, 0) : e->arena_base) + w->out[i].offset;
     return 0;
 }
 
@@ -106,7 +107,8 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     struct arena_grant g = w->out[i];
     btl_mark(e->tl, BTL_CHUNK_RX, rx->req_id, w->ctx_rank, c->ext_off);
     uint8_t *slot = e->arena_base + g.offset;
-    if (len && data != slot)
+    bool dev = e->darena && len && data == bdev_at(e, g.offset); /* landed in its device twin */
+    if (len && data != slot && !dev)
         memcpy(slot, data, len); /* eager: the bytes came inside the message */
     int rc = arena_report(e->arena, &w->resv, g.slot, g.generation, c->ext_off, c->length, NULL);
     if (rc < 0) {
@@ -121,7 +123,10 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
      * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];
     btl_mark(e->tl, BTL_SCATTER_LAUNCH, rx->req_id, w->ctx_rank, g.ext_off);
+    rx->scatter_dev = dev; /* egpu_scatter reads it during the call */
+    e->c.chunks_landed_device += dev;
     rc = rx->bx->scatter(rx, w->idx, &g, msg, sizeof msg); /* bounce_exec.h */
+    rx->scatter_dev = false;
     if (rc < 0)
         land_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);
     else if (rc == MOVE_DONE)

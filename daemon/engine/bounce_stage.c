@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounce_dev.h"
 #include "engine_drive.h"
 #include "bounce_host.h"
 #include "bounce_put.h"
@@ -219,7 +220,7 @@ static void stage_move(struct stage *st)
         rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
         if (rc < 0)
             stage_finish(st, rc);
-    } else if (st->direct || (link_peer_put_fast(lp) && in_peer_arena(lp, g))) {
+    } else if (!st->dev && (st->direct || (link_peer_put_fast(lp) && in_peer_arena(lp, g)))) {
         e->c.chunks_put++;
         e->c.bytes_put += g->length;
         if (st->direct) { /* one put per source run; a failed one is reported after the flush */
@@ -234,6 +235,7 @@ static void stage_move(struct stage *st)
     } else {
         e->c.chunks_am++;
         e->c.bytes_am += g->length;
+        e->c.chunks_device += st->dev; /* from device memory, a rendezvous (bounce_dev.h) */
         st->sent_am = true;
         rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, g->length, chunk_sent, st);
         if (rc < 0) { /* never went out */
@@ -292,7 +294,7 @@ void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
     st->slot = *g;
     uint64_t off;
     engine_stage_arena(st->e, &off);
-    st->buf = st->e->arena_base + off + g->offset;
+    st->buf = (st->dev ? bdev_at(st->e, 0) : st->e->arena_base) + off + g->offset;
     stage_run(st);
 }
 
@@ -399,6 +401,20 @@ static way_t way_put_from_pools(struct stage *st)
     return WAY_TAKEN;
 }
 
+static way_t way_staging_slot(struct stage *st);
+
+/* A GPU writer's chunk to a gpu_direct peer: a staging slot's device twin, gathered into by the
+ * kernel, sent from there as a rendezvous message (bounce_dev.h). */
+static way_t way_device_slot(struct stage *st)
+{
+    if (!bdev_tx(st->tx))
+        return WAY_PASS;
+    st->dev = true;
+    way_t w = way_staging_slot(st);
+    st->dev = w == WAY_TAKEN;
+    return w;
+}
+
 /* A staging slot (now, or when one frees: ctx_stage_granted), gathered into, then put. */
 static way_t way_staging_slot(struct stage *st)
 {
@@ -452,6 +468,7 @@ static const struct {
     way_t (*take)(struct stage *st);
     bool to_peer; /* writes the peer's landing slot: hold the link peer, stage_run */
 } chunk_ways[] = {
+    {"device_slot", way_device_slot, false},
     {"copy_to_peer", way_copy_to_peer, true},
     {"cma_to_peer", way_cma_to_peer, true},
     {"put_from_pools", way_put_from_pools, false},

@@ -285,6 +285,7 @@ static int link_start(struct engine *e, char *err, size_t errlen)
         .secret_path = cfg->cluster_secret_file,
         .tls = cfg->transport_ucx_tls && cfg->transport_ucx_tls[0] ? cfg->transport_ucx_tls : NULL,
         .tcp_put = cfg->transport_tcp_put == 1, /* "true" */
+        .gpu_direct_off = cfg->transport_gpu_direct == 0, /* "false" */
         .arena_bytes = cfg->arena_size,
         .arena_prefault = cfg->arena_prefault == 1, /* "thread" */
         .max_payload = WIRE_MSG_MAX > cfg->arena_chunk ? WIRE_MSG_MAX : cfg->arena_chunk,

@@ -64,6 +64,8 @@ struct stage {
     struct dack *dack;   /* the failed flow's drain ack waiting for this chunk */
     uint64_t hold_key;   /* its peer's share key: what a failed send exposed is held under it */
     bool sent_am;        /* its buffer went out as an active-message payload (cma may read it) */
+    bool dev;            /* buf is the staging slot's device twin (bounce_dev.h): sent as a
+                          * rendezvous message, never put */
     struct wire_grant g; /* the landing slot it fills */
     uint8_t hdr[ENGINE_ENV_BYTES + 64];
     size_t hdr_len;

@@ -54,6 +54,7 @@ struct rx {
      * until they ended (the worker must not reuse blocks under a running write). */
     struct egpu_job **gpu;     /* owned references, n_w; NULL: host pools */
     uint32_t scatters_running;
+    bool scatter_dev; /* the scatter being launched reads the landing slot's device twin */
     uint32_t scatter_serial; /* bumped by a replan: scatters of an older serial are stale */
     uint32_t frag_wait; /* failed fragment flows whose puts may still land (engine_quar.c):
                            the request holds its failure until they drained */

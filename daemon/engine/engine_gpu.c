@@ -36,6 +36,7 @@
 
 #include "engine_drive.h"
 #include "bounce_ce.h"
+#include "bounce_dev.h"
 #include "bounce_host.h"
 #include "bounce_tl.h"
 #include "daemon.h"
@@ -102,10 +103,11 @@ void egpu_arena_init(struct engine *e)
     e->gpu = g;
     char why[GPU_REASON_MAX], err[GPU_REASON_MAX + 64];
     gpu_place_t p = GPU_PLACE_HOST;
-    /* device placement was refused in engine_new: this build stages GPU pools through host */
-    if (gpu_arena_placement(g, (gpu_place_t)e->d->cfg.arena_placement, false, &p, why,
-                            sizeof why) < 0 ||
-        p != GPU_PLACE_HOST) {
+    /* arena.placement device was refused in engine_new; auto with a CUDA-aware UCX decides
+     * device: the host arena is page-locked all the same (host ranks, host-only peers) and a
+     * device arena beside it takes the GPU chunks of gpu_direct peers (bdev_init, below) */
+    if (gpu_arena_placement(g, (gpu_place_t)e->d->cfg.arena_placement, link_cuda(e->link), &p,
+                            why, sizeof why) < 0) {
         snprintf(e->arena_why, sizeof e->arena_why, "%s; not page-locked: %s", base, why);
         log_warn("engine: arena: %s: requests of GPU ranks through other daemons are refused",
                  why);
@@ -121,6 +123,7 @@ void egpu_arena_init(struct engine *e)
         return;
     }
     e->bounce_ce = e->d->cfg.gpu_bounce_copy == CFG_BOUNCE_COPY_ENGINES;
+    bdev_init(e); /* the device arena, where UCX handles CUDA memory */
     snprintf(e->arena_why, sizeof e->arena_why,
              "%s, page-locked for CUDA (cudaHostRegister portable|mapped): GPU pools gather "
              "into it and scatter from it (%s)%s",
@@ -137,6 +140,7 @@ void egpu_arena_json(const struct engine *e, json_t *o)
     json_object_set_new(o, "placement", json_string("host"));
     json_object_set_new(o, "pinned_for_gpu", json_boolean(e->arena_dev != NULL));
     json_object_set_new(o, "why", json_string(e->arena_why));
+    bdev_json(e, o);
     if (e->tl)
         json_object_set_new(o, "bounce_timeline", btl_json(e->tl));
 }
@@ -229,6 +233,16 @@ static int job_new(struct engine *e, const struct reg_rank *rk, const struct pla
     j->pools = reg_gpu_ref(rk->gpu);
     *ret = j;
     return 0;
+}
+
+int egpu_tx_device(const struct tx *tx)
+{
+    return tx->gpu ? tx->gpu->x.device : -1;
+}
+
+int egpu_rx_device(const struct rx *rx, uint32_t widx)
+{
+    return rx->gpu && widx < rx->n_w && rx->gpu[widx] ? rx->gpu[widx]->x.device : -1;
 }
 
 bool egpu_tx_on_gpu(const struct tx *tx)
@@ -370,6 +384,10 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         return -ENOMEM;
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = st->tx->flow, .st = st};
+    if (st->dev) /* the staging slot's device twin (bounce_dev.h): the kernel alone */
+        return launched(op, move_exec_of(MOVE_EXEC_GPU)->gather(&j->x.mp, st->g.ext_off,
+                                                               st->g.ext_off + st->g.length,
+                                                               st->buf, on_done, op, msg, len));
     if (e->bounce_ce) /* a kernel into device scratch, a copy engine into the host slot */
         return launched(op, bce_gather(&e->ce_scratch, &j->x, st->g.ext_off,
                                        st->g.ext_off + st->g.length, st->buf, on_done, op, msg,
@@ -398,8 +416,9 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
     }
     *op = (struct egpu_op){.e = e, .job = j, .flow = rx->w[widx].flow, .rx = rx, .widx = widx,
                            .serial = rx->scatter_serial, .g = *g};
-    const uint8_t *in = (const uint8_t *)e->arena_dev + g->offset; /* landing: region offset */
-    int rc = e->bounce_ce /* a copy engine into device scratch, then the kernel */
+    const uint8_t *in = rx->scatter_dev ? bdev_at(e, g->offset) /* its device twin */
+                                        : (const uint8_t *)e->arena_dev + g->offset;
+    int rc = e->bounce_ce && !rx->scatter_dev /* a copy engine into device scratch, the kernel */
                  ? launched(op, bce_scatter(&e->ce_scratch, &j->x, e->arena_base + g->offset,
                                             g->ext_off, g->ext_off + g->length, on_done, op, msg,
                                             len))

@@ -12,6 +12,9 @@ const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk);
 /* Must the request take the bounce path because GPU pools are on either side? (counted) */
 bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
                       const struct plan *pl);
+/* The GPU of tx's program (its writer's pools), of rx's writer widx's; -1: host pools. */
+int egpu_tx_device(const struct tx *tx);
+int egpu_rx_device(const struct rx *rx, uint32_t widx);
 /* The writer rank's pools are on a GPU: its chunks are gathered by kernels. */
 bool egpu_tx_on_gpu(const struct tx *tx);
 /* A flow of a GPU writer rank is planned: its program uploaded. KVF_OK or the error + message. */

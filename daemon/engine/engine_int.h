@@ -64,6 +64,7 @@ struct engine_counters {
     uint64_t layouts_sent, layouts_referenced, layouts_decoded, layouts_missed; /* laycache */
     uint64_t path_bounce_shm_put, path_bounce_am;
     uint64_t path_bounce_cma; /* flows to a peer whose arena the copy threads write over cma */
+    uint64_t chunks_device, chunks_landed_device; /* device to device (bounce_dev.h) */
     uint64_t path_fragment_state, path_fragment_kv, path_bounce_gate_bytes, path_bounce_gate_blocks;
     uint64_t path_bounce_no_rkeys, fragment_puts, bytes_fragment;
     uint64_t fragment_cma_writes; /* fragment runs written into the pools over cma, per call */
@@ -129,6 +130,8 @@ struct engine {
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */
     void *arena_dev;                    /* device alias of arena_base (page-locked); NULL: not */
+    uint8_t *darena;                    /* the device arena (bounce_dev.h); NULL: none */
+    char darena_why[320];
     char arena_why[768];                /* placement and why, for status */
     struct egpu_op *gpu_ops;            /* kernels in flight */
     struct egpu_ppin *peer_pins;        /* peers' arenas page-locked here (egpu_peer.h) */

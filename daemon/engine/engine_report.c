@@ -85,6 +85,8 @@ static const struct {
     COUNTER(flows_failed),
     COUNTER(chunks_put),
     COUNTER(chunks_am),
+    COUNTER(chunks_device),
+    COUNTER(chunks_landed_device),
     COUNTER(bytes_put),
     COUNTER(bytes_am),
     COUNTER(chunks_landed),

@@ -163,6 +163,12 @@ int gpu_host_register(struct gpu *g, void *ptr, uint64_t bytes, void **dev_ret, 
 /* Undoes gpu_host_register for ptr. 0, -ENOENT (not registered here) or the CUDA error. */
 int gpu_host_unregister(struct gpu *g, void *ptr, char *err, size_t errlen);
 
+/* Makes device dev's primary context current in this thread (cudaSetDevice, then a no-op
+ * cudaFree(0) that creates it), for callers that allocate through the driver API themselves:
+ * UCX's cuMemAlloc of the device arena (link_device_arena_map). 0, -ENODEV in CPU mode, or the
+ * CUDA error. */
+int gpu_make_current(struct gpu *g, int dev, char *err, size_t errlen);
+
 /* Arena placement; the values follow config key arena.placement (auto, host, device). */
 typedef enum { GPU_PLACE_AUTO = 0, GPU_PLACE_HOST = 1, GPU_PLACE_DEVICE = 2 } gpu_place_t;
 const char *gpu_place_to_string(gpu_place_t p);

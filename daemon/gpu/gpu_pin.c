@@ -124,6 +124,24 @@ void gpu_pin_release_all(struct gpu *g)
     }
 }
 
+int gpu_make_current(struct gpu *g, int dev, char *err, size_t errlen)
+{
+    if (g->cpu_mode) {
+        snprintf(err, errlen, "no GPU: %s", g->cpu_reason);
+        return -ENODEV;
+    }
+#ifdef KVF_HAVE_CUDA
+    int rc;
+    if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0 || (rc = GPU_TRY(cudaFree(NULL))) < 0)
+        return rc;
+    return 0;
+#else
+    (void)dev;
+    snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
+    return -ENOTSUP;
+#endif
+}
+
 /* placement */
 
 const char *gpu_place_to_string(gpu_place_t p)

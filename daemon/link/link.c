@@ -352,6 +352,7 @@ static int link_ucx_init(struct link *l)
         log_error("link: ucp_init: %s", ucs_status_string(s));
         return link_err_from_ucs(s);
     }
+    link_cuda_init(l);
     ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
                               .thread_mode = UCS_THREAD_MODE_SINGLE};
     if ((s = ucp_worker_create(l->ctx, &wp, &l->worker)) != UCS_OK ||
@@ -484,6 +485,7 @@ struct link *link_free(struct link *l)
             log_warn("link: %u endpoints did not finish closing", l->npeers);
     }
     link_arena_done(l);
+    link_cuda_done(l);
     if (l->worker)
         ucp_worker_destroy(l->worker);
     if (l->ctx)
@@ -575,6 +577,7 @@ int link_status(const struct link *l, json_t *out)
         json_object_set_new(last, "cma_write", json_boolean(p->cma_write > 0));
         json_object_set_new(last, "suspect", json_boolean(link_peer_suspect(p)));
         json_object_set_new(last, "silent_ms", json_integer((json_int_t)link_peer_silent_ms(p)));
+        link_cuda_peer_status(p, last);
     }
     const struct link_stats *s = &l->st;
     json_object_set_new(o, "ucx_version", json_string(ucp_get_version_string()));
@@ -584,6 +587,7 @@ int link_status(const struct link *l, json_t *out)
     json_object_set_new(o, "cma_memory_invalidate", json_boolean(l->cma_invalidate));
     json_object_set_new(o, "tcp_put", json_boolean(!l->tcp_put_off));
     json_object_set_new(o, "memory_types", mt);
+    link_cuda_status(l, o);
     json_object_set_new(o, "listen_host", l->cfg.listen_host ? json_string(l->cfg.listen_host)
                                                              : json_null());
     json_object_set_new(o, "listen_port", json_integer(l->port));
@@ -613,5 +617,12 @@ int link_status(const struct link *l, json_t *out)
                               "handshake_timeouts", (json_int_t)s->handshake_timeouts);
     json_object_update(json_object_get(o, "counters"), admit);
     json_decref(admit);
+    json_t *gd = json_pack("{s:I,s:I,s:I,s:I}", /* link_cuda.c */
+                           "peers_gpu_direct", (json_int_t)s->peers_gpu_direct,
+                           "peers_host_staged_local_ucx", (json_int_t)s->peers_host_staged_local,
+                           "peers_host_staged_peer_ucx", (json_int_t)s->peers_host_staged_peer,
+                           "peers_host_staged_off", (json_int_t)s->peers_host_staged_off);
+    json_object_update(json_object_get(o, "counters"), gd);
+    json_decref(gd);
     return json_object_set_new(out, "link", o) == 0 ? 0 : -ENOMEM;
 }

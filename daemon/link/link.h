@@ -97,6 +97,9 @@ struct link_config {
     int proc_test;                /* 0; LINK_PROC_TEST_* for upgrade and bound tests */
     unsigned keepalive_interval_ms; /* PING a READY peer this often; 0: 1000 */
     unsigned keepalive_misses;    /* silent this many intervals: lost (-ETIMEDOUT); 0: 5, min 3 */
+    int gpu_direct_off;           /* 1: never offer CUDA memory to peers (transport.gpu_direct) */
+    int cuda_claim_test;          /* tests of the handshake only: offer CUDA memory as if UCX
+                                   * handled it (Debian's UCX does not); nothing else changes */
 };
 
 /* What the handshake tells of our process, for tests (link_proc.c): as a daemon from before the
@@ -273,6 +276,22 @@ int link_put_from(struct link_peer *p, const void *local, const struct link_mreg
 int link_put_rkey(struct link_peer *p, const void *local, size_t len, const void *rkey,
                   size_t rkey_len, uint64_t remote_addr, link_done_cb cb, void *arg);
 
+/* CUDA device memory (link_cuda.c, issue 30). Whether this link's UCX handles CUDA memory
+ * (ucp_context_query at start: a CUDA-aware UCX, scripts/build-ucx-cuda; Debian's handles host
+ * memory only). Device memory moves between daemons only as rendezvous messages (link_send
+ * from it, on_rndv pointing into it): UCX 1.13.1's puts of device memory crash. */
+bool link_cuda(const struct link *l);
+/* 1 when both ends' UCX handle CUDA memory and neither turned it off (chosen at the handshake),
+ * so chunks may go device to device; *why (may be NULL) says why, in a static string. */
+int link_peer_gpu_direct(const struct link_peer *p, const char **why);
+/* Allocates the device arena: `bytes` of CUDA memory by UCX (ucp_mem_map ALLOCATE, memory type
+ * CUDA), on the CUDA context current in this thread (make one current first). Once per link;
+ * unmapped by link_free. 0 and *base_ret (a device pointer), -ENOTSUP (UCX without CUDA),
+ * -EALREADY, or UCX's error. */
+int link_device_arena_map(struct link *l, size_t bytes, void **base_ret);
+/* The device arena: base and size (NULL/0 without one). */
+void *link_device_arena(const struct link *l, size_t *len_ret);
+
 /* Counters of the whole link. */
 struct link_stats {
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, puts, bytes_put;
@@ -288,6 +307,10 @@ struct link_stats {
     /* the loop's work for UCX: event fd wake-ups, progress passes (a wake-up, a kick or the
      * busy timer), ucp_worker_progress calls (busy: those that found work), ucp_worker_arm */
     uint64_t wakeups, progress_passes, progress_calls, progress_busy, arms;
+    /* peers READY by how their chunks may travel (link_cuda.c): device to device, or host
+     * staging because our UCX has no CUDA, the peer's has none, or transport.gpu_direct is off */
+    uint64_t peers_gpu_direct, peers_host_staged_local, peers_host_staged_peer;
+    uint64_t peers_host_staged_off;
 };
 void link_get_stats(const struct link *l, struct link_stats *ret);
 

@@ -8,7 +8,8 @@
  *   mac_x = HMAC-SHA256(secret, label | ver | x | nonce_c | nonce_s | id_c | id_s), x = 'S' or 'C'
  * HELLO and CHALLENGE set HS_CAP_PROC in `why` (which older daemons ignore there): when both did,
  * PROOF and ACCEPT carry the sender's process identity after the header, with its own MAC
- * (link_proc.c). An older peer gets, and sends, the old messages.
+ * (link_proc.c). An older peer gets, and sends, the old messages. HS_CAP_CUDA there says the
+ * sender's UCX moves CUDA memory (link_cuda.c): both set it, chunks may go device to device.
  *
  * Each side checks the other's MAC in constant time (crypto_verify_32) before it sends anything
  * that depends on the secret; the arena rkeys travel only after the MAC checked out. A wrong
@@ -33,6 +34,7 @@
 enum { HS_HELLO = 1, HS_CHALLENGE, HS_PROOF, HS_ACCEPT, HS_REFUSE, HS_DONE };
 enum { WHY_VERSION = 1, WHY_MAC, WHY_PROTOCOL, WHY_FULL };
 #define HS_CAP_PROC 0x80 /* in `why` of HELLO and CHALLENGE: "I send and take link_proc_id" */
+#define HS_CAP_CUDA 0x40 /* the same: "my UCX moves CUDA memory" (link_cuda.c); older ignore it */
 
 struct hs_msg {
     uint32_t magic;
@@ -156,6 +158,8 @@ int link_hs_start(struct link_peer *p)
     randombytes_buf(p->nonce_local, sizeof(p->nonce_local));
     hs_fill(p, &m, HS_HELLO);
     m.why = p->link->cfg.proc_test == LINK_PROC_TEST_OLD ? 0 : HS_CAP_PROC;
+    if (link_cuda_offer(p->link))
+        m.why |= HS_CAP_CUDA;
     p->hs_step = HS_CHALLENGE;
     return hs_send(p, &m, 0, hello_sent);
 }
@@ -195,11 +199,13 @@ static void hs_ready(struct link_peer *p, const struct hs_msg *m, const void *rk
     }
     p->hs_step = HS_DONE;
     link_proc_ready(p);
+    link_cuda_peer_decide(p);
     link_peer_set_state(p, LINK_PEER_READY);
     link_peer_detect_lanes(p);
     p->announced = 1;
-    log_info("link peer %llu (%s): %s ready, put lanes [%s], put %s", (unsigned long long)p->serial,
-             p->addr, p->remote_id, p->lanes, p->put_fast ? "fast" : "slow: use messages");
+    log_info("link peer %llu (%s): %s ready, put lanes [%s], put %s, gpu_direct %s (%s)",
+             (unsigned long long)p->serial, p->addr, p->remote_id, p->lanes,
+             p->put_fast ? "fast" : "slow: use messages", p->gpu_direct ? "yes" : "no", p->gpu_why);
     if (l->ops.on_peer_up)
         l->ops.on_peer_up(l->ops.arg, p);
     link_msg_replay_early(p);
@@ -236,8 +242,9 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const struct 
         memcpy(p->nonce_remote, m->nonce, sizeof(p->nonce_remote));
         randombytes_buf(p->nonce_local, sizeof(p->nonce_local));
         p->proc_cap = (m->why & HS_CAP_PROC) && l->cfg.proc_test != LINK_PROC_TEST_OLD;
+        p->remote_cuda = (m->why & HS_CAP_CUDA) != 0;
         hs_fill(p, &out, HS_CHALLENGE);
-        out.why = p->proc_cap ? HS_CAP_PROC : 0;
+        out.why = (p->proc_cap ? HS_CAP_PROC : 0) | (link_cuda_offer(l) ? HS_CAP_CUDA : 0);
         out.arena_addr = out.arena_len = 0;
         hs_mac(p, 'S', out.mac);
         p->hs_step = HS_PROOF;
@@ -253,6 +260,7 @@ static void hs_handle(struct link_peer *p, const struct hs_msg *m, const struct 
             return;
         }
         p->proc_cap = (m->why & HS_CAP_PROC) != 0; /* we offered it in HELLO */
+        p->remote_cuda = (m->why & HS_CAP_CUDA) != 0;
         hs_fill(p, &out, HS_PROOF);
         hs_mac(p, 'C', out.mac);
         p->hs_step = HS_ACCEPT;

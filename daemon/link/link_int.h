@@ -85,6 +85,10 @@ struct link_peer {
     int pidfd;                   /* owned, -1: none (opened at READY) */
     uint64_t remote_start;       /* without a pidfd: its start time (/proc/<pid>/stat), 0 none */
     const char *proc_why;        /* static: why there is no pidfd */
+    /* CUDA memory (link_cuda.c) */
+    int remote_cuda;             /* the peer offered HS_CAP_CUDA */
+    int gpu_direct;              /* both offered it: chunks may go device to device */
+    const char *gpu_why;         /* static: why gpu_direct is what it is */
     uint64_t msgs_sent, msgs_recv, bytes_sent, bytes_recv, bytes_put;
     void *user_data;
     /* Client side: the server proved the secret and we sent PROOF, its ACCEPT is on the way.
@@ -143,6 +147,12 @@ struct link {
     int cma_invalidate;          /* CMA_MEMORY_INVALIDATE=y was set (link_ucx_init) */
     int tcp_put_off;             /* TCP_PUT_ENABLE=n was set (link_ucx_init, trap 16) */
     struct link_proc_id proc;    /* ours, mac unset */
+    /* memory types and the device arena (link_cuda.c) */
+    uint64_t mem_types;          /* ucp_context_query's memory_types */
+    bool mem_cuda;               /* UCS_MEMORY_TYPE_CUDA among them */
+    ucp_mem_h darena_memh;       /* owned: UCX-allocated CUDA memory, NULL: none */
+    void *darena;
+    size_t darena_len;
     /* peers */
     struct link_peer *peers;
     unsigned npeers;
@@ -230,6 +240,14 @@ int link_am_send(struct link_peer *p, unsigned am_id, const void *hdr, size_t hd
 ucs_status_t link_alive_am_cb(void *arg, const void *header, size_t header_length, void *data,
                               size_t length, const ucp_am_recv_param_t *param);
 void link_alive_check(struct link *l, uint64_t now_ms); /* from the tick */
+
+/* link_cuda.c */
+void link_cuda_init(struct link *l);              /* after ucp_init: the memory types */
+int link_cuda_offer(const struct link *l);        /* HS_CAP_CUDA in HELLO and CHALLENGE */
+void link_cuda_peer_decide(struct link_peer *p);  /* at READY, counted */
+void link_cuda_done(struct link *l);              /* before ucp_cleanup */
+void link_cuda_status(const struct link *l, json_t *o);
+void link_cuda_peer_status(const struct link_peer *p, json_t *o);
 
 /* link_rma.c */
 int link_arena_init(struct link *l);

@@ -158,6 +158,8 @@ const struct prom_doc peers_metrics[] = {
     {"flows_failed", C, NULL, "Writer flows failed.", "flows"},
     {"chunks_put", C, NULL, "Chunks moved by UCX put.", "chunks"},
     {"chunks_am", C, NULL, "Chunks moved by active-message rendezvous.", "chunks"},
+    {"chunks_device", C, NULL, "Chunks sent device to device from the device arena.", "chunks"},
+    {"chunks_landed_device", C, NULL, "Chunks landed in the device arena.", "chunks"},
     {"bytes_put", C, NULL, "Bytes moved by UCX put.", "bytes"},
     {"bytes_am", C, NULL, "Bytes moved by active-message rendezvous.", "bytes"},
     {"chunks_landed", C, NULL, "Chunks landed and scattered.", "chunks"},
@@ -293,6 +295,8 @@ const struct prom_doc arena_metrics[] = {
     {"staging.held.longest_ms", G, NULL, "Staging arena: the longest hold that ended.", "ms"},
     {"enabled", G, NULL, "1 when the daemon has an arena (cluster mode).", NULL},
     {"pinned_for_gpu", G, NULL, "1 when the arena is page-locked for CUDA.", NULL},
+    {"device_arena_bytes", G, NULL,
+     "The device arena's size (a CUDA-aware UCX: bounce_dev.h); 0: none.", "bytes"},
     /* arena.timeline > 0 only (bounce_tl.h) */
     {"bounce_timeline.capacity", G, NULL, "Chunk timeline: events kept.", "events"},
     {"bounce_timeline.dropped", G, NULL, "Chunk timeline: older events overwritten.", "events"},

@@ -258,8 +258,12 @@ static void run_case(const struct gcase *c)
              c->arena ? c->arena : c->staged ? STAGED_ARENA : "", bounce_copy(), tl_line);
     struct two t;
     two_start(&t, extra, extra, NULL);
+    int dev_arenas = 0; /* a CUDA-aware UCX gives both a device arena (bounce_dev.h) */
     for (int side = 0; side < 2; side++) { /* both arenas page-locked, and status says why */
         json_t *a = ru_ctl(side ? &t.b : &t.a, "arena");
+        dev_arenas += json_integer_value(json_object_get(a, "device_arena_bytes")) > 0;
+        fprintf(stderr, "%s: daemon %c device arena: %s\n", c->name, side ? 'B' : 'A',
+                json_string_value(json_object_get(a, "device_arena_why")));
         const char *why = json_string_value(json_object_get(a, "why"));
         const char *place = json_string_value(json_object_get(a, "placement"));
         EXPECT(json_is_true(json_object_get(a, "pinned_for_gpu")) && why &&
@@ -325,13 +329,23 @@ static void run_case(const struct gcase *c)
     fprintf(stderr,
             "%s: gathered %lld B in %lld kernels (A), scattered %lld B in %lld kernels (B), "
             "%lld chunks landed, written into B's slots by kernels %lld, puts %lld, active "
-            "messages %lld; B's arena page-locked in A %lld time(s)\n",
+            "messages %lld (from its device arena %lld, landed in B's %lld); B's arena "
+            "page-locked in A %lld time(s)\n",
             c->name, gathered, jint(pa, "gpu_gathers", NULL), scattered,
             jint(pb, "gpu_scatters", NULL), chunks, jint(pa, "chunk_gpu_to_peer", NULL),
             jint(pa, "chunks_put", NULL), jint(pa, "chunks_am", NULL),
+            jint(pa, "chunks_device", NULL), jint(pb, "chunks_landed_device", NULL),
             jint(pa, "peer_arenas_pinned", NULL));
-    /* the path the case asked for took every chunk */
-    if (c->staged)
+    /* the path the case asked for took every chunk; device to device wherever both daemons
+     * have a device arena (a CUDA-aware UCX: the chunks never touch host memory) */
+    if (dev_arenas == 2)
+        EXPECT(jint(pa, "chunks_device", NULL) == chunks &&
+                   jint(pb, "chunks_landed_device", NULL) == chunks &&
+                   jint(pa, "chunks_put", NULL) == 0,
+               "device arenas on both sides: %lld of %lld chunks sent from A's, %lld landed in "
+               "B's, %lld puts", jint(pa, "chunks_device", NULL), chunks,
+               jint(pb, "chunks_landed_device", NULL), jint(pa, "chunks_put", NULL));
+    else if (c->staged)
         EXPECT(jint(pa, "chunk_gpu_to_peer", NULL) == 0 && jint(pa, "chunks_put", NULL) == chunks,
                "staged (arena.shm_write put): %lld chunks into B's slots by kernels, %lld puts, "
                "%lld landed", jint(pa, "chunk_gpu_to_peer", NULL), jint(pa, "chunks_put", NULL),

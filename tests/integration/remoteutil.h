@@ -37,7 +37,7 @@
 /* Same host, same network namespace: shared memory for puts and rendezvous, tcp for the
  * connection by address (docs/UCX.md trap 5). Tests that want the active-message path pass
  * "tcp" (what two hosts on Ethernet get). */
-#define RU_TLS_SAME_HOST "sm,tcp"
+#define RU_TLS_SAME_HOST "sm,tcp" /* KVF_TEST_UCX_TLS in the environment replaces it */
 
 struct ru_daemon {
     pid_t pid;

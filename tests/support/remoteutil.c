@@ -81,7 +81,10 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
                 dup2(fd, 1);
                 dup2(fd, 2);
             }
-            setenv("UCX_TLS", tls ? tls : RU_TLS_SAME_HOST, 1);
+            /* KVF_TEST_UCX_TLS: the same-host default of a run that needs more transports
+             * (cuda_copy,cuda_ipc for the device arena: scripts/bench-gpu-direct) */
+            const char *same = getenv("KVF_TEST_UCX_TLS");
+            setenv("UCX_TLS", tls ? tls : same && *same ? same : RU_TLS_SAME_HOST, 1);
             tr_child_env(&d->ready);
             if (ru_netns) /* ip execs the daemon: the pid stays the daemon's */
                 execlp("ip", "ip", "netns", "exec", ru_netns, bin, "--config", d->cfg, (char *)NULL);
