@@ -25,113 +25,6 @@
 #define LINK_MAX_ROUNDS 64 /* progress rounds in one pass, busy or sending */
 #define LINK_SPINS 1024
 #define LINK_TICK_MS 100
-#define LINK_BUSY_QUICK 4 /* busy passes retried at once before the 1 ms timer */
-
-enum { PEND_CONN, PEND_RNDV, PEND_DONE };
-
-struct link_pending {
-    struct link_pending *next;
-    int kind;
-    ucp_conn_request_h conn;
-    struct link_peer *peer; /* a reference is held while queued */
-    uint16_t type;
-    void *desc;
-    size_t len, hdr_len;
-    uint8_t hdr[LINK_HDR_MAX];
-    struct link_ordered *ord; /* PEND_RNDV: its place in the peer's order */
-    link_done_cb cb; /* PEND_DONE */
-    void *arg;
-    int status;
-};
-
-int link_err_from_ucs(ucs_status_t s)
-{
-    switch (s) {
-    case UCS_OK: return 0;
-    case UCS_ERR_NO_MEMORY: return -ENOMEM;
-    case UCS_ERR_INVALID_PARAM: return -EINVAL;
-    case UCS_ERR_BUSY: return -EADDRINUSE;
-    case UCS_ERR_CANCELED: return -ECANCELED;
-    case UCS_ERR_TIMED_OUT: return -ETIMEDOUT;
-    case UCS_ERR_UNREACHABLE: return -EHOSTUNREACH;
-    case UCS_ERR_REJECTED: return -ECONNREFUSED;
-    case UCS_ERR_NOT_CONNECTED: return -ENOTCONN;
-    case UCS_ERR_CONNECTION_RESET:
-    case UCS_ERR_ENDPOINT_TIMEOUT: return -ECONNRESET;
-    case UCS_ERR_MESSAGE_TRUNCATED: return -EMSGSIZE;
-    case UCS_ERR_UNSUPPORTED: return -ENOTSUP;
-    case UCS_ERR_OUT_OF_RANGE: return -ERANGE;
-    case UCS_ERR_IO_ERROR: return -EIO;
-    default: return -EIO;
-    }
-}
-
-static void link_queue(struct link *l, struct link_pending *w)
-{
-    w->next = NULL;
-    if (l->pending_tail)
-        l->pending_tail->next = w;
-    else
-        l->pending_head = w;
-    l->pending_tail = w;
-    link_kick(l);
-}
-
-void link_defer_conn(struct link *l, ucp_conn_request_h req)
-{
-    struct link_pending *w = calloc(1, sizeof(*w));
-    if (!w) {
-        ucp_listener_reject(l->listener, req);
-        return;
-    }
-    w->kind = PEND_CONN;
-    w->conn = req;
-    link_queue(l, w);
-}
-
-void link_defer_rndv(struct link *l, struct link_peer *p, uint16_t type, const void *hdr,
-                     size_t hdr_len, void *desc, size_t len, struct link_ordered *o)
-{
-    struct link_pending *w = o ? calloc(1, sizeof(*w)) : NULL;
-    if (!w) {
-        ucp_am_data_release(l->worker, desc);
-        if (o)
-            link_order_landed(p, o, NULL, 0); /* counted dropped there */
-        else
-            l->st.dropped++;
-        return;
-    }
-    w->ord = o;
-    w->kind = PEND_RNDV;
-    w->peer = p;
-    p->refs++;
-    w->type = type;
-    w->desc = desc;
-    w->len = len;
-    w->hdr_len = hdr_len;
-    memcpy(w->hdr, hdr, hdr_len);
-    link_queue(l, w);
-}
-
-int link_defer_status(struct link *l, link_done_cb cb, void *arg, int status)
-{
-    if (!cb)
-        return 0;
-    struct link_pending *w = malloc(sizeof(*w)); /* the fields it uses are set below */
-    if (!w)
-        return -ENOMEM;
-    w->kind = PEND_DONE;
-    w->cb = cb;
-    w->arg = arg;
-    w->status = status;
-    link_queue(l, w);
-    return 0;
-}
-
-int link_defer_done(struct link *l, link_done_cb cb, void *arg)
-{
-    return link_defer_status(l, cb, arg, 0);
-}
 
 static void link_run_pending(struct link *l)
 {
@@ -159,6 +52,14 @@ static void link_run_pending(struct link *l)
         }
         free(w);
     }
+}
+
+/* A peer is freed: its early messages and its reorder queue go (link_peer.c calls this through
+ * l->peer_freed, being below the message layer). */
+static void peer_freed(struct link_peer *p)
+{
+    link_msg_drop_early(p);
+    link_order_free(p);
 }
 
 static void link_busy_cb(uv_timer_t *t);
@@ -227,19 +128,6 @@ static void link_poll_cb(uv_poll_t *h, int status, int events)
     if (status < 0)
         log_warn("link: poll on the UCX event fd: %s", uv_strerror(status));
     link_progress(l);
-}
-
-void link_kick(struct link *l)
-{
-    if (l->freeing)
-        return;
-    if (l->in_pass) { /* the pass runs another round before it arms */
-        l->kicked = 1;
-        return;
-    }
-    if (!uv_is_active((uv_handle_t *)&l->busy_timer))
-        uv_timer_start(&l->busy_timer, link_busy_cb,
-                       l->busy_mode && l->busy_passes > LINK_BUSY_QUICK ? 1 : 0, 0);
 }
 
 static void link_tick_cb(uv_timer_t *t)
@@ -424,6 +312,9 @@ int link_new(uv_loop_t *loop, const struct link_config *cfg, const struct link_o
     if (!l->cfg.proto_version)
         l->cfg.proto_version = LINK_PROTO_VERSION;
     uv_timer_init(loop, &l->busy_timer);
+    l->busy_cb = link_busy_cb;
+    l->hs_start = link_hs_start;
+    l->peer_freed = peer_freed;
     uv_timer_init(loop, &l->tick);
     l->busy_timer.data = l->tick.data = l->poll.data = l;
     l->handles_open = 2;

@@ -106,12 +106,37 @@ struct link_peer {
     int ord_flushing;
 };
 
+/* Work a UCX callback deferred to the next progress pass (link_defer.c queues, link.c runs). */
+#define LINK_BUSY_QUICK 4 /* busy passes retried at once before the 1 ms timer */
+
+enum { PEND_CONN, PEND_RNDV, PEND_DONE };
+
+struct link_pending {
+    struct link_pending *next;
+    int kind;
+    ucp_conn_request_h conn;
+    struct link_peer *peer; /* a reference is held while queued */
+    uint16_t type;
+    void *desc;
+    size_t len, hdr_len;
+    uint8_t hdr[LINK_HDR_MAX];
+    struct link_ordered *ord; /* PEND_RNDV: its place in the peer's order */
+    link_done_cb cb; /* PEND_DONE */
+    void *arg;
+    int status;
+};
+
 struct link {
     uv_loop_t *loop;             /* borrowed: must outlive us */
     struct link_config cfg;      /* strings borrowed */
     struct link_ops ops;
     uv_poll_t poll;              /* on the worker's event fd */
     uv_timer_t busy_timer;       /* 1 ms progress while arm says busy, and kicks */
+    uv_timer_cb busy_cb;         /* link.c's progress pass: what link_kick starts */
+    /* link.c's, for link_peer.c below the handshake and the messages: a connected peer's
+     * handshake starts; a freed peer's early and reordered messages go */
+    int (*hs_start)(struct link_peer *p);
+    void (*peer_freed)(struct link_peer *p);
     uv_timer_t tick;             /* handshake deadlines, keepalive */
     uint64_t alive_checked_ms;   /* last keepalive check (link_alive.c) */
     uint64_t alive_tick_ms;      /* the tick's period */

@@ -157,8 +157,7 @@ static struct link_peer *link_peer_free(struct link_peer *p)
     if (!p)
         return NULL;
     link_admit_release(p);
-    link_msg_drop_early(p);
-    link_order_free(p);
+    p->link->peer_freed(p);
     link_proc_close(p);
     if (p->arena_rkey)
         ucp_rkey_destroy(p->arena_rkey);
@@ -364,7 +363,7 @@ int link_connect(struct link *l, const char *hostport, struct link_peer **ret)
         link_peer_fail(p, link_err_from_ucs(s));
         return link_err_from_ucs(s);
     }
-    if ((rc = link_hs_start(p)) < 0) {
+    if ((rc = p->link->hs_start(p)) < 0) {
         p->announced = 0;
         link_peer_fail(p, rc);
         return rc;
