@@ -115,6 +115,9 @@ bool engine_send_reading(const struct engine *e, const struct xfer *s);
  * ends (transfers_writes_ended) once the writes ended. end: the request ended; the part lets
  * go of it. idle: ended and nothing writes any more: free may run (transfers_reap). */
 bool engine_recv_writing(const struct rx *rx);
+/* Writing, and only by peer daemons (fragment puts, which a lost peer may end only when it
+ * fences them or exits): a failure may then end the request flagged HELD (xfer_held.c). */
+bool engine_recv_held_remote(const struct rx *rx);
 void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg);
 void engine_recv_end(struct rx *rx, kvf_error_t err);
 bool engine_recv_idle(const struct rx *rx);

@@ -122,8 +122,11 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && (rx->scatters_running > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (gen_writes_ended), never under them */
+         * failure when they ended (gen_writes_ended), never under them, or at once flagged
+         * HELD when only peers' puts are left (xfer_held.c) */
         transfers_hold(x, code, msg);
+        if (rx->scatters_running == 0) /* peers' puts only: a worker that can hear it, now */
+            xfer_held_end(rx->t, x);     /* (flagged HELD; RELEASED once they drained) */
         return;
     }
     rx->x = NULL;

@@ -117,6 +117,9 @@ struct xfer {
     struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
                                    cancelled when the request ends first */
     struct xfer_held held;      /* recv: the failure held while its pools are written */
+    bool release_owed;          /* recv: ended FAILED|HELD: RELEASED owed to conn_id once its
+                                   engine part is idle (xfer_held.c) */
+    uint64_t conn_id;           /* its connection's id (wconn.id), x->conn may close first */
     struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
     uint64_t gen;               /* the SEND generation it met (0: none yet) */
     uint32_t rank_idx;          /* send: the context rank's index in its instance */
@@ -126,6 +129,7 @@ struct xfer {
 
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
+    uint64_t held, released; /* RECVs ended FAILED|HELD; of them, released (xfer_held.c) */
     uint64_t bytes_local, bytes_remote;
     uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
@@ -192,6 +196,13 @@ void transfers_hold(struct xfer *x, kvf_error_t code, const char *msg);
 void transfers_writes_ended(struct transfers *t, struct xfer *x);
 /* Frees the ended requests on t->draining whose engine part went idle (engine_recv_idle). */
 void transfers_reap(struct transfers *t);
+
+/* xfer_held.c: RECV x's failure is held while only peers may still write its pools: whether
+ * its worker hears of it now, flagged HELD (conversation 2); _end ends x so (true) or leaves
+ * it held (false); _released: x's engine part went idle: RELEASED, if owed. */
+bool xfer_held_report(const struct xfer *x);
+bool xfer_held_end(struct transfers *t, struct xfer *x);
+void xfer_held_released(struct transfers *t, struct xfer *x);
 /* A reader of (inst, req_id) failed and will not come (writer: the context rank it read, or
  * XFER_NACK_ALL): the SENDs it would have read learn it (xfer_nack.h), now or when they come.
  * From the engine (READER_NACK, a local writer, a lost generation daemon). No sweep: callable while

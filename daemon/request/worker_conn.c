@@ -40,7 +40,14 @@ static void wsend(struct wconn *c, struct proto_msg *m)
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
                  uint64_t bytes, const char *message)
 {
+    wconn_event_flags(c, req_id, kind, error, bytes, message, 0);
+}
+
+void wconn_event_flags(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                       uint64_t bytes, const char *message, uint32_t flags)
+{
     struct proto_msg m = {.type = PROTO_EVENT};
+    m.u.event.flags = flags;
     m.u.event.req_id = req_id;
     m.u.event.kind = kind;
     m.u.event.error = error;
@@ -341,6 +348,18 @@ out:
 
 /* ---- dispatch ---- */
 
+/* The conversation (proto.h PROTO_CONV_*): the highest both speak; false: none, refused. */
+static bool agree_conv(struct wconn *c, const struct proto_hello *h)
+{
+    if (h->version_min > PROTO_CONV_MAX || h->version_max < PROTO_CONV_MIN) {
+        violation(c, "protocol versions %u..%u not supported (this daemon speaks %d..%d)",
+                  h->version_min, h->version_max, PROTO_CONV_MIN, PROTO_CONV_MAX);
+        return false;
+    }
+    c->conv = h->version_max < PROTO_CONV_MAX ? h->version_max : PROTO_CONV_MAX;
+    return true;
+}
+
 static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
 {
     struct proto_msg m;
@@ -372,17 +391,14 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
             violation(c, "second HELLO");
             break;
         }
-        if (m.u.hello.version_min > PROTO_VERSION || m.u.hello.version_max < PROTO_VERSION) {
-            violation(c, "protocol versions %u..%u not supported (this daemon speaks %d)",
-                      m.u.hello.version_min, m.u.hello.version_max, PROTO_VERSION);
+        if (!agree_conv(c, &m.u.hello))
             break;
-        }
         c->hello = true;
         c->rd.lim.max_frame = c->w->lim.max_frame; /* past HELLO: frames up to workers.max_frame */
         c->pid = m.u.hello.pid;
         snprintf(c->name, sizeof c->name, "%s", m.u.hello.name);
         struct proto_msg wm = {.type = PROTO_WELCOME};
-        wm.u.welcome.version = PROTO_VERSION;
+        wm.u.welcome.version = c->conv;
         wm.u.welcome.max_frame = c->w->lim.max_frame;
         wm.u.welcome.max_blocks = c->w->lim.max_blocks;
         wm.u.welcome.max_inflight = (uint32_t)c->w->d->cfg.workers_max_inflight;

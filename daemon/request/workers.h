@@ -50,6 +50,7 @@ struct wconn {
     char name[PROTO_NAME_MAX + 1];
     uint32_t pid;               /* as the worker says in HELLO (SO_PEERCRED's is in peer) */
     bool hello;
+    uint32_t conv;              /* the conversation agreed in HELLO (proto.h PROTO_CONV_*) */
     bool closing;               /* close requested: no more frames in or out */
     bool broken;                /* a write failed: close at the next reap */
     struct reg_rank *rank;      /* borrowed from the registry; NULL until registered */
@@ -146,6 +147,9 @@ void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
 /* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
                  uint64_t bytes, const char *message);
+/* The same with PROTO_EVF_* flags (conversation 2 only: the caller checks c->conv). */
+void wconn_event_flags(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                       uint64_t bytes, const char *message, uint32_t flags);
 /* Starts closing (idempotent): fails/cancels its requests, removes its registration. */
 void wconn_close(struct wconn *c, const char *why);
 /* Marks for closing at the next reap (safe inside transfer callbacks). */
