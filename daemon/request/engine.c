@@ -15,6 +15,7 @@
 #include "engine_gen.h"
 #include "engine_gone.h"
 #include "engine_fence.h"
+#include "engine_linkwait.h"
 #include "engine_lost.h"
 #include "engine_gpu.h"
 #include "engine_nack.h"
@@ -364,21 +365,29 @@ int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen)
     /* the arena is memory asked for: checked before UCX allocates it, and what dead daemons
      * left in /dev/shm goes first (memroom.h, shmstale.h) */
     shmstale_clean(NULL, NULL);
-    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0 ||
-        (rc = link_start(e, err, errlen)) < 0)
+    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0)
         return start_failed(e, rc, ret);
-    uint64_t slot;
-    if ((rc = arenas_new(e, &slot, err, errlen)) < 0) {
-        *ret = e;
+    *ret = e;
+    if (linkwait_start(e)) /* its interface is down: the link starts when it is up */
+        return 0;
+    rc = engine_link_up(e, err, errlen);
+    return rc < 0 && !e->link ? start_failed(e, rc, ret) : rc;
+}
+
+int engine_link_up(struct engine *e, char *err, size_t errlen)
+{
+    int rc = link_start(e, err, errlen);
+    if (rc < 0)
         return rc;
-    }
+    uint64_t slot;
+    if ((rc = arenas_new(e, &slot, err, errlen)) < 0)
+        return rc;
     egpu_arena_init(e);
     log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated%s): %u landing and %u "
              "staging slots of %llu",
              link_self_id(e->link), e->self_addr[0] ? e->self_addr : "no listener (outbound only)",
              e->arena_len, e->arena_dev ? ", page-locked for CUDA" : "", arena_slots_total(e->arena),
              e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
-    *ret = e;
     return 0;
 }
 
@@ -386,6 +395,7 @@ void engine_stop(struct engine *e)
 {
     if (!e || e->stopping)
         return;
+    linkwait_stop(e);
     gen_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */

@@ -97,6 +97,9 @@ struct rx;
  * exists, logs once that inter-daemon traffic is refused, and remote requests fail NO_ROUTE.
  * 0 or -errno with a message in err (fatal before READY). */
 int engine_new(struct daemon *d, struct engine **ret, char *err, size_t errlen);
+/* Starts the link and its arenas (engine_new, or later once its interface is up:
+ * engine_linkwait.c). 0 or -errno with a message; e->link NULL: the link did not start. */
+int engine_link_up(struct engine *e, char *err, size_t errlen);
 /* Fails every request, closes the link and the timer; run the loop, then engine_free. */
 void engine_stop(struct engine *e);
 struct engine *engine_free(struct engine *e);

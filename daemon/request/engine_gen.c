@@ -22,6 +22,7 @@
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
+#include "engine_linkwait.h"
 #include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
@@ -390,7 +391,12 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     const struct kvf_config *cfg = &e->d->cfg;
     char msg[WIRE_TEXT_MAX];
     kvf_error_t code = KVF_OK;
-    if (!e->link) {
+    const char *wait_why;
+    if (!e->link && linkwait_waiting(e, &wait_why)) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg, "context instance %s is homed at %s, but this daemon's link "
+                 "has not started: %s", x->ctx_instance, home, wait_why);
+    } else if (!e->link) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg,
                  "context instance %s is homed at %s, but this daemon refuses "

@@ -223,6 +223,10 @@ const struct prom_doc peers_metrics[] = {
      "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
      "end at their deadline.",
      "messages"},
+    {"link_waits", C, NULL,
+     "Link starts that waited for the listen address's interface to come up (UCX fixes its "
+     "devices when the link starts).",
+     "starts"},
     {"frag_holds", C, NULL,
      "Failed fragment flows whose report waited until their puts could no longer land.", "flows"},
     {"frag_jobs_in_flight", G, NULL, "Fragment jobs whose puts are in flight (context side).",
