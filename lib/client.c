@@ -78,9 +78,11 @@ void client_fail_all(struct kvf_client *c, int32_t error, const char *message)
 
 void client_on_event(struct kvf_client *c, const struct proto_event *ev)
 {
-    if (ev->kind == PROTO_EV_RELEASED) { /* of a request that ended held */
-        if (client_held_take(c, ev->req_id))
-            client_queue_event(c, ev->req_id, KVF_EV_RELEASED, KVF_OK, 0, ev->message, 0);
+    if (ev->kind == PROTO_EV_RELEASED) { /* of a request that ended held (the daemon sends it
+                                            only then, so one not listed was not for lack of
+                                            memory to list it: queued all the same) */
+        client_held_take(c, ev->req_id);
+        client_queue_event(c, ev->req_id, KVF_EV_RELEASED, KVF_OK, 0, ev->message, 0);
         return;
     }
     struct client_req *r = req_find(c, ev->req_id);

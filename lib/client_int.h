@@ -81,7 +81,7 @@ void client_on_event(struct kvf_client *c, const struct proto_event *ev);
 
 /* client_held.c */
 void client_held_add(struct kvf_client *c, uint64_t id);
-/* Whether id was held (it is not any more). */
+/* id is not held any more; whether it was. */
 bool client_held_take(struct kvf_client *c, uint64_t id);
 /* After a reconnect: a new daemon epoch releases every id held (RELEASED queued). */
 void client_held_epoch(struct kvf_client *c, uint64_t old_epoch);
