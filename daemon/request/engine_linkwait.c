@@ -83,7 +83,7 @@ static void poll_cb(uv_timer_t *t)
         }
         return;
     }
-    char err[512] = "";
+    char err[400] = ""; /* fits lw->why with its words */
     int rc = engine_link_up(e, err, sizeof err);
     if (rc < 0 && !e->link) { /* e.g. the port taken meanwhile: tried again, said again */
         snprintf(lw->why, sizeof lw->why, "the link failed to start: %s", err);
