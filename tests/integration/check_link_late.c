@@ -34,12 +34,19 @@ static void start_in(struct ru_daemon *d, struct late *t, const char *name, int 
 {
     char cfg[64];
     tu_fmt(cfg, sizeof cfg, CFG, tu_keepalive_ms(2000));
-    ru_netns = ns;
-    ru_listen_host = host;
-    int rc = ru_daemon_start_tls(d, t->top, name, listen, t->secret, cfg, TLS);
-    ru_netns = NULL;
-    ru_listen_host = "127.0.0.1";
-    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(ru_daemon_start_in(d, t->top, name, listen, t->secret, cfg, TLS, ns, host),
+                     0);
+}
+
+/* A pair of namespaces (false: none can be made) and the daemons' directory and secret. */
+static bool late_start(struct late *t, const char *prefix, unsigned seed)
+{
+    memset(t, 0, sizeof *t);
+    if (!ru_pair_up(&t->pair, prefix))
+        return false;
+    tu_tmpdir(t->top, sizeof t->top);
+    ru_secret(t->top, "secret", seed, t->secret, sizeof t->secret);
+    return true;
 }
 
 /* status.peers.link.<key> of d as a string ("" when absent), into out. */
@@ -69,11 +76,8 @@ static void wait_link_state(const struct ru_daemon *d, const char *want, unsigne
 START_TEST(a_daemon_started_with_its_interface_down_accepts_once_it_is_up)
 {
     struct late t;
-    memset(&t, 0, sizeof t);
-    if (!ru_pair_up(&t.pair, "kvll"))
+    if (!late_start(&t, "kvll", 303))
         return;
-    tu_tmpdir(t.top, sizeof t.top);
-    ru_secret(t.top, "secret", 303, t.secret, sizeof t.secret);
     ru_pair_link(&t.pair, 'a', false);
     start_in(&t.a, &t, "a", 1, t.pair.ns_a, t.pair.addr_a); /* READY with its link waiting */
     start_in(&t.g, &t, "g", 0, t.pair.ns_b, "127.0.0.1");
@@ -103,10 +107,7 @@ START_TEST(a_daemon_started_with_its_interface_down_accepts_once_it_is_up)
     ru_inst_free(&t.ctx);
     ru_inst_free(&t.gen);
     int ra = ru_daemon_stop(&t.a), rg = ru_daemon_stop(&t.g);
-    char cmd[96];
-    tu_fmt(cmd, sizeof cmd, "rm -rf %s", t.top);
-    ck_assert_int_eq(ru_sh(cmd), 0);
-    ru_pair_down(&t.pair);
+    ru_pair_finish(&t.pair, t.top);
     ck_assert_int_eq(ra, 0);
     ck_assert_int_eq(rg, 0);
 }
@@ -115,11 +116,8 @@ END_TEST
 START_TEST(a_listen_address_on_no_interface_waits_and_says_so)
 {
     struct late t;
-    memset(&t, 0, sizeof t);
-    if (!ru_pair_up(&t.pair, "kvln"))
+    if (!late_start(&t, "kvln", 808))
         return;
-    tu_tmpdir(t.top, sizeof t.top);
-    ru_secret(t.top, "secret", 808, t.secret, sizeof t.secret);
     /* side b's address, inside side a: on no interface there */
     start_in(&t.a, &t, "a", 1, t.pair.ns_a, t.pair.addr_b);
     wait_link_state(&t.a, "waiting", 1000);
@@ -127,19 +125,14 @@ START_TEST(a_listen_address_on_no_interface_waits_and_says_so)
     link_str(&t.a, "why", why, sizeof why);
     ck_assert_msg(strstr(why, "is on no interface of this host"), "why: %s", why);
     ck_assert_int_eq(ru_daemon_stop(&t.a), 0); /* it drains and exits 0 while it waits */
-    char cmd[96];
-    tu_fmt(cmd, sizeof cmd, "rm -rf %s", t.top);
-    ck_assert_int_eq(ru_sh(cmd), 0);
-    ru_pair_down(&t.pair);
+    ru_pair_finish(&t.pair, t.top);
 }
 END_TEST
 
 int main(void)
 {
-    if (ru_sh("scripts/netns-pair check >/dev/null 2>&1") != 0) {
-        printf("SKIP check_link_late: network namespaces cannot be made here (scripts/netns-pair check)\n");
+    if (ru_netns_skip("check_link_late"))
         return 77;
-    }
     Suite *s = suite_create("link_late");
     TCase *tc = tcase_create("late");
     tcase_set_timeout(tc, 90);

@@ -199,6 +199,14 @@ struct ru_pair {
 
 /* system(cmd)'s exit code (128: killed). */
 int ru_sh(const char *cmd);
+/* Whether namespaces cannot be made here: then "SKIP test: why" is printed (main returns 77). */
+bool ru_netns_skip(const char *test);
+/* ru_daemon_start_tls inside namespace ns (NULL: ours), listening on host. */
+int ru_daemon_start_in(struct ru_daemon *d, const char *top, const char *name, int listen,
+                       const char *secret, const char *extra, const char *tls, const char *ns,
+                       const char *host);
+/* rm -rf top, then the pair down. */
+void ru_pair_finish(struct ru_pair *p, const char *top);
 /* Makes a pair named prefix<pid> (taken down at exit too); false, with SKIP printed, where
  * network namespaces cannot be made here. */
 bool ru_pair_up(struct ru_pair *p, const char *prefix);

@@ -603,6 +603,35 @@ int ru_sh(const char *cmd)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+bool ru_netns_skip(const char *test)
+{
+    if (ru_sh("scripts/netns-pair check >/dev/null 2>&1") == 0)
+        return false;
+    printf("SKIP %s: network namespaces cannot be made here (scripts/netns-pair check)\n", test);
+    return true;
+}
+
+int ru_daemon_start_in(struct ru_daemon *d, const char *top, const char *name, int listen,
+                       const char *secret, const char *extra, const char *tls, const char *ns,
+                       const char *host)
+{
+    ru_netns = ns;
+    ru_listen_host = host;
+    int rc = ru_daemon_start_tls(d, top, name, listen, secret, extra, tls);
+    ru_netns = NULL;
+    ru_listen_host = "127.0.0.1";
+    return rc;
+}
+
+void ru_pair_finish(struct ru_pair *p, const char *top)
+{
+    char cmd[96];
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", top);
+    if (ru_sh(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", top);
+    ru_pair_down(p);
+}
+
 static char pair_made[32]; /* taken down at exit too, when a failed assertion skips the test's */
 
 static void pair_down_at_exit(void)
@@ -629,10 +658,8 @@ static void pair_addr(const struct ru_pair *p, char side, char *out, size_t len)
 bool ru_pair_up(struct ru_pair *p, const char *prefix)
 {
     memset(p, 0, sizeof *p);
-    if (ru_sh("scripts/netns-pair check >/dev/null 2>&1") != 0) {
-        printf("SKIP: network namespaces cannot be made here (scripts/netns-pair check)\n");
+    if (ru_netns_skip("this case"))
         return false;
-    }
     tu_fmt(p->name, sizeof p->name, "%s%u", prefix, (unsigned)getpid() % 100000);
     tu_fmt(p->ns_a, sizeof p->ns_a, "%s-a", p->name);
     tu_fmt(p->ns_b, sizeof p->ns_b, "%s-b", p->name);
