@@ -73,6 +73,21 @@ static void wait_link_state(const struct ru_daemon *d, const char *want, unsigne
     ck_abort_msg("status peers.link.state is \"%s\", not \"%s\", after %u ms", got, want, ms);
 }
 
+/* `kvferryctl status` (the table for people) of d has a line with words. */
+static void ctl_status_says(const struct ru_daemon *d, const char *words)
+{
+    char bin[256], cmd[768], line[1024];
+    tu_bin("kvferryctl", bin, sizeof bin);
+    tu_fmt(cmd, sizeof cmd, "%s --socket %s status 2>&1", bin, d->control);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    bool found = false;
+    while (fgets(line, sizeof line, f))
+        found |= strstr(line, words) != NULL;
+    pclose(f);
+    ck_assert_msg(found, "kvferryctl status has no \"%s\"", words);
+}
+
 START_TEST(a_daemon_started_with_its_interface_down_accepts_once_it_is_up)
 {
     struct late t;
@@ -87,6 +102,7 @@ START_TEST(a_daemon_started_with_its_interface_down_accepts_once_it_is_up)
     link_str(&t.a, "why", why, sizeof why);
     ck_assert_str_eq(ifn, "veth0");
     ck_assert_msg(strstr(why, "down or has no carrier"), "why: %s", why);
+    ctl_status_says(&t.a, "LINK WAITING"); /* the operator's view says it too */
     uint64_t rng = 303;
     ru_inst_init(&t.ctx, SPEC, "ctx", ROLE_CONTEXT, BLOCKS, &rng, 0x5a);
     ru_inst_init(&t.gen, SPEC, "gen", ROLE_GENERATION, BLOCKS, &rng, RU_POISON);
