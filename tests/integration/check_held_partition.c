@@ -134,7 +134,7 @@ START_TEST(a_recv_across_a_partition_ends_held_and_is_released_once_the_peer_fen
     ck_assert_msg(k == KVF_EV_FAILED && ev.error == KVF_E_PEER_LOST && !(ev.flags & KVF_EVF_HELD),
                   "the older rank after the heal: %d %s flags %u: %s", k,
                   kvf_error_to_string(ev.error), ev.flags, ev.message);
-    ck_assert_msg(ru_log_has(&t.g, "done: its held landing slots and pools come back"),
+    ck_assert_msg(ru_log_wait(&t.g, "done: its held landing slots and pools come back", 5000),
                   "G let the pools go without A's fence");
     ck_assert_int_eq(ru_ctl_int(&t.g, "stats", "workers.transfers.released"), 1);
     ck_assert_int_eq(ru_ctl_int(&t.g, "status", "copy.pinned_mappings"), 0);

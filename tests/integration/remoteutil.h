@@ -215,6 +215,9 @@ void ru_pair_down(struct ru_pair *p);
 void ru_pair_link(const struct ru_pair *p, char side, bool up);
 /* Whether d's log has a line with needle. */
 bool ru_log_has(const struct ru_daemon *d, const char *needle);
+/* The same, waiting up to ms (scaled by tu_ms) for the line: the daemon's log is written off
+ * its loop (logsink), so a line can come after what the test saw of its effect. */
+bool ru_log_wait(const struct ru_daemon *d, const char *needle, unsigned ms);
 
 /* ---- two daemons ---- */
 

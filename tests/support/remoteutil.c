@@ -703,3 +703,14 @@ bool ru_log_has(const struct ru_daemon *d, const char *needle)
     fclose(f);
     return found;
 }
+
+bool ru_log_wait(const struct ru_daemon *d, const char *needle, unsigned ms)
+{
+    uint64_t until = ru_now_ms() + tu_ms(ms);
+    while (!ru_log_has(d, needle)) {
+        if (ru_now_ms() >= until)
+            return false;
+        ru_sleep_ms(20);
+    }
+    return true;
+}
