@@ -31,7 +31,7 @@ static void pool_release(struct kvf_pool *p)
 /* ---- events and requests in flight ---- */
 
 int client_queue_event(struct kvf_client *c, uint64_t req_id, int32_t kind, int32_t error,
-                       uint64_t bytes, const char *message)
+                       uint64_t bytes, const char *message, uint32_t flags)
 {
     if (c->q_len == c->q_cap) {
         uint32_t ncap = c->q_cap ? c->q_cap * 2 : 64;
@@ -50,6 +50,7 @@ int client_queue_event(struct kvf_client *c, uint64_t req_id, int32_t kind, int3
     e->kind = kind;
     e->error = error;
     e->bytes = bytes;
+    e->flags = flags;
     snprintf(e->message, sizeof e->message, "%s", message ? message : "");
     c->q_len++;
     return 0;
@@ -71,17 +72,27 @@ static void req_remove(struct kvf_client *c, struct client_req *r)
 void client_fail_all(struct kvf_client *c, int32_t error, const char *message)
 {
     for (uint32_t i = 0; i < c->n_reqs; i++)
-        client_queue_event(c, c->reqs[i].id, KVF_EV_FAILED, error, 0, message);
+        client_queue_event(c, c->reqs[i].id, KVF_EV_FAILED, error, 0, message, 0);
     c->n_reqs = 0;
 }
 
 void client_on_event(struct kvf_client *c, const struct proto_event *ev)
 {
+    if (ev->kind == PROTO_EV_RELEASED) { /* of a request that ended held (the daemon sends it
+                                            only then, so one not listed was not for lack of
+                                            memory to list it: queued all the same) */
+        client_held_take(c, ev->req_id);
+        client_queue_event(c, ev->req_id, KVF_EV_RELEASED, KVF_OK, 0, ev->message, 0);
+        return;
+    }
     struct client_req *r = req_find(c, ev->req_id);
     if (!r)
         return; /* not ours (already ended): nothing to report */
     req_remove(c, r); /* SENT, DONE and FAILED all end a request */
-    client_queue_event(c, ev->req_id, (int32_t)ev->kind, (int32_t)ev->error, ev->bytes, ev->message);
+    if (ev->flags & PROTO_EVF_HELD)
+        client_held_add(c, ev->req_id);
+    client_queue_event(c, ev->req_id, (int32_t)ev->kind, (int32_t)ev->error, ev->bytes, ev->message,
+                       ev->flags);
 }
 
 /* ---- lifecycle ---- */
@@ -131,6 +142,7 @@ int kvf_connect(const char *socket_path, const struct kvf_options *opt, struct k
         c->backoff_max_ms = c->backoff_min_ms;
     c->backoff_ms = c->backoff_min_ms;
     c->no_reconnect = o.no_reconnect != 0;
+    c->held_events = o.held_events != 0;
     if (o.name && strlen(o.name) > PROTO_NAME_MAX) {
         rc = -EINVAL;
         goto err_free;
@@ -191,6 +203,7 @@ struct kvf_client *kvf_close(struct kvf_client *c)
         close(c->tfd);
     free(c->layout_json);
     free(c->reqs);
+    client_held_free(c);
     free(c->evq);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -60,7 +60,7 @@ static void conn_drop(struct kvf_client *c, const char *why, bool quiet)
         snprintf(msg, sizeof msg, "lost the daemon connection (%s); request state unknown", why);
         client_fail_all(c, KVF_E_PEER_LOST, msg);
         snprintf(msg, sizeof msg, "lost the daemon connection: %s", why);
-        client_queue_event(c, 0, KVF_EV_DISCONNECTED, KVF_E_PEER_LOST, 0, msg);
+        client_queue_event(c, 0, KVF_EV_DISCONNECTED, KVF_E_PEER_LOST, 0, msg, 0);
         if (!c->no_reconnect) {
             c->backoff_ms = c->backoff_min_ms;
             c->next_attempt_ms = mono_now_ms() + c->backoff_ms;
@@ -354,7 +354,9 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
     epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev);
 
     struct proto_msg hello = {.type = PROTO_HELLO};
-    hello.u.hello.version_min = hello.u.hello.version_max = PROTO_VERSION;
+    hello.u.hello.version_min = PROTO_CONV_MIN;
+    /* 2 only for a worker that reads held ends (options.held_events); an older daemon says 1 */
+    hello.u.hello.version_max = c->held_events ? PROTO_CONV_HELD : PROTO_CONV_MIN;
     hello.u.hello.pid = (uint32_t)getpid();
     snprintf(hello.u.hello.name, sizeof hello.u.hello.name, "%s", c->name);
     rc = client_conn_send(c, &hello, NULL, 0);
@@ -366,9 +368,9 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
                  c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
         goto err_drop;
     }
-    if (c->welcome.version != PROTO_VERSION) {
-        snprintf(err, errlen, "daemon speaks protocol %u, this library %d", c->welcome.version,
-                 PROTO_VERSION);
+    if (c->welcome.version < PROTO_CONV_MIN || c->welcome.version > PROTO_CONV_MAX) {
+        snprintf(err, errlen, "daemon speaks protocol %u, this library %d..%d",
+                 c->welcome.version, PROTO_CONV_MIN, PROTO_CONV_MAX);
         rc = -EPROTO;
         goto err_drop;
     }
@@ -394,6 +396,7 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
     if (c->next_attempt_ms < 0 || mono_now_ms() < c->next_attempt_ms)
         return -ENOTCONN;
     char err[KVF_MESSAGE_MAX - 64];
+    uint64_t old_epoch = c->epoch;
     int rc = client_conn_open(c, err, sizeof err);
     if (rc) {
         c->backoff_ms = c->backoff_ms * 2 > c->backoff_max_ms ? c->backoff_max_ms : c->backoff_ms * 2;
@@ -406,7 +409,8 @@ int client_conn_maybe_reconnect(struct kvf_client *c)
     snprintf(msg, sizeof msg, "reconnected to %.*s (daemon epoch %llu)%s", /* fits sun_path */
              (int)sizeof(((struct sockaddr_un *)0)->sun_path), c->path,
              (unsigned long long)c->epoch, c->registered ? ", registered again" : "");
-    client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg);
+    client_queue_event(c, 0, KVF_EV_RECONNECTED, KVF_OK, 0, msg, 0);
+    client_held_epoch(c, old_epoch); /* a new daemon holds nothing of the old one's */
     client_sync_fds(c);
     return 0;
 }

@@ -31,6 +31,7 @@ struct kvf_client {
     char home[PROTO_HOME_MAX + 1]; /* options.home: sent with every REGISTER */
     uint32_t timeout_ms, backoff_min_ms, backoff_max_ms;
     bool no_reconnect;
+    bool held_events;  /* options.held_events: HELLO offers conversation 2 */
 
     int sock;          /* -1 while disconnected; owned */
     int epfd, evfd, tfd; /* epoll set {sock, evfd, tfd}; owned */
@@ -65,15 +66,26 @@ struct kvf_client {
 
     struct kvf_event *evq;   /* ring; owned */
     uint32_t q_head, q_len, q_cap;
+
+    uint64_t *held;          /* owned: RECVs ended FAILED|HELD, RELEASED not yet (client_held.c) */
+    uint32_t n_held, cap_held;
 };
 
 /* client.c */
 int client_queue_event(struct kvf_client *c, uint64_t req_id, int32_t kind, int32_t error,
-                       uint64_t bytes, const char *message);
+                       uint64_t bytes, const char *message, uint32_t flags);
 /* Fails every request in flight with error (PEER_LOST) and message. */
 void client_fail_all(struct kvf_client *c, int32_t error, const char *message);
 /* A daemon EVENT: ends the request if terminal, queues it. Unknown ids are dropped. */
 void client_on_event(struct kvf_client *c, const struct proto_event *ev);
+
+/* client_held.c */
+void client_held_add(struct kvf_client *c, uint64_t id);
+/* id is not held any more; whether it was. */
+bool client_held_take(struct kvf_client *c, uint64_t id);
+/* After a reconnect: a new daemon epoch releases every id held (RELEASED queued). */
+void client_held_epoch(struct kvf_client *c, uint64_t old_epoch);
+void client_held_free(struct kvf_client *c);
 
 /* client_conn.c */
 /* Opens the socket and does HELLO/WELCOME; then REGISTER if a registration is kept. */

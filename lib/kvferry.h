@@ -19,7 +19,7 @@ extern "C" {
 /* The ABI of this header: bumped whenever a struct below or a function's meaning changes in a
  * way an existing binding (ctypes, an older build) would misread. Bindings compare it with
  * kvf_abi_version() of the library they load and refuse a mismatch. */
-#define KVF_ABI_VERSION 3
+#define KVF_ABI_VERSION 4
 /* KVF_ABI_VERSION of the library as built. Thread-safe. */
 uint32_t kvf_abi_version(void);
 /* The library's version string ("0.1.0"). Never NULL. Thread-safe. */
@@ -76,6 +76,20 @@ struct kvf_client;
 #define KVF_EV_FAILED 3       /* the request failed: error, message */
 #define KVF_EV_DISCONNECTED 4 /* lost the daemon (req_id 0); requests in flight were failed */
 #define KVF_EV_RECONNECTED 5  /* reconnected and re-registered (req_id 0) */
+#define KVF_EV_RELEASED 6     /* generation side: a RECV that ended FAILED with KVF_EVF_HELD:
+                               * nothing can write into its blocks any more (ABI 4) */
+
+/* Event flags (ABI 4). */
+/* FAILED of a RECV (only to a worker that asked: kvf_options.held_events): the request ended
+ * (its id is free, the error is final), but a peer daemon
+ * that was lost may still be writing into its blocks: they may not be reused until
+ * KVF_EV_RELEASED comes for this id. The daemon releases them when no write can land any more:
+ * the context daemon acknowledged the drain, proved on a new link that its writes from before
+ * ended (a fence), or its process exited. A connection lost meanwhile (KVF_EV_DISCONNECTED)
+ * does not release them; a daemon that restarted (RECONNECTED to a new daemon) does: the
+ * library queues RELEASED for each held id then. Without the flag a FAILED RECV's blocks are
+ * free at once. */
+#define KVF_EVF_HELD 1u
 
 #define KVF_MESSAGE_MAX 512
 
@@ -85,6 +99,7 @@ struct kvf_event {
     int32_t error; /* kvf_error_t; KVF_OK unless FAILED / DISCONNECTED */
     uint64_t bytes; /* bytes moved (DONE, SENT) */
     char message[KVF_MESSAGE_MAX]; /* NUL-terminated; "" when there is nothing to say */
+    uint32_t flags; /* KVF_EVF_* (ABI 4) */
 };
 
 #define KVF_POOL_HOST 0
@@ -120,6 +135,10 @@ struct kvf_options {
                                   * registers); NULL or "": this daemon. A rank registered away
                                   * from its home has its layout forwarded there. */
     char *err; size_t errlen; /* optional: why kvf_connect failed, as the daemon said it */
+    int32_t held_events; /* 1 (ABI 4): this worker reads KVF_EVF_HELD and KVF_EV_RELEASED, so a
+                          * RECV whose blocks a lost peer may still write ends at once, FAILED
+                          * flagged HELD; 0: its FAILED waits until nothing can write them,
+                          * which a peer cut off or frozen may hold past every deadline */
 };
 
 /* Connects and says HELLO. socket_path NULL: $KVFERRY_WORKER_SOCKET, else the daemon's default

@@ -33,7 +33,14 @@
 #include "layout.h"
 
 #define PROTO_MAGIC 0x5746564bu /* "KVFW" as little-endian bytes */
-#define PROTO_VERSION 1
+#define PROTO_VERSION 1 /* the frame format: every header carries it */
+/* The conversation HELLO and WELCOME agree on: the worker offers version_min..version_max, the
+ * daemon answers the highest both speak. 2 (PROTO_CONV_HELD) adds the held end of a RECV: a
+ * FAILED event with PROTO_EVF_HELD, then RELEASED. A daemon never sends them at 1, so a
+ * library of either age meets a daemon of either age. */
+#define PROTO_CONV_MIN 1
+#define PROTO_CONV_HELD 2
+#define PROTO_CONV_MAX 2
 #define PROTO_HDR_SIZE 24
 
 #define PROTO_FRAME_MIN 4096u                  /* smallest allowed limits.max_frame */
@@ -70,8 +77,15 @@ typedef enum {
     PROTO_EV_SENT = 1,   /* context side: the blocks of this SEND may be reused */
     PROTO_EV_DONE = 2,   /* generation side: every byte of this RECV is in place */
     PROTO_EV_FAILED = 3, /* either side: the request failed; error + message say why */
+    /* 4, 5: the library's own (KVF_EV_DISCONNECTED, RECONNECTED), never on the wire */
+    PROTO_EV_RELEASED = 6, /* generation side, conversation 2: a RECV that ended FAILED with
+                              PROTO_EVF_HELD: nothing can write into its blocks any more */
     PROTO__EV_END
 } proto_event_kind_t;
+
+/* EVENT flags (== KVF_EVF_*), on the wire an optional trailing u32 present only when not 0. */
+#define PROTO_EVF_HELD 1u /* FAILED: a lost peer may still write the RECV's blocks; RELEASED
+                             follows once nothing can */
 
 /* "HELLO", ...; "UNKNOWN" out of range. */
 const char *proto_type_to_string(uint32_t type);
@@ -174,6 +188,7 @@ struct proto_event {
     uint32_t error; /* kvf_error_t, KVF_OK unless FAILED */
     uint64_t bytes;
     char message[PROTO_MSG_MAX + 1];
+    uint32_t flags; /* PROTO_EVF_*: FAILED only */
 };
 
 struct proto_error {

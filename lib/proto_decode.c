@@ -364,7 +364,16 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
         m->u.event.error = rd32(r, "error");
         m->u.event.bytes = rd64(r, "bytes");
         rdstr(r, m->u.event.message, sizeof m->u.event.message, "message");
-        if (!r->rc && (m->u.event.kind == 0 || m->u.event.kind >= PROTO__EV_END))
+        m->u.event.flags = 0;
+        if (!r->rc && r->left > 0) { /* optional trailing flags (conversation 2) */
+            m->u.event.flags = rd32(r, "flags");
+            if (!r->rc && (m->u.event.flags == 0 || m->u.event.flags & ~PROTO_EVF_HELD))
+                rd_fail(r, "event flags 0x%x unknown (absent when 0)", m->u.event.flags);
+            if (!r->rc && m->u.event.kind != PROTO_EV_FAILED)
+                rd_fail(r, "event flags on a kind %u event (FAILED only)", m->u.event.kind);
+        }
+        if (!r->rc && (m->u.event.kind == 0 || m->u.event.kind >= PROTO__EV_END ||
+                       m->u.event.kind == 4 || m->u.event.kind == 5))
             rd_fail(r, "unknown event kind %u", m->u.event.kind);
         if (!r->rc && m->u.event.error >= KVF_E__COUNT)
             rd_fail(r, "unknown error code %u", m->u.event.error);

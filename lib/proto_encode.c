@@ -82,6 +82,9 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
         it = &m->u.recv.items;
         break;
     case PROTO_EVENT:
+        if (m->u.event.flags & ~PROTO_EVF_HELD ||
+            (m->u.event.flags && m->u.event.kind != PROTO_EV_FAILED))
+            return -EINVAL;
         return str_ok(m->u.event.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
     case PROTO_ERROR:
         return str_ok(m->u.error.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
@@ -173,6 +176,8 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         w32(w, m->u.event.error);
         w64(w, m->u.event.bytes);
         wstr(w, m->u.event.message);
+        if (m->u.event.flags) /* absent when 0: what a conversation 1 library reads */
+            w32(w, m->u.event.flags);
         break;
     case PROTO_ERROR:
         w32(w, m->u.error.error);

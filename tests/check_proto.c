@@ -298,6 +298,53 @@ START_TEST(proto_recv_tokens_are_optional_and_bounded)
 }
 END_TEST
 
+/* Conversation 2 (PROTO_CONV_HELD): FAILED may carry PROTO_EVF_HELD as a trailing u32, absent
+ * when 0 (what a conversation 1 library reads); RELEASED is kind 6; 4 and 5 stay the library's. */
+START_TEST(proto_event_held_flag_is_optional_and_checked)
+{
+    struct proto_limits l = lim();
+    struct proto_msg m, d;
+    char err[256] = "";
+    uint8_t *old, *buf;
+    size_t old_len, len;
+    sample(PROTO_EVENT, &m);
+    ck_assert_int_eq(proto_encode(&m, &l, &old, &old_len), 0);
+    m.u.event.flags = PROTO_EVF_HELD;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    ck_assert_uint_eq(len, old_len + 4);
+    ck_assert_mem_eq(buf + PROTO_HDR_SIZE, old + PROTO_HDR_SIZE, old_len - PROTO_HDR_SIZE);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    assert_msg_eq(&m, &d);
+    ck_assert_int_eq(proto_decode(old, old_len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.event.flags, 0);
+    buf[len - 4] = 0; /* present but 0: not canonical */
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "flags 0x0 unknown"), "%s", err);
+    buf[len - 4] = 2; /* a flag nobody defined */
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    free(buf);
+    free(old);
+    /* RELEASED: no error, no flags */
+    m.u.event = (struct proto_event){.req_id = 9, .kind = PROTO_EV_RELEASED};
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    assert_msg_eq(&m, &d);
+    free(buf);
+    m.u.event.flags = PROTO_EVF_HELD; /* flags on a kind other than FAILED */
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.event.kind = PROTO_EV_DONE;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.event.flags = 0;
+    for (uint32_t k = 4; k <= 5; k++) { /* the library's own kinds never travel */
+        m.u.event.kind = k;
+        ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+        ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+        ck_assert_msg(strstr(err, "unknown event kind"), "%s", err);
+        free(buf);
+    }
+}
+END_TEST
+
 static uint8_t *encode_sample(uint32_t t, size_t *len)
 {
     struct proto_msg m;
@@ -625,6 +672,7 @@ static Suite *proto_suite(void)
     tcase_add_test(bad, proto_fds_frame_counts_are_bounded);
     tcase_add_test(bad, proto_trailing_bytes_are_refused);
     tcase_add_test(bad, proto_recv_tokens_are_optional_and_bounded);
+    tcase_add_test(bad, proto_event_held_flag_is_optional_and_checked);
     tcase_add_test(bad, proto_bad_magic_version_type_flags_are_refused);
     tcase_add_test(bad, proto_frame_over_max_frame_is_refused_from_the_header);
     tcase_add_test(bad, proto_oversized_counts_are_refused);

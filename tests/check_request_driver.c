@@ -144,7 +144,7 @@ static void setup(void)
     conn->w = &w;
     conn->fd = sv[0];
     conn->xc.rank = &gen;
-    conn->id = 1;
+    conn->xc.id = 1;
 
     tab = calloc(1, sizeof *tab); /* being fetched from the home: the RECV waits for it */
     ck_assert_ptr_nonnull(tab);

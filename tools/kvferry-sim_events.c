@@ -7,8 +7,10 @@
  *   registered  | setup_failed (error)
  *   issue       req, rc (0, or the errno name kvf_send / kvf_recv returned)
  *   cancel      req, rc (kvf_cancel)
- *   end         req, kind (DONE, SENT, FAILED), error (FAILED), bytes, message: every terminal
- *               event the library returned, a duplicate or a stray one included
+ *   end         req, kind (DONE, SENT, FAILED), error (FAILED), bytes, message, held (true
+ *               when FAILED with KVF_EVF_HELD): every terminal event the library returned, a
+ *               duplicate or a stray one included
+ *   released    req, message: a held RECV's blocks may be reused (KVF_EV_RELEASED)
  *   conn        kind (DISCONNECTED, RECONNECTED), error
  *   verify      req, ok, where (the first wrong byte): every DONE request's parity check
  *   stuck       pending: no event within --event-wait-ms while requests were in flight
@@ -105,6 +107,7 @@ static const char *kind_name(int32_t kind)
     case KVF_EV_FAILED: return "FAILED";
     case KVF_EV_DISCONNECTED: return "DISCONNECTED";
     case KVF_EV_RECONNECTED: return "RECONNECTED";
+    case KVF_EV_RELEASED: return "RELEASED";
     default: return "UNKNOWN";
     }
 }
@@ -123,10 +126,12 @@ void sim_events_event(struct sim_events *e, const struct kvf_event *ev)
     }
     if (ev->kind == KVF_EV_FAILED || ev->error)
         json_object_set_new(j, "error", json_string(kvf_error_to_string(ev->error)));
+    if (ev->flags & KVF_EVF_HELD)
+        json_object_set_new(j, "held", json_true());
     if (ev->message[0])
         json_object_set_new(j, "message", json_stringn(ev->message,
                                                        strnlen(ev->message, KVF_MESSAGE_MAX)));
-    emit(e, conn ? "conn" : "end", j);
+    emit(e, conn ? "conn" : ev->kind == KVF_EV_RELEASED ? "released" : "end", j);
 }
 
 void sim_events_verify(struct sim_events *e, uint64_t req, bool ok, const char *where)

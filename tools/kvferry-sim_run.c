@@ -36,6 +36,7 @@ struct sim {
     uint32_t window;
     /* results */
     uint64_t ok, failed, bytes, parity_bad;
+    uint32_t held; /* RECVs ended FAILED|HELD whose RELEASED has not come: their blocks wait */
     uint64_t fail_by[KVF_E__COUNT];
     char first_bad[512];
     struct sim_stats st; /* latencies (and, at the end, the counts) for --stats-json */
@@ -143,6 +144,34 @@ static void record_fail(struct sim *s, const struct kvf_event *ev)
                 s->o->instance, s->o->rank, ev->req_id, kvf_error_to_string(ev->error), ev->message);
 }
 
+/* An event that is not a request's end: a RELEASED counts down the held blocks. */
+static bool side_event(struct sim *s, const struct kvf_event *ev)
+{
+    if (ev->kind != KVF_EV_RELEASED)
+        return false;
+    if (s->held > 0)
+        s->held--;
+    return true;
+}
+
+/* Before a window reuses the pools: the blocks of RECVs that ended held must be released (an
+ * engine never reuses them sooner). -ETIMEDOUT after --event-wait-ms with none. */
+static int wait_released(struct sim *s)
+{
+    while (s->held > 0) {
+        struct kvf_event ev;
+        int wait = s->o->event_wait_ms ? (int)s->o->event_wait_ms : 30000;
+        if (kvf_poll(s->c, &ev, wait) <= 0) {
+            fprintf(stderr, "kvferry-sim: no RELEASED within %d ms (%u held)\n", wait, s->held);
+            sim_events_count(&s->ev, "stuck", "pending", s->held);
+            return -ETIMEDOUT;
+        }
+        sim_events_event(&s->ev, &ev);
+        side_event(s, &ev);
+    }
+    return 0;
+}
+
 static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
 {
     uint32_t total_ids = 0;
@@ -220,11 +249,12 @@ static int run_window(struct sim *s, uint32_t w, uint64_t q0, uint32_t nq)
             goto out;
         }
         sim_events_event(&s->ev, &ev);
-        if (ev.req_id < q0 || ev.req_id >= q0 + nq || ended[ev.req_id - q0])
+        if (side_event(s, &ev) || ev.req_id < q0 || ev.req_id >= q0 + nq || ended[ev.req_id - q0])
             continue; /* connection events, and an end already seen (logged above) */
         ended[ev.req_id - q0] = 1;
         pending--;
         if (ev.kind == KVF_EV_FAILED) {
+            s->held += (ev.flags & KVF_EVF_HELD) != 0;
             record_fail(s, &ev);
             continue;
         }
@@ -322,7 +352,8 @@ static int setup(struct sim *s, char *err, size_t errlen)
         return rc; /* sim_cuda_new frees what it made */
     char name[64];
     snprintf(name, sizeof name, "sim %s r%d", o->instance, o->rank);
-    struct kvf_options ko = {.name = name, .home = o->home};
+    /* held ends: the windows wait for their RELEASED before reusing blocks (wait_released) */
+    struct kvf_options ko = {.name = name, .home = o->home, .held_events = 1};
     if ((rc = kvf_connect(o->socket, &ko, &s->c))) {
         snprintf(err, errlen, "connect: %s", strerror(-rc));
         return rc;
@@ -389,7 +420,7 @@ int sim_run(const struct sim_opts *o)
             if (w > 0)
                 wait_usr1();
         }
-        if (run_window(&s, w, o->first_req + done, nq)) {
+        if (wait_released(&s) || run_window(&s, w, o->first_req + done, nq)) {
             code = 3;
             break;
         }

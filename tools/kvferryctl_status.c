@@ -82,7 +82,11 @@ void ctl_print_status(FILE *f, json_t *r)
     }
     json_t *p = json_object_get(r, "peers");
     if (json_is_object(p)) {
-        if (!json_is_true(json_object_get(p, "enabled")))
+        json_t *lk = json_object_get(p, "link");
+        if (!strcmp(ctl_gets(lk, "state"), "waiting")) /* the daemon runs, its link does not */
+            line(f, "peers", "LINK WAITING %lld ms: %s", (long long)ctl_geti(lk, "waiting_ms"),
+                 ctl_gets(lk, "why"));
+        else if (!json_is_true(json_object_get(p, "enabled")))
             line(f, "peers", "off (cluster.secret_file unset: single node)");
         else {
             size_t i, upn = 0;

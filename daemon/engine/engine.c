@@ -17,6 +17,7 @@
 #include "engine_gen.h"
 #include "engine_gone.h"
 #include "engine_fence.h"
+#include "engine_linkwait.h"
 #include "engine_lost.h"
 #include "engine_gpu.h"
 #include "engine_nack.h"
@@ -25,6 +26,7 @@
 #include "engine_share.h"
 #include "engine_tab.h"
 #include "memroom.h"
+#include "registry.h"
 #include "shmstale.h"
 #include "xfer.h"
 
@@ -369,6 +371,21 @@ static int start_failed(struct engine *e, int rc, struct engine **ret)
     return rc;
 }
 
+/* The link started late (its interface came up: engine_linkwait.c): the ranks registered while
+ * it waited get their pools registered with UCX and their layouts forwarded to their home, as
+ * registration does with a link. */
+static int link_up_late(struct engine *e, char *err, size_t errlen)
+{
+    int rc = engine_link_up(e, err, errlen);
+    if (rc < 0)
+        return rc;
+    for (struct reg_instance *in = e->req.reg ? e->req.reg->instances : NULL; in; in = in->next)
+        for (uint32_t i = 0; i < in->n_ranks; i++)
+            if (in->ranks[i])
+                engine_rank_registered(e, in->ranks[i]);
+    return 0;
+}
+
 const struct engine_drive engine_drivers = {
     .rx_fail = gen_rx_fail,
     .rx_check_done = gen_check_done,
@@ -422,21 +439,29 @@ int engine_new(struct daemon *d, const struct engine_req *req, struct engine **r
     /* the arena is memory asked for: checked before UCX allocates it, and what dead daemons
      * left in /dev/shm goes first (memroom.h, shmstale.h) */
     shmstale_clean(NULL, NULL);
-    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0 ||
-        (rc = link_start(e, err, errlen)) < 0)
+    if ((rc = memroom_check(cfg->arena_size, "arena.size", err, errlen)) < 0)
         return start_failed(e, rc, ret);
-    uint64_t slot;
-    if ((rc = arenas_new(e, &slot, err, errlen)) < 0) {
-        *ret = e;
+    *ret = e;
+    if (linkwait_start(e, link_up_late)) /* its interface is down: the link starts when it is up */
+        return 0;
+    rc = engine_link_up(e, err, errlen);
+    return rc < 0 && !e->link ? start_failed(e, rc, ret) : rc;
+}
+
+int engine_link_up(struct engine *e, char *err, size_t errlen)
+{
+    int rc = link_start(e, err, errlen);
+    if (rc < 0)
         return rc;
-    }
+    uint64_t slot;
+    if ((rc = arenas_new(e, &slot, err, errlen)) < 0)
+        return rc;
     egpu_arena_init(e);
     log_info("engine: daemon %s, %s, arena %zu bytes (host, UCX-allocated%s): %u landing and %u "
              "staging slots of %llu",
              link_self_id(e->link), e->self_addr[0] ? e->self_addr : "no listener (outbound only)",
              e->arena_len, e->arena_dev ? ", page-locked for CUDA" : "", arena_slots_total(e->arena),
              e->stage_arena ? arena_slots_total(e->stage_arena) : 0, (unsigned long long)slot);
-    *ret = e;
     return 0;
 }
 
@@ -453,6 +478,7 @@ void engine_stop(struct engine *e)
 {
     if (!e || e->stopping)
         return;
+    linkwait_stop(e);
     gen_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */

@@ -121,6 +121,9 @@ struct engine_req_ops {
     void (*reread)(struct transfers *t, struct xfer *s);
     /* The readers SEND s waits for (n_readers, else the count derived). */
     uint32_t (*need)(struct xfer *s);
+    /* RECV x's failure, held while only peers' puts may still land in its pools: ends it now,
+     * flagged HELD, where its worker can hear that (RELEASED later); whether it did. */
+    bool (*held_end)(struct transfers *t, struct xfer *x);
 };
 
 struct registry;
@@ -140,6 +143,9 @@ int engine_new(struct daemon *d, const struct engine_req *req, struct engine **r
                size_t errlen);
 /* The request table is about to be freed: the engine calls it no more. */
 void engine_requests_gone(struct engine *e);
+/* Starts the link and its arenas (engine_new, or later once its interface is up:
+ * engine_linkwait.c). 0 or -errno with a message; e->link NULL: the link did not start. */
+int engine_link_up(struct engine *e, char *err, size_t errlen);
 /* Fails every request, closes the link and the timer; run the loop, then engine_free. */
 void engine_stop(struct engine *e);
 struct engine *engine_free(struct engine *e);
@@ -158,6 +164,9 @@ bool engine_send_reading(const struct engine *e, const struct xfer *s);
  * ends (transfers_writes_ended) once the writes ended. end: the request ended; the part lets
  * go of it. idle: ended and nothing writes any more: free may run (transfers_reap). */
 bool engine_recv_writing(const struct rx *rx);
+/* Writing, and only by peer daemons (fragment puts, which a lost peer may end only when it
+ * fences them or exits): a failure may then end the request flagged HELD (xfer_held.c). */
+bool engine_recv_held_remote(const struct rx *rx);
 void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg);
 void engine_recv_end(struct rx *rx, kvf_error_t err);
 bool engine_recv_idle(const struct rx *rx);

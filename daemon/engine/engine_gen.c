@@ -22,6 +22,7 @@
 #include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
+#include "engine_linkwait.h"
 #include "engine_nack.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
@@ -121,8 +122,11 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && (rx->scatters_running > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (gen_writes_ended), never under them */
+         * failure when they ended (gen_writes_ended), never under them, or at once flagged
+         * HELD when only peers' puts are left (xfer_held.c) */
         xfer_hold(x, code, msg);
+        if (rx->scatters_running == 0) /* peers' puts only: a worker that can hear it, now */
+            rx->e->req.ops->held_end(rx->t, x);   /* (flagged HELD; RELEASED once they drained) */
         return;
     }
     rx->x = NULL;
@@ -386,7 +390,12 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     const struct kvf_config *cfg = &e->d->cfg;
     char msg[WIRE_TEXT_MAX];
     kvf_error_t code = KVF_OK;
-    if (!e->link) {
+    const char *wait_why;
+    if (!e->link && linkwait_waiting(e, &wait_why)) {
+        code = KVF_E_NO_ROUTE;
+        snprintf(msg, sizeof msg, "context instance %s is homed at %s, but this daemon's link "
+                 "has not started: %s", x->ctx_instance, home, wait_why);
+    } else if (!e->link) {
         code = KVF_E_NO_ROUTE;
         snprintf(msg, sizeof msg,
                  "context instance %s is homed at %s, but this daemon refuses "

@@ -15,6 +15,7 @@
 #include "bounce_put.h"
 #include "daemon.h"
 #include "engine_frag.h"
+#include "engine_linkwait.h"
 #include "engine_peer.h"
 #include "engine_tab.h"
 #include "registry.h"
@@ -55,6 +56,8 @@ void engine_rank_registered(struct engine *e, struct reg_rank *rk)
     }
     if (!e || !rk->home[0] || (e->self_addr[0] && strcmp(rk->home, e->self_addr) == 0))
         return;
+    if (!e->link && linkwait_waiting(e, NULL))
+        return; /* forwarded when the link starts (engine_linkwait.c) */
     if (!e->link || !e->self_addr[0]) {
         log_warn("engine: %s rank %u names home %s, but this daemon %s: its layout is not "
                  "forwarded and remote requests cannot reach it",

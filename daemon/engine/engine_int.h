@@ -84,6 +84,7 @@ struct engine_counters {
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
+    uint64_t link_waits; /* link starts that waited for their interface (engine_linkwait.c) */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
 };
 
@@ -91,7 +92,9 @@ struct engine {
     struct daemon *d;          /* borrowed: owns us */
     struct engine_req req;     /* the request side above us (engine.h) */
     const struct engine_drive *drive; /* the drivers, for the parts below them (engine_drive.h) */
-    struct link *link;         /* owned; NULL without a cluster secret */
+    struct link *link;         /* owned; NULL without a cluster secret, or while its start
+                                  waits for its interface (lw) */
+    struct linkwait *lw;       /* owned: the link's start waiting (engine_linkwait.c); NULL */
     struct arena *arena;       /* owned; landing slots over [0, stage_off); NULL without link */
     struct arena *stage_arena; /* owned; staging slots over [stage_off, len); NULL: shared */
     uint64_t stage_off;

@@ -15,8 +15,12 @@
 void gen_writes_ended(struct rx *rx)
 {
     struct xfer *x = rx->x;
-    if (rx->state != RX_ENDED || rx->scatters_running > 0 || rx->frag_wait > 0 || !x)
+    if (rx->state != RX_ENDED || rx->scatters_running > 0 || !x)
         return;
+    if (rx->frag_wait > 0) { /* only peers' puts left: a worker that can hear it, now */
+        rx->e->req.ops->held_end(rx->t, x);
+        return;
+    }
     rx->x = NULL;
     rx->e->req.ops->writes_ended(rx->t, x);
 }
@@ -31,6 +35,11 @@ bool engine_recv_writing(const struct rx *rx)
         if (rx->w[i].path && rx->w[i].path->writing && rx->w[i].path->writing(&rx->w[i]))
             return true;
     return false;
+}
+
+bool engine_recv_held_remote(const struct rx *rx)
+{
+    return rx->scatters_running == 0 && engine_recv_writing(rx);
 }
 
 void engine_recv_stop(struct rx *rx, kvf_error_t err, const char *msg)

@@ -11,6 +11,7 @@
 #include "engine_frag.h"
 #include "engine_gpu.h"
 #include "engine_int.h"
+#include "engine_linkwait.h"
 #include "engine_lost.h"
 #include "engine_peer.h"
 #include "engine_share.h"
@@ -32,6 +33,9 @@ json_t *engine_peers_json(struct daemon *d)
 json_t *engine_arena_json(struct daemon *d)
 {
     struct engine *e = d->engine;
+    if (e && !e->arena && linkwait_waiting(e, NULL))
+        return json_pack("{s:b,s:s}", "enabled", 0, "why",
+                         "no arena yet: the link waits for its interface (peers.link.why)");
     if (!e || !e->arena)
         return json_pack("{s:b,s:s}", "enabled", 0, "why",
                          "no arena: cluster.secret_file is unset (single-node use)");
@@ -54,9 +58,13 @@ int engine_peers_status(struct daemon *d, json_t *ret)
         return -ENOMEM;
     json_object_update(ret, o);
     json_decref(o);
-    if (d->engine && d->engine->link) {
+    if (d->engine && (d->engine->link || d->engine->lw)) {
         json_t *l = json_object();
-        link_status(d->engine->link, l);
+        if (d->engine->link) { /* up: it accepts; or waiting for its interface (linkwait) */
+            json_object_set_new(l, "state", json_string("up"));
+            link_status(d->engine->link, l);
+        }
+        linkwait_json(d->engine, l);
         json_object_set_new(ret, "link", l);
     }
     return 0;
@@ -132,6 +140,7 @@ static const struct {
     COUNTER(reader_nacks_queued),
     COUNTER(reader_nacks_unsent),
     COUNTER(frag_holds),
+    COUNTER(link_waits),
 };
 #undef COUNTER
 

@@ -317,4 +317,11 @@ void link_get_stats(const struct link *l, struct link_stats *ret);
 /* Adds the "link" section: UCX version, transports, memory types, listener, peers, counters. */
 int link_status(const struct link *l, json_t *out);
 
+/* link_ifstate.c: whether a link started now would accept on host (the listen address): 1 yes
+ * (its interface is up and running, or host is a wildcard); 0 no: its interface (named in
+ * ifname) is down or has no carrier, and UCX fixes its devices at ucp_init, so a link started
+ * now would refuse every connection on it for its life; -EADDRNOTAVAIL: no interface holds
+ * host; -errno otherwise. Any thread (no link needed). */
+int link_ifstate(const char *host, char *ifname, size_t len);
+
 #endif

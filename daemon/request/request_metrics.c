@@ -50,6 +50,12 @@ const struct prom_doc workers_metrics[] = {
      "Failed readers not counted against a SEND (an ended request's, or past the limits): such "
      "a SEND waits for its deadline.",
      "readers"},
+    {"transfers.held", C, NULL,
+     "RECVs that ended FAILED flagged HELD: a lost peer may still write their blocks.",
+     "requests"},
+    {"transfers.released", C, NULL,
+     "Of the RECVs ended HELD, those released: no write of a peer can land any more.",
+     "requests"},
     {"transfers.bytes_local", C, NULL, "Bytes moved by the local path.", "bytes"},
     {"transfers.bytes_remote", C, NULL, "Bytes moved to or from other daemons.", "bytes"},
     {"transfers.local_gpu", C, NULL, "Local RECVs copied by GPU kernels.", "requests"},
@@ -219,6 +225,10 @@ const struct prom_doc peers_metrics[] = {
      "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
      "end at their deadline.",
      "messages"},
+    {"link_waits", C, NULL,
+     "Link starts that waited for the listen address's interface to come up (UCX fixes its "
+     "devices when the link starts).",
+     "starts"},
     {"frag_holds", C, NULL,
      "Failed fragment flows whose report waited until their puts could no longer land.", "flows"},
     {"frag_jobs_in_flight", G, NULL, "Fragment jobs whose puts are in flight (context side).",

@@ -79,11 +79,16 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (terminal(x))
         return;
     bool writing = x->gpu_job || x->cpu_job || (x->rx && engine_recv_writing(x->rx));
-    if (writing && err != KVF_OK && x->conn && !x->conn->closing && !t->ops->stopped(t->ops_ctx)) {
-        xfer_hold(x, err, msg); /* told when the writes ended (copy_done, writes_ended) */
-        if (x->rx) /* the engine stops its flows and ends x once nothing writes any more */
-            engine_recv_stop(x->rx, err, msg);
-        return;
+    if (writing && err != KVF_OK && x->conn && !x->conn->closing && !t->ops->stopped(t->ops_ctx) &&
+        !x->release_owed) {
+        if (xfer_held_report(x)) { /* only peers write: ends now, flagged HELD */
+            x->release_owed = true;
+        } else {
+            xfer_hold(x, err, msg); /* told when the writes ended (copy_done, writes_ended) */
+            if (x->rx) /* the engine stops its flows and ends x once nothing writes any more */
+                engine_recv_stop(x->rx, err, msg);
+            return;
+        }
     }
     xfer_set_state(x, err == KVF_OK ? XFER_DONE : XFER_FAILED);
     struct req *q = x->req; /* kept (idle) after x leaves it */
@@ -97,7 +102,12 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
     if (x->conn) { /* the event first: what follows is bookkeeping the worker does not wait for */
         x->conn->inflight--;
         if (!x->conn->closing)
-            t->ops->event(t->ops_ctx, x->conn, x->req_id, kind, err, bytes, msg);
+            t->ops->event(t->ops_ctx, x->conn, x->req_id, kind, err, bytes, msg,
+                          x->release_owed ? PROTO_EVF_HELD : 0);
+        if (x->release_owed) {
+            x->conn_id = x->conn->id;
+            t->counters.held++;
+        }
         if (!x->conn->closing && x->ls.met && kind == PROTO_EV_DONE) { /* DONE written */
             x->ls.written = uv_hrtime();
             xfer_phases_local_done(&t->phases, &x->ls);
@@ -187,6 +197,7 @@ void transfers_reap(struct transfers *t)
             continue;
         }
         *pp = x->dead_next;
+        xfer_held_released(t, x);
         free_xfer(x);
     }
 }
@@ -442,7 +453,7 @@ static struct xfer *admit(struct transfers *t, struct xclient *c, xfer_side_t si
         }
     }
     t->counters.failed[e]++;
-    t->ops->event(t->ops_ctx, c, req_id, PROTO_EV_FAILED, e, 0, msg);
+    t->ops->event(t->ops_ctx, c, req_id, PROTO_EV_FAILED, e, 0, msg, 0);
     return NULL;
 }
 
@@ -626,6 +637,7 @@ const struct engine_req_ops transfers_engine_ops = {
     .reader_failed = transfers_reader_failed,
     .reread = transfers_reread,
     .need = xfer_need,
+    .held_end = xfer_held_end,
 };
 
 int transfers_init(struct transfers *t, struct daemon *d, struct registry *reg,

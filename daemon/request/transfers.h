@@ -56,6 +56,7 @@ struct rx;
 
 struct transfers_counters {
     uint64_t sends, recvs, done, sent, failed[KVF_E__COUNT];
+    uint64_t held, released; /* RECVs ended FAILED|HELD; of them, released (xfer_held.c) */
     uint64_t bytes_local, bytes_remote;
     uint64_t local_gpu, bytes_local_gpu; /* of which copied by GPU kernels (xfer_gpu.c) */
     uint64_t local_copy_ns;     /* plan + checks + copy of local RECVs */
@@ -67,9 +68,13 @@ struct transfers_counters {
 /* What the request table needs of the worker socket above it, given at transfers_init (it
  * calls nothing up there by name). */
 struct transfers_ops {
-    /* One event to the worker of connection c (dropped once c is closing). */
+    /* One event to the worker of connection c (dropped once c is closing); flags PROTO_EVF_*
+     * (conversation 2 only: the caller checks c->conv). */
     void (*event)(void *ctx, struct xclient *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
-                  uint64_t bytes, const char *message);
+                  uint64_t bytes, const char *message, uint32_t flags);
+    /* RELEASED for req_id to the connection with that id, if it is still open; whether it was
+     * (a held end's connection may have closed since: xfer_held.c). */
+    bool (*released)(void *ctx, uint64_t conn_id, uint64_t req_id);
     /* Whether the worker socket refuses new requests (drain) or has stopped (shutdown). */
     bool (*draining)(void *ctx);
     bool (*stopped)(void *ctx);
@@ -138,6 +143,13 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes);
 void transfers_writes_ended(struct transfers *t, struct xfer *x);
 /* Frees the ended requests on t->draining whose engine part went idle (engine_recv_idle). */
 void transfers_reap(struct transfers *t);
+
+/* xfer_held.c: RECV x's failure is held while only peers may still write its pools: whether
+ * its worker hears of it now, flagged HELD (conversation 2); _end ends x so (true) or leaves
+ * it held (false); _released: x's engine part went idle: RELEASED, if owed. */
+bool xfer_held_report(const struct xfer *x);
+bool xfer_held_end(struct transfers *t, struct xfer *x);
+void xfer_held_released(struct transfers *t, struct xfer *x);
 /* A reader of (inst, req_id) failed and will not come (writer: the context rank it read, or
  * XFER_NACK_ALL): the SENDs it would have read learn it (xfer_nack.h), now or when they come.
  * From the engine (READER_NACK, a local writer, a lost generation daemon). No sweep: callable while

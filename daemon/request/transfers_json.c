@@ -63,6 +63,8 @@ json_t *transfers_stats_json(const struct transfers *t)
         xfer_phases_json(&t->phases, o);
         json_object_set_new(o, "local_gpu", json_integer((json_int_t)t->counters.local_gpu));
         json_object_set_new(o, "fails_dropped", json_integer((json_int_t)t->fails_dropped));
+        json_object_set_new(o, "held", json_integer((json_int_t)t->counters.held));
+        json_object_set_new(o, "released", json_integer((json_int_t)t->counters.released));
         const struct plan_tcache *tc = &t->tcache; /* same-daemon plan templates */
         json_object_set_new(o, "plan_template_hits", json_integer((json_int_t)tc->hits));
         json_object_set_new(o, "plan_template_misses", json_integer((json_int_t)tc->misses));

@@ -31,7 +31,7 @@ static void wsend(struct wconn *c, struct proto_msg *m)
     uint8_t *buf;
     size_t len;
     if (proto_encode(m, NULL, &buf, &len)) {
-        log_error("worker %llu: cannot encode %s", (unsigned long long)c->id, proto_type_to_string(m->type));
+        log_error("worker %llu: cannot encode %s", (unsigned long long)c->xc.id, proto_type_to_string(m->type));
         return;
     }
     wconn_send_frame(c, buf, len); /* queued while the socket is full (worker_send.c) */
@@ -40,7 +40,14 @@ static void wsend(struct wconn *c, struct proto_msg *m)
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
                  uint64_t bytes, const char *message)
 {
+    wconn_event_flags(c, req_id, kind, error, bytes, message, 0);
+}
+
+void wconn_event_flags(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                       uint64_t bytes, const char *message, uint32_t flags)
+{
     struct proto_msg m = {.type = PROTO_EVENT};
+    m.u.event.flags = flags;
     m.u.event.req_id = req_id;
     m.u.event.kind = kind;
     m.u.event.error = error;
@@ -60,7 +67,7 @@ static void violation(struct wconn *c, const char *fmt, ...)
     vsnprintf(m.u.error.message, sizeof m.u.error.message, fmt, ap);
     va_end(ap);
     c->w->counters.bad_frames++;
-    log_warn("worker %llu (pid %d uid %u): %s: closing", (unsigned long long)c->id, (int)c->peer.pid,
+    log_warn("worker %llu (pid %d uid %u): %s: closing", (unsigned long long)c->xc.id, (int)c->peer.pid,
              (unsigned)c->peer.uid, m.u.error.message);
     wsend(c, &m);
     wconn_close(c, m.u.error.message);
@@ -89,7 +96,7 @@ void wconn_close(struct wconn *c, const char *why)
     if (c->xc.closing)
         return;
     c->xc.closing = true;
-    log_info("worker %llu (pid %d%s%s): closed: %s", (unsigned long long)c->id, (int)c->peer.pid,
+    log_info("worker %llu (pid %d%s%s): closed: %s", (unsigned long long)c->xc.id, (int)c->peer.pid,
              c->xc.rank ? ", " : "", c->xc.rank ? c->xc.rank->layout.instance : "", why);
     transfers_conn_gone(&c->w->xt, &c->xc);
     wprefault_cancel(c); /* before its rank (the job's pins keep the pools mapped till it ends) */
@@ -128,7 +135,7 @@ static void registered(struct wconn *c, kvf_error_t status, const char *fmt, ...
     va_end(ap);
     if (status != KVF_OK) {
         c->w->counters.register_refused++;
-        log_warn("worker %llu (pid %d): registration refused: %s", (unsigned long long)c->id,
+        log_warn("worker %llu (pid %d): registration refused: %s", (unsigned long long)c->xc.id,
                  (int)c->peer.pid, m.u.registered.message);
     }
     wsend(c, &m);
@@ -297,7 +304,7 @@ static void register_rank(struct wconn *c, struct proto_register *g, const struc
     c->w->counters.registered++;
     log_req(LOG_LVL_INFO, 0, NULL, l->instance,
             "worker %llu (pid %d): registered %s rank %u (%s, tp %u/%u pp %u/%u, instance "
-            "epoch %llu%s)", (unsigned long long)c->id, (int)c->peer.pid, l->instance,
+            "epoch %llu%s)", (unsigned long long)c->xc.id, (int)c->peer.pid, l->instance,
             layout_rank(l), layout_role_to_string(l->role), l->tp_rank, l->tp_size, l->pp_rank,
             l->pp_size, (unsigned long long)rk->inst->inst_epoch,
             rk->inst->n_registered == 1 ? ", new" : "");
@@ -341,6 +348,18 @@ out:
 
 /* ---- dispatch ---- */
 
+/* The conversation (proto.h PROTO_CONV_*): the highest both speak; false: none, refused. */
+static bool agree_conv(struct wconn *c, const struct proto_hello *h)
+{
+    if (h->version_min > PROTO_CONV_MAX || h->version_max < PROTO_CONV_MIN) {
+        violation(c, "protocol versions %u..%u not supported (this daemon speaks %d..%d)",
+                  h->version_min, h->version_max, PROTO_CONV_MIN, PROTO_CONV_MAX);
+        return false;
+    }
+    c->xc.conv = h->version_max < PROTO_CONV_MAX ? h->version_max : PROTO_CONV_MAX;
+    return true;
+}
+
 static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
 {
     struct proto_msg m;
@@ -372,17 +391,14 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
             violation(c, "second HELLO");
             break;
         }
-        if (m.u.hello.version_min > PROTO_VERSION || m.u.hello.version_max < PROTO_VERSION) {
-            violation(c, "protocol versions %u..%u not supported (this daemon speaks %d)",
-                      m.u.hello.version_min, m.u.hello.version_max, PROTO_VERSION);
+        if (!agree_conv(c, &m.u.hello))
             break;
-        }
         c->hello = true;
         c->rd.lim.max_frame = c->w->lim.max_frame; /* past HELLO: frames up to workers.max_frame */
         c->xc.pid = m.u.hello.pid;
         snprintf(c->name, sizeof c->name, "%s", m.u.hello.name);
         struct proto_msg wm = {.type = PROTO_WELCOME};
-        wm.u.welcome.version = PROTO_VERSION;
+        wm.u.welcome.version = c->xc.conv;
         wm.u.welcome.max_frame = c->w->lim.max_frame;
         wm.u.welcome.max_blocks = c->w->lim.max_blocks;
         wm.u.welcome.max_inflight = (uint32_t)c->w->d->cfg.workers_max_inflight;

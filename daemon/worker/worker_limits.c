@@ -68,7 +68,7 @@ static struct wconn *oldest_handshake(struct workers *w, bool only_uid, uid_t ui
     for (struct wconn *c = w->conns; c; c = c->next)
         if (!c->xc.closing && !c->broken && !c->hello && (!only_uid || c->peer.uid == uid) &&
             (!best || c->connected_ms < best->connected_ms || (c->connected_ms ==
-             best->connected_ms && c->id < best->id)))
+             best->connected_ms && c->xc.id < best->xc.id)))
             best = c;
     return best;
 }

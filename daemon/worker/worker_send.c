@@ -32,7 +32,7 @@ void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
     vsnprintf(c->why, sizeof c->why, fmt, ap);
     va_end(ap);
     c->why_error = error;
-    log_warn("worker %llu (pid %d uid %u): %s", (unsigned long long)c->id, (int)c->peer.pid,
+    log_warn("worker %llu (pid %d uid %u): %s", (unsigned long long)c->xc.id, (int)c->peer.pid,
              (unsigned)c->peer.uid, c->why);
     wconn_close_later(c);
 }
@@ -52,7 +52,7 @@ void wconn_send_frame(struct wconn *c, uint8_t *buf, size_t len)
             return;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            log_info("worker %llu (pid %u): write: %s: closing", (unsigned long long)c->id, c->xc.pid,
+            log_info("worker %llu (pid %u): write: %s: closing", (unsigned long long)c->xc.id, c->xc.pid,
                      strerror(errno));
             free(buf);
             wconn_close_later(c);

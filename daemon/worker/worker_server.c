@@ -35,10 +35,21 @@ static const struct unix_listener_ops listener_ops = {
 
 /* The request table's way back up: events to a connection, and whether requests are taken. */
 static void xt_event(void *ctx, struct xclient *xc, uint64_t req_id, uint32_t kind,
-                     kvf_error_t error, uint64_t bytes, const char *message)
+                     kvf_error_t error, uint64_t bytes, const char *message, uint32_t flags)
 {
     (void)ctx;
-    wconn_event(wconn_of(xc), req_id, kind, error, bytes, message);
+    wconn_event_flags(wconn_of(xc), req_id, kind, error, bytes, message, flags);
+}
+
+static bool xt_released(void *ctx, uint64_t conn_id, uint64_t req_id)
+{
+    for (struct wconn *c = ((struct workers *)ctx)->conns; c; c = c->next)
+        if (c->xc.id == conn_id && !c->xc.closing) {
+            wconn_event(c, req_id, PROTO_EV_RELEASED, KVF_OK, 0,
+                        "no write into its blocks can land any more");
+            return true;
+        }
+    return false;
 }
 
 static bool xt_draining(void *ctx)
@@ -51,7 +62,7 @@ static bool xt_stopped(void *ctx)
     return ((struct workers *)ctx)->stopped;
 }
 
-const struct transfers_ops workers_xt_ops = {xt_event, xt_draining, xt_stopped};
+const struct transfers_ops workers_xt_ops = {xt_event, xt_released, xt_draining, xt_stopped};
 
 int workers_new(struct daemon *d, struct workers **ret)
 {
@@ -96,7 +107,7 @@ int workers_adopt(struct workers *w, int fd, const struct peer_cred *peer)
     c->w = w;
     c->fd = fd;
     c->peer = *peer;
-    c->id = w->next_conn_id++;
+    c->xc.id = w->next_conn_id++;
     c->connected_ms = uv_now(&w->d->loop);
     struct proto_limits first = w->lim; /* until HELLO: a HELLO-sized frame at most */
     first.max_frame = WCONN_HELLO_FRAME_MAX;
@@ -187,7 +198,7 @@ json_t *workers_list_json(struct workers *w)
     for (struct wconn *c = w->conns; c; c = c->next) {
         if (c->xc.closing)
             continue;
-        json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:b,s:i,s:I}", "conn_id", (json_int_t)c->id, "pid",
+        json_t *o = json_pack("{s:I,s:i,s:i,s:s,s:b,s:i,s:I}", "conn_id", (json_int_t)c->xc.id, "pid",
                               (int)c->peer.pid, "uid", (int)c->peer.uid, "name", c->name,
                               "registered", c->xc.rank != NULL, "in_flight", (int)c->xc.inflight,
                               "age_ms", (json_int_t)(now - c->connected_ms));

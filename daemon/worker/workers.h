@@ -58,7 +58,6 @@ struct wconn {
     int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
     uint32_t n_fds_ahead;
     bool fds_lost;              /* an FDS frame's fds found the daemon at RLIMIT_NOFILE */
-    uint64_t id;
     uint64_t seq;
     uint64_t connected_ms;
     struct wconn_outq outq;     /* owned: frames waiting for socket room */
@@ -154,6 +153,9 @@ void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
 /* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
                  uint64_t bytes, const char *message);
+/* The same with PROTO_EVF_* flags (conversation 2 only: the caller checks c->xc.conv). */
+void wconn_event_flags(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
+                       uint64_t bytes, const char *message, uint32_t flags);
 /* Starts closing (idempotent): fails/cancels its requests, removes its registration. */
 void wconn_close(struct wconn *c, const char *why);
 /* Marks for closing at the next reap (safe inside transfer callbacks). */

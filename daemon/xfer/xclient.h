@@ -12,9 +12,11 @@
 struct reg_rank;
 
 struct xclient {
+    uint64_t id;           /* the connection's, daemon-wide (never reused) */
     struct reg_rank *rank; /* borrowed from the registry; NULL until registered */
     uint32_t pid;          /* as the worker says in HELLO (SO_PEERCRED's is the connection's) */
     uint32_t inflight;     /* its requests in flight */
+    uint32_t conv;         /* the conversation agreed in HELLO (proto.h PROTO_CONV_*) */
     bool closing;          /* close requested: no more frames in or out, no events */
 };
 

@@ -93,6 +93,9 @@ struct xfer {
     struct copyeng_job *cpu_job; /* recv: its host copy on the copy threads (xfer_local.c);
                                    cancelled when the request ends first */
     struct xfer_held held;      /* recv: the failure held while its pools are written */
+    bool release_owed;          /* recv: ended FAILED|HELD: RELEASED owed to conn_id once its
+                                   engine part is idle (xfer_held.c) */
+    uint64_t conn_id;           /* its connection's id (xclient.id): x->conn may close first */
     struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
     uint64_t gen;               /* the SEND generation it met (0: none yet) */
     uint32_t rank_idx;          /* send: the context rank's index in its instance */

@@ -1,6 +1,6 @@
 """Loading libkvferry.so and declaring its C API (lib/kvferry.h) for ctypes.
 
-The structs below are kvferry.h's at ABI 3; the library's kvf_abi_version() is compared with
+The structs below are kvferry.h's at ABI 4; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
 being misread. Search order: $KVFERRY_LIB (a file); the library a wheel carries beside this
 module (kvferry/libkvferry.so.0: `pip install ./python` builds and packs it, python/setup.py);
@@ -14,7 +14,7 @@ import os
 
 from .errors import KvferryError
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 SONAME = "libkvferry.so.0"
 MESSAGE_MAX = 512
 
@@ -22,12 +22,14 @@ POOL_HOST = 0
 POOL_CUDA = 1
 POOL_CUDA_VMM = 2
 
-EV_SENT, EV_DONE, EV_FAILED, EV_DISCONNECTED, EV_RECONNECTED = 1, 2, 3, 4, 5
+EV_SENT, EV_DONE, EV_FAILED, EV_DISCONNECTED, EV_RECONNECTED, EV_RELEASED = 1, 2, 3, 4, 5, 6
+EVF_HELD = 1
 
 
 class Event(C.Structure):
     _fields_ = [("req_id", C.c_uint64), ("kind", C.c_int32), ("error", C.c_int32),
-                ("bytes", C.c_uint64), ("message", C.c_char * MESSAGE_MAX)]
+                ("bytes", C.c_uint64), ("message", C.c_char * MESSAGE_MAX),
+                ("flags", C.c_uint32)]
 
 
 class Pool(C.Structure):
@@ -43,7 +45,7 @@ class Options(C.Structure):
     _fields_ = [("connect_timeout_ms", C.c_uint32), ("reconnect_min_ms", C.c_uint32),
                 ("reconnect_max_ms", C.c_uint32), ("no_reconnect", C.c_int32),
                 ("name", C.c_char_p), ("home", C.c_char_p),
-                ("err", C.c_char_p), ("errlen", C.c_size_t)]
+                ("err", C.c_char_p), ("errlen", C.c_size_t), ("held_events", C.c_int32)]
 
 
 class RecvArgs(C.Structure):

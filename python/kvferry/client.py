@@ -9,14 +9,17 @@ from .errors import KvferryError, TransferError, RegistrationError, from_text, E
 from .ids import request_id
 
 KINDS = {_lib.EV_SENT: "SENT", _lib.EV_DONE: "DONE", _lib.EV_FAILED: "FAILED",
-         _lib.EV_DISCONNECTED: "DISCONNECTED", _lib.EV_RECONNECTED: "RECONNECTED"}
+         _lib.EV_DISCONNECTED: "DISCONNECTED", _lib.EV_RECONNECTED: "RECONNECTED",
+         _lib.EV_RELEASED: "RELEASED"}
 
 
 class Event:
-    """kind: "SENT" | "DONE" | "FAILED" | "DISCONNECTED" | "RECONNECTED"; error: a kvf_error_t
-    name ("OK" unless FAILED/DISCONNECTED); key: the id as the caller gave it (str or int)."""
+    """kind: "SENT" | "DONE" | "FAILED" | "DISCONNECTED" | "RECONNECTED" | "RELEASED"; error: a
+    kvf_error_t name ("OK" unless FAILED/DISCONNECTED); key: the id as the caller gave it (str
+    or int). held: a FAILED RECV whose blocks a lost peer daemon may still write: reuse them
+    only after the RELEASED event of the same key (kvferry.h KVF_EVF_HELD)."""
 
-    __slots__ = ("req_id", "key", "kind", "error", "bytes", "message")
+    __slots__ = ("req_id", "key", "kind", "error", "bytes", "message", "held")
 
     def __init__(self, ev, key):
         self.req_id, self.key = ev.req_id, key
@@ -24,6 +27,7 @@ class Event:
         self.error = ERROR_NAMES[ev.error] if 0 <= ev.error < len(ERROR_NAMES) else "UNKNOWN"
         self.bytes = ev.bytes
         self.message = ev.message.decode(errors="replace")
+        self.held = bool(ev.flags & _lib.EVF_HELD)
 
     @property
     def ok(self):
@@ -35,8 +39,8 @@ class Event:
         return self
 
     def __repr__(self):
-        return "Event(%s %r %s%s)" % (self.kind, self.key, self.error,
-                                      ": " + self.message if self.message else "")
+        return "Event(%s%s %r %s%s)" % (self.kind, " HELD" if self.held else "", self.key,
+                                        self.error, ": " + self.message if self.message else "")
 
 
 def _oserror(rc, what):
@@ -67,9 +71,12 @@ class Client:
     """connect (HELLO), register, send/recv/cancel, events. socket None: $KVFERRY_WORKER_SOCKET,
     else the daemon's default. home: the instance's home daemon "host:port" (None: this one).
     Use as a context manager, or close(). fileno() is readable when an event may be waiting:
-    selectors / asyncio loop.add_reader(c.fileno(), ...) then drain c.events()."""
+    selectors / asyncio loop.add_reader(c.fileno(), ...) then drain c.events(). held_events:
+    this caller reads Event.held and "RELEASED" (kvferry.h KVF_EVF_HELD): a RECV whose blocks a
+    lost peer daemon may still write then fails at once, held, instead of when nothing can."""
 
-    def __init__(self, socket=None, name=None, home=None, connect_timeout_ms=0, reconnect=True):
+    def __init__(self, socket=None, name=None, home=None, connect_timeout_ms=0, reconnect=True,
+                 held_events=False):
         self._lib = _lib.lib()
         self._c = C.c_void_p()
         self._err = C.create_string_buffer(_lib.MESSAGE_MAX)
@@ -77,7 +84,8 @@ class Client:
         self._home = home.encode() if home else None
         opt = _lib.Options(connect_timeout_ms=connect_timeout_ms,
                            no_reconnect=0 if reconnect else 1, name=self._name, home=self._home,
-                           err=C.cast(self._err, C.c_char_p), errlen=_lib.MESSAGE_MAX)
+                           err=C.cast(self._err, C.c_char_p), errlen=_lib.MESSAGE_MAX,
+                           held_events=1 if held_events else 0)
         self._opt = opt
         path = socket.encode() if isinstance(socket, str) else socket
         rc = self._lib.kvf_connect(path, C.byref(opt), C.byref(self._c))
@@ -194,8 +202,9 @@ class Client:
         if rc == 0:
             return None
         key = self._keys.get(ev.req_id, ev.req_id)
-        if ev.kind in (_lib.EV_SENT, _lib.EV_DONE, _lib.EV_FAILED):
-            self._keys.pop(ev.req_id, None)
+        held = ev.kind == _lib.EV_FAILED and ev.flags & _lib.EVF_HELD
+        if ev.kind in (_lib.EV_SENT, _lib.EV_DONE, _lib.EV_FAILED, _lib.EV_RELEASED) and not held:
+            self._keys.pop(ev.req_id, None)  # a held id keeps its key for its RELEASED
         return Event(ev, key)
 
     def events(self):

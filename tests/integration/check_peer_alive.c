@@ -246,25 +246,11 @@ static void wait_reclaimed(struct three *t, long long reclaimed0, const char *wh
     ck_assert_int_gt(reclaimed, 0);
 }
 
-/* Whether d's log has a line with needle. */
-static bool log_has(const struct ru_daemon *d, const char *needle)
-{
-    FILE *f = fopen(d->log, "r");
-    if (!f)
-        return false;
-    char line[1024];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
-
 /* Whether d's log says that a fence of A's ended the hold (engine_fence.c): slots held for a
  * returned peer come back on its proof, not on its link alone. */
 static bool fence_done_logged(const struct ru_daemon *d)
 {
-    return log_has(d, "done: its held landing slots and pools come back");
+    return ru_log_has(d, "done: its held landing slots and pools come back");
 }
 
 /* The fault healed: nothing held in any daemon's arenas. */
@@ -473,7 +459,7 @@ START_TEST(a_context_daemon_frozen_mid_transfer_gets_every_slot_back_when_it_ret
     fprintf(stderr, "mid-transfer SIGCONT: G's hold ended by A's fence: %s; A closed its old link "
             "to G on the fence (its own loop had not lost G yet): %s\n",
             fence_done_logged(&t.g) ? "yes" : "no",
-            log_has(&t.a, "fenced its writes from before on a new link") ? "yes" : "no");
+            ru_log_has(&t.a, "fenced its writes from before on a new link") ? "yes" : "no");
     three_stop(&t);
 }
 END_TEST

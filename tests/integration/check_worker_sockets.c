@@ -268,6 +268,19 @@ START_TEST(worker_refusals_reach_kvf_connect_err)
     m.u.hello.version_min = m.u.hello.version_max = PROTO_VERSION + 7;
     raw_send_msg(fd, &m, NULL, 0);
     expect_error_close(fd, "not supported (this daemon speaks");
+    /* the conversation: the highest both speak (2: held ends, only for a worker that offers it) */
+    uint32_t offers[][3] = {{1, 1, 1}, {1, 2, 2}, {2, 9, 2}, {1, 9, 2}};
+    for (size_t i = 0; i < sizeof offers / sizeof offers[0]; i++) {
+        fd = raw_connect(&e);
+        m.u.hello.version_min = offers[i][0];
+        m.u.hello.version_max = offers[i][1];
+        raw_send_msg(fd, &m, NULL, 0);
+        char got[64] = "", want[64];
+        ck_assert_uint_eq(raw_next(fd, got, sizeof got), PROTO_WELCOME);
+        snprintf(want, sizeof want, "version %u", offers[i][2]);
+        ck_assert_msg(!strcmp(got, want), "HELLO %u..%u: %s", offers[i][0], offers[i][1], got);
+        close(fd);
+    }
     wt_stop(&e);
 }
 END_TEST

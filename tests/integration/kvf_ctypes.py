@@ -7,12 +7,12 @@ import sys
 
 lib = C.CDLL(sys.argv[1])
 lib.kvf_abi_version.restype = C.c_uint32
-assert lib.kvf_abi_version() == 3, "this script declares the structs of ABI 3"
+assert lib.kvf_abi_version() == 4, "this script declares the structs of ABI 4"
 
 
 class Event(C.Structure):
     _fields_ = [("req_id", C.c_uint64), ("kind", C.c_int32), ("error", C.c_int32),
-                ("bytes", C.c_uint64), ("message", C.c_char * 512)]
+                ("bytes", C.c_uint64), ("message", C.c_char * 512), ("flags", C.c_uint32)]
 
 
 class Pool(C.Structure):

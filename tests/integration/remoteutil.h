@@ -58,6 +58,9 @@ extern const char *ru_listen_host;
  * exec` (which also gives them that namespace's /sys); NULL (default): ours. */
 extern const char *ru_netns;
 
+/* kvf_options.held_events of the ranks registered next (default 0). */
+extern int ru_held_events;
+
 void ru_sleep_ms(unsigned ms);
 
 /* A 0600 secret file under dir (content from seed). */
@@ -187,6 +190,34 @@ void ru_assert_parity(const struct ru_rank *r, uint32_t first_block, uint64_t se
  * token must still hold the poison. */
 void ru_assert_parity_tokens(const struct ru_rank *r, uint32_t first_block, uint64_t seed,
                              uint64_t tokens, const char *what);
+
+/* ---- network namespaces (scripts/netns-pair) ---- */
+
+struct ru_pair {
+    char name[32], ns_a[48], ns_b[48], addr_a[32], addr_b[32];
+};
+
+/* system(cmd)'s exit code (128: killed). */
+int ru_sh(const char *cmd);
+/* Whether namespaces cannot be made here: then "SKIP test: why" is printed (main returns 77). */
+bool ru_netns_skip(const char *test);
+/* ru_daemon_start_tls inside namespace ns (NULL: ours), listening on host. */
+int ru_daemon_start_in(struct ru_daemon *d, const char *top, const char *name, int listen,
+                       const char *secret, const char *extra, const char *tls, const char *ns,
+                       const char *host);
+/* rm -rf top, then the pair down. */
+void ru_pair_finish(struct ru_pair *p, const char *top);
+/* Makes a pair named prefix<pid> (taken down at exit too); false, with SKIP printed, where
+ * network namespaces cannot be made here. */
+bool ru_pair_up(struct ru_pair *p, const char *prefix);
+void ru_pair_down(struct ru_pair *p);
+/* ip -n NS-<side> link set veth0 up|down. */
+void ru_pair_link(const struct ru_pair *p, char side, bool up);
+/* Whether d's log has a line with needle. */
+bool ru_log_has(const struct ru_daemon *d, const char *needle);
+/* The same, waiting up to ms (scaled by tu_ms) for the line: the daemon's log is written off
+ * its loop (logsink), so a line can come after what the test saw of its effect. */
+bool ru_log_wait(const struct ru_daemon *d, const char *needle, unsigned ms);
 
 /* ---- two daemons ---- */
 

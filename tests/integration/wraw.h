@@ -89,7 +89,8 @@ static inline void raw_send_msg(int fd, struct proto_msg *m, const int *fds, uns
     free(b);
 }
 
-/* Next frame's type (the message in msg for ERROR/REGISTERED), or 0 at EOF. */
+/* Next frame's type (the message in msg for ERROR/REGISTERED, "version N" for WELCOME), or 0
+ * at EOF. */
 static inline uint32_t raw_next(int fd, char *msg, size_t msglen)
 {
     struct proto_limits lim;
@@ -111,6 +112,8 @@ static inline uint32_t raw_next(int fd, char *msg, size_t msglen)
     ck_assert_int_eq(proto_decode(body, PROTO_HDR_SIZE + h.length, &lim, &m, NULL, 0), 0);
     if (msg && m.type == PROTO_ERROR)
         snprintf(msg, msglen, "%s", m.u.error.message);
+    if (msg && m.type == PROTO_WELCOME)
+        snprintf(msg, msglen, "version %u", m.u.welcome.version);
     if (msg && m.type == PROTO_REGISTERED)
         snprintf(msg, msglen, "%s: %s", kvf_error_to_string(m.u.registered.status),
                  m.u.registered.message);

@@ -40,7 +40,7 @@ class Library(unittest.TestCase):
             with self.assertRaises(kvferry.KvferryError) as cm:
                 _lib.load(so)
             self.assertIn("ABI 1", str(cm.exception))
-            self.assertIn("ABI 3", str(cm.exception))
+            self.assertIn("ABI 4", str(cm.exception))
 
     def test_library_without_abi_symbol_is_refused(self):
         with self.assertRaises(kvferry.KvferryError) as cm:

@@ -39,6 +39,7 @@ void ru_secret(const char *dir, const char *name, unsigned seed, char *path, siz
 
 const char *ru_listen_host = "127.0.0.1";
 const char *ru_netns;
+int ru_held_events;
 
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
@@ -350,7 +351,8 @@ void ru_rank_register(struct ru_inst *in, uint32_t i, const struct ru_daemon *d,
     {
         struct ru_rank *r = &in->r[i];
         struct kvf_options o = {
-            .no_reconnect = 1, .connect_timeout_ms = tu_ms(10000), .home = home};
+            .no_reconnect = 1, .connect_timeout_ms = tu_ms(10000), .home = home,
+            .held_events = ru_held_events};
         int crc = kvf_connect(d->worker, &o, &r->c);
         if (crc != 0)
             ru_dump_log(d, "daemon");
@@ -594,4 +596,124 @@ void two_start_insts(struct two *t, const struct two_insts *w)
     if (w->gen_at != TWO_GEN_UNREGISTERED)
         ru_inst_register(&t->gen, w->gen_at == TWO_GEN_AT_A ? &t->a : &t->b);
     t->insts = true;
+}
+
+/* ---- network namespaces ---- */
+
+int ru_sh(const char *cmd)
+{
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+bool ru_netns_skip(const char *test)
+{
+    if (ru_sh("scripts/netns-pair check >/dev/null 2>&1") == 0)
+        return false;
+    printf("SKIP %s: network namespaces cannot be made here (scripts/netns-pair check)\n", test);
+    return true;
+}
+
+int ru_daemon_start_in(struct ru_daemon *d, const char *top, const char *name, int listen,
+                       const char *secret, const char *extra, const char *tls, const char *ns,
+                       const char *host)
+{
+    ru_netns = ns;
+    ru_listen_host = host;
+    int rc = ru_daemon_start_tls(d, top, name, listen, secret, extra, tls);
+    ru_netns = NULL;
+    ru_listen_host = "127.0.0.1";
+    return rc;
+}
+
+void ru_pair_finish(struct ru_pair *p, const char *top)
+{
+    char cmd[96];
+    tu_fmt(cmd, sizeof cmd, "rm -rf %s", top);
+    if (ru_sh(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", top);
+    ru_pair_down(p);
+}
+
+static char pair_made[32]; /* taken down at exit too, when a failed assertion skips the test's */
+
+static void pair_down_at_exit(void)
+{
+    char cmd[96];
+    if (!pair_made[0])
+        return;
+    snprintf(cmd, sizeof cmd, "scripts/netns-pair down %s >/dev/null 2>&1", pair_made);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not take down %s\n", pair_made);
+}
+
+static void pair_addr(const struct ru_pair *p, char side, char *out, size_t len)
+{
+    char cmd[96];
+    tu_fmt(cmd, sizeof cmd, "scripts/netns-pair addr %s %c", p->name, side);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(out, (int)len, f));
+    pclose(f);
+    out[strcspn(out, "\n")] = 0;
+}
+
+bool ru_pair_up(struct ru_pair *p, const char *prefix)
+{
+    memset(p, 0, sizeof *p);
+    if (ru_netns_skip("this case"))
+        return false;
+    tu_fmt(p->name, sizeof p->name, "%s%u", prefix, (unsigned)getpid() % 100000);
+    tu_fmt(p->ns_a, sizeof p->ns_a, "%s-a", p->name);
+    tu_fmt(p->ns_b, sizeof p->ns_b, "%s-b", p->name);
+    char cmd[160];
+    tu_fmt(cmd, sizeof cmd, "scripts/netns-pair up %s >/dev/null", p->name);
+    ck_assert_int_eq(ru_sh(cmd), 0);
+    if (!pair_made[0])
+        atexit(pair_down_at_exit);
+    snprintf(pair_made, sizeof pair_made, "%s", p->name);
+    pair_addr(p, 'a', p->addr_a, sizeof p->addr_a);
+    pair_addr(p, 'b', p->addr_b, sizeof p->addr_b);
+    return true;
+}
+
+void ru_pair_down(struct ru_pair *p)
+{
+    char cmd[96];
+    tu_fmt(cmd, sizeof cmd, "scripts/netns-pair down %s >/dev/null", p->name);
+    if (ru_sh(cmd) != 0)
+        fprintf(stderr, "could not take down %s\n", p->name);
+    pair_made[0] = 0;
+}
+
+void ru_pair_link(const struct ru_pair *p, char side, bool up)
+{
+    char cmd[128];
+    tu_fmt(cmd, sizeof cmd, "ip -n %s link set veth0 %s", side == 'a' ? p->ns_a : p->ns_b,
+           up ? "up" : "down");
+    ck_assert_int_eq(ru_sh(cmd), 0);
+}
+
+bool ru_log_has(const struct ru_daemon *d, const char *needle)
+{
+    FILE *f = fopen(d->log, "r");
+    if (!f)
+        return false;
+    char line[1024];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+bool ru_log_wait(const struct ru_daemon *d, const char *needle, unsigned ms)
+{
+    uint64_t until = ru_now_ms() + tu_ms(ms);
+    while (!ru_log_has(d, needle)) {
+        if (ru_now_ms() >= until)
+            return false;
+        ru_sleep_ms(20);
+    }
+    return true;
 }
