@@ -119,6 +119,7 @@ struct kvf_config {
     uint64_t deadlines_lookup_ms;
     uint64_t deadlines_send_wait_ms; /* RECV waiting for the context side's SEND */
     uint64_t deadlines_transfer_ms;
+    uint64_t deadlines_stream_idle_ms; /* a streaming SEND's longest wait for its next layer */
 
     /* metrics.* and transfers.* (operators' views) */
     char *metrics_listen;            /* "host:port" of the /metrics HTTP listener; "": none */

@@ -209,6 +209,8 @@ const struct cfg_key cfg_table[] = {
         "A RECV waiting for the context side's SEND."),
     ROW("deadlines.transfer", CFG_DURATION, deadlines_transfer_ms, "1m", 1, 24 * HOUR, true,
         "A whole transfer, first credit to last scatter."),
+    ROW("deadlines.stream_idle", CFG_DURATION, deadlines_stream_idle_ms, "10s", 1, HOUR, true,
+        "A streaming SEND with no layer made final this long ends TIMEOUT, its readers with it."),
 
     ROW("metrics.listen", CFG_STRING, metrics_listen, "\"\"", 0, 255, false,
         "Address (host:port, e.g. 127.0.0.1:9464) of an HTTP listener serving GET /metrics "

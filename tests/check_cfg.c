@@ -61,6 +61,7 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "deadlines.lookup",
                                        "deadlines.send_wait",
                                        "deadlines.transfer",
+                                       "deadlines.stream_idle",
                                        "arena.reserve_timeout",
                                        "arena.window",
                                        "arena.direct_run",
