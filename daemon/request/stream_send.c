@@ -84,11 +84,13 @@ void stream_ready(struct transfers *t, struct xclient *c, const struct proto_rea
         transfers_end(t, x, KVF_E_INTERNAL, 0, "out of memory queueing its deadline");
         return;
     }
-    stream_local_kick(t, x);
+    bool now_final = xstream_final(x);
+    uint64_t id = x->req_id;
+    stream_local_kick(t, x); /* its last reader's DONE may end x (SENT): looked up again */
     struct engine *e = t->d->engine;
-    if (e)
+    if (e && (x = transfers_find_conn(t, c, id)))
         stream_ctx_kick(e, x);
-    if (e && !was_final && xstream_final(x))
+    if (e && !was_final && now_final && (x = transfers_find_conn(t, c, id)))
         local_send_arrived(e, x); /* writers of a spread instance: may end and free x */
 }
 
