@@ -26,6 +26,7 @@
 #include "kvferry.h"
 #include "layout.h"
 #include "plan.h"
+#include "plan_request.h"
 #include "preset.h"
 
 struct rank {
@@ -119,6 +120,25 @@ static double wait_end(struct rank *r, uint64_t req, uint64_t *bytes)
             *bytes = ev.bytes;
         return now_ms();
     }
+}
+
+/* Bytes of the request's last layer (its marks): a hybrid model's last layer may be an attention
+ * layer much larger than the average share. */
+static double last_layer_mb(const struct rank *c, const struct rank *g)
+{
+    struct plan_ids cids;
+    struct plan_input pin = {.gen = &g->l, .ctx = &c->l, .n_ctx = 1, .ctx_ids = &cids,
+                             .ctx_dp_rank = -1};
+    plan_ids_of(c->l.n_groups, c->counts, c->ids, &cids);
+    plan_ids_of(g->l.n_groups, g->counts, g->ids, &pin.gen_ids);
+    struct plan_marks m;
+    struct plan_error pe;
+    if (plan_marks_build(&pin, NULL, &m, &pe))
+        return -1;
+    uint32_t n = c->l.n_layers_total;
+    double mb = (double)(plan_marks_below(&m, 0, n) - plan_marks_below(&m, 0, n - 1)) / 1e6;
+    plan_marks_done(&m);
+    return mb;
 }
 
 static int cmp_d(const void *a, const void *b)
@@ -236,14 +256,16 @@ int main(int argc, char **argv)
     double rate = bytes / (med[1][1] * 1e6);                  /* GB/s of the SEND after prefill */
     double share = bytes / (double)c.l.n_layers_total / 1e6;  /* MB a layer */
     double layer_xfer = share / rate;                         /* ms: one layer at that rate */
+    double last_mb = last_layer_mb(&c, &g);
     printf("{\"path\":\"%s\",\"model\":\"%s\",\"tokens\":%u,\"summary\":true,\"reps\":%u,"
            "\"bytes\":%llu,\"prefill_ms\":%.3f,\"after_total_ms\":%.3f,\"after_tail_ms\":%.3f,"
            "\"rate_gbps\":%.3f,\"stream_total_ms\":%.3f,\"stream_tail_ms\":%.3f,"
            "\"layer_share_mb\":%.3f,\"goal_tail_ms\":%.3f,\"stream_over_prefill\":%.4f,"
-           "\"after_over_prefill\":%.4f,\"goal_total_ms\":%.3f}\n",
+           "\"after_over_prefill\":%.4f,\"goal_total_ms\":%.3f,\"last_layer_mb\":%.3f,"
+           "\"goal_tail_last_ms\":%.3f}\n",
            path, model, tokens, reps, (unsigned long long)bytes, med[0][0], med[1][0], med[1][1],
            rate, med[2][0], med[2][1], share, layer_xfer + 0.3, med[2][0] / med[0][0],
-           med[1][0] / med[0][0], med[0][0] + layer_xfer);
+           med[1][0] / med[0][0], med[0][0] + layer_xfer, last_mb, last_mb / rate + 0.3);
     kvf_close(c.c);
     kvf_close(g.c);
     return 0;

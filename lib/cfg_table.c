@@ -158,6 +158,10 @@ const struct cfg_key cfg_table[] = {
         "Chunks in flight per writer flow between two daemons: landing credits a receiver asks "
         "at once and staging chunks a sender moves at once, so the next chunk's gather and put "
         "overlap the last one's scatter."),
+    {"arena.cut_at_layers", CFG_ENUM, OFF(arena_cut_at_layers), "false", 0, 0, false_true, true,
+     "Generation side: landing grants end at layer boundaries too (and at arena.chunk within "
+     "a layer), so a streamed SEND's last layer moves alone: its tail between daemons is one "
+     "layer, not one chunk. Plain requests then move in more, smaller chunks."},
     ROW("arena.direct_run", CFG_SIZE, arena_direct_run, "16KiB", 0, GIB, true,
         "Bounce path: a chunk whose copy runs average at least this many bytes is put straight "
         "from the context rank's pools into the landing slot (no gather); smaller runs are "

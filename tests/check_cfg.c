@@ -64,6 +64,7 @@ START_TEST(live_keys_are_exactly_the_reloadable_ones)
                                        "deadlines.stream_idle",
                                        "arena.reserve_timeout",
                                        "arena.window",
+                                       "arena.cut_at_layers",
                                        "arena.direct_run",
                                        "arena.shm_write",
                                        "arena.cma_write",

@@ -6,13 +6,16 @@
  * than a layer) and the fragment path. Mid-stream the first layers are seen landing before the
  * last one is final, and no DONE comes before it. Faults: READY refused (not streaming, out of
  * order, past the model) as BAD_REQUEST, the idle deadline (TIMEOUT both sides), cancel, the
- * context worker killed (PEER_LOST); after each, both arenas hold nothing. */
+ * context worker killed (PEER_LOST); after each, both arenas hold nothing. With
+ * arena.cut_at_layers the bounce path's grants end at layer boundaries: every geometry's first
+ * layer is seen landing mid-stream. */
 #include <check.h>
 
 #include "remoteutil.h"
 
 #define TINY "tiny:blocks=128,slots=16"
 #define BOUNCE "gates:\n  min_bytes: 0\n  min_blocks: 0\narena:\n  size: 64MiB\n  chunk: 64KiB\n"
+#define CUT BOUNCE "  cut_at_layers: true\n" /* landing grants end at layer boundaries */
 #define IDLE "deadlines:\n  stream_idle: 400ms\n"
 
 /* good[i]: context rank i's pools as they end (its shard of the pattern); its real pools get
@@ -209,14 +212,13 @@ static const char *const geos[][2] = {
 };
 #define N_GEOS (sizeof geos / sizeof geos[0])
 
-static void geometry(const char *extra, enum two_gen_at at, int i, uint64_t req)
+static void geometry(const char *extra, enum two_gen_at at, int i, uint64_t req, bool overlap)
 {
     struct two t;
     two_start_insts(&t, &(struct two_insts){.extra_a = extra, .extra_b = extra,
                                             .spec = geos[i][0], .gen_spec = geos[i][1],
                                             .blocks = 8, .rng = 7 + (uint64_t)i, .gen_at = at});
-    stream_move(&t, at == TWO_GEN_AT_A ? NULL : t.a.addr, req, 100 + (uint64_t)i,
-                at == TWO_GEN_AT_A || i == 0);
+    stream_move(&t, at == TWO_GEN_AT_A ? NULL : t.a.addr, req, 100 + (uint64_t)i, overlap);
     if (at != TWO_GEN_AT_A) {
         ru_wait_arenas_idle(&t.a, "context daemon after the stream", 5000);
         ru_wait_arenas_idle(&t.b, "generation daemon after the stream", 5000);
@@ -226,13 +228,21 @@ static void geometry(const char *extra, enum two_gen_at at, int i, uint64_t req)
 
 START_TEST(stream_same_daemon_moves_each_layer_once_final_bitwise)
 {
-    geometry(NULL, TWO_GEN_AT_A, _i, 10 + (uint64_t)_i);
+    geometry(NULL, TWO_GEN_AT_A, _i, 10 + (uint64_t)_i, true);
 }
 END_TEST
 
 START_TEST(stream_bounce_between_daemons_moves_each_layer_once_final_bitwise)
 {
-    geometry(BOUNCE, TWO_GEN_AT_B, _i, 20 + (uint64_t)_i);
+    geometry(BOUNCE, TWO_GEN_AT_B, _i, 20 + (uint64_t)_i, _i == 0);
+}
+END_TEST
+
+/* arena.cut_at_layers: a chunk never spans two layers, so every geometry's first layer lands
+ * while the rest is computed (each TP2 writer's whole extent fits one 64 KiB chunk otherwise) */
+START_TEST(stream_bounce_cut_at_layers_moves_each_layer_as_it_is_final_bitwise)
+{
+    geometry(CUT, TWO_GEN_AT_B, _i, 50 + (uint64_t)_i, true);
 }
 END_TEST
 
@@ -396,6 +406,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, stream_same_daemon_moves_each_layer_once_final_bitwise, 0, N_GEOS);
     tcase_add_loop_test(tc, stream_bounce_between_daemons_moves_each_layer_once_final_bitwise, 0,
                         N_GEOS);
+    tcase_add_loop_test(tc, stream_bounce_cut_at_layers_moves_each_layer_as_it_is_final_bitwise,
+                        0, N_GEOS);
     tcase_add_test(tc, stream_fragment_path_moves_once_every_layer_is_final_bitwise);
     suite_add_tcase(s, tc);
     TCase *tf = tcase_create("faults");
