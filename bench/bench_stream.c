@@ -6,11 +6,12 @@
  *   after:   the RECV posted, the prefill, then kvf_send: today's SEND after the prefill
  *   stream:  kvf_send_begin and the RECV posted, the prefill with kvf_send_ready(id + 1) after
  *            each layer: the transfer behind the prefill
- * and prints one JSON line per run: the mode, prefill_ms (its start to its last layer),
- * total_ms (its start to the generation rank's DONE), tail_ms (the last layer's end, or the
- * SEND after it, to DONE), bytes. The summary line (medians over the repetitions) compares with
- * the goals: the tail at most one layer's share of the bytes at the rate `after` measured plus
- * 0.3 ms, stream's total against prefill's (and prefill + one layer's transfer).
+ * and prints one JSON line per run: the mode, prefill_ms (its start to its last layer's end,
+ * before that layer's READY), total_ms (its start to the generation rank's DONE), tail_ms (the
+ * last layer's end to DONE: READY's write included), bytes. The summary line (medians over the
+ * repetitions) compares with the goals: the tail at most one layer's share of the bytes at the
+ * rate `after` measured plus 0.3 ms (and the same for the request's own last layer), stream's
+ * total against prefill's (and prefill + one layer's transfer).
  * Usage: bench_stream --ctx-sock P --gen-sock P [--home H] [--model kimi-linear-48b]
  *        [--tokens 4096] [--layer-us 2000] [--reps 5] [--path local] */
 #include <errno.h>
@@ -165,15 +166,14 @@ static struct run one(const char *mode, struct rank *c, struct rank *g, const ch
         die("kvf_send_begin", rc);
     if (send && (rc = kvf_recv(g->c, &a)))
         die("kvf_recv", rc);
-    double t0 = now_ms(), end = t0;
+    double t0 = now_ms(), last = t0;
     for (uint32_t id = 0; id < n; id++) {
-        end = t0 + layer_ms * (id + 1);
-        sleep_until(end);
+        sleep_until(t0 + layer_ms * (id + 1));
+        last = now_ms(); /* the layer is computed: READY is what the stream adds to it */
         if (stream && (rc = kvf_send_ready(c->c, req, id + 1)))
             die("kvf_send_ready", rc);
     }
-    struct run r = {.prefill_ms = now_ms() - t0};
-    double last = now_ms();
+    struct run r = {.prefill_ms = last - t0};
     if (send && !stream && (rc = kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1)))
         die("kvf_send", rc);
     if (send) {
@@ -229,9 +229,9 @@ int main(int argc, char **argv)
     for (unsigned k = 0; k < reps; k++) {
         for (int m = 0; m < 3; m++) {
             struct run r = one(modes[m], &c, &g, home, req++, layer_ms);
-            printf("{\"path\":\"%s\",\"model\":\"%s\",\"tokens\":%u,\"layers\":%u,\"layer_ms\":%.3f,"
-                   "\"mode\":\"%s\",\"rep\":%u,\"prefill_ms\":%.3f,\"total_ms\":%.3f,"
-                   "\"tail_ms\":%.3f,\"bytes\":%llu}\n",
+            printf("{\"path\":\"%s\",\"model\":\"%s\",\"tokens\":%u,\"layers\":%u,"
+                   "\"layer_ms\":%.3f,\"mode\":\"%s\",\"rep\":%u,\"prefill_ms\":%.3f,"
+                   "\"total_ms\":%.3f,\"tail_ms\":%.3f,\"bytes\":%llu}\n",
                    path, model, tokens, c.l.n_layers_total, layer_ms, modes[m], k, r.prefill_ms,
                    r.total_ms, r.tail_ms, (unsigned long long)r.bytes);
             fflush(stdout);
