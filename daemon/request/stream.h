@@ -16,7 +16,7 @@
  *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job),
  *    DONE once every writer's extent is in; GPU pools wait until every layer is final, then
  *    run whole.
- *  - the engine's side between daemons: daemon/engine/stream_ctx.h.
+ *  - the engine's side between daemons: daemon/engine/stream_gate.h.
  * Ownership: x->stream and x->scopy are owned by their xfer and freed with it. Loop thread
  * only. */
 #ifndef KVF_STREAM_H
@@ -48,7 +48,7 @@ struct stream_copy {
 /* The SEND x streams (proto SEND's flag): its readiness, its idle deadline. false: x failed. */
 bool stream_send_begin(struct transfers *t, struct xfer *x);
 /* A READY frame from connection c. */
-void stream_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m);
+void stream_send_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m);
 /* The tick found SEND x due: true when it was the stream's idle deadline (x failed TIMEOUT;
  * no sweep), false when its own deadline rules apply. */
 bool stream_send_due(struct transfers *t, struct xfer *x, uint64_t now);
@@ -56,11 +56,11 @@ bool stream_send_due(struct transfers *t, struct xfer *x, uint64_t now);
 void stream_send_ended(struct transfers *t, struct xfer *x, struct req *q, kvf_error_t err,
                        const char *msg);
 /* Frees x's streaming parts (either side); accepts x without them. */
-void stream_free(struct xfer *x);
+void stream_send_free(struct xfer *x);
 
 /* stream_local.c */
 /* Whether any SEND of sends (n entries, NULL allowed) streams and is not final yet. */
-bool stream_pending(struct xfer *const *sends, uint32_t n);
+bool stream_local_pending(struct xfer *const *sends, uint32_t n);
 /* Starts RECV r of the local path whose writers stream: planned once, its final prefixes
  * copied as they come. KVF_OK with r->scopy set (DONE follows through transfers_copy_done),
  * or the failure with msg. */
@@ -69,6 +69,6 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
 /* SEND s made more layers final: its streamed same-daemon RECVs copy them. */
 void stream_local_kick(struct transfers *t, struct xfer *s);
 /* Frees a RECV's copy; accepts NULL; returns NULL. */
-struct stream_copy *stream_copy_free(struct stream_copy *sc);
+struct stream_copy *stream_local_free(struct stream_copy *sc);
 
 #endif

@@ -18,7 +18,7 @@
 #include "xclient.h"
 #include "xstream.h"
 
-bool stream_pending(struct xfer *const *sends, uint32_t n)
+bool stream_local_pending(struct xfer *const *sends, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)
         if (sends[i] && !xstream_final(sends[i]))
@@ -123,7 +123,7 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
     if (st)
         st->sends = calloc(n_ctx ? n_ctx : 1, sizeof *st->sends);
     if (!st || !st->sends) {
-        stream_copy_free(st);
+        stream_local_free(st);
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
@@ -139,7 +139,7 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
         e = KVF_E_INTERNAL;
     }
     if (e != KVF_OK) {
-        stream_copy_free(st);
+        stream_local_free(st);
         return e;
     }
     for (uint32_t w = 0; w < st->plan.n_writers; w++)
@@ -159,7 +159,7 @@ static void run_whole(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0;
     char msg[PROTO_MSG_MAX + 1] = "";
     kvf_error_t e = xfer_local_run(t, r, st->sends, st->n_ctx, &bytes, msg, sizeof msg);
-    r->scopy = stream_copy_free(st);
+    r->scopy = stream_local_free(st);
     if (e == KVF_OK && (r->gpu_job || r->cpu_job))
         return; /* transfers_copy_done follows */
     transfers_copy_done(t, r, e, bytes, msg);
@@ -185,7 +185,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
         bool reads = false;
         for (uint32_t c = 0; st && c < st->n_ctx; c++)
             reads |= st->sends[c] == s;
-        if (reads && (st->whole ? !stream_pending(st->sends, st->n_ctx) : pump(t, r) == 1))
+        if (reads && (st->whole ? !stream_local_pending(st->sends, st->n_ctx) : pump(t, r) == 1))
             ends[n_end++] = r->id;
     }
     free(live);
@@ -203,7 +203,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
     free(ends);
 }
 
-struct stream_copy *stream_copy_free(struct stream_copy *sc)
+struct stream_copy *stream_local_free(struct stream_copy *sc)
 {
     if (!sc)
         return NULL;

@@ -9,7 +9,7 @@
 #include "engine_gen.h"
 #include "registry.h"
 #include "stream.h"
-#include "stream_ctx.h"
+#include "stream_gate.h"
 #include "transfers.h"
 #include "xstream.h"
 
@@ -52,7 +52,7 @@ bool stream_send_begin(struct transfers *t, struct xfer *x)
     return set_deadline(t, x);
 }
 
-void stream_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m)
+void stream_send_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m)
 {
     struct xfer *x = transfers_find_conn(t, c, m->req_id);
     if (!x) { /* ended meanwhile (its event is on the way): nothing to move */
@@ -89,7 +89,7 @@ void stream_ready(struct transfers *t, struct xclient *c, const struct proto_rea
     stream_local_kick(t, x); /* its last reader's DONE may end x (SENT): looked up again */
     struct engine *e = t->d->engine;
     if (e && (x = transfers_find_conn(t, c, id)))
-        stream_ctx_kick(e, x);
+        stream_kick(e, x);
     if (e && !was_final && now_final && (x = transfers_find_conn(t, c, id)))
         local_send_arrived(e, x); /* writers of a spread instance: may end and free x */
 }
@@ -136,11 +136,11 @@ void stream_send_ended(struct transfers *t, struct xfer *x, struct req *q, kvf_e
     free(live);
 }
 
-void stream_free(struct xfer *x)
+void stream_send_free(struct xfer *x)
 {
     if (x->stream)
         free(x->stream->flows);
     free(x->stream);
     x->stream = NULL;
-    x->scopy = stream_copy_free(x->scopy);
+    x->scopy = stream_local_free(x->scopy);
 }

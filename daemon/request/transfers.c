@@ -161,7 +161,7 @@ void transfers_fail_now(struct transfers *t, struct xfer *x, kvf_error_t err, co
 
 static void free_xfer(struct xfer *x)
 {
-    stream_free(x);
+    stream_send_free(x);
     if (x->rx)
         engine_recv_free(x->rx);
     free(x->items.ids);

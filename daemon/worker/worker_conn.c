@@ -424,7 +424,7 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         transfers_cancel(&c->w->xt, &c->xc, m.u.cancel.req_id);
         break;
     case PROTO_READY:
-        stream_ready(&c->w->xt, &c->xc, &m.u.ready);
+        stream_send_ready(&c->w->xt, &c->xc, &m.u.ready);
         break;
     case PROTO_PING:
         wsend(c, &(struct proto_msg){.type = PROTO_PONG});

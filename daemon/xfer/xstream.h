@@ -1,7 +1,7 @@
 /* xstream.h: a streaming SEND's readiness (issue 28, docs/DESIGN.md §7 "Streaming"): which of
  * its layers are final, and the marks of the engine's flows reading it. Below the request table
  * (daemon/request/stream_send.c sets it from READY frames) and the engine
- * (daemon/engine/stream_ctx.c reads it), which both see it here. Owned by its xfer (x->stream),
+ * (daemon/engine/stream_gate.c reads it), which both see it here. Owned by its xfer (x->stream),
  * freed with it. Loop thread only. */
 #ifndef KVF_XSTREAM_H
 #define KVF_XSTREAM_H
@@ -12,7 +12,7 @@
 #include "plan.h"
 #include "xfer.h"
 
-struct stream_flow; /* the engine's (stream_ctx.c): one flow's marks */
+struct stream_flow; /* the engine's (stream_gate.h): one flow's marks */
 
 struct xstream {
     uint32_t upto;  /* every global layer id below it is final */
