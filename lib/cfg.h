@@ -104,6 +104,7 @@ struct kvf_config {
     uint64_t arena_reserve_timeout_ms;
     int64_t arena_window;          /* chunks in flight per writer flow (both sides) */
     uint64_t arena_direct_run;     /* bounce: mean run bytes at which a chunk skips the gather */
+    int64_t arena_cut_at_layers;   /* enum false/true: landing grants end at layer boundaries */
     int64_t arena_shm_write;       /* enum: copy (copy threads write the peer's slot), put */
     int64_t arena_cma_write;       /* enum: copy (copy threads write the peer's slot over cma), am */
     int64_t arena_peer_share;      /* percent of landing bytes one peer may hold */
@@ -119,6 +120,7 @@ struct kvf_config {
     uint64_t deadlines_lookup_ms;
     uint64_t deadlines_send_wait_ms; /* RECV waiting for the context side's SEND */
     uint64_t deadlines_transfer_ms;
+    uint64_t deadlines_stream_idle_ms; /* a streaming SEND's longest wait for its next layer */
 
     /* metrics.* and transfers.* (operators' views) */
     char *metrics_listen;            /* "host:port" of the /metrics HTTP listener; "": none */

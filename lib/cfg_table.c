@@ -158,6 +158,10 @@ const struct cfg_key cfg_table[] = {
         "Chunks in flight per writer flow between two daemons: landing credits a receiver asks "
         "at once and staging chunks a sender moves at once, so the next chunk's gather and put "
         "overlap the last one's scatter."),
+    {"arena.cut_at_layers", CFG_ENUM, OFF(arena_cut_at_layers), "false", 0, 0, false_true, true,
+     "Generation side: landing grants end at layer boundaries too (and at arena.chunk within "
+     "a layer), so a streamed SEND's last layer moves alone: its tail between daemons is one "
+     "layer, not one chunk. Plain requests then move in more, smaller chunks."},
     ROW("arena.direct_run", CFG_SIZE, arena_direct_run, "16KiB", 0, GIB, true,
         "Bounce path: a chunk whose copy runs average at least this many bytes is put straight "
         "from the context rank's pools into the landing slot (no gather); smaller runs are "
@@ -209,6 +213,8 @@ const struct cfg_key cfg_table[] = {
         "A RECV waiting for the context side's SEND."),
     ROW("deadlines.transfer", CFG_DURATION, deadlines_transfer_ms, "1m", 1, 24 * HOUR, true,
         "A whole transfer, first credit to last scatter."),
+    ROW("deadlines.stream_idle", CFG_DURATION, deadlines_stream_idle_ms, "10s", 1, HOUR, true,
+        "A streaming SEND with no layer made final this long ends TIMEOUT, its readers with it."),
 
     ROW("metrics.listen", CFG_STRING, metrics_listen, "\"\"", 0, 255, false,
         "Address (host:port, e.g. 127.0.0.1:9464) of an HTTP listener serving GET /metrics "

@@ -1,5 +1,5 @@
-/* client_req.c: libkvferry's request calls and event polling (kvf_send, kvf_recv, kvf_cancel,
- * kvf_poll). Each call takes c->mu; see kvferry.h for the contract. */
+/* client_req.c: libkvferry's request calls and event polling (kvf_send, kvf_send_begin,
+ * kvf_send_ready, kvf_recv, kvf_cancel, kvf_poll). Each call takes c->mu; see kvferry.h for the contract. */
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
@@ -57,8 +57,9 @@ static int submit(struct kvf_client *c, struct proto_msg *m, uint64_t req_id, ch
     return 0;
 }
 
-int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,
-             const uint32_t *ids, uint32_t n_readers)
+static int send_items(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
+                      const uint32_t *counts, const uint32_t *ids, uint32_t n_readers,
+                      uint32_t stream)
 {
     if (req_id == 0 || n_readers > LAYOUT_MAX_TP * LAYOUT_MAX_PP)
         return -EINVAL;
@@ -68,9 +69,43 @@ int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uin
     m.type = PROTO_SEND;
     m.u.send.req_id = req_id;
     m.u.send.n_readers = n_readers;
+    m.u.send.stream = stream;
     int rc = check_items(c, n_groups, counts, ids, &m.u.send.items);
     if (!rc)
         rc = submit(c, &m, req_id, 'S');
+    client_sync_fds(c);
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,
+             const uint32_t *ids, uint32_t n_readers)
+{
+    return send_items(c, req_id, n_groups, counts, ids, n_readers, 0);
+}
+
+int kvf_send_begin(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
+                   const uint32_t *counts, const uint32_t *ids, uint32_t n_readers)
+{
+    return send_items(c, req_id, n_groups, counts, ids, n_readers, 1);
+}
+
+int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto)
+{
+    if (layers_upto > LAYOUT_MAX_LAYERS)
+        return -EINVAL;
+    pthread_mutex_lock(&c->mu);
+    if (c->sock >= 0)
+        client_conn_pump(c); /* every call that writes also reads: events never pile up */
+    int rc = -ENOENT;
+    for (uint32_t i = 0; i < c->n_reqs; i++) {
+        if (c->reqs[i].id == req_id && c->reqs[i].kind == 'S') {
+            struct proto_msg m = {.type = PROTO_READY};
+            m.u.ready = (struct proto_ready){.req_id = req_id, .layers_upto = layers_upto};
+            rc = client_conn_send(c, &m, NULL, 0);
+            break;
+        }
+    }
     client_sync_fds(c);
     pthread_mutex_unlock(&c->mu);
     return rc;

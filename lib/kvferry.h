@@ -169,6 +169,23 @@ int kvf_register(struct kvf_client *c, const char *layout_json, const struct kvf
 int kvf_send(struct kvf_client *c, uint64_t req_id, uint32_t n_groups, const uint32_t *counts,
              const uint32_t *ids, uint32_t n_readers);
 
+/* Context rank, streaming (issue 28): as kvf_send, but the items are not final yet. The
+ * daemon plans the request at once and moves each layer only once kvf_send_ready said it is
+ * final, on every path; the generation ranks still get DONE only once every byte is there.
+ * A streaming SEND that makes no progress (no kvf_send_ready raising layers_upto) for
+ * deadlines.stream_idle ends FAILED/TIMEOUT, and so do its readers. Returns as kvf_send. */
+int kvf_send_begin(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
+                   const uint32_t *counts, const uint32_t *ids, uint32_t n_readers);
+
+/* Streaming SEND req_id: every global layer id below layers_upto is final in its items (the
+ * worker's writes to them completed: for GPU pools, its stream synchronized). Call in order,
+ * layers_upto never decreasing; layers_upto = the model's layer count (n_layers_total) or any
+ * value past this rank's last layer says everything is final. The daemon answers nothing: a
+ * READY it refuses (on a SEND that does not stream, decreasing, past the model's layers) fails
+ * that SEND with KVF_E_BAD_REQUEST naming what is wrong. Returns 0, -EINVAL (layers_upto over
+ * 256), -ENOENT (no SEND of that id in flight), -ENOTCONN. */
+int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto);
+
 struct kvf_recv_args {
     uint64_t req_id;
     const char *ctx_instance; /* the context instance that ran the prefill */

@@ -102,6 +102,22 @@ int plan_check_shape(const struct plan_input *in, struct plan_error *err);
  * with *err as plan_build fills it. For a caller that knows the writers already. */
 int plan_check_request(const struct plan_input *in, struct plan_error *err);
 
+/* Streaming (issue 28, plan_marks.c): per context rank c of a plan's input, the extent bytes
+ * of its layers below each global layer id. The canonical order puts layers first, so when
+ * every layer below L is final, the first below(c, L) bytes of c's extent are. */
+struct plan_marks {
+    uint32_t n_ctx;
+    uint64_t *below; /* owned: n_ctx rows of LAYOUT_MAX_LAYERS + 1, cumulative */
+};
+/* plan_build that also fills *ret; the plan goes to *plan_ret (free with plan_done), or is
+ * dropped when plan_ret is NULL. 0 or plan_build's errors (nothing to free then). */
+int plan_marks_build(const struct plan_input *in, struct plan *plan_ret, struct plan_marks *ret,
+                     struct plan_error *err);
+/* Extent bytes of context rank c below layers_upto (clamped to LAYOUT_MAX_LAYERS); 0 for an
+ * unknown rank. */
+uint64_t plan_marks_below(const struct plan_marks *m, uint32_t c, uint32_t layers_upto);
+void plan_marks_done(struct plan_marks *m);
+
 /* The one accounting (DESIGN §4 rule 3): a request's bytes on one rank, summing every pool view of
  * every group, given the item count per group index. */
 struct request_bytes {

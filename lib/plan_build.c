@@ -33,9 +33,11 @@
  *   and a state group without exactly one slot id are BAD_REQUEST. So is an attention-DP
  *   context without a valid ctx_dp_rank (reason COMPAT_DP_RANK): the DP rank belongs to the
  *   request, not to the peer, so it must never become a cached PEER_INCOMPATIBLE verdict.
- * - Canonical order of a writer's extent (rule 9): (generation group index, layer ascending,
- *   generation view index, item in request order, tensor index within the view, outer, head
- *   run). Each writer's extent is its subsequence of that order, packed.
+ * - Canonical order of a writer's extent (rule 9): (global layer id ascending, generation
+ *   group index, generation view index, item in request order, tensor index within the view,
+ *   outer, head run). Each writer's extent is its subsequence of that order, packed. Layer
+ *   first, so the layers below any id are a prefix of every extent: a streaming SEND (issue 28)
+ *   moves the prefix its final layers cover (plan_marks).
  * - Coverage (rule 8): plan_cover_check() runs on every plan; a failure is INTERNAL.
  * - Declared aliasing: plan_alias_check() refuses, as BAD_REQUEST naming both items, a request
  *   whose destination regions in aliased views overlap (before any run is emitted).
@@ -495,6 +497,13 @@ int plan_build(const struct plan_input *in, struct plan *ret, struct plan_error 
 int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
                       struct plan_tag ***tags_ret, struct plan_error *err)
 {
+    return plan_build_marked(in, tix, ret, tags_ret, NULL, err);
+}
+
+int plan_build_marked(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
+                      struct plan_tag ***tags_ret, struct plan_marks *marks,
+                      struct plan_error *err)
+{
     char msg[sizeof(err->message)];
     int rc = plan_check_request(in, err);
     if (rc)
@@ -507,15 +516,28 @@ int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, s
     for (uint32_t c = 0; tix && c < in->n_ctx; c++)
         b.vecs[c].tagged = true;
     const struct layout *gen = in->gen;
-    for (uint32_t g = 0; g < gen->n_groups; g++)
-        for (uint32_t l = 0; l < gen->groups[g].n_layers; l++)
-            for (uint32_t v = 0; v < gen->groups[g].n_views; v++) {
-                rc = emit_view(&b, g, l, v);
-                if (rc == -ENOMEM)
-                    goto nomem;
-                if (rc)
-                    goto fail;
-            }
+    uint32_t at[LAYOUT_MAX_GROUPS] = {0}; /* per group, its next local layer: merged by id */
+    for (;;) {
+        uint32_t g = gen->n_groups;
+        for (uint32_t k = 0; k < gen->n_groups; k++)
+            if (at[k] < gen->groups[k].n_layers &&
+                (g == gen->n_groups ||
+                 gen->groups[k].layers[at[k]] < gen->groups[g].layers[at[g]]))
+                g = k;
+        if (g == gen->n_groups)
+            break;
+        uint32_t l = at[g]++;
+        for (uint32_t v = 0; v < gen->groups[g].n_views; v++) {
+            rc = emit_view(&b, g, l, v);
+            if (rc == -ENOMEM)
+                goto nomem;
+            if (rc)
+                goto fail;
+        }
+        for (uint32_t c = 0; marks && c < in->n_ctx; c++) /* below the next id: up to here */
+            marks->below[c * (LAYOUT_MAX_LAYERS + 1) + gen->groups[g].layers[l] + 1] =
+                b.vecs[c].bytes;
+    }
     for (uint32_t c = 0; c < in->n_ctx; c++) {
         if (plan_opvec_finish(&b.vecs[c]))
             goto nomem;

@@ -97,5 +97,11 @@ struct plan_tix {
  * w) says where each op lies. tix NULL: plan_build itself (tags_ret untouched). */
 int plan_build_tagged(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
                       struct plan_tag ***tags_ret, struct plan_error *err);
+/* plan_build_tagged that also fills marks (allocated by the caller, plan_marks.c): below[c][L]
+ * for every global layer id L a group holds, the extent bytes of context rank c's layers below
+ * L + 1 (the rest is made cumulative by plan_marks_build). marks NULL: plan_build_tagged. */
+int plan_build_marked(const struct plan_input *in, const struct plan_tix *tix, struct plan *ret,
+                      struct plan_tag ***tags_ret, struct plan_marks *marks,
+                      struct plan_error *err);
 
 #endif

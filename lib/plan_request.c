@@ -47,6 +47,14 @@ kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *ms
     return typed(plan_build(in, ret, &perr), &perr, msg, msglen);
 }
 
+kvf_error_t plan_request_marked(const struct plan_input *in, struct plan *ret,
+                                struct plan_marks *marks, char *msg, size_t msglen)
+{
+    struct plan_error perr;
+    memset(&perr, 0, sizeof perr);
+    return typed(plan_marks_build(in, ret, marks, &perr), &perr, msg, msglen);
+}
+
 kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,
                                 const struct plan_input *in, struct plan *ret,
                                 struct plan_tcache_entry **entry_ret, char *msg, size_t msglen)

@@ -25,6 +25,9 @@ struct plan_ids *plan_ctx_ids_new(const struct layout *ctx, uint32_t n_ctx);
 /* plan_build, its failure as a typed error: KVF_OK and *ret (free with plan_done), or
  * PEER_INCOMPATIBLE / BAD_REQUEST / INTERNAL with the reason in msg. */
 kvf_error_t plan_request(const struct plan_input *in, struct plan *ret, char *msg, size_t msglen);
+/* plan_marks_build (a streaming request's plan and its marks, plan.h), typed as plan_request. */
+kvf_error_t plan_request_marked(const struct plan_input *in, struct plan *ret,
+                                struct plan_marks *marks, char *msg, size_t msglen);
 /* plan_tcache_plan (the plan from the template of (who, shape), or built and kept), its
  * failure typed as plan_request's; *entry_ret as plan_tcache_plan gives it. */
 kvf_error_t plan_request_cached(struct plan_tcache *c, const uint64_t *who, uint32_t n_who,

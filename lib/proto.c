@@ -8,7 +8,7 @@ static const char *const type_names[PROTO__TYPE_END] = {
     [PROTO_HELLO] = "HELLO",     [PROTO_WELCOME] = "WELCOME", [PROTO_REGISTER] = "REGISTER",
     [PROTO_REGISTERED] = "REGISTERED", [PROTO_SEND] = "SEND", [PROTO_RECV] = "RECV",
     [PROTO_CANCEL] = "CANCEL",   [PROTO_EVENT] = "EVENT",     [PROTO_ERROR] = "ERROR",
-    [PROTO_FDS] = "FDS",
+    [PROTO_FDS] = "FDS",         [PROTO_READY] = "READY",
     [PROTO_PING] = "PING",       [PROTO_PONG] = "PONG",
 };
 

@@ -11,7 +11,7 @@
  *
  * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
  * SCM_RIGHTS, one per POOL_HOST pool, in pool order) -> REGISTERED; then
- * SEND / RECV / CANCEL from the worker and EVENT from the daemon, in any interleaving. Frames may
+ * SEND / RECV / CANCEL / READY from the worker and EVENT from the daemon, in any interleaving. Frames may
  * be pipelined (HELLO and REGISTER back to back): fds belong to the frame whose first byte they
  * were sent with (frame.h). A frame the daemon refuses gets an ERROR
  * frame and the connection is closed. PING is answered with PONG (same seq).
@@ -69,6 +69,7 @@ typedef enum {
     PROTO_PING = 10,
     PROTO_PONG = 11,
     PROTO_FDS = 12,
+    PROTO_READY = 13,
     PROTO__TYPE_END
 } proto_type_t;
 
@@ -161,6 +162,16 @@ struct proto_send {
     uint64_t req_id;
     uint32_t n_readers; /* generation ranks expected to read it; 0: release on deadline */
     struct proto_items items;
+    uint32_t stream; /* optional trailing u32 after the items: 1, the SEND streams (its layers
+                      * become final by READY frames); absent (0) for a plain SEND */
+};
+
+/* READY (a streaming SEND, issue 28): every global layer id below layers_upto is final in the
+ * SEND's items. Never decreasing; at most LAYOUT_MAX_LAYERS on the wire, at most the layout's
+ * n_layers_total at the daemon. No answer: a READY the daemon refuses fails its SEND. */
+struct proto_ready {
+    uint64_t req_id;
+    uint32_t layers_upto;
 };
 
 struct proto_recv {
@@ -207,6 +218,7 @@ struct proto_msg {
         struct proto_send send;
         struct proto_recv recv;
         struct proto_cancel cancel;
+        struct proto_ready ready;
         struct proto_fds fds;
         struct proto_event event;
         struct proto_error error;

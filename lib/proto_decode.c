@@ -330,6 +330,12 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
             rd_fail(r, "n_readers %u over the limit %u", m->u.send.n_readers,
                     LAYOUT_MAX_TP * LAYOUT_MAX_PP);
         rd_items(r, lim, &m->u.send.items);
+        m->u.send.stream = 0;
+        if (!r->rc && r->left > 0) { /* optional trailing stream flag (issue 28) */
+            m->u.send.stream = rd32(r, "stream");
+            if (!r->rc && m->u.send.stream != 1)
+                rd_fail(r, "stream %u: 1 streams, absent does not", m->u.send.stream);
+        }
         break;
     case PROTO_RECV:
         m->u.recv.req_id = rd64(r, "req_id");
@@ -357,6 +363,13 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
         break;
     case PROTO_CANCEL:
         m->u.cancel.req_id = rd64(r, "req_id");
+        break;
+    case PROTO_READY:
+        m->u.ready.req_id = rd64(r, "req_id");
+        m->u.ready.layers_upto = rd32(r, "layers_upto");
+        if (!r->rc && m->u.ready.layers_upto > LAYOUT_MAX_LAYERS)
+            rd_fail(r, "layers_upto %u over the limit %u", m->u.ready.layers_upto,
+                    LAYOUT_MAX_LAYERS);
         break;
     case PROTO_EVENT:
         m->u.event.req_id = rd64(r, "req_id");

@@ -72,8 +72,12 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
     case PROTO_REGISTERED:
         return str_ok(m->u.registered.message, PROTO_MSG_MAX) ? 0 : -EINVAL;
     case PROTO_SEND:
+        if (m->u.send.stream > 1)
+            return -EINVAL;
         it = &m->u.send.items;
         break;
+    case PROTO_READY:
+        return m->u.ready.layers_upto <= LAYOUT_MAX_LAYERS ? 0 : -EINVAL;
     case PROTO_RECV:
         if (!str_ok(m->u.recv.ctx_instance, LAYOUT_NAME_MAX - 1) ||
             !str_ok(m->u.recv.ctx_home, PROTO_HOME_MAX) || !m->u.recv.ctx_instance[0] ||
@@ -153,6 +157,8 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         w64(w, m->u.send.req_id);
         w32(w, m->u.send.n_readers);
         witems(w, &m->u.send.items);
+        if (m->u.send.stream) /* absent for a plain SEND: the encoding stays canonical */
+            w32(w, m->u.send.stream);
         break;
     case PROTO_RECV:
         w64(w, m->u.recv.req_id);
@@ -169,6 +175,10 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
         break;
     case PROTO_CANCEL:
         w64(w, m->u.cancel.req_id);
+        break;
+    case PROTO_READY:
+        w64(w, m->u.ready.req_id);
+        w32(w, m->u.ready.layers_upto);
         break;
     case PROTO_EVENT:
         w64(w, m->u.event.req_id);

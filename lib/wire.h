@@ -77,7 +77,8 @@
 #include "plan.h"
 
 #define WIRE_MAGIC 0x4b46u
-#define WIRE_VERSION 2u /* 2: RECV_REQ's layout_id/layout_slot (layout sent once) */
+#define WIRE_VERSION 3u /* 2: RECV_REQ's layout_id/layout_slot (layout sent once); 3: extents
+                          * ordered layer first (plan_build.c): chunk offsets mean other bytes */
 #define WIRE_HDR_BYTES 12u
 #define WIRE_MSG_MAX (64u * 1024u * 1024u) /* whole message, header included */
 #define WIRE_ADDR_MAX 256u                 /* "host:port", including NUL */

@@ -195,6 +195,31 @@ START_TEST(arena_report_length_must_equal_the_grant)
 }
 END_TEST
 
+/* arena.cut_at_layers: grants end at the cuts too (a streamed layer moves alone), repeats and
+ * offsets already passed skipped, and the credits asked count the stretches between cuts */
+START_TEST(arena_grants_never_cross_a_cut)
+{
+    struct arena *a = au_mk(8 * MIB, 1 * MIB);
+    struct arena_resv r;
+    static const uint64_t cuts[] = {0, 100 * KIB, 100 * KIB, 3 * MIB, 4 * MIB, 9 * MIB};
+    arena_resv_init(&r, 1, 1, 4 * MIB);
+    arena_resv_set_cuts(&r, cuts, 6);
+    ck_assert_int_eq(arena_want(a, &r, 16, 0), 5);
+    ck_assert_uint_eq(au_rec.n_grants, 5);
+    static const uint64_t off[] = {0, 100 * KIB, 1 * MIB + 100 * KIB, 2 * MIB + 100 * KIB,
+                                   3 * MIB};
+    for (uint32_t i = 0; i < 5; i++) {
+        ck_assert_uint_eq(au_rec.grants[i].g.ext_off, off[i]);
+        ck_assert_uint_eq(au_rec.grants[i].g.length, (i < 4 ? off[i + 1] : 4 * MIB) - off[i]);
+    }
+    au_land_all(a, &r, 0);
+    ck_assert_uint_eq(r.landed, 4 * MIB);
+    arena_resv_close(a, &r, false);
+    ck_assert_uint_eq(au_stats(a).slots_free, 8);
+    arena_free(a);
+}
+END_TEST
+
 START_TEST(arena_reserve_timeout_fires_exactly_at_deadline_without_leak)
 {
     struct arena *a = au_mk(1 * MIB, 1 * MIB); /* 1 slot, timeout 500 ms */
@@ -474,6 +499,7 @@ static Suite *arena_suite(void)
     tcase_add_test(tc, arena_callbacks_may_reenter_the_arena);
     tcase_add_test(tc, arena_stale_generation_report_is_rejected_not_consumed);
     tcase_add_test(tc, arena_report_length_must_equal_the_grant);
+    tcase_add_test(tc, arena_grants_never_cross_a_cut);
     tcase_add_test(tc, arena_release_then_regrant_bumps_the_generation);
     tcase_add_test(tc, arena_reserve_timeout_fires_exactly_at_deadline_without_leak);
     tcase_add_test(tc, arena_exhaustion_waits_then_times_out_but_refills_never_do);

@@ -66,6 +66,9 @@ static int sample(uint32_t type, struct proto_msg *m)
     case PROTO_CANCEL:
         m->u.cancel.req_id = 77;
         break;
+    case PROTO_READY:
+        m->u.ready = (struct proto_ready){.req_id = 78, .layers_upto = LAYOUT_MAX_LAYERS};
+        break;
     case PROTO_FDS:
         m->u.fds.n = PROTO_FDS_MAX;
         break;
@@ -110,6 +113,7 @@ static void assert_msg_eq(const struct proto_msg *a, const struct proto_msg *b)
     case PROTO_SEND:
         ck_assert(a->u.send.req_id == b->u.send.req_id);
         ck_assert_uint_eq(a->u.send.n_readers, b->u.send.n_readers);
+        ck_assert_uint_eq(a->u.send.stream, b->u.send.stream);
         assert_items_eq(&a->u.send.items, &b->u.send.items);
         break;
     case PROTO_RECV:
@@ -136,6 +140,46 @@ static struct proto_limits lim(void)
 }
 
 /* ---- round trips ---- */
+
+/* issue 28: READY's layers_upto and SEND's stream flag are bounded on both ends */
+START_TEST(proto_ready_and_stream_flag_are_bounded)
+{
+    struct proto_limits l = lim();
+    struct proto_msg m = {.type = PROTO_READY}, d;
+    m.u.ready = (struct proto_ready){.req_id = 9, .layers_upto = LAYOUT_MAX_LAYERS + 1};
+    uint8_t *buf;
+    size_t len;
+    char err[256] = "";
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.ready.layers_upto = LAYOUT_MAX_LAYERS;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    buf[len - 4] = (uint8_t)(LAYOUT_MAX_LAYERS + 1); /* little-endian u32 257 */
+    buf[len - 3] = 1;
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "layers_upto 257 over the limit 256"), "%s", err);
+    free(buf);
+    struct proto_msg s = {.type = PROTO_SEND};
+    s.u.send.req_id = 3;
+    s.u.send.stream = 2;
+    ck_assert_int_eq(proto_encode(&s, &l, &buf, &len), -EINVAL);
+    s.u.send.stream = 1;
+    ck_assert_int_eq(proto_encode(&s, &l, &buf, &len), 0);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.send.stream, 1);
+    proto_msg_done(&d);
+    buf[len - 4] = 2;
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "stream 2"), "%s", err);
+    free(buf);
+    s.u.send.stream = 0; /* a plain SEND keeps its old encoding: no trailing flag */
+    ck_assert_int_eq(proto_encode(&s, &l, &buf, &len), 0);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.send.stream, 0);
+    ck_assert_uint_eq(len, PROTO_HDR_SIZE + 8 + 4 + 4);
+    proto_msg_done(&d);
+    free(buf);
+}
+END_TEST
 
 START_TEST(proto_fds_frame_counts_are_bounded)
 {
@@ -670,6 +714,7 @@ static Suite *proto_suite(void)
     TCase *bad = tcase_create("refusals");
     tcase_add_test(bad, proto_every_truncation_is_refused);
     tcase_add_test(bad, proto_fds_frame_counts_are_bounded);
+    tcase_add_test(bad, proto_ready_and_stream_flag_are_bounded);
     tcase_add_test(bad, proto_trailing_bytes_are_refused);
     tcase_add_test(bad, proto_recv_tokens_are_optional_and_bounded);
     tcase_add_test(bad, proto_event_held_flag_is_optional_and_checked);

@@ -300,7 +300,7 @@ START_TEST(wire_chunk_is_explicit_little_endian)
     ck_assert_int_eq(wire_encode_into(&m, buf, 11, &len), -ENOBUFS);
     ck_assert_int_eq(wire_encode_into(&m, buf, sizeof(buf), &len), 0);
     const uint8_t want[] = {
-        0x46, 0x4b, 2, WIRE_CHUNK, 0, 0, 0, 0, 36, 0, 0, 0, /* header (v2), body 36 bytes */
+        0x46, 0x4b, 3, WIRE_CHUNK, 0, 0, 0, 0, 36, 0, 0, 0, /* header (v3), body 36 bytes */
         8, 7, 6, 5, 4, 3, 2, 1,                              /* req_id */
         1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0,                  /* writer, slot, generation */
         4, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,      /* ext_off, length */

@@ -142,6 +142,12 @@ void arena_resv_init(struct arena_resv *r, uint64_t id, uint64_t peer, uint64_t 
     *r = (struct arena_resv){.id = id, .peer = peer, .bytes = bytes, .head_slot = NIL};
 }
 
+void arena_resv_set_cuts(struct arena_resv *r, const uint64_t *cuts, uint32_t n_cuts)
+{
+    r->cuts = cuts;
+    r->n_cuts = cuts ? n_cuts : 0;
+}
+
 /* ---- free ring (FIFO: a freed slot is reused last, which keeps stale reports rare) ---- */
 
 static void ring_push(struct arena *a, uint32_t slot)
@@ -323,16 +329,34 @@ static void held_remove(struct arena *a, struct arena_resv *r, uint32_t slot)
     }
 }
 
+/* Grants r still needs: chunks of each stretch between its cuts (one stretch without cuts). */
 static uint64_t chunks_left(const struct arena *a, const struct arena_resv *r)
 {
-    uint64_t left = r->bytes - r->granted;
-    return left / a->p.chunk + (left % a->p.chunk != 0);
+    uint64_t at = r->granted, n = 0;
+    for (uint32_t i = 0; i <= r->n_cuts; i++) {
+        uint64_t end = i < r->n_cuts && r->cuts[i] < r->bytes ? r->cuts[i] : r->bytes;
+        if (end <= at)
+            continue;
+        n += (end - at) / a->p.chunk + ((end - at) % a->p.chunk != 0);
+        at = end;
+    }
+    return n;
 }
 
 static uint64_t next_len(const struct arena *a, const struct arena_resv *r)
 {
-    uint64_t left = r->bytes - r->granted;
-    return left < a->p.chunk ? left : a->p.chunk;
+    uint64_t left = r->bytes - r->granted, len = left < a->p.chunk ? left : a->p.chunk;
+    uint32_t lo = 0, hi = r->n_cuts; /* the first cut past what was granted */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->cuts[mid] <= r->granted)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < r->n_cuts && r->cuts[lo] - r->granted < len)
+        len = r->cuts[lo] - r->granted;
+    return len;
 }
 
 /* Room for r's next grant: a free small slot of its class or a free whole slot. */

@@ -114,6 +114,9 @@ struct arena_resv {
     uint64_t granted;      /* extent bytes granted so far (next grant's ext_off) */
     uint64_t landed;       /* extent bytes accepted by arena_report */
     uint64_t deadline_ms;  /* first-credit deadline while waiting for it (never granted yet) */
+    const uint64_t *cuts;  /* borrowed: ascending extent offsets no grant crosses, n_cuts of
+                              them (arena_resv_set_cuts); must outlive the reservation */
+    uint32_t n_cuts;
     uint32_t want;         /* credits still wanted while WAITING */
     uint32_t held;         /* slots GRANTED or FILLED to it */
     uint32_t head_slot;    /* list of held slots (arena-internal) */
@@ -143,6 +146,11 @@ struct arena *arena_free(struct arena *a);
 
 /* Ready a reservation (no arena call needed). bytes must be > 0 to be usable. */
 void arena_resv_init(struct arena_resv *r, uint64_t id, uint64_t peer, uint64_t bytes);
+
+/* Grants of r end at these extent offsets too (ascending; repeats and offsets already granted
+ * are skipped): a grant is at most arena.chunk and never crosses a cut. Before the first
+ * arena_want; cuts borrowed until r is closed. */
+void arena_resv_set_cuts(struct arena_resv *r, const uint64_t *cuts, uint32_t n_cuts);
 
 /* The owner whose share the reservation's slots count against (before its first arena_want). */
 void arena_resv_set_owner(struct arena_resv *r, uint64_t owner);

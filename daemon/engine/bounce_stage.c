@@ -34,6 +34,7 @@
 #include "engine_quar.h"
 #include "engine_share.h"
 #include "move_exec.h"
+#include "stream_gate.h"
 
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
 static void unhold(struct stage *st)
@@ -509,7 +510,8 @@ void ctx_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);
-    while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win) {
+    while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win &&
+           stream_gate_may(tx)) { /* a streaming SEND's chunk waits until its range is final */
         struct wire_grant g;
         if (!next_grant(tx, &g))
             return;

@@ -33,7 +33,9 @@
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
+#include "stream_gate.h"
 #include "xfer.h"
+#include "xstream.h"
 
 
 /* Moves tx along an edge (engine_state.h); an illegal one fails the flow INTERNAL: false. */
@@ -190,7 +192,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         pin.gen_ids.ids[g] = q->ids[g];
     }
     char pmsg[sizeof(((struct plan_error *)0)->message)];
-    kvf_error_t code = plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
+    kvf_error_t code = s->stream ? stream_gate_plan(tx, &pin, &tx->plan, pmsg, sizeof pmsg)
+                                 : plan_request(&pin, &tx->plan, pmsg, sizeof pmsg);
     if (code == KVF_OK && !s->n_readers && !s->derived) /* the worker left the count to us */
         s->derived = readers_remote(&s->readers, &pin, q->writer);
     free(ctx_ids);
@@ -211,7 +214,9 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         ctx_tx_fail(tx, gcode, true, "%s", gmsg);
         return;
     }
-    path_of_wire(q->path)->serve(tx); /* its row: path_bounce.c, path_frag.c */
+    const struct path_row *row = path_of_wire(q->path); /* path_bounce.c, path_frag.c */
+    if (stream_gate_serve_now(tx, row->landing)) /* else once its SEND's layers are final */
+        row->serve(tx);
 }
 
 void ctx_frag_done(struct tx *tx)

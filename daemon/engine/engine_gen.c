@@ -201,7 +201,9 @@ static bool rx_plan(struct rx *rx, struct itable *tab)
                              .tokens = x->tokens};
     plan_ids_of(x->items.n_groups, x->items.counts, x->items.ids, &pin.gen_ids);
     char msg[sizeof(((struct plan_error *)0)->message)];
-    kvf_error_t code = plan_request(&pin, &rx->plan, msg, sizeof msg);
+    kvf_error_t code = rx->e->d->cfg.arena_cut_at_layers /* grants end at layer boundaries */
+                           ? plan_request_marked(&pin, &rx->plan, &rx->marks, msg, sizeof msg)
+                           : plan_request(&pin, &rx->plan, msg, sizeof msg);
     if (code != KVF_OK) {
         if (code == KVF_E_PEER_INCOMPATIBLE && tab->n_bad < sizeof tab->bad / sizeof tab->bad[0]) {
             struct tab_verdict *v = &tab->bad[tab->n_bad++];
@@ -350,6 +352,7 @@ static void rx_replan(struct rx *rx)
             rx->w[i].peer->users--;
     if (rx->planned)
         plan_done(&rx->plan);
+    plan_marks_done(&rx->marks);
     rx->planned = false;
     ix_w_del(e, rx);
     free(rx->w);

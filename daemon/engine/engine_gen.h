@@ -40,6 +40,8 @@ struct rx {
     struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
+    struct plan_marks marks; /* owned, with the plan under arena.cut_at_layers (its writers'
+                                landing grants end at layer boundaries); else empty */
     bool planned, retried;
     const struct path_row *path; /* its remote writers' path, chosen once (path_choose) */
     const char *path_why;        /* the rule's reason for it (static) */

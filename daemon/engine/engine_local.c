@@ -16,6 +16,7 @@
 #include "plan_request.h"
 #include "registry.h"
 #include "xfer.h"
+#include "xstream.h"
 
 static bool live(const struct xfer *s)
 {
@@ -110,7 +111,7 @@ void local_start(struct rxw *w)
     if (w->rx->state != RX_MOVING || w->state != RXW_IDLE)
         return;
     struct xfer *s = find_send(w);
-    if (s)
+    if (s && xstream_final(s)) /* a streaming SEND: once its last layer is final */
         run(w, s); /* else local_send_arrived runs it; the request's deadline bounds the wait */
 }
 
@@ -127,7 +128,7 @@ void local_send_arrived(struct engine *e, struct xfer *s)
         for (uint32_t i = 0; s && i < rx->n_w && rx->state == RX_MOVING; i++) {
             struct rxw *w = &rx->w[i];
             if (rxw_local(w) && w->state == RXW_IDLE && layout_rank(&rank->layout) == w->ctx_rank &&
-                live(s)) {
+                live(s) && xstream_final(s)) {
                 run(w, s);
                 s = e->req.ops->find_send(e->req.t, rank, id);
             }

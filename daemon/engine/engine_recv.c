@@ -74,6 +74,7 @@ void engine_recv_free(struct rx *rx)
             rx->w[i].peer->users--;
     if (rx->planned)
         plan_done(&rx->plan);
+    plan_marks_done(&rx->marks);
     ix_w_del(e, rx);
     ix_rx_del(e, rx);
     free(rx->w);

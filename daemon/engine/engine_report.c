@@ -223,7 +223,8 @@ int engine_live(struct daemon *d, json_t *ret)
     static const char *const at_use[] = {
         "peers.max_inflight", "arena.window",    "arena.direct_run", "arena.shm_write",
         "arena.cma_write",    "gates.min_bytes", "gates.min_blocks", "deadlines.lookup",
-        "deadlines.send_wait", "deadlines.transfer", NULL};
+        "deadlines.send_wait", "deadlines.transfer", "deadlines.stream_idle",
+        "arena.cut_at_layers", NULL};
     int r = cfg_values_json(&d->cfg, at_use, ret);
     if (!e->arena) {
         json_object_set_new(ret, "arena.reserve_timeout", json_string("unused: no arena (no link)"));

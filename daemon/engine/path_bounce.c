@@ -11,6 +11,9 @@
 static void start(struct rxw *w)
 {
     arena_resv_init(&w->resv, w->flow, w->flow, w->extent); /* quarantine key: the flow */
+    if (w->rx->marks.below && w->ctx_rank < w->rx->marks.n_ctx) /* arena.cut_at_layers */
+        arena_resv_set_cuts(&w->resv, w->rx->marks.below + (size_t)w->ctx_rank *
+                                          (LAYOUT_MAX_LAYERS + 1), LAYOUT_MAX_LAYERS + 1);
     arena_resv_set_owner(&w->resv, share_key(w->peer));     /* arena.peer_share */
     w->resv.data = w;
     if (!w->rx->e->drive->rxw_set_state(w, RXW_CREDIT))

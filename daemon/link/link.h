@@ -54,7 +54,9 @@
 #include <sys/uio.h>
 #include <uv.h>
 
-#define LINK_PROTO_VERSION 2 /* 2: wire v2 (RECV_REQ names its layout: engine_laycache.h) */
+#define LINK_PROTO_VERSION 3 /* 2: wire v2 (RECV_REQ names its layout: engine_laycache.h); 3:
+                              * extents ordered layer first (issue 28): a v2 peer plans them
+                              * in another order and would scatter bytes elsewhere */
 #define LINK_HDR_MAX 256        /* user header bytes per message */
 #define LINK_ID_BYTES 16        /* random part of a daemon id */
 #define LINK_HOST_MAX 64        /* hostname part of a daemon id, NUL included */

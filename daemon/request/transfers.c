@@ -18,6 +18,7 @@
 #include "transfers.h"
 #include "readers.h"
 #include "daemon.h"
+#include "stream.h"
 #include "xclient.h"
 
 #define TICK_MS 20
@@ -131,6 +132,8 @@ static void finish(struct transfers *t, struct xfer *x, uint32_t kind, kvf_error
         log_req(LOG_LVL_DEBUG, x->req_id, NULL, NULL, "xfer %llu (req %llu): %s: %s",
                 (unsigned long long)x->id, (unsigned long long)x->req_id,
                 kvf_error_to_string(err), msg);
+    if (x->side == XFER_SEND && x->stream) /* its streamed readers here share its end */
+        stream_send_ended(t, x, q, err, msg);
     if (x->rx) /* its engine part lets go (freed with x, by transfers_reap) */
         engine_recv_end(x->rx, err);
     else if (x->side == XFER_SEND) /* the flows still reading it fail */
@@ -151,8 +154,14 @@ static void fail(struct transfers *t, struct xfer *x, kvf_error_t err, const cha
     finish(t, x, PROTO_EV_FAILED, err, 0, msg);
 }
 
+void transfers_fail_now(struct transfers *t, struct xfer *x, kvf_error_t err, const char *msg)
+{
+    finish(t, x, PROTO_EV_FAILED, err, 0, msg);
+}
+
 static void free_xfer(struct xfer *x)
 {
+    stream_send_free(x);
     if (x->rx)
         engine_recv_free(x->rx);
     free(x->items.ids);
@@ -338,8 +347,8 @@ static void try_run(struct transfers *t, struct xfer *r)
     uint64_t bytes = 0, t0 = uv_hrtime();
     e = xfer_local_run(t, r, sends, in->n_ranks, &bytes, msg, sizeof msg);
     t->counters.local_copy_ns += uv_hrtime() - t0;
-    if (e == KVF_OK && (r->gpu_job || r->cpu_job))
-        goto out; /* on a GPU stream or the copy threads: transfers_copy_done follows */
+    if (e == KVF_OK && (r->gpu_job || r->cpu_job || r->scopy))
+        goto out; /* on a GPU stream, the copy threads or streamed: transfers_copy_done follows */
     copy_done(t, r, e, bytes, msg);
 out:
     free(writers);
@@ -385,8 +394,8 @@ void transfers_copy_done(struct transfers *t, struct xfer *r, kvf_error_t e, uin
     sweep(t);
 }
 
-/* The request of connection c with id req_id that has not ended, or NULL. */
-static struct xfer *find_conn(const struct transfers *t, const struct xclient *c, uint64_t req_id)
+struct xfer *transfers_find_conn(const struct transfers *t, const struct xclient *c,
+                                 uint64_t req_id)
 {
     uint32_t pos = 0;
     for (struct xfer *x; (x = hmap_next(&t->by_conn, conn_key(c, req_id), &pos));)
@@ -414,7 +423,7 @@ static struct xfer *admit(struct transfers *t, struct xclient *c, xfer_side_t si
         snprintf(msg, sizeof msg, "%u requests in flight: workers.max_inflight is %lld", c->inflight,
                  (long long)cfg->workers_max_inflight);
     } else if (xfer_check_items(&c->rank->layout, items, msg, sizeof msg) == 0) {
-        bool dup = find_conn(t, c, req_id) != NULL;
+        bool dup = transfers_find_conn(t, c, req_id) != NULL;
         if (!dup) {
             struct xfer *x = calloc(1, sizeof *x);
             if (x && hmap_put(&t->by_conn, conn_key(c, req_id), x) < 0) {
@@ -500,7 +509,8 @@ void transfers_send(struct transfers *t, struct xclient *c, struct proto_send *m
     s->n_readers = m->n_readers;
     s->rank_idx = layout_rank(&c->rank->layout);
     s->deadline_ms = s->created_ms + cfg->deadlines_send_wait_ms + cfg->deadlines_transfer_ms;
-    if (!queue_due(t, s, s->deadline_ms) || !meet(t, s)) {
+    bool due = m->stream ? stream_send_begin(t, s) : queue_due(t, s, s->deadline_ms);
+    if (!due || !meet(t, s)) {
         sweep(t);
         return;
     }
@@ -564,7 +574,7 @@ void transfers_registered(struct transfers *t, const char *instance)
 
 void transfers_cancel(struct transfers *t, struct xclient *c, uint64_t req_id)
 {
-    struct xfer *x = find_conn(t, c, req_id);
+    struct xfer *x = transfers_find_conn(t, c, req_id);
     if (x)
         fail(t, x, KVF_E_CANCELLED, "cancelled by the worker");
     sweep(t);
@@ -598,6 +608,8 @@ static void tick_cb(uv_timer_t *h)
         /* a RECV the engine follows has one clock, the engine's (gen_tick) */
         if (terminal(x) || x->rx)
             continue;
+        if (x->side == XFER_SEND && x->stream && stream_send_due(t, x, now))
+            continue; /* a stream's idle deadline */
         if (x->side == XFER_RECV && now >= x->lookup_deadline_ms &&
             !registry_find(t->reg, x->ctx_instance)) {
             fail(t, x, KVF_E_UNKNOWN_INSTANCE, "no rank of context instance %s registered with "

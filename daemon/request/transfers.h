@@ -133,6 +133,13 @@ void transfers_cancel(struct transfers *t, struct xclient *c, uint64_t req_id);
  * need its rank fail with PEER_LOST. Call before the rank leaves the registry. */
 void transfers_conn_gone(struct transfers *t, struct xclient *c);
 
+/* The request of connection c with id req_id that has not ended, or NULL. */
+struct xfer *transfers_find_conn(const struct transfers *t, const struct xclient *c,
+                                 uint64_t req_id);
+/* Ends x FAILED with err and msg (its event; held while its pools are written). No sweep:
+ * callable while transfers.c walks its list (the next entry point frees what ended). */
+void transfers_fail_now(struct transfers *t, struct xfer *x, kvf_error_t err, const char *msg);
+
 /* Hooks for the transfer engine (engine*.c): end a request with its terminal event (recv:
  * DONE or FAILED, send: SENT or FAILED) and free it if terminal; count one reader served by a
  * SEND (SENT once n_readers were served). Not to be called while iterating t->list. */

@@ -18,6 +18,7 @@
 #include "plan_request.h"
 #include "registry.h"
 #include "registry_gpu.h"
+#include "stream.h"
 #include "transfers.h"
 #include "xclient.h"
 
@@ -197,6 +198,8 @@ static kvf_error_t submit(struct transfers *t, struct xfer *r, const struct plan
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
 {
+    if (stream_local_pending(sends, n_ctx)) /* a writer streams: its layers as they become final */
+        return stream_local_start(t, r, sends, n_ctx, bytes, msg, msglen);
     struct reg_instance *in = registry_find(r->owner->reg, r->ctx_instance);
     struct plan p;
     struct plan_tcache_entry *tmpl;

@@ -19,6 +19,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "registry_gpu.h"
+#include "stream.h"
 #include "workers.h"
 
 #define WCONN_READS_PER_WAKEUP 16 /* so one busy worker cannot starve the loop */
@@ -422,11 +423,12 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
     case PROTO_CANCEL:
         transfers_cancel(&c->w->xt, &c->xc, m.u.cancel.req_id);
         break;
-    case PROTO_PING: {
-        struct proto_msg pong = {.type = PROTO_PONG};
-        wsend(c, &pong);
+    case PROTO_READY:
+        stream_send_ready(&c->w->xt, &c->xc, &m.u.ready);
         break;
-    }
+    case PROTO_PING:
+        wsend(c, &(struct proto_msg){.type = PROTO_PONG});
+        break;
     case PROTO_PONG:
         break;
     default:

@@ -16,6 +16,8 @@
 #include "xfer_phases.h"
 
 struct xclient;
+struct xstream;
+struct stream_copy;
 
 /* A failed reader that read every context rank (the engine's reader_failed op, xfer_nack.h). */
 #define XFER_NACK_ALL UINT32_MAX
@@ -96,6 +98,9 @@ struct xfer {
     bool release_owed;          /* recv: ended FAILED|HELD: RELEASED owed to conn_id once its
                                    engine part is idle (xfer_held.c) */
     uint64_t conn_id;           /* its connection's id (xclient.id): x->conn may close first */
+    struct xstream *stream;     /* send, owned: a streaming SEND's readiness (xstream.h) */
+    struct stream_copy *scopy;  /* recv, owned: its copy of streaming SENDs on this daemon
+                                   (daemon/request/stream.h) */
     struct req *req;            /* its entry in the request table while not ended (reqtab.h) */
     uint64_t gen;               /* the SEND generation it met (0: none yet) */
     uint32_t rank_idx;          /* send: the context rank's index in its instance */

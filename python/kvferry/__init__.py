@@ -28,6 +28,7 @@ from .ids import request_id  # noqa: E402
 from .memory import host_tensor, cuda_region, vmm_region  # noqa: E402
 from .client import Client, Event  # noqa: E402
 from . import layout  # noqa: E402
+from . import stream  # noqa: E402
 
 
 def library_version():
@@ -37,4 +38,4 @@ def library_version():
 
 __all__ = ["Client", "Event", "KvferryError", "AbiError", "TransferError", "RegistrationError",
            "ERROR_NAMES", "request_id", "host_tensor", "cuda_region", "vmm_region", "layout",
-           "library_version", "__version__", "ABI_VERSION"]
+           "stream", "library_version", "__version__", "ABI_VERSION"]

@@ -83,6 +83,8 @@ def _declare(lib):
         "kvf_connect": ([C.c_char_p, C.POINTER(Options), C.POINTER(p)], i32),
         "kvf_register": ([p, C.c_char_p, C.POINTER(Pool), u32, C.c_char_p, C.c_size_t], i32),
         "kvf_send": ([p, C.c_uint64, u32, C.POINTER(u32), C.POINTER(u32), u32], i32),
+        "kvf_send_begin": ([p, C.c_uint64, u32, C.POINTER(u32), C.POINTER(u32), u32], i32),
+        "kvf_send_ready": ([p, C.c_uint64, u32], i32),
         "kvf_recv": ([p, C.POINTER(RecvArgs)], i32),
         "kvf_cancel": ([p, C.c_uint64], i32),
         "kvf_poll": ([p, C.POINTER(Event), i32], i32),

@@ -148,17 +148,31 @@ class Client:
     def _id(self, key):
         return request_id(key)
 
-    def send(self, key, items, n_readers=0):
+    def send(self, key, items, n_readers=0, stream=False):
         """Context rank: the request's items ({group: block ids | slot} or a list per group)
         stay untouched until its SENT (or FAILED) event. n_readers 0: the daemon works out who
-        reads this rank (README: n_readers); else the count to wait for."""
+        reads this rank (README: n_readers); else the count to wait for. stream=True: the items
+        are not final yet; the daemon plans at once and moves each layer once ready() said it
+        is final (kvf_send_begin)."""
         n, counts, ids = _items(self._need_layout(), items)
         rid = self._id(key)
-        rc = self._lib.kvf_send(self._live(), rid, n, counts, ids, n_readers)
+        f = self._lib.kvf_send_begin if stream else self._lib.kvf_send
+        rc = f(self._live(), rid, n, counts, ids, n_readers)
         if rc != 0:
-            raise _oserror(rc, "kvf_send %r" % (key,))
+            raise _oserror(rc, "%s %r" % ("kvf_send_begin" if stream else "kvf_send", key))
         self._keys[rid] = key
         return rid
+
+    def ready(self, key, upto, event=None):
+        """Streaming SEND key: every global layer id below upto is final (kvf_send_ready); in
+        order, upto never decreasing; the model's layer count says all is. For GPU pools the
+        writes must have completed (the stream synchronized): CUDA events are not taken yet."""
+        if event is not None:
+            raise KvferryError("ready(event=...): CUDA interprocess events are not supported "
+                               "by this build; synchronize the stream and pass event=None")
+        rc = self._lib.kvf_send_ready(self._live(), request_id(key), int(upto))
+        if rc != 0:
+            raise _oserror(rc, "kvf_send_ready %r" % (key,))
 
     def recv(self, key, ctx_instance, items, ctx_dp_rank=-1, deadline_ms=0, ctx_home=None,
              tokens=0):
