@@ -533,7 +533,7 @@ static void prefault_done(struct copyeng_job *j, const struct copyeng_done *d, v
     ++*(int *)user;
 }
 
-/* One prefault job over the whole of mem's pool 0 (as worker_prefault.c submits). */
+/* One prefault job over the whole of mem's pool 0 (as wprefault.c submits). */
 static int prefault(uv_loop_t *loop, struct copyeng *e, const struct copy_mem *m, bool write)
 {
     struct copy_op op = {.src_pool = 0, .len = m->size[0], .count = 1};

@@ -38,7 +38,7 @@ struct rma_req {
  * The thread owns nothing but the range it was given and reads the link's prefault_stop between
  * steps: link_arena_done sets it and joins, so a stop never waits for the whole arena (at idle
  * priority on a loaded machine that took seconds, past a 500 ms drain).
- * Pools are mapped without populating (worker_conn.c). Kernels before 5.14: no prefault.
+ * Pools are mapped without populating (wconn.c). Kernels before 5.14: no prefault.
  * (512 MiB: 1.3 s of that thread's time on the loaded 2-core build machine.) */
 #define PREFAULT_STEP (2u << 20)
 

@@ -1,5 +1,5 @@
 /* request_metrics.h: the request core's stats keys declared as metrics (modules.h): the workers
- * section (worker_server.c, transfers.c) and the engine's peers and arena sections (engine.c,
+ * section (workers.c, transfers.c) and the engine's peers and arena sections (engine.c,
  * arena.c). Paths are relative to each section. */
 #ifndef KVF_REQUEST_METRICS_H
 #define KVF_REQUEST_METRICS_H

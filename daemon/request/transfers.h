@@ -104,7 +104,7 @@ struct transfers {
     struct xfer_wcache wcache;  /* same-daemon RECVs' writers per registrations (xfer_writers.h) */
     struct plan_tcache tcache;  /* same-daemon RECVs' plan templates (xfer_local.c) */
     uint64_t read_ns, frame_ns, entry_ns; /* the worker frame being handled: its socket read
-                                             began, its decode began (worker_conn.c), it came
+                                             began, its decode began (wconn.c), it came
                                              to transfers: the local timeline's first stamps */
 };
 

@@ -1,5 +1,5 @@
 /* workers.h: the worker side of kvferryd (docs/DESIGN.md §3, §7, §8): the listener on the worker
- * socket (worker_server.c), one wconn per worker connection (worker_conn.c), the registry of
+ * socket (workers.c), one wconn per worker connection (wconn.c), the registry of
  * ranks (registry.c) and the requests in flight (transfers.c, xfer_local.c).
  * struct workers is owned by struct daemon (d->workers); it owns its connections, registry and
  * transfers. Lifecycle: workers_new -> workers_listen -> ... -> workers_stop -> (loop runs the
@@ -20,7 +20,7 @@
 #include "registry.h"
 #include "transfers.h"
 #include "unix_listener.h"
-#include "worker_outq.h"
+#include "outq.h"
 #include "xclient.h"
 
 struct daemon;
@@ -38,7 +38,7 @@ struct workers_counters {
     uint64_t frame_memory_refused; /* frames that would have passed workers.frame_memory */
     uint64_t event_queue_full;     /* disconnected at workers.event_queue */
     uint64_t access_revoked;       /* closed: a reload took their uid's access away */
-    /* pools mapped in at REGISTER (worker_prefault.c): jobs started, ended, cancelled by a
+    /* pools mapped in at REGISTER (wprefault.c): jobs started, ended, cancelled by a
      * worker gone first; pool bytes of those ended and their REGISTER-to-end time, summed */
     uint64_t prefaults, prefaults_done, prefaults_cancelled, prefault_bytes, prefault_ns;
 };
@@ -54,7 +54,7 @@ struct wconn {
     bool hello;
     bool broken;                /* a write failed: close at the next reap */
     struct copyeng_job *prefault; /* the rank's pools being mapped in; NULL: none (owned by
-                                   * the copy engine: cancelled at close, worker_prefault.c) */
+                                   * the copy engine: cancelled at close, wprefault.c) */
     int *fds_ahead;             /* owned: fds of FDS frames, for the REGISTER that follows */
     uint32_t n_fds_ahead;
     bool fds_lost;              /* an FDS frame's fds found the daemon at RLIMIT_NOFILE */
@@ -75,7 +75,7 @@ struct workers {
     struct unix_listener listener; /* sockets.worker */
     bool stopped, draining;
     uv_timer_t reap;            /* closes broken connections outside their callers */
-    uv_timer_t sweep;           /* HELLO, frame and reading deadlines (worker_limits.c) */
+    uv_timer_t sweep;           /* HELLO, frame and reading deadlines (wlimits.c) */
     uint64_t frame_bytes;       /* partial frame buffers beyond FRAME_BUF_INITIAL, all conns */
     struct proto_limits lim;
     uint64_t epoch;             /* sent in WELCOME: changes at every start */
@@ -111,7 +111,7 @@ struct workers *workers_free(struct workers *w);
 /* Closes broken connections from a zero timer, outside the callers that found them broken. */
 void workers_reap_soon(struct workers *w);
 
-/* worker_limits.c: the worker socket's defenses (connection limits with eviction of
+/* wlimits.c: the worker socket's defenses (connection limits with eviction of
  * connections still in their handshake, deadlines, memory for partial frames). */
 /* The listener's hooks (unix_listener.h; ctx: struct workers): workers.max_conns and
  * max_conns_per_uid, live connections, no new ones while draining, and room made by evicting
@@ -131,14 +131,14 @@ void wlimits_conn_gone(struct wconn *c);
  * why. Asked at each frame and, for every connection, at each reload. */
 bool wlimits_access(struct wconn *c);
 
-/* worker_prefault.c: after REGISTER, the rank's host pools mapped in on the copy threads, in
+/* wprefault.c: after REGISTER, the rank's host pools mapped in on the copy threads, in
  * the background (copy.prefault); cancelled when the connection closes first. */
 void wprefault_start(struct wconn *c);
 void wprefault_cancel(struct wconn *c);
 /* prefaults, prefaults_done, prefaults_cancelled, prefaulting, prefault_bytes, _seconds. */
 void wprefault_stats(const struct workers *w, json_t *ret);
 
-/* worker_send.c: frames out, through the connection's queue. */
+/* wconn_send.c: frames out, through the connection's queue. */
 /* Sends (or queues) one encoded frame; takes ownership of buf. */
 void wconn_send_frame(struct wconn *c, uint8_t *buf, size_t len);
 /* The poll handle reported room: writes what waits. */
@@ -149,7 +149,7 @@ void wconn_send_final(struct wconn *c);
 void wconn_close_told(struct wconn *c, kvf_error_t error, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* worker_conn.c */
+/* wconn.c */
 /* Sends an EVENT; a failed write marks the connection broken (closed at the next reap). */
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
                  uint64_t bytes, const char *message);

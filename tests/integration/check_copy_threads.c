@@ -1,7 +1,7 @@
 /* check_copy_threads.c: the same-daemon path on the copy threads (daemon/copyeng.h) with real
  * kvferry-sim workers: copies run off the loop, split over the threads, and land bitwise
  * right; a context or a generation worker killed (SIGKILL) while its split copies run, or while
- * the daemon still maps its pools in after REGISTER (worker_prefault.c), leaves the daemon up,
+ * the daemon still maps its pools in after REGISTER (wprefault.c), leaves the daemon up,
  * serving others, with no copy, prefault, pin or deferred unmap left behind. */
 #include <check.h>
 

@@ -1,4 +1,4 @@
-/* worker_conn.c: one worker connection: frames in (reassembled and decoded with the limits of
+/* wconn.c: one worker connection: frames in (reassembled and decoded with the limits of
  * workers.*), dispatch by type, REGISTER (layout JSON + pools: memfds mapped once here), events
  * out. Every frame is distrusted: a frame that does not decode, comes in the wrong state, or
  * brings fds it should not, gets an ERROR frame and the connection is closed; a registration the
@@ -35,7 +35,7 @@ static void wsend(struct wconn *c, struct proto_msg *m)
         log_error("worker %llu: cannot encode %s", (unsigned long long)c->xc.id, proto_type_to_string(m->type));
         return;
     }
-    wconn_send_frame(c, buf, len); /* queued while the socket is full (worker_send.c) */
+    wconn_send_frame(c, buf, len); /* queued while the socket is full (wconn_send.c) */
 }
 
 void wconn_event(struct wconn *c, uint64_t req_id, uint32_t kind, kvf_error_t error,
@@ -179,7 +179,7 @@ static int map_pools(const struct layout *l, const struct proto_register *g, con
         int prot = l->role == ROLE_GENERATION ? PROT_READ | PROT_WRITE : PROT_READ;
         /* mapped once (DESIGN §3), not populated: MAP_POPULATE here stalled the loop ~1 s per
          * 2.7 GiB (bench_register_stall); the pages the worker holds are mapped in after
-         * REGISTER on the copy threads instead (worker_prefault.c) */
+         * REGISTER on the copy threads instead (wprefault.c) */
         void *b = mmap(NULL, p->bytes, prot, MAP_SHARED, fd, 0);
         if (b == MAP_FAILED) {
             snprintf(msg, len, "pool %u: mmap of %llu bytes: %s", i, (unsigned long long)p->bytes,

@@ -1,7 +1,7 @@
-/* worker_send.c: frames out of a worker connection. A frame goes straight to the socket when
- * nothing waits; otherwise it joins the connection's queue (worker_outq.h), which the poll
+/* wconn_send.c: frames out of a worker connection. A frame goes straight to the socket when
+ * nothing waits; otherwise it joins the connection's queue (outq.h), which the poll
  * handle's writable callbacks drain. A full queue (workers.event_queue) or a queue nobody reads
- * (workers.read_timeout, worker_limits.c) closes the connection, and the worker is told why:
+ * (workers.read_timeout, wlimits.c) closes the connection, and the worker is told why:
  * at close, unsent events are dropped and an ERROR frame follows the last half-written frame. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* worker_limits.c: the worker socket cannot be held hostage. Admission: workers.max_conns and
+/* wlimits.c: the worker socket cannot be held hostage. Admission: workers.max_conns and
  * workers.max_conns_per_uid, where a connection still in its handshake (no HELLO yet) is evicted
  * to make room before anyone is refused. Deadlines, checked by one sweep timer: HELLO
  * (workers.hello_timeout), a begun frame's completion (workers.frame_timeout) and reading queued

@@ -1,4 +1,4 @@
-/* worker_prefault.c: a registered rank's host pools mapped in ahead of its copies (docs/DESIGN.md
+/* wprefault.c: a registered rank's host pools mapped in ahead of its copies (docs/DESIGN.md
  * §3). REGISTER maps the pools without MAP_POPULATE (on the loop it stalled whole seconds), so
  * without this every copy thread would take a minor fault per 4 KiB page on a rank's first
  * requests. Right after REGISTER one background job on the copy threads (copyeng.h,

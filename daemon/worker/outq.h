@@ -1,4 +1,4 @@
-/* worker_outq.h: the frames the daemon owes one worker connection (events, replies) while its
+/* outq.h: the frames the daemon owes one worker connection (events, replies) while its
  * socket is full. A burst of events never costs a connection: frames wait here, bounded by
  * workers.event_queue, and leave as the socket takes them (writable callbacks of the
  * connection's poll handle). Owned by its struct wconn; loop thread only. */

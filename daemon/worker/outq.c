@@ -1,12 +1,12 @@
-/* worker_outq.c: a worker connection's queue of frames waiting for socket room (see
- * worker_outq.h). Frames leave in order, up to OUTQ_IOV at a time in one sendmsg. */
+/* outq.c: a worker connection's queue of frames waiting for socket room (see
+ * outq.h). Frames leave in order, up to OUTQ_IOV at a time in one sendmsg. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
-#include "worker_outq.h"
+#include "outq.h"
 
 #define OUTQ_IOV 64 /* frames per sendmsg */
 

@@ -1,5 +1,5 @@
-/* worker_server.c: the worker socket (sockets.worker) through a unix_listener (credentials
- * against access.*, workers.max_conns and max_conns_per_uid: worker_limits.c); the workers
+/* workers.c: the worker socket (sockets.worker) through a unix_listener (credentials
+ * against access.*, workers.max_conns and max_conns_per_uid: wlimits.c); the workers
  * module's hooks (status, stats, drain) and its control command documents. */
 #include <errno.h>
 #include <stdio.h>
@@ -214,7 +214,7 @@ json_t *workers_list_json(struct workers *w)
     return a;
 }
 
-/* The worker side reads its live keys from the config at each use (worker_limits.c's sweep, the
+/* The worker side reads its live keys from the config at each use (wlimits.c's sweep, the
  * frame budget, the phase histograms' label cap, the finished list). */
 int workers_live(struct daemon *d, json_t *ret)
 {
