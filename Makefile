@@ -131,7 +131,7 @@ CORE  := $(BUILD)/libkvferry-core.a
 LIBA  := $(BUILD)/libkvferry.a
 LIBSO := $(BUILD)/libkvferry.so
 
-.PHONY: all demo test check check-symbols check-includes check-layers check-functions unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop count-request-files
+.PHONY: all demo test check check-symbols check-includes check-layers check-functions unit integration asan tsan tsan-integ tsan-integ-build fuzz fuzz-short bench-copy bench-ctl install install-needs benches uninstall check-systemd check-deb check-pip deb tag man clean format soak fault-matrix chaos chaos-short chaos-replay chaos-seeds ucx-stop-loop count-request-files test-loaded
 all: $(BUILD)/kvferryd $(TOOLS) $(CORE) $(LIBA) $(LIBSO) $(UNIT_TESTS) $(INTEG_TESTS) $(GPU_TESTS) $(BENCHES) \
      $(BUILD)/man/kvferry.yaml.5
 
@@ -332,6 +332,11 @@ soak: all
 # root, network namespaces). FM_OUT=file.md keeps the table. Not in `check`.
 fault-matrix: all
 	BUILD=$(BUILD) scripts/fault-matrix
+
+# `make test` TL_RUNS times (3) under TL_HOGS busy loops (4x the CPUs): a table of load, counts,
+# failed cases and seconds per run (scripts/test-loaded; TL_OUT=file.md keeps it). Not in CI.
+test-loaded:
+	scripts/test-loaded
 
 # Four daemons in two network namespaces, instances of several shapes restarting and rescaling,
 # faults at seeded random times; scripts/chaos-check judges the history (each request ended

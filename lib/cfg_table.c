@@ -183,7 +183,7 @@ const struct cfg_key cfg_table[] = {
      "Where the arena lives: auto or host (host memory); device is refused at start in this "
      "build."},
     {"arena.prefault", CFG_ENUM, OFF(arena_prefault), "thread", 0, 0, prefaults, false,
-     "thread: fault the arena's pages in after start on a low-priority thread, so copies on the "
+     "thread: fault the arena's pages in after start on a thread of its own, so copies on the "
      "loop never take first-touch faults (commits arena.size of memory at once); off: on use."},
     ROW("arena.timeline", CFG_INT, arena_timeline, "0", 0, 1048576, false,
         "Profiling: the last this many events of the bounce path's chunks (credit, gather, "

@@ -59,6 +59,11 @@ unsigned tu_ms(unsigned ms);
  * The same for every call of one process. Detection times the test asserts scale with it. */
 unsigned tu_keepalive_ms(unsigned base_ms);
 
+/* A time limit in seconds for work bound by this machine's CPU (a child under valgrind):
+ * base_s scaled by KVF_TEST_SLOW and by the load average per CPU now (at most 10x): at load
+ * 15-18 on 2 cores a 50 s limit that fits an idle machine 5 times ran out (issue 26). */
+unsigned tu_cpu_s(unsigned base_s);
+
 /* Run a suite, return the process exit code. */
 int tu_run(Suite *s);
 

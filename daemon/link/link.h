@@ -82,7 +82,7 @@ struct link_config {
     int no_shm;                   /* 1: exclude sysv/posix (different network namespaces) */
     int tcp_put;                  /* 1: leave UCX's tcp put zcopy on (docs/UCX.md trap 16) */
     size_t arena_bytes;           /* UCX-allocated arena; 0: none */
-    bool arena_prefault;          /* fault it in on a low-priority thread after start */
+    bool arena_prefault;          /* fault it in on a thread of its own after start */
     size_t max_payload;           /* largest incoming message payload accepted; 0: 1 GiB */
     unsigned max_behind;          /* messages of one peer waiting behind its rendezvous in flight
                                    * (link_order.c); beyond: dropped, counted; 0: 4096 */

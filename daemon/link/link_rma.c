@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 struct link_mreg {
@@ -36,8 +34,12 @@ struct rma_req {
  * run while puts and copies already use the arena) on a thread of its own, so the start is not
  * delayed (512 MiB took 0.8 s on a loaded machine) and the loop takes no first-touch faults later.
  * The thread owns nothing but the range it was given and reads the link's prefault_stop between
- * steps: link_arena_done sets it and joins, so a stop never waits for the whole arena (at idle
- * priority on a loaded machine that took seconds, past a 500 ms drain).
+ * steps: link_arena_done sets it and joins, so a stop never waits for the whole arena.
+ * It runs at the daemon's own priority, yielding between steps. Not nice 19: on a loaded machine
+ * such a thread crawled (an 8 MiB arena not done seconds after start at load 10 on 2 cores), and
+ * when the daemon is killed its last live thread tears the process down, closing its sockets: the
+ * peers learned of a SIGKILL from the reset only 1.5-17 s later, when that thread got the CPU
+ * (issue 26, bench/results/load-2core-session10.md).
  * Pools are mapped without populating (wconn.c). Kernels before 5.14: no prefault.
  * (512 MiB: 1.3 s of that thread's time on the loaded 2-core build machine.) */
 #define PREFAULT_STEP (2u << 20)
@@ -52,8 +54,6 @@ static void *prefault_main(void *arg)
 {
     struct prefault_job j = *(struct prefault_job *)arg;
     free(arg);
-    /* idle priority for this thread alone: the loop and the copies come first */
-    (void)!setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
 #ifdef MADV_POPULATE_WRITE
     /* in small steps: each call holds the process's mmap lock, which the loop needs for any
      * mmap (UCX endpoints, large mallocs); one 512 MiB call stalled peer handshakes ~300 ms */

@@ -632,7 +632,7 @@ int main(void)
     tcase_add_test(lim, daemon_allowed_non_admin_reads_but_mutating_command_refused);
     suite_add_tcase(s, lim);
     TCase *vg = tcase_create("valgrind");
-    tcase_set_timeout(vg, 120);
+    tcase_set_timeout(vg, tu_cpu_s(120));
     tcase_add_test(vg, daemon_under_valgrind_answers_and_exits_clean);
     suite_add_tcase(s, vg);
     return tu_run(s);

@@ -466,7 +466,7 @@ static Suite *procs_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("valgrind");
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 50);
+    tcase_set_timeout(tc, tu_cpu_s(50));
     tcase_add_test(tc, link_handshake_suite_is_clean_under_valgrind);
     suite_add_tcase(s, tc);
     return s;

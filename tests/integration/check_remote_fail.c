@@ -30,15 +30,20 @@ START_TEST(remote_context_daemon_killed_fails_with_peer_lost_and_frees_the_arena
     while (arena_in_use(&t.b) <= 0 && ru_now_ms() < until)
         ru_sleep_ms(10);
     ck_assert_int_gt(arena_in_use(&t.b), 0);
+    /* the event is awaited before the kill is reaped: the reap waits for the kernel's teardown
+     * of the process, which is not the generation daemon's detection (at load 12 it once ran
+     * 12 s: the daemon's last live thread was at nice 19; issue 26) */
     uint64_t t0 = ru_now_ms();
-    ru_daemon_kill9(&t.a);
+    kill(t.a.pid, SIGKILL);
     struct kvf_event ev;
     int k = ru_wait_event(&t.gen.r[0], 7, &ev, 5000);
     uint64_t took = ru_now_ms() - t0;
+    ru_daemon_kill9(&t.a); /* reaps it */
     ck_assert_int_eq(k, KVF_EV_FAILED);
     ck_assert_msg(ev.error == KVF_E_PEER_LOST, "%s: %s", kvf_error_to_string(ev.error), ev.message);
-    ck_assert_uint_lt(took, 3000);
-    fprintf(stderr, "PEER_LOST %llu ms after SIGKILL: %s\n", (unsigned long long)took, ev.message);
+    fprintf(stderr, "PEER_LOST %llu ms after SIGKILL (reaped %llu ms after it): %s\n",
+            (unsigned long long)took, (unsigned long long)(ru_now_ms() - t0), ev.message);
+    ck_assert_uint_lt(took, tu_ms(3000));
     /* quarantined, then reclaimed once the endpoint is closed */
     long long q0 = ru_ctl_int(&t.b, "arena", "quarantined_slots");
     until = ru_now_ms() + tu_ms(3000);
@@ -235,17 +240,18 @@ START_TEST(remote_context_daemon_killed_while_chunks_stream)
         landed = json_integer_value(json_object_get(json_object_get(st, "peers"), "chunks_landed"));
         json_decref(st);
         uint64_t t0 = ru_now_ms();
-        ru_daemon_kill9(&t.a);
+        kill(t.a.pid, SIGKILL); /* reaped after the event, as above */
         struct kvf_event ev;
         int k = ru_wait_event(&gen.r[0], 1, &ev, 5000);
         uint64_t took = ru_now_ms() - t0;
+        ru_daemon_kill9(&t.a);
         if (done == 0) {
             caught = 1;
             fprintf(stderr, "killed after %lld chunks landed: %s %llu ms later: %s\n", landed,
                     kvf_error_to_string(ev.error), (unsigned long long)took, ev.message);
             ck_assert_int_eq(k, KVF_EV_FAILED);
             ck_assert_int_eq(ev.error, KVF_E_PEER_LOST);
-            ck_assert_uint_lt(took, 3000);
+            ck_assert_uint_lt(took, tu_ms(3000));
             until = ru_now_ms() + tu_ms(3000);
             while (
                 (arena_in_use(&t.b) != 0 || ru_ctl_int(&t.b, "arena", "quarantined_slots") != 0) &&

@@ -87,15 +87,31 @@ static unsigned stall_now(int n)
     return worst;
 }
 
+/* Runnable per CPU, rounded up: 1 means no waiting. */
+static unsigned load_now(double *avg)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (getloadavg(avg, 1) != 1 || cpus <= 0)
+        return 1;
+    unsigned load = (unsigned)(avg[0] / (double)cpus + 0.999);
+    return load > 1 ? load : 1;
+}
+
+unsigned tu_cpu_s(unsigned base_s)
+{
+    double avg[1] = {0};
+    unsigned load = load_now(avg);
+    return base_s * tu_ms(1) * (load < 10 ? load : 10);
+}
+
 unsigned tu_keepalive_ms(unsigned base_ms)
 {
     static unsigned k; /* measured once: every daemon of a test process gets the same */
     if (!k) {
-        unsigned slow = tu_ms(1), load = 1;
-        double avg[1];
+        unsigned slow = tu_ms(1);
+        double avg[1] = {0};
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        if (getloadavg(avg, 1) == 1 && cpus > 0) /* runnable per CPU: 1 means no waiting */
-            load = (unsigned)(avg[0] / (double)cpus + 0.999);
+        unsigned load = load_now(avg);
         /* stalls come in bursts far longer than a sample shows (1367 ms seen at load 6-8 on
          * 2 cores): the interval is 10x the worst overshoot seen now */
         unsigned stall = (stall_now(20) * 10 + base_ms - 1) / base_ms;
