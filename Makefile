@@ -422,7 +422,7 @@ install: install-needs
 	  lib/kvferry.pc.in > $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc
 	install -m 0644 lib/kvferry.h $(DESTDIR)$(PREFIX)/include/
 	install -m 0644 lib/kvferry-layout.schema.json $(DESTDIR)$(DATADIR)/
-	install -m 0644 man/kvferryd.8 man/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/
+	install -m 0644 man/kvferryd.8 man/kvferryctl.8 man/kvferry-topo.8 $(DESTDIR)$(MANDIR)/man8/
 	install -m 0644 $(BUILD)/man/kvferry.yaml.5 $(DESTDIR)$(MANDIR)/man5/
 	@conf=$(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml; \
 	if [ ! -e $$conf ]; then install -m 0644 config/kvferry.yaml $$conf; \
@@ -449,7 +449,7 @@ uninstall:
 	  $(DESTDIR)$(LIBDIR)/libkvferry.so.0 $(DESTDIR)$(LIBDIR)/libkvferry.so \
 	  $(DESTDIR)$(LIBDIR)/pkgconfig/kvferry.pc $(DESTDIR)$(PREFIX)/include/kvferry.h \
 	  $(DESTDIR)$(DATADIR)/kvferry-layout.schema.json $(DESTDIR)$(MANDIR)/man8/kvferryd.8 \
-	  $(DESTDIR)$(MANDIR)/man8/kvferryctl.8 $(DESTDIR)$(MANDIR)/man5/kvferry.yaml.5 \
+	  $(DESTDIR)$(MANDIR)/man8/kvferryctl.8 $(DESTDIR)$(MANDIR)/man8/kvferry-topo.8 $(DESTDIR)$(MANDIR)/man5/kvferry.yaml.5 \
 	  $(DESTDIR)$(UNITDIR)/kvferry.service $(DESTDIR)$(SYSUSERSDIR)/kvferry.conf \
 	  $(DESTDIR)$(DOCDIR)/gpu-host.conf $(DESTDIR)$(SYSCONFDIR)/kvferry/kvferry.yaml.dist
 	rm -rf $(DESTDIR)$(PYDIR)/kvferry
