@@ -639,59 +639,6 @@ static void tick_cb(uv_timer_t *h)
     transfers_reap(t); /* no engine frame is up the stack here */
 }
 
-const struct engine_req_ops transfers_engine_ops = {
-    .find_send = transfers_find_send,
-    .served = transfers_served,
-    .copying = transfers_copying,
-    .end = transfers_end,
-    .writes_ended = transfers_writes_ended,
-    .reap = transfers_reap,
-    .reader_failed = transfers_reader_failed,
-    .reread = transfers_reread,
-    .need = xfer_need,
-    .held_end = xfer_held_end,
-};
-
-int transfers_init(struct transfers *t, struct daemon *d, struct registry *reg,
-                   const struct transfers_ops *ops, void *ops_ctx)
-{
-    memset(t, 0, sizeof *t);
-    t->d = d;
-    t->reg = reg;
-    t->ops = ops;
-    t->ops_ctx = ops_ctx;
-    reqtab_init(&t->reqs);
-    hmap_init(&t->by_conn);
-    dheap_init(&t->due);
-    int rc = plan_tcache_init(&t->tcache, XFER_TCACHE_ENTRIES, XFER_TCACHE_BYTES);
-    if (rc || (rc = uv_timer_init(&d->loop, &t->tick)))
-        return rc;
-    t->tick.data = t;
-    return 0;
-}
-
-void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
-{
-    for (struct xfer *x = t->list; x; x = x->next)
-        if (!terminal(x))
-            fail(t, x, err, "%s", why);
-    sweep(t);
-}
-
-void transfers_stop(struct transfers *t)
-{
-    transfers_fail_all(t, KVF_E_CANCELLED, "the daemon is stopping");
-    sweep(t);
-    reqtab_free(&t->reqs);
-    hmap_free(&t->by_conn);
-    dheap_free(&t->due);
-    xfer_phases_free(&t->phases);
-    xfer_wcache_done(&t->wcache);
-    plan_tcache_done(&t->tcache);
-    if (!uv_is_closing((uv_handle_t *)&t->tick))
-        uv_close((uv_handle_t *)&t->tick, NULL);
-}
-
 void transfers_end(struct transfers *t, struct xfer *x, kvf_error_t err, uint64_t bytes,
                    const char *msg)
 {
@@ -722,5 +669,13 @@ void transfers_served(struct transfers *t, struct xfer *s, uint64_t bytes)
     s->bytes += bytes;
     s->remote_served++;
     serve(t, s, s->req && s->gen == s->req->gen ? s->req->done : 0);
+    sweep(t);
+}
+
+void transfers_fail_all(struct transfers *t, kvf_error_t err, const char *why)
+{
+    for (struct xfer *x = t->list; x; x = x->next)
+        if (!terminal(x))
+            fail(t, x, err, "%s", why);
     sweep(t);
 }
