@@ -3,60 +3,13 @@
  * the tables of cut slots, never the region and never the reservations (the engine embeds
  * those). */
 #include "arena.h"
+#include "arena_int.h"
 #include "arena_share.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
 #include "log.h"
-
-#define NIL UINT32_MAX
-
-#define MAX_CLASSES 32
-
-typedef enum { SLOT_FREE = 0, SLOT_GRANTED, SLOT_FILLED, SLOT_QUARANTINED, SLOT_SPLIT } slot_state_t;
-
-struct slot {
-    uint32_t gen;             /* generation of the current/last grant; 0: never granted */
-    uint32_t next;            /* next slot held by the same reservation */
-    slot_state_t state;
-    struct arena_resv *holder; /* GRANTED/FILLED only; borrowed */
-    uint64_t peer;            /* QUARANTINED: the peer whose flush/close frees it */
-    uint64_t owner;           /* GRANTED/FILLED/QUARANTINED: whose share it counts against */
-    uint64_t ext_off, length; /* the current grant */
-};
-
-/* A whole slot cut into n_sub small slots of cls_bytes each (one class). */
-struct split {
-    uint32_t big;              /* the whole slot it was cut from */
-    uint32_t cls;              /* class index: cls_bytes = align << cls */
-    uint64_t cls_bytes;
-    uint32_t n_sub, n_free;
-    uint32_t *free_stack;      /* owned: free small slot indices */
-    struct slot *subs;         /* owned, n_sub */
-    struct split *prev, *next; /* its class's list of splits with a free small slot */
-};
-
-struct arena {
-    struct arena_params p;
-    uint64_t slot_bytes;
-    uint32_t n_slots;
-    struct slot *slots;        /* owned, n_slots */
-    uint32_t *ring;            /* owned: FIFO of free slot ids, n_slots */
-    uint32_t ring_head, n_free;
-    uint32_t n_quarantined;
-    struct arena_resv *q_head, *q_tail;
-    uint32_t n_waiting;
-    struct arena_grant *gbuf;  /* owned, max_credits: grants of one callback */
-    bool pumping;
-    struct arena_shares *shares; /* owned: bytes held per owner */
-    uint64_t share_cap;          /* bytes one owner may hold */
-    struct split **splits;     /* owned, n_slots (size classes only): set while SLOT_SPLIT */
-    struct split *partial_head[MAX_CLASSES], *partial_tail[MAX_CLASSES];
-    uint32_t n_classes, n_split, n_in_use;
-    uint64_t q_bytes, small_grants_total;
-    uint64_t grants_total, timeouts_total, stale_total, bound_total, reclaimed_total, refused_total;
-};
 
 int arena_new(const struct arena_params *p, struct arena **ret)
 {
@@ -617,37 +570,6 @@ uint32_t arena_reclaim_peer(struct arena *a, uint64_t peer)
     return n;
 }
 
-void arena_resv_set_owner(struct arena_resv *r, uint64_t owner)
-{
-    r->owner = owner;
-}
-
-uint64_t arena_owner_bytes(const struct arena *a, uint64_t owner)
-{
-    return shares_bytes(a->shares, owner);
-}
-
-uint64_t arena_share_bytes(const struct arena *a)
-{
-    return a->share_cap;
-}
-
-uint32_t arena_owners(const struct arena *a, struct arena_owner *out, uint32_t max)
-{
-    return shares_list(a->shares, out, max);
-}
-
-void arena_set_reserve_timeout(struct arena *a, uint64_t timeout_ms)
-{
-    if (a)
-        a->p.reserve_timeout_ms = timeout_ms;
-}
-
-uint64_t arena_reserve_timeout(const struct arena *a)
-{
-    return a->p.reserve_timeout_ms;
-}
-
 uint32_t arena_tick(struct arena *a, uint64_t now_ms)
 {
     if (!a)
@@ -675,47 +597,4 @@ uint32_t arena_tick(struct arena *a, uint64_t now_ms)
     }
     pump(a);
     return n;
-}
-
-int arena_next_deadline(const struct arena *a, uint64_t *ret)
-{
-    bool found = false;
-    uint64_t best = 0;
-    for (const struct arena_resv *r = a ? a->q_head : NULL; r; r = r->q_next) {
-        if (r->ever_granted)
-            continue;
-        if (!found || r->deadline_ms < best)
-            best = r->deadline_ms;
-        found = true;
-    }
-    if (!found)
-        return -ENOENT;
-    *ret = best;
-    return 0;
-}
-
-uint64_t arena_slot_bytes(const struct arena *a) { return a->slot_bytes; }
-uint32_t arena_slots_total(const struct arena *a) { return a->n_slots; }
-
-void arena_get_stats(const struct arena *a, struct arena_stats *ret)
-{
-    *ret = (struct arena_stats){
-        .capacity_bytes = a->p.size,
-        .chunk_bytes = a->p.chunk,
-        .slot_bytes = a->slot_bytes,
-        .slots_total = a->n_slots,
-        .slots_free = a->n_free,
-        .slots_in_use = a->n_in_use,
-        .slots_quarantined = a->n_quarantined,
-        .slots_split = a->n_split,
-        .small_grants_total = a->small_grants_total,
-        .quarantined_bytes = a->q_bytes,
-        .waiting_requests = a->n_waiting,
-        .grants_total = a->grants_total,
-        .timeouts_total = a->timeouts_total,
-        .stale_reports_total = a->stale_total,
-        .bound_violations_total = a->bound_total,
-        .reclaimed_total = a->reclaimed_total,
-        .refused_waiters_total = a->refused_total,
-    };
 }
