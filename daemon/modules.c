@@ -46,28 +46,28 @@ static int copy_module_status(struct daemon *d, json_t *ret)
     return 0;
 }
 
-/* Each GPU's nearest RDMA NIC, read from sysfs at each call (docs/SCALE.md): what the rails
- * will use, shown before they exist so that an operator sees the node as the daemon does. */
+/* Each GPU's nearest RDMA NIC (docs/SCALE.md), read from sysfs on the first `status` and kept:
+ * PCIe devices do not move under a running daemon, and `kvferryctl top` asks every second.
+ * Shown before rails exist, so that an operator sees the node as the daemon does. Loop thread. */
 static int rails_module_status(struct daemon *d, json_t *ret)
 {
     (void)d;
-    static struct topo t;
-    static struct rails r;
-    char err[256], *text = NULL;
-    int rc = topo_sysfs_describe("/sys", &text, err, sizeof err);
-    if (rc == 0)
-        rc = topo_parse(text, &t, err, sizeof err);
-    free(text);
-    if (rc < 0) {
-        json_object_set_new(ret, "error", json_string(err));
-        return 0;
+    static json_t *seen; /* owned: the first call's answer, for the daemon's life */
+    if (!seen) {
+        static struct topo t;
+        static struct rails r;
+        char err[256], *text = NULL;
+        int rc = topo_sysfs_describe("/sys", &text, err, sizeof err);
+        if (rc == 0)
+            rc = topo_parse(text, &t, err, sizeof err);
+        free(text);
+        if (rc == 0)
+            rails_choose(&t, &r); /* no NIC: every GPU without a rail */
+        seen = rc < 0 ? json_pack("{s:s}", "error", err) : rails_json(&t, &r);
+        if (!seen)
+            return -ENOMEM;
     }
-    rails_choose(&t, &r); /* no NIC: every GPU without a rail */
-    json_t *o = rails_json(&t, &r);
-    if (!o)
-        return -ENOMEM;
-    json_object_update(ret, o);
-    json_decref(o);
+    json_object_update(ret, seen);
     return 0;
 }
 
