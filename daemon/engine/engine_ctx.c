@@ -245,6 +245,15 @@ static void get_table(struct tx *tx)
         struct itable *t;
         char msg[WIRE_TEXT_MAX];
         if (home_table(e, q->ctx_instance, &t, msg, sizeof msg) < 0) {
+            /* a sibling rank served its part and left after the generation daemon planned:
+             * the table it planned with is still the last one built here, and this writer's
+             * layout in it is unchanged */
+            struct itable *last = e->home_tab;
+            if (last && last->epoch == q->table_epoch &&
+                strcmp(last->instance, q->ctx_instance) == 0) {
+                plan_with(tx, last);
+                return;
+            }
             ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true, "%s", msg);
             return;
         }
