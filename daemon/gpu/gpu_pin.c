@@ -2,6 +2,8 @@
  * the gather kernel writes straight into it and the scatter kernel reads from it) and the
  * decision where the arena lives (gpu.h). */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,14 +29,53 @@ static void forget(struct gpu *g, struct gpu_pinned *p)
 
 #ifdef KVF_HAVE_CUDA
 
-static int pin(void *ptr, uint64_t bytes, void **dev_ret, char *err, size_t errlen)
+/* A CUDA-aware UCX page-locks the host memory it maps (its cuda_copy transport registers it,
+ * portable): the range is usable by every device as it is, and it is UCX's to unregister. Only
+ * a range registered whole (both ends inside one registration) and seen by every device counts. */
+static int borrow(void *ptr, uint64_t bytes, void **dev_ret, char *err, size_t errlen)
+{
+    int n = 0, dev = 0, rc;
+    if ((rc = GPU_TRY(cudaGetDeviceCount(&n))) < 0)
+        return rc;
+    for (dev = 0; dev < n; dev++) {
+        void *d = NULL, *last = (char *)ptr + bytes - 1;
+        struct cudaPointerAttributes a, b;
+        if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0 ||
+            (rc = GPU_TRY(cudaHostGetDevicePointer(&d, ptr, 0))) < 0 ||
+            (rc = GPU_TRY(cudaPointerGetAttributes(&a, ptr))) < 0 ||
+            (rc = GPU_TRY(cudaPointerGetAttributes(&b, last))) < 0)
+            return rc;
+        if (a.type != cudaMemoryTypeHost || b.type != cudaMemoryTypeHost || !b.devicePointer) {
+            snprintf(err, errlen,
+                     "host memory %p (%" PRIu64 " bytes) is partly page-locked by someone "
+                     "else (device %d sees %s at its start, %s at its end)",
+                     ptr, bytes, dev, a.type == cudaMemoryTypeHost ? "it" : "nothing",
+                     b.type == cudaMemoryTypeHost ? "it" : "nothing");
+            return -EBUSY;
+        }
+        if (dev == 0)
+            *dev_ret = d;
+    }
+    (void)cudaSetDevice(0);
+    return 0;
+}
+
+/* *borrowed: the range was page-locked already (borrow, above); ours to unregister otherwise. */
+static int pin(void *ptr, uint64_t bytes, void **dev_ret, bool *borrowed, char *err,
+               size_t errlen)
 {
     int dev = 0, rc; /* portable: any device's context will do; name device 0 in messages */
     void *d = NULL;
+    *borrowed = false;
     if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
         return rc;
-    if ((rc = GPU_TRY(
-             cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped))) < 0)
+    cudaError_t st = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable | cudaHostRegisterMapped);
+    if (st == cudaErrorHostMemoryAlreadyRegistered) {
+        (void)cudaGetLastError();
+        *borrowed = true;
+        return borrow(ptr, bytes, dev_ret, err, errlen);
+    }
+    if ((rc = GPU_TRY(st)) < 0)
         return rc;
     if ((rc = GPU_TRY(cudaHostGetDevicePointer(&d, ptr, 0))) < 0) {
         cudaHostUnregister(ptr);
@@ -53,9 +94,11 @@ static int unpin(void *ptr, char *err, size_t errlen)
 
 #else /* !KVF_HAVE_CUDA: always CPU mode, refused before we get here */
 
-static int pin(void *ptr, uint64_t bytes, void **dev_ret, char *err, size_t errlen)
+static int pin(void *ptr, uint64_t bytes, void **dev_ret, bool *borrowed, char *err,
+               size_t errlen)
 {
     (void)ptr, (void)bytes, (void)dev_ret;
+    *borrowed = false;
     snprintf(err, errlen, "%s", CUDA_ERR_NO_CUDA);
     return -ENOTSUP;
 }
@@ -94,9 +137,15 @@ int gpu_host_register(struct gpu *g, void *ptr, uint64_t bytes, void **dev_ret, 
         return -ENOSPC;
     }
     void *d = NULL;
-    if ((rc = pin(ptr, bytes, &d, err, errlen)) < 0)
+    bool borrowed = false;
+    if ((rc = pin(ptr, bytes, &d, &borrowed, err, errlen)) < 0)
         return rc;
-    g->pinned[g->n_pinned++] = (struct gpu_pinned){.ptr = ptr, .dev_ptr = d, .bytes = bytes};
+    if (borrowed)
+        log_info("gpu: host memory %p (%" PRIu64 " bytes) was page-locked already (a CUDA-aware "
+                 "UCX registers what it maps): used as it is, left to its owner to unregister",
+                 ptr, bytes);
+    g->pinned[g->n_pinned++] =
+        (struct gpu_pinned){.ptr = ptr, .dev_ptr = d, .bytes = bytes, .borrowed = borrowed};
     *dev_ret = d;
     return 0;
 }
@@ -108,7 +157,7 @@ int gpu_host_unregister(struct gpu *g, void *ptr, char *err, size_t errlen)
         snprintf(err, errlen, "host memory %p was not page-locked here", ptr);
         return -ENOENT;
     }
-    int rc = unpin(ptr, err, errlen);
+    int rc = p->borrowed ? 0 : unpin(ptr, err, errlen);
     forget(g, p); /* CUDA refusing to unregister leaves nothing for us to undo */
     return rc;
 }
@@ -118,7 +167,7 @@ void gpu_pin_release_all(struct gpu *g)
     char err[GPU_REASON_MAX];
     while (g->n_pinned > 0) {
         struct gpu_pinned *p = &g->pinned[g->n_pinned - 1];
-        if (unpin(p->ptr, err, sizeof(err)) < 0)
+        if (!p->borrowed && unpin(p->ptr, err, sizeof(err)) < 0)
             log_warn("gpu: unregistering host memory at teardown: %s", err);
         forget(g, p);
     }

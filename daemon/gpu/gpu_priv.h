@@ -38,6 +38,7 @@ struct gpu_pinned {
     void *ptr; /* borrowed: the caller's memory */
     void *dev_ptr;
     uint64_t bytes;
+    bool borrowed; /* page-locked by its owner already (a CUDA-aware UCX): not ours to unregister */
 };
 
 /* One outstanding completion; lives in g->pending until fired, then in g->done. */
