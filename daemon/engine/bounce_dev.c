@@ -49,11 +49,16 @@ void bdev_init(struct engine *e)
     log_info("engine: device arena: %s", e->darena_why);
 }
 
-bool bdev_tx(const struct tx *tx)
+int bdev_choose(const struct stage *st)
 {
-    const struct engine *e = tx->e;
-    return e->darena && tx->peer && tx->peer->lp && egpu_tx_device(tx) == BDEV_DEVICE &&
-           link_peer_gpu_direct(tx->peer->lp, NULL);
+    const struct tx *tx = st->tx;
+    if (!st->e->darena)
+        return BDEV_NO_ARENA;
+    if (egpu_tx_device(tx) != BDEV_DEVICE) /* host pools, or a rank on another GPU */
+        return BDEV_NOT_ITS_GPU;
+    if (!tx->peer || !tx->peer->lp || !link_peer_gpu_direct(tx->peer->lp, NULL))
+        return BDEV_PEER_HOST_ONLY;
+    return 0;
 }
 
 bool bdev_rx(const struct engine *e, const struct epeer *p, const struct rx *rx, uint32_t widx)

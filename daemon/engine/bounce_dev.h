@@ -18,13 +18,16 @@
 struct engine;
 struct epeer;
 struct rx;
-struct tx;
+struct stage;
 
 /* At the arena's start (egpu_arena_init, the host arena page-locked): the device arena when
  * the link's UCX handles CUDA memory and arena.placement is not host; the reason either way. */
 void bdev_init(struct engine *e);
-/* The chunks of tx go device to device (a GPU writer on the arena's GPU, a gpu_direct peer). */
-bool bdev_tx(const struct tx *tx);
+/* The choose of the way device_am (bounce_way.h): 0 when st's chunk goes device to device (a
+ * GPU writer on the arena's GPU, a gpu_direct peer), else why not; BDEV_NO_SLOT is its run's
+ * (no staging slot for the device twin now: the next ways try). */
+enum { BDEV_NO_ARENA = 1, BDEV_NOT_ITS_GPU, BDEV_PEER_HOST_ONLY, BDEV_NO_SLOT };
+int bdev_choose(const struct stage *st);
 /* Writer widx's chunks of rx from peer p land in device memory (the same on the reader's side). */
 bool bdev_rx(const struct engine *e, const struct epeer *p, const struct rx *rx, uint32_t widx);
 /* The device twin of arena offset off. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "bounce_put.h"
+#include "bounce_exec.h"
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_peer.h"
@@ -108,33 +109,27 @@ static int count_run(void *arg, uint32_t pool, const uint8_t *src, uint64_t pos,
     return 0;
 }
 
-bool bput_choose(struct tx *tx, const struct wire_grant *g)
+int bput_choose(struct stage *st)
 {
+    struct tx *tx = st->tx;
+    const struct wire_grant *g = &st->g;
     struct engine *e = tx->e;
     uint64_t min_run = e->d->cfg.arena_direct_run;
+    if (tx->bx->staging_only) /* kernels gather GPU pools: no UCX registration of them */
+        return BPUT_GPU_POOLS;
     if (!link_peer_put_fast(tx->peer->lp) ||
-        g->offset + g->length > link_peer_arena_bytes(tx->peer->lp)) {
-        e->c.chunk_gather_am++; /* the chunk travels as one active-message payload */
-        return false;
-    }
-    if (min_run == 0) {
-        e->c.chunk_gather_direct_off++;
-        return false;
-    }
-    struct bput_reg *r = reg_of(e, tx->send->rank);
-    if (!r) {
-        e->c.chunk_gather_no_registration++;
-        return false;
-    }
+        g->offset + g->length > link_peer_arena_bytes(tx->peer->lp))
+        return BPUT_NO_PUT_LANES; /* the chunk travels as one active-message payload */
+    if (min_run == 0)
+        return BPUT_DIRECT_OFF;
+    if (!reg_of(e, tx->send->rank))
+        return BPUT_NO_REGISTRATION;
     struct runs n = {0};
     copy_src_runs(tx->pw->ops, tx->pw->n_ops, &tx->send->rank->mem, g->ext_off,
                   g->ext_off + g->length, count_run, &n);
-    if (n.n == 0 || g->length / n.n < min_run) {
-        e->c.chunk_gather_small_runs++;
-        return false;
-    }
-    e->c.chunk_put_from_pools++;
-    return true;
+    if (n.n == 0 || g->length / n.n < min_run)
+        return BPUT_SMALL_RUNS;
+    return 0;
 }
 
 struct put_walk {

@@ -5,7 +5,7 @@
  * (ucp_mem_map of the mapped pool, link_mem_register), and released when it goes: at once when
  * no put from them is in flight, else after the last such chunk's flush.
  *
- * The rule, per chunk (bput_choose), counted by reason in the engine's `paths`: a chunk is put
+ * The rule, per chunk (bput_choose, a row of bounce_way.h), counted by reason: a chunk is put
  * from the pools when the peer's put lanes are real puts (shared memory or RDMA: the landing
  * slot is in the peer's UCX-allocated arena; an active-message chunk needs one buffer), the rank
  * is registered, and the chunk's source runs (contiguous runs of the copy program, neighbours
@@ -28,8 +28,12 @@ void bput_rank_registered(struct engine *e, struct reg_rank *rk);
 void bput_rank_removed(struct engine *e, struct reg_rank *rk);
 /* engine_stop: every registration released (puts ended: the link is going). */
 void bput_free_all(struct engine *e);
-/* Whether chunk g of tx is put straight from the pools (counted by reason). */
-bool bput_choose(struct tx *tx, const struct wire_grant *g);
+/* The choose of the way put_from_pools (bounce_way.h): 0 when st's chunk is put straight from
+ * the pools, else why not (counted by chunk_ways[]; the older names peers.paths.chunk_gather_*
+ * read the same counters). */
+enum { BPUT_GPU_POOLS = 1, BPUT_NO_PUT_LANES, BPUT_DIRECT_OFF, BPUT_NO_REGISTRATION,
+       BPUT_SMALL_RUNS };
+int bput_choose(struct stage *st);
 /* Issues the puts of st's chunk (direct) into its landing slot, each reporting to put_done(st);
  * st then holds the registration until bput_release. 0 or -errno (puts issued so far still
  * report; the caller flushes or finishes st). */

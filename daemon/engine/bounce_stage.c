@@ -1,22 +1,20 @@
 /* bounce_stage.c: the context side's chunks of the bounce path (docs/DESIGN.md §5, §7): for
- * every granted landing slot, in extent order and up to arena.window at once, one of:
- * - over shared memory (the peer's arena mapped here, arena.shm_write copy): a gather by the
- *   copy threads (bounce_host.c), or by a GPU kernel through the mapping page-locked here
- *   (egpu_peer.h), straight into the landing slot, then CHUNK: one copy, off the loop, and no
- *   put (docs/UCX.md "Copies into the peer's arena"); where only cma reaches the peer's
- *   process (another network namespace, arena.cma_write copy, host pools) the copy threads'
- *   gather writes the slot with process_vm_writev (docs/UCX.md "Copies into the peer's arena
- *   over cma");
- * - a put of each source run straight from the rank's pools (bounce_put.c);
- * - a staging slot of this arena (a heap buffer when the landing chunk is larger than our
- *   slots), gathered on the copy threads or by a GPU kernel (engine_gpu.c); then put + flush +
- *   CHUNK where the lanes do real puts, else one CHUNK active message whose payload the
- *   receiver takes into the slot.
+ * every granted landing slot, in extent order and up to arena.window at once, the first way of
+ * chunk_ways[] (bounce_way.h) that chooses the chunk and can run it moves it: device_am,
+ * gpu_to_peer, copy_to_peer (the copy threads or a kernel gather straight into the peer's
+ * landing slot mapped here, then CHUNK: docs/UCX.md "Copies into the peer's arena"),
+ * cma_to_peer (the same over process_vm_writev: "... over cma"), put_from_pools
+ * (bounce_put.c), gather_put and gather_am (a staging slot of this arena, or a heap buffer when
+ * the landing chunk is larger than our slots, gathered on the copy threads or by a GPU kernel,
+ * engine_gpu.c; then put + flush + CHUNK where the lanes do real puts, else one CHUNK active
+ * message whose payload the receiver takes into the slot). Every answer is counted by way and
+ * reason (engine_counters.ways).
  * A stage is finished (its slot, buffer or registration let go) only after its copies and its
  * sends completed; a copy into the peer's slot holds the peer's mapping (link_peer_hold) until
  * it ended. Loop thread only. */
 #include <endian.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +32,7 @@
 #include "engine_quar.h"
 #include "engine_share.h"
 #include "move_exec.h"
+#include "require.h"
 #include "stream_gate.h"
 
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
@@ -179,14 +178,11 @@ static void put_done(void *arg, int status)
         st->err = status; /* the flush that follows reports it */
 }
 
-/* Whether grant g lies inside the peer's arena (the grant is the peer's word: never trusted). */
-static bool in_peer_arena(struct link_peer *lp, const struct wire_grant *g)
-{
-    uint64_t n = link_peer_arena_bytes(lp);
-    return g->offset <= n && g->length <= n - g->offset;
-}
+/* Its way's send (chunk_ways[] below). */
+static void way_send(struct stage *st, struct link_peer *lp);
 
-/* Moves a gathered chunk into its landing slot. st may be freed when this returns. */
+/* Moves a gathered chunk into its landing slot, by its way's send. st may be freed when this
+ * returns. */
 static void stage_move(struct stage *st)
 {
     struct tx *tx = st->tx;
@@ -194,7 +190,6 @@ static void stage_move(struct stage *st)
         stage_finish(st, -ECANCELED);
         return;
     }
-    struct engine *e = st->e;
     const struct wire_grant *g = &st->g;
     struct wire_msg m = {.type = WIRE_CHUNK};
     m.u.chunk = (struct wire_chunk){tx->rr.u.recv_req.req_id,
@@ -212,37 +207,61 @@ static void stage_move(struct stage *st)
         return;
     }
     st->hdr_len = ENGINE_ENV_BYTES + n;
-    struct link_peer *lp = tx->peer->lp;
-    int rc;
-    /* the lanes are looked at (link_peer_put_fast) only for a chunk that may be put */
-    if (st->to_peer) { /* the bytes are in the slot: a message sent after the copy ended */
-        e->c.chunks_put++;
-        e->c.bytes_put += g->length;
-        rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
-        if (rc < 0)
-            stage_finish(st, rc);
-    } else if (!st->dev && (st->direct || (link_peer_put_fast(lp) && in_peer_arena(lp, g)))) {
-        e->c.chunks_put++;
-        e->c.bytes_put += g->length;
-        if (st->direct) { /* one put per source run; a failed one is reported after the flush */
-            if ((rc = bput_start(st, put_done)) < 0)
-                st->err = rc;
-        } else if ((rc = link_put(lp, st->buf, g->length, g->offset, put_done, st)) < 0) {
-            stage_finish(st, rc);
-            return;
-        }
-        if ((rc = link_flush(lp, flushed, st)) < 0)
-            stage_finish(st, rc);
-    } else {
-        e->c.chunks_am++;
-        e->c.bytes_am += g->length;
-        e->c.chunks_device += st->dev; /* from device memory, a rendezvous (bounce_dev.h) */
-        st->sent_am = true;
-        rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, g->length, chunk_sent, st);
-        if (rc < 0) { /* never went out */
-            st->sent_am = false;
-            stage_finish(st, rc);
-        }
+    way_send(st, tx->peer->lp);
+}
+
+/* ---- sends: how a chunk whose bytes are ready reaches its landing slot ---- */
+
+/* The bytes are in the peer's slot already (a copy into it ended): CHUNK alone. */
+static void send_chunk(struct stage *st, struct link_peer *lp)
+{
+    st->e->c.chunks_put++;
+    st->e->c.bytes_put += st->g.length;
+    int rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, NULL, 0, chunk_sent, st);
+    if (rc < 0)
+        stage_finish(st, rc);
+}
+
+/* One put per source run from the pools (bounce_put.c); a failed one is reported after the
+ * flush. */
+static void send_puts(struct stage *st, struct link_peer *lp)
+{
+    st->e->c.chunks_put++;
+    st->e->c.bytes_put += st->g.length;
+    int rc = bput_start(st, put_done);
+    if (rc < 0)
+        st->err = rc;
+    if ((rc = link_flush(lp, flushed, st)) < 0)
+        stage_finish(st, rc);
+}
+
+/* The gathered buffer put into the slot, flushed, then CHUNK. */
+static void send_put(struct stage *st, struct link_peer *lp)
+{
+    st->e->c.chunks_put++;
+    st->e->c.bytes_put += st->g.length;
+    int rc = link_put(lp, st->buf, st->g.length, st->g.offset, put_done, st);
+    if (rc < 0) {
+        stage_finish(st, rc);
+        return;
+    }
+    if ((rc = link_flush(lp, flushed, st)) < 0)
+        stage_finish(st, rc);
+}
+
+/* The gathered buffer as the payload of one CHUNK active message (a rendezvous the receiver
+ * takes into the slot; from device memory for the device twin, bounce_dev.h). */
+static void send_am(struct stage *st, struct link_peer *lp)
+{
+    struct engine *e = st->e;
+    e->c.chunks_am++;
+    e->c.bytes_am += st->g.length;
+    e->c.chunks_device += st->dev;
+    st->sent_am = true;
+    int rc = link_send(lp, WIRE_CHUNK, st->hdr, st->hdr_len, st->buf, st->g.length, chunk_sent, st);
+    if (rc < 0) { /* never went out */
+        st->sent_am = false;
+        stage_finish(st, rc);
     }
 }
 
@@ -307,42 +326,6 @@ void ctx_stage_timeout(struct stage *st)
     stage_finish(st, -ETIMEDOUT);
 }
 
-/* The landing slot of g in the peer's arena mapped here, when this side is to write it itself
- * (shared-memory lanes, arena.shm_write copy): the copy threads for host pools; for GPU pools
- * (staging_only: kernels write page-locked memory only) a kernel, with the mapping page-locked
- * here (*pin, one use). Else NULL. The grant comes from the peer: a slot outside its arena is
- * never written here (its put fails -ERANGE). */
-static uint8_t *peer_slot(struct tx *tx, const struct wire_grant *g, struct egpu_ppin **pin)
-{
-    struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
-    uint8_t *base;
-    *pin = NULL;
-    if (!lp || tx->e->d->cfg.arena_shm_write != CFG_SHM_WRITE_COPY ||
-        link_peer_arena_map(lp, &base) < 0)
-        return NULL;
-    if (!in_peer_arena(lp, g))
-        return NULL;
-    if (tx->bx->staging_only &&
-        !(*pin = egpu_peer_use(tx->e, lp, base, link_peer_arena_bytes(lp))))
-        return NULL;
-    return base + g->offset;
-}
-
-/* The landing slot of g at its address in the peer daemon's process, when the copy threads are
- * to write it there with process_vm_writev (host pools, the peer reachable over cma but its
- * arena not mapped here, arena.cma_write copy; copy threads: the inline gather cannot write
- * another process); *pid its pid. Else NULL. Bounded by the peer's arena as peer_slot is. */
-static uint8_t *peer_cma_slot(struct tx *tx, const struct wire_grant *g, uint32_t *pid)
-{
-    struct link_peer *lp = tx->peer ? tx->peer->lp : NULL;
-    uint64_t base;
-    if (!lp || tx->bx->staging_only || !tx->e->d->copy ||
-        tx->e->d->cfg.arena_cma_write != CFG_CMA_WRITE_COPY ||
-        link_peer_arena_cma(lp, pid, &base) < 0)
-        return NULL;
-    return in_peer_arena(lp, g) ? (uint8_t *)(uintptr_t)(base + g->offset) : NULL;
-}
-
 /* Every staging slot is in use and some are held for failed peers (stage_hold): a host chunk
  * takes a heap buffer instead of waiting, so a frozen peer's holds never stall the others (a
  * GPU gather needs the page-locked slots: it waits). */
@@ -355,89 +338,62 @@ static bool held_full(const struct engine *e, const struct arena *sa, const stru
     return st.slots_free == 0 && st.slots_quarantined > 0 && e->shold;
 }
 
-/* ---- the chunk's way: rows tried in order, the first that takes the chunk moves it ---- */
+/* ---- runs: how a way that took a chunk starts it ---- */
 
-typedef enum {
-    WAY_PASS,  /* not this row's chunk: try the next */
-    WAY_TAKEN, /* moving (or queued for a slot) */
-    WAY_STOP,  /* the flow failed: pump no more */
-} way_t;
+enum { RUN_STOPPED = -1, RUN_STARTED = 0 }; /* or > 0: the way's reason it could not after all */
 
-/* One copy into the peer's landing slot mapped here (shared memory), on the copy threads or a
- * kernel: no staging slot, no put. */
-static way_t way_copy_to_peer(struct stage *st)
+/* A copy into the peer's landing slot (its choose found it: st->buf), on the copy threads or a
+ * kernel: the peer held (its mapping) until the gather ended; no staging slot, no put. */
+static int run_to_peer(struct stage *st)
 {
-    struct tx *tx = st->tx;
-    struct egpu_ppin *pin;
-    uint8_t *dst = peer_slot(tx, &st->g, &pin);
-    if (!dst)
-        return WAY_PASS;
-    tx->e->c.chunk_copied_to_peer++;
-    tx->e->c.chunk_gpu_to_peer += pin != NULL;
-    st->ppin = pin;
-    st->buf = dst;
-    return WAY_TAKEN;
+    st->to_peer = true;
+    st->held = st->tx->peer->lp;
+    link_peer_hold(st->held);
+    stage_run(st);
+    return RUN_STARTED;
 }
 
-/* One copy into the peer's landing slot in its process (cma), on the copy threads. */
-static way_t way_cma_to_peer(struct stage *st)
+/* Puts straight from the pools: nothing to gather. */
+static int run_direct(struct stage *st)
 {
-    uint32_t pid = 0;
-    uint8_t *dst = peer_cma_slot(st->tx, &st->g, &pid);
-    if (!dst)
-        return WAY_PASS;
-    st->tx->e->c.chunk_cma_to_peer++;
-    st->buf = dst;
-    st->buf_pid = pid;
-    return WAY_TAKEN;
-}
-
-/* Runs long enough put straight from the pools (bounce_put.c): no staging slot, no gather. */
-static way_t way_put_from_pools(struct stage *st)
-{
-    if (st->tx->bx->staging_only || !bput_choose(st->tx, &st->g))
-        return WAY_PASS;
-    st->direct = true;
     stage_move(st);
-    return WAY_TAKEN;
+    return RUN_STARTED;
 }
 
-static way_t way_staging_slot(struct stage *st);
-
-/* A GPU writer's chunk to a gpu_direct peer: a staging slot's device twin, gathered into by the
- * kernel, sent from there as a rendezvous message (bounce_dev.h). */
-static way_t way_device_slot(struct stage *st)
-{
-    if (!bdev_tx(st->tx))
-        return WAY_PASS;
-    st->dev = true;
-    way_t w = way_staging_slot(st);
-    st->dev = w == WAY_TAKEN;
-    return w;
-}
-
-/* A staging slot (now, or when one frees: ctx_stage_granted), gathered into, then put. */
-static way_t way_staging_slot(struct stage *st)
+/* A staging slot (now, or when one frees: ctx_stage_granted); false: none to wait for (the
+ * chunk is larger than our slots, every free one is held for a failed peer, or the wait queue
+ * is full). */
+static bool staging_slot(struct stage *st)
 {
     struct tx *tx = st->tx;
     uint64_t soff;
     struct arena *sa = engine_stage_arena(tx->e, &soff);
     if (st->g.length > arena_slot_bytes(sa) || held_full(tx->e, sa, tx))
-        return WAY_PASS;
+        return false;
     arena_resv_init(&st->resv, tx->flow, st->hold_key, st->g.length);
     st->resv.data = st;
     st->resv_open = true;
     if (arena_want(sa, &st->resv, 1, engine_now(tx->e)) >= 0)
-        return WAY_TAKEN;
+        return true;
     st->resv_open = false;
-    return WAY_PASS;
+    return false;
 }
 
-/* A chunk larger than our slots, our wait queue full, or every free slot held for a failed peer:
- * a heap buffer; pools a kernel gathers from (page-locked staging slots only) have none. */
-static way_t way_heap_buffer(struct stage *st)
+/* The staging slot's device twin, gathered into by the kernel (bounce_dev.h). */
+static int run_device(struct stage *st)
+{
+    st->dev = true;
+    st->dev = staging_slot(st);
+    return st->dev ? RUN_STARTED : BDEV_NO_SLOT;
+}
+
+/* A staging slot, else a heap buffer; pools a kernel gathers from (page-locked staging slots
+ * only) have none: the flow fails. */
+static int run_gather(struct stage *st)
 {
     struct tx *tx = st->tx;
+    if (staging_slot(st))
+        return RUN_STARTED;
     if (tx->bx->staging_only) { /* e.g. a GPU gather: page-locked staging slots only */
         uint64_t soff;
         drive_tx_fail(tx, KVF_E_NO_ROUTE, true,
@@ -447,7 +403,7 @@ static way_t way_heap_buffer(struct stage *st)
                     (unsigned long long)st->g.length,
                     (unsigned long long)arena_slot_bytes(engine_stage_arena(tx->e, &soff)));
         stage_finish(st, -ENOSPC);
-        return WAY_STOP;
+        return RUN_STOPPED;
     }
     tx->e->c.staging_fallbacks++;
     st->buf = malloc(st->g.length);
@@ -456,26 +412,92 @@ static way_t way_heap_buffer(struct stage *st)
         drive_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory for a %llu-byte chunk",
                     (unsigned long long)st->g.length);
         stage_finish(st, -ENOMEM);
-        return WAY_STOP;
+        return RUN_STOPPED;
     }
     stage_run(st);
-    return WAY_TAKEN;
+    return RUN_STARTED;
 }
 
-/* The rows, in the order they are tried: the fewest copies first. A copy into the peer's slot
- * (either row) runs here once taken; each row counts its own reason. */
-static const struct {
+static int choose_device(struct stage *st)
+{
+    return bdev_choose(st);
+}
+
+/* The ways (bounce_way.h), in the order they are tried: the fewest copies first. */
+struct chunk_way {
     const char *name;
-    way_t (*take)(struct stage *st);
-    bool to_peer; /* writes the peer's landing slot: hold the link peer, stage_run */
-} chunk_ways[] = {
-    {"device_slot", way_device_slot, false},
-    {"copy_to_peer", way_copy_to_peer, true},
-    {"cma_to_peer", way_cma_to_peer, true},
-    {"put_from_pools", way_put_from_pools, false},
-    {"staging_slot", way_staging_slot, false},
-    {"heap_buffer", way_heap_buffer, false},
+    /* 0: this way takes st's chunk; else the 1-based index of its reason in refused[] */
+    int (*choose)(struct stage *st);
+    const char *refused[BWAY_REASONS]; /* choose's reasons, then run's */
+    /* RUN_STARTED (moving, or waiting for its slot), RUN_STOPPED (the flow failed, st
+     * finished), or a reason > 0: it cannot take the chunk after all (the next way tries) */
+    int (*run)(struct stage *st);
+    void (*send)(struct stage *st, struct link_peer *lp); /* the chunk's bytes are ready */
 };
+
+static const struct chunk_way chunk_ways[BWAY__COUNT] = {
+    [BWAY_DEVICE_AM] = {"device_am", choose_device,
+                        {"no_device_arena", "not_on_its_gpu", "peer_host_only", "no_device_slot"},
+                        run_device, send_am},
+    [BWAY_GPU_TO_PEER] = {"gpu_to_peer", bway_gpu_to_peer,
+                          {"host_pools", "shm_write_put", "arena_not_mapped", "outside_arena",
+                           "pin_failed"},
+                          run_to_peer, send_chunk},
+    [BWAY_COPY_TO_PEER] = {"copy_to_peer", bway_copy_to_peer,
+                           {"gpu_pools", "shm_write_put", "arena_not_mapped", "outside_arena"},
+                           run_to_peer, send_chunk},
+    [BWAY_CMA_TO_PEER] = {"cma_to_peer", bway_cma_to_peer,
+                          {"gpu_pools", "no_copy_threads", "cma_write_am", "no_cma_lane",
+                           "outside_arena"},
+                          run_to_peer, send_chunk},
+    [BWAY_PUT_FROM_POOLS] = {"put_from_pools", bput_choose,
+                             {"gpu_pools", "no_put_lanes", "direct_off", "no_registration",
+                              "small_runs"},
+                             run_direct, send_puts},
+    [BWAY_GATHER_PUT] = {"gather_put", bway_gather_put, {"no_put_lanes", "outside_arena"},
+                         run_gather, send_put},
+    [BWAY_GATHER_AM] = {"gather_am", bway_gather_am, {NULL}, run_gather, send_am},
+};
+
+static void way_send(struct stage *st, struct link_peer *lp)
+{
+    chunk_ways[st->way].send(st, lp);
+}
+
+/* st's chunk takes the first way that chooses it and can run it; each answer counted. False:
+ * the flow failed (pump no more). */
+static bool take_way(struct stage *st)
+{
+    struct engine *e = st->e;
+    for (unsigned k = 0; k < BWAY__COUNT; k++) {
+        const struct chunk_way *w = &chunk_ways[k];
+        int why = w->choose(st);
+        if (why == 0) {
+            st->way = (bway_kind_t)k;
+            why = w->run(st); /* st may be finished when it returns */
+        }
+        if (!KVF_REQUIRE(why <= BWAY_REASONS && (why <= 0 || w->refused[why - 1]),
+                         "chunk way %s: reason %d unnamed", w->name, why))
+            why = 0; /* counted as taken: a way that answers so is a bug, logged */
+        e->c.ways[k][why > 0 ? why : 0]++;
+        if (why <= 0)
+            return why == RUN_STARTED;
+    }
+    return true; /* gather_am always takes it */
+}
+
+void bstage_ways_json(const struct engine *e, json_t *o)
+{
+    char key[64];
+    for (unsigned k = 0; k < BWAY__COUNT; k++) {
+        const struct chunk_way *w = &chunk_ways[k];
+        json_object_set_new(o, w->name, json_integer((json_int_t)e->c.ways[k][0]));
+        for (unsigned r = 0; r < BWAY_REASONS && w->refused[r]; r++) {
+            snprintf(key, sizeof key, "%s:%s", w->name, w->refused[r]);
+            json_object_set_new(o, key, json_integer((json_int_t)e->c.ways[k][r + 1]));
+        }
+    }
+}
 
 /* The next granted slot of tx, checked to follow what was sent. False: tx failed. */
 static bool next_grant(struct tx *tx, struct wire_grant *ret)
@@ -529,19 +551,7 @@ void ctx_pump(struct tx *tx)
         e->stages = st;
         tx->sent += g.length;
         tx->n_ops++;
-        for (size_t i = 0; i < sizeof chunk_ways / sizeof chunk_ways[0]; i++) {
-            way_t w = chunk_ways[i].take(st);
-            if (w == WAY_STOP)
-                return;
-            if (w == WAY_PASS)
-                continue;
-            if (chunk_ways[i].to_peer) {
-                st->to_peer = true;
-                st->held = tx->peer->lp;
-                link_peer_hold(st->held);
-                stage_run(st);
-            }
-            break;
-        }
+        if (!take_way(st))
+            return;
     }
 }

@@ -53,7 +53,7 @@ struct stage {
     struct arena_grant slot;
     uint8_t *buf; /* staging bytes: in the arena, or malloc'd (own_buf) */
     bool own_buf;
-    bool direct;             /* put straight from the rank's pools (bounce_put.h): no buf */
+    bway_kind_t way;         /* how it leaves (bounce_way.h), once a way took it */
     struct bput_reg *breg;   /* direct: the registration held until the chunk ended */
     bool to_peer;            /* buf is the landing slot in the peer's arena: mapped here, or
                               * at that address in process buf_pid (written over cma) */

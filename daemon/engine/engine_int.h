@@ -11,6 +11,7 @@
 
 #include "arena.h"
 #include "arena_hold.h"
+#include "bounce_way.h"
 #include "copy.h"
 #include "dheap.h"
 #include "gpu_retire.h"
@@ -75,11 +76,8 @@ struct engine_counters {
     uint64_t bytes_gpu_scattered, gpu_failures;
     /* bounce chunks on the host (bounce_host.c, bounce_put.c): copies and the put/gather rule */
     uint64_t host_gathers, host_scatters, bytes_host_gathered, bytes_host_scattered, direct_puts;
-    uint64_t chunk_put_from_pools, chunk_gather_small_runs, chunk_gather_am;
-    uint64_t chunk_gather_direct_off, chunk_gather_no_registration;
-    uint64_t chunk_copied_to_peer; /* gathered into the peer's mapped slot (threads or kernels) */
-    uint64_t chunk_gpu_to_peer;    /* of those, by a GPU kernel (egpu_peer.h) */
-    uint64_t chunk_cma_to_peer;    /* by the copy threads into its slot in its process (cma) */
+    /* the ways of bounce chunks (bounce_way.h): [way][0] taken, [way][r] refused for reason r */
+    uint64_t ways[BWAY__COUNT][1 + BWAY_REASONS];
     uint64_t peer_arenas_pinned, peer_arenas_unpinned, peer_arena_pin_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "bounce_put.h"
 #include "daemon.h"
 #include "engine.h"
 #include "engine_frag.h"
@@ -131,7 +132,7 @@ static const struct {
     COUNTER(bytes_host_gathered),
     COUNTER(bytes_host_scattered),
     COUNTER(direct_puts),
-    COUNTER(chunk_gpu_to_peer),
+    {"chunk_gpu_to_peer", COUNTER_OFF(ways[BWAY_GPU_TO_PEER][0])},
     COUNTER(peer_arenas_pinned),
     COUNTER(peer_arenas_unpinned),
     COUNTER(peer_arena_pin_failures),
@@ -144,28 +145,32 @@ static const struct {
 };
 #undef COUNTER
 
+/* A way's counter (bounce_way.h): r 0 taken, else refused for reason r. */
+#define WAY_OFF(way, r) COUNTER_OFF(ways[way][r])
+
 /* Path decisions by reason (stats.peers.paths): the generation side per request, the context
- * side per flow, and per chunk (copied into the peer's slot, put from the pools, or gathered). */
+ * side per flow, and per chunk (copied into the peer's slot, put from the pools, or gathered:
+ * the ways' counters under their older names; plus: a second counter added, 0 none). */
 static const struct {
     const char *name;
-    size_t off;
+    size_t off, plus;
 } path_counter_rows[] = {
-    {"fragment_state_below_min_bytes", COUNTER_OFF(path_fragment_state)},
-    {"fragment_kv_below_min_blocks", COUNTER_OFF(path_fragment_kv)},
-    {"bounce_state_at_min_bytes", COUNTER_OFF(path_bounce_gate_bytes)},
-    {"bounce_kv_at_min_blocks", COUNTER_OFF(path_bounce_gate_blocks)},
-    {"bounce_fallback_no_rkeys", COUNTER_OFF(path_bounce_no_rkeys)},
-    {"flow_bounce_shm_put", COUNTER_OFF(path_bounce_shm_put)},
-    {"flow_bounce_am", COUNTER_OFF(path_bounce_am)},
-    {"flow_bounce_cma_write", COUNTER_OFF(path_bounce_cma)},
-    {"bounce_gpu_pools", COUNTER_OFF(path_bounce_gpu_pools)},
-    {"chunk_copied_to_peer", COUNTER_OFF(chunk_copied_to_peer)},
-    {"chunk_cma_to_peer", COUNTER_OFF(chunk_cma_to_peer)},
-    {"chunk_put_from_pools", COUNTER_OFF(chunk_put_from_pools)},
-    {"chunk_gather_small_runs", COUNTER_OFF(chunk_gather_small_runs)},
-    {"chunk_gather_am", COUNTER_OFF(chunk_gather_am)},
-    {"chunk_gather_direct_off", COUNTER_OFF(chunk_gather_direct_off)},
-    {"chunk_gather_no_registration", COUNTER_OFF(chunk_gather_no_registration)},
+    {"fragment_state_below_min_bytes", COUNTER_OFF(path_fragment_state), 0},
+    {"fragment_kv_below_min_blocks", COUNTER_OFF(path_fragment_kv), 0},
+    {"bounce_state_at_min_bytes", COUNTER_OFF(path_bounce_gate_bytes), 0},
+    {"bounce_kv_at_min_blocks", COUNTER_OFF(path_bounce_gate_blocks), 0},
+    {"bounce_fallback_no_rkeys", COUNTER_OFF(path_bounce_no_rkeys), 0},
+    {"flow_bounce_shm_put", COUNTER_OFF(path_bounce_shm_put), 0},
+    {"flow_bounce_am", COUNTER_OFF(path_bounce_am), 0},
+    {"flow_bounce_cma_write", COUNTER_OFF(path_bounce_cma), 0},
+    {"bounce_gpu_pools", COUNTER_OFF(path_bounce_gpu_pools), 0},
+    {"chunk_copied_to_peer", WAY_OFF(BWAY_COPY_TO_PEER, 0), WAY_OFF(BWAY_GPU_TO_PEER, 0)},
+    {"chunk_cma_to_peer", WAY_OFF(BWAY_CMA_TO_PEER, 0), 0},
+    {"chunk_put_from_pools", WAY_OFF(BWAY_PUT_FROM_POOLS, 0), 0},
+    {"chunk_gather_small_runs", WAY_OFF(BWAY_PUT_FROM_POOLS, BPUT_SMALL_RUNS), 0},
+    {"chunk_gather_am", WAY_OFF(BWAY_PUT_FROM_POOLS, BPUT_NO_PUT_LANES), 0},
+    {"chunk_gather_direct_off", WAY_OFF(BWAY_PUT_FROM_POOLS, BPUT_DIRECT_OFF), 0},
+    {"chunk_gather_no_registration", WAY_OFF(BWAY_PUT_FROM_POOLS, BPUT_NO_REGISTRATION), 0},
 };
 
 static json_int_t counter_at(const struct engine_counters *c, size_t off)
@@ -201,8 +206,14 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     json_t *paths = json_object();
     for (size_t i = 0; i < sizeof path_counter_rows / sizeof path_counter_rows[0]; i++)
         json_object_set_new(paths, path_counter_rows[i].name,
-                            json_integer(counter_at(c, path_counter_rows[i].off)));
+                            json_integer(counter_at(c, path_counter_rows[i].off) +
+                                         (path_counter_rows[i].plus
+                                              ? counter_at(c, path_counter_rows[i].plus)
+                                              : 0)));
     json_object_set_new(ret, "paths", paths);
+    json_t *ways = json_object();
+    bstage_ways_json(e, ways); /* every way's taken and refused counts (bounce_way.h) */
+    json_object_set_new(ret, "chunk_ways", ways);
     return 0;
 }
 

@@ -239,6 +239,9 @@ const struct prom_doc peers_metrics[] = {
      NULL},
     {"last_remote_bytes", G, NULL, "The last remote request done: its bytes.", "bytes"},
     {"paths", C, "path", "Path decisions, by path.", "decisions"},
+    {"chunk_ways", C, "way",
+     "Bounce chunks by the way they left the context side (bounce_way.h): taken (way=NAME), "
+     "and refused by reason (way=NAME:REASON).", "chunks"},
     {"link.conns_refused_unproven", C, NULL,
      "Connections from other daemons refused before the handshake: peers.unproven_max "
      "unproven ones were open.", "connections"},

@@ -119,11 +119,14 @@ START_TEST(bounce_copies_puts_from_the_pools_and_gathers_land_bitwise_right)
     long long copied = ctl_at(&t.a, "stats", "peers.paths.chunk_copied_to_peer");
     long long gathers = ctl_at(&t.a, "stats", "peers.host_gathers");
     long long direct = ctl_at(&t.a, "stats", "peers.direct_puts");
+    /* the ways' table (bounce_way.h) counts the same chunks under its row */
+    long long way = ctl_at(&t.a, "stats", "peers.chunk_ways.copy_to_peer");
     fprintf(stderr, "copies into the peer's slots: %lld chunks, %lld gathers, %lld puts\n", copied,
             gathers, direct);
     two_stop(&t, !bad);
     ck_assert_int_eq(bad, 0);
     ck_assert_int_gt(copied, 0);
+    ck_assert_int_eq(way, copied);
     ck_assert_int_eq(gathers, copied);
     ck_assert_int_eq(direct, 0);
 
@@ -142,8 +145,12 @@ START_TEST(bounce_copies_puts_from_the_pools_and_gathers_land_bitwise_right)
     bad = run_pair(&t, "gather", 3);
     long long gath = ctl_at(&t.a, "stats", "peers.host_gathers");
     long long off = ctl_at(&t.a, "stats", "peers.paths.chunk_gather_direct_off");
+    long long wput = ctl_at(&t.a, "stats", "peers.chunk_ways.gather_put");
+    long long woff = ctl_at(&t.a, "stats", "peers.chunk_ways.put_from_pools:direct_off");
     direct = ctl_at(&t.a, "stats", "peers.direct_puts");
     two_stop(&t, !bad);
+    ck_assert_int_eq(wput, gath); /* every gathered chunk put after, refused the direct put */
+    ck_assert_int_eq(woff, off);
     ck_assert_int_eq(bad, 0);
     ck_assert_int_gt(gath, 0);
     ck_assert_int_gt(off, 0);

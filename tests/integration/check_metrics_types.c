@@ -144,6 +144,7 @@ static const struct fam families[] = {
     {"kvferry_peers_nacks_recv_total", CT},
     {"kvferry_peers_nacks_sent_total", CT},
     {"kvferry_peers_paths_total", CT},
+    {"kvferry_peers_chunk_ways_total", CT},
     {"kvferry_peers_peers_exited_reclaimed_total", CT},
     {"kvferry_peers_peers_lost_total", CT},
     {"kvferry_peers_remote_done_total", CT},
