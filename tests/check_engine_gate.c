@@ -1,4 +1,4 @@
-/* check_engine_gate.c: the path decision of the engine (engine_frag.c, docs/DESIGN.md §5):
+/* check_engine_gate.c: the path decision of the engine (frag_gen.c, docs/DESIGN.md §5):
  * the gate is picked by payload kind (state -> gates.min_bytes, plain KV -> gates.min_blocks),
  * never by a byte count alone; below the gate the fragment path needs the generation rank's
  * pools registered with UCX, else bounce (counted as a fallback). Every decision is counted by
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "daemon.h"
-#include "engine_frag.h"
+#include "frag_gen.h"
 #include "registry.h"
 #include "testutil.h"
 #include "transfers.h"
@@ -48,7 +48,7 @@ static wire_path_t decide(struct fixture *f, uint32_t blocks, uint64_t state_byt
     f->pl.state_bytes = state_bytes;
     f->pl.kv_bytes = kv_bytes;
     f->pl.total_bytes = state_bytes + kv_bytes;
-    return frag_choose(&f->e, &f->x, &f->pl, NULL);
+    return frag_gen_choose(&f->e, &f->x, &f->pl, NULL);
 }
 
 START_TEST(gate_state_payload_is_gated_by_bytes_not_blocks)

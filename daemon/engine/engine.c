@@ -13,7 +13,8 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_drive.h"
-#include "engine_frag.h"
+#include "frag_ctx.h"
+#include "frag_gen.h"
 #include "engine_gen.h"
 #include "engine_gone.h"
 #include "engine_fence.h"
@@ -397,8 +398,6 @@ const struct engine_drive engine_drivers = {
     .rxw_set_state = gen_rxw_set_state,
     .tx_fail = ctx_tx_fail,
     .tx_done = ctx_tx_done,
-    .tx_frag_done = ctx_frag_done,
-    .tx_frag_failed = ctx_frag_failed,
     .tx_sweep = ctx_sweep,
     .tx_table_ready = ctx_table_ready,
     .tx_put_failed = nack_put_failed,
@@ -483,12 +482,12 @@ void engine_stop(struct engine *e)
     ctx_fail_all(e, KVF_E_CANCELLED, "the daemon is stopping");
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
-    frag_stop(e);         /* and for the copy threads' writes into generation pools */
+    frag_ctx_stop(e);         /* and for the copy threads' writes into generation pools */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
     e->stopping = true;
-    frag_free_all(e);
+    frag_gen_free_all(e);
     bput_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
     quar_pools_stop(e);           /* so no fragment put can land: held requests end */
@@ -513,7 +512,7 @@ struct engine *engine_free(struct engine *e)
             free(st->buf);
         free(st);
     }
-    frag_jobs_free(e);
+    frag_ctx_jobs_free(e);
     quar_free_all(e);
     fence_free_all(e);
     gone_free(e);

@@ -13,8 +13,9 @@
  *                  epoch; verdicts cached per (instance, epoch, generation rank).
  *   engine_gen.c   generation side: RECV -> table -> plan -> per writer RECV_REQ + credits ->
  *                  chunks land in granted slots -> scatter -> DONE.
- *   engine_frag.c  fragment path: generation pools registered with UCX, rkeys in RECV_REQ,
- *                  one put per region below the gates (gates.min_bytes / gates.min_blocks).
+ *   frag_gen.c     fragment path, generation side: pools registered with UCX, the gates
+ *                  (gates.min_bytes / gates.min_blocks), rkeys in RECV_REQ, its path row.
+ *   frag_ctx.c     fragment path, context side: one put per region into those pools.
  *   engine_home.c  homes: layouts of ranks registered away from home forwarded there.
  *   engine_quar.c  quarantined landing slots and the context side's drain acknowledgements.
  *   engine_nack.c  failed readers told to the context side (READER_NACK), so a SEND ends as soon

@@ -22,7 +22,7 @@
 #include "copy.h"
 #include "daemon.h"
 #include "engine_ctx.h"
-#include "engine_frag.h"
+#include "frag_ctx.h"
 #include "engine_gone.h"
 #include "engine_gpu.h"
 #include "engine_nack.h"
@@ -90,7 +90,7 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
             st->dack = d;
             bh_gather_halt(st); /* a copy into the peer's slot stops writing it */
         }
-    frag_tx_gone(e, tx, d);
+    frag_ctx_tx_gone(e, tx, d);
     nack_flow_ended(tx); /* last: a failure counted while it read may end its SEND now */
 }
 
@@ -214,25 +214,9 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         ctx_tx_fail(tx, gcode, true, "%s", gmsg);
         return;
     }
-    const struct path_row *row = path_of_wire(q->path); /* path_bounce.c, path_frag.c */
+    const struct path_row *row = path_of_wire(q->path); /* path_bounce.c, frag_gen.c */
     if (stream_gate_serve_now(tx, row->landing)) /* else once its SEND's layers are final */
         row->serve(tx);
-}
-
-void ctx_frag_done(struct tx *tx)
-{
-    tx->completed = tx->pw->bytes;
-    if (tx->peer) {
-        tx->peer->chunks_sent++;
-        tx->peer->bytes_sent += tx->pw->bytes;
-    }
-    ctx_tx_done(tx);
-}
-
-void ctx_frag_failed(struct tx *tx, int err)
-{
-    ctx_tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
-            strerror(-err));
 }
 
 /* The instance's table: held here (this daemon is its home), else fetched from the rank's home
@@ -468,7 +452,7 @@ void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struc
 
 static void send_gone(struct engine *e, struct tx *tx, struct xfer *s, kvf_error_t err)
 {
-    frag_send_gone(e, tx, s);
+    frag_ctx_send_gone(e, tx, s);
     tx->send = NULL;
     ctx_tx_fail(tx, err != KVF_OK ? err : KVF_E_CANCELLED, true,
                 "the context rank's SEND ended before this reader was served (%s)",

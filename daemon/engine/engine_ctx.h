@@ -98,8 +98,6 @@ void ctx_stage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);
 void ctx_tick(struct engine *e, uint64_t now);
 void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
-void ctx_frag_done(struct tx *tx);
-void ctx_frag_failed(struct tx *tx, int err);
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
 /* The GPU gather of st's chunk ended (status 0 or -errno): moves it on as after copy_gather. */

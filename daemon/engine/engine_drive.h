@@ -34,8 +34,6 @@ struct engine_drive {
     void (*tx_fail)(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
     void (*tx_done)(struct tx *tx);             /* every chunk of tx was acknowledged */
-    void (*tx_frag_done)(struct tx *tx);        /* tx's fragment puts completed */
-    void (*tx_frag_failed)(struct tx *tx, int err);
     void (*tx_sweep)(struct engine *e);         /* ended SENDs' flows leave */
     void (*tx_table_ready)(struct engine *e, struct itable *tab, int err, const char *msg);
     void (*tx_put_failed)(struct tx *tx, int err); /* a chunk's put failed (engine_nack.c) */

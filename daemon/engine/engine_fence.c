@@ -19,7 +19,7 @@
 #include "daemon.h"
 #include "engine_ctx.h"
 #include "engine_fence.h"
-#include "engine_frag.h"
+#include "frag_ctx.h"
 #include "engine_lost.h"
 #include "engine_peer.h"
 #include "engine_quar.h"

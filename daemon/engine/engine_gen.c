@@ -19,7 +19,6 @@
 
 #include "copy.h"
 #include "daemon.h"
-#include "engine_frag.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
 #include "engine_linkwait.h"
@@ -333,7 +332,7 @@ static void start_writer(struct rxw *w)
 {
     if (w->state != RXW_IDLE || w->rx->state != RX_MOVING)
         return;
-    w->path->start(w); /* its row: path_local.c, path_bounce.c, path_frag.c */
+    w->path->start(w); /* its row: path_local.c, path_bounce.c, frag_gen.c */
 }
 
 /* Starts the request over with a fresh table: the writers' flows end (their slots quarantined

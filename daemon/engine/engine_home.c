@@ -14,7 +14,8 @@
 
 #include "bounce_put.h"
 #include "daemon.h"
-#include "engine_frag.h"
+#include "frag_gen.h"
+#include "engine_gone.h"
 #include "engine_linkwait.h"
 #include "engine_peer.h"
 #include "engine_tab.h"
@@ -48,10 +49,19 @@ static void fwd_try(struct engine *e, struct fwd_out *f)
     }
 }
 
+void engine_rank_removed(struct engine *e, struct reg_rank *rk)
+{
+    if (!e)
+        return;
+    bput_rank_removed(e, rk);
+    gone_rank_removed(e, rk);
+    frag_gen_rank_removed(e, rk);
+}
+
 void engine_rank_registered(struct engine *e, struct reg_rank *rk)
 {
     if (e) {
-        frag_rank_registered(e, rk);
+        frag_gen_rank_registered(e, rk);
         bput_rank_registered(e, rk);
     }
     if (!e || !rk->home[0] || (e->self_addr[0] && strcmp(rk->home, e->self_addr) == 0))

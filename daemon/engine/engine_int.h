@@ -1,6 +1,6 @@
 /* engine_int.h: the engine's core, shared by the engine*.c files (see engine.h); not for other
  * modules: struct engine, its counters and engine.c's helpers. Each part's types and functions
- * are in its own header (engine_peer.h, engine_tab.h, engine_gen.h, engine_ctx.h, engine_frag.h,
+ * are in its own header (engine_peer.h, engine_tab.h, engine_gen.h, engine_ctx.h, frag_gen.h, frag_ctx.h,
  * engine_quar.h, engine_gpu.h); a file includes the parts it uses. Loop thread only. */
 #ifndef KVF_ENGINE_INT_H
 #define KVF_ENGINE_INT_H
@@ -42,8 +42,8 @@ struct rx; /* engine_gen.h */
 struct rxw;
 struct tx; /* engine_ctx.h */
 struct stage;
-struct fragreg; /* engine_frag.h */
-struct fragjob;
+struct fragreg; /* frag_gen.h */
+struct fragjob; /* frag_ctx.h */
 struct bh_op;    /* bounce_host.h */
 struct bput_reg; /* bounce_put.h */
 struct egpu_ppin; /* egpu_peer.h */

@@ -13,7 +13,7 @@
  * Fragment flows have no slots, but their puts write straight into the generation rank's pools:
  * a failed one is held the same way (quar_hold_pools), and the request's FAILED reaches the worker
  * only when no put can still land (pools_drained), so it never reuses blocks under them. The
- * context side counts a fragment job still in flight like a chunk (engine_frag.c).
+ * context side counts a fragment job still in flight like a chunk (frag_ctx.c).
  * Flow ids start at a random 64-bit value per daemon run, so a daemon that is both a generation
  * and a context daemon tells its own flows (generation side) from its peers' (context side). */
 #include <errno.h>

@@ -9,7 +9,7 @@
 #include "bounce_put.h"
 #include "daemon.h"
 #include "engine.h"
-#include "engine_frag.h"
+#include "frag_ctx.h"
 #include "engine_gpu.h"
 #include "engine_int.h"
 #include "engine_linkwait.h"
@@ -187,7 +187,7 @@ int engine_peers_stats(struct daemon *d, json_t *ret)
     for (size_t i = 0; i < sizeof counter_rows / sizeof counter_rows[0]; i++)
         json_object_set_new(ret, counter_rows[i].name,
                             json_integer(counter_at(c, counter_rows[i].off)));
-    json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_jobs_count(e)));
+    json_object_set_new(ret, "frag_jobs_in_flight", json_integer((json_int_t)frag_ctx_jobs_count(e)));
     if (e->link) { /* who the link refused before any handshake (link_admit.c) */
         struct link_stats ls;
         link_get_stats(e->link, &ls);

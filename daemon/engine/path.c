@@ -1,13 +1,13 @@
 /* path.c: the table of paths and the one rule that picks a request's (path.h). */
 #include "path.h"
 
-#include "engine_frag.h"
+#include "frag_gen.h"
 #include "engine_gen.h"
 #include "engine_gpu.h"
 
 extern const struct path_row path_local_row;  /* path_local.c */
 extern const struct path_row path_bounce_row; /* path_bounce.c */
-extern const struct path_row path_frag_row;   /* path_frag.c */
+extern const struct path_row path_frag_row;   /* frag_gen.c */
 
 const struct path_row *path_rows[PATH__COUNT] = {
     [PATH_LOCAL] = &path_local_row,
@@ -36,5 +36,5 @@ const struct path_row *path_choose(struct engine *e, const struct xfer *x, const
         *why = "GPU pools on either side: UCX here reaches host memory only";
         return path_rows[PATH_BOUNCE];
     }
-    return path_of_wire(frag_choose(e, x, pl, why)); /* the gates, counted by reason */
+    return path_of_wire(frag_gen_choose(e, x, pl, why)); /* the gates, counted by reason */
 }

@@ -2,7 +2,8 @@
  * says how one writer's extent reaches the generation rank's pools: one row of path_rows[] per
  * path, each in its own file: local (path_local.c: the writer is registered at this daemon, pool
  * to pool), bounce (path_bounce.c: chunks through landing slots of the arena), fragment
- * (path_frag.c: the writer puts straight into the pools registered with UCX).
+ * (frag_gen.c, its context side frag_ctx.c: the writer puts straight into the pools registered
+ * with UCX).
  *
  * Choice. path_choose is the one rule, run once per request when it is planned (plan_rx): the
  * request's remote writers take its row (bounce or fragment, by the reasons in order below,

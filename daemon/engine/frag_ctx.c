@@ -1,88 +1,28 @@
-/* engine_frag.c: the fragment path (docs/DESIGN.md §5): zero-copy, one UCX put per region, for
- * payloads below the gate. The generation daemon registers each generation rank's host pools
- * with UCX when the rank registers and sends their rkeys (and base addresses) in RECV_REQ; the
- * context daemon checks every destination range against the generation layout's pools, then
- * puts each run of the writer's copy program straight from the context rank's pools into the
- * generation rank's pools, flushes, and reports WRITER_DONE. No arena, no scatter.
- * The gate is chosen by the payload kind, never by a byte count alone: a payload that carries
- * recurrent state goes fragment below gates.min_bytes; a plain-KV payload below
- * gates.min_blocks blocks. Every decision is counted by reason; a fallback to bounce because
- * the pools could not be registered is logged once at warning level.
- * Context ranks that disconnect while their puts are in flight: the job takes over the rank's
- * pool mappings (the registry then unmaps nothing) and unmaps them when the puts completed. */
+/* frag_ctx.c: the fragment path's context side (docs/DESIGN.md §5; the generation side, its
+ * gates and its row are frag_gen.c): a flow's whole extent in one job, every destination range
+ * checked against the generation layout's pools, then each run of the writer's copy program
+ * put straight from the context rank's pools into the generation rank's pools (or written
+ * there over cma), flushed, and WRITER_DONE. A failed flow's job is counted like a chunk in
+ * flight: its drain ack waits for it (engine_quar.c). Context ranks that disconnect while their
+ * puts are in flight: the job takes over the rank's pool mappings (the registry then unmaps
+ * nothing) and unmaps them when the puts completed. Loop thread only. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine_drive.h"
-#include "xclient.h"
-#include "bounce_put.h"
 #include "copyeng.h"
 #include "daemon.h"
 #include "engine_ctx.h"
-#include "engine_frag.h"
-#include "engine_gone.h"
+#include "engine_drive.h"
 #include "engine_peer.h"
 #include "engine_quar.h"
+#include "frag_ctx.h"
 #include "registry.h"
+#include "xclient.h"
 #include "xfer.h"
 
-/* ---- generation side: registrations ---- */
-
-static struct fragreg *reg_find(struct engine *e, const struct reg_rank *rk)
-{
-    for (struct fragreg *f = e->fragregs; f; f = f->next)
-        if (f->rk == rk)
-            return f;
-    return NULL;
-}
-
-void frag_rank_registered(struct engine *e, struct reg_rank *rk)
-{
-    if (!e->link || rk->layout.role != ROLE_GENERATION || rk->gpu)
-        return; /* GPU pools: UCX here reaches host memory only; they take the bounce path */
-    struct fragreg *f = calloc(1, sizeof *f);
-    if (!f)
-        return;
-    f->rk = rk;
-    for (uint32_t p = 0; p < rk->mem.n; p++) {
-        int rc = rk->mem.base[p]
-                     ? link_mem_register(e->link, rk->mem.base[p], rk->mem.size[p], &f->m[p])
-                     : -EINVAL;
-        if (rc < 0) {
-            log_warn("engine: %s rank %u pool %u: UCX registration failed (%s): its requests take "
-                     "the bounce path",
-                     rk->layout.instance, layout_rank(&rk->layout), p, strerror(-rc));
-            for (uint32_t q = 0; q < p; q++)
-                link_mreg_free(e->link, f->m[q]);
-            free(f);
-            return;
-        }
-        f->n++;
-    }
-    f->next = e->fragregs;
-    e->fragregs = f;
-}
-
-void engine_rank_removed(struct engine *e, struct reg_rank *rk)
-{
-    if (!e)
-        return;
-    bput_rank_removed(e, rk);
-    gone_rank_removed(e, rk);
-    for (struct fragreg **pp = &e->fragregs; *pp; pp = &(*pp)->next)
-        if ((*pp)->rk == rk) {
-            struct fragreg *f = *pp;
-            *pp = f->next;
-            for (uint32_t p = 0; p < f->n; p++)
-                link_mreg_free(e->link, f->m[p]);
-            free(f);
-            return;
-        }
-}
-
-void frag_stop(struct engine *e)
+void frag_ctx_stop(struct engine *e)
 {
     for (struct fragjob *j = e->frags; j; j = j->next)
         if (j->copy) { /* its callback runs in here: the job may end */
@@ -91,83 +31,22 @@ void frag_stop(struct engine *e)
         }
 }
 
-void frag_free_all(struct engine *e)
+/* Every put of tx's flow landed: the whole extent counts as one chunk sent. */
+static void done(struct tx *tx)
 {
-    while (e->fragregs) {
-        struct fragreg *f = e->fragregs;
-        e->fragregs = f->next;
-        for (uint32_t p = 0; p < f->n; p++)
-            link_mreg_free(e->link, f->m[p]);
-        free(f);
+    tx->completed = tx->pw->bytes;
+    if (tx->peer) {
+        tx->peer->chunks_sent++;
+        tx->peer->bytes_sent += tx->pw->bytes;
     }
+    tx->e->drive->tx_done(tx);
 }
 
-/* The path of a planned request (same for every writer). */
-wire_path_t frag_choose(struct engine *e, const struct xfer *x, const struct plan *pl,
-                        const char **why)
+static void failed(struct tx *tx, int err)
 {
-    const char *dummy;
-    if (!why)
-        why = &dummy;
-    const struct kvf_config *cfg = &e->d->cfg;
-    bool state = pl->state_bytes > 0;
-    bool below;
-    if (state) {
-        below = pl->total_bytes < cfg->gates_min_bytes;
-    } else {
-        uint32_t blocks = 0;
-        for (uint32_t g = 0; g < x->rank->layout.n_groups && g < x->items.n_groups; g++)
-            if (x->rank->layout.groups[g].kind == GROUP_PAGED && x->items.counts[g] > blocks)
-                blocks = x->items.counts[g];
-        below = (int64_t)blocks < cfg->gates_min_blocks;
-    }
-    if (!below) {
-        if (state)
-            e->c.path_bounce_gate_bytes++;
-        else
-            e->c.path_bounce_gate_blocks++;
-        *why = state ? "state payload at or above gates.min_bytes"
-                     : "blocks at or above gates.min_blocks";
-        return WIRE_PATH_BOUNCE;
-    }
-    struct fragreg *f = reg_find(e, x->rank);
-    if (!f || f->n != x->rank->layout.n_pools) {
-        e->c.path_bounce_no_rkeys++;
-        *why = "below the gate, but the pools are not registered with UCX";
-        if (!e->warned_frag) {
-            e->warned_frag = true;
-            log_warn("engine: %s rank %u: fragment path wanted (payload below the gate) but its "
-                     "pools are not registered with UCX: falling back to bounce (logged once)",
-                     x->rank->layout.instance, layout_rank(&x->rank->layout));
-        }
-        return WIRE_PATH_BOUNCE;
-    }
-    if (state)
-        e->c.path_fragment_state++;
-    else
-        e->c.path_fragment_kv++;
-    *why = state ? "state payload below gates.min_bytes" : "blocks below gates.min_blocks";
-    return WIRE_PATH_FRAGMENT;
+    drive_tx_fail(tx, KVF_E_PEER_LOST, true, "fragment puts into the generation pools failed: %s",
+                  strerror(-err));
 }
-
-/* Fills the RECV_REQ's rkeys for the rank's pools. 0 or -ENOENT. */
-int frag_fill_rkeys(struct engine *e, const struct xfer *x, struct wire_recv_req *q)
-{
-    struct fragreg *f = reg_find(e, x->rank);
-    if (!f)
-        return -ENOENT;
-    q->n_rkeys = f->n;
-    for (uint32_t p = 0; p < f->n; p++) {
-        size_t len;
-        q->rkeys[p].pool = p;
-        q->rkeys[p].remote_base = (uint64_t)(uintptr_t)x->rank->mem.base[p];
-        q->rkeys[p].blob = link_mreg_rkey(f->m[p], &len);
-        q->rkeys[p].blob_len = (uint32_t)len;
-    }
-    return 0;
-}
-
-/* ---- context side: the puts ---- */
 
 static void job_end(struct fragjob *j)
 {
@@ -176,9 +55,9 @@ static void job_end(struct fragjob *j)
     if (tx && !tx_ended(tx)) {
         tx->frag = NULL;
         if (j->err < 0)
-            tx->e->drive->tx_frag_failed(tx, j->err);
+            failed(tx, j->err);
         else
-            tx->e->drive->tx_frag_done(tx);
+            done(tx);
     }
     for (struct fragjob **pp = &e->frags; *pp; pp = &(*pp)->next)
         if (*pp == j) {
@@ -222,7 +101,7 @@ static void on_copied(struct copyeng_job *cj, const struct copyeng_done *d, void
 /* The whole program on the copy threads, split across them (copyeng.h), each piece one
  * process_vm_writev per 1024 runs straight into the generation pools in the peer's process, as
  * the bounce writes the peer's landing slots: the loop writes nothing. The destinations were
- * bounded by the generation layout's pools (frag_start). */
+ * bounded by the generation layout's pools (start). */
 static int cma_copy(struct fragjob *j, const struct plan_writer *pw, const struct copy_mem *src,
                     const struct wire_rkey *const *rk, uint32_t pid, uint32_t n_pools)
 {
@@ -299,7 +178,8 @@ static int ucx_puts(struct fragjob *j, struct link_peer *lp, const struct plan_w
     return rc;
 }
 
-int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
+/* Checks tx's destinations and issues its puts (or cma writes); 0 or -errno with msg. */
+static int start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
 {
     struct engine *e = tx->e;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
@@ -347,7 +227,15 @@ int frag_start(struct tx *tx, const struct copy_mem *src, char *msg, size_t len)
     return 0;
 }
 
-void frag_tx_gone(struct engine *e, struct tx *tx, struct dack *d)
+void frag_ctx_serve(struct tx *tx)
+{
+    char msg[WIRE_TEXT_MAX];
+    int rc = start(tx, &tx->send->rank->mem, msg, sizeof msg);
+    if (rc < 0)
+        drive_tx_fail(tx, rc == -ERANGE ? KVF_E_BOUND_VIOLATION : KVF_E_INTERNAL, true, "%s", msg);
+}
+
+void frag_ctx_tx_gone(struct engine *e, struct tx *tx, struct dack *d)
 {
     for (struct fragjob *j = e->frags; j; j = j->next)
         if (j->tx == tx) {
@@ -356,7 +244,7 @@ void frag_tx_gone(struct engine *e, struct tx *tx, struct dack *d)
         }
 }
 
-void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
+void frag_ctx_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
 {
     /* a departing context rank: keep its pools mapped until the puts reading them complete */
     for (struct fragjob *j = e->frags; j; j = j->next)
@@ -367,7 +255,7 @@ void frag_send_gone(struct engine *e, struct tx *tx, struct xfer *s)
         }
 }
 
-uint32_t frag_jobs_count(const struct engine *e)
+uint32_t frag_ctx_jobs_count(const struct engine *e)
 {
     uint32_t n = 0;
     for (const struct fragjob *j = e->frags; j; j = j->next)
@@ -375,7 +263,7 @@ uint32_t frag_jobs_count(const struct engine *e)
     return n;
 }
 
-void frag_jobs_free(struct engine *e)
+void frag_ctx_jobs_free(struct engine *e)
 {
     while (e->frags) {
         struct fragjob *j = e->frags;
