@@ -16,6 +16,7 @@
 #include "frag_ctx.h"
 #include "frag_gen.h"
 #include "engine_gen.h"
+#include "path.h"
 #include "engine_gone.h"
 #include "engine_fence.h"
 #include "engine_linkwait.h"
@@ -483,6 +484,7 @@ void engine_stop(struct engine *e)
     egpu_stop_kernels(e); /* waits for the engine's kernels: nothing runs under what follows */
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
     frag_ctx_stop(e);         /* and for the copy threads' writes into generation pools */
+    path_local_stop(e);       /* and for the local writers' copies */
     gen_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
@@ -537,15 +539,17 @@ void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
     (void)t;
     if (e && e->link) {
         ctx_send_arrived(e, s);
-        local_send_arrived(e, s);
+        path_local_send_arrived(e, s);
         gen_sweep(e);
     }
 }
 
 void engine_send_end(struct engine *e, struct xfer *s, kvf_error_t err)
 {
-    if (e)
-        ctx_xfer_end(e, s, err);
+    if (!e)
+        return;
+    ctx_xfer_end(e, s, err);
+    path_local_send_end(e, s);
 }
 
 /* ---- status ---- */

@@ -22,8 +22,8 @@
  *                  as no reader can come (transfers.h).
  *   engine_gpu.c   GPU pools on the bounce path: the arena page-locked for CUDA, gather and
  *                  scatter kernels through its device alias, completions on the loop.
- *   engine_local.c a writer of a spread context instance registered at this daemon: pool to
- *                  pool once its SEND is here.
+ *   path_local.c   a writer of a spread context instance registered at this daemon: pool to
+ *                  pool once its SEND is here, by the same-daemon copy (move/move_local.h).
  *   engine_ctx.c   context side: RECV_REQ meets the rank's SEND -> plan with its own ids ->
  *                  per granted slot gather into a staging slot -> put+flush+CHUNK or AM CHUNK
  *                  -> WRITER_DONE -> SENT per transfers.h.

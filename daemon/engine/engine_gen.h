@@ -1,5 +1,5 @@
 /* engine_gen.h: the generation side: a RECV's writers and state machine (engine_gen.c), local
- * writers (engine_local.c). Loop thread only. */
+ * writers (path_local.c). Loop thread only. */
 #ifndef KVF_ENGINE_GEN_H
 #define KVF_ENGINE_GEN_H
 
@@ -18,7 +18,7 @@ struct rxw {
     struct arena_resv resv;
     enum rxw_state state; /* engine_state.h; rxw_set_state (engine_gen.c) */
     const struct path_row *path; /* its path (path.h): the request's, or local for a writer
-                                    registered here (pool to pool, engine_local.c) */
+                                    registered here (pool to pool, path_local.c) */
     uint64_t extent, scattered;
     uint32_t n_out; /* grants out (sent or to send), not yet landed */
     struct arena_grant out[ENGINE_MAX_CREDITS];
@@ -104,8 +104,5 @@ void gen_landed(struct rxw *w, uint32_t i);
  * (require.h) and false says the caller must stop. */
 bool gen_rxw_set_state(struct rxw *w, enum rxw_state to);
 
-/* engine_local.c: writers registered on this daemon, pool to pool */
-void local_start(struct rxw *w);
-void local_send_arrived(struct engine *e, struct xfer *s);
 
 #endif

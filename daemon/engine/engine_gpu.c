@@ -282,7 +282,7 @@ kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len)
     }
     for (uint32_t i = 0; i < rx->n_w; i++) {
         if (rxw_local(&rx->w[i]))
-            continue; /* a writer of this daemon: engine_local.c (host pools only) */
+            continue; /* a writer of this daemon: path_local.c (host pools only) */
         int rc = job_new(rx->e, rx->x->rank, &rx->plan.writers[i], (unsigned)(rx->req_id + i),
                          &rx->gpu[i], msg, len);
         if (rc < 0)

@@ -44,6 +44,7 @@ struct tx; /* engine_ctx.h */
 struct stage;
 struct fragreg; /* frag_gen.h */
 struct fragjob; /* frag_ctx.h */
+struct plocal;  /* path_local.c */
 struct bh_op;    /* bounce_host.h */
 struct bput_reg; /* bounce_put.h */
 struct egpu_ppin; /* egpu_peer.h */
@@ -118,6 +119,7 @@ struct engine {
     uint32_t n_fwd_insts;
     struct fragreg *fragregs; /* generation ranks' pools registered with UCX */
     struct fragjob *frags;    /* fragment puts in flight */
+    struct plocal *plocals;   /* local writers' copies on the copy threads (path_local.c) */
     bool warned_frag;
     struct qflow *qflows; /* generation side: quarantined flows (engine_quar.c) */
     struct dack *dacks;   /* context side: drained acks owed */

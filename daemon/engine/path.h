@@ -66,4 +66,12 @@ const struct path_row *path_of_wire(wire_path_t w);
 const struct path_row *path_choose(struct engine *e, const struct xfer *x, const struct itable *tab,
                                    const struct plan *pl, const char **why);
 
+/* path_local.c: SEND s came (or a streaming one's last layer is final): the local writers
+ * waiting for it run. It may end and free s. */
+void path_local_send_arrived(struct engine *e, struct xfer *s);
+/* SEND s ended: local writers' copies still reading it stop, their requests fail. */
+void path_local_send_end(struct engine *e, struct xfer *s);
+/* engine_stop: waits for the local writers' copies on the copy threads (callbacks run). */
+void path_local_stop(struct engine *e);
+
 #endif

@@ -7,6 +7,7 @@
 #include "daemon.h"
 #include "engine.h"
 #include "engine_gen.h"
+#include "path.h"
 #include "registry.h"
 #include "stream.h"
 #include "stream_gate.h"
@@ -91,7 +92,7 @@ void stream_send_ready(struct transfers *t, struct xclient *c, const struct prot
     if (e && (x = transfers_find_conn(t, c, id)))
         stream_kick(e, x);
     if (e && !was_final && now_final && (x = transfers_find_conn(t, c, id)))
-        local_send_arrived(e, x); /* writers of a spread instance: may end and free x */
+        path_local_send_arrived(e, x); /* writers of a spread instance: may end and free x */
 }
 
 bool stream_send_due(struct transfers *t, struct xfer *x, uint64_t now)

@@ -189,10 +189,9 @@ int xfer_check_items(const struct layout *l, const struct proto_items *it, char 
 
 /* xfer_local.c: runs a RECV whose writers all SENT, pool to pool. Returns 0 and the bytes
  * moved, or a typed error with a message. With GPU pools the copy is started on a daemon stream
- * and recv->gpu_job is set; host copies of at least XFER_LOCAL_INLINE_MAX bytes go to the copy
- * threads (copyeng.h) and recv->cpu_job is set: the RECV then stays COPYING until
+ * and recv->gpu_job is set; host copies of at least MOVE_LOCAL_INLINE_MAX bytes go to the copy
+ * threads (move_local.h) and recv->cpu_job is set: the RECV then stays COPYING until
  * transfers_copy_done. Smaller host copies run on the loop (a thread hop costs more). */
-#define XFER_LOCAL_INLINE_MAX (256u << 10)
 kvf_error_t xfer_local_run(struct transfers *t, struct xfer *recv, struct xfer **sends,
                            uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen);
 struct plan;

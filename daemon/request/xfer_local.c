@@ -3,16 +3,18 @@
  * instance's table, from the plan template of its registrations and shape (plan_tcache.h: the
  * request's checks and its ids substituted; built with plan_build's checks on a miss) and
  * executed pool to pool, after copy_check has bounded every op inside the mapped pools (once
- * per template, with plan_template_fits proving it for every id): on the copy threads
- * (copyeng.h: one part per writer, the pools pinned until the copy ended, completion back on
- * the loop), or with copy_direct on the loop below XFER_LOCAL_INLINE_MAX bytes. When either
- * side has GPU pools the plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
+ * per template, with plan_template_fits proving it for every id), by the same-daemon path's
+ * copy that the engine's local writers share (move_local.h: inline below
+ * MOVE_LOCAL_INLINE_MAX bytes, else on the copy threads). When either side has GPU pools the
+ * plan goes to xfer_gpu.c instead (kernels on a daemon stream). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "copy.h"
 #include "copyeng.h"
+#include "move_exec.h"
+#include "move_local.h"
 #include "daemon.h"
 #include "plan.h"
 #include "plan_request.h"
@@ -172,25 +174,29 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
         transfers_copy_done(t, r, KVF_OK, d->bytes, "");
 }
 
-/* Every writer's program as one job on the copy threads; r->cpu_job set on success. */
-static kvf_error_t submit(struct transfers *t, struct xfer *r, const struct plan *p,
-                          struct reg_instance *in, char *msg, size_t msglen)
+/* Every writer's program pool to pool by the same-daemon path's copy (move_local.h): inline
+ * on the loop, or one job on the copy threads (r->cpu_job set; on_copied follows). */
+static kvf_error_t run_host(struct transfers *t, struct xfer *r, const struct plan *p,
+                            struct reg_instance *in, char *msg, size_t msglen)
 {
-    struct copyeng_part *parts = calloc(p->n_writers ? p->n_writers : 1, sizeof *parts);
+    struct move_local_part *parts = calloc(p->n_writers ? p->n_writers : 1, sizeof *parts);
     if (!parts) {
         snprintf(msg, msglen, "out of memory");
         return KVF_E_INTERNAL;
     }
     for (uint32_t w = 0; w < p->n_writers; w++)
-        parts[w] = (struct copyeng_part){.kind = COPYENG_DIRECT, .ops = p->writers[w].ops,
-                                         .n_ops = p->writers[w].n_ops,
-                                         .src = &in->ranks[p->writers[w].ctx_rank]->mem,
-                                         .dst = &r->rank->mem};
-    int rc = copyeng_submit(t->d->copy, parts, p->n_writers, on_copied, r, &r->cpu_job);
+        parts[w] = (struct move_local_part){p->writers[w].ops, p->writers[w].n_ops,
+                                            &in->ranks[p->writers[w].ctx_rank]->mem};
+    uint64_t busy = 0;
+    r->ls.started = uv_hrtime();
+    int rc = move_local_run(t->d->copy, parts, p->n_writers, &r->rank->mem, p->total_bytes,
+                            on_copied, r, &r->cpu_job, &busy, msg, msglen);
     free(parts);
-    if (rc < 0) {
-        snprintf(msg, msglen, "copy threads refused the copy: %s", strerror(-rc));
+    if (rc < 0)
         return KVF_E_INTERNAL;
+    if (rc == MOVE_DONE) {
+        r->ls.copied = uv_hrtime();
+        t->counters.local_memcpy_ns += busy;
     }
     return KVF_OK;
 }
@@ -220,24 +226,11 @@ kvf_error_t xfer_local_run(struct transfers *t, struct xfer *r, struct xfer **se
         plan_done(&p);
         return e;
     }
-    const struct copy_mem *dst = &r->rank->mem;
     for (uint32_t w = 0; w < p.n_writers; w++)
         sends[p.writers[w].ctx_rank]->bytes += p.writers[w].bytes;
     *bytes = p.total_bytes;
     r->ls.checked = uv_hrtime();
-    if (p.total_bytes >= XFER_LOCAL_INLINE_MAX && t->d->copy) {
-        e = submit(t, r, &p, in, msg, msglen);
-        r->ls.started = uv_hrtime();
-        plan_done(&p);
-        return e;
-    }
-    uint64_t t0 = r->ls.started = uv_hrtime();
-    for (uint32_t w = 0; w < p.n_writers; w++) {
-        const struct plan_writer *pw = &p.writers[w];
-        copy_direct(pw->ops, pw->n_ops, &in->ranks[pw->ctx_rank]->mem, dst);
-    }
-    r->ls.copied = uv_hrtime();
-    t->counters.local_memcpy_ns += r->ls.copied - t0;
+    e = run_host(t, r, &p, in, msg, msglen);
     plan_done(&p);
-    return KVF_OK;
+    return e;
 }
