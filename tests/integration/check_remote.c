@@ -296,6 +296,7 @@ START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_moves_loc
     ru_assert_parity(&gen.r[0], 0, 3, "from the home");
     ru_wait_listed(&c, "transfers", "transfers", "side", "recv", "state", "waiting", 10000);
     /* the RECV waits at C for the local SEND */
+    long long copied0 = ru_ctl_int(&c, "stats", "copy.bytes_total");
     ck_assert_int_eq(kvf_send(ctx.r[1].c, 9, ctx.r[1].l.n_groups, ctx.r[1].counts, ctx.r[1].ids, 1),
                      0);
     int k = ru_wait_event(&gen.r[1], 9, &ev, 10000);
@@ -303,10 +304,13 @@ START_TEST(remote_writer_on_the_generation_daemon_of_a_spread_instance_moves_loc
     ru_assert_parity(&gen.r[1], 0, 3, "from the local writer");
     ck_assert_int_eq(ru_wait_event(&ctx.r[1], 9, &ev, 5000), KVF_EV_SENT);
     json_t *st = ru_ctl(&c, "stats");
-    ck_assert_int_gt(
-        json_integer_value(json_object_get(json_object_get(st, "peers"), "bytes_local_writers")),
-        0);
+    long long local =
+        json_integer_value(json_object_get(json_object_get(st, "peers"), "bytes_local_writers"));
     json_decref(st);
+    ck_assert_int_gt(local, 0);
+    /* past MOVE_LOCAL_INLINE_MAX: the same-daemon copy ran it on the copy threads */
+    ck_assert_int_gt(local, 256 << 10);
+    ck_assert_int_ge(ru_ctl_int(&c, "stats", "copy.bytes_total") - copied0, local);
     ru_inst_free(&ctx);
     ru_inst_free(&gen);
     ck_assert_int_eq(ru_daemon_stop(&c), 0);
