@@ -72,7 +72,7 @@ static void stage_hold(struct stage *st)
     }
     st->own_buf = false;
     e->c.staging_held++;
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
 }
 
 bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
@@ -89,14 +89,16 @@ bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
     bool frozen = err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
                   link_peer_direct_mem(p->lp);
     hold_set(e->shold, key, frozen ? HOLD_UNTIL_TOLD : engine_now(e) + ENGINE_RECLAIM_MS, true);
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
     return frozen;
 }
 
 void ctx_hold_peer_back(struct engine *e, uint64_t key)
 {
-    if (e->shold)
+    if (e->shold) {
         hold_set(e->shold, key, engine_now(e), false);
+        engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT); /* its holds end at the next tick */
+    }
 }
 
 static void stage_finish(struct stage *st, int status)

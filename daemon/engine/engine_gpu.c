@@ -184,13 +184,15 @@ static void job_put(struct egpu_job *j)
     struct engine *e = j->e;
     j->retired.free_fn = job_retired_free;
     if (gpu_retire(&e->gpu_retired, e->gpu, &j->retired))
-        engine_kick_tick(e); /* egpu_tick frees them once the GPUs are idle */
+        engine_due(e, EPART_GPU, ENGINE_DUE_NEXT); /* egpu_tick frees them once the GPUs are idle */
 }
 
-void egpu_tick(struct engine *e)
+uint64_t egpu_tick(struct engine *e, uint64_t now)
 {
+    (void)now;
     if (e->gpu)
         gpu_retire_idle(&e->gpu_retired, e->gpu);
+    return gpu_retire_pending(&e->gpu_retired) ? ENGINE_DUE_NEXT : 0;
 }
 
 /* A job for writer pw's program over rk's GPU pools; *ret NULL when the writer has no bytes. */
@@ -353,7 +355,7 @@ static void on_done(void *arg, int status)
     free(op);
     e->drive->rx_sweep(e);
     e->drive->tx_sweep(e);
-    egpu_tick(e);
+    egpu_tick(e, 0);
 }
 
 /* The GPU executor queued op's kernel and its completion (MOVE_STARTED), or failed with

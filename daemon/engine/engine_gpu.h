@@ -30,7 +30,7 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
 /* A scatter of this (generation side) flow is running: its landing slots must stay. */
 bool egpu_flow_busy(const struct engine *e, uint64_t flow);
 /* Frees retired programs once no GPU completion is outstanding (from the tick). */
-void egpu_tick(struct engine *e);
+uint64_t egpu_tick(struct engine *e, uint64_t now);
 /* engine_stop: waits for the engine's kernels and completes them cancelled; then (after the
  * sweeps) frees every program and unpins the arena. */
 void egpu_stop_kernels(struct engine *e);
