@@ -35,6 +35,7 @@
 #include "engine_share.h"
 #include "move_exec.h"
 #include "stream_gate.h"
+#include "xfer.h"
 
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
 static void unhold(struct stage *st)
@@ -124,7 +125,8 @@ static void stage_finish(struct stage *st, int status)
         free(st->buf);
     bput_release(st);
     free(st);
-    quar_stage_done(e, d);
+    if (d) /* a failed flow's drain ack waits for its chunks */
+        quar_stage_done(e, d);
     if (!tx || tx_ended(tx))
         return;
     tx->n_ops--;
@@ -513,7 +515,7 @@ void ctx_pump(struct tx *tx)
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);
     while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win &&
-           stream_gate_may(tx)) { /* a streaming SEND's chunk waits until its range is final */
+           (!tx->send || !tx->send->stream || stream_gate_may(tx))) { /* a streaming SEND's chunk waits until its range is final */
         struct wire_grant g;
         if (!next_grant(tx, &g))
             return;

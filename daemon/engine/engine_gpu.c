@@ -77,11 +77,6 @@ struct egpu_op {
     struct egpu_op *next;
 };
 
-const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk)
-{
-    return rk->gpu ? &rk->gpu->mem : &rk->mem;
-}
-
 /* The config's placement values are the GPU module's (cfg.h, gpu.h). */
 _Static_assert(GPU_PLACE_AUTO == (int)CFG_PLACEMENT_AUTO &&
                    GPU_PLACE_HOST == (int)CFG_PLACEMENT_HOST &&
@@ -143,28 +138,6 @@ void egpu_arena_json(const struct engine *e, json_t *o)
     bdev_json(e, o);
     if (e->tl)
         json_object_set_new(o, "bounce_timeline", btl_json(e->tl));
-}
-
-/* ---- path ---- */
-
-static bool layout_on_gpu(const struct layout *l)
-{
-    for (uint32_t i = 0; i < l->n_pools; i++)
-        if (l->pools[i].kind == POOL_CUDA && l->pools[i].bytes > 0)
-            return true;
-    return false;
-}
-
-bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
-                      const struct plan *pl)
-{
-    bool gpu = x->rank->gpu != NULL;
-    for (uint32_t w = 0; w < pl->n_writers && !gpu; w++)
-        if (pl->writers[w].ctx_rank < tab->n)
-            gpu = layout_on_gpu(&tab->ranks[pl->writers[w].ctx_rank]);
-    if (gpu) /* UCX here reaches host memory only: the fragment path cannot read or write them */
-        e->c.path_bounce_gpu_pools++;
-    return gpu;
 }
 
 /* ---- jobs ---- */
