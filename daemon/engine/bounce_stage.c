@@ -123,7 +123,8 @@ static void stage_finish(struct stage *st, int status)
     struct dack *d = st->dack;
     if (st->own_buf)
         free(st->buf);
-    bput_release(st);
+    if (st->breg) /* a put from the pools: its registration */
+        bput_release(st);
     free(st);
     if (d) /* a failed flow's drain ack waits for its chunks */
         quar_stage_done(e, d);
