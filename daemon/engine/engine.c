@@ -40,9 +40,9 @@ static uint64_t hold_part_tick(struct engine *e, uint64_t now)
 
 /* The parts behind engine_due, each asked only once its registration is due. */
 static const engine_part_tick_fn part_ticks[EPART__COUNT] = {
-    [EPART_TAB] = tab_tick,    [EPART_PNACK] = pnack_tick, [EPART_QUAR] = quar_tick,
+    [EPART_TAB] = tab_tick,       [EPART_PNACK] = pnack_tick, [EPART_QUAR] = quar_tick,
     [EPART_HOLD] = hold_part_tick, [EPART_FENCE] = fence_tick, [EPART_LOST] = lost_redial,
-    [EPART_HOME] = home_tick,  [EPART_GPU] = egpu_tick,
+    [EPART_HOME] = home_tick,     [EPART_GPU] = egpu_tick,
 };
 
 static void part_tick(struct engine *e, engine_part_t part, uint64_t now)
@@ -64,7 +64,7 @@ static void rearm(struct engine *e, uint64_t now)
     if (e->rxs || e->txs || e->stages || e->host_ops || e->frags ||
         (next && next <= now + ENGINE_TICK_MS))
         return; /* the timer repeats */
-    if (next)
+    if (next && !e->stopping)
         uv_timer_start(&e->tick, tick_cb, next - now, ENGINE_TICK_MS);
     else
         uv_timer_stop(&e->tick);
