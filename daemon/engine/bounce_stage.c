@@ -515,8 +515,9 @@ void ctx_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);
+    /* a streaming SEND's chunk waits until its range is final */
     while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win &&
-           (!tx->send || !tx->send->stream || stream_gate_may(tx))) { /* a streaming SEND's chunk waits until its range is final */
+           (!tx->send || !tx->send->stream || stream_gate_may(tx))) {
         struct wire_grant g;
         if (!next_grant(tx, &g))
             return;
