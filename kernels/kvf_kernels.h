@@ -112,6 +112,9 @@ int kvk_scatter(const struct kvk_program *p, const void *in, uint64_t lo, uint64
  * device's memory). */
 int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const struct kvk_mem *dst,
                struct CUstream_st *stream);
+/* Extent bytes [lo, hi) alone, pools to pools (a streamed SEND's final prefix, issue 28). */
+int kvk_direct_range(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo,
+                     uint64_t hi, const struct kvk_mem *dst, struct CUstream_st *stream);
 
 /* Completion reporting for an event loop: fn(arg) runs on a CUDA-owned thread once every work
  * enqueued on stream before this call has finished. fn must only signal (uv_async_send, a

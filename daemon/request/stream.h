@@ -13,9 +13,9 @@
  *    daemon's streamed RECVs fail with its reason (a dead worker: PEER_LOST); the engine's flows
  *    are failed by engine_send_end.
  *  - stream_local.c: a RECV of the same daemon reading a streaming SEND (x->scopy): planned
- *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job),
- *    DONE once every writer's extent is in; GPU pools wait until every layer is final, then
- *    run whole.
+ *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job)
+ *    or, GPU pools, by kernels on a daemon stream (x->gpu_job) that wait on the GPU for the
+ *    CUDA event the READY named (xstream.h gpu_mark); DONE once every writer's extent is in.
  *  - the engine's side between daemons: daemon/engine/stream_gate.h.
  * Ownership: x->stream and x->scopy are owned by their xfer and freed with it. Loop thread
  * only. */
@@ -33,10 +33,13 @@ struct transfers;
 struct xfer;
 struct xclient;
 struct req;
+struct xgpu_job;
+struct CUevent_st;
 
 /* A RECV's copy of streaming SENDs on this daemon (stream_local.c). */
 struct stream_copy {
-    bool whole;             /* GPU pools: runs whole once every writer is final */
+    struct xgpu_job *gjob;  /* owned: GPU pools' programs, bound once (xfer_gpu.c); NULL: host */
+    struct CUevent_st **marks_gpu; /* per plan writer: its SEND's GPU mark at the last batch */
     struct plan plan;       /* owned: planned once, with its marks */
     struct plan_marks marks;
     struct xfer **sends;    /* borrowed, n_ctx entries: its writers' SENDs (NULL once ended) */

@@ -1,9 +1,10 @@
 /* stream_local.c: a RECV of the same daemon reading streaming SENDs (stream.h). Planned once,
  * with the marks of each writer's layers; each READY copies the newly final prefix of every
- * writer's extent pool to pool, one job at a time on the copy threads (x->cpu_job, so a
- * failure meanwhile is held as for any local copy), inline where the daemon has none. DONE
- * once every writer's extent is in. GPU pools wait until every layer is final, then run
- * whole through xfer_local_run (not streamed yet). */
+ * writer's extent pool to pool, one batch at a time: on the copy threads for host pools
+ * (x->cpu_job, so a failure meanwhile is held as for any local copy; inline where the daemon
+ * has none), one kernel per writer on a daemon stream for GPU pools (x->gpu_job while it runs,
+ * xfer_gpu.c), each after the GPU wait for its SEND's CUDA event mark (xstream.h) when its
+ * READYs named events. DONE once every writer's extent is in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +52,28 @@ static kvf_error_t plan_marked(struct transfers *t, struct xfer *r, struct reg_i
 
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user);
 
+/* GPU pools: one kernel per writer with new bytes, after its SEND's mark; 0 (r->gpu_job set
+ * while it runs, or r failed: no sweep). */
+static int pump_gpu(struct transfers *t, struct xfer *r)
+{
+    struct stream_copy *st = r->scopy;
+    for (uint32_t w = 0; w < st->plan.n_writers; w++)
+        st->marks_gpu[w] = xstream_gpu_mark(st->sends[st->plan.writers[w].ctx_rank]);
+    char msg[PROTO_MSG_MAX + 1] = "";
+    kvf_error_t e = xfer_gpu_stream_run(st->gjob, st->done, st->want, st->marks_gpu, msg,
+                                        sizeof msg);
+    if (e != KVF_OK)
+        transfers_fail_now(t, r, e, msg);
+    return 0;
+}
+
 /* Copies what became final and is not copied yet: 1 when every byte is in and nothing runs
  * (the caller ends r), 0 while it moves or waits (or r failed: no sweep). */
 static int pump(struct transfers *t, struct xfer *r)
 {
     struct stream_copy *st = r->scopy;
     struct reg_instance *in = registry_find(t->reg, r->ctx_instance);
-    if (r->cpu_job || st->whole || !in || in->n_ranks != st->n_ctx)
+    if (r->cpu_job || r->gpu_job || !in || in->n_ranks != st->n_ctx)
         return 0;
     struct copyeng_part parts[LAYOUT_MAX_TP * LAYOUT_MAX_PP];
     for (;;) {
@@ -77,6 +93,8 @@ static int pump(struct transfers *t, struct xfer *r)
         }
         if (n == 0)
             return (int)complete;
+        if (st->gjob)
+            return pump_gpu(t, r);
         if (t->d->copy) {
             int rc = copyeng_submit(t->d->copy, parts, n, on_copied, r, &r->cpu_job);
             if (rc < 0)
@@ -115,6 +133,22 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
     }
 }
 
+/* A GPU batch ended (xfer_gpu.c): as on_copied. */
+static void on_gpu_copied(struct transfers *t, struct xfer *r, kvf_error_t e, const char *msg)
+{
+    struct stream_copy *st = r->scopy;
+    if (e != KVF_OK || r->held.code != KVF_OK) { /* failed, or failed while it copied */
+        transfers_copy_done(t, r, e, 0, msg);
+        return;
+    }
+    for (uint32_t w = 0; w < st->plan.n_writers; w++)
+        st->done[w] = st->want[w];
+    if (pump(t, r) == 1) {
+        r->ls.copied = uv_hrtime();
+        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
+    }
+}
+
 kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer **sends,
                                uint32_t n_ctx, uint64_t *bytes, char *msg, size_t msglen)
 {
@@ -129,12 +163,14 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
     }
     memcpy(st->sends, sends, n_ctx * sizeof *sends);
     st->n_ctx = n_ctx;
-    st->whole = xfer_gpu_wanted(r->rank, in);
-    kvf_error_t e = st->whole ? KVF_OK : plan_marked(t, r, in, st, msg, msglen);
-    if (e == KVF_OK && !st->whole)
-        e = xfer_check_bounds(NULL, &st->plan, in, r->rank, false, msg, msglen);
+    bool gpu = xfer_gpu_wanted(r->rank, in);
+    kvf_error_t e = plan_marked(t, r, in, st, msg, msglen);
+    if (e == KVF_OK)
+        e = gpu ? xfer_gpu_stream_new(t, r, &st->plan, in, on_gpu_copied, &st->gjob, msg, msglen)
+                : xfer_check_bounds(NULL, &st->plan, in, r->rank, false, msg, msglen);
     uint32_t nw = st->plan.n_writers ? st->plan.n_writers : 1;
-    if (e == KVF_OK && (!(st->done = calloc(nw, 8)) || !(st->want = calloc(nw, 8)))) {
+    if (e == KVF_OK && (!(st->done = calloc(nw, 8)) || !(st->want = calloc(nw, 8)) ||
+                        !(st->marks_gpu = calloc(nw, sizeof *st->marks_gpu)))) {
         snprintf(msg, msglen, "out of memory");
         e = KVF_E_INTERNAL;
     }
@@ -150,19 +186,6 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
     r->ls.planned = r->ls.checked = r->ls.started = uv_hrtime();
     (void)pump(t, r); /* a writer is still streaming: it cannot complete here */
     return KVF_OK;
-}
-
-/* r's writers are all final: a GPU copy runs whole, as if they had SENT just now. */
-static void run_whole(struct transfers *t, struct xfer *r)
-{
-    struct stream_copy *st = r->scopy;
-    uint64_t bytes = 0;
-    char msg[PROTO_MSG_MAX + 1] = "";
-    kvf_error_t e = xfer_local_run(t, r, st->sends, st->n_ctx, &bytes, msg, sizeof msg);
-    r->scopy = stream_local_free(st);
-    if (e == KVF_OK && (r->gpu_job || r->cpu_job))
-        return; /* transfers_copy_done follows */
-    transfers_copy_done(t, r, e, bytes, msg);
 }
 
 void stream_local_kick(struct transfers *t, struct xfer *s)
@@ -185,7 +208,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
         bool reads = false;
         for (uint32_t c = 0; st && c < st->n_ctx; c++)
             reads |= st->sends[c] == s;
-        if (reads && (st->whole ? !stream_local_pending(st->sends, st->n_ctx) : pump(t, r) == 1))
+        if (reads && pump(t, r) == 1)
             ends[n_end++] = r->id;
     }
     free(live);
@@ -194,10 +217,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
             struct xfer *r = q->live[i];
             if (r->id != ends[k] || !r->scopy)
                 continue;
-            if (r->scopy->whole)
-                run_whole(t, r);
-            else
-                transfers_copy_done(t, r, KVF_OK, r->scopy->plan.total_bytes, "");
+            transfers_copy_done(t, r, KVF_OK, r->scopy->plan.total_bytes, "");
             break;
         }
     free(ends);
@@ -207,8 +227,10 @@ struct stream_copy *stream_local_free(struct stream_copy *sc)
 {
     if (!sc)
         return NULL;
+    sc->gjob = xfer_gpu_stream_free(sc->gjob); /* its kernels in flight end first */
     plan_done(&sc->plan);
     plan_marks_done(&sc->marks);
+    free(sc->marks_gpu);
     free(sc->sends);
     free(sc->done);
     free(sc->want);

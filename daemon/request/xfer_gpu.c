@@ -16,6 +16,9 @@
  * A job holds its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
  * rank that goes away mid-copy has its mappings closed only after the copy's stream work ended.
  * Finished jobs are freed when no copy is outstanding (retire()).
+ * A streaming SEND's readers (stream_local.c) bind a job once and launch it prefix by prefix
+ * (xfer_gpu_stream_run: one kernel per writer for [lo, hi) of its extent); every kernel of a
+ * SEND whose READYs named CUDA events first waits on the GPU for its mark (xstream.h).
  * Loop thread only. */
 #include <errno.h>
 #include <stddef.h>
@@ -34,6 +37,7 @@
 #include "registry_gpu.h"
 #include "transfers.h"
 #include "xclient.h"
+#include "xstream.h"
 
 struct xgpu_job {
     struct transfers *t;        /* borrowed */
@@ -49,6 +53,8 @@ struct xgpu_job {
                                                 ready; t_launched: kernels queued */
     kvf_error_t launch_err;     /* a launch failed after others were queued */
     char launch_msg[256];
+    xfer_gpu_batch_cb batch;    /* streamed (xfer_gpu_stream_new): each batch's end; NULL: whole */
+    bool orphan;                /* streamed: its owner let go (retired once idle) */
 };
 
 bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx)
@@ -150,7 +156,33 @@ static void retire(struct xgpu_job *j)
     gpu_retire(&j->t->gpu_retired, j->g, &j->retired);
 }
 
-/* One writer's copy ended; the last one ends the request. */
+/* A streamed job's batch ended: its owner hears (r alive), or the job goes (owner gone). */
+static void batch_done(struct xgpu_job *j)
+{
+    struct xfer *x = j->x;
+    if (j->orphan) {
+        retire(j);
+        return;
+    }
+    if (!x)
+        return; /* detached: xfer_gpu_stream_free retires it */
+    x->gpu_job = NULL;
+    kvf_error_t e = KVF_OK;
+    char msg[320] = "";
+    if (j->status) {
+        e = KVF_E_INTERNAL;
+        snprintf(msg, sizeof msg, "GPU copy on device %d failed: %s", j->device,
+                 strerror(-j->status));
+    } else if (j->launch_err != KVF_OK) {
+        e = j->launch_err;
+        snprintf(msg, sizeof msg, "%s", j->launch_msg);
+    }
+    j->status = 0;
+    j->launch_err = KVF_OK;
+    j->batch(j->t, x, e, msg);
+}
+
+/* One writer's copy ended; the last one ends the request (or the streamed batch). */
 static void on_done(void *arg, int status)
 {
     struct xgpu_job *j = arg;
@@ -158,6 +190,10 @@ static void on_done(void *arg, int status)
         j->status = status;
     if (--j->inflight > 0)
         return;
+    if (j->batch) {
+        batch_done(j);
+        return;
+    }
     struct xfer *x = j->x;
     if (x) {
         xfer_gpu_detach(j);
@@ -324,12 +360,16 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
         return e;
     }
     j->t_bound = uv_hrtime();
-    /* one kernel per writer on one stream; each completion counts down (on_done) */
+    /* one kernel per writer on one stream; each completion counts down (on_done). A streamed
+     * SEND's writer's kernel waits on the GPU for its last READY's CUDA event (xstream.h). */
     const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
     for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
         if (!j->xs[w].prog)
             continue; /* a writer without bytes */
-        int rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
+        struct CUevent_st *mark = sends ? xstream_gpu_mark(sends[p->writers[w].ctx_rank]) : NULL;
+        int rc = exec_gpu_after(&j->xs[w], mark, j->launch_msg, sizeof j->launch_msg);
+        if (rc == 0)
+            rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
         if (rc < 0)
             e = code_of(rc); /* nothing runs for this one; those queued before it do */
         else
@@ -346,4 +386,79 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     r->gpu_job = j;
     j->t_launched = uv_hrtime();
     return KVF_OK;
+}
+
+kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struct plan *p,
+                                struct reg_instance *in, xfer_gpu_batch_cb cb,
+                                struct xgpu_job **ret, char *msg, size_t msglen)
+{
+    struct gpu *g = t->d->gpu;
+    int dev = -1;
+    kvf_error_t e = check(g, r, p, in, NULL, &dev, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    uint32_t nw = p->n_writers ? p->n_writers : 1;
+    struct xgpu_job *j = calloc(1, sizeof *j);
+    if (!j || !(j->src = calloc(nw, sizeof *j->src)) || !(j->xs = calloc(nw, sizeof *j->xs))) {
+        if (j)
+            free(j->src);
+        free(j);
+        snprintf(msg, msglen, "out of memory");
+        return KVF_E_INTERNAL;
+    }
+    j->t = t;
+    j->g = g;
+    j->n = p->n_writers;
+    j->device = dev;
+    j->bytes = p->total_bytes;
+    j->batch = cb;
+    j->x = r;
+    j->dst = reg_gpu_ref(r->rank->gpu);
+    j->t0 = uv_hrtime();
+    e = bind_all(j, r, p, in, NULL, NULL, gpu_stream(g, dev, (unsigned)r->id), msg, msglen);
+    if (e != KVF_OK) {
+        job_free(j); /* nothing was launched */
+        return e;
+    }
+    *ret = j;
+    return KVF_OK;
+}
+
+kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, const uint64_t *lo, const uint64_t *hi,
+                                struct CUevent_st *const *marks, char *msg, size_t msglen)
+{
+    kvf_error_t e = KVF_OK;
+    for (uint32_t w = 0; w < j->n && e == KVF_OK; w++) {
+        if (!j->xs[w].prog || hi[w] <= lo[w])
+            continue; /* a writer without bytes, or nothing new of it */
+        int rc = exec_gpu_after(&j->xs[w], marks[w], j->launch_msg, sizeof j->launch_msg);
+        if (rc == 0)
+            rc = exec_gpu_direct_range(&j->xs[w], lo[w], hi[w], on_done, j, j->launch_msg,
+                                       sizeof j->launch_msg);
+        if (rc < 0)
+            e = code_of(rc); /* nothing runs for this one; those queued before it do */
+        else
+            j->inflight++;
+    }
+    if (j->inflight == 0) {
+        if (e != KVF_OK)
+            snprintf(msg, msglen, "%s", j->launch_msg);
+        return e;
+    }
+    j->launch_err = e;
+    j->x->gpu_job = j; /* a failure meanwhile is held until the batch ended (batch_done) */
+    return KVF_OK;
+}
+
+struct xgpu_job *xfer_gpu_stream_free(struct xgpu_job *j)
+{
+    if (!j)
+        return NULL;
+    if (j->x && j->x->gpu_job == j)
+        j->x->gpu_job = NULL;
+    j->x = NULL;
+    j->orphan = true;
+    if (j->inflight == 0)
+        retire(j); /* else the batch's last completion does */
+    return NULL;
 }

@@ -13,12 +13,16 @@
 #include "xfer.h"
 
 struct stream_flow; /* the engine's (stream_gate.h): one flow's marks */
+struct CUevent_st;  /* cudaEvent_t */
 
 struct xstream {
     uint32_t upto;  /* every global layer id below it is final */
     uint32_t full;  /* upto at which every layer this rank holds is final */
     uint32_t bound; /* the model's layer count: a READY past it is refused */
     struct stream_flow *flows; /* owned: the marks of the engine's flows reading it */
+    struct CUevent_st *gpu_mark; /* owned: recorded on the GPU after the rank's CUDA event of
+                                  * each READY naming one (gpu_evset_capture); the GPU copies of
+                                  * its final layers wait for it (gpu_mark_wait). NULL: none */
     uint32_t n_flows, cap_flows;
 };
 
@@ -26,6 +30,12 @@ struct xstream {
 static inline bool xstream_final(const struct xfer *s)
 {
     return !s->stream || s->stream->upto >= s->stream->full;
+}
+
+/* The GPU mark copies of SEND s's final layers wait for (NULL: none, or not a stream). */
+static inline struct CUevent_st *xstream_gpu_mark(const struct xfer *s)
+{
+    return s && s->stream ? s->stream->gpu_mark : NULL;
 }
 
 /* Extent bytes of writer rank c final for SEND s under marks m, at most extent (a plain SEND or
