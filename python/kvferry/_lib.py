@@ -1,6 +1,6 @@
 """Loading libkvferry.so and declaring its C API (lib/kvferry.h) for ctypes.
 
-The structs below are kvferry.h's at ABI 4; the library's kvf_abi_version() is compared with
+The structs below are kvferry.h's at ABI 5; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
 being misread. Search order: $KVFERRY_LIB (a file); the library a wheel carries beside this
 module (kvferry/libkvferry.so.0: `pip install ./python` builds and packs it, python/setup.py);
@@ -14,7 +14,8 @@ import os
 
 from .errors import KvferryError
 
-ABI_VERSION = 4
+ABI_VERSION = 5
+EVENTS_MAX = 256  # KVF_EVENTS_MAX: CUDA events one rank passes
 SONAME = "libkvferry.so.0"
 MESSAGE_MAX = 512
 
@@ -85,6 +86,8 @@ def _declare(lib):
         "kvf_send": ([p, C.c_uint64, u32, C.POINTER(u32), C.POINTER(u32), u32], i32),
         "kvf_send_begin": ([p, C.c_uint64, u32, C.POINTER(u32), C.POINTER(u32), u32], i32),
         "kvf_send_ready": ([p, C.c_uint64, u32], i32),
+        "kvf_register_events": ([p, C.c_char_p, u32, C.c_char_p, C.c_size_t], i32),
+        "kvf_send_ready_event": ([p, C.c_uint64, u32, u32], i32),
         "kvf_recv": ([p, C.POINTER(RecvArgs)], i32),
         "kvf_cancel": ([p, C.c_uint64], i32),
         "kvf_poll": ([p, C.POINTER(Event), i32], i32),
