@@ -19,7 +19,7 @@ extern "C" {
 /* The ABI of this header: bumped whenever a struct below or a function's meaning changes in a
  * way an existing binding (ctypes, an older build) would misread. Bindings compare it with
  * kvf_abi_version() of the library they load and refuse a mismatch. */
-#define KVF_ABI_VERSION 5
+#define KVF_ABI_VERSION 4
 /* KVF_ABI_VERSION of the library as built. Thread-safe. */
 uint32_t kvf_abi_version(void);
 /* The library's version string ("0.1.0"). Never NULL. Thread-safe. */
@@ -187,7 +187,7 @@ int kvf_send_begin(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
  * 256), -ENOENT (no SEND of that id in flight), -ENOTCONN. */
 int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto);
 
-/* CUDA interprocess events (issue 28, ABI 5): a GPU rank's readiness without synchronizing
+/* CUDA interprocess events (issue 28): a GPU rank's readiness without synchronizing
  * its stream. The rank creates up to KVF_EVENTS_MAX events with cudaEventInterprocess |
  * cudaEventDisableTiming on the device of its pools (a ring reused across layers and
  * requests), passes their handles once, after kvf_register, and then after

@@ -1,6 +1,6 @@
 """Loading libkvferry.so and declaring its C API (lib/kvferry.h) for ctypes.
 
-The structs below are kvferry.h's at ABI 5; the library's kvf_abi_version() is compared with
+The structs below are kvferry.h's at ABI 4; the library's kvf_abi_version() is compared with
 ABI_VERSION at import, so a library with other structs is refused with a clear error instead of
 being misread. Search order: $KVFERRY_LIB (a file); the library a wheel carries beside this
 module (kvferry/libkvferry.so.0: `pip install ./python` builds and packs it, python/setup.py);
@@ -14,8 +14,10 @@ import os
 
 from .errors import KvferryError
 
-ABI_VERSION = 5
+ABI_VERSION = 4
 EVENTS_MAX = 256  # KVF_EVENTS_MAX: CUDA events one rank passes
+# Calls added without an ABI bump (no struct changed): absent from an older library of the same ABI
+LATER = ("kvf_register_events", "kvf_send_ready_event")
 SONAME = "libkvferry.so.0"
 MESSAGE_MAX = 512
 
@@ -96,7 +98,11 @@ def _declare(lib):
         "kvf_close": ([p], p),
     }
     for name, (args, res) in sig.items():
-        f = getattr(lib, name)
+        f = getattr(lib, name, None)
+        if f is None and name in LATER:
+            continue  # an older library: the call that needs it says so (Client.register_events)
+        if f is None:
+            f = getattr(lib, name)  # the library's own AttributeError
         f.argtypes = args
         f.restype = res
 

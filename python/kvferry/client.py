@@ -172,6 +172,9 @@ class Client:
         Event(interprocess=True, disable_timing=True), or 64-byte handles, made on the device of
         the rank's pools; at most EVENTS_MAX. Refused (RegistrationError BAD_REQUEST) for host
         pools, a handle the daemon cannot open, or events passed already."""
+        if not hasattr(self._lib, "kvf_register_events"):
+            raise KvferryError("this libkvferry has no kvf_register_events: CUDA events need a "
+                               "library that has it (install libkvferry with this package)")
         events = list(events)
         handles = b"".join(stream_mod.event_handle(ev) for ev in events)
         err = C.create_string_buffer(_lib.MESSAGE_MAX)
