@@ -109,12 +109,23 @@ static int pump(struct transfers *t, struct xfer *r)
     }
 }
 
+/* A batch ended well: what it copied is in; the next batch, or DONE once every byte is in. */
+static void advance(struct transfers *t, struct xfer *r)
+{
+    struct stream_copy *st = r->scopy;
+    for (uint32_t w = 0; w < st->plan.n_writers; w++)
+        st->done[w] = st->want[w];
+    if (pump(t, r) == 1) {
+        r->ls.copied = uv_hrtime();
+        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
+    }
+}
+
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user)
 {
     (void)j;
     struct xfer *r = user;
     struct transfers *t = r->owner;
-    struct stream_copy *st = r->scopy;
     r->cpu_job = NULL;
     t->counters.local_memcpy_ns += d->busy_ns;
     if (d->status) {
@@ -125,28 +136,17 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
         transfers_copy_done(t, r, KVF_OK, 0, "");
         return;
     }
-    for (uint32_t w = 0; w < st->plan.n_writers; w++)
-        st->done[w] = st->want[w];
-    if (pump(t, r) == 1) {
-        r->ls.copied = uv_hrtime();
-        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
-    }
+    advance(t, r);
 }
 
 /* A GPU batch ended (xfer_gpu.c): as on_copied. */
 static void on_gpu_copied(struct transfers *t, struct xfer *r, kvf_error_t e, const char *msg)
 {
-    struct stream_copy *st = r->scopy;
     if (e != KVF_OK || r->held.code != KVF_OK) { /* failed, or failed while it copied */
         transfers_copy_done(t, r, e, 0, msg);
         return;
     }
-    for (uint32_t w = 0; w < st->plan.n_writers; w++)
-        st->done[w] = st->want[w];
-    if (pump(t, r) == 1) {
-        r->ls.copied = uv_hrtime();
-        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
-    }
+    advance(t, r);
 }
 
 kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer **sends,

@@ -328,9 +328,12 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
     return e;
 }
 
-kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
+/* A job of RECV r over plan p: checked (check()), every writer's program bound on a daemon
+ * stream of the launch device, nothing launched. KVF_OK and *ret, or the error with msg. */
+static kvf_error_t job_new(struct transfers *t, struct xfer *r, const struct plan *p,
                            struct reg_instance *in, struct xfer **sends,
-                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
+                           struct plan_tcache_entry *tmpl, struct xgpu_job **ret, char *msg,
+                           size_t msglen)
 {
     struct gpu *g = t->d->gpu;
     int dev = -1;
@@ -353,13 +356,26 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->device = dev;
     j->bytes = p->total_bytes;
     j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = r->ls.checked = uv_hrtime();
+    j->t0 = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     if ((e = bind_all(j, r, p, in, sends, tmpl, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */
         return e;
     }
     j->t_bound = uv_hrtime();
+    *ret = j;
+    return KVF_OK;
+}
+
+kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
+                           struct reg_instance *in, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
+{
+    struct xgpu_job *j;
+    kvf_error_t e = job_new(t, r, p, in, sends, tmpl, &j, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    r->ls.checked = j->t0;
     /* one kernel per writer on one stream; each completion counts down (on_done). A streamed
      * SEND's writer's kernel waits on the GPU for its last READY's CUDA event (xstream.h). */
     const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
@@ -392,36 +408,12 @@ kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struc
                                 struct reg_instance *in, xfer_gpu_batch_cb cb,
                                 struct xgpu_job **ret, char *msg, size_t msglen)
 {
-    struct gpu *g = t->d->gpu;
-    int dev = -1;
-    kvf_error_t e = check(g, r, p, in, NULL, &dev, msg, msglen);
-    if (e != KVF_OK)
-        return e;
-    uint32_t nw = p->n_writers ? p->n_writers : 1;
-    struct xgpu_job *j = calloc(1, sizeof *j);
-    if (!j || !(j->src = calloc(nw, sizeof *j->src)) || !(j->xs = calloc(nw, sizeof *j->xs))) {
-        if (j)
-            free(j->src);
-        free(j);
-        snprintf(msg, msglen, "out of memory");
-        return KVF_E_INTERNAL;
+    kvf_error_t e = job_new(t, r, p, in, NULL, NULL, ret, msg, msglen);
+    if (e == KVF_OK) {
+        (*ret)->batch = cb;
+        (*ret)->x = r;
     }
-    j->t = t;
-    j->g = g;
-    j->n = p->n_writers;
-    j->device = dev;
-    j->bytes = p->total_bytes;
-    j->batch = cb;
-    j->x = r;
-    j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = uv_hrtime();
-    e = bind_all(j, r, p, in, NULL, NULL, gpu_stream(g, dev, (unsigned)r->id), msg, msglen);
-    if (e != KVF_OK) {
-        job_free(j); /* nothing was launched */
-        return e;
-    }
-    *ret = j;
-    return KVF_OK;
+    return e;
 }
 
 kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, const uint64_t *lo, const uint64_t *hi,

@@ -13,31 +13,14 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
-sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "examples", "python")]
+sys.path[:0] = [HERE, os.path.join(ROOT, "python"), os.path.join(ROOT, "examples", "python")]
 
 import kvfharness  # noqa: E402
+from test_gpu import cuda_reason, have_cupy  # noqa: E402
 
 T, H, D, BLOCKS, LAYERS = 16, 2, 64, 16, 6
 MODEL = {"model_type": "test", "num_hidden_layers": LAYERS, "hidden_size": 256}
 SPIN0, SPIN = 60_000_000, 4_000_000  # GPU cycles: ~30-60 ms before layer 0, a few ms after
-
-
-def cuda_reason():
-    try:
-        import torch
-    except ImportError:
-        return "no torch"
-    if not torch.cuda.is_available():
-        return "torch sees no CUDA device"
-    return None
-
-
-def have_cupy():
-    try:
-        import cupy  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 @unittest.skipIf(cuda_reason(), "GPU: %s" % cuda_reason())
