@@ -49,7 +49,7 @@ struct CUstream_st;
 struct CUevent_st;
 struct gpu;
 struct gpu_mapping;
-struct gpu_evset;
+struct gpu_events;
 
 struct gpu_device {
     int ordinal;
@@ -164,21 +164,21 @@ void gpu_set_completion_spin(struct gpu *g, uint64_t us);
  * GPU) from n handles (n * GPU_IPC_HANDLE_BYTES bytes of cudaIpcGetEventHandle), with a
  * stream of the set's own. 0 and *ret, or -errno with a message naming the event that does not
  * open (-ENODEV: CPU mode or no such GPU; -EINVAL: n out of 1..GPU_EVENTS_MAX). */
-int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
-                   struct gpu_evset **ret, char *err, size_t errlen);
+int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
+                   struct gpu_events **ret, char *err, size_t errlen);
 /* Closes the events (a wait already queued keeps what it needs). NULL-safe; returns NULL. */
-struct gpu_evset *gpu_evset_close(struct gpu_evset *s);
-uint32_t gpu_evset_count(const struct gpu_evset *s); /* 0 for NULL */
+struct gpu_events *gpu_event_close(struct gpu_events *s);
+uint32_t gpu_event_count(const struct gpu_events *s); /* 0 for NULL */
 /* A READY naming event idx: the set's stream waits for idx's current record and records *mark
- * (a daemon event, made on first use; the caller owns it: gpu_mark_free) after it, so *mark
+ * (a daemon event, made on first use; the caller owns it: gpu_event_mark_free) after it, so *mark
  * completes once that record has. 0, or -errno with a message (-EINVAL: idx past the set). */
-int gpu_evset_capture(struct gpu_evset *s, uint32_t idx, struct CUevent_st **mark, char *err,
+int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **mark, char *err,
                       size_t errlen);
 /* Work queued on stream after this waits on the GPU for mark's latest record (NULL: nothing
  * to wait for, 0). 0 or -errno with a message. */
-int gpu_mark_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen);
+int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen);
 /* Destroys a mark (released by CUDA once its record completed). NULL-safe; returns NULL. */
-struct CUevent_st *gpu_mark_free(struct CUevent_st *mark);
+struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark);
 
 /* Page-locks host memory [ptr, ptr + bytes) for every device (cudaHostRegister portable|mapped)
  * and writes the device-side alias of ptr to *dev_ret. 0, or -ENODEV in CPU mode (host memory

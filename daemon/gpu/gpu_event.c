@@ -3,7 +3,7 @@
  * their own (the set's), and closed when the rank goes. A READY naming event i is captured at
  * once: the set's stream waits for event i's record of that moment (cudaStreamWaitEvent takes
  * the record current when it is called) and records the SEND's mark, a daemon event, after it.
- * Copies of the SEND's final layers wait for the mark on their own stream (gpu_mark_wait), so
+ * Copies of the SEND's final layers wait for the mark on their own stream (gpu_event_wait), so
  * they wait on the GPU, never on the host, and a later re-record of event i by the worker
  * changes nothing for the READYs already handled. Marks are re-recorded on one stream in READY
  * order: a copy waiting for a later mark than it needs waits longer, never less.
@@ -15,7 +15,7 @@
 
 #include "gpu_priv.h"
 
-struct gpu_evset {
+struct gpu_events {
     int device;
     uint32_t n;
     struct CUstream_st *stream; /* owned: where captures wait and marks are recorded */
@@ -27,8 +27,8 @@ struct gpu_evset {
 
 _Static_assert(sizeof(cudaIpcEventHandle_t) == GPU_IPC_HANDLE_BYTES, "IPC handle size changed");
 
-int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
-                   struct gpu_evset **ret, char *err, size_t errlen)
+int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
+                   struct gpu_events **ret, char *err, size_t errlen)
 {
     int dev = device, rc;
     if (!g || g->cpu_mode || device < 0 || device >= g->n_devices) {
@@ -40,7 +40,7 @@ int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n
         snprintf(err, errlen, "%u events: 1 to %d per rank", n, GPU_EVENTS_MAX);
         return -EINVAL;
     }
-    struct gpu_evset *s = calloc(1, sizeof *s + n * sizeof s->ev[0]);
+    struct gpu_events *s = calloc(1, sizeof *s + n * sizeof s->ev[0]);
     if (!s) {
         snprintf(err, errlen, "out of memory");
         return -ENOMEM;
@@ -61,7 +61,7 @@ int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n
             (void)cudaGetLastError();
             snprintf(err, errlen, "event %u of %u: %s (made with cudaEventInterprocess | "
                      "cudaEventDisableTiming on GPU %d?)", i, n, why, device);
-            gpu_evset_close(s);
+            gpu_event_close(s);
             return rc;
         }
         s->n = i + 1;
@@ -70,7 +70,7 @@ int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n
     return 0;
 }
 
-struct gpu_evset *gpu_evset_close(struct gpu_evset *s)
+struct gpu_events *gpu_event_close(struct gpu_events *s)
 {
     if (!s)
         return NULL;
@@ -84,7 +84,7 @@ struct gpu_evset *gpu_evset_close(struct gpu_evset *s)
     return NULL;
 }
 
-int gpu_evset_capture(struct gpu_evset *s, uint32_t idx, struct CUevent_st **mark, char *err,
+int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **mark, char *err,
                       size_t errlen)
 {
     int dev = s->device, rc;
@@ -105,13 +105,13 @@ int gpu_evset_capture(struct gpu_evset *s, uint32_t idx, struct CUevent_st **mar
     return GPU_TRY(cudaEventRecord((cudaEvent_t)*mark, (cudaStream_t)s->stream));
 }
 
-int gpu_mark_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen)
+int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen)
 {
     int dev = -1;
     return mark ? GPU_TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)mark, 0)) : 0;
 }
 
-struct CUevent_st *gpu_mark_free(struct CUevent_st *mark)
+struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark)
 {
     if (mark && cudaEventDestroy((cudaEvent_t)mark) != cudaSuccess)
         (void)cudaGetLastError(); /* a wait already queued keeps what it needs */
@@ -120,21 +120,21 @@ struct CUevent_st *gpu_mark_free(struct CUevent_st *mark)
 
 #else /* !KVF_HAVE_CUDA: GPU ranks are refused at REGISTER; this is the refusal of last resort */
 
-int gpu_evset_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
-                   struct gpu_evset **ret, char *err, size_t errlen)
+int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
+                   struct gpu_events **ret, char *err, size_t errlen)
 {
     (void)g, (void)device, (void)handles, (void)n, (void)ret;
     snprintf(err, errlen, "this kvferryd was built without CUDA: no CUDA events");
     return -ENOTSUP;
 }
 
-struct gpu_evset *gpu_evset_close(struct gpu_evset *s)
+struct gpu_events *gpu_event_close(struct gpu_events *s)
 {
     free(s);
     return NULL;
 }
 
-int gpu_evset_capture(struct gpu_evset *s, uint32_t idx, struct CUevent_st **mark, char *err,
+int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **mark, char *err,
                       size_t errlen)
 {
     (void)s, (void)idx, (void)mark;
@@ -142,7 +142,7 @@ int gpu_evset_capture(struct gpu_evset *s, uint32_t idx, struct CUevent_st **mar
     return -ENOTSUP;
 }
 
-int gpu_mark_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen)
+int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen)
 {
     (void)stream;
     if (mark)
@@ -150,7 +150,7 @@ int gpu_mark_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err
     return mark ? -ENOTSUP : 0;
 }
 
-struct CUevent_st *gpu_mark_free(struct CUevent_st *mark)
+struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark)
 {
     (void)mark;
     return NULL;
@@ -158,7 +158,7 @@ struct CUevent_st *gpu_mark_free(struct CUevent_st *mark)
 
 #endif
 
-uint32_t gpu_evset_count(const struct gpu_evset *s)
+uint32_t gpu_event_count(const struct gpu_events *s)
 {
     return s ? s->n : 0;
 }

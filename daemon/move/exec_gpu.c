@@ -292,7 +292,7 @@ void exec_gpu_unbind(struct exec_gpu *x)
 int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len)
 {
     char err[GPU_REASON_MAX + 64];
-    int rc = gpu_mark_wait(x->stream, mark, err, sizeof err);
+    int rc = gpu_event_wait(x->stream, mark, err, sizeof err);
     if (rc < 0)
         snprintf(msg, len, "GPU %d: waiting for the context rank's CUDA event: %s", x->device,
                  err);

@@ -68,7 +68,7 @@ int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
                       const struct copy_mem *src, const struct copy_mem *dst, char *msg,
                       size_t len);
 /* Work queued through x after this waits on the GPU for mark's latest record (gpu.h
- * gpu_mark_wait; NULL: nothing). 0 or -errno with msg. */
+ * gpu_event_wait; NULL: nothing). 0 or -errno with msg. */
 int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len);
 /* Extent bytes [lo, hi) of x's program straight from src into dst pools (a streamed SEND's
  * final prefix), one kernel; MOVE_STARTED and done(user, status) on the loop, or -errno with

@@ -84,7 +84,7 @@ struct reg_gpu *reg_gpu_unref(struct reg_gpu *r)
     if (!r || --r->refs > 0)
         return NULL;
     close_all(r);
-    r->events = gpu_evset_close(r->events);
+    r->events = gpu_event_close(r->events);
     free(r);
     return NULL;
 }
@@ -100,14 +100,14 @@ int reg_gpu_events(struct reg_gpu *r, uint32_t rank, const struct proto_events *
     }
     if (r->events) {
         snprintf(msg, len, "EVENTS from rank %u, which passed %u events already (once per "
-                 "registration)", rank, gpu_evset_count(r->events));
+                 "registration)", rank, gpu_event_count(r->events));
         return -EALREADY;
     }
     if (r->device < 0) {
         snprintf(msg, len, "EVENTS from rank %u, which has no GPU pool mapped", rank);
         return -EINVAL;
     }
-    int rc = gpu_evset_open(r->g, r->device, ev->handles, ev->n, &r->events, why, sizeof why);
+    int rc = gpu_event_open(r->g, r->device, ev->handles, ev->n, &r->events, why, sizeof why);
     if (rc < 0) {
         snprintf(msg, len, "rank %u's CUDA events: %s", rank, why);
         return rc;

@@ -6,8 +6,9 @@
  * only after the stream work on them ended (CUDA forbids closing a mapping still in use).
  * Rules for a GPU rank: every non-empty pool is GPU memory (a rank mixing host and GPU pools
  * is refused), all on one device; empty pools (a stage without layers of a group) are not
- * mapped. Its CUDA interprocess events (EVENTS) are opened once and closed with it. Owns its mappings; the struct gpu is borrowed and must outlive it (daemon teardown
- * stops the workers, which drops every rank, before gpu_free). Loop thread only. */
+ * mapped. Its CUDA interprocess events (EVENTS) are opened once and closed with it. Owns its
+ * mappings; the struct gpu is borrowed and must outlive it (daemon teardown stops the workers,
+ * which drops every rank, before gpu_free). Loop thread only. */
 #ifndef KVF_REGISTRY_GPU_H
 #define KVF_REGISTRY_GPU_H
 
@@ -34,7 +35,7 @@ struct reg_gpu {
     struct gpu_mapping *map[LAYOUT_MAX_POOLS];   /* owned references */
     uint64_t offset[LAYOUT_MAX_POOLS];           /* of each pool in its allocation */
     struct reg_gpu_view *view[GPU_MAX_DEVICES];  /* owned, made on first use */
-    struct gpu_evset *events;                    /* owned: its CUDA events (EVENTS), or NULL */
+    struct gpu_events *events;                    /* owned: its CUDA events (EVENTS), or NULL */
 };
 
 /* Does the registration declare any GPU pool? */

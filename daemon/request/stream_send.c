@@ -1,5 +1,5 @@
 /* stream_send.c: a streaming SEND's own side (stream.h): its READY frames (those naming the
- * rank's CUDA event captured on the GPU at once: gpu_evset_capture), its idle deadline and its
+ * rank's CUDA event captured on the GPU at once: gpu_event_capture), its idle deadline and its
  * end, which the same daemon's streamed RECVs share. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +59,7 @@ bool stream_send_begin(struct transfers *t, struct xfer *x)
 static void event_check(const struct xfer *x, uint32_t idx, char *msg, size_t len)
 {
     const struct reg_gpu *rg = x->rank->gpu;
-    uint32_t n = rg ? gpu_evset_count(rg->events) : 0;
+    uint32_t n = rg ? gpu_event_count(rg->events) : 0;
     if (!rg)
         snprintf(msg, len, "READY for request %llu names CUDA event %u, but context rank %u's "
                  "pools are host memory: events order GPU work (say READY once the writes "
@@ -102,7 +102,7 @@ void stream_send_ready(struct transfers *t, struct xclient *c, const struct prot
     if (m->layers_upto == st->upto)
         return; /* no progress: the idle deadline runs on */
     char why[GPU_REASON_MAX + 64];
-    if (m->event && gpu_evset_capture(x->rank->gpu->events, m->event - 1, &st->gpu_mark, why,
+    if (m->event && gpu_event_capture(x->rank->gpu->events, m->event - 1, &st->gpu_mark, why,
                                       sizeof why) < 0) {
         snprintf(msg, sizeof msg, "READY for request %llu: waiting for CUDA event %u on the "
                  "GPU: %s", (unsigned long long)x->req_id, m->event - 1, why);
@@ -172,7 +172,7 @@ void stream_send_free(struct xfer *x)
 {
     if (x->stream) {
         free(x->stream->flows);
-        x->stream->gpu_mark = gpu_mark_free(x->stream->gpu_mark); /* copies queued keep it */
+        x->stream->gpu_mark = gpu_event_mark_free(x->stream->gpu_mark); /* copies queued keep it */
     }
     free(x->stream);
     x->stream = NULL;

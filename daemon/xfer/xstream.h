@@ -21,8 +21,8 @@ struct xstream {
     uint32_t bound; /* the model's layer count: a READY past it is refused */
     struct stream_flow *flows; /* owned: the marks of the engine's flows reading it */
     struct CUevent_st *gpu_mark; /* owned: recorded on the GPU after the rank's CUDA event of
-                                  * each READY naming one (gpu_evset_capture); the GPU copies of
-                                  * its final layers wait for it (gpu_mark_wait). NULL: none */
+                                  * each READY naming one (gpu_event_capture); the GPU copies of
+                                  * its final layers wait for it (gpu_event_wait). NULL: none */
     uint32_t n_flows, cap_flows;
 };
 
