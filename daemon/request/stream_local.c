@@ -117,6 +117,10 @@ static void advance(struct transfers *t, struct xfer *r)
         st->done[w] = st->want[w];
     if (pump(t, r) == 1) {
         r->ls.copied = uv_hrtime();
+        if (st->gjob) { /* counted as the whole GPU copies are (xfer_gpu.c) */
+            t->counters.local_gpu++;
+            t->counters.bytes_local_gpu += st->plan.total_bytes;
+        }
         transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
     }
 }
