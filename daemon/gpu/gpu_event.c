@@ -27,6 +27,20 @@ struct gpu_events {
 
 _Static_assert(sizeof(cudaIpcEventHandle_t) == GPU_IPC_HANDLE_BYTES, "IPC handle size changed");
 
+/* The loop thread's current device is left as found: other code may rely on it. */
+static int enter(int dev, int *prev, char *err, size_t errlen)
+{
+    if (cudaGetDevice(prev) != cudaSuccess)
+        *prev = -1;
+    return GPU_TRY(cudaSetDevice(dev));
+}
+
+static void leave(int prev)
+{
+    if (prev >= 0)
+        cudaSetDevice(prev);
+}
+
 int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
                    struct gpu_events **ret, char *err, size_t errlen)
 {
@@ -46,9 +60,11 @@ int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n
         return -ENOMEM;
     }
     s->device = device;
-    if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0 ||
+    int prev;
+    if ((rc = enter(dev, &prev, err, errlen)) < 0 ||
         (rc = GPU_TRY(cudaStreamCreateWithFlags((cudaStream_t *)&s->stream,
                                                 cudaStreamNonBlocking))) < 0) {
+        leave(prev);
         free(s);
         return rc;
     }
@@ -61,11 +77,13 @@ int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n
             (void)cudaGetLastError();
             snprintf(err, errlen, "event %u of %u: %s (made with cudaEventInterprocess | "
                      "cudaEventDisableTiming on GPU %d?)", i, n, why, device);
+            leave(prev);
             gpu_event_close(s);
             return rc;
         }
         s->n = i + 1;
     }
+    leave(prev);
     *ret = s;
     return 0;
 }
@@ -74,12 +92,16 @@ struct gpu_events *gpu_event_close(struct gpu_events *s)
 {
     if (!s)
         return NULL;
-    cudaSetDevice(s->device);
+    int prev;
+    char err[8];
+    size_t errlen = sizeof err;
+    (void)enter(s->device, &prev, err, errlen);
     for (uint32_t i = 0; i < s->n; i++) /* a wait already queued keeps what it needs */
         cudaEventDestroy((cudaEvent_t)s->ev[i]);
     if (s->stream)
         cudaStreamDestroy((cudaStream_t)s->stream); /* released once its work ended */
     (void)cudaGetLastError();
+    leave(prev);
     free(s);
     return NULL;
 }
@@ -92,17 +114,20 @@ int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **ma
         snprintf(err, errlen, "event %u of %u", idx, s->n);
         return -EINVAL;
     }
-    if ((rc = GPU_TRY(cudaSetDevice(dev))) < 0)
-        return rc;
-    if (!*mark && (rc = GPU_TRY(cudaEventCreateWithFlags((cudaEvent_t *)mark,
-                                                         cudaEventDisableTiming))) < 0) {
-        *mark = NULL;
+    int prev;
+    if ((rc = enter(dev, &prev, err, errlen)) < 0) {
+        leave(prev);
         return rc;
     }
-    if ((rc = GPU_TRY(cudaStreamWaitEvent((cudaStream_t)s->stream, (cudaEvent_t)s->ev[idx], 0))) <
-        0)
-        return rc;
-    return GPU_TRY(cudaEventRecord((cudaEvent_t)*mark, (cudaStream_t)s->stream));
+    if (!*mark && (rc = GPU_TRY(cudaEventCreateWithFlags((cudaEvent_t *)mark,
+                                                         cudaEventDisableTiming))) < 0)
+        *mark = NULL;
+    if (rc == 0)
+        rc = GPU_TRY(cudaStreamWaitEvent((cudaStream_t)s->stream, (cudaEvent_t)s->ev[idx], 0));
+    if (rc == 0)
+        rc = GPU_TRY(cudaEventRecord((cudaEvent_t)*mark, (cudaStream_t)s->stream));
+    leave(prev);
+    return rc;
 }
 
 int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen)
