@@ -59,11 +59,13 @@ static void grank_open(struct grank *g, struct ru_rank *r, const struct ru_daemo
     for (uint32_t p = 0; p < r->l.n_pools; p++) {
         r->l.pools[p].kind = POOL_CUDA;
         r->l.pools[p].device = 0;
+        pools[p] = (struct kvf_pool){.kind = KVF_POOL_CUDA, .device = 0,
+                                     .bytes = r->l.pools[p].bytes};
+        if (!r->l.pools[p].bytes)
+            continue; /* an empty pool is not mapped */
         ck_assert_msg(cuda_pool_new(0, r->l.pools[p].bytes, &g->pool[p], err, sizeof err) == 0,
                       "%s", err);
         CK_CUDA(cudaMemset(g->pool[p]->dptr, fill, r->l.pools[p].bytes));
-        pools[p] = (struct kvf_pool){.kind = KVF_POOL_CUDA, .device = 0,
-                                     .bytes = r->l.pools[p].bytes};
         memcpy(pools[p].ipc_handle, g->pool[p]->handle, sizeof pools[p].ipc_handle);
     }
     char *json = layout_to_json(&r->l);
@@ -74,9 +76,27 @@ static void grank_open(struct grank *g, struct ru_rank *r, const struct ru_daemo
     free(json);
 }
 
+/* The daemon's open GPU mappings (status gpu.mappings.count), or -1. */
+static long long mappings(const struct ru_daemon *d)
+{
+    json_t *r = ru_ctl(d, "status");
+    json_t *v = json_object_get(json_object_get(json_object_get(r, "gpu"), "mappings"), "count");
+    long long n = json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+    json_decref(r);
+    return n;
+}
+
+/* The exporter frees its memory and events only once no daemon maps them (cuda_pool.h). */
+static void wait_unmapped(const struct ru_daemon *d)
+{
+    uint64_t end = ru_now_ms() + 10000;
+    while (mappings(d) != 0 && ru_now_ms() < end)
+        ru_sleep_ms(10);
+    ck_assert_int_eq(mappings(d), 0);
+}
+
 static void grank_close(struct grank *g)
 {
-    g->r->c = kvf_close(g->r->c);
     for (uint32_t p = 0; p < g->r->l.n_pools; p++) {
         g->pool[p] = cuda_pool_free(g->pool[p]);
         if (g->final[p])
@@ -174,8 +194,9 @@ static void stream_checked(struct grank *ctx, struct grank *gen, const cudaEvent
                   "prefill's %llu ms of kernels ended", what, (unsigned long long)took,
                   (unsigned long long)min_ms);
     for (uint32_t p = 0; p < g->l.n_pools; p++)
-        CK_CUDA(cudaMemcpy(g->mem.base[p], gen->pool[p]->dptr, g->l.pools[p].bytes,
-                           cudaMemcpyDeviceToHost));
+        if (gen->pool[p])
+            CK_CUDA(cudaMemcpy(g->mem.base[p], gen->pool[p]->dptr, g->l.pools[p].bytes,
+                               cudaMemcpyDeviceToHost));
     ru_assert_parity(g, 0, seed, what);
     printf("%s: %u layers, DONE %llu ms after the READYs (kernels: %llu ms), bitwise OK\n", what,
            n, (unsigned long long)took, (unsigned long long)min_ms);
@@ -222,6 +243,10 @@ static void run(bool two_daemons, bool bad_input)
     const char *home = two_daemons ? t.a.addr : NULL;
     stream_checked(&ctx, &gen, ev, 1, 2801, home, two_daemons ? "bounce" : "same daemon");
     stream_checked(&ctx, &gen, ev, 2, 2802, home, two_daemons ? "bounce again" : "again");
+    ci.r[0].c = kvf_close(ci.r[0].c);
+    gi.r[0].c = kvf_close(gi.r[0].c);
+    wait_unmapped(&t.a); /* the rank left: its mappings and events closed */
+    wait_unmapped(&t.b);
     grank_close(&gen);
     grank_close(&ctx);
     for (int i = 0; i < GE_RING; i++)
