@@ -52,8 +52,8 @@
 #include "gpu_retire.h"
 #include "registry.h"
 #include "registry_gpu.h"
+#include "stream_gate.h"
 #include "xfer.h"
-#include "xstream.h"
 
 #ifdef KVF_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -381,8 +381,10 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         snprintf(msg, len, "GPU gather without a program or a page-locked slot to write");
         return -EINVAL;
     }
-    /* a streamed SEND whose READYs named CUDA events: the gather waits for them on the GPU */
-    int rc = exec_gpu_after(&j->x, xstream_gpu_mark(st->tx->send), msg, len);
+    /* a streamed SEND whose READYs named CUDA events: the gather waits on the GPU for the mark
+     * of the READY that made its range final */
+    int rc = exec_gpu_after(&j->x, stream_gate_mark(st->tx, st->g.ext_off + st->g.length), msg,
+                            len);
     if (rc < 0)
         return rc;
     struct egpu_op *op = calloc(1, sizeof *op);

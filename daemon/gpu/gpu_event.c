@@ -2,11 +2,10 @@
  * the handles of a ring of events once; they are opened here on its device, with a stream of
  * their own (the set's), and closed when the rank goes. A READY naming event i is captured at
  * once: the set's stream waits for event i's record of that moment (cudaStreamWaitEvent takes
- * the record current when it is called) and records the SEND's mark, a daemon event, after it.
- * Copies of the SEND's final layers wait for the mark on their own stream (gpu_event_wait), so
- * they wait on the GPU, never on the host, and a later re-record of event i by the worker
- * changes nothing for the READYs already handled. Marks are re-recorded on one stream in READY
- * order: a copy waiting for a later mark than it needs waits longer, never less.
+ * the record current when it is called) and records that READY's mark, a daemon event, after
+ * it. Copies of the layers that READY made final wait for its mark on their own stream
+ * (gpu_event_wait), so they wait on the GPU, never on the host, and a later re-record of event
+ * i by the worker changes nothing for the READYs already handled.
  * Loop thread only. */
 #include <errno.h>
 #include <stdio.h>

@@ -15,7 +15,8 @@
  *  - stream_local.c: a RECV of the same daemon reading a streaming SEND (x->scopy): planned
  *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job)
  *    or, GPU pools, by kernels on a daemon stream (x->gpu_job) that wait on the GPU for the
- *    CUDA event the READY named (xstream.h gpu_mark); DONE once every writer's extent is in.
+ *    mark of the READY that made their range final (xstream.h marks); DONE once every
+ *    writer's extent is in.
  *  - the engine's side between daemons: daemon/engine/stream_gate.h.
  * Ownership: x->stream and x->scopy are owned by their xfer and freed with it. Loop thread
  * only. */
@@ -34,17 +35,16 @@ struct xfer;
 struct xclient;
 struct req;
 struct xgpu_job;
-struct CUevent_st;
 
 /* A RECV's copy of streaming SENDs on this daemon (stream_local.c). */
 struct stream_copy {
     struct xgpu_job *gjob;  /* owned: GPU pools' programs, bound once (xfer_gpu.c); NULL: host */
-    struct CUevent_st **marks_gpu; /* per plan writer: its SEND's GPU mark at the last batch */
     struct plan plan;       /* owned: planned once, with its marks */
     struct plan_marks marks;
     struct xfer **sends;    /* borrowed, n_ctx entries: its writers' SENDs (NULL once ended) */
     uint32_t n_ctx;
-    uint64_t *done, *want;  /* per plan writer: extent bytes copied, being copied */
+    uint64_t *done, *want;  /* per plan writer: extent bytes copied, being copied (GPU:
+                             * launched) */
 };
 
 /* stream_send.c */

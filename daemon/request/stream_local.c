@@ -1,10 +1,10 @@
 /* stream_local.c: a RECV of the same daemon reading streaming SENDs (stream.h). Planned once,
  * with the marks of each writer's layers; each READY copies the newly final prefix of every
- * writer's extent pool to pool, one batch at a time: on the copy threads for host pools
+ * writer's extent pool to pool: host pools one batch at a time on the copy threads
  * (x->cpu_job, so a failure meanwhile is held as for any local copy; inline where the daemon
- * has none), one kernel per writer on a daemon stream for GPU pools (x->gpu_job while it runs,
- * xfer_gpu.c), each after the GPU wait for its SEND's CUDA event mark (xstream.h) when its
- * READYs named events. DONE once every writer's extent is in. */
+ * has none); GPU pools at once, one kernel per writer and READY on a daemon stream (x->gpu_job
+ * while any runs, xfer_gpu.c), each after the GPU mark of the READY that made its range final
+ * when READYs name CUDA events (xstream.h). DONE once every writer's extent is in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,19 +52,38 @@ static kvf_error_t plan_marked(struct transfers *t, struct xfer *r, struct reg_i
 
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user);
 
-/* GPU pools: one kernel per writer with new bytes, after its SEND's mark; 0 (r->gpu_job set
- * while it runs, or r failed: no sweep). */
+/* GPU pools: what became final is launched at once, one kernel per writer and per READY that
+ * made it final, each after that READY's GPU mark (xstream.h), behind the kernels queued
+ * before (want: launched; done: completed). 1 once every byte is in and nothing runs. */
 static int pump_gpu(struct transfers *t, struct xfer *r)
 {
     struct stream_copy *st = r->scopy;
-    for (uint32_t w = 0; w < st->plan.n_writers; w++)
-        st->marks_gpu[w] = xstream_gpu_mark(st->sends[st->plan.writers[w].ctx_rank]);
-    char msg[PROTO_MSG_MAX + 1] = "";
-    kvf_error_t e = xfer_gpu_stream_run(st->gjob, st->done, st->want, st->marks_gpu, msg,
-                                        sizeof msg);
-    if (e != KVF_OK)
-        transfers_fail_now(t, r, e, msg);
-    return 0;
+    bool all = true;
+    for (uint32_t w = 0; w < st->plan.n_writers; w++) {
+        const struct plan_writer *pw = &st->plan.writers[w];
+        const struct xfer *s = st->sends[pw->ctx_rank];
+        if (!s)
+            return 0; /* its SEND ended: stream_send_ended failed r */
+        uint64_t f = xstream_final_bytes(s, &st->marks, pw->ctx_rank, pw->bytes);
+        const uint64_t *below = st->marks.below && pw->ctx_rank < st->marks.n_ctx
+                                    ? st->marks.below + (size_t)pw->ctx_rank * XSTREAM_MARKS
+                                    : NULL;
+        while (st->want[w] < f) {
+            uint64_t end = f;
+            struct CUevent_st *ev = xstream_gpu_mark_at(s, below, st->want[w], &end);
+            end = end < f ? end : f;
+            char msg[PROTO_MSG_MAX + 1] = "";
+            kvf_error_t e = xfer_gpu_stream_run(st->gjob, w, st->want[w], end, ev, msg,
+                                                sizeof msg);
+            if (e != KVF_OK) {
+                transfers_fail_now(t, r, e, msg);
+                return 0;
+            }
+            st->want[w] = end;
+        }
+        all &= st->want[w] == pw->bytes;
+    }
+    return all && !r->gpu_job;
 }
 
 /* Copies what became final and is not copied yet: 1 when every byte is in and nothing runs
@@ -73,8 +92,10 @@ static int pump(struct transfers *t, struct xfer *r)
 {
     struct stream_copy *st = r->scopy;
     struct reg_instance *in = registry_find(t->reg, r->ctx_instance);
-    if (r->cpu_job || r->gpu_job || !in || in->n_ranks != st->n_ctx)
+    if (r->cpu_job || !in || in->n_ranks != st->n_ctx)
         return 0;
+    if (st->gjob)
+        return pump_gpu(t, r);
     struct copyeng_part parts[LAYOUT_MAX_TP * LAYOUT_MAX_PP];
     for (;;) {
         uint32_t n = 0, complete = 1;
@@ -93,8 +114,6 @@ static int pump(struct transfers *t, struct xfer *r)
         }
         if (n == 0)
             return (int)complete;
-        if (st->gjob)
-            return pump_gpu(t, r);
         if (t->d->copy) {
             int rc = copyeng_submit(t->d->copy, parts, n, on_copied, r, &r->cpu_job);
             if (rc < 0)
@@ -173,8 +192,7 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
         e = gpu ? xfer_gpu_stream_new(t, r, &st->plan, in, on_gpu_copied, &st->gjob, msg, msglen)
                 : xfer_check_bounds(NULL, &st->plan, in, r->rank, false, msg, msglen);
     uint32_t nw = st->plan.n_writers ? st->plan.n_writers : 1;
-    if (e == KVF_OK && (!(st->done = calloc(nw, 8)) || !(st->want = calloc(nw, 8)) ||
-                        !(st->marks_gpu = calloc(nw, sizeof *st->marks_gpu)))) {
+    if (e == KVF_OK && (!(st->done = calloc(nw, 8)) || !(st->want = calloc(nw, 8)))) {
         snprintf(msg, msglen, "out of memory");
         e = KVF_E_INTERNAL;
     }
@@ -234,7 +252,6 @@ struct stream_copy *stream_local_free(struct stream_copy *sc)
     sc->gjob = xfer_gpu_stream_free(sc->gjob); /* its kernels in flight end first */
     plan_done(&sc->plan);
     plan_marks_done(&sc->marks);
-    free(sc->marks_gpu);
     free(sc->sends);
     free(sc->done);
     free(sc->want);

@@ -73,6 +73,26 @@ static void event_check(const struct xfer *x, uint32_t idx, char *msg, size_t le
                  "passed %u (0..%u)", (unsigned long long)x->req_id, idx, x->rank_idx, n, n - 1);
 }
 
+/* READY m raises st's layers: kept with its GPU mark when it names an event (captured now on
+ * the rank's stream: the event's record of this moment), so the copies of the layers it makes
+ * final wait for that record and no later one. false: out of memory or CUDA, msg says. */
+static bool mark(struct xstream *st, const struct proto_ready *m, struct reg_gpu *rg, char *msg,
+                 size_t len)
+{
+    if (!st->marks && !(st->marks = calloc(XSTREAM_MARKS, sizeof *st->marks))) {
+        snprintf(msg, len, "out of memory");
+        return false;
+    }
+    struct xstream_mark *k = &st->marks[m->layers_upto];
+    k->raised = true;
+    char why[GPU_REASON_MAX + 64];
+    if (m->event && gpu_event_capture(rg->events, m->event - 1, &k->ev, why, sizeof why) < 0) {
+        snprintf(msg, len, "waiting for CUDA event %u on the GPU: %s", m->event - 1, why);
+        return false;
+    }
+    return true;
+}
+
 void stream_send_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m)
 {
     struct xfer *x = transfers_find_conn(t, c, m->req_id);
@@ -101,11 +121,9 @@ void stream_send_ready(struct transfers *t, struct xclient *c, const struct prot
     }
     if (m->layers_upto == st->upto)
         return; /* no progress: the idle deadline runs on */
-    char why[GPU_REASON_MAX + 64];
-    if (m->event && gpu_event_capture(x->rank->gpu->events, m->event - 1, &st->gpu_mark, why,
-                                      sizeof why) < 0) {
-        snprintf(msg, sizeof msg, "READY for request %llu: waiting for CUDA event %u on the "
-                 "GPU: %s", (unsigned long long)x->req_id, m->event - 1, why);
+    if ((m->event || st->marks) && !mark(st, m, x->rank->gpu, msg, sizeof msg)) {
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (READY for request %llu)",
+                 (unsigned long long)x->req_id);
         log_req(LOG_LVL_WARN, x->req_id, NULL, x->ctx_instance, "%s", msg);
         transfers_end(t, x, KVF_E_INTERNAL, 0, msg);
         return;
@@ -172,7 +190,9 @@ void stream_send_free(struct xfer *x)
 {
     if (x->stream) {
         free(x->stream->flows);
-        x->stream->gpu_mark = gpu_event_mark_free(x->stream->gpu_mark); /* copies queued keep it */
+        for (uint32_t u = 0; x->stream->marks && u < XSTREAM_MARKS; u++) /* copies queued keep */
+            x->stream->marks[u].ev = gpu_event_mark_free(x->stream->marks[u].ev);
+        free(x->stream->marks);
     }
     free(x->stream);
     x->stream = NULL;

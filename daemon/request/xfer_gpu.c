@@ -16,9 +16,10 @@
  * A job holds its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
  * rank that goes away mid-copy has its mappings closed only after the copy's stream work ended.
  * Finished jobs are freed when no copy is outstanding (retire()).
- * A streaming SEND's readers (stream_local.c) bind a job once and launch it prefix by prefix
- * (xfer_gpu_stream_run: one kernel per writer for [lo, hi) of its extent); every kernel of a
- * SEND whose READYs named CUDA events first waits on the GPU for its mark (xstream.h).
+ * A streaming SEND's readers (stream_local.c) bind a job once and launch it range by range
+ * (xfer_gpu_stream_run: one kernel for [lo, hi) of a writer's extent, as READYs come, not
+ * waiting for the kernels before); every kernel of a SEND whose READYs named CUDA events first
+ * waits on the GPU for the mark of the READY that made its range final (xstream.h).
  * Loop thread only. */
 #include <errno.h>
 #include <stddef.h>
@@ -382,7 +383,8 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
         if (!j->xs[w].prog)
             continue; /* a writer without bytes */
-        struct CUevent_st *mark = sends ? xstream_gpu_mark(sends[p->writers[w].ctx_rank]) : NULL;
+        const struct xfer *s = sends ? sends[p->writers[w].ctx_rank] : NULL;
+        struct CUevent_st *mark = xstream_gpu_mark(s, s && s->stream ? s->stream->upto : 0);
         int rc = exec_gpu_after(&j->xs[w], mark, j->launch_msg, sizeof j->launch_msg);
         if (rc == 0)
             rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
@@ -416,29 +418,18 @@ kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struc
     return e;
 }
 
-kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, const uint64_t *lo, const uint64_t *hi,
-                                struct CUevent_st *const *marks, char *msg, size_t msglen)
+kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, uint32_t w, uint64_t lo, uint64_t hi,
+                                struct CUevent_st *mark, char *msg, size_t msglen)
 {
-    kvf_error_t e = KVF_OK;
-    for (uint32_t w = 0; w < j->n && e == KVF_OK; w++) {
-        if (!j->xs[w].prog || hi[w] <= lo[w])
-            continue; /* a writer without bytes, or nothing new of it */
-        int rc = exec_gpu_after(&j->xs[w], marks[w], j->launch_msg, sizeof j->launch_msg);
-        if (rc == 0)
-            rc = exec_gpu_direct_range(&j->xs[w], lo[w], hi[w], on_done, j, j->launch_msg,
-                                       sizeof j->launch_msg);
-        if (rc < 0)
-            e = code_of(rc); /* nothing runs for this one; those queued before it do */
-        else
-            j->inflight++;
-    }
-    if (j->inflight == 0) {
-        if (e != KVF_OK)
-            snprintf(msg, msglen, "%s", j->launch_msg);
-        return e;
-    }
-    j->launch_err = e;
-    j->x->gpu_job = j; /* a failure meanwhile is held until the batch ended (batch_done) */
+    if (w >= j->n || !j->xs[w].prog || hi <= lo)
+        return KVF_OK; /* a writer without bytes, or nothing new of it */
+    int rc = exec_gpu_after(&j->xs[w], mark, msg, msglen);
+    if (rc == 0)
+        rc = exec_gpu_direct_range(&j->xs[w], lo, hi, on_done, j, msg, msglen);
+    if (rc < 0)
+        return code_of(rc); /* nothing runs for this one; those queued before it do */
+    j->inflight++;
+    j->x->gpu_job = j; /* a failure meanwhile is held until they ended (batch_done) */
     return KVF_OK;
 }
 
