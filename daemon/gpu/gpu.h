@@ -179,6 +179,13 @@ int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **ma
 int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen);
 /* Destroys a mark (released by CUDA once its record completed). NULL-safe; returns NULL. */
 struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark);
+/* A stream of its own on device for copies that wait for marks (a worker's event that never
+ * completes then holds them alone, not the daemon's streams). Its owner frees it after its
+ * completions came back (gpu_notify's rule for a foreign stream). 0 or -errno with why. */
+int gpu_event_stream_new(struct gpu *g, int device, struct CUstream_st **ret, char *err,
+                         size_t errlen);
+/* Destroys it (CUDA releases it once its work ended). NULL-safe; returns NULL. */
+struct CUstream_st *gpu_event_stream_free(struct CUstream_st *stream);
 
 /* Page-locks host memory [ptr, ptr + bytes) for every device (cudaHostRegister portable|mapped)
  * and writes the device-side alias of ptr to *dev_ret. 0, or -ENODEV in CPU mode (host memory

@@ -5,7 +5,10 @@
  * the record current when it is called) and records that READY's mark, a daemon event, after
  * it. Copies of the layers that READY made final wait for its mark on their own stream
  * (gpu_event_wait), so they wait on the GPU, never on the host, and a later re-record of event
- * i by the worker changes nothing for the READYs already handled.
+ * i by the worker changes nothing for the READYs already handled. The copies that wait go on a
+ * stream of their own (gpu_event_stream_new), so a worker's event that is late, or never comes
+ * (a worker killed between its record and the end of its work), holds its own copies and not
+ * the daemon's shared streams.
  * Loop thread only. */
 #include <errno.h>
 #include <stdio.h>
@@ -142,6 +145,27 @@ struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark)
     return NULL;
 }
 
+int gpu_event_stream_new(struct gpu *g, int device, struct CUstream_st **ret, char *err,
+                         size_t errlen)
+{
+    int dev = device, prev, rc;
+    if (!g || g->cpu_mode || device < 0 || device >= g->n_devices) {
+        snprintf(err, errlen, "no GPU %d here", device);
+        return -ENODEV;
+    }
+    if ((rc = enter(dev, &prev, err, errlen)) == 0)
+        rc = GPU_TRY(cudaStreamCreateWithFlags((cudaStream_t *)ret, cudaStreamNonBlocking));
+    leave(prev);
+    return rc;
+}
+
+struct CUstream_st *gpu_event_stream_free(struct CUstream_st *stream)
+{
+    if (stream && cudaStreamDestroy((cudaStream_t)stream) != cudaSuccess)
+        (void)cudaGetLastError(); /* released by CUDA once its work ended */
+    return NULL;
+}
+
 #else /* !KVF_HAVE_CUDA: GPU ranks are refused at REGISTER; this is the refusal of last resort */
 
 int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
@@ -177,6 +201,20 @@ int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *er
 struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark)
 {
     (void)mark;
+    return NULL;
+}
+
+int gpu_event_stream_new(struct gpu *g, int device, struct CUstream_st **ret, char *err,
+                         size_t errlen)
+{
+    (void)g, (void)device, (void)ret;
+    snprintf(err, errlen, "this kvferryd was built without CUDA");
+    return -ENOTSUP;
+}
+
+struct CUstream_st *gpu_event_stream_free(struct CUstream_st *stream)
+{
+    (void)stream;
     return NULL;
 }
 

@@ -289,6 +289,11 @@ void exec_gpu_unbind(struct exec_gpu *x)
     x->tag = 0;
 }
 
+void exec_gpu_set_stream(struct exec_gpu *x, struct CUstream_st *stream)
+{
+    x->stream = stream;
+}
+
 int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len)
 {
     char err[GPU_REASON_MAX + 64];

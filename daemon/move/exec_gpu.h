@@ -67,6 +67,10 @@ int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
                       const uint32_t *ids, uint32_t n_ids, int device, struct CUstream_st *stream,
                       const struct copy_mem *src, const struct copy_mem *dst, char *msg,
                       size_t len);
+/* Later launches through x go on stream (the program stays where it was uploaded, on the bind's
+ * stream, and a launch elsewhere waits for its upload on the GPU); borrowed: it must outlive
+ * them. */
+void exec_gpu_set_stream(struct exec_gpu *x, struct CUstream_st *stream);
 /* Work queued through x after this waits on the GPU for mark's latest record (gpu.h
  * gpu_event_wait; NULL: nothing). 0 or -errno with msg. */
 int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len);

@@ -55,6 +55,8 @@ struct xgpu_job {
     kvf_error_t launch_err;     /* a launch failed after others were queued */
     char launch_msg[256];
     xfer_gpu_batch_cb batch;    /* streamed (xfer_gpu_stream_new): each batch's end; NULL: whole */
+    struct CUstream_st *own;    /* owned: the launches' stream when they wait for a worker's
+                                 * events (gpu_event_stream_new); NULL: a daemon stream */
     bool orphan;                /* streamed: its owner let go (retired once idle) */
 };
 
@@ -137,6 +139,7 @@ static void job_free(struct xgpu_job *j)
         j->src[w] = reg_gpu_unref(j->src[w]);
     }
     j->dst = reg_gpu_unref(j->dst);
+    j->own = gpu_event_stream_free(j->own); /* its completions came back: retired */
     free(j->xs);
     free(j->src);
     free(j);
@@ -330,11 +333,12 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
 }
 
 /* A job of RECV r over plan p: checked (check()), every writer's program bound on a daemon
- * stream of the launch device, nothing launched. KVF_OK and *ret, or the error with msg. */
+ * stream of the launch device (own: launched on a stream of the job's own, for copies that
+ * wait for a worker's events), nothing launched. KVF_OK and *ret, or the error with msg. */
 static kvf_error_t job_new(struct transfers *t, struct xfer *r, const struct plan *p,
                            struct reg_instance *in, struct xfer **sends,
-                           struct plan_tcache_entry *tmpl, struct xgpu_job **ret, char *msg,
-                           size_t msglen)
+                           struct plan_tcache_entry *tmpl, bool own, struct xgpu_job **ret,
+                           char *msg, size_t msglen)
 {
     struct gpu *g = t->d->gpu;
     int dev = -1;
@@ -363,6 +367,15 @@ static kvf_error_t job_new(struct transfers *t, struct xfer *r, const struct pla
         job_free(j); /* nothing was launched */
         return e;
     }
+    char why[GPU_REASON_MAX + 64];
+    if (own && gpu_event_stream_new(g, dev, &j->own, why, sizeof why) < 0) {
+        snprintf(msg, msglen, "a stream for copies that wait for CUDA events: %s", why);
+        job_free(j);
+        return KVF_E_INTERNAL;
+    }
+    for (uint32_t w = 0; own && w < j->n; w++) /* uploaded on the daemon's stream: it stays */
+        if (j->xs[w].prog)
+            exec_gpu_set_stream(&j->xs[w], j->own);
     j->t_bound = uv_hrtime();
     *ret = j;
     return KVF_OK;
@@ -372,8 +385,13 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
                            struct reg_instance *in, struct xfer **sends,
                            struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
 {
+    bool own = false; /* a writer's copy waits for a mark: not on a shared stream */
+    for (uint32_t w = 0; sends && w < p->n_writers; w++) {
+        const struct xfer *s = sends[p->writers[w].ctx_rank];
+        own |= xstream_gpu_mark(s, s && s->stream ? s->stream->upto : 0) != NULL;
+    }
     struct xgpu_job *j;
-    kvf_error_t e = job_new(t, r, p, in, sends, tmpl, &j, msg, msglen);
+    kvf_error_t e = job_new(t, r, p, in, sends, tmpl, own, &j, msg, msglen);
     if (e != KVF_OK)
         return e;
     r->ls.checked = j->t0;
@@ -410,7 +428,7 @@ kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struc
                                 struct reg_instance *in, xfer_gpu_batch_cb cb,
                                 struct xgpu_job **ret, char *msg, size_t msglen)
 {
-    kvf_error_t e = job_new(t, r, p, in, NULL, NULL, ret, msg, msglen);
+    kvf_error_t e = job_new(t, r, p, in, NULL, NULL, true, ret, msg, msglen);
     if (e == KVF_OK) {
         (*ret)->batch = cb;
         (*ret)->x = r;
