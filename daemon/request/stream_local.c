@@ -92,8 +92,8 @@ static int pump(struct transfers *t, struct xfer *r)
 {
     struct stream_copy *st = r->scopy;
     struct reg_instance *in = registry_find(t->reg, r->ctx_instance);
-    if (r->cpu_job || !in || in->n_ranks != st->n_ctx)
-        return 0;
+    if (r->cpu_job || r->held.code != KVF_OK || !in || in->n_ranks != st->n_ctx)
+        return 0; /* held: it failed while it copied; nothing more is launched */
     if (st->gjob)
         return pump_gpu(t, r);
     struct copyeng_part parts[LAYOUT_MAX_TP * LAYOUT_MAX_PP];
