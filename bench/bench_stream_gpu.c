@@ -40,6 +40,7 @@ int main(void)
 #include "kvferry.h"
 #include "layout.h"
 #include "preset.h"
+#include "bench_stream.h"
 
 #define RING_MAX KVF_EVENTS_MAX
 
@@ -51,19 +52,6 @@ struct rank {
     uint32_t ids[1 << 16];
     uint32_t n_ids;
 };
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "bench_stream_gpu: %s: %d (%s)\n", what, rc, strerror(rc < 0 ? -rc : rc));
-    exit(1);
-}
 
 #define CU(call)                                                                               \
     do {                                                                                       \
@@ -92,53 +80,21 @@ static void rank_up(struct rank *r, const char *spec, const char *inst, layout_r
         r->l.pools[i].device = dev;
         int rc = cuda_pool_new(dev, r->l.pools[i].bytes, &r->pool[i], err, sizeof err);
         if (rc)
-            die(err, rc);
+            bs_die(err, rc);
         pools[i] = (struct kvf_pool){.kind = KVF_POOL_CUDA, .device = dev,
                                      .bytes = r->l.pools[i].bytes};
         memcpy(pools[i].ipc_handle, r->pool[i]->handle, sizeof pools[i].ipc_handle);
     }
-    for (uint32_t g = 0; g < r->l.n_groups; g++) {
-        uint32_t n = r->l.groups[g].kind == GROUP_STATE ? 1 : blocks;
-        for (uint32_t k = 0; k < n; k++)
-            r->ids[r->n_ids++] = k;
-        r->counts[g] = n;
-    }
+    bs_items(&r->l, blocks, r->counts, r->ids, &r->n_ids);
     struct kvf_options o = {.name = inst, .err = err, .errlen = sizeof err};
     int rc = kvf_connect(sock, &o, &r->c);
     if (rc)
-        die(err, rc);
+        bs_die(err, rc);
     char *json = layout_to_json(&r->l);
     rc = kvf_register(r->c, json, pools, r->l.n_pools, err, sizeof err);
     free(json);
     if (rc)
-        die(err, rc);
-}
-
-/* Waits for req's terminal event on r: its time; exits on FAILED unless it is want_failed. */
-static double wait_end(struct rank *r, uint64_t req, uint64_t *bytes, bool want_failed)
-{
-    for (;;) {
-        struct kvf_event ev;
-        int rc = kvf_poll(r->c, &ev, 30000);
-        if (rc <= 0)
-            die("no event within 30 s", rc ? rc : -ETIMEDOUT);
-        if (ev.req_id != req)
-            continue;
-        if (ev.kind == KVF_EV_FAILED && !want_failed) {
-            fprintf(stderr, "bench_stream_gpu: request %llu failed: %s: %s\n",
-                    (unsigned long long)req, kvf_error_to_string(ev.error), ev.message);
-            exit(1);
-        }
-        if (bytes)
-            *bytes = ev.bytes;
-        return now_ms();
-    }
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
+        bs_die(err, rc);
 }
 
 struct run {
@@ -166,47 +122,42 @@ static struct run one(struct bench *b, enum mode m, uint64_t req)
                               .n_groups = g->l.n_groups, .counts = g->counts, .ids = g->ids};
     int rc;
     if (hooks && (rc = kvf_send_begin(c->c, req, c->l.n_groups, c->counts, c->ids, 1)))
-        die("kvf_send_begin", rc);
+        bs_die("kvf_send_begin", rc);
     if (recv && (rc = kvf_recv(g->c, &a)))
-        die("kvf_recv", rc);
-    double t0 = now_ms();
+        bs_die("kvf_recv", rc);
+    double t0 = bs_now_ms();
     for (uint32_t id = 0; id < n; id++) {
         if ((rc = kvk_spin(b->layer_ns, b->blocks, b->s)))
-            die(kvk_last_error(), rc);
+            bs_die(kvk_last_error(), rc);
         if (!hooks)
             continue;
         CU(cudaEventRecord(b->ring[id % b->n_ring], b->s)); /* the engine's hook, no sync */
         if ((rc = kvf_send_ready_event(c->c, req, id + 1, id % b->n_ring)))
-            die("kvf_send_ready_event", rc);
+            bs_die("kvf_send_ready_event", rc);
     }
     CU(cudaEventRecord(b->end, b->s));
     CU(cudaEventSynchronize(b->end)); /* the bench's measurement, not the engine's wait */
-    double last = now_ms();
+    double last = bs_now_ms();
     struct run r = {.prefill_ms = last - t0, .total_ms = last - t0};
     if (m == AFTER && (rc = kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1)))
-        die("kvf_send", rc);
+        bs_die("kvf_send", rc);
     if (m == HOOKS) { /* nobody reads it: cancelled */
         if ((rc = kvf_cancel(c->c, req)))
-            die("kvf_cancel", rc);
-        wait_end(c, req, NULL, true);
+            bs_die("kvf_cancel", rc);
+        bs_wait_end(c->c, req, NULL, true);
     }
     if (recv) {
-        double done = wait_end(g, req, &r.bytes, false);
-        wait_end(c, req, NULL, false);
+        double done = bs_wait_end(g->c, req, &r.bytes, false);
+        bs_wait_end(c->c, req, NULL, false);
         r.total_ms = done - t0;
         r.tail_ms = done - last;
     }
     return r;
 }
 
-static double median(double *v, unsigned n)
-{
-    qsort(v, n, sizeof v[0], cmp_d);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int main(int argc, char **argv)
 {
+    bs_name = "bench_stream_gpu";
     const char *sock = NULL, *model = "kimi-linear-48b";
     unsigned tokens = 4096, layer_us = 2000, reps = 5, ring = 0;
     int cdev = 0, gdev = 0, blocks = 0;
@@ -256,11 +207,11 @@ int main(int argc, char **argv)
     char err[512];
     int rc = kvf_register_events(c.c, handles, ring, err, sizeof err);
     if (rc)
-        die(err, rc);
+        bs_die(err, rc);
     uint64_t bytes = 0, req = 1;
     struct run *runs = calloc((size_t)reps * N_MODES, sizeof *runs);
     if (!runs)
-        die("out of memory", -ENOMEM);
+        bs_die("out of memory", -ENOMEM);
     one(&b, AFTER, req++); /* warm: programs, mappings, kernels loaded */
     one(&b, STREAM, req++);
     for (unsigned k = 0; k < reps; k++)
@@ -286,7 +237,7 @@ int main(int argc, char **argv)
                 const struct run *r = &runs[(size_t)m * reps + k];
                 v[k] = f == 0 ? r->prefill_ms : f == 1 ? r->total_ms : r->tail_ms;
             }
-            med[m][f] = median(v, reps);
+            med[m][f] = bs_median(v, reps);
         }
     free(runs);
     double rate = bytes / (med[AFTER][2] * 1e6);             /* GB/s of the SEND after prefill */

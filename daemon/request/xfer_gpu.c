@@ -160,6 +160,20 @@ static void retire(struct xgpu_job *j)
     gpu_retire(&j->t->gpu_retired, j->g, &j->retired);
 }
 
+/* What j's kernels in flight came to: the first failed completion, else a launch that failed
+ * after others were queued, else KVF_OK with msg "". */
+static kvf_error_t outcome(const struct xgpu_job *j, char *msg, size_t len)
+{
+    msg[0] = 0;
+    if (j->status) {
+        snprintf(msg, len, "GPU copy on device %d failed: %s", j->device, strerror(-j->status));
+        return KVF_E_INTERNAL;
+    }
+    if (j->launch_err != KVF_OK)
+        snprintf(msg, len, "%s", j->launch_msg);
+    return j->launch_err;
+}
+
 /* A streamed job's batch ended: its owner hears (r alive), or the job goes (owner gone). */
 static void batch_done(struct xgpu_job *j)
 {
@@ -171,16 +185,8 @@ static void batch_done(struct xgpu_job *j)
     if (!x)
         return; /* detached: xfer_gpu_stream_free retires it */
     x->gpu_job = NULL;
-    kvf_error_t e = KVF_OK;
-    char msg[320] = "";
-    if (j->status) {
-        e = KVF_E_INTERNAL;
-        snprintf(msg, sizeof msg, "GPU copy on device %d failed: %s", j->device,
-                 strerror(-j->status));
-    } else if (j->launch_err != KVF_OK) {
-        e = j->launch_err;
-        snprintf(msg, sizeof msg, "%s", j->launch_msg);
-    }
+    char msg[320];
+    kvf_error_t e = outcome(j, msg, sizeof msg);
     j->status = 0;
     j->launch_err = KVF_OK;
     j->batch(j->t, x, e, msg);
@@ -201,16 +207,8 @@ static void on_done(void *arg, int status)
     struct xfer *x = j->x;
     if (x) {
         xfer_gpu_detach(j);
-        char msg[320] = "";
-        kvf_error_t e = KVF_OK;
-        if (j->status) {
-            e = KVF_E_INTERNAL;
-            snprintf(msg, sizeof msg, "GPU copy on device %d failed: %s", j->device,
-                     strerror(-j->status));
-        } else if (j->launch_err != KVF_OK) {
-            e = j->launch_err;
-            snprintf(msg, sizeof msg, "%s", j->launch_msg);
-        }
+        char msg[320];
+        kvf_error_t e = outcome(j, msg, sizeof msg);
         uint64_t now = x->ls.copied = uv_hrtime();
         struct transfers_counters *c = &j->t->counters;
         c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
