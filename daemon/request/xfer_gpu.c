@@ -457,7 +457,14 @@ struct xgpu_job *xfer_gpu_stream_free(struct xgpu_job *j)
         j->x->gpu_job = NULL;
     j->x = NULL;
     j->orphan = true;
-    if (j->inflight == 0)
-        retire(j); /* else the batch's last completion does */
+    if (j->inflight > 0)
+        return NULL; /* the last completion retires it */
+    /* retired from a completion, as every job is: the retire list is flushed by completions
+     * (gpu_retire.h), and nothing else of this file would flush it */
+    char err[GPU_REASON_MAX + 64];
+    if (j->own && gpu_notify(j->g, j->device, j->own, on_done, j, err, sizeof err) == 0)
+        j->inflight = 1;
+    else
+        retire(j);
     return NULL;
 }
