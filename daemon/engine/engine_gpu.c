@@ -9,7 +9,9 @@
  *    landing slot through its arena mapped and page-locked here (egpu_peer.h: shared memory,
  *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
  *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
- *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message).
+ *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message). A chunk
+ *    of a streamed SEND whose READYs named CUDA events waits for them on the GPU first
+ *    (exec_gpu_after on the gather's stream: never a host wait).
  *    With gpu.bounce_copy engines (the default) the kernel gathers into the stream's device
  *    scratch and cudaMemcpyAsync writes the slot's host address (bounce_ce.h: two daemons on
  *    one GPU overlap that way); the scatter likewise, copy first.
@@ -50,6 +52,7 @@
 #include "gpu_retire.h"
 #include "registry.h"
 #include "registry_gpu.h"
+#include "stream_gate.h"
 #include "xfer.h"
 
 #ifdef KVF_HAVE_CUDA
@@ -353,6 +356,12 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         snprintf(msg, len, "GPU gather without a program or a page-locked slot to write");
         return -EINVAL;
     }
+    /* a streamed SEND whose READYs named CUDA events: the gather waits on the GPU for the mark
+     * of the READY that made its range final */
+    int rc = exec_gpu_after(&j->x, stream_gate_mark(st->tx, st->g.ext_off + st->g.length), msg,
+                            len);
+    if (rc < 0)
+        return rc;
     struct egpu_op *op = calloc(1, sizeof *op);
     if (!op) {
         snprintf(msg, len, "out of memory");
