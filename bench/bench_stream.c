@@ -29,6 +29,7 @@
 #include "plan.h"
 #include "plan_request.h"
 #include "preset.h"
+#include "bench_stream.h"
 
 struct rank {
     struct layout l;
@@ -38,25 +39,12 @@ struct rank {
     uint32_t n_ids;
 };
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
 static void sleep_until(double ms)
 {
     struct timespec t = {.tv_sec = (time_t)(ms / 1e3),
                          .tv_nsec = (long)((ms - (double)(time_t)(ms / 1e3) * 1e3) * 1e6)};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR) {
     }
-}
-
-static void die(const char *what, int rc)
-{
-    fprintf(stderr, "bench_stream: %s: %d (%s)\n", what, rc, strerror(rc < 0 ? -rc : rc));
-    exit(1);
 }
 
 /* Rank of spec as instance inst, registered at sock: memfd pools (every page written), the
@@ -75,52 +63,26 @@ static void rank_up(struct rank *r, const char *spec, const char *inst, layout_r
     for (uint32_t i = 0; i < r->l.n_pools; i++) {
         int fd = memfd_create(inst, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0 || ftruncate(fd, (off_t)r->l.pools[i].bytes) < 0)
-            die("memfd", -errno);
+            bs_die("memfd", -errno);
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK);
         uint8_t *m = mmap(NULL, r->l.pools[i].bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
-            die("mmap", -errno);
+            bs_die("mmap", -errno);
         memset(m, 0x11, r->l.pools[i].bytes); /* the cache exists: its pages are there */
         munmap(m, r->l.pools[i].bytes);
         pools[i] = (struct kvf_pool){.kind = KVF_POOL_HOST, .device = -1,
                                      .bytes = r->l.pools[i].bytes, .fd = fd};
     }
-    for (uint32_t g = 0; g < r->l.n_groups; g++) {
-        uint32_t n = r->l.groups[g].kind == GROUP_STATE ? 1 : blocks;
-        for (uint32_t k = 0; k < n; k++)
-            r->ids[r->n_ids++] = k;
-        r->counts[g] = n;
-    }
+    bs_items(&r->l, blocks, r->counts, r->ids, &r->n_ids);
     struct kvf_options o = {.name = inst, .home = home, .err = err, .errlen = sizeof err};
     int rc = kvf_connect(sock, &o, &r->c);
     if (rc)
-        die(err, rc);
+        bs_die(err, rc);
     char *json = layout_to_json(&r->l);
     rc = kvf_register(r->c, json, pools, r->l.n_pools, err, sizeof err);
     free(json);
     if (rc)
-        die(err, rc);
-}
-
-/* Waits for req's terminal event on r: its time, or exits on FAILED. */
-static double wait_end(struct rank *r, uint64_t req, uint64_t *bytes)
-{
-    for (;;) {
-        struct kvf_event ev;
-        int rc = kvf_poll(r->c, &ev, 30000);
-        if (rc <= 0)
-            die("no event within 30 s", rc ? rc : -ETIMEDOUT);
-        if (ev.req_id != req)
-            continue;
-        if (ev.kind == KVF_EV_FAILED) {
-            fprintf(stderr, "bench_stream: request %llu failed: %s: %s\n",
-                    (unsigned long long)req, kvf_error_to_string(ev.error), ev.message);
-            exit(1);
-        }
-        if (bytes)
-            *bytes = ev.bytes;
-        return now_ms();
-    }
+        bs_die(err, rc);
 }
 
 /* Bytes of the request's last layer (its marks): a hybrid model's last layer may be an attention
@@ -142,12 +104,6 @@ static double last_layer_mb(const struct rank *c, const struct rank *g)
     return mb;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 struct run {
     double prefill_ms, total_ms, tail_ms;
     uint64_t bytes;
@@ -163,22 +119,22 @@ static struct run one(const char *mode, struct rank *c, struct rank *g, const ch
                               .counts = g->counts, .ids = g->ids};
     int rc;
     if (stream && (rc = kvf_send_begin(c->c, req, c->l.n_groups, c->counts, c->ids, 1)))
-        die("kvf_send_begin", rc);
+        bs_die("kvf_send_begin", rc);
     if (send && (rc = kvf_recv(g->c, &a)))
-        die("kvf_recv", rc);
-    double t0 = now_ms(), last = t0;
+        bs_die("kvf_recv", rc);
+    double t0 = bs_now_ms(), last = t0;
     for (uint32_t id = 0; id < n; id++) {
         sleep_until(t0 + layer_ms * (id + 1));
-        last = now_ms(); /* the layer is computed: READY is what the stream adds to it */
+        last = bs_now_ms(); /* the layer is computed: READY is what the stream adds to it */
         if (stream && (rc = kvf_send_ready(c->c, req, id + 1)))
-            die("kvf_send_ready", rc);
+            bs_die("kvf_send_ready", rc);
     }
     struct run r = {.prefill_ms = last - t0};
     if (send && !stream && (rc = kvf_send(c->c, req, c->l.n_groups, c->counts, c->ids, 1)))
-        die("kvf_send", rc);
+        bs_die("kvf_send", rc);
     if (send) {
-        double done = wait_end(g, req, &r.bytes);
-        wait_end(c, req, NULL);
+        double done = bs_wait_end(g->c, req, &r.bytes, false);
+        bs_wait_end(c->c, req, NULL, false);
         r.total_ms = done - t0;
         r.tail_ms = done - last;
     } else {
@@ -189,6 +145,7 @@ static struct run one(const char *mode, struct rank *c, struct rank *g, const ch
 
 int main(int argc, char **argv)
 {
+    bs_name = "bench_stream";
     const char *csock = NULL, *gsock = NULL, *home = NULL, *model = "kimi-linear-48b",
                *path = "local";
     unsigned tokens = 4096, layer_us = 2000, reps = 5;
@@ -224,7 +181,7 @@ int main(int argc, char **argv)
     uint64_t bytes = 0, req = 1;
     struct run *runs = calloc((size_t)reps * 3, sizeof *runs);
     if (!runs)
-        die("out of memory", -ENOMEM);
+        bs_die("out of memory", -ENOMEM);
     one("after", &c, &g, home, req++, layer_ms); /* warm: the plans, the pages, the link */
     for (unsigned k = 0; k < reps; k++) {
         for (int m = 0; m < 3; m++) {
@@ -248,8 +205,7 @@ int main(int argc, char **argv)
             double v[64];
             for (unsigned k = 0; k < reps; k++)
                 v[k] = f ? rm[k].tail_ms : rm[k].total_ms;
-            qsort(v, reps, sizeof v[0], cmp_d);
-            med[m][f] = reps % 2 ? v[reps / 2] : (v[reps / 2 - 1] + v[reps / 2]) / 2;
+            med[m][f] = bs_median(v, reps);
         }
     }
     free(runs);

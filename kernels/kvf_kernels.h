@@ -112,6 +112,14 @@ int kvk_scatter(const struct kvk_program *p, const void *in, uint64_t lo, uint64
  * device's memory). */
 int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const struct kvk_mem *dst,
                struct CUstream_st *stream);
+/* Extent bytes [lo, hi) alone, pools to pools (a streamed SEND's final prefix, issue 28). */
+int kvk_direct_range(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo,
+                     uint64_t hi, const struct kvk_mem *dst, struct CUstream_st *stream);
+
+/* Holds `blocks` SMs busy for ns nanoseconds of GPU time, asynchronously on stream (a prefill
+ * layer's stand-in for tests and benchmarks, kvk_spin.cu): what is queued after it runs later.
+ * 0 or -errno. */
+int kvk_spin(uint64_t ns, uint32_t blocks, struct CUstream_st *stream);
 
 /* Completion reporting for an event loop: fn(arg) runs on a CUDA-owned thread once every work
  * enqueued on stream before this call has finished. fn must only signal (uv_async_send, a

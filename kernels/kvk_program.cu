@@ -243,6 +243,12 @@ int kvk_direct(const struct kvk_program *p, const struct kvk_mem *src, const str
     return run(p, KVK_DIRECT, src, dst, 0, p ? p->t.bytes : 0, 0, stream);
 }
 
+int kvk_direct_range(const struct kvk_program *p, const struct kvk_mem *src, uint64_t lo,
+                     uint64_t hi, const struct kvk_mem *dst, struct CUstream_st *stream)
+{
+    return run(p, KVK_DIRECT, src, dst, lo, hi, 0, stream);
+}
+
 struct notify {
     kvk_done_cb fn;
     void *arg;

@@ -202,6 +202,7 @@ struct kvf_client *kvf_close(struct kvf_client *c)
     if (c->tfd >= 0)
         close(c->tfd);
     free(c->layout_json);
+    free(c->ev_handles);
     free(c->reqs);
     client_held_free(c);
     free(c->evq);
@@ -230,6 +231,9 @@ static void drop_registration(struct kvf_client *c)
     free(c->layout_json);
     c->layout_json = NULL;
     c->layout_len = 0;
+    free(c->ev_handles);
+    c->ev_handles = NULL;
+    c->n_events = 0;
 }
 
 static int check_vmm(const struct kvf_pool *p, uint32_t i, char *err, size_t errlen)

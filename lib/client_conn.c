@@ -243,7 +243,7 @@ int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client 
 }
 
 static bool have_welcome(const struct kvf_client *c) { return c->got_welcome; }
-static bool have_registered(const struct kvf_client *c) { return c->got_registered; }
+bool client_have_registered(const struct kvf_client *c) { return c->got_registered; }
 
 int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
 {
@@ -302,7 +302,7 @@ int client_conn_register(struct kvf_client *c, char *err, size_t errlen)
         snprintf(err, errlen, "sending REGISTER: %s", c->sock < 0 ? c->lost_why : strerror(-rc));
         return rc;
     }
-    rc = client_conn_wait(c, have_registered, mono_now_ms() + c->timeout_ms);
+    rc = client_conn_wait(c, client_have_registered, mono_now_ms() + c->timeout_ms);
     if (rc) { /* the daemon's reason when it closed us (limits, a bad frame) */
         snprintf(err, errlen, "waiting for REGISTERED: %s",
                  c->sock < 0 && c->lost_why[0] ? c->lost_why : strerror(-rc));
@@ -379,6 +379,8 @@ int client_conn_open(struct kvf_client *c, char *err, size_t errlen)
     c->epoch = c->welcome.epoch;
     if (c->layout_json) {
         rc = client_conn_register(c, err, errlen);
+        if (!rc && c->n_events)
+            rc = client_conn_events(c, err, errlen);
         if (rc)
             goto err_drop;
     }

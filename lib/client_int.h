@@ -55,6 +55,8 @@ struct kvf_client {
     struct kvf_pool pools[LAYOUT_MAX_POOLS];
     uint32_t n_pools;
     bool registered;
+    uint8_t *ev_handles;     /* kvf_register_events': n_events * 64 bytes, kept; owned */
+    uint32_t n_events;
 
     /* synchronous replies */
     bool got_welcome, got_registered;
@@ -98,6 +100,10 @@ int client_conn_send(struct kvf_client *c, struct proto_msg *m, const int *fds, 
 int client_conn_pump(struct kvf_client *c);
 /* Waits (up to deadline) until pred(c) holds, handling frames. 0, -ETIMEDOUT or -ENOTCONN. */
 int client_conn_wait(struct kvf_client *c, bool (*pred)(const struct kvf_client *), int64_t deadline);
+/* client_events.c: sends EVENTS of the kept handles and waits for REGISTERED. */
+int client_conn_events(struct kvf_client *c, char *err, size_t errlen);
+/* Whether REGISTERED came (the wait's predicate). */
+bool client_have_registered(const struct kvf_client *c);
 /* Sends REGISTER of the kept registration and waits for REGISTERED. */
 int client_conn_register(struct kvf_client *c, char *err, size_t errlen);
 /* The fds a REGISTER of these pools carries: one per host pool, n_fds per VMM pool. */

@@ -1,5 +1,5 @@
 /* client_req.c: libkvferry's request calls and event polling (kvf_send, kvf_send_begin,
- * kvf_send_ready, kvf_recv, kvf_cancel, kvf_poll). Each call takes c->mu; see kvferry.h for the contract. */
+ * kvf_send_ready, kvf_send_ready_event, kvf_recv, kvf_cancel, kvf_poll). Each call takes c->mu; see kvferry.h for the contract. */
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
@@ -90,9 +90,10 @@ int kvf_send_begin(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
     return send_items(c, req_id, n_groups, counts, ids, n_readers, 1);
 }
 
-int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto)
+static int send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto,
+                      uint32_t event)
 {
-    if (layers_upto > LAYOUT_MAX_LAYERS)
+    if (layers_upto > LAYOUT_MAX_LAYERS || event > PROTO_EVENTS_MAX)
         return -EINVAL;
     pthread_mutex_lock(&c->mu);
     if (c->sock >= 0)
@@ -101,7 +102,8 @@ int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto)
     for (uint32_t i = 0; i < c->n_reqs; i++) {
         if (c->reqs[i].id == req_id && c->reqs[i].kind == 'S') {
             struct proto_msg m = {.type = PROTO_READY};
-            m.u.ready = (struct proto_ready){.req_id = req_id, .layers_upto = layers_upto};
+            m.u.ready = (struct proto_ready){.req_id = req_id, .layers_upto = layers_upto,
+                                             .event = event};
             rc = client_conn_send(c, &m, NULL, 0);
             break;
         }
@@ -109,6 +111,17 @@ int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto)
     client_sync_fds(c);
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto)
+{
+    return send_ready(c, req_id, layers_upto, 0);
+}
+
+int kvf_send_ready_event(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto,
+                         uint32_t event)
+{
+    return event < KVF_EVENTS_MAX ? send_ready(c, req_id, layers_upto, event + 1) : -EINVAL;
 }
 
 int kvf_recv(struct kvf_client *c, const struct kvf_recv_args *a)

@@ -178,13 +178,45 @@ int kvf_send_begin(struct kvf_client *c, uint64_t req_id, uint32_t n_groups,
                    const uint32_t *counts, const uint32_t *ids, uint32_t n_readers);
 
 /* Streaming SEND req_id: every global layer id below layers_upto is final in its items (the
- * worker's writes to them completed: for GPU pools, its stream synchronized). Call in order,
+ * worker's writes to them completed: for GPU pools, its stream synchronized, or see
+ * kvf_send_ready_event below). Call in order,
  * layers_upto never decreasing; layers_upto = the model's layer count (n_layers_total) or any
  * value past this rank's last layer says everything is final. The daemon answers nothing: a
  * READY it refuses (on a SEND that does not stream, decreasing, past the model's layers) fails
  * that SEND with KVF_E_BAD_REQUEST naming what is wrong. Returns 0, -EINVAL (layers_upto over
  * 256), -ENOENT (no SEND of that id in flight), -ENOTCONN. */
 int kvf_send_ready(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto);
+
+/* CUDA interprocess events (issue 28): a GPU rank's readiness without synchronizing
+ * its stream. The rank creates up to KVF_EVENTS_MAX events with cudaEventInterprocess |
+ * cudaEventDisableTiming on the device of its pools (a ring reused across layers and
+ * requests), passes their handles once, after kvf_register, and then after
+ * cudaEventRecord(events[i], stream) of layer L's last write calls
+ * kvf_send_ready_event(c, id, L + 1, i). The daemon opens the handles once (closed when the rank
+ * leaves); its copies of layers below layers_upto wait for the event on the GPU
+ * (cudaStreamWaitEvent), never on the host.
+ * Reuse rule: the daemon takes the event's record of the moment it handles the READY (a
+ * cudaStreamWaitEvent then), which is this record or a later one. Re-recording event i before
+ * then is safe when its records are in one stream's order (a later record completes later: the
+ * copy waits longer, never less); an event re-recorded on another stream may only be reused once
+ * the layers it announced were read (the SEND's SENT). A ring of n events over one stream is
+ * safe at any n >= 1; n = the layers in flight keeps the copies from waiting for later layers.
+ * handles: n * 64 bytes, handle i the bytes of cudaIpcGetEventHandle(events[i]). Once per
+ * registration (kept and passed again on every reconnect). Blocks until the daemon answers.
+ * Returns 0, -EINVAL with "ERROR_NAME: message" in err when refused (n is 0 or over
+ * KVF_EVENTS_MAX, host pools, a handle that does not open: BAD_REQUEST naming the event),
+ * -EALREADY (events passed already), -ENOTCONN (not registered or not connected). */
+#define KVF_EVENTS_MAX 256
+int kvf_register_events(struct kvf_client *c, const uint8_t *handles, uint32_t n, char *err,
+                        size_t errlen);
+
+/* kvf_send_ready, with the rank's CUDA event `event` (index into kvf_register_events' handles)
+ * recorded after the layers' last writes: the daemon's copies of them wait for it on the GPU.
+ * Send it after cudaEventRecord (never before). The daemon fails the SEND BAD_REQUEST naming
+ * what is wrong when the rank has no such event (none passed, index past them) or host pools.
+ * Returns as kvf_send_ready; -EINVAL also for event >= KVF_EVENTS_MAX. */
+int kvf_send_ready_event(struct kvf_client *c, uint64_t req_id, uint32_t layers_upto,
+                         uint32_t event);
 
 struct kvf_recv_args {
     uint64_t req_id;

@@ -9,6 +9,7 @@ static const char *const type_names[PROTO__TYPE_END] = {
     [PROTO_REGISTERED] = "REGISTERED", [PROTO_SEND] = "SEND", [PROTO_RECV] = "RECV",
     [PROTO_CANCEL] = "CANCEL",   [PROTO_EVENT] = "EVENT",     [PROTO_ERROR] = "ERROR",
     [PROTO_FDS] = "FDS",         [PROTO_READY] = "READY",
+    [PROTO_EVENTS] = "EVENTS",
     [PROTO_PING] = "PING",       [PROTO_PONG] = "PONG",
 };
 
@@ -53,6 +54,10 @@ void proto_msg_done(struct proto_msg *m)
     case PROTO_RECV:
         free(m->u.recv.items.ids);
         m->u.recv.items.ids = NULL;
+        break;
+    case PROTO_EVENTS:
+        free(m->u.events.handles);
+        m->u.events.handles = NULL;
         break;
     default:
         break;

@@ -11,7 +11,8 @@
  *
  * Conversation: worker HELLO -> daemon WELCOME; worker REGISTER (host pools' memfds attached with
  * SCM_RIGHTS, one per POOL_HOST pool, in pool order) -> REGISTERED; then
- * SEND / RECV / CANCEL / READY from the worker and EVENT from the daemon, in any interleaving. Frames may
+ * SEND / RECV / CANCEL / READY from the worker and EVENT from the daemon, in any interleaving; EVENTS
+ * (a GPU rank's CUDA interprocess events, once per registration) -> REGISTERED. Frames may
  * be pipelined (HELLO and REGISTER back to back): fds belong to the frame whose first byte they
  * were sent with (frame.h). A frame the daemon refuses gets an ERROR
  * frame and the connection is closed. PING is answered with PONG (same seq).
@@ -55,6 +56,7 @@
 #define PROTO_IPC_HANDLE 64    /* bytes of a cudaIpcMemHandle_t */
 #define PROTO_FDS_MAX 16       /* fds one frame carries (== FDPASS_MAX_FDS) */
 #define PROTO_TOKENS_MAX (1ull << 40) /* RECV tokens (== PLAN_MAX_TOKENS) */
+#define PROTO_EVENTS_MAX 256u  /* CUDA events of one rank (== KVF_EVENTS_MAX) */
 
 typedef enum {
     PROTO_HELLO = 1,
@@ -70,6 +72,7 @@ typedef enum {
     PROTO_PONG = 11,
     PROTO_FDS = 12,
     PROTO_READY = 13,
+    PROTO_EVENTS = 14,
     PROTO__TYPE_END
 } proto_type_t;
 
@@ -172,6 +175,18 @@ struct proto_send {
 struct proto_ready {
     uint64_t req_id;
     uint32_t layers_upto;
+    uint32_t event; /* optional trailing u32: 1 + the index, among the rank's EVENTS, of the
+                     * CUDA event recorded after these layers' writes (the daemon's copies wait
+                     * for it on the GPU); absent (0): the writes completed on the host's word */
+};
+
+/* EVENTS (issue 28): a GPU rank's CUDA interprocess events (cudaEventInterprocess |
+ * cudaEventDisableTiming, on the device of its pools), by the bytes of cudaIpcGetEventHandle's
+ * handles; event i is named by READY's event = i + 1. Once per registration, answered by
+ * REGISTERED (its status and message; rank and worker_id as registered). */
+struct proto_events {
+    uint32_t n;        /* 1..PROTO_EVENTS_MAX */
+    uint8_t *handles;  /* n * PROTO_IPC_HANDLE bytes: owned when decoded, borrowed encoded */
 };
 
 struct proto_recv {
@@ -219,6 +234,7 @@ struct proto_msg {
         struct proto_recv recv;
         struct proto_cancel cancel;
         struct proto_ready ready;
+        struct proto_events events;
         struct proto_fds fds;
         struct proto_event event;
         struct proto_error error;

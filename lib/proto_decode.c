@@ -370,6 +370,29 @@ static void dec_payload(struct rd *r, const struct proto_limits *lim, struct pro
         if (!r->rc && m->u.ready.layers_upto > LAYOUT_MAX_LAYERS)
             rd_fail(r, "layers_upto %u over the limit %u", m->u.ready.layers_upto,
                     LAYOUT_MAX_LAYERS);
+        m->u.ready.event = 0;
+        if (!r->rc && r->left > 0) { /* optional trailing event (issue 28: CUDA events) */
+            m->u.ready.event = rd32(r, "event");
+            if (!r->rc && (m->u.ready.event == 0 || m->u.ready.event > PROTO_EVENTS_MAX))
+                rd_fail(r, "event %u out of range [1, %u] (absent when none)", m->u.ready.event,
+                        PROTO_EVENTS_MAX);
+        }
+        break;
+    case PROTO_EVENTS:
+        m->u.events.n = rd32(r, "n");
+        m->u.events.handles = NULL;
+        if (!r->rc && (m->u.events.n == 0 || m->u.events.n > PROTO_EVENTS_MAX))
+            rd_fail(r, "EVENTS: %u events, the limit is %u per rank", m->u.events.n,
+                    PROTO_EVENTS_MAX);
+        if (!r->rc && r->left != (size_t)m->u.events.n * PROTO_IPC_HANDLE)
+            rd_fail(r, "EVENTS: %u handles need %u bytes, payload has %zu", m->u.events.n,
+                    m->u.events.n * PROTO_IPC_HANDLE, r->left);
+        if (!r->rc && !(m->u.events.handles = malloc((size_t)m->u.events.n * PROTO_IPC_HANDLE))) {
+            r->rc = -ENOMEM;
+            seterr(r->err, r->errlen, "out of memory for EVENTS");
+        }
+        if (!r->rc)
+            rdbytes(r, m->u.events.handles, (size_t)m->u.events.n * PROTO_IPC_HANDLE, "handles");
         break;
     case PROTO_EVENT:
         m->u.event.req_id = rd64(r, "req_id");

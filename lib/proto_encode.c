@@ -77,7 +77,11 @@ static int enc_check(const struct proto_msg *m, const struct proto_limits *lim)
         it = &m->u.send.items;
         break;
     case PROTO_READY:
-        return m->u.ready.layers_upto <= LAYOUT_MAX_LAYERS ? 0 : -EINVAL;
+        return m->u.ready.layers_upto <= LAYOUT_MAX_LAYERS && m->u.ready.event <= PROTO_EVENTS_MAX
+                   ? 0 : -EINVAL;
+    case PROTO_EVENTS:
+        return m->u.events.n >= 1 && m->u.events.n <= PROTO_EVENTS_MAX && m->u.events.handles
+                   ? 0 : -EINVAL;
     case PROTO_RECV:
         if (!str_ok(m->u.recv.ctx_instance, LAYOUT_NAME_MAX - 1) ||
             !str_ok(m->u.recv.ctx_home, PROTO_HOME_MAX) || !m->u.recv.ctx_instance[0] ||
@@ -179,6 +183,12 @@ static void enc_payload(struct wr *w, const struct proto_msg *m)
     case PROTO_READY:
         w64(w, m->u.ready.req_id);
         w32(w, m->u.ready.layers_upto);
+        if (m->u.ready.event) /* absent without an event: the encoding stays canonical */
+            w32(w, m->u.ready.event);
+        break;
+    case PROTO_EVENTS:
+        w32(w, m->u.events.n);
+        wbytes(w, m->u.events.handles, (size_t)m->u.events.n * PROTO_IPC_HANDLE);
         break;
     case PROTO_EVENT:
         w64(w, m->u.event.req_id);

@@ -69,6 +69,12 @@ static int sample(uint32_t type, struct proto_msg *m)
     case PROTO_READY:
         m->u.ready = (struct proto_ready){.req_id = 78, .layers_upto = LAYOUT_MAX_LAYERS};
         break;
+    case PROTO_EVENTS:
+        m->u.events.n = 3;
+        m->u.events.handles = malloc(3 * PROTO_IPC_HANDLE); /* freed by proto_msg_done */
+        for (int i = 0; i < 3 * PROTO_IPC_HANDLE; i++)
+            m->u.events.handles[i] = (uint8_t)(i * 13 + 5);
+        break;
     case PROTO_FDS:
         m->u.fds.n = PROTO_FDS_MAX;
         break;
@@ -125,6 +131,11 @@ static void assert_msg_eq(const struct proto_msg *a, const struct proto_msg *b)
         assert_items_eq(&a->u.recv.items, &b->u.recv.items);
         ck_assert_uint_eq(a->u.recv.tokens, b->u.recv.tokens);
         break;
+    case PROTO_EVENTS:
+        ck_assert_uint_eq(a->u.events.n, b->u.events.n);
+        ck_assert_mem_eq(a->u.events.handles, b->u.events.handles,
+                         (size_t)a->u.events.n * PROTO_IPC_HANDLE);
+        break;
     default:
         /* plain structs: compare whole */
         ck_assert_mem_eq(&a->u, &b->u, sizeof a->u);
@@ -177,6 +188,57 @@ START_TEST(proto_ready_and_stream_flag_are_bounded)
     ck_assert_uint_eq(d.u.send.stream, 0);
     ck_assert_uint_eq(len, PROTO_HDR_SIZE + 8 + 4 + 4);
     proto_msg_done(&d);
+    free(buf);
+}
+END_TEST
+
+/* issue 28: a rank's CUDA events (EVENTS) and READY's event are bounded on both ends; a
+ * READY without an event keeps its old encoding */
+START_TEST(proto_events_and_ready_event_are_bounded)
+{
+    struct proto_limits l = lim();
+    uint8_t *buf, h[(PROTO_EVENTS_MAX + 1) * PROTO_IPC_HANDLE];
+    size_t len;
+    char err[256] = "";
+    struct proto_msg m = {.type = PROTO_EVENTS}, d;
+    memset(h, 0xab, sizeof h);
+    m.u.events = (struct proto_events){.n = PROTO_EVENTS_MAX + 1, .handles = h};
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.events.n = 0;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), -EINVAL);
+    m.u.events.n = PROTO_EVENTS_MAX;
+    ck_assert_int_eq(proto_encode(&m, &l, &buf, &len), 0);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.events.n, PROTO_EVENTS_MAX);
+    proto_msg_done(&d);
+    buf[PROTO_HDR_SIZE] = (uint8_t)(PROTO_EVENTS_MAX + 1); /* n = 257, little-endian */
+    buf[PROTO_HDR_SIZE + 1] = 1;
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "257 events, the limit is 256 per rank"), "%s", err);
+    buf[PROTO_HDR_SIZE] = 2; /* n = 2 with 256 handles' bytes: the length must match */
+    buf[PROTO_HDR_SIZE + 1] = 0;
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "2 handles need 128 bytes"), "%s", err);
+    free(buf);
+    struct proto_msg r = {.type = PROTO_READY};
+    r.u.ready = (struct proto_ready){.req_id = 9, .layers_upto = 3, .event = PROTO_EVENTS_MAX + 1};
+    ck_assert_int_eq(proto_encode(&r, &l, &buf, &len), -EINVAL);
+    r.u.ready.event = 0; /* none: absent on the wire */
+    ck_assert_int_eq(proto_encode(&r, &l, &buf, &len), 0);
+    ck_assert_uint_eq(len, PROTO_HDR_SIZE + 8 + 4);
+    free(buf);
+    r.u.ready.event = PROTO_EVENTS_MAX;
+    ck_assert_int_eq(proto_encode(&r, &l, &buf, &len), 0);
+    ck_assert_uint_eq(len, PROTO_HDR_SIZE + 8 + 4 + 4);
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), 0);
+    ck_assert_uint_eq(d.u.ready.event, PROTO_EVENTS_MAX);
+    ck_assert_uint_eq(d.u.ready.layers_upto, 3);
+    free(buf);
+    r.u.ready.event = 1;
+    ck_assert_int_eq(proto_encode(&r, &l, &buf, &len), 0);
+    buf[len - 4] = 0; /* present but 0: refused, the encoding stays canonical */
+    ck_assert_int_eq(proto_decode(buf, len, &l, &d, err, sizeof err), -EINVAL);
+    ck_assert_msg(strstr(err, "event 0 out of range"), "%s", err);
     free(buf);
 }
 END_TEST
@@ -715,6 +777,7 @@ static Suite *proto_suite(void)
     tcase_add_test(bad, proto_every_truncation_is_refused);
     tcase_add_test(bad, proto_fds_frame_counts_are_bounded);
     tcase_add_test(bad, proto_ready_and_stream_flag_are_bounded);
+    tcase_add_test(bad, proto_events_and_ready_event_are_bounded);
     tcase_add_test(bad, proto_trailing_bytes_are_refused);
     tcase_add_test(bad, proto_recv_tokens_are_optional_and_bounded);
     tcase_add_test(bad, proto_event_held_flag_is_optional_and_checked);

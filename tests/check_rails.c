@@ -150,6 +150,22 @@ START_TEST(this_machines_description_parses_and_the_choice_is_total)
 }
 END_TEST
 
+/* The GPU machine of these sessions, read there (tests/topo/h100-vm-device.txt): one GPU on no
+ * NUMA node, no RDMA NIC. No rail exists, and the refusal says so rather than inventing one. */
+START_TEST(the_h100_vm_read_there_has_one_gpu_and_no_rail)
+{
+    char dir[1024], path[1100];
+    snprintf(path, sizeof path, "%s/h100-vm-device.txt", topo_dir(dir, sizeof dir));
+    ck_assert_msg(topo_parse(slurp(path), &t, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(t.n, 1);
+    ck_assert_int_eq(t.dev[0].kind, TOPO_GPU);
+    ck_assert_int_eq(t.dev[0].numa, -1);
+    ck_assert_str_eq(t.dev[0].bdf, "0000:00:06.0");
+    ck_assert_int_eq(rails_choose(&t, &r), -ENODEV);
+    ck_assert_uint_eq(r.n_gpus, 0);
+}
+END_TEST
+
 static void put(const char *dir, const char *file, const char *text)
 {
     char p[1024];
@@ -254,6 +270,7 @@ int main(void)
     tcase_add_test(tc, each_dgx_h100_gpu_takes_the_nic_nvidia_pairs_it_with);
     tcase_add_test(tc, a_gpu_whose_own_nic_is_gone_takes_the_least_used_nic_of_its_node);
     tcase_add_test(tc, distance_classes_follow_where_the_chains_part);
+    tcase_add_test(tc, the_h100_vm_read_there_has_one_gpu_and_no_rail);
     tcase_add_test(tc, this_machines_description_parses_and_the_choice_is_total);
     tcase_add_test(tc, the_sysfs_reader_describes_gpus_and_rdma_nics_only);
     tcase_add_test(tc, bad_descriptions_are_refused_with_the_line_and_what_is_wrong);

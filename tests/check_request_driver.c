@@ -12,6 +12,7 @@
 #include <check.h>
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,6 +26,7 @@
 #include "preset.h"
 #include "proto.h"
 #include "registry.h"
+#include "require.h"
 #include "testutil.h"
 #include "transfers.h"
 #include "workers.h"
@@ -43,6 +45,7 @@ struct fake_op {
 
 static struct {
     bool fail;        /* fail the next completions on demand */
+    bool illegal;     /* the mover tries an edge its writer's machine does not have */
     uint32_t started; /* copies started, completed */
     uint32_t completed;
 } fake;
@@ -73,6 +76,11 @@ static void op_done(uv_timer_t *t)
 static void fake_start(struct rxw *w)
 {
     ck_assert(gen_rxw_set_state(w, RXW_MOVING));
+    if (fake.illegal) { /* moving -> credit is no edge: refused, the request fails */
+        ck_assert(!gen_rxw_set_state(w, RXW_CREDIT));
+        ck_assert_int_eq(w->state, RXW_CLOSED); /* released by the failure, not moved */
+        return;
+    }
     struct fake_op *op = calloc(1, sizeof *op);
     ck_assert_ptr_nonnull(op);
     op->w = w;
@@ -309,6 +317,33 @@ START_TEST(a_cancel_while_the_mover_writes_is_held_until_the_writes_ended)
 }
 END_TEST
 
+START_TEST(an_illegal_edge_fails_the_request_internal_where_invariants_are_not_fatal)
+{
+    unsetenv("KVF_FATAL_INVARIANTS");
+    if (kvf_require_fatal())
+        return; /* a KVF_DEBUG build: every failure is fatal (the next test covers it) */
+    fake.illegal = true;
+    recv_req();
+    table_arrives();
+    struct proto_event ev;
+    ck_assert(next_event(&ev, 2000));
+    ck_assert_uint_eq(ev.kind, PROTO_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_INTERNAL);
+    ck_assert_msg(strstr(ev.message, "state moving cannot go to credit"), "%s", ev.message);
+    gen_sweep(e);
+    ck_assert_ptr_null(e->rxs);
+}
+END_TEST
+
+START_TEST(an_illegal_edge_aborts_where_invariants_are_fatal)
+{
+    setenv("KVF_FATAL_INVARIANTS", "1", 1);
+    fake.illegal = true;
+    recv_req();
+    table_arrives(); /* aborts in fake_start */
+}
+END_TEST
+
 START_TEST(the_held_failure_keeps_the_first_one)
 {
     struct xfer x;
@@ -329,6 +364,8 @@ int main(void)
     tcase_add_test(tc, a_failure_on_demand_is_failed_with_the_movers_reason);
     tcase_add_test(tc, a_cancel_while_the_mover_writes_is_held_until_the_writes_ended);
     tcase_add_test(tc, the_held_failure_keeps_the_first_one);
+    tcase_add_test(tc, an_illegal_edge_fails_the_request_internal_where_invariants_are_not_fatal);
+    tcase_add_test_raise_signal(tc, an_illegal_edge_aborts_where_invariants_are_fatal, SIGABRT);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

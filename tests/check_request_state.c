@@ -1,12 +1,13 @@
-/* check_request_state.c: the request state machines (transfers.h xfer_state_t, engine_state.h
- * rx_state, rxw_state and tx_state): exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE
+/* check_request_state.c: the request state machines (transfers.h xfer_state_t; the remote
+ * objects' engine_gen.h rx_state and rxw_state, engine_ctx.h tx_state): exactly the documented edges are allowed, every state has a name; and KVF_REQUIRE
  * (require.h), which guards both setters: false and logged in release, abort where invariants
  * are fatal. */
 #include <check.h>
 #include <signal.h>
 #include <stdlib.h>
 
-#include "engine_state.h"
+#include "engine_ctx.h"
+#include "engine_gen.h"
 #include "transfers.h"
 #include "require.h"
 #include "testutil.h"

@@ -95,6 +95,11 @@ void arena_resv_init(struct arena_resv *r, uint64_t id, uint64_t peer, uint64_t 
     *r = (struct arena_resv){.id = id, .peer = peer, .bytes = bytes, .head_slot = NIL};
 }
 
+void arena_resv_set_owner(struct arena_resv *r, uint64_t owner)
+{
+    r->owner = owner;
+}
+
 void arena_resv_set_cuts(struct arena_resv *r, const uint64_t *cuts, uint32_t n_cuts)
 {
     r->cuts = cuts;

@@ -11,11 +11,6 @@
 uint64_t arena_slot_bytes(const struct arena *a) { return a->slot_bytes; }
 uint32_t arena_slots_total(const struct arena *a) { return a->n_slots; }
 
-void arena_resv_set_owner(struct arena_resv *r, uint64_t owner)
-{
-    r->owner = owner;
-}
-
 uint64_t arena_owner_bytes(const struct arena *a, uint64_t owner)
 {
     return shares_bytes(a->shares, owner);

@@ -43,7 +43,7 @@ void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const stru
     if (rx->state == RX_MOVING && serial == rx->scatter_serial && widx < rx->n_w) {
         struct rxw *w = &rx->w[widx];
         uint32_t i = 0;
-        if (status == 0)
+        if (status == 0 && rx->e->tl) /* arena.timeline: off by default */
             btl_mark(rx->e->tl, BTL_SCATTER_DONE, rx->req_id, w->ctx_rank, g->ext_off);
         while (i < w->n_out && (w->out[i].slot != g->slot || w->out[i].generation != g->generation))
             i++;

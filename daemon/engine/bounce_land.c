@@ -76,7 +76,8 @@ void gen_landed(struct rxw *w, uint32_t i)
     }
     e->c.chunks_landed++;
     e->c.bytes_landed += g.length;
-    btl_mark(e->tl, BTL_LANDED, rx->req_id, w->ctx_rank, g.ext_off);
+    if (e->tl) /* arena.timeline: off by default */
+        btl_mark(e->tl, BTL_LANDED, rx->req_id, w->ctx_rank, g.ext_off);
     w->rx->e->drive->rx_ask(w);
     rx->e->drive->rx_check_done(rx);
 }
@@ -105,7 +106,8 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
         return;
     struct rx *rx = w->rx;
     struct arena_grant g = w->out[i];
-    btl_mark(e->tl, BTL_CHUNK_RX, rx->req_id, w->ctx_rank, c->ext_off);
+    if (e->tl) /* arena.timeline: off by default */
+        btl_mark(e->tl, BTL_CHUNK_RX, rx->req_id, w->ctx_rank, c->ext_off);
     uint8_t *slot = e->arena_base + g.offset;
     bool dev = e->darena && len && data == bdev_at(e, g.offset); /* landed in its device twin */
     if (len && data != slot && !dev)
@@ -122,7 +124,8 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     /* the slot stays FILLED (held) until its scatter read it: a kernel (engine_gpu.c) or the
      * copy threads (bounce_host.c); this may run inside a UCX callback: it only submits */
     char msg[WIRE_TEXT_MAX];
-    btl_mark(e->tl, BTL_SCATTER_LAUNCH, rx->req_id, w->ctx_rank, g.ext_off);
+    if (e->tl) /* arena.timeline: off by default */
+        btl_mark(e->tl, BTL_SCATTER_LAUNCH, rx->req_id, w->ctx_rank, g.ext_off);
     rx->scatter_dev = dev; /* egpu_scatter reads it during the call */
     e->c.chunks_landed_device += dev;
     rc = rx->bx->scatter(rx, w->idx, &g, msg, sizeof msg); /* bounce_exec.h */

@@ -34,6 +34,7 @@
 #include "move_exec.h"
 #include "require.h"
 #include "stream_gate.h"
+#include "xfer.h"
 
 /* A copy into the peer's mapped slot ended (or never ran): its hold on the mapping drops. */
 static void unhold(struct stage *st)
@@ -71,7 +72,7 @@ static void stage_hold(struct stage *st)
     }
     st->own_buf = false;
     e->c.staging_held++;
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
 }
 
 bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
@@ -88,14 +89,16 @@ bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
     bool frozen = err == -ETIMEDOUT && p->up && p->lp && link_peer_same_host(p->lp) &&
                   link_peer_direct_mem(p->lp);
     hold_set(e->shold, key, frozen ? HOLD_UNTIL_TOLD : engine_now(e) + ENGINE_RECLAIM_MS, true);
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
     return frozen;
 }
 
 void ctx_hold_peer_back(struct engine *e, uint64_t key)
 {
-    if (e->shold)
+    if (e->shold) {
         hold_set(e->shold, key, engine_now(e), false);
+        engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT); /* its holds end at the next tick */
+    }
 }
 
 static void stage_finish(struct stage *st, int status)
@@ -119,9 +122,11 @@ static void stage_finish(struct stage *st, int status)
     struct dack *d = st->dack;
     if (st->own_buf)
         free(st->buf);
-    bput_release(st);
+    if (st->breg) /* a put from the pools: its registration */
+        bput_release(st);
     free(st);
-    quar_stage_done(e, d);
+    if (d) /* a failed flow's drain ack waits for its chunks */
+        quar_stage_done(e, d);
     if (!tx || tx_ended(tx))
         return;
     tx->n_ops--;
@@ -532,8 +537,9 @@ void ctx_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);
+    /* a streaming SEND's chunk waits until its range is final */
     while (tx->state == TX_MOVING && tx->q_len > 0 && tx->n_ops < win &&
-           stream_gate_may(tx)) { /* a streaming SEND's chunk waits until its range is final */
+           (!tx->send || !tx->send->stream || stream_gate_may(tx))) {
         struct wire_grant g;
         if (!next_grant(tx, &g))
             return;

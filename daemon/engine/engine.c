@@ -24,6 +24,7 @@
 #include "engine_gpu.h"
 #include "engine_nack.h"
 #include "engine_peer.h"
+#include "engine_pnack.h"
 #include "engine_quar.h"
 #include "engine_share.h"
 #include "engine_tab.h"
@@ -32,33 +33,64 @@
 #include "shmstale.h"
 #include "xfer.h"
 
-static bool busy(const struct engine *e)
+/* Staging and messages a failed peer may still read (e->shold): freed when their time came. */
+static uint64_t hold_part_tick(struct engine *e, uint64_t now)
 {
-    return e->rxs || e->txs || e->stages || e->host_ops || e->frags || quar_timed(e) ||
-           fence_pending(e) || lost_redialing(e) || e->fwds || tab_fetching(e) ||
-           gpu_retire_pending(&e->gpu_retired);
+    hold_tick(e->shold, now);
+    return hold_timed(e->shold) ? ENGINE_DUE_NEXT : 0;
+}
+
+/* The parts behind engine_due, each asked only once its registration is due. */
+static const engine_part_tick_fn part_ticks[EPART__COUNT] = {
+    [EPART_TAB] = tab_tick,       [EPART_PNACK] = pnack_tick, [EPART_QUAR] = quar_tick,
+    [EPART_HOLD] = hold_part_tick, [EPART_FENCE] = fence_tick, [EPART_LOST] = lost_redial,
+    [EPART_HOME] = home_tick,     [EPART_GPU] = egpu_tick,
+};
+
+static void part_tick(struct engine *e, engine_part_t part, uint64_t now)
+{
+    if (!e->due[part] || now < e->due[part])
+        return;
+    e->due[part] = 0; /* what the part registers meanwhile stays (engine_due keeps the earlier) */
+    uint64_t next = part_ticks[part](e, now);
+    if (next && (!e->due[part] || next < e->due[part]))
+        e->due[part] = next;
+}
+
+static void tick_cb(uv_timer_t *h);
+
+/* Every ENGINE_TICK_MS while flows live; else armed for the earliest part due, or stopped. */
+static void rearm(struct engine *e, uint64_t now)
+{
+    uint64_t next = engine_next_due(e);
+    if (e->rxs || e->txs || e->stages || e->host_ops || e->frags ||
+        (next && next <= now + ENGINE_TICK_MS))
+        return; /* the timer repeats */
+    if (next && !e->stopping)
+        uv_timer_start(&e->tick, tick_cb, next - now, ENGINE_TICK_MS);
+    else
+        uv_timer_stop(&e->tick);
 }
 
 static void tick_cb(uv_timer_t *h)
 {
     struct engine *e = h->data;
     uint64_t now = engine_now(e);
-    if (e->arena)
-        arena_tick(e->arena, now);
-    if (e->stage_arena)
-        arena_tick(e->stage_arena, now);
-    tab_tick(e, now);
+    arena_tick(e->arena, now);
+    arena_tick(e->stage_arena, now);
+    part_tick(e, EPART_TAB, now);
+    part_tick(e, EPART_PNACK, now);
     gen_tick(e, now);
     ctx_tick(e, now);
-    quar_tick(e, now);
-    fence_tick(e);
-    lost_redial(e, now);
-    home_tick(e);
+    part_tick(e, EPART_HOLD, now);
+    part_tick(e, EPART_QUAR, now);
+    part_tick(e, EPART_FENCE, now);
+    part_tick(e, EPART_LOST, now);
+    part_tick(e, EPART_HOME, now);
     gen_sweep(e);
     ctx_sweep(e);
-    egpu_tick(e);
-    if (!busy(e))
-        uv_timer_stop(&e->tick);
+    part_tick(e, EPART_GPU, now);
+    rearm(e, now);
 }
 
 /* ---- link callbacks ---- */
@@ -76,7 +108,7 @@ static void peer_up(struct engine *e, struct link_peer *lp)
     ctx_hold_peer_back(e, share_key(p)); /* it ran again: reads of our staging from before ended */
     fence_peer_up(e, p); /* held landing slots and pools: when it proves its writes ended */
     tab_peer_up(e, p);
-    home_tick(e);
+    home_tick(e, p->since_ms);
     gen_peer_up(e, p);
     gen_sweep(e);
     ctx_sweep(e);

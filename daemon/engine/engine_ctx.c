@@ -33,21 +33,75 @@
 #include "plan_request.h"
 #include "readers.h"
 #include "registry.h"
+#include "require.h"
 #include "stream_gate.h"
 #include "xfer.h"
 #include "xstream.h"
 
 
-/* Moves tx along an edge (engine_state.h); an illegal one fails the flow INTERNAL: false. */
+/* ---- the flow's state machine (engine_ctx.h draws it) ---- */
+
+enum tx_deadline { TXD_KEEP, TXD_SEND_WAIT, TXD_TRANSFER };
+
+/* One row per state: its name, the deadline its phase starts, and the states it may go to. */
+static const struct {
+    const char *name;
+    enum tx_deadline deadline;
+    bool to[TX__COUNT];
+} tx_states[TX__COUNT] = {
+    [TX_SEND_WAIT] = {"send_wait", TXD_SEND_WAIT, /* set by tx_begin, the first state */
+                      {[TX_TABLE_WAIT] = true, [TX_REFETCH] = true, [TX_MOVING] = true,
+                       [TX_FAILED] = true}},
+    [TX_TABLE_WAIT] = {"table_wait", TXD_KEEP, {[TX_MOVING] = true, [TX_FAILED] = true}},
+    [TX_REFETCH] = {"refetch", TXD_KEEP, {[TX_MOVING] = true, [TX_FAILED] = true}},
+    [TX_MOVING] = {"moving", TXD_TRANSFER, {[TX_DONE] = true, [TX_FAILED] = true}},
+    [TX_DONE] = {"done", TXD_KEEP, {}},
+    [TX_FAILED] = {"failed", TXD_KEEP, {}},
+};
+
+const char *tx_state_to_string(enum tx_state s)
+{
+    return (unsigned)s < TX__COUNT ? tx_states[s].name : "unknown";
+}
+
+bool tx_state_edge_ok(enum tx_state from, enum tx_state to)
+{
+    return (unsigned)from < TX__COUNT && (unsigned)to < TX__COUNT && tx_states[from].to[to];
+}
+
+/* The deadline of the phase tx enters (requeued in e->tx_due). False: out of memory. */
+static bool tx_phase_deadline(struct tx *tx, enum tx_deadline d)
+{
+    const struct kvf_config *cfg = &tx->e->d->cfg;
+    if (d == TXD_KEEP)
+        return true;
+    tx->deadline_ms = engine_now(tx->e) + (uint64_t)(d == TXD_SEND_WAIT ? cfg->deadlines_send_wait_ms
+                                                                        : cfg->deadlines_transfer_ms);
+    return dheap_update(&tx->e->tx_due, &tx->due, tx->deadline_ms) == 0;
+}
+
+/* Moves tx along an edge of its machine, starting its phase's deadline. An illegal edge is an
+ * invariant failure (require.h: fatal in debug and under KVF_FATAL_INVARIANTS=1); otherwise
+ * the flow fails INTERNAL and false says the caller must stop. */
 static bool tx_set_state(struct tx *tx, enum tx_state to)
 {
     enum tx_state from = tx->state;
-    if (tx_state_step(&tx->state, to, tx->flow))
-        return true;
-    if (!tx_ended(tx))
-        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
-                    tx_state_to_string(from), tx_state_to_string(to));
-    return false;
+    if (!KVF_REQUIRE(tx_state_edge_ok(from, to), "engine: flow %llu: illegal edge %s -> %s",
+                     (unsigned long long)tx->flow, tx_state_to_string(from),
+                     tx_state_to_string(to))) {
+        if (!tx_ended(tx))
+            ctx_tx_fail(tx, KVF_E_INTERNAL, true, "flow state %s cannot go to %s",
+                        tx_state_to_string(from), tx_state_to_string(to));
+        return false;
+    }
+    log_debug("engine: flow %llu: %s -> %s", (unsigned long long)tx->flow,
+              tx_state_to_string(from), tx_state_to_string(to));
+    tx->state = to;
+    if (!tx_phase_deadline(tx, tx_states[to].deadline)) {
+        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory queueing its deadline");
+        return false;
+    }
+    return true;
 }
 
 void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
@@ -69,15 +123,11 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
         tx->rr.u.recv_req.ctx_instance, "engine: flow %llu (request %llu of %s, writer %u): %s: %s",
         (unsigned long long)tx->flow, (unsigned long long)tx->rr.u.recv_req.req_id,
         tx->rr.u.recv_req.ctx_instance, tx->rr.u.recv_req.writer, kvf_error_to_string(code), msg);
-    bool told = nack && tx->peer && tx->peer->up;
-    tx->nacked = told && !tx->not_reader; /* one beyond the SEND's readers is no reader */
-    if (told)
+    tx->err.code = code;
+    tx->err.told = nack && tx->peer && tx->peer->up;
+    if (tx->err.told)
         engine_send_nack(tx->peer, tx->flow, tx->rr.u.recv_req.req_id, tx->rr.u.recv_req.writer,
-                         code,
-                         tx->not_reader    ? WIRE_NACK_NOT_READER
-                         : tx->stale_table ? WIRE_NACK_STALE_TABLE
-                                           : WIRE_NACK_PLAIN,
-                         msg);
+                         code, tx->err.why, msg);
     uint32_t n = tx->frag ? 1 : 0; /* a fragment job's puts in flight: acked when they ended */
     for (struct stage *st = e->stages; st; st = st->next)
         n += st->tx == tx;
@@ -147,7 +197,7 @@ static bool plan_mine(struct tx *tx)
                     (unsigned long long)tx->pw->bytes, (unsigned long long)q->extent_bytes);
         return false;
     }
-    if (copy_check(tx->pw->ops, tx->pw->n_ops, egpu_rank_mem(s->rank), 's') < 0) {
+    if (copy_check(tx->pw->ops, tx->pw->n_ops, registry_rank_mem(s->rank), 's') < 0) {
         ctx_tx_fail(tx, KVF_E_BOUND_VIOLATION, true, "plan of writer %u leaves its mapped pools",
                     q->writer);
         return false;
@@ -163,7 +213,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
     if (tab->epoch != q->table_epoch) {
         e->c.stale_epochs++;
-        tx->stale_table = true;
+        tx->err.why = WIRE_NACK_STALE_TABLE;
         ctx_tx_fail(tx, KVF_E_UNKNOWN_INSTANCE, true,
                 "stale table: context instance %s is at epoch "
                 "%llu, the request planned with epoch %llu (refetch the table)",
@@ -201,13 +251,8 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         ctx_tx_fail(tx, code, true, "%s", pmsg);
         return;
     }
-    if (!plan_mine(tx))
+    if (!plan_mine(tx)) /* moving: deadlines.transfer from here (tx_set_state) */
         return;
-    tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_transfer_ms;
-    if (dheap_update(&e->tx_due, &tx->due, tx->deadline_ms) < 0) {
-        ctx_tx_fail(tx, KVF_E_INTERNAL, true, "out of memory queueing its deadline");
-        return;
-    }
     char gmsg[WIRE_TEXT_MAX];
     kvf_error_t gcode = tx->bx->tx_plan ? tx->bx->tx_plan(tx, gmsg, sizeof gmsg) : KVF_OK;
     if (gcode != KVF_OK) { /* e.g. GPU pools: gathered by kernels into the page-locked slots */
@@ -215,7 +260,7 @@ static void plan_with(struct tx *tx, const struct itable *tab)
         return;
     }
     const struct path_row *row = path_of_wire(q->path); /* path_bounce.c, frag_gen.c */
-    if (stream_gate_serve_now(tx, row->landing)) /* else once its SEND's layers are final */
+    if (!s->stream || stream_gate_serve_now(tx, row->landing)) /* else once its SEND's layers are final */
         row->serve(tx);
 }
 
@@ -343,7 +388,8 @@ static void tx_begin(struct engine *e, struct tx *tx, struct epeer *p, uint64_t 
     tx->rr = *m;
     for (uint32_t i = 0; i < q->n_grants; i++) {
         tx->q[tx->q_len++] = q->grants[i];
-        btl_mark(e->tl, BTL_GRANT_RX, q->req_id, q->writer, q->grants[i].ext_off);
+        if (e->tl) /* arena.timeline: off by default */
+            btl_mark(e->tl, BTL_GRANT_RX, q->req_id, q->writer, q->grants[i].ext_off);
     }
     tx->deadline_ms = engine_now(e) + e->d->cfg.deadlines_send_wait_ms;
     dheap_node_init(&tx->due);
@@ -427,7 +473,8 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
     }
     for (uint32_t i = 0; i < gm->n_grants; i++) {
         tx->q[(tx->q_head + tx->q_len++) % ENGINE_MAX_CREDITS] = gm->grants[i];
-        btl_mark(e->tl, BTL_GRANT_RX, gm->req_id, gm->writer, gm->grants[i].ext_off);
+        if (e->tl) /* arena.timeline: off by default */
+            btl_mark(e->tl, BTL_GRANT_RX, gm->req_id, gm->writer, gm->grants[i].ext_off);
     }
     ctx_pump(tx);
 }
@@ -484,7 +531,9 @@ void ctx_peer_down(struct engine *e, struct epeer *p, int err)
         /* its reader will not come; one failed and NACKed here is not answered by a lost
          * daemon (a READER_NACK that overtook the loss counts it twice: rare, and the SEND
          * ends FAILED either way) */
-        struct xfer *reading = !tx_ended(tx) || tx->nacked ? tx->send : NULL;
+        /* one beyond the SEND's readers is no reader */
+        bool nacked = tx->err.told && tx->err.why != WIRE_NACK_NOT_READER;
+        struct xfer *reading = !tx_ended(tx) || nacked ? tx->send : NULL;
         bool waiting = !tx_ended(tx) && !tx->send; /* its SEND had not come */
         ctx_tx_fail(tx, KVF_E_PEER_LOST, false, "generation daemon lost: %s", strerror(-err));
         if (waiting)
@@ -502,11 +551,15 @@ void ctx_tick(struct engine *e, uint64_t now)
         struct tx *tx = (struct tx *)((char *)nd - offsetof(struct tx, due));
         if (tx_ended(tx))
             continue;
-        if (!tx->send)
+        if (tx->state == TX_SEND_WAIT)
             ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
                     "context rank %u did not SEND request %llu within "
                     "deadlines.send_wait",
                     tx->rr.u.recv_req.writer, (unsigned long long)tx->rr.u.recv_req.req_id);
+        else if (tx->state != TX_MOVING) /* its phase kept send_wait's deadline */
+            ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
+                    "the table of %s from its home %s did not come within deadlines.send_wait",
+                    tx->rr.u.recv_req.ctx_instance, tx->home[0] ? tx->home : "(this daemon)");
         else
             ctx_tx_fail(tx, KVF_E_TIMEOUT, true,
                     "moving %llu of %llu bytes exceeded "
@@ -535,7 +588,8 @@ void ctx_sweep(struct engine *e)
         ix_tx_del(e, tx);
         if (tx->peer)
             tx->peer->users--;
-        egpu_tx_gone(tx); /* its program is freed when its kernels ended */
+        if (tx->gpu)
+            egpu_tx_gone(tx); /* its program is freed when its kernels ended */
         plan_done(&tx->plan); /* zeroed unless planned (plan_request writes it on success) */
         laycache_unref(tx->gen);
         wire_msg_done(&tx->rr);

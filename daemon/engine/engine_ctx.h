@@ -5,7 +5,24 @@
 
 #include "bounce_exec.h"
 #include "engine_int.h"
-#include "engine_state.h"
+
+/* One flow of the context side (struct tx), engine_ctx.c: send_wait (the RECV_REQ came, the
+ * rank's SEND not yet; deadline deadlines.send_wait) -> [table_wait (met; the instance's table is
+ * being fetched from its home) | refetch (the cached table was stale: fetched again, once); both
+ * keep the send_wait deadline] -> moving (planned: chunks going out; deadline deadlines.transfer
+ * from here) -> done or failed. */
+enum tx_state {
+    TX_SEND_WAIT,
+    TX_TABLE_WAIT,
+    TX_REFETCH,
+    TX_MOVING,
+    TX_DONE,
+    TX_FAILED,
+    TX__COUNT
+};
+
+const char *tx_state_to_string(enum tx_state s);
+bool tx_state_edge_ok(enum tx_state from, enum tx_state to);
 
 /* Context side: one flow (a generation rank's RECV_REQ for one writer of ours). */
 struct tx {
@@ -15,13 +32,16 @@ struct tx {
     struct wire_msg rr; /* the decoded RECV_REQ (owned) */
     const struct layout *gen; /* the RECV_REQ's, a reference on the peer's cache (laycache.h) */
     struct xfer *send;  /* borrowed until engine_send_end; NULL before the meeting */
-    enum tx_state state;        /* engine_state.h; tx_set_state (engine_ctx.c) */
-    bool nacked;                /* failed here and told its generation daemon: that daemon
-                                   counts the reader unless it is lost first (ctx_peer_down) */
-    bool not_reader;            /* refused as no reader of its SEND (nack_beyond_readers): the
-                                   NACK says so and nobody counts it */
-    bool stale_table;           /* refused: planned with an older table epoch; the NACK says so
-                                   and the generation side replans once */
+    enum tx_state state;        /* tx_set_state (engine_ctx.c) */
+    struct {
+        kvf_error_t code;       /* KVF_OK until it failed; then the first failure, kept */
+        wire_nack_reason_t why; /* what its NACK says (set before failing it): not_reader
+                                   (nack_beyond_readers: nobody counts it), stale_table
+                                   (planned with an older epoch: the generation side replans
+                                   once), else plain */
+        bool told;              /* the NACK went to its generation daemon: that daemon counts
+                                   the reader unless it is lost first (ctx_peer_down) */
+    } err;                      /* its one held error */
     struct fragjob *frag;       /* fragment path: its puts in flight */
     char home[WIRE_ADDR_MAX];   /* the writer rank's home when it is not this daemon */
     struct plan plan;
@@ -30,7 +50,7 @@ struct tx {
     uint32_t n_ops;           /* staging operations in flight */
     uint32_t q_head, q_len;   /* granted landing slots not yet filled (ring) */
     struct wire_grant q[ENGINE_MAX_CREDITS];
-    uint64_t deadline_ms;
+    uint64_t deadline_ms;  /* of its phase (enum tx_state), set by tx_set_state */
     struct dheap_node due; /* deadline_ms in e->tx_due */
     struct egpu_job *gpu; /* owned reference: the writer's program on its GPU; NULL: host pools */
     const struct bounce_exec *bx; /* the executor of its bounce chunks, once planned */

@@ -46,7 +46,7 @@ static void add(struct engine *e, struct epeer *p, uint64_t serial, bool out)
     f->out = out;
     f->next = e->fences;
     e->fences = f;
-    engine_kick_tick(e);
+    engine_due(e, EPART_FENCE, ENGINE_DUE_NEXT);
 }
 
 static void send_fence(struct epeer *p, wire_type_t type, uint64_t serial)
@@ -121,11 +121,12 @@ void fence_on_fence(struct engine *e, struct epeer *p, const struct wire_msg *m)
             link_peer_close(q->lp); /* its flows fail when the link reports it down */
         }
     add(e, p, m->u.fence.serial, false);
-    fence_tick(e);
+    fence_tick(e, 0);
 }
 
-void fence_tick(struct engine *e)
+uint64_t fence_tick(struct engine *e, uint64_t now)
 {
+    (void)now;
     for (struct fence **pp = &e->fences; *pp;) {
         struct fence *f = *pp;
         if (f->out || writes_in_flight(e, f->p, f->key)) {
@@ -136,6 +137,7 @@ void fence_tick(struct engine *e)
         *pp = f->next;
         free(f);
     }
+    return fence_pending(e) ? ENGINE_DUE_NEXT : 0; /* owed ones wait for their writes */
 }
 
 /* ---- both ---- */

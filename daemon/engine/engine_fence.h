@@ -21,7 +21,7 @@ void fence_on_done(struct engine *e, struct epeer *p, const struct wire_msg *m);
 void fence_on_fence(struct engine *e, struct epeer *p, const struct wire_msg *m);
 /* Both sides: p is going down; its fences go (what they held stays held). */
 void fence_peer_down(struct engine *e, struct epeer *p);
-void fence_tick(struct engine *e);
+uint64_t fence_tick(struct engine *e, uint64_t now);
 bool fence_pending(const struct engine *e);
 void fence_free_all(struct engine *e);
 

@@ -36,39 +36,6 @@
 static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Moves rx along an edge of its state machine. An illegal edge is an invariant failure
- * (require.h): fatal in debug and tests; in release the request fails (INTERNAL) and false
- * says the caller must stop. */
-static bool rx_set_state(struct rx *rx, enum rx_state to)
-{
-    if (!KVF_REQUIRE(rx_state_edge_ok(rx->state, to), "engine: rx req %llu: illegal edge %s -> %s",
-                     (unsigned long long)rx->req_id, rx_state_to_string(rx->state),
-                     rx_state_to_string(to))) {
-        if (rx->state != RX_ENDED)
-            rx_fail(rx, KVF_E_INTERNAL, "request state %s cannot go to %s",
-                    rx_state_to_string(rx->state), rx_state_to_string(to));
-        return false;
-    }
-    log_debug("engine: rx req %llu: %s -> %s", (unsigned long long)rx->req_id,
-              rx_state_to_string(rx->state), rx_state_to_string(to));
-    if (rx->x && to == RX_CONNECT) /* phase stamps for xfer_phases.h: planned */
-        xfer_phase_mark(&rx->x->validated_ns);
-    if (rx->x && to == RX_MOVING)
-        xfer_phase_mark(&rx->x->credit_ns);
-    rx->state = to;
-    return true;
-}
-
-bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
-{
-    enum rxw_state from = w->state;
-    if (rxw_state_step(&w->state, to, w->rx->req_id, w->ctx_rank))
-        return true;
-    rx_fail(w->rx, KVF_E_INTERNAL, "writer %u state %s cannot go to %s", w->ctx_rank,
-            rxw_state_to_string(from), rxw_state_to_string(to));
-    return false;
-}
-
 /* Whether w's landing reservation is open: a remote bounce writer from its start to release. */
 static bool holds_resv(const struct rxw *w)
 {
@@ -94,7 +61,8 @@ static void release(struct rx *rx, kvf_error_t code, const char *msg)
             if (in_flight)
                 quar_add(e, w->flow, w->peer);
         }
-        quar_hold_pools(e, w, code); /* fragment puts may still land in the rank's pools */
+        if (code != KVF_OK) /* fragment puts may still land in the rank's pools */
+            quar_hold_pools(e, w, code);
         w->state = RXW_CLOSED; /* an edge from every state but closed */
         w->n_out = 0;
     }
@@ -109,7 +77,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    rx_set_state(rx, RX_ENDED);
+    gen_rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         rx->e->c.bound_violations++;
@@ -135,7 +103,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
 
 static void rx_done(struct rx *rx)
 {
-    rx_set_state(rx, RX_ENDED);
+    gen_rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
     rx->e->c.last_wall_ns = rx->moving_ns ? uv_hrtime() - rx->moving_ns : 0;
     rx->e->c.last_bytes = rx->plan.total_bytes;
@@ -222,7 +190,7 @@ static bool rx_plan(struct rx *rx, struct itable *tab)
     rx->epoch = tab->epoch;
     for (uint32_t i = 0; i < rx->plan.n_writers; i++) {
         const struct plan_writer *pw = &rx->plan.writers[i];
-        if (copy_check(pw->ops, pw->n_ops, egpu_rank_mem(x->rank), 'd') < 0) {
+        if (copy_check(pw->ops, pw->n_ops, registry_rank_mem(x->rank), 'd') < 0) {
             snprintf(msg, sizeof msg, "plan of writer rank %u leaves the mapped pools",
                      pw->ctx_rank);
             unplanned_fail(rx, tab, KVF_E_BOUND_VIOLATION, msg);
@@ -292,7 +260,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
               rx->path_why);
     for (uint32_t i = 0; i < rx->n_w; i++)
         rx->w[i].path = rx->path;
-    if (!rx_set_state(rx, RX_CONNECT) || !rx_writers(rx, tab))
+    if (!gen_rx_set_state(rx, RX_CONNECT) || !rx_writers(rx, tab))
         return;
     if (ix_w_add(e, rx) < 0) {
         rx_fail(rx, KVF_E_INTERNAL, "out of memory");
@@ -304,7 +272,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         rx_fail(rx, gcode, "%s", gmsg);
         return;
     }
-    if (!rx_set_state(rx, RX_MOVING))
+    if (!gen_rx_set_state(rx, RX_MOVING))
         return;
     if (rx->n_w == 0) {
         check_done(rx);
@@ -344,7 +312,8 @@ static void rx_replan(struct rx *rx)
             "engine: request %llu from %s: the table was stale, replanning with a fresh one",
             (unsigned long long)rx->req_id, rx->ctx_instance);
     release(rx, KVF_E_CANCELLED, "replanned with a fresh table");
-    egpu_rx_gone(rx);
+    if (rx->gpu)
+        egpu_rx_gone(rx);
     rx->scatter_serial++; /* scatters still running belong to the old plan */
     for (uint32_t i = 0; i < rx->n_w; i++)
         if (rx->w[i].peer)
@@ -363,7 +332,7 @@ static void rx_replan(struct rx *rx)
     rx->ctx_layouts = NULL;
     rx->retried = true;
     e->c.replans++;
-    if (!rx_set_state(rx, RX_LOOKUP))
+    if (!gen_rx_set_state(rx, RX_LOOKUP))
         return;
     int err;
     struct itable *tab = tab_get(e, rx->ctx_instance, rx->home, &err);
@@ -605,7 +574,7 @@ void engine_recv_end(struct rx *rx, kvf_error_t err)
 {
     if (rx->state != RX_ENDED) {
         kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
-        rx_set_state(rx, RX_ENDED);
+        gen_rx_set_state(rx, RX_ENDED);
         rx->e->c.remote_failed++;
         nack_readers(rx, code, nack_why_ended(code)); /* while rx->x still names the reader */
         release(rx, code, nack_why_ended(code));

@@ -5,8 +5,29 @@
 
 #include "bounce_exec.h"
 #include "engine_int.h"
-#include "engine_state.h"
 #include "path.h"
+
+/* The generation side's request (struct rx), engine_recv.c: lookup (the table) -> connect
+ * (planned, writers starting) -> moving (RECV_REQs out, chunks landing) -> ended; a stale table
+ * sends connect or moving back to lookup once (replan). One deadline for every phase: the RECV's
+ * own (or deadlines.send_wait) plus deadlines.transfer, set when the RECV is taken (gen_recv), as
+ * the worker's RECV bounds the whole request; a table fetch is bounded by deadlines.lookup too. */
+enum rx_state { RX_LOOKUP, RX_CONNECT, RX_MOVING, RX_ENDED, RX__COUNT };
+
+/* One writer of a RECV (struct rxw): idle (planned; its daemon not connected, or a local writer
+ * whose SEND has not come) -> credit (bounce: the landing reservation is open, the first grant
+ * not yet come, so no RECV_REQ) -> moving (RECV_REQ sent: chunks or fragment puts come) -> done
+ * (WRITER_DONE came, or a local writer copied) -> closed (released: holds nothing). nacked: the
+ * writer's daemon ended the flow, so no NACK goes back. A reservation that timed out before its
+ * first grant goes credit -> closed. Its phases are bounded by the request's deadline and the
+ * first credit by arena.reserve_timeout. */
+enum rxw_state { RXW_IDLE, RXW_CREDIT, RXW_MOVING, RXW_DONE, RXW_NACKED, RXW_CLOSED, RXW__COUNT };
+
+const char *rx_state_to_string(enum rx_state s);
+const char *rxw_state_to_string(enum rxw_state s);
+/* Whether from -> to is an edge of the state machine. */
+bool rx_state_edge_ok(enum rx_state from, enum rx_state to);
+bool rxw_state_edge_ok(enum rxw_state from, enum rxw_state to);
 
 /* Generation side: one writer of one RECV. */
 struct rxw {
@@ -16,7 +37,7 @@ struct rxw {
     uint64_t flow;
     struct epeer *peer;
     struct arena_resv resv;
-    enum rxw_state state; /* engine_state.h; rxw_set_state (engine_gen.c) */
+    enum rxw_state state; /* gen_rxw_set_state (engine_recv.c) */
     const struct path_row *path; /* its path (path.h): the request's, or local for a writer
                                     registered here (pool to pool, path_local.c) */
     uint64_t extent, scattered;
@@ -36,7 +57,7 @@ struct rx {
     uint64_t req_id;
     char home[WIRE_ADDR_MAX];
     char ctx_instance[LAYOUT_NAME_MAX];
-    enum rx_state state; /* engine_state.h; rx_set_state (engine_gen.c) */
+    enum rx_state state; /* gen_rx_set_state (engine_recv.c) */
     struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
@@ -48,7 +69,7 @@ struct rx {
     const struct bounce_exec *bx; /* the executor of its bounce chunks (bounce_exec.h) */
     uint32_t n_w;
     struct rxw *w; /* owned, n_w */
-    uint64_t phase_deadline_ms, deadline_ms;
+    uint64_t deadline_ms;  /* of every phase (enum rx_state) */
     struct dheap_node due; /* deadline_ms in e->rx_due */
     uint64_t started_ms;
     /* GPU pools (engine_gpu.c): one job per writer. Scatters into the rank's pools, GPU kernels
@@ -100,8 +121,11 @@ void gen_ask(struct rxw *w);
  * may end: DONE). */
 void gen_landed(struct rxw *w, uint32_t i);
 
-/* Moves w along an edge of its state machine (engine_state.h); an illegal edge fails the request
- * (require.h) and false says the caller must stop. */
+/* engine_recv.c: move rx or w along an edge of its state machine (logged at debug). An illegal
+ * edge is an invariant failure (require.h: fatal in debug builds and under
+ * KVF_FATAL_INVARIANTS=1); otherwise the request fails INTERNAL and false says the caller must
+ * stop. */
+bool gen_rx_set_state(struct rx *rx, enum rx_state to);
 bool gen_rxw_set_state(struct rxw *w, enum rxw_state to);
 
 

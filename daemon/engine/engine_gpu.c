@@ -9,7 +9,9 @@
  *    landing slot through its arena mapped and page-locked here (egpu_peer.h: shared memory,
  *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
  *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
- *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message).
+ *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message). A chunk
+ *    of a streamed SEND whose READYs named CUDA events waits for them on the GPU first
+ *    (exec_gpu_after on the gather's stream: never a host wait).
  *    With gpu.bounce_copy engines (the default) the kernel gathers into the stream's device
  *    scratch and cudaMemcpyAsync writes the slot's host address (bounce_ce.h: two daemons on
  *    one GPU overlap that way); the scatter likewise, copy first.
@@ -50,6 +52,7 @@
 #include "gpu_retire.h"
 #include "registry.h"
 #include "registry_gpu.h"
+#include "stream_gate.h"
 #include "xfer.h"
 
 #ifdef KVF_HAVE_CUDA
@@ -76,11 +79,6 @@ struct egpu_op {
     struct arena_grant g;
     struct egpu_op *next;
 };
-
-const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk)
-{
-    return rk->gpu ? &rk->gpu->mem : &rk->mem;
-}
 
 /* The config's placement values are the GPU module's (cfg.h, gpu.h). */
 _Static_assert(GPU_PLACE_AUTO == (int)CFG_PLACEMENT_AUTO &&
@@ -145,28 +143,6 @@ void egpu_arena_json(const struct engine *e, json_t *o)
         json_object_set_new(o, "bounce_timeline", btl_json(e->tl));
 }
 
-/* ---- path ---- */
-
-static bool layout_on_gpu(const struct layout *l)
-{
-    for (uint32_t i = 0; i < l->n_pools; i++)
-        if (l->pools[i].kind == POOL_CUDA && l->pools[i].bytes > 0)
-            return true;
-    return false;
-}
-
-bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
-                      const struct plan *pl)
-{
-    bool gpu = x->rank->gpu != NULL;
-    for (uint32_t w = 0; w < pl->n_writers && !gpu; w++)
-        if (pl->writers[w].ctx_rank < tab->n)
-            gpu = layout_on_gpu(&tab->ranks[pl->writers[w].ctx_rank]);
-    if (gpu) /* UCX here reaches host memory only: the fragment path cannot read or write them */
-        e->c.path_bounce_gpu_pools++;
-    return gpu;
-}
-
 /* ---- jobs ---- */
 
 static void job_retired_free(struct gpu_retired *r)
@@ -184,13 +160,15 @@ static void job_put(struct egpu_job *j)
     struct engine *e = j->e;
     j->retired.free_fn = job_retired_free;
     if (gpu_retire(&e->gpu_retired, e->gpu, &j->retired))
-        engine_kick_tick(e); /* egpu_tick frees them once the GPUs are idle */
+        engine_due(e, EPART_GPU, ENGINE_DUE_NEXT); /* egpu_tick frees them once the GPUs are idle */
 }
 
-void egpu_tick(struct engine *e)
+uint64_t egpu_tick(struct engine *e, uint64_t now)
 {
+    (void)now;
     if (e->gpu)
         gpu_retire_idle(&e->gpu_retired, e->gpu);
+    return gpu_retire_pending(&e->gpu_retired) ? ENGINE_DUE_NEXT : 0;
 }
 
 /* A job for writer pw's program over rk's GPU pools; *ret NULL when the writer has no bytes. */
@@ -353,7 +331,7 @@ static void on_done(void *arg, int status)
     free(op);
     e->drive->rx_sweep(e);
     e->drive->tx_sweep(e);
-    egpu_tick(e);
+    egpu_tick(e, 0);
 }
 
 /* The GPU executor queued op's kernel and its completion (MOVE_STARTED), or failed with
@@ -378,6 +356,12 @@ int egpu_gather(struct stage *st, char *msg, size_t len)
         snprintf(msg, len, "GPU gather without a program or a page-locked slot to write");
         return -EINVAL;
     }
+    /* a streamed SEND whose READYs named CUDA events: the gather waits on the GPU for the mark
+     * of the READY that made its range final */
+    int rc = exec_gpu_after(&j->x, stream_gate_mark(st->tx, st->g.ext_off + st->g.length), msg,
+                            len);
+    if (rc < 0)
+        return rc;
     struct egpu_op *op = calloc(1, sizeof *op);
     if (!op) {
         snprintf(msg, len, "out of memory");

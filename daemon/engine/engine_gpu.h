@@ -7,11 +7,6 @@
 /* engine_gpu.c: the bounce path with GPU pools (see there) */
 void egpu_arena_init(struct engine *e);
 void egpu_arena_json(const struct engine *e, json_t *o);
-/* The pools a plan of rk addresses: its GPU mappings, or its host mappings. */
-const struct copy_mem *egpu_rank_mem(const struct reg_rank *rk);
-/* Must the request take the bounce path because GPU pools are on either side? (counted) */
-bool egpu_bounce_only(struct engine *e, const struct xfer *x, const struct itable *tab,
-                      const struct plan *pl);
 /* The GPU of tx's program (its writer's pools), of rx's writer widx's; -1: host pools. */
 int egpu_tx_device(const struct tx *tx);
 int egpu_rx_device(const struct rx *rx, uint32_t widx);
@@ -30,7 +25,7 @@ int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char
 /* A scatter of this (generation side) flow is running: its landing slots must stay. */
 bool egpu_flow_busy(const struct engine *e, uint64_t flow);
 /* Frees retired programs once no GPU completion is outstanding (from the tick). */
-void egpu_tick(struct engine *e);
+uint64_t egpu_tick(struct engine *e, uint64_t now);
 /* engine_stop: waits for the engine's kernels and completes them cancelled; then (after the
  * sweeps) frees every program and unpins the arena. */
 void egpu_stop_kernels(struct engine *e);

@@ -93,15 +93,17 @@ void engine_rank_registered(struct engine *e, struct reg_rank *rk)
     e->fwds = f;
     fwd_try(e, f);
     home_sweep(e);
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOME, ENGINE_DUE_NEXT);
 }
 
-void home_tick(struct engine *e)
+uint64_t home_tick(struct engine *e, uint64_t now)
 {
+    (void)now;
     for (struct fwd_out *f = e->fwds; f; f = f->next)
         if (!f->sent)
             fwd_try(e, f);
     home_sweep(e);
+    return e->fwds ? ENGINE_DUE_NEXT : 0; /* what is left was not sent: tried again */
 }
 
 void home_peer_down(struct engine *e, struct epeer *p)

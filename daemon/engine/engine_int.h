@@ -53,6 +53,26 @@ struct dack;
 struct gone_ranks; /* engine_gone.h */
 struct msg_out;    /* engine_send.c */
 
+/* The parts the engine's tick asks, each only while it holds something due (engine_due): a
+ * request that needs none of them never runs their files. The drivers (gen_tick, ctx_tick, their
+ * sweeps) and the arenas' waiters are asked on every tick while flows live; these are not. */
+typedef enum {
+    EPART_TAB,   /* tables fetching (retry, deadlines.lookup) or cached (dropped when old) */
+    EPART_PNACK, /* failed readers' NACKs waiting for a table or a connection */
+    EPART_QUAR,  /* quarantined flows with a time (engine_quar.c) */
+    EPART_HOLD,  /* staging and messages failed peers may still read (arena_hold.h, e->shold) */
+    EPART_FENCE, /* fences owed once writes to a returned peer ended */
+    EPART_LOST,  /* lost peers dialed again while something of theirs is held */
+    EPART_HOME,  /* registrations still to forward to their home */
+    EPART_GPU,   /* GPU jobs to free once the GPUs are idle */
+    EPART__COUNT
+} engine_part_t;
+
+/* A part's tick: does what is due at now and returns when it is due next (engine_now's clock;
+ * ENGINE_DUE_NEXT: at the next tick), or 0 when it holds nothing timed any more. */
+typedef uint64_t (*engine_part_tick_fn)(struct engine *e, uint64_t now);
+#define ENGINE_DUE_NEXT 1u
+
 /* Tagged owner of an arena reservation. */
 enum resv_kind { RESV_LANDING = 1, RESV_STAGING = 2 };
 
@@ -103,6 +123,7 @@ struct engine {
     char self_addr[WIRE_ADDR_MAX]; /* listen.address:port as peers reach us; "" without */
     uv_timer_t tick;
     uv_timer_cb tick_cb;       /* engine.c's tick: engine_kick_tick starts it */
+    uint64_t due[EPART__COUNT]; /* when each part is next asked; 0: it holds nothing due */
     bool tick_inited, stopping, draining, warned_no_secret;
     uint64_t next_key, next_flow;
     struct epeer *peers;
@@ -151,6 +172,11 @@ struct engine {
 /* engine_clock.c */
 uint64_t engine_now(const struct engine *e);
 void engine_kick_tick(struct engine *e);
+/* Part `part` holds something due at at_ms (ENGINE_DUE_NEXT: the next tick): the tick asks it
+ * then (the earlier of two registrations holds) and keeps running, or wakes for it. */
+void engine_due(struct engine *e, engine_part_t part, uint64_t at_ms);
+/* The earliest registration, 0 when no part holds anything. */
+uint64_t engine_next_due(const struct engine *e);
 /* The arena staging slots come from, and the region offset of its byte 0. */
 static inline struct arena *engine_stage_arena(const struct engine *e, uint64_t *off)
 {

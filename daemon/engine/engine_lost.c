@@ -242,6 +242,7 @@ void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int
         g->held = true;
         g->retry_ms = LOST_RETRY_MS;
         g->retry_at = now + g->retry_ms;
+        engine_due(e, EPART_LOST, g->retry_at);
         if (!g->handle)
             watch(e, g, lp);
     } else if (!g->watching) {
@@ -249,15 +250,7 @@ void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int
     }
 }
 
-bool lost_redialing(const struct engine *e)
-{
-    for (const struct elost *g = e->lost; g; g = g->next)
-        if (g->held && g->retry_at)
-            return true;
-    return false;
-}
-
-void lost_redial(struct engine *e, uint64_t now)
+uint64_t lost_redial(struct engine *e, uint64_t now)
 {
     for (struct elost *g = e->lost; g; g = g->next) {
         if (!g->held || !g->retry_at || now < g->retry_at)
@@ -274,6 +267,11 @@ void lost_redial(struct engine *e, uint64_t now)
             log_debug("engine: lost peer %s at %s: dialing it again failed: %s", g->peer,
                       g->addr, strerror(-rc));
     }
+    uint64_t next = 0;
+    for (const struct elost *g = e->lost; g; g = g->next)
+        if (g->held && g->retry_at && (!next || g->retry_at < next))
+            next = g->retry_at;
+    return next;
 }
 
 void lost_back(struct engine *e, uint64_t key)

@@ -23,8 +23,7 @@ void lost_add(struct engine *e, const struct epeer *p, struct link_peer *lp, int
 /* Held peers we had dialed are dialed again (backoff LOST_RETRY_MS doubling to
  * LOST_RETRY_MAX_MS) until their fence or exit ends the hold: a peer that comes back with no
  * request of ours for it gets its slots back all the same. From the engine's tick. */
-void lost_redial(struct engine *e, uint64_t now);
-bool lost_redialing(const struct engine *e);
+uint64_t lost_redial(struct engine *e, uint64_t now);
 /* The daemon of key holds nothing here any more (nothing was held when it came back, or its
  * fence ended the hold): its lingering row and watch go. */
 void lost_back(struct engine *e, uint64_t key);

@@ -229,7 +229,7 @@ bool nack_beyond_readers(struct tx *tx, struct xfer *s)
     if (!need || s->served + reading < need)
         return false;
     const struct wire_recv_req *q = &tx->rr.u.recv_req;
-    tx->not_reader = true; /* its NACK says so: the generation side does not count it */
+    tx->err.why = WIRE_NACK_NOT_READER; /* its NACK says so: the generation side does not count it */
     drive_tx_fail(tx, KVF_E_BAD_REQUEST, true,
                 "request %llu of context instance %s already has its %u reader(s) of context "
                 "rank %u (%u served, %u reading%s): a RECV beyond them is refused (a request id "

@@ -89,7 +89,7 @@ static struct pnack *pn_new(struct engine *e, enum pn_kind kind, const char *whe
     e->pnacks = pn;
     e->n_pnacks++;
     e->c.reader_nacks_queued++;
-    engine_kick_tick(e);
+    engine_due(e, EPART_PNACK, ENGINE_DUE_NEXT);
     return pn;
 }
 
@@ -253,7 +253,7 @@ void pnack_peer_up(struct engine *e, struct epeer *p)
     }
 }
 
-void pnack_tick(struct engine *e, uint64_t now)
+uint64_t pnack_tick(struct engine *e, uint64_t now)
 {
     uint64_t age = e->d->cfg.deadlines_send_wait_ms + e->d->cfg.deadlines_transfer_ms;
     for (struct pnack *pn = e->pnacks, *nx; pn; pn = nx) {
@@ -298,11 +298,7 @@ void pnack_tick(struct engine *e, uint64_t now)
             break;
         }
     }
-}
-
-bool pnack_waiting(const struct engine *e)
-{
-    return e->pnacks != NULL;
+    return e->pnacks ? ENGINE_DUE_NEXT : 0;
 }
 
 void pnack_free_all(struct engine *e)

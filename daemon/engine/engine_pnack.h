@@ -28,8 +28,7 @@ void pnack_send(struct engine *e, struct epeer *p, const char *addr,
 /* Hooks: a table fetch ended (err 0: t ready), a peer came up, the tick, stop. */
 void pnack_table_ready(struct engine *e, const struct itable *t, int err);
 void pnack_peer_up(struct engine *e, struct epeer *p);
-void pnack_tick(struct engine *e, uint64_t now);
-bool pnack_waiting(const struct engine *e);
+uint64_t pnack_tick(struct engine *e, uint64_t now);
 void pnack_free_all(struct engine *e);
 
 #endif

@@ -64,7 +64,7 @@ void quar_add(struct engine *e, uint64_t flow, struct epeer *peer)
         q->at_ms = engine_now(e) + ENGINE_RECLAIM_MS;
     q->next = e->qflows;
     e->qflows = q;
-    engine_kick_tick(e);
+    engine_due(e, EPART_QUAR, ENGINE_DUE_NEXT);
 }
 
 /* One of rx's failed fragment flows can land no put any more; the last one reports the held
@@ -128,7 +128,7 @@ void quar_hold_pools(struct engine *e, const struct rxw *w, kvf_error_t code)
     e->c.frag_holds++;
     q->next = e->qflows;
     e->qflows = q;
-    engine_kick_tick(e);
+    engine_due(e, EPART_QUAR, ENGINE_DUE_NEXT);
 }
 
 static void reclaim(struct engine *e, struct qflow *q, const char *why)
@@ -156,7 +156,7 @@ void quar_acked(struct engine *e, struct epeer *p, uint64_t flow)
         if (q->flow == flow && q->peer == p) {
             if (egpu_flow_busy(e, flow) || bh_flow_busy(e, flow)) { /* a GPU scatter still reads a slot: next tick */
                 q->at_ms = engine_now(e);
-                engine_kick_tick(e);
+                engine_due(e, EPART_QUAR, ENGINE_DUE_NEXT);
                 return;
             }
             reclaim(e, q, "drained");
@@ -173,6 +173,7 @@ void quar_peer_down(struct engine *e, struct epeer *p)
         if (q->peer == p) {
             q->peer = NULL;
             q->at_ms = engine_now(e) + ENGINE_RECLAIM_MS;
+            engine_due(e, EPART_QUAR, ENGINE_DUE_NEXT);
         }
     for (struct dack *d = e->dacks; d; d = d->next)
         if (d->peer == p)
@@ -194,7 +195,7 @@ void quar_peer_back(struct engine *e, uint64_t key)
             q->hold_key = 0; /* reclaimed by the next tick, after any GPU scatter */
             q->at_ms = engine_now(e);
         }
-    engine_kick_tick(e);
+    engine_due(e, EPART_QUAR, ENGINE_DUE_NEXT);
 }
 
 bool quar_held_for(const struct engine *e, uint64_t key)
@@ -205,10 +206,10 @@ bool quar_held_for(const struct engine *e, uint64_t key)
     return false;
 }
 
-void quar_tick(struct engine *e, uint64_t now)
+static bool timed(const struct engine *e);
+
+uint64_t quar_tick(struct engine *e, uint64_t now)
 {
-    if (e->shold) /* staging slots come back to their waiters */
-        hold_tick(e->shold, now);
     for (struct qflow **pp = &e->qflows; *pp;) {
         struct qflow *q = *pp;
         if (q->at_ms && !q->hold_key && now >= q->at_ms && !egpu_flow_busy(e, q->flow) &&
@@ -224,14 +225,16 @@ void quar_tick(struct engine *e, uint64_t now)
             pp = &q->next;
         }
     }
+    return timed(e) ? ENGINE_DUE_NEXT : 0;
 }
 
-bool quar_timed(const struct engine *e)
+/* Whether a quarantined flow waits for a time (its own, or a GPU scatter that still reads). */
+static bool timed(const struct engine *e)
 {
     for (const struct qflow *q = e->qflows; q; q = q->next)
         if (q->at_ms && !q->hold_key)
             return true;
-    return e->shold && hold_timed(e->shold);
+    return false;
 }
 
 void quar_pools_stop(struct engine *e)

@@ -52,8 +52,7 @@ void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key);
 void quar_peer_back(struct engine *e, uint64_t key);
 /* Whether flows of the daemon of key are held until it fences its writes (quar_peer_frozen). */
 bool quar_held_for(const struct engine *e, uint64_t key);
-void quar_tick(struct engine *e, uint64_t now);
-bool quar_timed(const struct engine *e);
+uint64_t quar_tick(struct engine *e, uint64_t now);
 void quar_flow_ended(struct engine *e, struct epeer *p, uint64_t flow, uint64_t req_id,
                      uint32_t writer, uint32_t in_flight, struct dack **ret);
 void quar_stage_done(struct engine *e, struct dack *d);

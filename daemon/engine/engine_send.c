@@ -54,7 +54,7 @@ static void msg_sent(void *arg, int status)
         return; /* never freed under a reader */
     }
     e->c.msgs_held++;
-    engine_kick_tick(e);
+    engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
 }
 
 int engine_send_msg(struct epeer *p, uint64_t flow, const struct wire_msg *m)

@@ -178,7 +178,7 @@ struct itable *tab_get(struct engine *e, const char *instance, const char *home,
     t->peer = p;
     p->users++;
     t->deadline_ms = now + e->d->cfg.deadlines_lookup_ms;
-    engine_kick_tick(e);
+    engine_due(e, EPART_TAB, ENGINE_DUE_NEXT);
     if (p->up)
         send_req(e, t);
     return NULL;
@@ -250,6 +250,7 @@ void tab_on_table(struct engine *e, struct epeer *p, const struct wire_msg *m)
     t->epoch = w->epoch;
     t->state = TAB_READY;
     t->fetched_ms = engine_now(e);
+    engine_due(e, EPART_TAB, t->fetched_ms + 6 * ENGINE_TABLE_TTL_MS + 1); /* dropped then */
     t->peer->users--;
     t->peer = NULL;
     e->c.tables_fetched++;
@@ -272,7 +273,7 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
                 t->nack_code = n->code;
                 snprintf(t->nack_msg, sizeof t->nack_msg, "%s", n->message);
                 e->c.table_retries++;
-                engine_kick_tick(e);
+                engine_due(e, EPART_TAB, ENGINE_DUE_NEXT);
                 return;
             }
             char msg[WIRE_TEXT_MAX * 2];
@@ -283,7 +284,7 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
         }
 }
 
-void tab_tick(struct engine *e, uint64_t now)
+uint64_t tab_tick(struct engine *e, uint64_t now)
 {
     for (struct itable *t = e->tables, *nx; t; t = nx) {
         nx = t->next;
@@ -308,17 +309,14 @@ void tab_tick(struct engine *e, uint64_t now)
             tab_drop(e, t);
         }
     }
-    pnack_tick(e, now);
-}
-
-bool tab_fetching(const struct engine *e)
-{
-    if (pnack_waiting(e)) /* its entries ask for tables and connections on the tick */
-        return true;
-    for (const struct itable *t = e->tables; t; t = t->next)
-        if (t->state == TAB_FETCHING)
-            return true;
-    return false;
+    uint64_t next = 0; /* fetching: every tick; cached: when it is old enough to drop */
+    for (const struct itable *t = e->tables; t; t = t->next) {
+        uint64_t at = t->state == TAB_FETCHING ? ENGINE_DUE_NEXT
+                                               : t->fetched_ms + 6 * ENGINE_TABLE_TTL_MS + 1;
+        if (!next || at < next)
+            next = at;
+    }
+    return next;
 }
 
 void tab_peer_down(struct engine *e, struct epeer *p)

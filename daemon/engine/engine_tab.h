@@ -57,11 +57,10 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
 /* The ready table of (instance, home), or NULL after starting (or joining) a fetch. */
 struct itable *tab_get(struct engine *e, const char *instance, const char *home, int *err);
 void tab_drop(struct engine *e, struct itable *t);
-void tab_tick(struct engine *e, uint64_t now);
+/* The tick's part (engine_due): fetches' retries and deadlines, old cached tables dropped. */
+uint64_t tab_tick(struct engine *e, uint64_t now);
 void tab_peer_up(struct engine *e, struct epeer *p);
 void tab_peer_down(struct engine *e, struct epeer *p);
-/* Whether the tick is needed: a fetch in flight, or failed readers' NACKs waiting. */
-bool tab_fetching(const struct engine *e);
 void tab_free_all(struct engine *e);
 
 void tab_ready(struct engine *e, struct itable *t, int err, const char *msg);
@@ -72,7 +71,7 @@ void home_on_forward(struct engine *e, struct epeer *p, const struct wire_msg *m
  * until the next call (it is kept, and returned again while its epoch holds: a request does
  * not copy every rank's layout again), or -ENOENT / -ENOMEM with a message. */
 int home_table(struct engine *e, const char *instance, struct itable **ret, char *msg, size_t len);
-void home_tick(struct engine *e);
+uint64_t home_tick(struct engine *e, uint64_t now);
 void home_peer_down(struct engine *e, struct epeer *p);
 void home_sweep(struct engine *e);
 void home_free_all(struct engine *e);

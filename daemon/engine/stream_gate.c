@@ -70,6 +70,16 @@ bool stream_gate_may(const struct tx *tx)
     return end <= f->below[upto];
 }
 
+struct CUevent_st *stream_gate_mark(const struct tx *tx, uint64_t end)
+{
+    const struct xfer *s = tx->send;
+    const struct stream_flow *f = s ? stream_gate_flow(s->stream, tx) : NULL;
+    uint64_t made = end;
+    if (!f) /* not planned as a stream (planned once final): the READY that made all final */
+        return xstream_gpu_mark(s, s && s->stream ? s->stream->upto : 0);
+    return end ? xstream_gpu_mark_at(s, f->below, end - 1, &made) : NULL;
+}
+
 bool stream_gate_serve_now(struct tx *tx, bool landing)
 {
     const struct xfer *s = tx->send;

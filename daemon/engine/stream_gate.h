@@ -13,6 +13,7 @@
 #include "kvferry.h"
 #include "layout.h"
 
+struct CUevent_st;
 struct engine;
 struct plan;
 struct xstream;
@@ -25,6 +26,9 @@ kvf_error_t stream_gate_plan(struct tx *tx, const struct plan_input *pin, struct
                             char *msg, size_t msglen);
 /* Whether flow tx may take its next granted chunk: its range is final (a plain SEND: yes). */
 bool stream_gate_may(const struct tx *tx);
+/* The GPU mark flow tx's gather of its extent bytes below end waits for: the READY's that made
+ * byte end - 1 final (xstream.h; NULL: none to wait for). */
+struct CUevent_st *stream_gate_mark(const struct tx *tx, uint64_t end);
 /* Whether flow tx's path may start now (landing: its path's row has landing slots, whose chunks
  * wait one by one); false: it starts when every layer is final. */
 bool stream_gate_serve_now(struct tx *tx, bool landing);

@@ -7,6 +7,8 @@
  *    holds the memory and closed when the rank goes;
  *  - peer access between device pairs (the same-node path);
  *  - daemon-owned streams, GPU_STREAMS_PER_DEVICE per device;
+ *  - workers' CUDA interprocess events, opened once per rank, and the marks copies wait for on
+ *    the GPU (gpu_event.c);
  *  - completion of stream work delivered to the loop: a host function (cudaLaunchHostFunc) only
  *    enqueues into a mutex-protected list and calls uv_async_send; the loop runs the callbacks.
  *    A stream that hits an error never runs its host functions: a timer notices the error while
@@ -41,11 +43,13 @@
 #define GPU_WATCH_MS 100 /* error check period while completions are outstanding */
 #define GPU_EV_POOL 64    /* completion events kept for reuse */
 #define GPU_SPIN_US_MAX 100000
+#define GPU_EVENTS_MAX 256 /* CUDA interprocess events per rank (== KVF_EVENTS_MAX) */
 
 struct CUstream_st;
 struct CUevent_st;
 struct gpu;
 struct gpu_mapping;
+struct gpu_events;
 
 struct gpu_device {
     int ordinal;
@@ -154,6 +158,34 @@ size_t gpu_notify_outstanding(const struct gpu *g);
  * event instead of waiting for CUDA's host function and the loop's wake-up (gpu_spin.c): the
  * loop does not sleep while such a completion is due. 0: host functions only. */
 void gpu_set_completion_spin(struct gpu *g, uint64_t us);
+
+/* Events (gpu_event.c, issue 28): a GPU rank's CUDA interprocess events, a ring it records
+ * after each layer's writes and names in READY frames. Opened on `device` (the rank's pools'
+ * GPU) from n handles (n * GPU_IPC_HANDLE_BYTES bytes of cudaIpcGetEventHandle), with a
+ * stream of the set's own. 0 and *ret, or -errno with a message naming the event that does not
+ * open (-ENODEV: CPU mode or no such GPU; -EINVAL: n out of 1..GPU_EVENTS_MAX). */
+int gpu_event_open(struct gpu *g, int device, const uint8_t *handles, uint32_t n,
+                   struct gpu_events **ret, char *err, size_t errlen);
+/* Closes the events (a wait already queued keeps what it needs). NULL-safe; returns NULL. */
+struct gpu_events *gpu_event_close(struct gpu_events *s);
+uint32_t gpu_event_count(const struct gpu_events *s); /* 0 for NULL */
+/* A READY naming event idx: the set's stream waits for idx's current record and records *mark
+ * (a daemon event, made on first use; the caller owns it: gpu_event_mark_free) after it, so *mark
+ * completes once that record has. 0, or -errno with a message (-EINVAL: idx past the set). */
+int gpu_event_capture(struct gpu_events *s, uint32_t idx, struct CUevent_st **mark, char *err,
+                      size_t errlen);
+/* Work queued on stream after this waits on the GPU for mark's latest record (NULL: nothing
+ * to wait for, 0). 0 or -errno with a message. */
+int gpu_event_wait(struct CUstream_st *stream, struct CUevent_st *mark, char *err, size_t errlen);
+/* Destroys a mark (released by CUDA once its record completed). NULL-safe; returns NULL. */
+struct CUevent_st *gpu_event_mark_free(struct CUevent_st *mark);
+/* A stream of its own on device for copies that wait for marks (a worker's event that never
+ * completes then holds them alone, not the daemon's streams). Its owner frees it after its
+ * completions came back (gpu_notify's rule for a foreign stream). 0 or -errno with why. */
+int gpu_event_stream_new(struct gpu *g, int device, struct CUstream_st **ret, char *err,
+                         size_t errlen);
+/* Destroys it (CUDA releases it once its work ended). NULL-safe; returns NULL. */
+struct CUstream_st *gpu_event_stream_free(struct CUstream_st *stream);
 
 /* Page-locks host memory [ptr, ptr + bytes) for every device (cudaHostRegister portable|mapped)
  * and writes the device-side alias of ptr to *dev_ret. 0, or -ENODEV in CPU mode (host memory

@@ -197,9 +197,26 @@ static int gpu_direct(const struct move_prog *p, move_done_cb done, void *user, 
     return rc < 0 ? failed(x, "copy", rc, msg, len) : started(x, done, user, msg, len);
 }
 
+int exec_gpu_direct_range(struct exec_gpu *x, uint64_t lo, uint64_t hi, move_done_cb done,
+                          void *user, char *msg, size_t len)
+{
+    if (!bound(&x->mp, msg, len))
+        return -EINVAL;
+    int rc = kvk_direct_range(prog_of(x), &x->src, lo, hi, &x->dst, x->stream);
+    return rc < 0 ? failed(x, "copy", rc, msg, len) : started(x, done, user, msg, len);
+}
+
 #else /* !KVF_HAVE_CUDA: GPU pools are refused at REGISTER; this is the refusal of last resort */
 
 #define NO_CUDA "this kvferryd was built without CUDA: GPU pools cannot be copied"
+
+int exec_gpu_direct_range(struct exec_gpu *x, uint64_t lo, uint64_t hi, move_done_cb done,
+                          void *user, char *msg, size_t len)
+{
+    (void)x, (void)lo, (void)hi, (void)done, (void)user;
+    snprintf(msg, len, NO_CUDA);
+    return -ENOTSUP;
+}
 
 int exec_gpu_bind(struct exec_gpu *x, struct gpu *g, const struct copy_op *ops, uint32_t n_ops,
                   int device, struct CUstream_st *stream, const struct copy_mem *src,
@@ -270,6 +287,21 @@ void exec_gpu_unbind(struct exec_gpu *x)
         x->prog = gpu_prog_put(x->g, x->prog);
     gpu_timer_done(&x->direct_time);
     x->tag = 0;
+}
+
+void exec_gpu_set_stream(struct exec_gpu *x, struct CUstream_st *stream)
+{
+    x->stream = stream;
+}
+
+int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len)
+{
+    char err[GPU_REASON_MAX + 64];
+    int rc = gpu_event_wait(x->stream, mark, err, sizeof err);
+    if (rc < 0)
+        snprintf(msg, len, "GPU %d: waiting for the context rank's CUDA event: %s", x->device,
+                 err);
+    return rc;
 }
 
 uint64_t exec_gpu_direct_ns(const struct exec_gpu *x)

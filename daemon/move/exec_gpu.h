@@ -20,6 +20,7 @@
 struct gpu;
 struct gpu_prog;
 struct CUstream_st;
+struct CUevent_st;
 
 #define EXEC_GPU_TAG 0x6b766b67u /* "kvkg": a bound struct exec_gpu */
 
@@ -66,6 +67,18 @@ int exec_gpu_bind_ids(struct exec_gpu *x, struct gpu *g, struct gpu_prog *tprog,
                       const uint32_t *ids, uint32_t n_ids, int device, struct CUstream_st *stream,
                       const struct copy_mem *src, const struct copy_mem *dst, char *msg,
                       size_t len);
+/* Later launches through x go on stream (the program stays where it was uploaded, on the bind's
+ * stream, and a launch elsewhere waits for its upload on the GPU); borrowed: it must outlive
+ * them. */
+void exec_gpu_set_stream(struct exec_gpu *x, struct CUstream_st *stream);
+/* Work queued through x after this waits on the GPU for mark's latest record (gpu.h
+ * gpu_event_wait; NULL: nothing). 0 or -errno with msg. */
+int exec_gpu_after(const struct exec_gpu *x, struct CUevent_st *mark, char *msg, size_t len);
+/* Extent bytes [lo, hi) of x's program straight from src into dst pools (a streamed SEND's
+ * final prefix), one kernel; MOVE_STARTED and done(user, status) on the loop, or -errno with
+ * msg. */
+int exec_gpu_direct_range(struct exec_gpu *x, uint64_t lo, uint64_t hi, move_done_cb done,
+                          void *user, char *msg, size_t len);
 /* Drops the program reference; every launch through x must have completed. Idempotent. */
 void exec_gpu_unbind(struct exec_gpu *x);
 /* GPU nanoseconds of x's direct kernel once it completed (between two events around the

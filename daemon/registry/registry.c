@@ -50,6 +50,11 @@ void registry_done(struct registry *r)
     r->n_ranks = 0;
 }
 
+const struct copy_mem *registry_rank_mem(const struct reg_rank *rank)
+{
+    return rank->gpu ? &rank->gpu->mem : &rank->mem;
+}
+
 struct reg_instance *registry_find(struct registry *r, const char *id)
 {
     for (struct reg_instance *in = r->instances; in; in = in->next)

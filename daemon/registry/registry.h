@@ -71,6 +71,8 @@ int registry_add(struct registry *r, const struct layout *l, const struct copy_m
 void registry_remove(struct registry *r, struct reg_rank *rank);
 
 struct reg_instance *registry_find(struct registry *r, const char *id);
+/* The pools a plan of rank addresses: its GPU mappings, or its host mappings. */
+const struct copy_mem *registry_rank_mem(const struct reg_rank *rank);
 static inline bool registry_complete(const struct reg_instance *in)
 {
     return in && in->n_registered == in->n_ranks;

@@ -84,8 +84,36 @@ struct reg_gpu *reg_gpu_unref(struct reg_gpu *r)
     if (!r || --r->refs > 0)
         return NULL;
     close_all(r);
+    r->events = gpu_event_close(r->events);
     free(r);
     return NULL;
+}
+
+int reg_gpu_events(struct reg_gpu *r, uint32_t rank, const struct proto_events *ev, char *msg,
+                   size_t len)
+{
+    char why[GPU_REASON_MAX + 128];
+    if (!r) {
+        snprintf(msg, len, "EVENTS from rank %u, whose pools are host memory: CUDA events order "
+                 "GPU work; register GPU pools, or say READY once the writes completed", rank);
+        return -EINVAL;
+    }
+    if (r->events) {
+        snprintf(msg, len, "EVENTS from rank %u, which passed %u events already (once per "
+                 "registration)", rank, gpu_event_count(r->events));
+        return -EALREADY;
+    }
+    if (r->device < 0) {
+        snprintf(msg, len, "EVENTS from rank %u, which has no GPU pool mapped", rank);
+        return -EINVAL;
+    }
+    int rc = gpu_event_open(r->g, r->device, ev->handles, ev->n, &r->events, why, sizeof why);
+    if (rc < 0) {
+        snprintf(msg, len, "rank %u's CUDA events: %s", rank, why);
+        return rc;
+    }
+    snprintf(msg, len, "%u CUDA events of rank %u open on GPU %d", ev->n, rank, r->device);
+    return 0;
 }
 
 int reg_gpu_open(struct gpu *g, const struct layout *l, const struct proto_register *reg,

@@ -6,8 +6,9 @@
  * only after the stream work on them ended (CUDA forbids closing a mapping still in use).
  * Rules for a GPU rank: every non-empty pool is GPU memory (a rank mixing host and GPU pools
  * is refused), all on one device; empty pools (a stage without layers of a group) are not
- * mapped. Owns its mappings; the struct gpu is borrowed and must outlive it (daemon teardown
- * stops the workers, which drops every rank, before gpu_free). Loop thread only. */
+ * mapped. Its CUDA interprocess events (EVENTS) are opened once and closed with it. Owns its
+ * mappings; the struct gpu is borrowed and must outlive it (daemon teardown stops the workers,
+ * which drops every rank, before gpu_free). Loop thread only. */
 #ifndef KVF_REGISTRY_GPU_H
 #define KVF_REGISTRY_GPU_H
 
@@ -34,6 +35,7 @@ struct reg_gpu {
     struct gpu_mapping *map[LAYOUT_MAX_POOLS];   /* owned references */
     uint64_t offset[LAYOUT_MAX_POOLS];           /* of each pool in its allocation */
     struct reg_gpu_view *view[GPU_MAX_DEVICES];  /* owned, made on first use */
+    struct gpu_events *events;                    /* owned: its CUDA events (EVENTS), or NULL */
 };
 
 /* Does the registration declare any GPU pool? */
@@ -50,6 +52,11 @@ struct reg_gpu *reg_gpu_ref(struct reg_gpu *r);
  * 0 and *ret (owned by r), or -errno with a message naming the pool. */
 int reg_gpu_mem_on(struct reg_gpu *r, int device, const struct copy_mem **ret, char *err,
                    size_t errlen);
+/* The rank's CUDA interprocess events (an EVENTS frame, issue 28), opened once on its device
+ * and closed with the last reference. r NULL (host pools) or events open already: refused.
+ * 0 with what was opened in msg, or -errno with why (the event that does not open). */
+int reg_gpu_events(struct reg_gpu *r, uint32_t rank, const struct proto_events *ev, char *msg,
+                   size_t len);
 /* Drops one reference; the last closes the mappings and frees. Accepts NULL; returns NULL. */
 struct reg_gpu *reg_gpu_unref(struct reg_gpu *r);
 

@@ -13,9 +13,10 @@
  *    daemon's streamed RECVs fail with its reason (a dead worker: PEER_LOST); the engine's flows
  *    are failed by engine_send_end.
  *  - stream_local.c: a RECV of the same daemon reading a streaming SEND (x->scopy): planned
- *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job),
- *    DONE once every writer's extent is in; GPU pools wait until every layer is final, then
- *    run whole.
+ *    once (with marks), copied pool to pool prefix by prefix on the copy threads (x->cpu_job)
+ *    or, GPU pools, by kernels on a daemon stream (x->gpu_job) that wait on the GPU for the
+ *    mark of the READY that made their range final (xstream.h marks); DONE once every
+ *    writer's extent is in.
  *  - the engine's side between daemons: daemon/engine/stream_gate.h.
  * Ownership: x->stream and x->scopy are owned by their xfer and freed with it. Loop thread
  * only. */
@@ -33,15 +34,17 @@ struct transfers;
 struct xfer;
 struct xclient;
 struct req;
+struct xgpu_job;
 
 /* A RECV's copy of streaming SENDs on this daemon (stream_local.c). */
 struct stream_copy {
-    bool whole;             /* GPU pools: runs whole once every writer is final */
+    struct xgpu_job *gjob;  /* owned: GPU pools' programs, bound once (xfer_gpu.c); NULL: host */
     struct plan plan;       /* owned: planned once, with its marks */
     struct plan_marks marks;
     struct xfer **sends;    /* borrowed, n_ctx entries: its writers' SENDs (NULL once ended) */
     uint32_t n_ctx;
-    uint64_t *done, *want;  /* per plan writer: extent bytes copied, being copied */
+    uint64_t *done, *want;  /* per plan writer: extent bytes copied, being copied (GPU:
+                             * launched) */
 };
 
 /* stream_send.c */

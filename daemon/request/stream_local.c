@@ -1,9 +1,10 @@
 /* stream_local.c: a RECV of the same daemon reading streaming SENDs (stream.h). Planned once,
  * with the marks of each writer's layers; each READY copies the newly final prefix of every
- * writer's extent pool to pool, one job at a time on the copy threads (x->cpu_job, so a
- * failure meanwhile is held as for any local copy), inline where the daemon has none. DONE
- * once every writer's extent is in. GPU pools wait until every layer is final, then run
- * whole through xfer_local_run (not streamed yet). */
+ * writer's extent pool to pool: host pools one batch at a time on the copy threads
+ * (x->cpu_job, so a failure meanwhile is held as for any local copy; inline where the daemon
+ * has none); GPU pools at once, one kernel per writer and READY on a daemon stream (x->gpu_job
+ * while any runs, xfer_gpu.c), each after the GPU mark of the READY that made its range final
+ * when READYs name CUDA events (xstream.h). DONE once every writer's extent is in. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +52,50 @@ static kvf_error_t plan_marked(struct transfers *t, struct xfer *r, struct reg_i
 
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user);
 
+/* GPU pools: what became final is launched at once, one kernel per writer and per READY that
+ * made it final, each after that READY's GPU mark (xstream.h), behind the kernels queued
+ * before (want: launched; done: completed). 1 once every byte is in and nothing runs. */
+static int pump_gpu(struct transfers *t, struct xfer *r)
+{
+    struct stream_copy *st = r->scopy;
+    bool all = true;
+    for (uint32_t w = 0; w < st->plan.n_writers; w++) {
+        const struct plan_writer *pw = &st->plan.writers[w];
+        const struct xfer *s = st->sends[pw->ctx_rank];
+        if (!s)
+            return 0; /* its SEND ended: stream_send_ended failed r */
+        uint64_t f = xstream_final_bytes(s, &st->marks, pw->ctx_rank, pw->bytes);
+        const uint64_t *below = st->marks.below && pw->ctx_rank < st->marks.n_ctx
+                                    ? st->marks.below + (size_t)pw->ctx_rank * XSTREAM_MARKS
+                                    : NULL;
+        while (st->want[w] < f) {
+            uint64_t end = f;
+            struct CUevent_st *ev = xstream_gpu_mark_at(s, below, st->want[w], &end);
+            end = end < f ? end : f;
+            char msg[PROTO_MSG_MAX + 1] = "";
+            kvf_error_t e = xfer_gpu_stream_run(st->gjob, w, st->want[w], end, ev, msg,
+                                                sizeof msg);
+            if (e != KVF_OK) {
+                transfers_fail_now(t, r, e, msg);
+                return 0;
+            }
+            st->want[w] = end;
+        }
+        all &= st->want[w] == pw->bytes;
+    }
+    return all && !r->gpu_job;
+}
+
 /* Copies what became final and is not copied yet: 1 when every byte is in and nothing runs
  * (the caller ends r), 0 while it moves or waits (or r failed: no sweep). */
 static int pump(struct transfers *t, struct xfer *r)
 {
     struct stream_copy *st = r->scopy;
     struct reg_instance *in = registry_find(t->reg, r->ctx_instance);
-    if (r->cpu_job || st->whole || !in || in->n_ranks != st->n_ctx)
-        return 0;
+    if (r->cpu_job || r->held.code != KVF_OK || !in || in->n_ranks != st->n_ctx)
+        return 0; /* held: it failed while it copied; nothing more is launched */
+    if (st->gjob)
+        return pump_gpu(t, r);
     struct copyeng_part parts[LAYOUT_MAX_TP * LAYOUT_MAX_PP];
     for (;;) {
         uint32_t n = 0, complete = 1;
@@ -91,12 +128,27 @@ static int pump(struct transfers *t, struct xfer *r)
     }
 }
 
+/* A batch ended well: what it copied is in; the next batch, or DONE once every byte is in. */
+static void advance(struct transfers *t, struct xfer *r)
+{
+    struct stream_copy *st = r->scopy;
+    for (uint32_t w = 0; w < st->plan.n_writers; w++)
+        st->done[w] = st->want[w];
+    if (pump(t, r) == 1) {
+        r->ls.copied = uv_hrtime();
+        if (st->gjob) { /* counted as the whole GPU copies are (xfer_gpu.c) */
+            t->counters.local_gpu++;
+            t->counters.bytes_local_gpu += st->plan.total_bytes;
+        }
+        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
+    }
+}
+
 static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void *user)
 {
     (void)j;
     struct xfer *r = user;
     struct transfers *t = r->owner;
-    struct stream_copy *st = r->scopy;
     r->cpu_job = NULL;
     t->counters.local_memcpy_ns += d->busy_ns;
     if (d->status) {
@@ -107,12 +159,17 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
         transfers_copy_done(t, r, KVF_OK, 0, "");
         return;
     }
-    for (uint32_t w = 0; w < st->plan.n_writers; w++)
-        st->done[w] = st->want[w];
-    if (pump(t, r) == 1) {
-        r->ls.copied = uv_hrtime();
-        transfers_copy_done(t, r, KVF_OK, st->plan.total_bytes, "");
+    advance(t, r);
+}
+
+/* A GPU batch ended (xfer_gpu.c): as on_copied. */
+static void on_gpu_copied(struct transfers *t, struct xfer *r, kvf_error_t e, const char *msg)
+{
+    if (e != KVF_OK || r->held.code != KVF_OK) { /* failed, or failed while it copied */
+        transfers_copy_done(t, r, e, 0, msg);
+        return;
     }
+    advance(t, r);
 }
 
 kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer **sends,
@@ -129,10 +186,11 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
     }
     memcpy(st->sends, sends, n_ctx * sizeof *sends);
     st->n_ctx = n_ctx;
-    st->whole = xfer_gpu_wanted(r->rank, in);
-    kvf_error_t e = st->whole ? KVF_OK : plan_marked(t, r, in, st, msg, msglen);
-    if (e == KVF_OK && !st->whole)
-        e = xfer_check_bounds(NULL, &st->plan, in, r->rank, false, msg, msglen);
+    bool gpu = xfer_gpu_wanted(r->rank, in);
+    kvf_error_t e = plan_marked(t, r, in, st, msg, msglen);
+    if (e == KVF_OK)
+        e = gpu ? xfer_gpu_stream_new(t, r, &st->plan, in, on_gpu_copied, &st->gjob, msg, msglen)
+                : xfer_check_bounds(NULL, &st->plan, in, r->rank, false, msg, msglen);
     uint32_t nw = st->plan.n_writers ? st->plan.n_writers : 1;
     if (e == KVF_OK && (!(st->done = calloc(nw, 8)) || !(st->want = calloc(nw, 8)))) {
         snprintf(msg, msglen, "out of memory");
@@ -150,19 +208,6 @@ kvf_error_t stream_local_start(struct transfers *t, struct xfer *r, struct xfer 
     r->ls.planned = r->ls.checked = r->ls.started = uv_hrtime();
     (void)pump(t, r); /* a writer is still streaming: it cannot complete here */
     return KVF_OK;
-}
-
-/* r's writers are all final: a GPU copy runs whole, as if they had SENT just now. */
-static void run_whole(struct transfers *t, struct xfer *r)
-{
-    struct stream_copy *st = r->scopy;
-    uint64_t bytes = 0;
-    char msg[PROTO_MSG_MAX + 1] = "";
-    kvf_error_t e = xfer_local_run(t, r, st->sends, st->n_ctx, &bytes, msg, sizeof msg);
-    r->scopy = stream_local_free(st);
-    if (e == KVF_OK && (r->gpu_job || r->cpu_job))
-        return; /* transfers_copy_done follows */
-    transfers_copy_done(t, r, e, bytes, msg);
 }
 
 void stream_local_kick(struct transfers *t, struct xfer *s)
@@ -185,7 +230,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
         bool reads = false;
         for (uint32_t c = 0; st && c < st->n_ctx; c++)
             reads |= st->sends[c] == s;
-        if (reads && (st->whole ? !stream_local_pending(st->sends, st->n_ctx) : pump(t, r) == 1))
+        if (reads && pump(t, r) == 1)
             ends[n_end++] = r->id;
     }
     free(live);
@@ -194,10 +239,7 @@ void stream_local_kick(struct transfers *t, struct xfer *s)
             struct xfer *r = q->live[i];
             if (r->id != ends[k] || !r->scopy)
                 continue;
-            if (r->scopy->whole)
-                run_whole(t, r);
-            else
-                transfers_copy_done(t, r, KVF_OK, r->scopy->plan.total_bytes, "");
+            transfers_copy_done(t, r, KVF_OK, r->scopy->plan.total_bytes, "");
             break;
         }
     free(ends);
@@ -207,6 +249,7 @@ struct stream_copy *stream_local_free(struct stream_copy *sc)
 {
     if (!sc)
         return NULL;
+    sc->gjob = xfer_gpu_stream_free(sc->gjob); /* its kernels in flight end first */
     plan_done(&sc->plan);
     plan_marks_done(&sc->marks);
     free(sc->sends);

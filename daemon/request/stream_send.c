@@ -1,5 +1,6 @@
-/* stream_send.c: a streaming SEND's own side (stream.h): its READY frames, its idle deadline
- * and its end, which the same daemon's streamed RECVs share. */
+/* stream_send.c: a streaming SEND's own side (stream.h): its READY frames (those naming the
+ * rank's CUDA event captured on the GPU at once: gpu_event_capture), its idle deadline and its
+ * end, which the same daemon's streamed RECVs share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +8,10 @@
 #include "daemon.h"
 #include "engine.h"
 #include "engine_gen.h"
+#include "gpu.h"
 #include "path.h"
 #include "registry.h"
+#include "registry_gpu.h"
 #include "stream.h"
 #include "stream_gate.h"
 #include "transfers.h"
@@ -53,6 +56,44 @@ bool stream_send_begin(struct transfers *t, struct xfer *x)
     return set_deadline(t, x);
 }
 
+/* A READY naming the rank's CUDA event idx: "" when it may, else why not in msg. */
+static void event_check(const struct xfer *x, uint32_t idx, char *msg, size_t len)
+{
+    const struct reg_gpu *rg = x->rank->gpu;
+    uint32_t n = rg ? gpu_event_count(rg->events) : 0;
+    if (!rg)
+        snprintf(msg, len, "READY for request %llu names CUDA event %u, but context rank %u's "
+                 "pools are host memory: events order GPU work (say READY once the writes "
+                 "completed)", (unsigned long long)x->req_id, idx, x->rank_idx);
+    else if (n == 0)
+        snprintf(msg, len, "READY for request %llu names CUDA event %u, but context rank %u "
+                 "passed no events (kvf_register_events)", (unsigned long long)x->req_id, idx,
+                 x->rank_idx);
+    else if (idx >= n)
+        snprintf(msg, len, "READY for request %llu names CUDA event %u, but context rank %u "
+                 "passed %u (0..%u)", (unsigned long long)x->req_id, idx, x->rank_idx, n, n - 1);
+}
+
+/* READY m raises st's layers: kept with its GPU mark when it names an event (captured now on
+ * the rank's stream: the event's record of this moment), so the copies of the layers it makes
+ * final wait for that record and no later one. false: out of memory or CUDA, msg says. */
+static bool mark(struct xstream *st, const struct proto_ready *m, struct reg_gpu *rg, char *msg,
+                 size_t len)
+{
+    if (!st->marks && !(st->marks = calloc(XSTREAM_MARKS, sizeof *st->marks))) {
+        snprintf(msg, len, "out of memory");
+        return false;
+    }
+    struct xstream_mark *k = &st->marks[m->layers_upto];
+    k->raised = true;
+    char why[GPU_REASON_MAX + 64];
+    if (m->event && gpu_event_capture(rg->events, m->event - 1, &k->ev, why, sizeof why) < 0) {
+        snprintf(msg, len, "waiting for CUDA event %u on the GPU: %s", m->event - 1, why);
+        return false;
+    }
+    return true;
+}
+
 void stream_send_ready(struct transfers *t, struct xclient *c, const struct proto_ready *m)
 {
     struct xfer *x = transfers_find_conn(t, c, m->req_id);
@@ -72,6 +113,8 @@ void stream_send_ready(struct transfers *t, struct xclient *c, const struct prot
     else if (m->layers_upto > st->bound)
         snprintf(msg, sizeof msg, "READY for request %llu: layers_upto %u past the model's %u "
                  "layers", (unsigned long long)x->req_id, m->layers_upto, st->bound);
+    else if (m->event)
+        event_check(x, m->event - 1, msg, sizeof msg);
     if (msg[0]) {
         log_req(LOG_LVL_INFO, x->req_id, NULL, x->ctx_instance, "%s", msg);
         transfers_end(t, x, KVF_E_BAD_REQUEST, 0, msg);
@@ -79,6 +122,13 @@ void stream_send_ready(struct transfers *t, struct xclient *c, const struct prot
     }
     if (m->layers_upto == st->upto)
         return; /* no progress: the idle deadline runs on */
+    if ((m->event || st->marks) && !mark(st, m, x->rank->gpu, msg, sizeof msg)) {
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (READY for request %llu)",
+                 (unsigned long long)x->req_id);
+        log_req(LOG_LVL_WARN, x->req_id, NULL, x->ctx_instance, "%s", msg);
+        transfers_end(t, x, KVF_E_INTERNAL, 0, msg);
+        return;
+    }
     bool was_final = xstream_final(x);
     st->upto = m->layers_upto;
     if (!set_deadline(t, x)) {
@@ -139,8 +189,12 @@ void stream_send_ended(struct transfers *t, struct xfer *x, struct req *q, kvf_e
 
 void stream_send_free(struct xfer *x)
 {
-    if (x->stream)
+    if (x->stream) {
         free(x->stream->flows);
+        for (uint32_t u = 0; x->stream->marks && u < XSTREAM_MARKS; u++) /* copies queued keep */
+            x->stream->marks[u].ev = gpu_event_mark_free(x->stream->marks[u].ev);
+        free(x->stream->marks);
+    }
     free(x->stream);
     x->stream = NULL;
     x->scopy = stream_local_free(x->scopy);

@@ -161,7 +161,8 @@ void transfers_fail_now(struct transfers *t, struct xfer *x, kvf_error_t err, co
 
 static void free_xfer(struct xfer *x)
 {
-    stream_send_free(x);
+    if (x->stream || x->scopy)
+        stream_send_free(x);
     if (x->rx)
         engine_recv_free(x->rx);
     free(x->items.ids);
@@ -206,7 +207,8 @@ void transfers_reap(struct transfers *t)
             continue;
         }
         *pp = x->dead_next;
-        xfer_held_released(t, x);
+        if (x->release_owed)
+            xfer_held_released(t, x);
         free_xfer(x);
     }
 }

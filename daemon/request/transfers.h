@@ -231,6 +231,23 @@ bool xfer_gpu_lazy_ops(void);
 kvf_error_t xfer_local_ops(struct xfer *r, struct xfer *const *sends,
                            const struct plan_tcache_entry *tmpl, struct plan *ret, char *msg,
                            size_t msglen);
+/* Streamed (stream_local.c): RECV r's programs bound once over p (planned with marks), no
+ * kernel launched; cb(t, r, e, msg) runs each time the kernels xfer_gpu_stream_run queued have
+ * all ended (r alive: r->gpu_job is set while any runs), with the first failure among them.
+ * KVF_OK and *ret, or the error with msg. */
+struct CUevent_st;
+typedef void (*xfer_gpu_batch_cb)(struct transfers *t, struct xfer *r, kvf_error_t e,
+                                  const char *msg);
+kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struct plan *p,
+                                struct reg_instance *in, xfer_gpu_batch_cb cb,
+                                struct xgpu_job **ret, char *msg, size_t msglen);
+/* Launches extent bytes [lo, hi) of plan writer w, one kernel after the GPU wait for mark
+ * (NULL: none), behind the kernels already queued; cb runs once none is left in flight. KVF_OK
+ * (launched, or nothing to launch), or the error with msg (this one not launched). */
+kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, uint32_t w, uint64_t lo, uint64_t hi,
+                                struct CUevent_st *mark, char *msg, size_t msglen);
+/* The owner lets go: freed once its kernels ended (no cb then). NULL-safe; returns NULL. */
+struct xgpu_job *xfer_gpu_stream_free(struct xgpu_job *j);
 /* The request ended before its copy: the job finishes on its own (programs freed, mapping
  * references dropped at completion) without touching the request. */
 void xfer_gpu_detach(struct xgpu_job *j);

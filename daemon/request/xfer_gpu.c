@@ -16,6 +16,10 @@
  * A job holds its programs and one reference to each rank's GPU pools (registry_gpu.h), so a
  * rank that goes away mid-copy has its mappings closed only after the copy's stream work ended.
  * Finished jobs are freed when no copy is outstanding (retire()).
+ * A streaming SEND's readers (stream_local.c) bind a job once and launch it range by range
+ * (xfer_gpu_stream_run: one kernel for [lo, hi) of a writer's extent, as READYs come, not
+ * waiting for the kernels before); every kernel of a SEND whose READYs named CUDA events first
+ * waits on the GPU for the mark of the READY that made its range final (xstream.h).
  * Loop thread only. */
 #include <errno.h>
 #include <stddef.h>
@@ -34,6 +38,7 @@
 #include "registry_gpu.h"
 #include "transfers.h"
 #include "xclient.h"
+#include "xstream.h"
 
 struct xgpu_job {
     struct transfers *t;        /* borrowed */
@@ -49,6 +54,10 @@ struct xgpu_job {
                                                 ready; t_launched: kernels queued */
     kvf_error_t launch_err;     /* a launch failed after others were queued */
     char launch_msg[256];
+    xfer_gpu_batch_cb batch;    /* streamed (xfer_gpu_stream_new): each batch's end; NULL: whole */
+    struct CUstream_st *own;    /* owned: the launches' stream when they wait for a worker's
+                                 * events (gpu_event_stream_new); NULL: a daemon stream */
+    bool orphan;                /* streamed: its owner let go (retired once idle) */
 };
 
 bool xfer_gpu_wanted(const struct reg_rank *gen, const struct reg_instance *ctx)
@@ -130,6 +139,7 @@ static void job_free(struct xgpu_job *j)
         j->src[w] = reg_gpu_unref(j->src[w]);
     }
     j->dst = reg_gpu_unref(j->dst);
+    j->own = gpu_event_stream_free(j->own); /* its completions came back: retired */
     free(j->xs);
     free(j->src);
     free(j);
@@ -150,7 +160,39 @@ static void retire(struct xgpu_job *j)
     gpu_retire(&j->t->gpu_retired, j->g, &j->retired);
 }
 
-/* One writer's copy ended; the last one ends the request. */
+/* What j's kernels in flight came to: the first failed completion, else a launch that failed
+ * after others were queued, else KVF_OK with msg "". */
+static kvf_error_t outcome(const struct xgpu_job *j, char *msg, size_t len)
+{
+    msg[0] = 0;
+    if (j->status) {
+        snprintf(msg, len, "GPU copy on device %d failed: %s", j->device, strerror(-j->status));
+        return KVF_E_INTERNAL;
+    }
+    if (j->launch_err != KVF_OK)
+        snprintf(msg, len, "%s", j->launch_msg);
+    return j->launch_err;
+}
+
+/* A streamed job's batch ended: its owner hears (r alive), or the job goes (owner gone). */
+static void batch_done(struct xgpu_job *j)
+{
+    struct xfer *x = j->x;
+    if (j->orphan) {
+        retire(j);
+        return;
+    }
+    if (!x)
+        return; /* detached: xfer_gpu_stream_free retires it */
+    x->gpu_job = NULL;
+    char msg[320];
+    kvf_error_t e = outcome(j, msg, sizeof msg);
+    j->status = 0;
+    j->launch_err = KVF_OK;
+    j->batch(j->t, x, e, msg);
+}
+
+/* One writer's copy ended; the last one ends the request (or the streamed batch). */
 static void on_done(void *arg, int status)
 {
     struct xgpu_job *j = arg;
@@ -158,19 +200,15 @@ static void on_done(void *arg, int status)
         j->status = status;
     if (--j->inflight > 0)
         return;
+    if (j->batch) {
+        batch_done(j);
+        return;
+    }
     struct xfer *x = j->x;
     if (x) {
         xfer_gpu_detach(j);
-        char msg[320] = "";
-        kvf_error_t e = KVF_OK;
-        if (j->status) {
-            e = KVF_E_INTERNAL;
-            snprintf(msg, sizeof msg, "GPU copy on device %d failed: %s", j->device,
-                     strerror(-j->status));
-        } else if (j->launch_err != KVF_OK) {
-            e = j->launch_err;
-            snprintf(msg, sizeof msg, "%s", j->launch_msg);
-        }
+        char msg[320];
+        kvf_error_t e = outcome(j, msg, sizeof msg);
         uint64_t now = x->ls.copied = uv_hrtime();
         struct transfers_counters *c = &j->t->counters;
         c->local_memcpy_ns += now - j->t0;   /* programs, launch, GPU, back on the loop */
@@ -292,9 +330,13 @@ static kvf_error_t bind_all(struct xgpu_job *j, struct xfer *r, const struct pla
     return e;
 }
 
-kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
+/* A job of RECV r over plan p: checked (check()), every writer's program bound on a daemon
+ * stream of the launch device (own: launched on a stream of the job's own, for copies that
+ * wait for a worker's events), nothing launched. KVF_OK and *ret, or the error with msg. */
+static kvf_error_t job_new(struct transfers *t, struct xfer *r, const struct plan *p,
                            struct reg_instance *in, struct xfer **sends,
-                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
+                           struct plan_tcache_entry *tmpl, bool own, struct xgpu_job **ret,
+                           char *msg, size_t msglen)
 {
     struct gpu *g = t->d->gpu;
     int dev = -1;
@@ -317,19 +359,51 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     j->device = dev;
     j->bytes = p->total_bytes;
     j->dst = reg_gpu_ref(r->rank->gpu);
-    j->t0 = r->ls.checked = uv_hrtime();
+    j->t0 = uv_hrtime();
     struct CUstream_st *stream = gpu_stream(g, dev, (unsigned)r->id);
     if ((e = bind_all(j, r, p, in, sends, tmpl, stream, msg, msglen)) != KVF_OK) {
         job_free(j); /* nothing was launched */
         return e;
     }
+    char why[GPU_REASON_MAX + 64];
+    if (own && gpu_event_stream_new(g, dev, &j->own, why, sizeof why) < 0) {
+        snprintf(msg, msglen, "a stream for copies that wait for CUDA events: %s", why);
+        job_free(j);
+        return KVF_E_INTERNAL;
+    }
+    for (uint32_t w = 0; own && w < j->n; w++) /* uploaded on the daemon's stream: it stays */
+        if (j->xs[w].prog)
+            exec_gpu_set_stream(&j->xs[w], j->own);
     j->t_bound = uv_hrtime();
-    /* one kernel per writer on one stream; each completion counts down (on_done) */
+    *ret = j;
+    return KVF_OK;
+}
+
+kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct plan *p,
+                           struct reg_instance *in, struct xfer **sends,
+                           struct plan_tcache_entry *tmpl, char *msg, size_t msglen)
+{
+    bool own = false; /* a writer's copy waits for a mark: not on a shared stream */
+    for (uint32_t w = 0; sends && w < p->n_writers; w++) {
+        const struct xfer *s = sends[p->writers[w].ctx_rank];
+        own |= xstream_gpu_mark(s, s && s->stream ? s->stream->upto : 0) != NULL;
+    }
+    struct xgpu_job *j;
+    kvf_error_t e = job_new(t, r, p, in, sends, tmpl, own, &j, msg, msglen);
+    if (e != KVF_OK)
+        return e;
+    r->ls.checked = j->t0;
+    /* one kernel per writer on one stream; each completion counts down (on_done). A streamed
+     * SEND's writer's kernel waits on the GPU for its last READY's CUDA event (xstream.h). */
     const struct move_exec *ex = move_exec_of(MOVE_EXEC_GPU);
     for (uint32_t w = 0; w < p->n_writers && e == KVF_OK; w++) {
         if (!j->xs[w].prog)
             continue; /* a writer without bytes */
-        int rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
+        const struct xfer *s = sends ? sends[p->writers[w].ctx_rank] : NULL;
+        struct CUevent_st *mark = xstream_gpu_mark(s, s && s->stream ? s->stream->upto : 0);
+        int rc = exec_gpu_after(&j->xs[w], mark, j->launch_msg, sizeof j->launch_msg);
+        if (rc == 0)
+            rc = ex->direct(&j->xs[w].mp, on_done, j, j->launch_msg, sizeof j->launch_msg);
         if (rc < 0)
             e = code_of(rc); /* nothing runs for this one; those queued before it do */
         else
@@ -346,4 +420,51 @@ kvf_error_t xfer_gpu_start(struct transfers *t, struct xfer *r, const struct pla
     r->gpu_job = j;
     j->t_launched = uv_hrtime();
     return KVF_OK;
+}
+
+kvf_error_t xfer_gpu_stream_new(struct transfers *t, struct xfer *r, const struct plan *p,
+                                struct reg_instance *in, xfer_gpu_batch_cb cb,
+                                struct xgpu_job **ret, char *msg, size_t msglen)
+{
+    kvf_error_t e = job_new(t, r, p, in, NULL, NULL, true, ret, msg, msglen);
+    if (e == KVF_OK) {
+        (*ret)->batch = cb;
+        (*ret)->x = r;
+    }
+    return e;
+}
+
+kvf_error_t xfer_gpu_stream_run(struct xgpu_job *j, uint32_t w, uint64_t lo, uint64_t hi,
+                                struct CUevent_st *mark, char *msg, size_t msglen)
+{
+    if (w >= j->n || !j->xs[w].prog || hi <= lo)
+        return KVF_OK; /* a writer without bytes, or nothing new of it */
+    int rc = exec_gpu_after(&j->xs[w], mark, msg, msglen);
+    if (rc == 0)
+        rc = exec_gpu_direct_range(&j->xs[w], lo, hi, on_done, j, msg, msglen);
+    if (rc < 0)
+        return code_of(rc); /* nothing runs for this one; those queued before it do */
+    j->inflight++;
+    j->x->gpu_job = j; /* a failure meanwhile is held until they ended (batch_done) */
+    return KVF_OK;
+}
+
+struct xgpu_job *xfer_gpu_stream_free(struct xgpu_job *j)
+{
+    if (!j)
+        return NULL;
+    if (j->x && j->x->gpu_job == j)
+        j->x->gpu_job = NULL;
+    j->x = NULL;
+    j->orphan = true;
+    if (j->inflight > 0)
+        return NULL; /* the last completion retires it */
+    /* retired from a completion, as every job is: the retire list is flushed by completions
+     * (gpu_retire.h), and nothing else of this file would flush it */
+    char err[GPU_REASON_MAX + 64];
+    if (j->own && gpu_notify(j->g, j->device, j->own, on_done, j, err, sizeof err) == 0)
+        j->inflight = 1;
+    else
+        retire(j);
+    return NULL;
 }

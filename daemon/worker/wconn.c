@@ -142,6 +142,23 @@ static void registered(struct wconn *c, kvf_error_t status, const char *fmt, ...
     wsend(c, &m);
 }
 
+/* A GPU rank's CUDA events: refused BAD_REQUEST naming why; the connection stays. */
+static void on_events(struct wconn *c, const struct proto_events *ev)
+{
+    char msg[PROTO_MSG_MAX + 1];
+    struct reg_rank *rk = c->xc.rank;
+    if (!rk) {
+        registered(c, KVF_E_BAD_REQUEST, "EVENTS before REGISTER: events belong to a rank");
+        return;
+    }
+    if (reg_gpu_events(rk->gpu, layout_rank(&rk->layout), ev, msg, sizeof msg) < 0) {
+        registered(c, KVF_E_BAD_REQUEST, "%s", msg);
+        return;
+    }
+    log_info("worker %llu (pid %d): %s", (unsigned long long)c->xc.id, (int)c->peer.pid, msg);
+    registered(c, KVF_OK, "%s", msg);
+}
+
 /* Maps the host pools; 0 or -EINVAL with a message. */
 static int map_pools(const struct layout *l, const struct proto_register *g, const int *fds,
                      struct copy_mem *mem, char *msg, size_t len)
@@ -425,6 +442,9 @@ static void on_frame(struct wconn *c, const uint8_t *f, size_t len)
         break;
     case PROTO_READY:
         stream_send_ready(&c->w->xt, &c->xc, &m.u.ready);
+        break;
+    case PROTO_EVENTS:
+        on_events(c, &m.u.events);
         break;
     case PROTO_PING:
         wsend(c, &(struct proto_msg){.type = PROTO_PONG});

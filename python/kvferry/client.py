@@ -5,6 +5,7 @@ import os
 import select
 
 from . import _lib
+from . import stream as stream_mod
 from .errors import KvferryError, TransferError, RegistrationError, from_text, ERROR_NAMES
 from .ids import request_id
 
@@ -163,14 +164,49 @@ class Client:
         self._keys[rid] = key
         return rid
 
+    def register_events(self, events):
+        """Passes this GPU rank's CUDA interprocess events once (kvf_register_events, after
+        register): a ring the prefill records after each layer's writes and names in ready(...,
+        event=ev), so the daemon's copies wait for it on the GPU and the stream is never
+        synchronized. events: torch.cuda.Event(interprocess=True) (enable_timing False), CuPy
+        Event(interprocess=True, disable_timing=True), or 64-byte handles, made on the device of
+        the rank's pools; at most EVENTS_MAX. Refused (RegistrationError BAD_REQUEST) for host
+        pools, a handle the daemon cannot open, or events passed already."""
+        if not hasattr(self._lib, "kvf_register_events"):
+            raise KvferryError("this libkvferry has no kvf_register_events: CUDA events need a "
+                               "library that has it (install libkvferry with this package)")
+        events = list(events)
+        handles = b"".join(stream_mod.event_handle(ev) for ev in events)
+        err = C.create_string_buffer(_lib.MESSAGE_MAX)
+        rc = self._lib.kvf_register_events(self._live(), handles, len(events), err,
+                                           _lib.MESSAGE_MAX)
+        if rc == -22:
+            raise from_text(err.value.decode(errors="replace"), RegistrationError)
+        if rc != 0:
+            raise _oserror(rc, "kvf_register_events: %s" % err.value.decode(errors="replace"))
+        self._events = {id(ev): i for i, ev in enumerate(events)}
+        self._event_objs = events  # kept alive: the daemon holds their handles open
+
+    def _event_index(self, event):
+        if isinstance(event, int):
+            return event
+        i = getattr(self, "_events", {}).get(id(event))
+        if i is None:
+            raise KvferryError("ready(event=...): this event was not passed with "
+                               "register_events (the daemon knows events by their index)")
+        return i
+
     def ready(self, key, upto, event=None):
         """Streaming SEND key: every global layer id below upto is final (kvf_send_ready); in
-        order, upto never decreasing; the model's layer count says all is. For GPU pools the
-        writes must have completed (the stream synchronized): CUDA events are not taken yet."""
-        if event is not None:
-            raise KvferryError("ready(event=...): CUDA interprocess events are not supported "
-                               "by this build; synchronize the stream and pass event=None")
-        rc = self._lib.kvf_send_ready(self._live(), request_id(key), int(upto))
+        order, upto never decreasing; the model's layer count says all is. For GPU pools: the
+        writes completed (the stream synchronized), or event: one of register_events' events
+        (or its index), recorded after those writes (ev.record() before this call): the daemon's
+        copies wait for it on the GPU (kvf_send_ready_event)."""
+        if event is None:
+            rc = self._lib.kvf_send_ready(self._live(), request_id(key), int(upto))
+        else:
+            rc = self._lib.kvf_send_ready_event(self._live(), request_id(key), int(upto),
+                                                self._event_index(event))
         if rc != 0:
             raise _oserror(rc, "kvf_send_ready %r" % (key,))
 

@@ -245,7 +245,7 @@ static void dump_timeline(const struct gcase *c, const struct two *t, json_t *aa
 
 static void run_case(const struct gcase *c)
 {
-    char extra[512], fail[1024] = "";
+    char extra[1024], fail[1024] = "";
     uint32_t readers[64] = {0}, n_ctx = 0;
     readers_of(c->ctx, c->gen, readers, &n_ctx);
     for (uint32_t r = 0; r < n_ctx; r++)
@@ -254,8 +254,12 @@ static void run_case(const struct gcase *c)
     char tl_line[64] = "";
     if (c->wait_sends && tl && *tl)
         snprintf(tl_line, sizeof tl_line, "arena.timeline: %d\n", atoi(tl));
-    snprintf(extra, sizeof extra, "%s%sgpu.bounce_copy: %s\n%s", GR_DEADLINES,
-             c->arena ? c->arena : c->staged ? STAGED_ARENA : "", bounce_copy(), tl_line);
+    /* KVF_GPU_REMOTE_CONFIG: more config lines for the timing case (a benchmark's variants:
+     * "arena.size: 2GiB\narena.chunk: 64MiB") */
+    const char *more = c->wait_sends ? getenv("KVF_GPU_REMOTE_CONFIG") : NULL;
+    snprintf(extra, sizeof extra, "%s%sgpu.bounce_copy: %s\n%s%s%s", GR_DEADLINES,
+             c->arena ? c->arena : c->staged ? STAGED_ARENA : "", bounce_copy(), tl_line,
+             more ? more : "", more && *more ? "\n" : "");
     struct two t;
     two_start(&t, extra, extra, NULL);
     int dev_arenas = 0; /* a CUDA-aware UCX gives both a device arena (bounce_dev.h) */
