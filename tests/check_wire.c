@@ -2,6 +2,8 @@
  * truncation, bad header, over-limit count, over-long string and out-of-domain value is refused. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
 
 #include "testutil.h"
 #include "wire.h"
@@ -231,6 +233,59 @@ START_TEST(wire_every_message_roundtrips_byte_for_byte)
     }
     ck_assert_str_eq(wire_type_to_string(WIRE__TYPE_END), "UNKNOWN");
     wire_msg_done(NULL);
+}
+END_TEST
+
+/* tests/fuzz/corpus/fuzz_wire holds one seed per message at this wire version: fuzz_wire starts
+ * from messages that decode, not from headers every version bump refuses. A changed encoding
+ * fails here; KVF_WIRE_SEEDS_WRITE=1 rewrites the seeds from sample(). */
+static void seed_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s", __FILE__);
+    char *slash = strrchr(buf, '/');
+    size_t at = slash ? (size_t)(slash + 1 - buf) : 0;
+    snprintf(buf + at, len - at, "fuzz/corpus/fuzz_wire/%s", name);
+}
+
+static void seed_check(const struct wire_msg *m, const char *name)
+{
+    char path[1024];
+    uint8_t *buf = NULL, file[WIRE_MSG_MAX > 65536 ? 65536 : WIRE_MSG_MAX];
+    size_t len = 0;
+    ck_assert_int_eq(wire_encode(m, (void **)&buf, &len), 0);
+    seed_path(path, sizeof path, name);
+    const char *w = getenv("KVF_WIRE_SEEDS_WRITE");
+    FILE *f = fopen(path, w && *w == '1' ? "wb" : "rb");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    if (w && *w == '1') {
+        ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+    } else {
+        size_t n = fread(file, 1, sizeof file, f);
+        ck_assert_msg(n == len && memcmp(file, buf, len) == 0,
+                      "%s is not this wire version's %s (%zu bytes, now %zu): rewrite the seeds "
+                      "with KVF_WIRE_SEEDS_WRITE=1 build/tests/check_wire",
+                      path, name, n, len);
+    }
+    fclose(f);
+    free(buf);
+}
+
+START_TEST(wire_fuzz_seeds_are_this_versions_messages)
+{
+    char name[64];
+    for (int t = 1; t < WIRE__TYPE_END; t++) {
+        struct wire_msg m = sample((wire_type_t)t);
+        const char *tn = wire_type_to_string((wire_type_t)t);
+        size_t i = 0;
+        for (; tn[i] && i < sizeof name - 1; i++)
+            name[i] = (char)(tn[i] >= 'A' && tn[i] <= 'Z' ? tn[i] - 'A' + 'a' : tn[i]);
+        name[i] = '\0';
+        if (t == WIRE_RECV_REQ)
+            snprintf(name, sizeof name, "recv_req_bounce");
+        seed_check(&m, name);
+    }
+    struct wire_msg f = fragment_sample();
+    seed_check(&f, "recv_req_fragment");
 }
 END_TEST
 
@@ -695,6 +750,7 @@ static Suite *wire_suite(void)
     Suite *s = suite_create("wire");
     TCase *tc = tcase_create("roundtrip");
     tcase_add_test(tc, wire_every_message_roundtrips_byte_for_byte);
+    tcase_add_test(tc, wire_fuzz_seeds_are_this_versions_messages);
     tcase_add_test(tc, wire_decoded_fields_equal_the_sent_ones);
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
     tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
