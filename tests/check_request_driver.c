@@ -68,16 +68,16 @@ static void op_done(uv_timer_t *t)
             gen_check_done(rx);
         }
     }
-    gen_writes_ended(rx); /* a failure held meanwhile reaches the worker now */
-    gen_sweep(rx->e);
+    engine_recv_writes_ended(rx); /* a failure held meanwhile reaches the worker now */
+    engine_recv_sweep(rx->e);
     uv_close((uv_handle_t *)t, op_closed);
 }
 
 static void fake_start(struct rxw *w)
 {
-    ck_assert(gen_rxw_set_state(w, RXW_MOVING));
+    ck_assert(engine_recv_rxw_set_state(w, RXW_MOVING));
     if (fake.illegal) { /* moving -> credit is no edge: refused, the request fails */
-        ck_assert(!gen_rxw_set_state(w, RXW_CREDIT));
+        ck_assert(!engine_recv_rxw_set_state(w, RXW_CREDIT));
         ck_assert_int_eq(w->state, RXW_CLOSED); /* released by the failure, not moved */
         return;
     }
@@ -169,7 +169,7 @@ static void teardown(void)
 {
     path_rows[PATH_LOCAL] = saved_local;
     transfers_stop(&w.xt);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ck_assert_ptr_null(w.xt.draining);
     ck_assert_ptr_null(e->rxs);
     free(tab->ranks);
@@ -226,7 +226,7 @@ static void table_arrives(void)
     tab->epoch = 1;
     tab->state = TAB_READY;
     gen_table_ready(e, tab, 0, "");
-    gen_sweep(e);
+    engine_recv_sweep(e);
 }
 
 /* The next frame the worker got, or false when none came within ms (the loop runs meanwhile;
@@ -272,7 +272,7 @@ START_TEST(the_mover_completes_later_and_the_worker_hears_done_then)
     ck_assert_int_eq(ev.error, KVF_OK);
     ck_assert_uint_gt(ev.bytes, 0);
     ck_assert_uint_eq(w.xt.counters.bytes_remote, ev.bytes);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ck_assert_ptr_null(e->rxs); /* freed with its request */
     ck_assert_ptr_null(w.xt.draining);
 }
@@ -311,7 +311,7 @@ START_TEST(a_cancel_while_the_mover_writes_is_held_until_the_writes_ended)
     ck_assert_uint_eq(ev.kind, PROTO_EV_FAILED);
     ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
     ck_assert_msg(strstr(ev.message, "cancelled by the worker"), "%s", ev.message);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ck_assert_ptr_null(e->rxs);
     ck_assert_ptr_null(w.xt.draining);
 }
@@ -330,7 +330,7 @@ START_TEST(an_illegal_edge_fails_the_request_internal_where_invariants_are_not_f
     ck_assert_uint_eq(ev.kind, PROTO_EV_FAILED);
     ck_assert_int_eq(ev.error, KVF_E_INTERNAL);
     ck_assert_msg(strstr(ev.message, "state moving cannot go to credit"), "%s", ev.message);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ck_assert_ptr_null(e->rxs);
 }
 END_TEST

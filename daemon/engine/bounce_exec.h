@@ -8,8 +8,8 @@
  * which memory it is.
  *
  * Completion as in move_exec.h: scatter and gather return MOVE_DONE when the bytes are in place
- * on return (the caller goes on: gen_landed, the chunk's send), MOVE_STARTED when the copy goes
- * on (gen_scatter_ended / ctx_stage_gathered follow on the loop), or < 0 with the reason in msg
+ * on return (the caller goes on: bland_landed, the chunk's send), MOVE_STARTED when the copy goes
+ * on (bh_scatter_ended / bstage_gathered follow on the loop), or < 0 with the reason in msg
  * (nothing runs). A started scatter counts in rx->scatters_running: the request holds a failure
  * until it ended.
  *

@@ -36,7 +36,7 @@ static void unlink_op(struct engine *e, struct bh_op *op)
         }
 }
 
-void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
+void bh_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
                        int status, const char *who)
 {
     rx->scatters_running--;
@@ -54,7 +54,7 @@ void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const stru
                      (unsigned long long)g->length, strerror(-status));
             rx->e->drive->rx_fail(rx, KVF_E_INTERNAL, msg);
         } else if (i < w->n_out) {
-            gen_landed(w, i);
+            bland_landed(w, i);
         }
     }
     rx->e->drive->rx_writes_ended(rx); /* a failure held while scatters ran reaches the worker now */
@@ -71,13 +71,13 @@ static void on_copied(struct copyeng_job *j, const struct copyeng_done *d, void 
             e->c.host_gathers++;
             e->c.bytes_host_gathered += op->st->g.length;
         }
-        ctx_stage_gathered(op->st, d->status);
+        bstage_gathered(op->st, d->status);
     } else {
         if (d->status == 0) {
             e->c.host_scatters++;
             e->c.bytes_host_scattered += op->g.length;
         }
-        gen_scatter_ended(op->rx, op->widx, op->serial, &op->g, d->status, "host");
+        bh_scatter_ended(op->rx, op->widx, op->serial, &op->g, d->status, "host");
     }
     free(op);
     e->drive->rx_sweep(e);

@@ -22,14 +22,14 @@
 #include "engine_int.h"
 
 /* Scatters landed chunk g (a grant of rx's writer widx) into the rank's pools. MOVE_DONE: the
- * bytes are in place (inline); MOVE_STARTED: gen_scatter_ended follows on the loop; < 0: the
+ * bytes are in place (inline); MOVE_STARTED: bh_scatter_ended follows on the loop; < 0: the
  * reason in msg, nothing runs. */
 int bh_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg, size_t len);
-/* Gathers st's chunk into st->buf. MOVE_DONE, or MOVE_STARTED (ctx_stage_gathered follows on
+/* Gathers st's chunk into st->buf. MOVE_DONE, or MOVE_STARTED (bstage_gathered follows on
  * the loop), or < 0 with the reason in msg. */
 int bh_gather(struct stage *st, char *msg, size_t len);
 /* st's flow ended: the rest of its gather is skipped (pieces running now finish), so a gather
- * into a failed peer's landing slot stops writing soon; ctx_stage_gathered follows as usual. */
+ * into a failed peer's landing slot stops writing soon; bstage_gathered follows as usual. */
 void bh_gather_halt(struct stage *st);
 /* Whether a host copy of flow (landing side) still reads one of its slots. */
 bool bh_flow_busy(const struct engine *e, uint64_t flow);
@@ -38,7 +38,7 @@ void bh_stop(struct engine *e);
 /* A scatter of rx's writer widx (started under serial) into the rank's pools ended (status 0 or
  * -errno; who names the executor): the credit goes back, or the request fails; a failure held
  * while scatters ran reaches the worker when the last one ended. */
-void gen_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
+void bh_scatter_ended(struct rx *rx, uint32_t widx, uint32_t serial, const struct arena_grant *g,
                        int status, const char *who);
 
 #endif

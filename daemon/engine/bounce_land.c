@@ -1,7 +1,7 @@
 /* bounce_land.c: the generation side's landing of bounce chunks (docs/DESIGN.md §5, §6): every
  * CHUNK (put + CHUNK, eager, or rendezvous into the slot) is checked against its grant (slot,
  * generation, offset, length: else BOUND_VIOLATION and nothing scattered), reported to the arena
- * and handed to the scatter (GPU kernel, or the copy threads: bounce_host.c); gen_landed returns
+ * and handed to the scatter (GPU kernel, or the copy threads: bounce_host.c); bland_landed returns
  * its credit when the bytes are in the rank's pools and asks for the next. The CHUNK handler may
  * run inside a UCX callback (eager messages, docs/UCX.md trap 6): it copies nothing there but an
  * eager payload and only submits the scatter. Loop thread only. */
@@ -60,7 +60,7 @@ static int match(struct rxw *w, const struct wire_chunk *c, size_t len, bool rnd
     return -EBADMSG;
 }
 
-void gen_landed(struct rxw *w, uint32_t i)
+void bland_landed(struct rxw *w, uint32_t i)
 {
     struct rx *rx = w->rx;
     struct engine *e = rx->e;
@@ -82,7 +82,7 @@ void gen_landed(struct rxw *w, uint32_t i)
     rx->e->drive->rx_check_done(rx);
 }
 
-int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+int bland_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                 size_t len, void **dest)
 {
     struct rxw *w = p ? ix_w_find(e, p, flow, true) : NULL;
@@ -97,7 +97,7 @@ int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct w
     return 0;
 }
 
-void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+void bland_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                   const void *data, size_t len)
 {
     struct rxw *w = ix_w_find(e, p, flow, true);
@@ -133,5 +133,5 @@ void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct
     if (rc < 0)
         land_fail(rx, KVF_E_INTERNAL, "scatter of writer rank %u: %s", w->ctx_rank, msg);
     else if (rc == MOVE_DONE)
-        gen_landed(w, i); /* inline (no copy threads); else gen_scatter_ended follows */
+        bland_landed(w, i); /* inline (no copy threads); else bh_scatter_ended follows */
 }

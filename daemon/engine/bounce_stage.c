@@ -51,7 +51,7 @@ static void unhold(struct stage *st)
  * (cma rendezvous: process_vm_readv by the receiver, docs/UCX.md trap 12). Its staging slot
  * stays quarantined under the peer's key and a heap buffer is handed to the hold, until the
  * peer cannot read them (arena_hold.h); a backstop of deadlines.transfer while the peer still
- * looks up, ctx_hold_peer_down sets the real time. */
+ * looks up, bstage_hold_peer_down sets the real time. */
 static void stage_hold(struct stage *st)
 {
     struct engine *e = st->e;
@@ -75,7 +75,7 @@ static void stage_hold(struct stage *st)
     engine_due(e, EPART_HOLD, ENGINE_DUE_NEXT);
 }
 
-bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
+bool bstage_hold_peer_down(struct engine *e, struct epeer *p, int err)
 {
     uint64_t key = share_key(p);
     bool in_flight = false;
@@ -93,7 +93,7 @@ bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err)
     return frozen;
 }
 
-void ctx_hold_peer_back(struct engine *e, uint64_t key)
+void bstage_hold_peer_back(struct engine *e, uint64_t key)
 {
     if (e->shold) {
         hold_set(e->shold, key, engine_now(e), false);
@@ -144,7 +144,7 @@ static void stage_finish(struct stage *st, int status)
     if (tx->completed == tx->pw->bytes)
         tx->e->drive->tx_done(tx);
     else
-        ctx_pump(tx);
+        bstage_pump(tx);
 }
 
 /* A timeline event of st's chunk (bounce_tl.h). */
@@ -287,10 +287,10 @@ static void stage_run(struct stage *st)
         stage_finish(st, rc);
     } else if (rc == MOVE_DONE) {
         stage_move(st);
-    } /* MOVE_STARTED: ctx_stage_gathered goes on */
+    } /* MOVE_STARTED: bstage_gathered goes on */
 }
 
-void ctx_stage_gathered(struct stage *st, int status)
+void bstage_gathered(struct stage *st, int status)
 {
     unhold(st); /* nothing writes the peer's slot any more */
     if (status == 0)
@@ -313,7 +313,7 @@ void ctx_stage_gathered(struct stage *st, int status)
     stage_move(st);
 }
 
-void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
+void bstage_granted(struct stage *st, const struct arena_grant *g)
 {
     st->have_slot = true;
     st->slot = *g;
@@ -323,7 +323,7 @@ void ctx_stage_granted(struct stage *st, const struct arena_grant *g)
     stage_run(st);
 }
 
-void ctx_stage_timeout(struct stage *st)
+void bstage_timeout(struct stage *st)
 {
     st->resv_open = false;
     if (st->tx && !tx_ended(st->tx))
@@ -365,7 +365,7 @@ static int run_direct(struct stage *st)
     return RUN_STARTED;
 }
 
-/* A staging slot (now, or when one frees: ctx_stage_granted); false: none to wait for (the
+/* A staging slot (now, or when one frees: bstage_granted); false: none to wait for (the
  * chunk is larger than our slots, every free one is held for a failed peer, or the wait queue
  * is full). */
 static bool staging_slot(struct stage *st)
@@ -533,7 +533,7 @@ static bool next_grant(struct tx *tx, struct wire_grant *ret)
     return true;
 }
 
-void ctx_pump(struct tx *tx)
+void bstage_pump(struct tx *tx)
 {
     struct engine *e = tx->e;
     uint32_t win = engine_window(e);

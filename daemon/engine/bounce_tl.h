@@ -23,7 +23,7 @@ typedef enum {
     BTL_CHUNK_RX,      /* generation side: the CHUNK arrived */
     BTL_SCATTER_LAUNCH,
     BTL_SCATTER_DONE,  /* the loop learned it ended */
-    BTL_LANDED,        /* the slot released and the next credits asked (gen_landed) */
+    BTL_LANDED,        /* the slot released and the next credits asked (bland_landed) */
     BTL_KINDS
 } btl_kind_t;
 

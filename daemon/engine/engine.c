@@ -87,7 +87,7 @@ static void tick_cb(uv_timer_t *h)
     part_tick(e, EPART_FENCE, now);
     part_tick(e, EPART_LOST, now);
     part_tick(e, EPART_HOME, now);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ctx_sweep(e);
     part_tick(e, EPART_GPU, now);
     rearm(e, now);
@@ -105,12 +105,13 @@ static void peer_up(struct engine *e, struct link_peer *lp)
     p->since_ms = engine_now(e);
     log_info("engine: peer %s%s%s up (%s)", link_peer_id(lp), p->addr[0] ? " at " : "", p->addr,
              p->outbound ? "outbound" : "inbound");
-    ctx_hold_peer_back(e, share_key(p)); /* it ran again: reads of our staging from before ended */
+    /* it ran again: reads of our staging from before ended */
+    bstage_hold_peer_back(e, share_key(p));
     fence_peer_up(e, p); /* held landing slots and pools: when it proves its writes ended */
     tab_peer_up(e, p);
     home_tick(e, p->since_ms);
     gen_peer_up(e, p);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ctx_sweep(e);
 }
 
@@ -132,12 +133,12 @@ static void peer_down(struct engine *e, struct link_peer *lp, int err)
     home_peer_down(e, p);
     gen_peer_down(e, p, err);
     ctx_peer_down(e, p, err);
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ctx_sweep(e);
     bool hold = alive_hold(p, err); /* frozen, lanes into our memory: held until it is back */
     if (hold)
         quar_peer_frozen(e, p, share_key(p));
-    hold |= ctx_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */
+    hold |= bstage_hold_peer_down(e, p, err); /* staging it may still read (cma): the same */
     if (p->up) /* or until its process exits (engine_lost.c) */
         lost_add(e, p, lp, err, hold, share_key(p));
     quar_peer_down(e, p); /* its quarantined flows come back ENGINE_RECLAIM_MS from now */
@@ -189,7 +190,7 @@ static int on_rndv(void *arg, struct link_peer *lp, uint16_t type, const void *h
     struct wire_msg m;
     if (decode_chunk(hdr, hdr_len, &flow, &m) < 0)
         return -EBADMSG;
-    int rc = gen_on_rndv(e, epeer_of(e, lp), flow, &m.u.chunk, len, dest);
+    int rc = bland_on_rndv(e, epeer_of(e, lp), flow, &m.u.chunk, len, dest);
     wire_msg_done(&m);
     return rc;
 }
@@ -263,7 +264,7 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
             return;
         }
         laycache_answered(&p->lc, flow); /* the layout our RECV_REQ carried is held */
-        gen_on_chunk(e, p, flow, &m.u.chunk, data, len);
+        bland_on_chunk(e, p, flow, &m.u.chunk, data, len);
         wire_msg_done(&m);
         goto out;
     }
@@ -281,7 +282,7 @@ static void on_msg(void *arg, struct link_peer *lp, uint16_t type, const void *h
     if (!dispatch(e, p, flow, &m))
         wire_msg_done(&m);
 out:
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ctx_sweep(e);
 }
 
@@ -294,7 +295,7 @@ static void arena_grant(struct arena_resv *r, const struct arena_grant *g, uint3
     if (*k == RESV_LANDING)
         gen_on_grant(r->data, g, n);
     else
-        ctx_stage_granted(r->data, g);
+        bstage_granted(r->data, g);
 }
 
 static void arena_timeout(struct arena_resv *r, void *user)
@@ -304,7 +305,7 @@ static void arena_timeout(struct arena_resv *r, void *user)
     if (*k == RESV_LANDING)
         gen_on_timeout(r->data);
     else
-        ctx_stage_timeout(r->data);
+        bstage_timeout(r->data);
 }
 
 /* ---- life ---- */
@@ -424,11 +425,11 @@ const struct engine_drive engine_drivers = {
     .rx_fail = gen_rx_fail,
     .rx_check_done = gen_check_done,
     .rx_ask = gen_ask,
-    .rx_sweep = gen_sweep,
-    .rx_writes_ended = gen_writes_ended,
+    .rx_sweep = engine_recv_sweep,
+    .rx_writes_ended = engine_recv_writes_ended,
     .rx_send_req = gen_send_recv_req,
     .rx_table_ready = gen_table_ready,
-    .rxw_set_state = gen_rxw_set_state,
+    .rxw_set_state = engine_recv_rxw_set_state,
     .tx_fail = ctx_tx_fail,
     .tx_done = ctx_tx_done,
     .tx_sweep = ctx_sweep,
@@ -517,7 +518,7 @@ void engine_stop(struct engine *e)
     bh_stop(e);           /* and for its host copies, which read and write arena slots */
     frag_ctx_stop(e);         /* and for the copy threads' writes into generation pools */
     path_local_stop(e);       /* and for the local writers' copies */
-    gen_sweep(e);
+    engine_recv_sweep(e);
     ctx_sweep(e);
     egpu_free(e); /* programs freed, the arena unpinned before the link unmaps it */
     e->stopping = true;
@@ -525,7 +526,7 @@ void engine_stop(struct engine *e)
     bput_free_all(e);
     e->link = link_free(e->link); /* force-closes endpoints; memory freed by its close callbacks */
     quar_pools_stop(e);           /* so no fragment put can land: held requests end */
-    gen_sweep(e);
+    engine_recv_sweep(e);
     home_free_all(e);
     tab_free_all(e);
     epeer_free_all(e);
@@ -563,7 +564,7 @@ struct engine *engine_free(struct engine *e)
 void engine_recv(struct engine *e, struct transfers *t, struct xfer *r, const char *ctx_home)
 {
     gen_recv(e, t, r, ctx_home);
-    gen_sweep(e);
+    engine_recv_sweep(e);
 }
 
 void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
@@ -572,7 +573,7 @@ void engine_send(struct engine *e, struct transfers *t, struct xfer *s)
     if (e && e->link) {
         ctx_send_arrived(e, s);
         path_local_send_arrived(e, s);
-        gen_sweep(e);
+        engine_recv_sweep(e);
     }
 }
 

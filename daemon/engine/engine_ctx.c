@@ -476,7 +476,7 @@ void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct
         if (e->tl) /* arena.timeline: off by default */
             btl_mark(e->tl, BTL_GRANT_RX, gm->req_id, gm->writer, gm->grants[i].ext_off);
     }
-    ctx_pump(tx);
+    bstage_pump(tx);
 }
 
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m)

@@ -95,10 +95,11 @@ struct stage {
 /* bounce_stage.c: peer p was lost with err. Chunks or control messages (engine_send.c) to it
  * still in flight, or already held, are held until it cannot read them (arena_hold.h):
  * ENGINE_RECLAIM_MS from now, or, when it was lost for silence while it could read our memory
- * itself (a frozen peer on this host), until ctx_hold_peer_back. Returns true in that last case (its process is then watched). */
-bool ctx_hold_peer_down(struct engine *e, struct epeer *p, int err);
+ * itself (a frozen peer on this host), until bstage_hold_peer_back. Returns true in that last
+ * case (its process is then watched). */
+bool bstage_hold_peer_down(struct engine *e, struct epeer *p, int err);
 /* The daemon of key was heard again or its process exited: its holds end at the next tick. */
-void ctx_hold_peer_back(struct engine *e, uint64_t key);
+void bstage_hold_peer_back(struct engine *e, uint64_t key);
 
 /* The flow failed (NACK to the generation daemon when nack): its stages let go of it. */
 void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ...)
@@ -106,21 +107,21 @@ void ctx_tx_fail(struct tx *tx, kvf_error_t code, bool nack, const char *fmt, ..
 /* Every chunk completed: WRITER_DONE, and the SEND is told one reader was served. */
 void ctx_tx_done(struct tx *tx);
 /* bounce_stage.c: starts chunks for the flow's granted slots, up to arena.window in flight. */
-void ctx_pump(struct tx *tx);
+void bstage_pump(struct tx *tx);
 void ctx_on_recv_req(struct engine *e, struct epeer *p, uint64_t flow, struct wire_msg *m);
 void ctx_on_grant(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_on_cancel(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void ctx_send_arrived(struct engine *e, struct xfer *s);
 void ctx_xfer_end(struct engine *e, struct xfer *s, kvf_error_t err);
-void ctx_stage_granted(struct stage *st, const struct arena_grant *g);
-void ctx_stage_timeout(struct stage *st);
+void bstage_granted(struct stage *st, const struct arena_grant *g);
+void bstage_timeout(struct stage *st);
 void ctx_peer_down(struct engine *e, struct epeer *p, int err);
 void ctx_tick(struct engine *e, uint64_t now);
 void ctx_table_ready(struct engine *e, struct itable *tab, int err, const char *msg);
 void ctx_fail_all(struct engine *e, kvf_error_t code, const char *why);
 void ctx_sweep(struct engine *e);
 /* The GPU gather of st's chunk ended (status 0 or -errno): moves it on as after copy_gather. */
-void ctx_stage_gathered(struct stage *st, int status);
+void bstage_gathered(struct stage *st, int status);
 
 #endif

@@ -77,7 +77,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    gen_rx_set_state(rx, RX_ENDED);
+    engine_recv_rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_failed++;
     if (code == KVF_E_BOUND_VIOLATION)
         rx->e->c.bound_violations++;
@@ -89,7 +89,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
     struct xfer *x = rx->x;
     if (x && (rx->scatters_running > 0 || rx->frag_wait > 0)) {
         /* scatters or fragment puts may still write into the rank's pools: it hears of the
-         * failure when they ended (gen_writes_ended), never under them, or at once flagged
+         * failure when they ended (engine_recv_writes_ended), never under them, or at once flagged
          * HELD when only peers' puts are left (xfer_held.c) */
         xfer_hold(x, code, msg);
         if (rx->scatters_running == 0) /* peers' puts only: a worker that can hear it, now */
@@ -103,7 +103,7 @@ static void rx_fail(struct rx *rx, kvf_error_t code, const char *fmt, ...)
 
 static void rx_done(struct rx *rx)
 {
-    gen_rx_set_state(rx, RX_ENDED);
+    engine_recv_rx_set_state(rx, RX_ENDED);
     rx->e->c.remote_done++;
     rx->e->c.last_wall_ns = rx->moving_ns ? uv_hrtime() - rx->moving_ns : 0;
     rx->e->c.last_bytes = rx->plan.total_bytes;
@@ -260,7 +260,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
               rx->path_why);
     for (uint32_t i = 0; i < rx->n_w; i++)
         rx->w[i].path = rx->path;
-    if (!gen_rx_set_state(rx, RX_CONNECT) || !rx_writers(rx, tab))
+    if (!engine_recv_rx_set_state(rx, RX_CONNECT) || !rx_writers(rx, tab))
         return;
     if (ix_w_add(e, rx) < 0) {
         rx_fail(rx, KVF_E_INTERNAL, "out of memory");
@@ -272,7 +272,7 @@ static void plan_rx(struct rx *rx, struct itable *tab)
         rx_fail(rx, gcode, "%s", gmsg);
         return;
     }
-    if (!gen_rx_set_state(rx, RX_MOVING))
+    if (!engine_recv_rx_set_state(rx, RX_MOVING))
         return;
     if (rx->n_w == 0) {
         check_done(rx);
@@ -332,7 +332,7 @@ static void rx_replan(struct rx *rx)
     rx->ctx_layouts = NULL;
     rx->retried = true;
     e->c.replans++;
-    if (!gen_rx_set_state(rx, RX_LOOKUP))
+    if (!engine_recv_rx_set_state(rx, RX_LOOKUP))
         return;
     int err;
     struct itable *tab = tab_get(e, rx->ctx_instance, rx->home, &err);
@@ -491,7 +491,7 @@ void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n)
     int rc;
     if (w->state == RXW_CREDIT) {
         rc = gen_send_recv_req(w, wg, n);
-        if (rc == 0 && !gen_rxw_set_state(w, RXW_MOVING))
+        if (rc == 0 && !engine_recv_rxw_set_state(w, RXW_MOVING))
             return;
     } else {
         struct wire_msg m = {.type = WIRE_GRANT};
@@ -510,7 +510,7 @@ void gen_on_timeout(struct rxw *w)
 {
     char why[512];
     share_why(w->rx->e, w->resv.owner, why, sizeof why);
-    if (!gen_rxw_set_state(w, RXW_CLOSED)) /* timed out: it holds nothing */
+    if (!engine_recv_rxw_set_state(w, RXW_CLOSED)) /* timed out: it holds nothing */
         return;
     rx_fail(w->rx, KVF_E_TIMEOUT,
             "no landing slot for writer rank %u within arena.reserve_timeout (%s)", w->ctx_rank,
@@ -529,7 +529,7 @@ void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const 
     struct rxw *w = gen_find_w(e, p, flow);
     if (!w)
         return;
-    if (w->state == RXW_MOVING && !gen_rxw_set_state(w, RXW_DONE))
+    if (w->state == RXW_MOVING && !engine_recv_rxw_set_state(w, RXW_DONE))
         return;
     if (m->u.writer_done.bytes != w->extent) {
         rx_fail(w->rx, KVF_E_BOUND_VIOLATION,
@@ -560,7 +560,8 @@ void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct 
             }
     }
     /* the writer's side ended it: no NACK back (it acks the drain) */
-    if ((w->state == RXW_MOVING || w->state == RXW_DONE) && !gen_rxw_set_state(w, RXW_NACKED))
+    if ((w->state == RXW_MOVING || w->state == RXW_DONE) &&
+        !engine_recv_rxw_set_state(w, RXW_NACKED))
         return;
     w->not_reader = m->u.nack.reason == WIRE_NACK_NOT_READER;
     if (m->u.nack.reason == WIRE_NACK_STALE_TABLE && !rx->retried && rx->x) {
@@ -574,7 +575,7 @@ void engine_recv_end(struct rx *rx, kvf_error_t err)
 {
     if (rx->state != RX_ENDED) {
         kvf_error_t code = err != KVF_OK ? err : KVF_E_CANCELLED;
-        gen_rx_set_state(rx, RX_ENDED);
+        engine_recv_rx_set_state(rx, RX_ENDED);
         rx->e->c.remote_failed++;
         nack_readers(rx, code, nack_why_ended(code)); /* while rx->x still names the reader */
         release(rx, code, nack_why_ended(code));

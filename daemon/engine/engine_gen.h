@@ -37,7 +37,7 @@ struct rxw {
     uint64_t flow;
     struct epeer *peer;
     struct arena_resv resv;
-    enum rxw_state state; /* gen_rxw_set_state (engine_recv.c) */
+    enum rxw_state state; /* engine_recv_rxw_set_state (engine_recv.c) */
     const struct path_row *path; /* its path (path.h): the request's, or local for a writer
                                     registered here (pool to pool, path_local.c) */
     uint64_t extent, scattered;
@@ -57,7 +57,7 @@ struct rx {
     uint64_t req_id;
     char home[WIRE_ADDR_MAX];
     char ctx_instance[LAYOUT_NAME_MAX];
-    enum rx_state state; /* gen_rx_set_state (engine_recv.c) */
+    enum rx_state state; /* engine_recv_rx_set_state (engine_recv.c) */
     struct itable *tab; /* borrowed while READY */
     uint64_t epoch;
     struct plan plan;
@@ -92,15 +92,15 @@ void gen_peer_up(struct engine *e, struct epeer *p);
 void gen_peer_down(struct engine *e, struct epeer *p, int err);
 void gen_on_grant(struct rxw *w, const struct arena_grant *g, uint32_t n);
 void gen_on_timeout(struct rxw *w);
-int gen_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+int bland_on_rndv(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                 size_t len, void **dest);
-void gen_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
+void bland_on_chunk(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_chunk *c,
                   const void *data, size_t len);
 void gen_on_writer_done(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void gen_on_nack(struct engine *e, struct epeer *p, uint64_t flow, const struct wire_msg *m);
 void gen_tick(struct engine *e, uint64_t now);
 void gen_fail_all(struct engine *e, kvf_error_t code, const char *why);
-void gen_sweep(struct engine *e);
+void engine_recv_sweep(struct engine *e);
 void gen_rx_fail(struct rx *rx, kvf_error_t code, const char *msg);
 void gen_check_done(struct rx *rx);
 /* Whether w is a writer registered at this daemon (the local path). */
@@ -112,21 +112,21 @@ static inline bool rxw_local(const struct rxw *w)
 int gen_send_recv_req(struct rxw *w, const struct wire_grant *g, uint32_t n);
 /* Nothing writes into rx's pools any more (its scatters and fragment flows ended): an ended
  * rx's request hears of its held failure now (transfers_writes_ended). */
-void gen_writes_ended(struct rx *rx);
+void engine_recv_writes_ended(struct rx *rx);
 /* The moving writer of flow from peer p, or NULL. */
 struct rxw *gen_find_w(struct engine *e, struct epeer *p, uint64_t flow);
 /* Asks for w's next landing credits (up to arena.window held). */
 void gen_ask(struct rxw *w);
 /* Chunk w->out[i] is in the rank's pools: its credit goes back, the next is asked (the request
  * may end: DONE). */
-void gen_landed(struct rxw *w, uint32_t i);
+void bland_landed(struct rxw *w, uint32_t i);
 
 /* engine_recv.c: move rx or w along an edge of its state machine (logged at debug). An illegal
  * edge is an invariant failure (require.h: fatal in debug builds and under
  * KVF_FATAL_INVARIANTS=1); otherwise the request fails INTERNAL and false says the caller must
  * stop. */
-bool gen_rx_set_state(struct rx *rx, enum rx_state to);
-bool gen_rxw_set_state(struct rxw *w, enum rxw_state to);
+bool engine_recv_rx_set_state(struct rx *rx, enum rx_state to);
+bool engine_recv_rxw_set_state(struct rxw *w, enum rxw_state to);
 
 
 #endif

@@ -8,7 +8,7 @@
  *    chunk k is gathered by kvk_gather on a daemon stream of that GPU straight into the peer's
  *    landing slot through its arena mapped and page-locked here (egpu_peer.h: shared memory,
  *    arena.shm_write copy), else into its staging slot's device alias; the completion comes
- *    back on the loop (gpu_notify) and ctx_stage_gathered goes on exactly as the CPU path does
+ *    back on the loop (gpu_notify) and bstage_gathered goes on exactly as the CPU path does
  *    after copy_gather (CHUNK, or put + flush + CHUNK, or the CHUNK active message). A chunk
  *    of a streamed SEND whose READYs named CUDA events waits for them on the GPU first
  *    (exec_gpu_after on the gather's stream: never a host wait).
@@ -17,7 +17,7 @@
  *    one GPU overlap that way); the scatter likewise, copy first.
  *  - Generation side: a request whose generation rank has GPU pools binds one program per
  *    writer (the same way); a landed chunk is scattered by kvk_scatter from its landing
- *    slot's device alias and gen_landed then returns the credit as the CPU path does.
+ *    slot's device alias and bland_landed then returns the credit as the CPU path does.
  * Either side may be host pools while the other is GPU pools: each daemon copies its own side.
  * Lifetimes. A job (one program + one reference to the rank's GPU mappings) is held by its owner
  * (the flow, or the request for one writer) and by every kernel in flight; the last drop retires
@@ -283,7 +283,7 @@ void egpu_rx_gone(struct rx *rx)
  * held while scatters ran reaches the worker when the last one ended. */
 static void scattered(struct egpu_op *op, int status)
 {
-    gen_scatter_ended(op->rx, op->widx, op->serial, &op->g, status, "GPU"); /* bounce_host.c */
+    bh_scatter_ended(op->rx, op->widx, op->serial, &op->g, status, "GPU"); /* bounce_host.c */
 }
 
 static void deliver(struct egpu_op *op, int status)
@@ -298,7 +298,7 @@ static void deliver(struct egpu_op *op, int status)
             e->c.gpu_gathers++;
             e->c.bytes_gpu_gathered += op->st->g.length;
         }
-        ctx_stage_gathered(op->st, status);
+        bstage_gathered(op->st, status);
     } else {
         if (status == 0) {
             e->c.gpu_scatters++;

@@ -15,12 +15,12 @@ bool egpu_tx_on_gpu(const struct tx *tx);
 /* A flow of a GPU writer rank is planned: its program uploaded. KVF_OK or the error + message. */
 kvf_error_t egpu_tx_plan(struct tx *tx, char *msg, size_t len);
 void egpu_tx_gone(struct tx *tx);
-/* Launches the gather of st's chunk into its staging slot; ctx_stage_gathered follows. 0, or
+/* Launches the gather of st's chunk into its staging slot; bstage_gathered follows. 0, or
  * -errno with a message (nothing runs then). */
 int egpu_gather(struct stage *st, char *msg, size_t len);
 kvf_error_t egpu_rx_start(struct rx *rx, char *msg, size_t len);
 void egpu_rx_gone(struct rx *rx);
-/* Launches the scatter of a landed chunk; gen_landed follows. 0 or -errno + message. */
+/* Launches the scatter of a landed chunk; bland_landed follows. 0 or -errno + message. */
 int egpu_scatter(struct rx *rx, uint32_t widx, const struct arena_grant *g, char *msg, size_t len);
 /* A scatter of this (generation side) flow is running: its landing slots must stay. */
 bool egpu_flow_busy(const struct engine *e, uint64_t flow);

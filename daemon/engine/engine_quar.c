@@ -189,7 +189,7 @@ void quar_peer_frozen(struct engine *e, struct epeer *p, uint64_t key)
 
 void quar_peer_back(struct engine *e, uint64_t key)
 {
-    ctx_hold_peer_back(e, key); /* and the staging it could read */
+    bstage_hold_peer_back(e, key); /* and the staging it could read */
     for (struct qflow *q = e->qflows; q; q = q->next)
         if (q->hold_key == key) {
             q->hold_key = 0; /* reclaimed by the next tick, after any GPU scatter */

@@ -3,8 +3,8 @@
  * life as a member of its request: the request (struct xfer, transfers.h) owns it (x->rx) and
  * frees it with itself (engine_recv_free, from transfers_reap); the engine says whether it still
  * writes into the rank's pools (a failure is then held by the request: the one held error,
- * xfer_hold) and when those writes ended (gen_writes_ended). The protocol that moves it along
- * is engine_gen.c (and bounce_land.c per chunk). Loop thread only. */
+ * xfer_hold) and when those writes ended (engine_recv_writes_ended). The protocol that moves it
+ * along is engine_gen.c (and bounce_land.c per chunk). Loop thread only. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -59,7 +59,7 @@ bool rxw_state_edge_ok(enum rxw_state from, enum rxw_state to)
     return (unsigned)from < RXW__COUNT && (unsigned)to < RXW__COUNT && rxw_edges[from][to];
 }
 
-bool gen_rx_set_state(struct rx *rx, enum rx_state to)
+bool engine_recv_rx_set_state(struct rx *rx, enum rx_state to)
 {
     if (!KVF_REQUIRE(rx_state_edge_ok(rx->state, to), "engine: rx req %llu: illegal edge %s -> %s",
                      (unsigned long long)rx->req_id, rx_state_to_string(rx->state),
@@ -81,7 +81,7 @@ bool gen_rx_set_state(struct rx *rx, enum rx_state to)
     return true;
 }
 
-bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
+bool engine_recv_rxw_set_state(struct rxw *w, enum rxw_state to)
 {
     if (KVF_REQUIRE(rxw_state_edge_ok(w->state, to),
                     "engine: rx req %llu writer %u: illegal edge %s -> %s",
@@ -101,7 +101,7 @@ bool gen_rxw_set_state(struct rxw *w, enum rxw_state to)
 
 /* ---- the request's member ---- */
 
-void gen_writes_ended(struct rx *rx)
+void engine_recv_writes_ended(struct rx *rx)
 {
     struct xfer *x = rx->x;
     if (rx->state != RX_ENDED || rx->scatters_running > 0 || !x)
@@ -141,7 +141,7 @@ bool engine_recv_idle(const struct rx *rx)
     return rx->state == RX_ENDED && !rx->x && rx->scatters_running == 0 && rx->frag_wait == 0;
 }
 
-void gen_sweep(struct engine *e)
+void engine_recv_sweep(struct engine *e)
 {
     if (e->req.t) /* the ended requests whose part went idle, with their parts */
         e->req.ops->reap(e->req.t);

@@ -5,7 +5,7 @@
  * endpoint closed) a peer that was only frozen may still read it when it runs again (docs/UCX.md
  * "cma under peer error handling"), so a failed send's allocation goes to the staging hold under
  * the peer's share key, as a failed chunk's buffer does (bounce_stage.c): freed once the peer
- * cannot read it (ctx_hold_peer_down sets when). Loop thread only. */
+ * cannot read it (bstage_hold_peer_down sets when). Loop thread only. */
 #include <endian.h>
 #include <errno.h>
 #include <stdio.h>

@@ -28,5 +28,5 @@ const struct path_row path_bounce_row = {
     .wire = WIRE_PATH_BOUNCE,
     .landing = true,
     .start = start,
-    .serve = ctx_pump,
+    .serve = bstage_pump,
 };

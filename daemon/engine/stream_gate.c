@@ -1,7 +1,7 @@
 /* stream_gate.c: what a streaming SEND lets its flows between daemons take (stream_gate.h).
  * Each flow reading it is planned once, with the marks of its writer's layers, kept on the
  * SEND (one row per flow: they may read different generation layouts). A bounce chunk's
- * gather waits until its whole range is final (its grant waits in the flow's queue, ctx_pump);
+ * gather waits until its whole range is final (its grant waits in the flow's queue, bstage_pump);
  * a path without landing slots (fragment: one put per region) starts once every layer is
  * final. Calls nothing of the engine: its drivers call it (no file cycle). */
 #include <stdlib.h>

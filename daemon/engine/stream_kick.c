@@ -1,5 +1,5 @@
 /* stream_kick.c: a streaming SEND made more layers final (stream_gate.h): the flows reading it
- * take what they waited for, a waiting grant's gather (ctx_pump) or a path that starts once
+ * take what they waited for, a waiting grant's gather (bstage_pump) or a path that starts once
  * every layer is final. Called from the request table's READY; no engine file calls it. */
 #include "engine_ctx.h"
 #include "engine_ix.h"
@@ -20,7 +20,7 @@ static void kick(struct tx *tx, struct xfer *s)
         return;
     }
     if (tx->state == TX_MOVING)
-        ctx_pump(tx);
+        bstage_pump(tx);
 }
 
 void stream_kick(struct engine *e, struct xfer *s)
