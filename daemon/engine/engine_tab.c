@@ -248,6 +248,7 @@ void tab_on_table(struct engine *e, struct epeer *p, const struct wire_msg *m)
     if (old_epoch != w->epoch)
         t->n_bad = 0; /* verdicts are per epoch */
     t->epoch = w->epoch;
+    snprintf(t->from_id, sizeof t->from_id, "%s", p->lp ? link_peer_id(p->lp) : "");
     t->state = TAB_READY;
     t->fetched_ms = engine_now(e);
     t->peer->users--;

@@ -19,6 +19,7 @@ struct itable {
     int nack_code;     /* fetching: the home's last answer was this NACK (0: none) */
     char nack_msg[WIRE_TEXT_MAX];
     struct epeer *peer; /* the home while fetching */
+    char from_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2]; /* the home's daemon id that sent it */
     /* verdict cache: generation ranks found incompatible at this epoch */
     uint32_t n_bad;
     struct tab_verdict {

@@ -225,6 +225,10 @@ const struct prom_doc peers_metrics[] = {
      "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
      "end at their deadline.",
      "messages"},
+    {"reader_nacks_stale", C, NULL,
+     "Failed readers' NACKs dropped: the daemon they waited for restarted since the reader "
+     "failed, so no SEND it could have read is left there.",
+     "messages"},
     {"link_waits", C, NULL,
      "Link starts that waited for the listen address's interface to come up (UCX fixes its "
      "devices when the link starts).",
