@@ -184,6 +184,19 @@ struct itable *tab_get(struct engine *e, const char *instance, const char *home,
     return NULL;
 }
 
+int tab_refetch(struct engine *e, struct itable *t, int *err)
+{
+    *err = 0;
+    if (t->state != TAB_READY)
+        return 0; /* a fetch is on: its answer is the fresh one */
+    t->fetched_ms = 0; /* expired: tab_get asks the home again */
+    char instance[LAYOUT_NAME_MAX], home[WIRE_ADDR_MAX];
+    snprintf(instance, sizeof instance, "%s", t->instance); /* tab_get may drop t */
+    snprintf(home, sizeof home, "%s", t->home);
+    tab_get(e, instance, home, err);
+    return *err;
+}
+
 void tab_peer_up(struct engine *e, struct epeer *p)
 {
     for (struct itable *t = e->tables, *nx; t; t = nx) {

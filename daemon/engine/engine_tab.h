@@ -58,6 +58,9 @@ void tab_on_table_nack(struct engine *e, struct epeer *p, const struct wire_msg 
 /* The ready table of (instance, home), or NULL after starting (or joining) a fetch. */
 struct itable *tab_get(struct engine *e, const char *instance, const char *home, int *err);
 void tab_drop(struct engine *e, struct itable *t);
+/* Asks the home for ready table t again (its answer ends in tab_ready, as any fetch's); t may be
+ * dropped meanwhile. 0, or a negative errno in *err and returned. */
+int tab_refetch(struct engine *e, struct itable *t, int *err);
 void tab_tick(struct engine *e, uint64_t now);
 void tab_peer_up(struct engine *e, struct epeer *p);
 void tab_peer_down(struct engine *e, struct epeer *p);
