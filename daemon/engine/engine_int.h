@@ -84,7 +84,8 @@ struct engine_counters {
     uint64_t peer_arenas_pinned, peer_arenas_unpinned, peer_arena_pin_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
-    uint64_t reader_nacks_stale; /* engine_pnack.c: dropped, their daemon restarted meanwhile */
+    uint64_t reader_nacks_stale; /* dropped: their daemon restarted meanwhile (engine_pnack.c),
+                                    or another epoch than the home's here (engine_nack.c) */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
     uint64_t link_waits; /* link starts that waited for their interface (engine_linkwait.c) */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */

@@ -258,6 +258,7 @@ static void resolve(struct engine *e, struct pnack *pn, const struct itable *t)
     int rc = writers ? plan_writers_of_shape(&pin, writers, &pe) : -ENOMEM;
     free(gen);
     struct wire_reader_nack n = pn->n;
+    n.epoch = t->epoch; /* the epoch it is told against: the home's now */
     if (rc < 0 && pe.code != KVF_E_PEER_INCOMPATIBLE) { /* its writers stay unknown */
         e->c.reader_nacks_unsent++;
         log_req(LOG_LVL_INFO, n.req_id, t->home, n.ctx_instance,
