@@ -389,6 +389,7 @@ static void rx_replan(struct rx *rx)
     free(rx->ctx_layouts);
     rx->ctx_layouts = NULL;
     rx->retried = true;
+    rx->tab_cached = false; /* the table comes after the stale NACK: the instance's current one */
     e->c.replans++;
     if (!rx_set_state(rx, RX_LOOKUP))
         return;

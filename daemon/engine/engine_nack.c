@@ -24,11 +24,20 @@
 #include "registry.h"
 #include "xfer.h"
 
+/* The epoch rx's reader is known to have been for: its table's, when that was fetched after the
+ * RECV came (a RECV that came after a re-registration but planned with a table cached before it
+ * is the new epoch's reader: its cancel must end the new SEND), or when a chunk of it landed
+ * (the context daemon took its RECV_REQ: no stale table); else 0, unknown. */
+static uint64_t known_epoch(const struct rx *rx, uint64_t epoch)
+{
+    return !rx->tab_cached || rx->moving_ns ? epoch : 0;
+}
+
 static void send_one(struct engine *e, struct epeer *p, const char *addr, const struct rx *rx,
                      uint32_t writer, kvf_error_t code, const char *msg)
 {
     struct wire_reader_nack n = {.req_id = rx->req_id, .writer = writer, .code = code,
-                                 .epoch = rx->epoch};
+                                 .epoch = known_epoch(rx, rx->epoch)};
     snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
     snprintf(n.message, sizeof n.message, "%s", msg);
     pnack_send(e, p, addr, &n); /* now, or once that daemon is connected */
@@ -116,7 +125,7 @@ static struct wire_reader_nack nack_of(const struct rx *rx, kvf_error_t code, co
 void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg)
 {
     struct wire_reader_nack n = nack_of(rx, code, msg);
-    n.epoch = tab->epoch;
+    n.epoch = known_epoch(rx, tab->epoch);
     nack_tell_all(rx->e, tab, &n);
 }
 
@@ -161,7 +170,7 @@ void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_i
         return;
     }
     struct wire_reader_nack n = nack_of(rx, code, msg);
-    n.epoch = tab->epoch;
+    n.epoch = known_epoch(rx, tab->epoch);
     nack_tell_writers(e, tab, &n, writers);
     free(writers);
 }
