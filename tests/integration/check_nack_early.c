@@ -258,8 +258,10 @@ START_TEST(a_reader_failed_while_its_home_was_down_is_not_told_to_the_restarted_
     recv_req(&x, 300); /* ctx's table never came from the old A: the reader fails */
     struct kvf_event ev;
     ck_assert_int_eq(ru_wait_event(&x.gen.r[0], 300, &ev, 10000), KVF_EV_FAILED);
-    ck_assert_msg(ev.error == KVF_E_PEER_UNREACHABLE, "%s: %s", kvf_error_to_string(ev.error),
-                  ev.message);
+    /* unreachable, or lost when B's fetch went out on its link to the old A before it saw the
+     * kill (a loaded machine) */
+    ck_assert_msg(ev.error == KVF_E_PEER_UNREACHABLE || ev.error == KVF_E_PEER_LOST, "%s: %s",
+                  kvf_error_to_string(ev.error), ev.message);
     ru_wait_peers_stat(&x.t.b, "reader_nacks_queued", 1, 5000);
     ck_assert_int_eq(ru_daemon_restart(&x.t.a), 0); /* a new incarnation, the same address */
     ru_inst_free(&x.ctx);
