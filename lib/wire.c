@@ -367,6 +367,8 @@ static void put_body(struct wr *w, const struct wire_msg *m)
         wr_u32(w, m->u.reader_nack.writer);
         wr_u32(w, (uint32_t)m->u.reader_nack.code);
         wr_str(w, m->u.reader_nack.message);
+        if (m->u.reader_nack.epoch) /* absent when unknown: the encoding is canonical */
+            wr_u64(w, m->u.reader_nack.epoch);
         break;
     case WIRE_FENCE:
     case WIRE_FENCE_DONE:
@@ -462,6 +464,12 @@ static void get_body(struct rd *r, struct wire_msg *m)
         m->u.reader_nack.writer = rd_u32(r);
         m->u.reader_nack.code = (kvf_error_t)rd_u32(r);
         rd_str(r, m->u.reader_nack.message, WIRE_TEXT_MAX);
+        m->u.reader_nack.epoch = 0;
+        if (!r->err && r->len > r->pos) { /* optional trailing epoch: present means known */
+            m->u.reader_nack.epoch = rd_u64(r);
+            if (!r->err && !m->u.reader_nack.epoch)
+                r->err = -EBADMSG;
+        }
         break;
     case WIRE_FENCE:
     case WIRE_FENCE_DONE:

@@ -52,7 +52,8 @@
  *   READER_NACK     generation -> context daemon: req_id u64, ctx_instance str, writer u32
  *                   (< WIRE_MAX_RANKS, or WIRE_ALL_WRITERS), code u32 (kvf_error_t, not OK),
  *                   message str: "a reader of this request failed and will not come", for the
- *                   SEND's end (docs/DESIGN.md §7); not bound to a flow
+ *                   SEND's end (docs/DESIGN.md §7); not bound to a flow; then, optional, epoch
+ *                   u64 (not 0: the home's table epoch the reader planned with; absent: unknown)
  * Strings: addr 1..WIRE_ADDR_MAX-1 bytes, printable ASCII without spaces, "host:port" with a
  * port 1..65535; instance 1..LAYOUT_NAME_MAX-1 bytes, printable ASCII without spaces; message
  * 0..WIRE_TEXT_MAX-1 bytes, any byte but NUL. Whole message <= WIRE_MSG_MAX bytes.
@@ -218,6 +219,9 @@ struct wire_reader_nack {
     uint32_t writer; /* context rank, or WIRE_ALL_WRITERS (a verdict that refuses them all) */
     kvf_error_t code;
     char message[WIRE_TEXT_MAX];
+    /* the epoch of the instance's table the reader planned with (its home's), 0: unknown; a
+     * writer's daemon that is the home at another epoch drops it (an older incarnation's) */
+    uint64_t epoch;
 };
 
 /* FENCE / FENCE_DONE (engine_fence.c): serial names the fence its answer closes. */

@@ -215,6 +215,32 @@ START_TEST(wire_nack_reason_is_optional_typed_and_bounded)
 }
 END_TEST
 
+/* READER_NACK's optional trailing epoch: absent when unknown (the old bytes), else 8 bytes that
+ * round-trip; present as 0 (not canonical) or cut short is refused. */
+START_TEST(wire_reader_nack_epoch_is_optional_and_not_zero)
+{
+    struct wire_msg m = sample(WIRE_READER_NACK), d;
+    void *old;
+    size_t old_len;
+    ck_assert_int_eq(wire_encode(&m, &old, &old_len), 0);
+    ck_assert_int_eq(wire_decode(old, old_len, &d), 0);
+    ck_assert_uint_eq(d.u.reader_nack.epoch, 0);
+    wire_msg_done(&d);
+    uint8_t *rb;
+    size_t rl;
+    m.u.reader_nack.epoch = 0x8badf00d12345677ull;
+    d = roundtrip(&m, &rb, &rl);
+    ck_assert_uint_eq(rl, old_len + 8);
+    ck_assert_uint_eq(d.u.reader_nack.epoch, m.u.reader_nack.epoch);
+    ck_assert_str_eq(d.u.reader_nack.message, m.u.reader_nack.message);
+    wire_msg_done(&d);
+    memset(rb + old_len, 0, 8);
+    ck_assert_int_eq(wire_decode(rb, rl, &d), -EBADMSG);
+    free(rb);
+    free(old);
+}
+END_TEST
+
 START_TEST(wire_every_message_roundtrips_byte_for_byte)
 {
     for (int t = 1; t < WIRE__TYPE_END; t++) {
@@ -755,6 +781,7 @@ static Suite *wire_suite(void)
     tcase_add_test(tc, wire_chunk_is_explicit_little_endian);
     tcase_add_test(tc, wire_recv_req_tokens_are_optional_and_bounded);
     tcase_add_test(tc, wire_nack_reason_is_optional_typed_and_bounded);
+    tcase_add_test(tc, wire_reader_nack_epoch_is_optional_and_not_zero);
     suite_add_tcase(s, tc);
     tc = tcase_create("refusals");
     tcase_add_test(tc, wire_every_truncation_and_trailing_byte_is_refused);

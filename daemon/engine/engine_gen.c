@@ -148,13 +148,37 @@ static void unplanned_fail(struct rx *rx, const struct itable *tab, kvf_error_t 
     rx_fail(rx, code, "%s", msg);
 }
 
+/* rx was refused against a table cached before its RECV came (code, msg): the instance may have
+ * re-registered in another shape since (a new epoch: attention-DP or not, another TP), which no
+ * context daemon can say, since nothing was asked of one. True: the home is asked again, once,
+ * and rx waits for the answer (gen_table_ready plans it again); false: the refusal stands. */
+static bool rx_refetch(struct rx *rx, struct itable *tab, kvf_error_t code, const char *msg)
+{
+    if (!rx->tab_cached || rx->refetched)
+        return false;
+    rx->tab_cached = false;
+    rx->refetched = true;
+    log_req(LOG_LVL_INFO, rx->req_id, rx->home, rx->ctx_instance,
+            "engine: request %llu from %s refused against the cached table (epoch %llu): %s: %s; "
+            "asking the home again", (unsigned long long)rx->req_id, rx->ctx_instance,
+            (unsigned long long)tab->epoch, kvf_error_to_string(code), msg);
+    int err;
+    if (tab_refetch(rx->e, tab, &err) < 0)
+        rx_fail(rx, KVF_E_PEER_UNREACHABLE, "home %s of context instance %s: %s", rx->home,
+                rx->ctx_instance, strerror(-err));
+    return true;
+}
+
 /* Plans rx against the context instance's table: a verdict cached for this rank, the plan, its
- * bounds against the rank's pools. False: rx failed (and the writers its shape reads were told). */
+ * bounds against the rank's pools. False: rx failed (and the writers its shape reads were told),
+ * or waits for the table again (rx_refetch). */
 static bool rx_plan(struct rx *rx, struct itable *tab)
 {
     struct xfer *x = rx->x;
     for (uint32_t i = 0; i < tab->n_bad; i++)
         if (tab->bad[i].worker_id == x->rank->worker_id) {
+            if (rx_refetch(rx, tab, (kvf_error_t)tab->bad[i].code, tab->bad[i].msg))
+                return false;
             nack_refused(rx, tab, (kvf_error_t)tab->bad[i].code, tab->bad[i].msg);
             rx_fail(rx, tab->bad[i].code, "%s (verdict cached for epoch %llu)", tab->bad[i].msg,
                     (unsigned long long)tab->epoch);
@@ -171,6 +195,8 @@ static bool rx_plan(struct rx *rx, struct itable *tab)
     kvf_error_t code = rx->e->d->cfg.arena_cut_at_layers /* grants end at layer boundaries */
                            ? plan_request_marked(&pin, &rx->plan, &rx->marks, msg, sizeof msg)
                            : plan_request(&pin, &rx->plan, msg, sizeof msg);
+    if (code != KVF_OK && rx_refetch(rx, tab, code, msg))
+        return false;
     if (code != KVF_OK) {
         if (code == KVF_E_PEER_INCOMPATIBLE && tab->n_bad < sizeof tab->bad / sizeof tab->bad[0]) {
             struct tab_verdict *v = &tab->bad[tab->n_bad++];
@@ -331,6 +357,7 @@ static void rx_replan(struct rx *rx)
     free(rx->ctx_layouts);
     rx->ctx_layouts = NULL;
     rx->retried = true;
+    rx->tab_cached = false; /* the table comes after the stale NACK: the instance's current one */
     e->c.replans++;
     if (!engine_recv_rx_set_state(rx, RX_LOOKUP))
         return;
@@ -421,6 +448,7 @@ void gen_recv(struct engine *e, struct transfers *t, struct xfer *x, const char 
     engine_kick_tick(e);
     int err;
     struct itable *tab = tab_get(e, rx->ctx_instance, home, &err);
+    rx->tab_cached = tab != NULL;
     if (err < 0)
         rx_fail(rx, KVF_E_PEER_UNREACHABLE, "home %s of context instance %s: %s", home,
                 rx->ctx_instance, strerror(-err));

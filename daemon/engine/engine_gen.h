@@ -64,6 +64,10 @@ struct rx {
     struct plan_marks marks; /* owned, with the plan under arena.cut_at_layers (its writers'
                                 landing grants end at layer boundaries); else empty */
     bool planned, retried;
+    /* planning against a table cached before the RECV (tab_cached), whose refusal asks the
+     * home again once (refetched): the instance may have re-registered in another shape; its
+     * epoch is then not known to be the reader's (engine_nack.c) */
+    bool tab_cached, refetched;
     const struct path_row *path; /* its remote writers' path, chosen once (path_choose) */
     const char *path_why;        /* the rule's reason for it (static) */
     const struct bounce_exec *bx; /* the executor of its bounce chunks (bounce_exec.h) */

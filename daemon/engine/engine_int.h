@@ -26,6 +26,7 @@
 #define ENGINE_MAX_CREDITS 64u         /* arena max_credits: slots one writer holds + wants */
 #define ENGINE_WINDOW 8u               /* credits asked per writer at once */
 #define ENGINE_MAX_FWD_INSTANCES 1024u /* instances a home keeps forwarded layouts of */
+#define PNACK_SEEN_MAX 64u /* daemon addresses whose last id is kept (engine_pnack.c) */
 
 struct daemon;
 struct transfers;
@@ -102,6 +103,8 @@ struct engine_counters {
     uint64_t peer_arenas_pinned, peer_arenas_unpinned, peer_arena_pin_failures;
     uint64_t reader_nacks_sent, reader_nacks_recv; /* engine_nack.c */
     uint64_t reader_nacks_queued, reader_nacks_unsent; /* engine_pnack.c: waited, never sent */
+    uint64_t reader_nacks_stale; /* dropped: their daemon restarted meanwhile (engine_pnack.c),
+                                    or another epoch than the home's here (engine_nack.c) */
     uint64_t frag_holds; /* failed fragment flows whose report waited for their drain */
     uint64_t link_waits; /* link starts that waited for their interface (engine_linkwait.c) */
     uint64_t last_wall_ns, last_bytes; /* the last remote request done: first chunk to DONE */
@@ -150,6 +153,13 @@ struct engine {
     struct elost *lost;   /* peers lost a moment ago, frozen ones watched (engine_lost.c) */
     struct pnack *pnacks; /* failed readers' NACKs waiting (engine_pnack.c) */
     uint32_t n_pnacks;
+    /* the daemon id last heard at each address we connected to (engine_pnack.c): a restarted
+     * daemon has a new one */
+    struct pnack_seen {
+        char addr[WIRE_ADDR_MAX];
+        char id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2];
+        uint64_t at_ms;
+    } pn_seen[PNACK_SEEN_MAX];
     uint64_t flow_base;   /* random start of this run's flow ids */
     /* GPU pools (engine_gpu.c) */
     struct gpu *gpu;                    /* borrowed: the daemon's; NULL or CPU mode: none */

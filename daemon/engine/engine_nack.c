@@ -24,10 +24,20 @@
 #include "registry.h"
 #include "xfer.h"
 
+/* The epoch rx's reader is known to have been for: its table's, when that was fetched after the
+ * RECV came (a RECV that came after a re-registration but planned with a table cached before it
+ * is the new epoch's reader: its cancel must end the new SEND), or when a chunk of it landed
+ * (the context daemon took its RECV_REQ: no stale table); else 0, unknown. */
+static uint64_t known_epoch(const struct rx *rx, uint64_t epoch)
+{
+    return !rx->tab_cached || rx->moving_ns ? epoch : 0;
+}
+
 static void send_one(struct engine *e, struct epeer *p, const char *addr, const struct rx *rx,
                      uint32_t writer, kvf_error_t code, const char *msg)
 {
-    struct wire_reader_nack n = {.req_id = rx->req_id, .writer = writer, .code = code};
+    struct wire_reader_nack n = {.req_id = rx->req_id, .writer = writer, .code = code,
+                                 .epoch = known_epoch(rx, rx->epoch)};
     snprintf(n.ctx_instance, sizeof n.ctx_instance, "%s", rx->ctx_instance);
     snprintf(n.message, sizeof n.message, "%s", msg);
     pnack_send(e, p, addr, &n); /* now, or once that daemon is connected */
@@ -115,6 +125,7 @@ static struct wire_reader_nack nack_of(const struct rx *rx, kvf_error_t code, co
 void nack_refused(struct rx *rx, const struct itable *tab, kvf_error_t code, const char *msg)
 {
     struct wire_reader_nack n = nack_of(rx, code, msg);
+    n.epoch = known_epoch(rx, tab->epoch);
     nack_tell_all(rx->e, tab, &n);
 }
 
@@ -159,8 +170,33 @@ void nack_unplanned(struct rx *rx, const struct itable *tab, const struct plan_i
         return;
     }
     struct wire_reader_nack n = nack_of(rx, code, msg);
+    n.epoch = known_epoch(rx, tab->epoch);
     nack_tell_writers(e, tab, &n, writers);
     free(writers);
+}
+
+/* Whether n was planned at another epoch of its instance than the one this daemon, its home,
+ * holds now: its reader read an older incarnation, whose SENDs ended with it; a SEND here now
+ * may reuse the id (a restart in another shape) and must not be ended by it. */
+static bool stale_epoch(struct engine *e, const struct wire_reader_nack *n)
+{
+    struct itable *t;
+    char msg[WIRE_TEXT_MAX];
+    const struct reg_instance *in = e->req.reg ? registry_find(e->req.reg, n->ctx_instance) : NULL;
+    for (uint32_t i = 0; in && i < in->n_ranks; i++) /* its ranks here name another home */
+        if (in->ranks[i] && in->ranks[i]->home[0] &&
+            !(e->self_addr[0] && strcmp(in->ranks[i]->home, e->self_addr) == 0))
+            return false;
+    if (!n->epoch || home_table(e, n->ctx_instance, &t, msg, sizeof msg) < 0 ||
+        t->epoch == n->epoch)
+        return false; /* not known, not held here (or not complete), or the same epoch */
+    e->c.reader_nacks_stale++;
+    log_req(LOG_LVL_INFO, n->req_id, "", n->ctx_instance,
+            "engine: request %llu of %s: a failed reader's NACK (%s) of epoch %llu, the "
+            "instance is at %llu here: dropped, not told to the new epoch's SEND",
+            (unsigned long long)n->req_id, n->ctx_instance, kvf_error_to_string(n->code),
+            (unsigned long long)n->epoch, (unsigned long long)t->epoch);
+    return true;
 }
 
 void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_msg *m)
@@ -168,6 +204,8 @@ void nack_on_reader_nack(struct engine *e, struct epeer *p, const struct wire_ms
     const struct wire_reader_nack *n = &m->u.reader_nack;
     (void)p;
     e->c.reader_nacks_recv++;
+    if (stale_epoch(e, n))
+        return;
     if (e->req.t)
         e->req.ops->reader_failed(e->req.t, n->ctx_instance, n->req_id,
                                 n->writer == WIRE_ALL_WRITERS ? XFER_NACK_ALL : n->writer, n->code,

@@ -18,6 +18,14 @@
  *
  * Bounds: PNACK_MAX entries per daemon and an age of deadlines.send_wait + deadlines.transfer;
  * past either the NACK is dropped (peers.reader_nacks_unsent) and its SEND ends at its deadline.
+ *
+ * An entry is tied to the incarnation of the daemon it waits for (the home, or the writer's
+ * daemon): the daemon id last heard at that address when the reader failed (e->pn_seen). If
+ * the table or the connection comes from another id, that daemon restarted since: every SEND
+ * the reader could have read ended with it, and a SEND there now is a newer incarnation's that
+ * may reuse the id (a context instance restarted in another shape), so the NACK is dropped
+ * (peers.reader_nacks_stale), never told to it (chaos seed 52021). An address never heard
+ * before ties to nothing (the home's first answer may well be the reader's epoch).
  * Loop thread only. */
 #include <errno.h>
 #include <stdio.h>
@@ -42,6 +50,7 @@ struct pnack {
     uint64_t born_ms, retry_ms; /* retry_ms: ask again then (0: a fetch or connection is on) */
     uint32_t tries;             /* asks so far: the wait between them doubles (backoff) */
     char where[WIRE_ADDR_MAX];  /* TABLE: the instance's home; PEER: the writer's daemon */
+    char where_id[sizeof(((struct pnack_seen *)0)->id)]; /* where's daemon id when it failed */
     struct wire_reader_nack n;  /* TABLE: writer unused */
     /* TABLE: the failed reader's plan input */
     char *gen_json;
@@ -65,6 +74,48 @@ static void pn_free(struct pnack *pn)
     free(pn);
 }
 
+/* The daemon id last heard at addr ("" if none). */
+static const char *seen_id(const struct engine *e, const char *addr)
+{
+    for (uint32_t i = 0; i < PNACK_SEEN_MAX; i++)
+        if (e->pn_seen[i].addr[0] && strcmp(e->pn_seen[i].addr, addr) == 0)
+            return e->pn_seen[i].id;
+    return "";
+}
+
+/* Notes that addr answered as id; the oldest address makes room. */
+static void seen_note(struct engine *e, const char *addr, const char *id)
+{
+    struct pnack_seen *s = &e->pn_seen[0];
+    for (uint32_t i = 0; i < PNACK_SEEN_MAX; i++) {
+        struct pnack_seen *x = &e->pn_seen[i];
+        if (x->addr[0] && strcmp(x->addr, addr) == 0) {
+            s = x;
+            break;
+        }
+        if (x->at_ms < s->at_ms)
+            s = x;
+    }
+    snprintf(s->addr, sizeof s->addr, "%s", addr);
+    snprintf(s->id, sizeof s->id, "%s", id);
+    s->at_ms = engine_now(e) + 1; /* 0: a free entry */
+}
+
+/* Whether pn waited for a daemon that restarted since its reader failed (now answering as id):
+ * then it is dropped, counted and logged. */
+static bool stale(struct engine *e, const struct pnack *pn, const char *id)
+{
+    if (!pn->where_id[0] || !id[0] || strcmp(pn->where_id, id) == 0)
+        return false;
+    e->c.reader_nacks_stale++;
+    log_req(LOG_LVL_INFO, pn->n.req_id, pn->where, pn->n.ctx_instance,
+            "engine: request %llu of %s: a failed reader's NACK (%s) waited for %s, which "
+            "restarted since (%s, then %s): dropped, not told to the new incarnation's SEND",
+            (unsigned long long)pn->n.req_id, pn->n.ctx_instance, kvf_error_to_string(pn->n.code),
+            pn->where, pn->where_id, id);
+    return true;
+}
+
 static struct pnack *pn_new(struct engine *e, enum pn_kind kind, const char *where,
                             const struct wire_reader_nack *n)
 {
@@ -84,6 +135,7 @@ static struct pnack *pn_new(struct engine *e, enum pn_kind kind, const char *whe
     pn->kind = kind;
     pn->born_ms = engine_now(e);
     snprintf(pn->where, sizeof pn->where, "%s", where);
+    snprintf(pn->where_id, sizeof pn->where_id, "%s", seen_id(e, where));
     pn->n = *n;
     pn->next = e->pnacks;
     e->pnacks = pn;
@@ -206,6 +258,7 @@ static void resolve(struct engine *e, struct pnack *pn, const struct itable *t)
     int rc = writers ? plan_writers_of_shape(&pin, writers, &pe) : -ENOMEM;
     free(gen);
     struct wire_reader_nack n = pn->n;
+    n.epoch = t->epoch; /* the epoch it is told against: the home's now */
     if (rc < 0 && pe.code != KVF_E_PEER_INCOMPATIBLE) { /* its writers stay unknown */
         e->c.reader_nacks_unsent++;
         log_req(LOG_LVL_INFO, n.req_id, t->home, n.ctx_instance,
@@ -236,19 +289,23 @@ void pnack_table_ready(struct engine *e, const struct itable *t, int err)
             pn->retry_ms = backoff(pn, now); /* the home may know it later */
             continue;
         }
-        resolve(e, pn, t); /* may add PEER entries: at the head, not met by this walk */
+        if (!stale(e, pn, t->from_id))
+            resolve(e, pn, t); /* may add PEER entries: at the head, not met by this walk */
         unlink_free(e, pn);
     }
 }
 
 void pnack_peer_up(struct engine *e, struct epeer *p)
 {
-    if (!p->outbound || !p->addr[0])
+    if (!p->outbound || !p->addr[0] || !p->lp)
         return;
+    const char *id = link_peer_id(p->lp);
+    seen_note(e, p->addr, id);
     for (struct pnack *pn = e->pnacks, *nx; pn; pn = nx) {
         nx = pn->next;
-        if (pn->kind == PN_PEER && strcmp(pn->where, p->addr) == 0 && p->up &&
-            send_now(p, &pn->n))
+        if (pn->kind != PN_PEER || strcmp(pn->where, p->addr) != 0 || !p->up)
+            continue;
+        if (stale(e, pn, id) || send_now(p, &pn->n))
             unlink_free(e, pn);
     }
 }

@@ -140,6 +140,7 @@ static const struct {
     COUNTER(reader_nacks_recv),
     COUNTER(reader_nacks_queued),
     COUNTER(reader_nacks_unsent),
+    COUNTER(reader_nacks_stale),
     COUNTER(frag_holds),
     COUNTER(link_waits),
 };

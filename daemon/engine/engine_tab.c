@@ -184,6 +184,19 @@ struct itable *tab_get(struct engine *e, const char *instance, const char *home,
     return NULL;
 }
 
+int tab_refetch(struct engine *e, struct itable *t, int *err)
+{
+    *err = 0;
+    if (t->state != TAB_READY)
+        return 0; /* a fetch is on: its answer is the fresh one */
+    t->fetched_ms = 0; /* expired: tab_get asks the home again */
+    char instance[LAYOUT_NAME_MAX], home[WIRE_ADDR_MAX];
+    snprintf(instance, sizeof instance, "%s", t->instance); /* tab_get may drop t */
+    snprintf(home, sizeof home, "%s", t->home);
+    tab_get(e, instance, home, err);
+    return *err;
+}
+
 void tab_peer_up(struct engine *e, struct epeer *p)
 {
     for (struct itable *t = e->tables, *nx; t; t = nx) {
@@ -248,6 +261,7 @@ void tab_on_table(struct engine *e, struct epeer *p, const struct wire_msg *m)
     if (old_epoch != w->epoch)
         t->n_bad = 0; /* verdicts are per epoch */
     t->epoch = w->epoch;
+    snprintf(t->from_id, sizeof t->from_id, "%s", p->lp ? link_peer_id(p->lp) : "");
     t->state = TAB_READY;
     t->fetched_ms = engine_now(e);
     engine_due(e, EPART_TAB, t->fetched_ms + 6 * ENGINE_TABLE_TTL_MS + 1); /* dropped then */

@@ -19,6 +19,7 @@ struct itable {
     int nack_code;     /* fetching: the home's last answer was this NACK (0: none) */
     char nack_msg[WIRE_TEXT_MAX];
     struct epeer *peer; /* the home while fetching */
+    char from_id[LINK_HOST_MAX + 2 * LINK_ID_BYTES + 2]; /* the home's daemon id that sent it */
     /* verdict cache: generation ranks found incompatible at this epoch */
     uint32_t n_bad;
     struct tab_verdict {
@@ -59,6 +60,9 @@ struct itable *tab_get(struct engine *e, const char *instance, const char *home,
 void tab_drop(struct engine *e, struct itable *t);
 /* The tick's part (engine_due): fetches' retries and deadlines, old cached tables dropped. */
 uint64_t tab_tick(struct engine *e, uint64_t now);
+/* Asks the home for ready table t again (its answer ends in tab_ready, as any fetch's); t may be
+ * dropped meanwhile. 0, or a negative errno in *err and returned. */
+int tab_refetch(struct engine *e, struct itable *t, int *err);
 void tab_peer_up(struct engine *e, struct epeer *p);
 void tab_peer_down(struct engine *e, struct epeer *p);
 void tab_free_all(struct engine *e);

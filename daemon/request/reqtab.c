@@ -193,6 +193,8 @@ static void new_generation(struct reqtab *t, struct req *q, uint64_t epoch)
     xfer_fails_free(q->fail_cur);
     q->fail_cur = q->fail_next;
     q->fail_next = NULL;
+    q->orphan_ms = 0;
+    q->anchored = false;
 }
 
 kvf_error_t reqtab_send_meets(struct reqtab *t, struct req *q, uint32_t rank, uint64_t epoch,

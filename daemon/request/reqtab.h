@@ -40,6 +40,11 @@ struct req {
     uint32_t n_ended, cap_ended;
     struct xfer_fails *fail_cur;  /* readers of this generation that failed (xfer_nack.h) */
     struct xfer_fails *fail_next; /* failed before any SEND of the next one: it adopts them */
+    /* fail_next's failures that came while no rank of the instance was registered here: a
+     * SEND of a rank registered after orphan_ms is not theirs (xfer_fails_orphans); anchored:
+     * one came while a rank was (the set is this instance's) */
+    uint64_t orphan_ms;
+    bool anchored;
     uint64_t idle_until_ms;           /* with nothing live: forgotten then */
     struct req *idle_prev, *idle_next; /* the idle list, oldest first */
 };

@@ -225,6 +225,11 @@ const struct prom_doc peers_metrics[] = {
      "Failed readers' NACKs never sent (their plan failed, past the bound or age): such SENDs "
      "end at their deadline.",
      "messages"},
+    {"reader_nacks_stale", C, NULL,
+     "Failed readers' NACKs dropped as an older incarnation's: the daemon they waited for "
+     "restarted since the reader failed, or (received) they name another epoch of the "
+     "instance than its home holds here.",
+     "messages"},
     {"link_waits", C, NULL,
      "Link starts that waited for the listen address's interface to come up (UCX fixes its "
      "devices when the link starts).",

@@ -277,6 +277,9 @@ static void settle_sends(struct transfers *t, struct req *q, uint32_t writer, in
 {
     if (added != 0) /* not held: its SENDs fall back to their deadline */
         return (void)t->fails_dropped++;
+    const struct reg_instance *in = registry_find(t->reg, q->instance);
+    xfer_fails_pending(q, added, in && in->n_registered > 0, now_ms(t),
+                       t->d->cfg.deadlines_lookup_ms);
     uint32_t n;
     struct xfer **sends = live_of(q, XFER_SEND, &n);
     for (uint32_t i = 0; i < n; i++)
@@ -480,6 +483,7 @@ static bool meet(struct transfers *t, struct xfer *x)
         e = KVF_E_INTERNAL;
         snprintf(msg, sizeof msg, "out of memory");
     } else if (x->side == XFER_SEND) {
+        t->fails_dropped += (uint64_t)xfer_fails_orphans(q, x->rank->registered_ms);
         e = reqtab_send_meets(&t->reqs, q, x->rank_idx, x->rank->inst->inst_epoch, x->n_readers,
                               msg, sizeof msg);
         x->gen = q->gen;

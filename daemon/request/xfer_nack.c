@@ -154,6 +154,32 @@ bool xfer_no_reader_can_come(struct xfer *s, const struct engine *e, kvf_error_t
     return true;
 }
 
+void xfer_fails_pending(struct req *q, int rc, bool registered, uint64_t now_ms,
+                        uint64_t lookup_ms)
+{
+    if (rc != 0 || q->gen || !q->fail_next) /* not held, or not waiting for the next SEND */
+        return;
+    q->anchored |= registered;
+    if (!registered && now_ms + lookup_ms > q->orphan_ms)
+        q->orphan_ms = now_ms + lookup_ms;
+}
+
+int xfer_fails_orphans(struct req *q, uint64_t registered_ms)
+{
+    const struct xfer_fails *f = q->fail_next;
+    if (!f || q->anchored || !q->orphan_ms || registered_ms <= q->orphan_ms)
+        return 0;
+    log_req(LOG_LVL_INFO, q->id, NULL, q->instance,
+            "transfers: request %llu of %s: readers that failed while no rank of it was "
+            "registered here, more than deadlines.lookup before this SEND's rank registered, "
+            "are an earlier incarnation's: not counted against it (%s)",
+            (unsigned long long)q->id, q->instance, f->msg);
+    xfer_fails_free(q->fail_next);
+    q->fail_next = NULL;
+    q->orphan_ms = 0;
+    return 1;
+}
+
 int xfer_fails_local(struct req *q, const struct xfer *r, kvf_error_t err, const char *msg)
 {
     char m[PROTO_MSG_MAX + 1];

@@ -59,6 +59,18 @@ int xfer_fails_add(struct req *q, uint64_t gen, uint32_t writer, uint32_t reader
  * it waits in: xfer_fail_gen) loses a reader, since each generation rank reads every SEND
  * there. As xfer_fails_add. */
 int xfer_fails_local(struct req *q, const struct xfer *r, kvf_error_t err, const char *msg);
+
+/* After a failure of q was added (rc, xfer_fails_add's) while q has no SEND generation: it waits
+ * for the next SEND (fail_next). registered: a rank of the context instance is registered here
+ * now; if none is, the failure's reader could only have been served by an instance registering
+ * within deadlines.lookup (lookup_ms) of now, the longest a RECV waits for one. */
+void xfer_fails_pending(struct req *q, int rc, bool registered, uint64_t now_ms,
+                        uint64_t lookup_ms);
+/* Before SEND x of a rank registered at registered_ms meets q: failures waiting for the next SEND
+ * that all came while no rank of the instance was registered, more than deadlines.lookup before
+ * this rank registered, were an earlier incarnation's readers (chaos seed 77031): dropped (and
+ * logged). Returns how many failure sets were dropped (0 or 1). */
+int xfer_fails_orphans(struct req *q, uint64_t registered_ms);
 /* The readers SEND s waits for: n_readers, else the count the daemon derived (a failed
  * same-daemon reader derives it as a served one would). */
 uint32_t xfer_need(struct xfer *s);

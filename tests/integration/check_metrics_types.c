@@ -121,6 +121,7 @@ static const struct fam families[] = {
     {"kvferry_peers_reader_nacks_recv_total", CT},
     {"kvferry_peers_reader_nacks_queued_total", CT},
     {"kvferry_peers_reader_nacks_unsent_total", CT},
+    {"kvferry_peers_reader_nacks_stale_total", CT},
     {"kvferry_peers_frag_holds_total", CT},
     {"kvferry_peers_link_waits_total", CT},
     {"kvferry_peers_frag_jobs_in_flight", GA},

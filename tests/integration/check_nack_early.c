@@ -15,7 +15,13 @@
  *    (rank 0's, read from A while the reader was cancelled, ends at once: FAILED, or SENT when
  *    its flow put every byte first; a NACK that came while that flow still read once left it
  *    to its deadline).
- * Each case failed before engine_pnack.c: those SENDs waited for their deadline (60 s here). */
+ * Each case failed before engine_pnack.c: those SENDs waited for their deadline (60 s here).
+ *  - its home restarted: A is killed (B knew it: a request of another instance moved), a
+ *    reader of ctx fails at B while A is down (its table never came: PEER_UNREACHABLE); A
+ *    comes back at the same address, ctx registers again and SENDs the same id. The failed
+ *    reader was of the old incarnation: B drops its NACK (reader_nacks_stale) when the table
+ *    comes from the new one, whose SENDs wait for their reader and are served. Before, B told
+ *    them and both ended FAILED PEER_UNREACHABLE at once (chaos seed 52021, issue 26). */
 #include <check.h>
 
 #include "remoteutil.h"
@@ -227,6 +233,67 @@ START_TEST(a_reader_whose_writers_daemon_is_not_connected_ends_its_send_once_it_
 }
 END_TEST
 
+/* B's NACKs waiting for A resolved: dropped as stale, or told to A. */
+static void until_nacks_resolved(struct early *x)
+{
+    uint64_t end = ru_now_ms() + (uint64_t)tu_ms(10000);
+    while (ru_peers_stat(&x->t.b, "reader_nacks_stale") < 1 &&
+           ru_peers_stat(&x->t.a, "reader_nacks_recv") < 1) {
+        ck_assert_msg(ru_now_ms() < end, "B's waiting NACK neither dropped nor told to A");
+        ru_sleep_ms(10);
+    }
+}
+
+START_TEST(a_reader_failed_while_its_home_was_down_is_not_told_to_the_restarted_home)
+{
+    struct early x;
+    early_start(&x, LONG);
+    uint64_t rng = 52021;
+    struct ru_inst warm;
+    ru_inst_init(&warm, GEN, "warm", ROLE_CONTEXT, 8, &rng, 0x33);
+    ru_inst_register(&warm, &x.t.a);
+    ru_move_one(x.t.a.addr, &warm, &x.gen, 1, 91, tu_ms(10000)); /* B knows A's daemon id */
+    ru_inst_free(&warm);
+    ru_daemon_kill9(&x.t.a);
+    recv_req(&x, 300); /* ctx's table never came from the old A: the reader fails */
+    struct kvf_event ev;
+    ck_assert_int_eq(ru_wait_event(&x.gen.r[0], 300, &ev, 10000), KVF_EV_FAILED);
+    /* unreachable, or lost when B's fetch went out on its link to the old A before it saw the
+     * kill (a loaded machine) */
+    ck_assert_msg(ev.error == KVF_E_PEER_UNREACHABLE || ev.error == KVF_E_PEER_LOST, "%s: %s",
+                  kvf_error_to_string(ev.error), ev.message);
+    ru_wait_peers_stat(&x.t.b, "reader_nacks_queued", 1, 5000);
+    ck_assert_int_eq(ru_daemon_restart(&x.t.a), 0); /* a new incarnation, the same address */
+    ru_inst_free(&x.ctx);
+    rng = 51;
+    ru_inst_init(&x.ctx, CTX, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_register(&x.ctx, &x.t.a);
+    uint32_t readers[64] = {0};
+    ru_fill_and_send(&x.ctx, &x.gen, 300, -1, 300, readers);
+    until_nacks_resolved(&x);
+    json_t *tr = ru_ctl(&x.t.a, "transfers"), *o;
+    size_t i, waiting = 0;
+    json_array_foreach(json_object_get(tr, "transfers"), i, o)
+        waiting += tj_is(json_object_get(o, "side"), "send");
+    json_decref(tr);
+    ck_assert_msg(waiting == 2, "%zu of the new incarnation's 2 SENDs wait for their reader: "
+                  "the old reader's NACK ended the others", waiting);
+    recv_req(&x, 300);
+    int k = ru_wait_event(&x.gen.r[0], 300, &ev, 20000);
+    ck_assert_msg(k == KVF_EV_DONE, "the new RECV ended %d %s: %s", k,
+                  kvf_error_to_string(ev.error), ev.message);
+    for (uint32_t r = 0; r < 2; r++) {
+        k = ru_wait_event(&x.ctx.r[r], 300, &ev, 20000);
+        ck_assert_msg(k == KVF_EV_SENT, "rank %u's SEND of the new incarnation ended %d %s: %s",
+                      r, k, kvf_error_to_string(ev.error), ev.message);
+    }
+    ru_assert_parity(&x.gen.r[0], 0, 300, "after the home restarted");
+    ck_assert_int_eq(ru_peers_stat(&x.t.b, "reader_nacks_stale"), 1);
+    ck_assert_int_le(ru_peers_stat(&x.t.a, "reader_nacks_recv"), 0);
+    early_stop(&x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("nack_early");
@@ -237,6 +304,7 @@ int main(void)
     tcase_add_test(tc, a_reader_whose_worker_died_before_its_table_came_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_table_never_came_in_time_ends_the_sends);
     tcase_add_test(tc, a_reader_whose_writers_daemon_is_not_connected_ends_its_send_once_it_is);
+    tcase_add_test(tc, a_reader_failed_while_its_home_was_down_is_not_told_to_the_restarted_home);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -265,6 +265,41 @@ START_TEST(nack_reused_id_does_not_see_the_old_failures)
 }
 END_TEST
 
+/* A reader cancelled while no rank of its context instance was registered here, more than
+ * deadlines.lookup before the instance registered (a RECV of it issued after the cancel failed
+ * UNKNOWN_INSTANCE meanwhile), was an earlier incarnation's: the new instance's SEND of that id
+ * waits for its reader and is served. It once adopted the failure and ended CANCELLED at once,
+ * and its reader then waited send_wait (chaos seed 77031: the context daemon had restarted, the
+ * cancelled RECVs' instance never registered again before the next one did). */
+START_TEST(nack_reader_failed_before_a_late_registration_is_not_counted)
+{
+    struct two t;
+    two_start(&t, "deadlines:\n  lookup: 500ms\n  send_wait: 5s\n  transfer: 10s\n", NULL, NULL);
+    uint64_t rng = 77;
+    struct ru_inst ctx, gen;
+    ru_inst_init(&ctx, TINY, "ctx", ROLE_CONTEXT, 8, &rng, 0x5a);
+    ru_inst_init(&gen, TINY, "gen", ROLE_GENERATION, 8, &rng, RU_POISON);
+    ru_inst_register(&gen, &t.a); /* ctx not yet: no rank of it registered */
+    struct kvf_recv_args a;
+    struct kvf_event ev;
+    recv_args(&gen.r[0], 70, NULL, &a);
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(kvf_cancel(gen.r[0].c, 70), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 70, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_int_eq(ev.error, KVF_E_CANCELLED);
+    recv_args(&gen.r[0], 71, NULL, &a); /* waits deadlines.lookup for the instance, in vain */
+    ck_assert_int_eq(kvf_recv(gen.r[0].c, &a), 0);
+    ck_assert_int_eq(ru_wait_event(&gen.r[0], 71, &ev, 10000), KVF_EV_FAILED);
+    ck_assert_msg(ev.error == KVF_E_UNKNOWN_INSTANCE, "%s: %s", kvf_error_to_string(ev.error),
+                  ev.message);
+    ru_inst_register(&ctx, &t.a);
+    restarted_is_served(&ctx, &gen, 70, NULL, "a reader cancelled before a late registration");
+    ru_inst_free(&ctx);
+    ru_inst_free(&gen);
+    two_stop(&t, 1);
+}
+END_TEST
+
 /* A reader whose request its plan refuses (a block id twice: admitted, every id in range) tells
  * the writers its shape reads; before, its SEND waited for its deadline. The next request of a
  * good reader is served. */
@@ -295,6 +330,7 @@ static Suite *suite(void)
     tcase_add_test(tc, nack_dead_reader_between_daemons_ends_the_send);
     tcase_add_test(tc, nack_refused_reader_between_daemons_ends_the_send);
     tcase_add_test(tc, nack_reused_id_does_not_see_the_old_failures);
+    tcase_add_test(tc, nack_reader_failed_before_a_late_registration_is_not_counted);
     tcase_add_test(tc, nack_bad_request_reader_between_daemons_ends_the_send);
     suite_add_tcase(s, tc);
     return s;

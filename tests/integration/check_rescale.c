@@ -7,7 +7,14 @@
  * they were in flight (SENT to nobody yet, the old instance killed). The new instance's ranks
  * start from the highest down, each one's SENDs seen waiting before the next starts: a SEND of
  * a rank the old shape did not have comes first, the order that joined the old, served record
- * before epochs (its SENDs ended SENT at once with no byte read, the RECVs then failed). */
+ * before epochs (its SENDs ended SENT at once with no byte read, the RECVs then failed).
+ * Attention-DP rows: the decode names DP rank 1 while the prefill has attention-DP and none
+ * otherwise (its readers' expectations follow the epoch); the prefill's ranks leave the count
+ * of their readers to the daemon, and the rank the decode does not read is killed once it is
+ * done (its SENDs wait for nobody). Across two daemons the
+ * decode's daemon held the table of the other shape (cached 10 s): its RECVs were refused by
+ * their plan against that table, BAD_REQUEST "attention-DP context (tp 2) needs the DP rank
+ * that ran the request, got -1" (chaos seed 41017, issue 26). */
 #include <check.h>
 
 #include "remoteutil.h"
@@ -81,6 +88,11 @@ static void until_no_workers(struct env *v)
 
 /* Starts every rank of prefill `spec` (highest first, each one's SENDs waiting before the
  * next); returns how many, their pids in pids. */
+static bool adp(const char *spec)
+{
+    return strstr(spec, "adp=") != NULL;
+}
+
 static uint32_t start_prefill(struct env *v, const char *spec, const char *seed, pid_t *pids)
 {
     struct preset_spec ps;
@@ -93,22 +105,30 @@ static uint32_t start_prefill(struct env *v, const char *spec, const char *seed,
         tu_fmt(log, sizeof log, "pre-%s-%u.log", seed, i);
         struct wenv w = at(v, &v->t.a);
         pids[i] = wt_sim(&w, log, "--role", "context", "--instance", "pre", "--spec", spec,
-                         "--rank", rank, "--requests", N_REQ, "--readers", "1", "--seed", seed,
+                         "--rank", rank, "--requests", N_REQ, "--readers", adp(spec) ? "0" : "1",
+                         "--seed", seed,
                          (char *)NULL);
         until_sends_waiting(v, (long long)(n - i) * 2, spec);
     }
     return n;
 }
 
-static pid_t start_decode(struct env *v, const char *seed)
+static pid_t start_decode(struct env *v, const char *spec, const char *seed)
 {
     char log[64];
     tu_fmt(log, sizeof log, "dec-%s.log", seed);
     struct wenv w = at(v, v->two ? &v->t.b : &v->t.a);
     /* at b the prefill's home is named; at a it is registered there */
+    const char *home[] = {"--ctx-home", v->t.a.addr}, *dp[] = {"--ctx-dp-rank", "1"};
+    const char *x[4] = {NULL};
+    int n = 0;
+    if (adp(spec))
+        x[n++] = dp[0], x[n++] = dp[1];
+    if (v->two)
+        x[n++] = home[0], x[n++] = home[1];
     return wt_sim(&w, log, "--role", "generation", "--instance", "dec", "--spec", "tiny", "--rank",
-                  "0", "--requests", N_REQ, "--ctx-instance", "pre", "--seed", seed,
-                  v->two ? "--ctx-home" : (char *)NULL, v->t.a.addr, (char *)NULL);
+                  "0", "--requests", N_REQ, "--ctx-instance", "pre", "--seed", seed, x[0], x[1],
+                  x[2], x[3], (char *)NULL);
 }
 
 /* The prefill of spec moves requests 1..N_REQ to the decode with pattern seed; every process
@@ -117,7 +137,7 @@ static void round_trip(struct env *v, const char *spec, const char *seed)
 {
     pid_t pre[LAYOUT_MAX_TP * 2];
     uint32_t n = start_prefill(v, spec, seed, pre);
-    pid_t dec = start_decode(v, seed);
+    pid_t dec = start_decode(v, spec, seed);
     char log[64];
     tu_fmt(log, sizeof log, "dec-%s.log", seed);
     int rd = wt_wait(dec, tu_ms(40000));
@@ -126,6 +146,11 @@ static void round_trip(struct env *v, const char *spec, const char *seed)
                   "%s seed %s: decode exit %d:\n%s", spec, seed, rd, dl);
     free(dl);
     for (uint32_t i = 0; i < n; i++) {
+        if (adp(spec) && i != 1) { /* not the decode's DP rank: its SENDs have no reader */
+            kill(pre[i], SIGKILL);
+            wt_wait(pre[i], 5000);
+            continue;
+        }
         int rp = wt_wait(pre[i], tu_ms(40000));
         tu_fmt(log, sizeof log, "pre-%s-%u.log", seed, i);
         char *pl = slurp(v, log);
@@ -196,6 +221,7 @@ ROW(rescale_tp1_to_tp2_and_back_moves_the_new_bytes, "tiny", "tiny:tp=2")
 ROW(rescale_tp2_to_tp1_and_back_moves_the_new_bytes, "tiny:tp=2", "tiny")
 ROW(rescale_pp1_to_pp2_and_back_moves_the_new_bytes, "tiny", "tiny:pp=2")
 ROW(relayout_layer_to_block_major_and_back_moves_the_new_bytes, "tiny", "tiny:arr=block")
+ROW(adp_to_no_adp_and_back_moves_the_new_bytes, "tiny:tp=2,adp=1", "tiny:tp=2")
 
 int main(void)
 {
@@ -211,6 +237,7 @@ int main(void)
     ADD(rescale_tp2_to_tp1_and_back_moves_the_new_bytes);
     ADD(rescale_pp1_to_pp2_and_back_moves_the_new_bytes);
     ADD(relayout_layer_to_block_major_and_back_moves_the_new_bytes);
+    ADD(adp_to_no_adp_and_back_moves_the_new_bytes);
     suite_add_tcase(s, one);
     suite_add_tcase(s, two);
     return tu_run(s);

@@ -75,6 +75,11 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
 int ru_daemon_start(struct ru_daemon *d, const char *top, const char *name, int listen,
                     const char *secret, const char *extra);
 
+/* Starts kvferryd again with d's config (its address, dir and log) after it stopped or was
+ * killed: a new incarnation at the same address. 0, or -1 with no daemon running. */
+int ru_daemon_restart(struct ru_daemon *d);
+int ru_daemon_launch(struct ru_daemon *d, const char *tls); /* ru_daemon_start_tls's exec */
+
 /* SIGTERM (drain) and wait; returns the exit status (0 when already stopped), or -1. */
 int ru_daemon_stop(struct ru_daemon *d);
 

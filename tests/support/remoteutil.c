@@ -41,12 +41,53 @@ const char *ru_listen_host = "127.0.0.1";
 const char *ru_netns;
 int ru_held_events;
 
+/* Forks and execs kvferryd with d's config, waits for its READY=1: 1 up, 0 exited before it,
+ * -1 none in time (still running). */
+int ru_daemon_launch(struct ru_daemon *d, const char *tls)
+{
+    char bin[256];
+    tu_bin("kvferryd", bin, sizeof bin);
+    unlink(d->worker);
+    tr_open(&d->ready, d->dir);
+    d->pid = fork();
+    ck_assert_int_ge(d->pid, 0);
+    if (d->pid == 0) {
+        int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        /* KVF_TEST_UCX_TLS: the same-host default of a run that needs more transports
+         * (cuda_copy,cuda_ipc for the device arena: scripts/bench-gpu-direct) */
+        const char *same = getenv("KVF_TEST_UCX_TLS");
+        setenv("UCX_TLS", tls ? tls : same && *same ? same : RU_TLS_SAME_HOST, 1);
+        tr_child_env(&d->ready);
+        if (ru_netns) /* ip execs the daemon: the pid stays the daemon's */
+            execlp("ip", "ip", "netns", "exec", ru_netns, bin, "--config", d->cfg, (char *)NULL);
+        else
+            execl(bin, bin, "--config", d->cfg, (char *)NULL);
+        _exit(127);
+    }
+    return tr_wait_ready(&d->ready, d->pid, 30000, NULL);
+}
+
+int ru_daemon_restart(struct ru_daemon *d)
+{
+    int up = ru_daemon_launch(d, NULL);
+    if (up == 1)
+        return 0;
+    if (up < 0)
+        kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    tr_close(&d->ready);
+    return -1;
+}
+
 int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, int listen,
                         const char *secret, const char *extra, const char *tls)
 {
     static unsigned salt;
-    char bin[256];
-    tu_bin("kvferryd", bin, sizeof bin);
     memset(d, 0, sizeof *d);
     tu_fmt(d->dir, sizeof d->dir, "%s/%s", top, name);
     mkdir(d->dir, 0700);
@@ -72,28 +113,7 @@ int ru_daemon_start_tls(struct ru_daemon *d, const char *top, const char *name, 
         if (tu_ms(1) > 1 && !(extra && strstr(extra, "keepalive_interval")))
             fprintf(f, "peers.keepalive_interval: %ums\n", tu_ms(1000));
         fclose(f);
-        unlink(d->worker);
-        tr_open(&d->ready, d->dir);
-        d->pid = fork();
-        ck_assert_int_ge(d->pid, 0);
-        if (d->pid == 0) {
-            int fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-            }
-            /* KVF_TEST_UCX_TLS: the same-host default of a run that needs more transports
-             * (cuda_copy,cuda_ipc for the device arena: scripts/bench-gpu-direct) */
-            const char *same = getenv("KVF_TEST_UCX_TLS");
-            setenv("UCX_TLS", tls ? tls : same && *same ? same : RU_TLS_SAME_HOST, 1);
-            tr_child_env(&d->ready);
-            if (ru_netns) /* ip execs the daemon: the pid stays the daemon's */
-                execlp("ip", "ip", "netns", "exec", ru_netns, bin, "--config", d->cfg, (char *)NULL);
-            else
-                execl(bin, bin, "--config", d->cfg, (char *)NULL);
-            _exit(127);
-        }
-        int up = tr_wait_ready(&d->ready, d->pid, 30000, NULL);
+        int up = ru_daemon_launch(d, tls);
         if (up == 1)
             return 0;
         if (up < 0) { /* no READY=1 in time: not a taken port */
