@@ -52,13 +52,7 @@ static void sleep_until(double ms)
 static void rank_up(struct rank *r, const char *spec, const char *inst, layout_role_t role,
                     const char *sock, const char *home, uint32_t blocks)
 {
-    struct preset_spec ps;
-    char err[512];
-    if (preset_parse(spec, &ps, err, sizeof err) ||
-        preset_build(&ps, inst, role, -1, &r->l, err, sizeof err)) {
-        fprintf(stderr, "bench_stream: %s: %s\n", spec, err);
-        exit(1);
-    }
+    bs_layout(spec, inst, role, &r->l);
     struct kvf_pool pools[LAYOUT_MAX_POOLS];
     for (uint32_t i = 0; i < r->l.n_pools; i++) {
         int fd = memfd_create(inst, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -74,15 +68,7 @@ static void rank_up(struct rank *r, const char *spec, const char *inst, layout_r
                                      .bytes = r->l.pools[i].bytes, .fd = fd};
     }
     bs_items(&r->l, blocks, r->counts, r->ids, &r->n_ids);
-    struct kvf_options o = {.name = inst, .home = home, .err = err, .errlen = sizeof err};
-    int rc = kvf_connect(sock, &o, &r->c);
-    if (rc)
-        bs_die(err, rc);
-    char *json = layout_to_json(&r->l);
-    rc = kvf_register(r->c, json, pools, r->l.n_pools, err, sizeof err);
-    free(json);
-    if (rc)
-        bs_die(err, rc);
+    r->c = bs_register(sock, home, &r->l, pools);
 }
 
 /* Bytes of the request's last layer (its marks): a hybrid model's last layer may be an attention

@@ -15,6 +15,7 @@
 
 #include "kvferry.h"
 #include "layout.h"
+#include "preset.h"
 
 static const char *bs_name = "bench";
 
@@ -29,6 +30,40 @@ static inline void bs_die(const char *what, int rc)
 {
     fprintf(stderr, "%s: %s: %d (%s)\n", bs_name, what, rc, strerror(rc < 0 ? -rc : rc));
     exit(1);
+}
+
+/* The layout of model spec (a preset: "kimi-k3:tp=2") as instance inst in role; exits when
+ * spec does not parse or build. */
+static inline void bs_layout(const char *spec, const char *inst, layout_role_t role,
+                             struct layout *l)
+{
+    struct preset_spec ps;
+    char err[512];
+    if (preset_parse(spec, &ps, err, sizeof err) ||
+        preset_build(&ps, inst, role, -1, l, err, sizeof err)) {
+        fprintf(stderr, "%s: %s: %s\n", bs_name, spec, err);
+        exit(1);
+    }
+}
+
+/* A client named after l's instance (home: its context home, or NULL), connected at sock and
+ * registered with l over pools; exits on a refusal. */
+static inline struct kvf_client *bs_register(const char *sock, const char *home,
+                                             const struct layout *l,
+                                             const struct kvf_pool *pools)
+{
+    char err[512];
+    struct kvf_client *c = NULL;
+    struct kvf_options o = {.name = l->instance, .home = home, .err = err, .errlen = sizeof err};
+    int rc = kvf_connect(sock, &o, &c);
+    if (rc)
+        bs_die(err, rc);
+    char *json = layout_to_json(l);
+    rc = kvf_register(c, json, pools, l->n_pools, err, sizeof err);
+    free(json);
+    if (rc)
+        bs_die(err, rc);
+    return c;
 }
 
 /* The request's items of layout l: counts[g] per group, ids concatenated (n_ids). */

@@ -67,13 +67,8 @@ struct rank {
 static void rank_up(struct rank *r, const char *spec, const char *inst, layout_role_t role,
                     const char *sock, int dev, uint32_t blocks)
 {
-    struct preset_spec ps;
     char err[512];
-    if (preset_parse(spec, &ps, err, sizeof err) ||
-        preset_build(&ps, inst, role, -1, &r->l, err, sizeof err)) {
-        fprintf(stderr, "bench_stream_gpu: %s: %s\n", spec, err);
-        exit(1);
-    }
+    bs_layout(spec, inst, role, &r->l);
     struct kvf_pool pools[LAYOUT_MAX_POOLS];
     for (uint32_t i = 0; i < r->l.n_pools; i++) {
         r->l.pools[i].kind = POOL_CUDA;
@@ -86,15 +81,7 @@ static void rank_up(struct rank *r, const char *spec, const char *inst, layout_r
         memcpy(pools[i].ipc_handle, r->pool[i]->handle, sizeof pools[i].ipc_handle);
     }
     bs_items(&r->l, blocks, r->counts, r->ids, &r->n_ids);
-    struct kvf_options o = {.name = inst, .err = err, .errlen = sizeof err};
-    int rc = kvf_connect(sock, &o, &r->c);
-    if (rc)
-        bs_die(err, rc);
-    char *json = layout_to_json(&r->l);
-    rc = kvf_register(r->c, json, pools, r->l.n_pools, err, sizeof err);
-    free(json);
-    if (rc)
-        bs_die(err, rc);
+    r->c = bs_register(sock, NULL, &r->l, pools);
 }
 
 struct run {
